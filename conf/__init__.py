@@ -1,0 +1,152 @@
+"""flinkwatch configuration: frozen pydantic models loaded from YAML.
+
+The detector section is derived from :data:`detectors.REGISTRY`: each detector's
+parameters live in its own module, and an unknown detector name or parameter is
+an error that names the field.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from detectors import REGISTRY, DetectorParams
+
+DEFAULT_CONFIG = Path(__file__).with_name("flinkwatch.yaml")
+
+
+class FlinkwatchError(Exception):
+    """Base of every error flinkwatch raises on purpose."""
+
+
+class ConfigError(FlinkwatchError):
+    """A config file that cannot be used; the message names the file and the field."""
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class KafkaConfig(_Frozen):
+    """Where the Flink records come from."""
+
+    bootstrap_servers: str = "127.0.0.1:9092"
+    logs_topic: str = "flink.logs"
+    metrics_topic: str = "flink.metrics"
+    starting_offsets: Literal["earliest", "latest"] = "earliest"
+    max_offsets_per_trigger: int | None = Field(default=200_000, gt=0)
+    fail_on_data_loss: bool = True
+    options: dict[str, str] = Field(
+        default_factory=dict, description="Extra `kafka.*` options for the Spark source."
+    )
+
+
+class SparkConfig(_Frozen):
+    """How the Spark job runs."""
+
+    master: str = "local[2]"
+    shuffle_partitions: int = Field(default=2, gt=0)
+    trigger_interval_s: float = Field(default=1.0, gt=0)
+    watermark_delay_s: float = Field(default=30.0, ge=0)
+    restart_backoff_s: float = Field(default=5.0, gt=0)
+    max_restarts: int = Field(default=100, ge=0)
+
+
+class ParsingConfig(_Frozen):
+    """How records are read and when they become dead letters."""
+
+    log_timezone: str = "UTC"
+    max_record_bytes: int = Field(default=1_048_576, gt=0)
+    max_future_skew_s: float = Field(default=86_400, gt=0)
+
+
+class OutputConfig(_Frozen):
+    """Where state and results go."""
+
+    state_dir: Path = Path("var")
+    alerts_file: Path | None = None
+    deadletter_dir: Path | None = None
+    console: bool = True
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        """Spark checkpoints (offsets and detector state)."""
+        return self.state_dir / "checkpoints"
+
+    @property
+    def alerts_path(self) -> Path:
+        """The JSON-lines alert log."""
+        return self.alerts_file or self.state_dir / "alerts.jsonl"
+
+    @property
+    def deadletter_path(self) -> Path:
+        """Directory of dead-letter JSON-lines files."""
+        return self.deadletter_dir or self.state_dir / "deadletters"
+
+
+class AppConfig(_Frozen):
+    """The whole configuration (``conf/flinkwatch.yaml``)."""
+
+    kafka: KafkaConfig = KafkaConfig()
+    spark: SparkConfig = SparkConfig()
+    parsing: ParsingConfig = ParsingConfig()
+    output: OutputConfig = OutputConfig()
+    detectors: dict[str, DetectorParams] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _detector_params(cls, data: Any) -> Any:
+        # Validate each detector's section with that detector's own model, so errors
+        # name `detectors.<name>.<param>` and defaults come from the detector module.
+        if not isinstance(data, dict):
+            return data
+        raw = data.get("detectors") or {}
+        if not isinstance(raw, dict):
+            msg = "detectors must be a mapping of detector name to parameters"
+            raise ValueError(msg)
+        unknown = sorted(set(raw) - set(REGISTRY))
+        if unknown:
+            msg = f"unknown detector(s) {unknown}; known: {sorted(REGISTRY)}"
+            raise ValueError(msg)
+        parsed = {}
+        for name, cls_ in REGISTRY.items():
+            section = raw.get(name) or {}
+            if isinstance(section, DetectorParams):
+                parsed[name] = section
+            else:
+                parsed[name] = cls_.params_model.model_validate(section)
+        return {**data, "detectors": parsed}
+
+
+def load_config(path: str | Path | None = None) -> AppConfig:
+    """Load and validate a YAML config; ``None`` loads the packaged default.
+
+    Raises:
+        ConfigError: the file is missing, not YAML, or invalid; the message names
+            the file and each offending field.
+    """
+    p = Path(path) if path else DEFAULT_CONFIG
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        msg = f"{p}: cannot read config: {exc.strerror or exc}"
+        raise ConfigError(msg) from exc
+    try:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        msg = f"{p}: not valid YAML: {exc}"
+        raise ConfigError(msg) from exc
+    if not isinstance(data, dict):
+        msg = f"{p}: top level must be a mapping, got {type(data).__name__}"
+        raise ConfigError(msg)
+    try:
+        return AppConfig.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(x) for x in e['loc']) or '<root>'}: {e['msg']}" for e in exc.errors()
+        )
+        msg = f"{p}: invalid config: {problems}"
+        raise ConfigError(msg) from exc

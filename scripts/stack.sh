@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# Local stack for flinkwatch: a single-node Apache Kafka broker (KRaft) and the Spark Kafka
+# connector jars, both resolved from Maven Central with the project's own POMs.
+#
+#   scripts/stack.sh fetch    resolve jars into $FLINKWATCH_STACK_DIR/jars (cached, idempotent)
+#   scripts/stack.sh up       fetch, format storage once, start the broker, create the topics
+#   scripts/stack.sh down     stop the broker (data is kept; `down --purge` deletes it)
+#   scripts/stack.sh status   say whether the broker is running and where
+#
+# Environment (all optional):
+#   FLINKWATCH_STACK_DIR   where jars, broker data and logs live   (default: <repo>/.stack)
+#   FLINKWATCH_KAFKA_PORT  broker port on 127.0.0.1                 (default: 9092)
+#   FLINKWATCH_TOPICS      topics to create                         (default: flink.logs flink.metrics)
+#   FLINKWATCH_PARTITIONS  partitions per topic                     (default: 2)
+#   PYTHON                 interpreter with flinkwatch installed    (default: <repo>/.venv/bin/python)
+set -euo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+stack=${FLINKWATCH_STACK_DIR:-$repo/.stack}
+port=${FLINKWATCH_KAFKA_PORT:-9092}
+controller_port=$((port + 1))
+topics=${FLINKWATCH_TOPICS:-flink.logs flink.metrics}
+partitions=${FLINKWATCH_PARTITIONS:-2}
+python=${PYTHON:-$repo/.venv/bin/python}
+kafka_dir=$stack/kafka-$port
+pidfile=$kafka_dir/broker.pid
+
+say() { printf '[stack] %s\n' "$*" >&2; }
+
+fetch_one() {  # fetch_one NAME INCLUDE_IDS
+  local name=$1 include=$2 dest=$stack/jars/$1
+  if [ -f "$dest/.complete" ]; then
+    say "jars/$name: cached ($(ls "$dest"/*.jar | wc -l) jars)"
+    return
+  fi
+  say "jars/$name: resolving from Maven Central (first run only)..."
+  rm -rf "$dest.tmp" && mkdir -p "$dest.tmp"
+  local args=(-q -B -s "$repo/scripts/maven/settings.xml" -f "$repo/scripts/maven/$name/pom.xml"
+    dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$dest.tmp")
+  [ -n "$include" ] && args+=(-DincludeArtifactIds="$include")
+  mvn "${args[@]}" >&2
+  touch "$dest.tmp/.complete"
+  rm -rf "$dest" && mv "$dest.tmp" "$dest"
+  say "jars/$name: $(ls "$dest"/*.jar | wc -l) jars in $dest"
+}
+
+fetch() {
+  command -v java >/dev/null || { say "java not found: install a JDK 17"; exit 1; }
+  command -v mvn >/dev/null || { say "mvn not found: install Maven"; exit 1; }
+  fetch_one kafka-broker ""
+  # pyspark ships Spark itself; copy only what its jars/ lacks, so no second copy of a
+  # library (slf4j, lz4, snappy, scala) ends up on Spark's classpath.
+  fetch_one spark-kafka "spark-sql-kafka-0-10_2.13,spark-token-provider-kafka-0-10_2.13,kafka-clients,commons-pool2"
+}
+
+running() { [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; }
+
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; }
+
+up() {
+  fetch
+  mkdir -p "$kafka_dir"
+  if running; then
+    say "kafka: already running (pid $(cat "$pidfile")) on 127.0.0.1:$port"
+  else
+    if port_open; then
+      say "kafka: port $port is taken by another process; set FLINKWATCH_KAFKA_PORT"
+      exit 1
+    fi
+    cat > "$kafka_dir/server.properties" <<PROPS
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:$controller_port
+listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$controller_port
+advertised.listeners=PLAINTEXT://127.0.0.1:$port
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+log.dirs=$kafka_dir/data
+num.partitions=$partitions
+offsets.topic.replication.factor=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+group.initial.rebalance.delay.ms=0
+auto.create.topics.enable=false
+log.retention.hours=168
+message.max.bytes=10485760
+PROPS
+    cat > "$kafka_dir/log4j.properties" <<PROPS
+log4j.rootLogger=INFO, file
+log4j.appender.file=org.apache.log4j.FileAppender
+log4j.appender.file.File=$kafka_dir/server.log
+log4j.appender.file.layout=org.apache.log4j.PatternLayout
+log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.logger.kafka=INFO
+log4j.logger.org.apache.kafka=INFO
+PROPS
+    local cp="$stack/jars/kafka-broker/*"
+    if [ ! -f "$kafka_dir/data/meta.properties" ]; then
+      say "kafka: formatting KRaft storage in $kafka_dir/data"
+      java -cp "$cp" -Dlog4j.configuration="file:$kafka_dir/log4j.properties" kafka.tools.StorageTool \
+        format -t "$(java -cp "$cp" kafka.tools.StorageTool random-uuid 2>/dev/null | tail -n 1)" \
+        -c "$kafka_dir/server.properties" >&2
+    fi
+    say "kafka: starting broker on 127.0.0.1:$port (log: $kafka_dir/server.log)"
+    nohup java -Xms256m -Xmx512m -XX:+UseG1GC -Djava.awt.headless=true \
+      -Dlog4j.configuration="file:$kafka_dir/log4j.properties" \
+      -cp "$cp" kafka.Kafka "$kafka_dir/server.properties" > "$kafka_dir/stdout.log" 2>&1 &
+    echo $! > "$pidfile"
+    for _ in $(seq 1 120); do
+      port_open && break
+      running || { say "kafka: broker exited; see $kafka_dir/stdout.log and server.log"; tail -n 20 "$kafka_dir/stdout.log" >&2; exit 1; }
+      sleep 0.5
+    done
+    port_open || { say "kafka: broker did not open port $port within 60 s"; exit 1; }
+  fi
+  say "kafka: creating topics ($topics) with $partitions partitions"
+  # shellcheck disable=SC2086
+  "$python" -m streaming.cli kafka create-topics --bootstrap "127.0.0.1:$port" --partitions "$partitions" $topics
+  say "kafka: ready at 127.0.0.1:$port"
+}
+
+down() {
+  if running; then
+    local pid
+    pid=$(cat "$pidfile")
+    say "kafka: stopping broker (pid $pid)"
+    kill "$pid"
+    for _ in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+    kill -0 "$pid" 2>/dev/null && { say "kafka: broker did not stop in 30 s; killing"; kill -9 "$pid"; }
+  else
+    say "kafka: not running"
+  fi
+  rm -f "$pidfile"
+  if [ "${1:-}" = "--purge" ]; then
+    say "kafka: deleting $kafka_dir"
+    rm -rf "$kafka_dir"
+  fi
+}
+
+status() {
+  if running; then
+    say "kafka: running (pid $(cat "$pidfile")) on 127.0.0.1:$port, data in $kafka_dir/data"
+  else
+    say "kafka: not running"
+    return 3
+  fi
+}
+
+case "${1:-}" in
+  fetch) fetch ;;
+  up) up ;;
+  down) shift; down "${1:-}" ;;
+  status) status ;;
+  jars) echo "$stack/jars/spark-kafka" ;;
+  *) echo "usage: $0 fetch|up|down [--purge]|status|jars" >&2; exit 2 ;;
+esac

@@ -1,0 +1,448 @@
+"""``flinkwatch`` command line: run, replay, parse, simulate, config check, kafka, demo."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+
+from conf import AppConfig, ConfigError, load_config
+
+log = logging.getLogger("flinkwatch")
+
+
+def _setup_logging(verbose: bool) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)-5s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    # py4j logs every JVM call at INFO.
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+
+
+def _load(path: str | None) -> AppConfig:
+    try:
+        return load_config(path)
+    except ConfigError as exc:
+        log.error("%s", exc)
+        raise SystemExit(2) from exc
+
+
+# --- run -------------------------------------------------------------------------
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """The long-running job: Kafka → parse → detectors → sinks."""
+    from sinks import JsonLinesAlertSink, LogAlertSink
+    from streaming.app import Pipeline, run_forever
+    from streaming.session import get_session
+    from streaming.sources import kafka_records
+
+    cfg = _load(args.config)
+    if args.bootstrap:
+        cfg = cfg.model_copy(
+            update={"kafka": cfg.kafka.model_copy(update={"bootstrap_servers": args.bootstrap})}
+        )
+    if args.state_dir:
+        cfg = cfg.model_copy(
+            update={"output": cfg.output.model_copy(update={"state_dir": Path(args.state_dir)})}
+        )
+    out = cfg.output
+    log.info(
+        "starting: kafka=%s topics=%s,%s state=%s alerts=%s",
+        cfg.kafka.bootstrap_servers,
+        cfg.kafka.logs_topic,
+        cfg.kafka.metrics_topic,
+        out.state_dir,
+        out.alerts_path,
+    )
+    spark = get_session(
+        master=cfg.spark.master,
+        shuffle_partitions=cfg.spark.shuffle_partitions,
+        timezone=cfg.parsing.log_timezone,
+    )
+    sinks = [JsonLinesAlertSink(out.alerts_path)]
+    if out.console:
+        sinks.append(LogAlertSink())
+    pipeline = Pipeline(
+        spark=spark,
+        cfg=cfg,
+        logs=lambda: kafka_records(spark, cfg.kafka, cfg.kafka.logs_topic),
+        metrics=lambda: kafka_records(spark, cfg.kafka, cfg.kafka.metrics_topic),
+        sinks=sinks,
+        checkpoint_dir=out.checkpoint_dir,
+        deadletter_dir=out.deadletter_path,
+        trigger={"processingTime": f"{int(cfg.spark.trigger_interval_s * 1000)} milliseconds"},
+    )
+    stop = {"flag": False}
+
+    def _stop(signum: int, _frame: object) -> None:
+        log.info("signal %d: stopping after the current micro-batch", signum)
+        stop["flag"] = True
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    deadline = time.monotonic() + args.duration if args.duration else None
+    rc = run_forever(
+        pipeline,
+        should_stop=lambda: stop["flag"] or (deadline is not None and time.monotonic() > deadline),
+    )
+    _print_summary(pipeline.stats.alerts, pipeline.stats.kinds, pipeline.stats.dead_letters)
+    return rc
+
+
+# --- replay ------------------------------------------------------------------------
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    """The same parser and detectors over files, in event time; alerts as JSON lines."""
+    from sinks import JsonLinesAlertSink
+    from streaming.app import Pipeline
+    from streaming.session import get_session
+    from streaming.sources import file_records, stage_files
+
+    cfg = _load(args.config)
+    if not args.logs and not args.metrics:
+        log.error("replay needs --logs and/or --metrics")
+        return 2
+    work = Path(tempfile.mkdtemp(prefix="flinkwatch-replay-"))
+    try:
+        logs_dir = stage_files(args.logs or [], work / "logs")
+        metrics_dir = stage_files(args.metrics or [], work / "metrics")
+    except FileNotFoundError as exc:
+        log.error("%s", exc)
+        return 2
+    output = Path(args.output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text("")
+    spark = get_session(
+        shuffle_partitions=cfg.spark.shuffle_partitions,
+        timezone=cfg.parsing.log_timezone,
+        require_kafka=False,
+    )
+    deadletters = Path(args.deadletters) if args.deadletters else work / "deadletters"
+    pipeline = Pipeline(
+        spark=spark,
+        cfg=cfg,
+        logs=lambda: file_records(spark, logs_dir, kind="log"),
+        metrics=lambda: file_records(spark, metrics_dir, kind="metric"),
+        sinks=[JsonLinesAlertSink(output, ledger=False)],
+        checkpoint_dir=work / "checkpoints",
+        deadletter_dir=deadletters,
+        trigger={"availableNow": True},
+    )
+    try:
+        for q in pipeline.start():
+            q.awaitTermination()
+            if q.exception():
+                log.error("replay failed: %s", q.exception())
+                return 1
+    finally:
+        if not args.keep_work:
+            shutil.rmtree(work, ignore_errors=True)
+    _print_summary(pipeline.stats.alerts, pipeline.stats.kinds, pipeline.stats.dead_letters)
+    if sum(pipeline.stats.dead_letters.values()) and args.deadletters:
+        print(f"dead letters written to {deadletters}", file=sys.stderr)
+    print(f"alerts written to {output}", file=sys.stderr)
+    return 0
+
+
+def _print_summary(
+    alerts: Counter[tuple[str, str, str]], kinds: Counter[str], dead: Counter[str]
+) -> None:
+    out = sys.stdout
+    print("events by kind: " + (", ".join(f"{k}={v}" for k, v in sorted(kinds.items())) or "none"), file=out)
+    print("dead letters:   " + (", ".join(f"{k}={v}" for k, v in sorted(dead.items())) or "none"), file=out)
+    if not alerts:
+        print("alerts: none", file=out)
+        return
+    rows = Counter()
+    for (det, ent, status), n in alerts.items():
+        rows[(det, ent)] += 0
+        rows[(det, ent, status)] += n
+    keys = sorted({(d, e) for (d, e, _s) in alerts})
+    w_det = max(len("detector"), *(len(d) for d, _ in keys))
+    w_ent = max(len("entity"), *(len(e) for _, e in keys))
+    print(f"{'detector':<{w_det}}  {'entity':<{w_ent}}  firing  resolved", file=out)
+    for d, e in keys:
+        print(
+            f"{d:<{w_det}}  {e:<{w_ent}}  {alerts[(d, e, 'firing')]:>6}  {alerts[(d, e, 'resolved')]:>8}",
+            file=out,
+        )
+
+
+# --- parse -------------------------------------------------------------------------
+
+
+def cmd_parse(args: argparse.Namespace) -> int:
+    """One JSON object per input record: the parsed event, or why it did not parse."""
+    from streaming.app import parse_limits
+    from streaming.parsing import parse_logs, parse_metrics
+    from streaming.session import get_session
+    from streaming.sources import file_records, stage_files
+
+    cfg = _load(args.config)
+    work = Path(tempfile.mkdtemp(prefix="flinkwatch-parse-"))
+    try:
+        staged = stage_files(args.paths, work / "in")
+        spark = get_session(timezone=cfg.parsing.log_timezone, require_kafka=False)
+        records = file_records(spark, staged, kind=args.kind, stream=False)
+        parse = parse_metrics if args.kind == "metric" else parse_logs
+        df = parse(records, parse_limits(cfg)).orderBy("topic", "offset")
+        for row in df.toLocalIterator():
+            rec = {k: v for k, v in row.asDict().items() if v is not None}
+            if "event_time" in rec:
+                rec["event_time"] = rec["event_time"].strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+            rec["topic"] = _original_name(rec.get("topic", ""))
+            rec.pop("kafka_ts", None)
+            rec.pop("partition", None)
+            print(json.dumps(rec, default=str))
+    except FileNotFoundError as exc:
+        log.error("%s", exc)
+        return 2
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+def _original_name(staged: str) -> str:
+    # stage_files names links `NNNNN-<name>`; show the user the name they gave.
+    name = Path(staged).name
+    return name.split("-", 1)[1] if "-" in name else name
+
+
+# --- simulate ------------------------------------------------------------------------
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    """Produce a simulated Flink fleet (healthy jobs + injected incidents) into Kafka."""
+    from streaming import simulate as sim
+
+    cfg = _load(args.config)
+    incidents = tuple(
+        sim.Incident(kind="checkpoint_expiry", job_index=i, onset_s=args.incident_at)
+        for i in range(min(args.incident_jobs, args.jobs))
+    )
+    spec = sim.FleetSpec(
+        jobs=args.jobs,
+        tms_per_job=args.tms_per_job,
+        checkpoint_interval_s=args.checkpoint_interval,
+        checkpoint_timeout_s=args.checkpoint_timeout,
+        seed=args.seed,
+        incidents=incidents,
+    )
+    start_ms = int(args.start_ms if args.start_ms is not None else time.time() * 1000)
+    bootstrap = args.bootstrap or cfg.kafka.bootstrap_servers
+    log.info(
+        "simulating %d jobs x %d TaskManagers for %.0f s (%s) into %s; incidents: %s",
+        spec.jobs,
+        spec.tms_per_job,
+        args.duration,
+        "real time" if args.realtime else "as fast as possible",
+        bootstrap,
+        ", ".join(f"{i.kind} on job {i.job_index} at +{i.onset_s:.0f}s" for i in incidents) or "none",
+    )
+    last = {"t": time.monotonic()}
+
+    def progress(n: int) -> None:
+        if time.monotonic() - last["t"] >= 5:
+            last["t"] = time.monotonic()
+            log.info("simulate: %d records sent", n)
+
+    n = sim.produce(
+        sim.generate(spec, start_ms, args.duration),
+        bootstrap,
+        cfg.kafka.logs_topic,
+        cfg.kafka.metrics_topic,
+        realtime=args.realtime,
+        progress=progress,
+    )
+    log.info("simulate: done, %d records sent", n)
+    return 0
+
+
+# --- config / kafka ---------------------------------------------------------------------
+
+
+def cmd_config_check(args: argparse.Namespace) -> int:
+    """Validate a config file without running anything."""
+    try:
+        cfg = load_config(args.file)
+    except ConfigError as exc:
+        print(f"INVALID {exc}", file=sys.stderr)
+        return 1
+    enabled = [n for n, p in cfg.detectors.items() if p.enabled]
+    print(f"OK {args.file}: detectors enabled: {', '.join(enabled) or 'none'}")
+    return 0
+
+
+def cmd_kafka_create_topics(args: argparse.Namespace) -> int:
+    """Create topics if missing (used by scripts/stack.sh)."""
+    from kafka.admin import KafkaAdminClient, NewTopic
+    from kafka.errors import TopicAlreadyExistsError
+
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            admin = KafkaAdminClient(bootstrap_servers=args.bootstrap, client_id="flinkwatch-admin")
+            break
+        except Exception as exc:  # the broker may still be starting
+            if time.monotonic() > deadline:
+                log.error("kafka at %s not reachable: %s", args.bootstrap, exc)
+                return 1
+            time.sleep(1)
+    try:
+        existing = set(admin.list_topics())
+        missing = [t for t in args.topics if t not in existing]
+        if missing:
+            try:
+                admin.create_topics(
+                    [NewTopic(t, num_partitions=args.partitions, replication_factor=1) for t in missing]
+                )
+            except TopicAlreadyExistsError:
+                pass
+        for t in args.topics:
+            print(f"topic {t}: {'created' if t in missing else 'exists'}", file=sys.stderr)
+    finally:
+        admin.close()
+    return 0
+
+
+# --- demo ----------------------------------------------------------------------------
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Simulated fleet (in the background, real time) plus the job, on the local stack."""
+    import subprocess
+
+    cfg = _load(args.config)
+    state = Path(args.state_dir)
+    if args.fresh and state.exists():
+        shutil.rmtree(state)
+    sim = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "streaming.cli",
+            "simulate",
+            "--realtime",
+            "--duration",
+            str(args.duration + 600),
+            "--jobs",
+            str(args.jobs),
+            "--incident-at",
+            str(args.incident_at),
+            "--checkpoint-interval",
+            "5",
+            "--checkpoint-timeout",
+            "10",
+        ]
+        + (["--config", args.config] if args.config else [])
+    )
+    log.info(
+        "demo: simulator pid %d is producing %d jobs in real time; checkpoints of job 0 start "
+        "expiring after %d s, so expect a checkpoint_failures alert about a minute in",
+        sim.pid,
+        args.jobs,
+        args.incident_at,
+    )
+    run_args = argparse.Namespace(
+        config=args.config, bootstrap=None, state_dir=str(state), duration=args.duration
+    )
+    try:
+        return cmd_run(run_args)
+    finally:
+        sim.terminate()
+        sim.wait(timeout=30)
+        log.info("demo: alerts are in %s", cfg.output.model_copy(update={"state_dir": state}).alerts_path)
+
+
+# --- main ----------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (also used by the CLI tests)."""
+    p = argparse.ArgumentParser(prog="flinkwatch", description=__doc__)
+    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    r = sub.add_parser("run", help="run the streaming job against Kafka")
+    r.add_argument("--config", help="YAML config (default: the packaged conf/flinkwatch.yaml)")
+    r.add_argument("--bootstrap", help="override kafka.bootstrap_servers")
+    r.add_argument("--state-dir", help="override output.state_dir")
+    r.add_argument("--duration", type=float, help="stop after this many seconds (default: never)")
+    r.set_defaults(func=cmd_run)
+
+    rp = sub.add_parser("replay", help="run the detectors over log/metric files")
+    rp.add_argument("--logs", nargs="+", default=[], help="log files or directories")
+    rp.add_argument("--metrics", nargs="+", default=[], help="metric files (JSON lines)")
+    rp.add_argument("--config", help="YAML config with the thresholds to try")
+    rp.add_argument("--output", required=True, help="alerts as JSON lines")
+    rp.add_argument("--deadletters", help="directory for records that did not parse")
+    rp.add_argument("--keep-work", action="store_true", help=argparse.SUPPRESS)
+    rp.set_defaults(func=cmd_replay)
+
+    pa = sub.add_parser("parse", help="show how records parse (one JSON object per record)")
+    pa.add_argument("paths", nargs="+", help="files or directories")
+    pa.add_argument("--kind", choices=["log", "metric"], default="log")
+    pa.add_argument("--config", help="YAML config (for the time zone and limits)")
+    pa.set_defaults(func=cmd_parse)
+
+    s = sub.add_parser("simulate", help="produce a simulated Flink fleet into Kafka")
+    s.add_argument("--config", help="YAML config (for the Kafka settings)")
+    s.add_argument("--bootstrap", help="override kafka.bootstrap_servers")
+    s.add_argument("--jobs", type=int, default=4)
+    s.add_argument("--tms-per-job", type=int, default=2)
+    s.add_argument("--duration", type=float, default=600, help="simulated seconds")
+    s.add_argument("--realtime", action="store_true", help="pace records at their event time")
+    s.add_argument("--incident-jobs", type=int, default=1, help="jobs whose checkpoints expire")
+    s.add_argument("--incident-at", type=float, default=30, help="onset, seconds after start")
+    s.add_argument("--checkpoint-interval", type=float, default=10.0)
+    s.add_argument("--checkpoint-timeout", type=float, default=60.0)
+    s.add_argument("--seed", type=int, default=7)
+    s.add_argument("--start-ms", type=int, help="event time of the first record (default: now)")
+    s.set_defaults(func=cmd_simulate)
+
+    c = sub.add_parser("config", help="configuration tools")
+    csub = c.add_subparsers(dest="config_command", required=True)
+    cc = csub.add_parser("check", help="validate a config file")
+    cc.add_argument("file")
+    cc.set_defaults(func=cmd_config_check)
+
+    k = sub.add_parser("kafka", help="Kafka tools")
+    ksub = k.add_subparsers(dest="kafka_command", required=True)
+    kt = ksub.add_parser("create-topics", help="create topics if missing")
+    kt.add_argument("--bootstrap", required=True)
+    kt.add_argument("--partitions", type=int, default=2)
+    kt.add_argument("topics", nargs="+")
+    kt.set_defaults(func=cmd_kafka_create_topics)
+
+    d = sub.add_parser("demo", help="simulated fleet + the job on the local stack")
+    d.add_argument("--config")
+    d.add_argument("--state-dir", default="var/demo")
+    d.add_argument("--jobs", type=int, default=4)
+    d.add_argument("--incident-at", type=float, default=20)
+    d.add_argument("--duration", type=float, help="stop after this many seconds (default: never)")
+    d.add_argument("--fresh", action="store_true", help="delete the demo state first")
+    d.set_defaults(func=cmd_demo)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``flinkwatch`` console script."""
+    args = build_parser().parse_args(argv)
+    _setup_logging(args.verbose)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,564 @@
+"""Flink log lines and metric records → parsed events, in Spark SQL.
+
+Everything here builds Column expressions; no Python runs per record. The
+input of :func:`parse_logs` and :func:`parse_metrics` is a DataFrame with the
+record text and its coordinates (``value``, ``topic``, ``partition``, ``offset``,
+``kafka_ts``); the output has :data:`EVENT_COLUMNS`, one row per event, with
+``error`` set (and ``kind`` null) for records that go to the dead letters.
+
+Log timestamps without a zone are read in the session time zone, which
+``streaming.session`` sets from ``parsing.log_timezone``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    DoubleType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+#: Columns of every parsed DataFrame, in order (README "Parsed events").
+EVENT_COLUMNS: tuple[str, ...] = (
+    "topic",
+    "partition",
+    "offset",
+    "kafka_ts",
+    "kind",
+    "event_time",
+    "job_id",
+    "job_name",
+    "tm_id",
+    "host",
+    "task",
+    "checkpoint_id",
+    "duration_ms",
+    "size_bytes",
+    "from_state",
+    "to_state",
+    "reason",
+    "metric",
+    "value",
+    "level",
+    "logger",
+    "message",
+    "error",
+    "detail",
+    "raw",
+)
+
+
+@dataclass(frozen=True)
+class ParseLimits:
+    """Bounds that turn a record into a dead letter.
+
+    Attributes:
+        max_record_bytes: Longer records are dead letters (``too_large``).
+        min_event_ms: Event times before this are absurd (``bad_timestamp``).
+        max_future_ms: Event times further than this ahead of the Kafka timestamp
+            (or of ``max_event_ms`` when there is none) are absurd.
+        max_event_ms: Upper bound when a record has no Kafka timestamp (files).
+        max_message_chars: Messages are cut to this length in the output.
+    """
+
+    max_record_bytes: int = 1_048_576
+    min_event_ms: int = 946_684_800_000  # 2000-01-01
+    max_future_ms: int = 86_400_000
+    max_event_ms: int = 4_102_444_800_000  # 2100-01-01
+    max_message_chars: int = 2000
+
+
+J = r"([0-9a-f]{32})"  # a Flink JobID
+TM_LOC = r"(?: at (\S+) @ ([^\s(]*[^\s(.]))?"  # TaskManagerLocation, 1.9+
+
+# Log4j layouts. Group 1 = timestamp, 2 = level, 3 = logger, 4 = message.
+#  - Flink default, log4j1 (<=1.10) and log4j2 (>=1.11, `[]` for the empty NDC)
+#  - the logback layout and `[thread]` variants seen in the field
+#  - Hadoop NodeManager (`logger: message`), for YARN container kills
+#  - an optional `kubectl logs --timestamps` RFC 3339 prefix
+_LAYOUT = (
+    r"(?s)^(?:\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?Z\s+)?"
+    r"(\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[,.]\d{1,9})?)\s+"
+    r"(?:\[[^\]]*\]\s+)?"
+    r"(TRACE|DEBUG|INFO|WARN|WARNING|ERROR|FATAL)\s+"
+    r"(?:\[[^\]]*\]\s+)?"
+    r"([\w.$]+?)(?::\s+|\s+(?:\[[^\]]*\]\s+)?(?:\S+\s+)??-\s)"
+    r"(.*)$"
+)
+
+# A record that is part of a stack trace or of a multi-line message.
+_CONTINUATION = (
+    r"^(?:\s|at |Caused by:|Suppressed:|\.\.\. \d+ more|\[\d{4}-|Dump of the process-tree|"
+    r"[\w$]+(?:\.[\w$]+)+(?:Exception|Error|Throwable)\b|Exit code|Diagnostics)"
+)
+
+# (kind, pattern on the message) in priority order: the first match wins. Fields are
+# extracted below with kind-specific patterns. Patterns look at the whole message so a
+# record that is only a stack-trace line still classifies.
+_KIND_RULES: tuple[tuple[str, str], ...] = (
+    ("checkpoint_completed", r"^Completed checkpoint \d+"),
+    ("checkpoint_triggered", r"^Triggering checkpoint \d+"),
+    ("checkpoint_expired", r"^Checkpoint \d+ (?:of job \S+ )?expired before completing"),
+    ("checkpoint_late_ack", r"^Received late message for now expired checkpoint attempt"),
+    ("checkpoint_declined", r"^Decline checkpoint \d+"),
+    (
+        "checkpoint_failed",
+        r"^(?:Failed to trigger or complete checkpoint|Failed to trigger checkpoint|"
+        r"Triggering Checkpoint \d+ for job \S+ failed due to|Discarding checkpoint \d+)|"
+        r"Exceeded checkpoint tolerable failure threshold",
+    ),
+    (
+        "container_memory_kill",
+        r"beyond (?:the )?'?(?:physical|PHYSICAL|virtual|VIRTUAL)'? memory limit|"
+        r"is under oom because|OOMKilled",
+    ),
+    (
+        "heartbeat_timeout",
+        r"^(?:(?:java\.util\.concurrent\.)?TimeoutException: )?(?:The h|H)eartbeat of TaskManager "
+        r"with id \S+\s+timed out|^TaskManager with id \S+ is no longer reachable",
+    ),
+    (
+        "fatal_error",
+        r"^FATAL: Thread '|^Fatal error occurred in |^Encountered fatal error |"
+        r"^Fatal error occurred while executing the TaskManager",
+    ),
+    (
+        "registration_timeout",
+        r"RegistrationTimeoutException|Could not register at the ResourceManager within",
+    ),
+    ("jvm_oom", r"^(?:Caused by: )?(?:java\.lang\.)?OutOfMemoryError\b"),
+    (
+        "k8s_watch_gone",
+        r"KubernetesClientException: too old resource version|"
+        r"Got a http code 'HTTP_GONE'|^Creating a new watch on TaskManager pods",
+    ),
+    (
+        "leadership_lost",
+        r"lost leadership|was revoked leadership|is revoked leadership",
+    ),
+    ("job_state", r"^Job .* \([0-9a-f]{32}\) switched from state \w+ to \w+"),
+    ("task_state", r"^.+ \([0-9a-f_]+\) switched from \w+ to \w+"),
+)
+
+_LOG_JSON_SCHEMA = StructType(
+    [
+        StructField("level", StringType()),
+        StructField("timestamp", StringType()),
+        StructField("thread", StringType()),
+        StructField("file", StringType()),
+        StructField("logger", StringType()),
+        StructField("line", StringType()),
+        StructField("message", StringType()),
+        StructField("log", StringType()),
+        StructField("@timestamp", StringType()),
+        StructField("time", StringType()),
+        StructField("date", StringType()),
+        StructField("host", StringType()),
+        StructField("hostname", StringType()),
+        StructField(
+            "kubernetes",
+            StructType(
+                [
+                    StructField("pod_name", StringType()),
+                    StructField("host", StringType()),
+                    StructField("pod", StructType([StructField("name", StringType())])),
+                    StructField("node", StructType([StructField("name", StringType())])),
+                ]
+            ),
+        ),
+        StructField("_corrupt", StringType()),
+    ]
+)
+
+_METRIC_JSON_SCHEMA = StructType(
+    [
+        StructField("name", StringType()),
+        StructField("value", StringType()),
+        StructField("timestamp", StringType()),
+        StructField("labels", MapType(StringType(), StringType())),
+        StructField("fields", MapType(StringType(), StringType())),
+        StructField("tags", MapType(StringType(), StringType())),
+        StructField("_corrupt", StringType()),
+    ]
+)
+
+_JSON_OPTS = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt"}
+
+
+def _rx(col: Column | str, pattern: str, idx: int = 1) -> Column:
+    """``regexp_extract`` that yields null instead of an empty string."""
+    c = F.col(col) if isinstance(col, str) else col
+    v = F.regexp_extract(c, pattern, idx)
+    return F.when(v != "", v)
+
+
+def _epoch_ms_from_text(ts: Column) -> Column:
+    """Epoch ms from epoch s/ms/us/ns numbers or ISO-8601 / log4j date strings."""
+    num = ts.cast(DoubleType())
+    by_magnitude = (
+        F.when(num < 1e11, num * 1000)
+        .when(num < 1e14, num)
+        .when(num < 1e17, num / 1000)
+        .otherwise(num / 1_000_000)
+    ).cast(LongType())
+    text = F.regexp_replace(F.regexp_replace(ts, ",", "."), "^(\\S+)T", "$1 ")
+    as_ts = F.unix_millis(F.to_timestamp(text))
+    return F.when(ts.rlike(r"^\s*-?\d+(\.\d+)?\s*$"), by_magnitude).otherwise(as_ts)
+
+
+def _time_error(event_ms: Column, kafka_ts: Column, limits: ParseLimits) -> Column:
+    ceiling = F.coalesce(
+        F.unix_millis(kafka_ts) + F.lit(limits.max_future_ms), F.lit(limits.max_event_ms)
+    )
+    return F.when(event_ms.isNull(), F.lit("bad_timestamp")).when(
+        (event_ms < F.lit(limits.min_event_ms)) | (event_ms > ceiling), F.lit("bad_timestamp")
+    )
+
+
+def _classify(msg: Column) -> Column:
+    expr = None
+    for kind, pattern in _KIND_RULES:
+        cond = msg.rlike(pattern)
+        expr = F.when(cond, F.lit(kind)) if expr is None else expr.when(cond, F.lit(kind))
+    assert expr is not None
+    return expr.otherwise(F.lit("unparsed"))
+
+
+def _first_exception(msg: Column) -> Column:
+    """The first ``pkg.SomeException: text`` line of a multi-line message."""
+    return _rx(msg, r"(?m)^(?:Caused by: )?((?:[\w$]+\.)+[\w$]*(?:Exception|Error)\b[^\n]*)")
+
+
+def _log_fields(kind: Column, msg: Column) -> dict[str, Column]:
+    """Kind-specific fields from the message text."""
+
+    def by_kind(rules: dict[str, tuple[str, int]]) -> Column:
+        expr = None
+        for k, (pattern, idx) in rules.items():
+            cond = kind == k
+            val = _rx(msg, pattern, idx)
+            expr = F.when(cond, val) if expr is None else expr.when(cond, val)
+        assert expr is not None
+        return expr
+
+    completed = r"^Completed checkpoint (\d+)(?: for job (\S+))? \((\d+) bytes(?: in |, checkpointDuration=)(\d+) ms"
+    late = rf"^Received late message for now expired checkpoint attempt (\d+) from (?:task )?(\S+) of job {J}{TM_LOC}"
+    declined = rf"^Decline checkpoint (\d+) by task (\S+)(?: of job {J})?{TM_LOC}"
+    failed = r"^(?:Failed to trigger or complete checkpoint|Failed to trigger checkpoint|Triggering Checkpoint|Discarding checkpoint) (\d+)"
+    heartbeat = r"[Hh]eartbeat of TaskManager with id ([^\s(]+)(?:\(([^:)\s]+)(?::\d+)?\))?|^TaskManager with id (\S+) is no longer"
+    task_line = r"^(.+?) \(([0-9a-f_]+)\) switched from (\w+) to (\w+)(?: on (\S+) @ ([^\s(]*[^\s(.]))?"
+    job_line = rf"^Job (.*) \({J}\) switched from state (\w+) to (\w+)"
+    memory_kill_id = (
+        r"containerID=(container_\w+)|Worker (\S+) is terminated|Container (container_\w+) marked|"
+        r"(container_\w+) is under oom|[Pp]od (\S+) .*OOMKilled"
+    )
+
+    checkpoint_id = by_kind(
+        {
+            "checkpoint_triggered": (r"^Triggering checkpoint (\d+)", 1),
+            "checkpoint_completed": (completed, 1),
+            "checkpoint_expired": (r"^Checkpoint (\d+)", 1),
+            "checkpoint_late_ack": (late, 1),
+            "checkpoint_declined": (declined, 1),
+            "checkpoint_failed": (failed, 1),
+        }
+    ).cast(LongType())
+
+    first_of = [_rx(msg, memory_kill_id, i) for i in range(1, 6)]
+    tm_id = by_kind(
+        {
+            "checkpoint_late_ack": (late, 4),
+            "checkpoint_declined": (declined, 4),
+            "heartbeat_timeout": (heartbeat, 1),
+            "task_state": (task_line, 5),
+        }
+    )
+    tm_id = F.coalesce(
+        tm_id,
+        F.when(kind == "heartbeat_timeout", _rx(msg, heartbeat, 3)),
+        F.when(kind == "container_memory_kill", F.coalesce(*first_of)),
+    )
+    host = by_kind(
+        {
+            "checkpoint_late_ack": (late, 5),
+            "checkpoint_declined": (declined, 5),
+            "heartbeat_timeout": (heartbeat, 2),
+            "task_state": (task_line, 6),
+        }
+    )
+    reason = F.coalesce(
+        by_kind(
+            {
+                "checkpoint_triggered": (r"^Triggering checkpoint \d+ \(type=(?:\w+\{name=')?([\w ]+)", 1),
+                "checkpoint_failed": (
+                    r"(?:failed due to |since |because |CheckpointException: |failure threshold\. )([^\n]*)",
+                    1,
+                ),
+                "container_memory_kill": (r"'?(physical|PHYSICAL|virtual|VIRTUAL)'? memory", 1),
+                "jvm_oom": (r"OutOfMemoryError:\s*([^.\n]*)", 1),
+                "registration_timeout": (r"maximum registration duration (\S+)", 1),
+                "k8s_watch_gone": (r"too old resource version(?:: ([^\n]*))?", 0),
+                "task_state": (r"(?:failure cause: ?|\n)([^\n]+)", 1),
+                "job_state": (r"\n([^\n]+)", 1),
+            }
+        ),
+        _first_exception(msg),
+    )
+    return {
+        "checkpoint_id": checkpoint_id,
+        "duration_ms": F.when(kind == "checkpoint_completed", _rx(msg, completed, 4)).cast(
+            LongType()
+        ),
+        "size_bytes": F.when(kind == "checkpoint_completed", _rx(msg, completed, 3)).cast(
+            LongType()
+        ),
+        "job_id": F.coalesce(
+            F.when(kind == "job_state", _rx(msg, job_line, 2)),
+            _rx(msg, r"(?:for job|of job|job id|job) " + J),
+            _rx(msg, r"\b" + J + r"\b"),
+        ),
+        "job_name": F.when(kind == "job_state", _rx(msg, job_line, 1)),
+        "tm_id": tm_id,
+        "host": host,
+        "task": by_kind(
+            {
+                "checkpoint_late_ack": (late, 2),
+                "checkpoint_declined": (declined, 2),
+                "task_state": (task_line, 1),
+            }
+        ),
+        "from_state": F.coalesce(
+            F.when(kind == "job_state", _rx(msg, job_line, 3)),
+            F.when(kind == "task_state", _rx(msg, task_line, 3)),
+        ),
+        "to_state": F.coalesce(
+            F.when(kind == "job_state", _rx(msg, job_line, 4)),
+            F.when(kind == "task_state", _rx(msg, task_line, 4)),
+        ),
+        "reason": reason,
+    }
+
+
+def parse_logs(records: DataFrame, limits: ParseLimits | None = None) -> DataFrame:
+    """Parse log records (raw log4j lines, Flink JSON layout, shipper envelopes).
+
+    Args:
+        records: Columns ``value`` (string), ``topic``, ``partition``, ``offset``,
+            ``kafka_ts`` (timestamp, may be null).
+        limits: Dead-letter bounds.
+
+    Returns:
+        One row per record with :data:`EVENT_COLUMNS`.
+    """
+    lim = limits or ParseLimits()
+    value = F.col("value")
+    trimmed = F.ltrim(value)
+    is_json = trimmed.startswith("{")
+    # The JSON object is the first line; continuation lines glued after it (files read
+    # whole, shippers that join multi-line records) belong to its message.
+    json_text = F.regexp_extract(trimmed, r"^(\{[^\n]*\})[ \t\r]*(?:\n|$)", 1)
+    json_tail = F.regexp_extract(trimmed, r"^\{[^\n]*\}[ \t\r]*\n(.*)$", 1)
+    j = F.from_json(F.when(is_json, F.when(json_text != "", json_text).otherwise(trimmed)), _LOG_JSON_SCHEMA, _JSON_OPTS)
+
+    df = records.select(
+        "topic",
+        "partition",
+        "offset",
+        "kafka_ts",
+        value.alias("raw"),
+        F.length(value).alias("_len"),
+        is_json.alias("_is_json"),
+        j.alias("_j"),
+        json_tail.alias("_tail"),
+    )
+    jc = F.col("_j")
+    is_flink_json = jc["message"].isNotNull() & jc["level"].isNotNull() & jc["log"].isNull()
+    envelope_line = F.coalesce(jc["log"], jc["message"])
+    # Text to run the layout regex on: the raw value, or the line inside an envelope.
+    line = F.when(
+        F.col("_is_json"),
+        F.when(~is_flink_json, F.concat_ws("\n", envelope_line, F.when(F.col("_tail") != "", F.col("_tail")))),
+    ).otherwise(F.col("raw"))
+    df = df.select(
+        "*",
+        line.alias("_line"),
+        is_flink_json.alias("_flink_json"),
+    ).select(
+        "*",
+        F.regexp_extract("_line", _LAYOUT, 1).alias("_ts"),
+        F.regexp_extract("_line", _LAYOUT, 2).alias("_lvl"),
+        F.regexp_extract("_line", _LAYOUT, 3).alias("_logger"),
+        F.regexp_extract("_line", _LAYOUT, 4).alias("_msg"),
+    )
+    jmsg = F.concat_ws("\n", jc["message"], F.when(F.col("_tail") != "", F.col("_tail")))
+    matched = F.col("_ts") != ""
+    message = (
+        F.when(F.col("_flink_json"), jmsg)
+        .when(matched, F.col("_msg"))
+        .otherwise(F.rtrim(F.col("_line")))
+    )
+    ts_text = F.when(F.col("_flink_json"), jc["timestamp"]).when(matched, F.col("_ts"))
+    envelope_ts = F.coalesce(jc["@timestamp"], jc["time"], jc["date"], jc["timestamp"])
+    event_ms = F.coalesce(
+        _epoch_ms_from_text(ts_text),
+        F.when(F.col("_is_json") & ~F.col("_flink_json"), _epoch_ms_from_text(envelope_ts)),
+        F.when(~matched & ~F.col("_flink_json"), F.unix_millis(F.col("kafka_ts"))),
+    )
+    is_continuation = F.col("_line").rlike(_CONTINUATION)
+    error = (
+        F.when(F.col("raw").isNull() | (F.trim(F.col("raw")) == ""), F.lit("empty"))
+        .when(F.col("_len") > lim.max_record_bytes, F.lit("too_large"))
+        .when(F.col("_is_json") & F.col("_j._corrupt").isNotNull(), F.lit("invalid_json"))
+        .when(F.col("_is_json") & F.col("_line").isNull() & ~F.col("_flink_json"), F.lit("missing_field"))
+        .when(
+            ~F.col("_flink_json") & ~matched & ~is_continuation & F.col("_line").isNotNull(),
+            F.lit("unknown_layout"),
+        )
+        .when(ts_text.isNotNull() & _epoch_ms_from_text(ts_text).isNull(), F.lit("bad_timestamp"))
+        .otherwise(_time_error(event_ms, F.col("kafka_ts"), lim))
+    )
+    df = df.select(
+        "*",
+        error.alias("error"),
+        message.alias("_message"),
+        event_ms.alias("_event_ms"),
+        F.coalesce(
+            jc["kubernetes"]["pod_name"],
+            jc["kubernetes"]["pod"]["name"],
+        ).alias("_pod"),
+        F.coalesce(
+            jc["kubernetes"]["host"],
+            jc["kubernetes"]["node"]["name"],
+            F.get_json_object(jc["host"], "$.name"),
+            jc["host"],
+            jc["hostname"],
+        ).alias("_env_host"),
+    )
+    ok = F.col("error").isNull()
+    kind = F.when(ok, _classify(F.col("_message")))
+    df = df.select("*", kind.alias("kind"))
+    fields = _log_fields(F.col("kind"), F.col("_message"))
+    level = F.upper(F.coalesce(F.when(F.col("_flink_json"), jc["level"]), F.when(matched, F.col("_lvl"))))
+    logger = F.coalesce(
+        F.when(F.col("_flink_json"), F.coalesce(jc["logger"], F.regexp_replace(jc["file"], r"\.java$", ""))),
+        F.when(matched, F.col("_logger")),
+    )
+    return df.select(
+        "topic",
+        "partition",
+        "offset",
+        "kafka_ts",
+        F.col("kind"),
+        F.when(ok, F.timestamp_millis(F.col("_event_ms"))).alias("event_time"),
+        fields["job_id"].alias("job_id"),
+        fields["job_name"].alias("job_name"),
+        F.coalesce(fields["tm_id"], F.when(F.col("kind").isNotNull(), F.col("_pod"))).alias("tm_id"),
+        F.coalesce(fields["host"], F.col("_env_host")).alias("host"),
+        fields["task"].alias("task"),
+        fields["checkpoint_id"].alias("checkpoint_id"),
+        fields["duration_ms"].alias("duration_ms"),
+        fields["size_bytes"].alias("size_bytes"),
+        fields["from_state"].alias("from_state"),
+        fields["to_state"].alias("to_state"),
+        F.substring(fields["reason"], 1, 500).alias("reason"),
+        F.lit(None).cast(StringType()).alias("metric"),
+        F.lit(None).cast(DoubleType()).alias("value"),
+        F.when(level == "WARNING", F.lit("WARN")).otherwise(level).alias("level"),
+        logger.alias("logger"),
+        F.substring(F.col("_message"), 1, lim.max_message_chars).alias("message"),
+        F.col("error"),
+        F.when(F.col("error").isNotNull(), F.substring(F.col("_j._corrupt"), 1, 200)).alias("detail"),
+        F.when(F.col("error").isNotNull(), F.substring(F.col("raw"), 1, 65536)).alias("raw"),
+    )
+
+
+# Telegraf sends `{"fields": {"value": x}}` (or gauge/counter) for a named metric, or, with
+# the prometheus input's metric_version=2, `{"name": "prometheus", "fields": {<metric>: x}}`.
+_TELEGRAF_VALUE_KEYS = ("value", "gauge", "counter")
+
+
+def parse_metrics(records: DataFrame, limits: ParseLimits | None = None) -> DataFrame:
+    """Parse metric records (canonical JSON and Telegraf JSON) into ``metric`` events.
+
+    A Telegraf record with several fields becomes several events.
+    """
+    lim = limits or ParseLimits()
+    value = F.col("value")
+    j = F.from_json(value, _METRIC_JSON_SCHEMA, _JSON_OPTS)
+    df = records.select(
+        "topic", "partition", "offset", "kafka_ts", value.alias("raw"), j.alias("_j")
+    )
+    jc = F.col("_j")
+    telegraf = jc["fields"].isNotNull() & jc["value"].isNull()
+    single_key = F.coalesce(*[F.when(F.map_contains_key(jc["fields"], k), F.lit(k)) for k in _TELEGRAF_VALUE_KEYS])
+    # (name, value) pairs: canonical → one; Telegraf → one per field.
+    pairs = F.when(
+        telegraf & single_key.isNotNull(),
+        F.array(F.struct(jc["name"].alias("n"), F.element_at(jc["fields"], single_key).alias("v"))),
+    ).when(
+        telegraf,
+        F.transform(
+            F.map_entries(jc["fields"]),
+            lambda e: F.struct(e["key"].alias("n"), e["value"].alias("v")),
+        ),
+    ).otherwise(F.array(F.struct(jc["name"].alias("n"), jc["value"].alias("v"))))
+    labels = F.coalesce(jc["labels"], jc["tags"], F.create_map().cast("map<string,string>"))
+    df = df.select(
+        "*",
+        F.explode_outer(F.when(jc["_corrupt"].isNull() & jc.isNotNull(), pairs)).alias("_p"),
+        labels.alias("_labels"),
+    )
+    num = F.col("_p.v").cast(DoubleType())
+    event_ms = _epoch_ms_from_text(jc["timestamp"])
+    error = (
+        F.when(F.col("raw").isNull() | (F.trim(F.col("raw")) == ""), F.lit("empty"))
+        .when(F.length(F.col("raw")) > lim.max_record_bytes, F.lit("too_large"))
+        .when(jc.isNull() | jc["_corrupt"].isNotNull(), F.lit("invalid_json"))
+        .when(F.col("_p").isNull() | F.col("_p.n").isNull() | F.col("_p.v").isNull(), F.lit("missing_field"))
+        .when(jc["timestamp"].isNull(), F.lit("missing_field"))
+        .when(num.isNull(), F.lit("bad_type"))
+        .when(F.isnan(num) | (F.abs(num) == float("inf")), F.lit("non_finite_value"))
+        .otherwise(_time_error(event_ms, F.col("kafka_ts"), lim))
+    )
+    lab = F.col("_labels")
+    ok = F.col("_err").isNull()
+    return (
+        df.select("*", error.alias("_err"))
+        .select(
+            "topic",
+            "partition",
+            "offset",
+            "kafka_ts",
+            F.when(ok, F.lit("metric")).alias("kind"),
+            F.when(ok, F.timestamp_millis(event_ms)).alias("event_time"),
+            lab["job_id"].alias("job_id"),
+            lab["job_name"].alias("job_name"),
+            lab["tm_id"].alias("tm_id"),
+            lab["host"].alias("host"),
+            F.coalesce(
+                F.concat_ws("/", lab["task_name"], lab["subtask_index"]),
+                lab["operator_name"],
+            ).alias("task"),
+            F.lit(None).cast(LongType()).alias("checkpoint_id"),
+            F.lit(None).cast(LongType()).alias("duration_ms"),
+            F.lit(None).cast(LongType()).alias("size_bytes"),
+            F.lit(None).cast(StringType()).alias("from_state"),
+            F.lit(None).cast(StringType()).alias("to_state"),
+            F.lit(None).cast(StringType()).alias("reason"),
+            F.when(ok, F.col("_p.n")).alias("metric"),
+            F.when(ok, num).alias("value"),
+            F.lit(None).cast(StringType()).alias("level"),
+            F.lit(None).cast(StringType()).alias("logger"),
+            F.lit(None).cast(StringType()).alias("message"),
+            F.col("_err").alias("error"),
+            F.when(~ok, F.substring(F.coalesce(jc["_corrupt"], F.col("_p.v")), 1, 200)).alias("detail"),
+            F.when(~ok, F.substring(F.col("raw"), 1, 65536)).alias("raw"),
+        )
+    )

@@ -1,0 +1,241 @@
+"""The one Spark adapter around all detectors (``transformWithStateInPandas``).
+
+Rows arrive grouped by ``(detector, entity)``. For each group the adapter loads
+the detector's JSON state from a RocksDB-backed value state, feeds the events in
+event-time order to the pure-Python detector, keeps exactly one event-time timer
+(the one the detector asked for last) and emits the alert transitions as rows.
+Detector logic never sees Spark; this module never decides anything.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import pandas as pd
+from pyspark.sql.streaming.stateful_processor import (
+    ExpiredTimerInfo,
+    StatefulProcessor,
+    StatefulProcessorHandle,
+    TimerValues,
+)
+from pyspark.sql.types import (
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+from detectors import REGISTRY, Alert, Detector, DetectorParams, Event, Step
+
+log = logging.getLogger(__name__)
+
+#: Columns of the rows handed to the adapter, besides the grouping key.
+EVENT_INPUT_COLUMNS: tuple[str, ...] = (
+    "kind",
+    "event_ms",
+    "offset",
+    "job_id",
+    "job_name",
+    "tm_id",
+    "host",
+    "task",
+    "checkpoint_id",
+    "duration_ms",
+    "size_bytes",
+    "from_state",
+    "to_state",
+    "reason",
+    "metric",
+    "value",
+    "message",
+)
+
+ALERT_SCHEMA = StructType(
+    [
+        StructField("alert_id", StringType()),
+        StructField("detector", StringType()),
+        StructField("entity", StringType()),
+        StructField("status", StringType()),
+        StructField("severity", StringType()),
+        StructField("event_ms", LongType()),
+        StructField("job_id", StringType()),
+        StructField("job_name", StringType()),
+        StructField("tm_id", StringType()),
+        StructField("host", StringType()),
+        StructField("summary", StringType()),
+        StructField("evidence", StringType()),
+    ]
+)
+
+_STATE_SCHEMA = StructType([StructField("json", StringType())])
+_TIMER_KEY = "_timer_ms"
+
+
+def _none_if_nan(v: Any) -> Any:
+    if v is None:
+        return None
+    if isinstance(v, float) and math.isnan(v):
+        return None
+    return v
+
+
+def _int_or_none(v: Any) -> int | None:
+    v = _none_if_nan(v)
+    return None if v is None else int(v)
+
+
+def rows_to_events(frame: pd.DataFrame) -> list[Event]:
+    """Pandas rows (one micro-batch of one key) → events in event-time order."""
+    frame = frame.sort_values(["event_ms", "offset"], kind="stable")
+    events = []
+    for r in frame.itertuples(index=False):
+        events.append(
+            Event(
+                kind=r.kind,
+                time_ms=int(r.event_ms),
+                job_id=_none_if_nan(r.job_id),
+                tm_id=_none_if_nan(r.tm_id),
+                host=_none_if_nan(r.host),
+                task=_none_if_nan(r.task),
+                checkpoint_id=_int_or_none(r.checkpoint_id),
+                duration_ms=_int_or_none(r.duration_ms),
+                size_bytes=_int_or_none(r.size_bytes),
+                from_state=_none_if_nan(r.from_state),
+                to_state=_none_if_nan(r.to_state),
+                reason=_none_if_nan(r.reason),
+                metric=_none_if_nan(r.metric),
+                value=_none_if_nan(r.value),
+                job_name=_none_if_nan(r.job_name),
+                message=_none_if_nan(r.message),
+            )
+        )
+    return events
+
+
+def alerts_frame(alerts: list[Alert]) -> pd.DataFrame:
+    """Alerts → a pandas frame with :data:`ALERT_SCHEMA` columns."""
+    return pd.DataFrame(
+        [
+            {
+                "alert_id": a.alert_id,
+                "detector": a.detector,
+                "entity": a.entity,
+                "status": a.status.value,
+                "severity": a.severity.value,
+                "event_ms": a.event_time_ms,
+                "job_id": a.job_id,
+                "job_name": a.job_name,
+                "tm_id": a.tm_id,
+                "host": a.host,
+                "summary": a.summary,
+                "evidence": json.dumps(a.evidence, sort_keys=True, default=str),
+            }
+            for a in alerts
+        ],
+        columns=[f.name for f in ALERT_SCHEMA.fields],
+    )
+
+
+class DetectorProcessor(StatefulProcessor):
+    """Runs the detector named by the grouping key over its entity's events."""
+
+    def __init__(self, params: Mapping[str, DetectorParams]) -> None:
+        self._params = dict(params)
+        self._detectors: dict[str, Detector[Any]] = {}
+
+    def init(self, handle: StatefulProcessorHandle) -> None:  # noqa: D102
+        self._handle = handle
+        self._state = handle.getValueState("detector_state", _STATE_SCHEMA)
+        self._detectors = {
+            name: REGISTRY[name](p) for name, p in self._params.items() if name in REGISTRY
+        }
+
+    def _load(self) -> dict[str, Any] | None:
+        if not self._state.exists():
+            return None
+        row = self._state.get()
+        return json.loads(row[0]) if row and row[0] else None
+
+    def _apply(self, old_timer: int | None, step_state: dict[str, Any] | None, timer: int | None) -> None:
+        if old_timer is not None and old_timer != timer:
+            self._handle.deleteTimer(old_timer)
+        if step_state is None:
+            self._state.clear()
+            return
+        if timer is not None and timer != old_timer:
+            self._handle.registerTimer(timer)
+        step_state[_TIMER_KEY] = timer
+        self._state.update((json.dumps(step_state, separators=(",", ":")),))
+
+    def handleInputRows(  # noqa: D102
+        self, key: Any, rows: Iterator[pd.DataFrame], timerValues: TimerValues
+    ) -> Iterator[pd.DataFrame]:
+        detector = self._detectors.get(key[0])
+        frames = list(rows)
+        if detector is None or not frames:
+            return
+        now = timerValues.getCurrentWatermarkInMs()
+        state = self._load()
+        old_timer = state.pop(_TIMER_KEY, None) if state else None
+        alerts: list[Alert] = []
+        timer: int | None = old_timer
+        for event in rows_to_events(pd.concat(frames, ignore_index=True)):
+            step = self._safe(detector, lambda d, s, e=event: d.on_event(s, e, max(now, 0)), state)
+            if step is None:
+                continue
+            alerts.extend(step.alerts)
+            state, timer = step.state, step.timer_ms
+            if state is None:
+                # The detector dropped the entity; a later event starts it afresh.
+                timer = None
+            elif timer is None:
+                # Spark allows no TTL in event-time mode, so a detector that keeps state
+                # must be woken up at some point: evict after its idle TTL at the latest.
+                timer = event.time_ms + int(detector.params.idle_ttl_s * 1000)
+        self._apply(old_timer, state, timer)
+        if alerts:
+            yield alerts_frame(alerts)
+
+    def handleExpiredTimer(  # noqa: D102
+        self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo
+    ) -> Iterator[pd.DataFrame]:
+        detector = self._detectors.get(key[0])
+        state = self._load()
+        if state is None:
+            return
+        fired = expiredTimerInfo.getExpiryTimeInMs()
+        state.pop(_TIMER_KEY, None)
+        if detector is None:
+            # Detector disabled since the state was written: forget the entity.
+            self._state.clear()
+            return
+        now = max(timerValues.getCurrentWatermarkInMs(), fired)
+        step = self._safe(detector, lambda d, s: d.on_timer(s, now), state)
+        if step is None:
+            return
+        # The fired timer is gone already; register the next one if any.
+        self._apply(None, step.state, step.timer_ms)
+        if step.alerts:
+            yield alerts_frame(list(step.alerts))
+
+    @staticmethod
+    def _safe(detector: Detector[Any], call: Any, state: dict[str, Any] | None) -> Step | None:
+        # One detector raising must not take the query (and every other detector) down:
+        # log it with the entity and skip the event.
+        try:
+            result: Step = call(detector, state)
+        except Exception:
+            log.exception(
+                "detector=%s entity=%s raised; event skipped",
+                detector.name,
+                (state or {}).get("entity"),
+            )
+            return None
+        return result
+
+    def close(self) -> None:  # noqa: D102
+        self._detectors = {}

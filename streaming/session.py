@@ -1,0 +1,76 @@
+"""The one place a SparkSession is configured."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+REPO = Path(__file__).resolve().parent.parent
+ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+
+
+def connector_jars(jar_dir: str | None = None) -> list[str]:
+    """The Spark Kafka connector jars fetched by ``scripts/stack.sh fetch``.
+
+    Raises:
+        FileNotFoundError: when the jars were never fetched; the message says how.
+    """
+    stack = os.environ.get("FLINKWATCH_STACK_DIR", str(REPO / ".stack"))
+    d = Path(jar_dir or os.environ.get("FLINKWATCH_SPARK_JARS", f"{stack}/jars/spark-kafka"))
+    jars = sorted(str(p) for p in d.glob("*.jar"))
+    if not jars:
+        msg = f"no Spark Kafka connector jars in {d}: run `scripts/stack.sh fetch` (or `make setup`)"
+        raise FileNotFoundError(msg)
+    return jars
+
+
+def get_session(
+    *,
+    master: str = "local[2]",
+    shuffle_partitions: int = 2,
+    timezone: str = "UTC",
+    app_name: str = "flinkwatch",
+    require_kafka: bool = True,
+    extra: dict[str, str] | None = None,
+) -> SparkSession:
+    """Build (or return) the process's SparkSession with flinkwatch's settings.
+
+    The Kafka connector comes from local jars (``spark.jars``), never downloaded at
+    run time; state lives in RocksDB, which ``transformWithStateInPandas`` requires.
+    """
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    builder = (
+        SparkSession.builder.master(master)
+        .appName(app_name)
+        .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+        .config("spark.sql.session.timeZone", timezone)
+        .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
+        # Malformed input must never fail the query: without ANSI, a bad cast is null.
+        .config("spark.sql.ansi.enabled", "false")
+        .config("spark.sql.streaming.metricsEnabled", "true")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.ui.enabled", os.environ.get("FLINKWATCH_SPARK_UI", "false"))
+        .config("spark.driver.memory", os.environ.get("FLINKWATCH_DRIVER_MEMORY", "2g"))
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+    )
+    try:
+        builder = builder.config("spark.jars", ",".join(connector_jars()))
+    except FileNotFoundError:
+        # Replay and parse read files only; the job itself cannot start without the jars.
+        if require_kafka:
+            raise
+    for k, v in (extra or {}).items():
+        builder = builder.config(k, v)
+    spark = builder.getOrCreate()
+    # getOrCreate hands back an existing session as it is: apply what may differ per run.
+    spark.conf.set("spark.sql.session.timeZone", timezone)
+    spark.conf.set("spark.sql.shuffle.partitions", str(shuffle_partitions))
+    spark.sparkContext.setLogLevel(os.environ.get("FLINKWATCH_SPARK_LOG_LEVEL", "WARN"))
+    return spark
