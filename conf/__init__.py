@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from detectors import REGISTRY, DetectorParams
 
@@ -87,6 +87,23 @@ class OutputConfig(_Frozen):
         return self.deadletter_dir or self.state_dir / "deadletters"
 
 
+def _detectors_model() -> type[BaseModel]:
+    # One field per registered detector, typed by that detector's own params model, so
+    # defaults live in the detector module and errors read `detectors.<name>.<param>`.
+    fields: dict[str, Any] = {
+        name: (cls.params_model, Field(default_factory=cls.params_model))
+        for name, cls in REGISTRY.items()
+    }
+    return create_model(
+        "DetectorsConfig",
+        __config__=ConfigDict(frozen=True, extra="forbid"),
+        **fields,
+    )
+
+
+DetectorsConfig = _detectors_model()
+
+
 class AppConfig(_Frozen):
     """The whole configuration (``conf/flinkwatch.yaml``)."""
 
@@ -94,31 +111,11 @@ class AppConfig(_Frozen):
     spark: SparkConfig = SparkConfig()
     parsing: ParsingConfig = ParsingConfig()
     output: OutputConfig = OutputConfig()
-    detectors: dict[str, DetectorParams] = Field(default_factory=dict)
+    detectors: DetectorsConfig = Field(default_factory=DetectorsConfig)  # type: ignore[valid-type]
 
-    @model_validator(mode="before")
-    @classmethod
-    def _detector_params(cls, data: Any) -> Any:
-        # Validate each detector's section with that detector's own model, so errors
-        # name `detectors.<name>.<param>` and defaults come from the detector module.
-        if not isinstance(data, dict):
-            return data
-        raw = data.get("detectors") or {}
-        if not isinstance(raw, dict):
-            msg = "detectors must be a mapping of detector name to parameters"
-            raise ValueError(msg)
-        unknown = sorted(set(raw) - set(REGISTRY))
-        if unknown:
-            msg = f"unknown detector(s) {unknown}; known: {sorted(REGISTRY)}"
-            raise ValueError(msg)
-        parsed = {}
-        for name, cls_ in REGISTRY.items():
-            section = raw.get(name) or {}
-            if isinstance(section, DetectorParams):
-                parsed[name] = section
-            else:
-                parsed[name] = cls_.params_model.model_validate(section)
-        return {**data, "detectors": parsed}
+    def detector_params(self) -> dict[str, DetectorParams]:
+        """Each registered detector's parameters, by detector name."""
+        return {name: getattr(self.detectors, name) for name in REGISTRY}
 
 
 def load_config(path: str | Path | None = None) -> AppConfig:

@@ -17,6 +17,7 @@ from typing import ClassVar
 from pydantic import Field
 
 from detectors.base import (
+    Alert,
     AlertStatus,
     Detector,
     DetectorParams,
@@ -51,11 +52,12 @@ class CheckpointFailures(Detector[CheckpointFailuresParams]):
     params_model: ClassVar[type[DetectorParams]] = CheckpointFailuresParams
 
     def on_event(self, state: State | None, event: Event, now_ms: int) -> Step:
+        """Count expirations in the window; fire at the threshold, resolve on a streak."""
         p = self.params
         st = state or self._new_state(event)
         st["last_event_ms"] = max(int(st.get("last_event_ms", 0)), event.time_ms)
         st["job_name"] = event.job_name or st.get("job_name")
-        alerts = []
+        alerts: list[Alert] = []
         if event.kind == "checkpoint_expired" and event.checkpoint_id is not None:
             expired = {int(k): v for k, v in st["expired"].items()}
             expired[event.checkpoint_id] = event.time_ms
@@ -84,11 +86,12 @@ class CheckpointFailures(Detector[CheckpointFailuresParams]):
         return Step(state=st, alerts=tuple(alerts), timer_ms=self._next_timer(st))
 
     def on_timer(self, state: State, now_ms: int) -> Step:
+        """Age expirations out of the window; evict (and resolve) an idle job."""
         st = dict(state)
         st["expired"] = self._trim({int(k): v for k, v in st["expired"].items()}, now_ms)
         idle_ms = now_ms - int(st["last_event_ms"])
         if idle_ms >= self.params.idle_ttl_s * 1000:
-            alerts = ()
+            alerts: tuple[Alert, ...] = ()
             if st["firing"]:
                 alerts = (self._resolve(st, now_ms, "no events from this job any more"),)
             return Step(state=None, alerts=alerts)
@@ -121,7 +124,7 @@ class CheckpointFailures(Detector[CheckpointFailuresParams]):
             return min(idle_at, oldest + int(self.params.window_s * 1000) + 1)
         return idle_at
 
-    def _resolve(self, st: State, time_ms: int, why: str) -> object:
+    def _resolve(self, st: State, time_ms: int, why: str) -> Alert:
         alert = self.alert(
             state=st,
             status=AlertStatus.RESOLVED,

@@ -9,7 +9,8 @@
 #
 # Environment (all optional):
 #   FLINKWATCH_STACK_DIR   where jars, broker data and logs live   (default: <repo>/.stack)
-#   FLINKWATCH_KAFKA_PORT  broker port on 127.0.0.1                 (default: 9092)
+#   FLINKWATCH_KAFKA_PORT  broker port on 127.0.0.1; port+1 is the controller's (default: 9092)
+#   FLINKWATCH_KAFKA_DIR   broker data, config and logs          (default: $FLINKWATCH_STACK_DIR/kafka-<port>)
 #   FLINKWATCH_TOPICS      topics to create                         (default: flink.logs flink.metrics)
 #   FLINKWATCH_PARTITIONS  partitions per topic                     (default: 2)
 #   PYTHON                 interpreter with flinkwatch installed    (default: <repo>/.venv/bin/python)
@@ -22,7 +23,7 @@ controller_port=$((port + 1))
 topics=${FLINKWATCH_TOPICS:-flink.logs flink.metrics}
 partitions=${FLINKWATCH_PARTITIONS:-2}
 python=${PYTHON:-$repo/.venv/bin/python}
-kafka_dir=$stack/kafka-$port
+kafka_dir=${FLINKWATCH_KAFKA_DIR:-$stack/kafka-$port}
 pidfile=$kafka_dir/broker.pid
 
 say() { printf '[stack] %s\n' "$*" >&2; }

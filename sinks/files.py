@@ -82,7 +82,9 @@ class JsonLinesAlertSink(AlertSink):
 
     def __init__(self, path: Path, ledger: bool = True) -> None:
         self.path = Path(path)
-        self._ledger = _BatchLedger(self.path.with_name(self.path.name + ".batch")) if ledger else None
+        self._ledger = (
+            _BatchLedger(self.path.with_name(self.path.name + ".batch")) if ledger else None
+        )
 
     def deliver(self, batch_id: int, alerts: Sequence[Alert]) -> None:  # noqa: D102
         if self._ledger and batch_id <= self._ledger.last():

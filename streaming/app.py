@@ -1,20 +1,29 @@
 """Build and run the flinkwatch queries.
 
-Two streaming queries share one SparkSession:
+Two streaming queries share one SparkSession, one after the other:
 
-* ``alerts``: records → parsed events → routed per detector → the stateful
-  adapter (:mod:`streaming.processor`) → alert sinks, via ``foreachBatch``;
-* ``pipeline``: records → parsed events → counts by kind and dead letters
-  (with their Kafka coordinates) to the dead-letter sink.
+* ``parse``: records → parsed events. Each micro-batch is counted by kind, its
+  dead letters (with their Kafka coordinates) go to the dead-letter sink, and
+  the events some detector wants are written as one Parquet file to the event
+  hop directory, named by batch id (a replayed batch rewrites the same file).
+* ``detect``: the event hop → routed per detector → the stateful adapter
+  (:mod:`streaming.processor`) → alert sinks, via ``foreachBatch``.
 
-If a query fails (a Kafka broker restart, say) both are restarted on the same
+Why a hop: Spark 4.0 serialises the whole child plan of a Python
+``transformWithState`` operator at every micro-batch; behind the parser's
+expression tree that took 15-40 s per batch. Behind a Parquet scan it is cheap,
+and the parser runs once instead of once per query.
+
+If a query fails (a Kafka broker restart, say) both are restarted on their
 checkpoints after a back-off: offsets and detector state come back from the
-checkpoint, so no record is skipped and no state is lost.
+checkpoints, so no record is skipped and no state is lost.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import shutil
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -22,9 +31,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.types import (
+    DoubleType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
 
 from conf import AppConfig
 from detectors import REGISTRY, Alert, AlertStatus, Severity
@@ -33,6 +50,8 @@ from streaming.parsing import ParseLimits, parse_logs, parse_metrics
 from streaming.processor import ALERT_SCHEMA, EVENT_INPUT_COLUMNS, DetectorProcessor
 
 log = logging.getLogger(__name__)
+
+_LONGS = ("checkpoint_id", "duration_ms", "size_bytes")
 
 
 def parse_limits(cfg: AppConfig) -> ParseLimits:
@@ -49,11 +68,41 @@ def parsed_events(logs: DataFrame, metrics: DataFrame, cfg: AppConfig) -> DataFr
     return parse_logs(logs, lim).unionByName(parse_metrics(metrics, lim))
 
 
+#: Columns of the event hop (Parquet), the ``detect`` query's input.
+HOP_SCHEMA = StructType(
+    [
+        StructField("kind", StringType()),
+        StructField("event_time", TimestampType()),
+        StructField("offset", LongType()),
+        *[
+            StructField(
+                c, LongType() if c in _LONGS else DoubleType() if c == "value" else StringType()
+            )
+            for c in EVENT_INPUT_COLUMNS
+            if c not in ("kind", "event_ms", "offset")
+        ],
+    ]
+)
+
+
+def wanted(cfg: AppConfig) -> Column:
+    """True for events at least one enabled detector consumes."""
+    cond = F.lit(False)
+    for name, params in cfg.detector_params().items():
+        det = REGISTRY[name]
+        if not params.enabled:
+            continue
+        cond = cond | F.col("kind").isin(*sorted(det.kinds))
+        if det.metrics:
+            cond = cond | ((F.col("kind") == "metric") & F.col("metric").isin(*sorted(det.metrics)))
+    return F.col("error").isNull() & cond
+
+
 def routed_events(events: DataFrame, cfg: AppConfig) -> DataFrame:
     """Good events, one row per (enabled detector that wants it, its entity)."""
     ok = events.where(F.col("error").isNull())
     parts = []
-    for name, params in cfg.detectors.items():
+    for name, params in cfg.detector_params().items():
         det = REGISTRY[name]
         if not params.enabled:
             continue
@@ -89,10 +138,12 @@ def alert_stream(events: DataFrame, cfg: AppConfig) -> DataFrame:
         *[c for c in EVENT_INPUT_COLUMNS if c != "event_ms"],
     )
     return (
-        routed.withWatermark("event_time", f"{int(cfg.spark.watermark_delay_s * 1000)} milliseconds")
+        routed.withWatermark(
+            "event_time", f"{int(cfg.spark.watermark_delay_s * 1000)} milliseconds"
+        )
         .groupBy("detector", "entity")
         .transformWithStateInPandas(
-            statefulProcessor=DetectorProcessor(cfg.detectors),
+            statefulProcessor=DetectorProcessor(cfg.detector_params()),
             outputStructType=ALERT_SCHEMA,
             outputMode="Append",
             timeMode="EventTime",
@@ -141,6 +192,7 @@ class AlertDelivery:
         self.stats = stats
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        """Deliver one micro-batch of alert transitions."""
         alerts = rows_to_alerts(batch.collect())
         for a in alerts:
             self.stats.alerts[(a.detector, a.entity, a.status.value)] += 1
@@ -152,41 +204,68 @@ class AlertDelivery:
                 log.exception("sink=%s batch=%d delivery failed", sink.name, batch_id)
 
 
-class PipelineAccounting:
-    """``foreachBatch`` of the pipeline query: count kinds, keep dead letters."""
+class ParseBatch:
+    """``foreachBatch`` of the ``parse`` query: hop the wanted events, count, keep dead letters."""
 
-    def __init__(self, dead_letters: DeadLetterFileSink, stats: PipelineStats) -> None:
+    def __init__(
+        self, cfg: AppConfig, hop_dir: Path, dead_letters: DeadLetterFileSink, stats: PipelineStats
+    ) -> None:
+        self.cfg = cfg
+        self.hop_dir = hop_dir
         self.dead_letters = dead_letters
         self.stats = stats
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
-        counts = (
-            batch.select(F.coalesce(F.col("error"), F.lit("")).alias("e"), "kind")
-            .groupBy("e", "kind")
-            .count()
-            .collect()
-        )
-        bad = 0
-        for r in counts:
-            if r["e"]:
-                self.stats.dead_letters[r["e"]] += r["count"]
-                bad += r["count"]
-            else:
-                self.stats.kinds[r["kind"]] += r["count"]
-        if bad:
-            rows = (
-                batch.where(F.col("error").isNotNull())
-                .select("topic", "partition", "offset", "kafka_ts", "error", "detail", "raw")
+        """Process one micro-batch of parsed records."""
+        batch = batch.withColumn("_wanted", wanted(self.cfg)).persist()
+        try:
+            counts = (
+                batch.select(F.coalesce(F.col("error"), F.lit("")).alias("e"), "kind", "_wanted")
+                .groupBy("e", "kind", "_wanted")
+                .count()
                 .collect()
             )
-            path = self.dead_letters.write(batch_id, [r.asDict() for r in rows])
-            log.warning(
-                "dead letters: %d in batch %d (%s) -> %s",
-                bad,
-                batch_id,
-                ", ".join(f"{k}={v}" for k, v in sorted(Counter({r["e"]: r["count"] for r in counts if r["e"]}).items())),
-                path,
-            )
+            if any(r["_wanted"] for r in counts):
+                self._hop(batch, batch_id)
+            dead = Counter({r["e"]: r["count"] for r in counts if r["e"]})
+            if dead:
+                rows = (
+                    batch.where(F.col("error").isNotNull())
+                    .select("topic", "partition", "offset", "kafka_ts", "error", "detail", "raw")
+                    .collect()
+                )
+                path = self.dead_letters.write(batch_id, [r.asDict() for r in rows])
+                log.warning(
+                    "dead letters: %d in batch %d (%s) -> %s",
+                    dead.total(),
+                    batch_id,
+                    ", ".join(f"{k}={v}" for k, v in sorted(dead.items())),
+                    path,
+                )
+        finally:
+            batch.unpersist()
+        # Counted last: a batch that fails above is replayed and must not count twice.
+        self.stats.dead_letters.update(dead)
+        for r in counts:
+            if not r["e"]:
+                self.stats.kinds[r["kind"]] += r["count"]
+
+    def _hop(self, batch: DataFrame, batch_id: int) -> None:
+        # Written next to the hop directory, then moved in under a name fixed by the batch
+        # id: the detect query never sees a half-written file, and a replayed batch
+        # replaces its own file instead of adding a second copy.
+        tmp = self.hop_dir.parent / f".hop-tmp-{batch_id}"
+        (
+            batch.where(F.col("_wanted"))
+            .select(*[f.name for f in HOP_SCHEMA.fields])
+            .coalesce(1)
+            .write.mode("overwrite")
+            .parquet(str(tmp))
+        )
+        self.hop_dir.mkdir(parents=True, exist_ok=True)
+        for i, part in enumerate(sorted(tmp.glob("part-*.parquet"))):
+            os.replace(part, self.hop_dir / f"batch-{batch_id:010d}-{i}.parquet")
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 @dataclass
@@ -203,25 +282,61 @@ class Pipeline:
     trigger: dict[str, Any]
     stats: PipelineStats = field(default_factory=PipelineStats)
 
-    def start(self) -> list[StreamingQuery]:
-        """Start both queries (from their checkpoints, if any)."""
-        alerts_q = (
-            alert_stream(parsed_events(self.logs(), self.metrics(), self.cfg), self.cfg)
-            .writeStream.queryName("flinkwatch-alerts")
-            .foreachBatch(AlertDelivery(self.sinks, self.stats))
-            .option("checkpointLocation", str(self.checkpoint_dir / "alerts"))
-            .trigger(**self.trigger)
-            .start()
-        )
-        pipeline_q = (
+    @property
+    def hop_dir(self) -> Path:
+        """Where the parse query hands events to the detect query."""
+        return self.checkpoint_dir / "events"
+
+    def start_parse(self) -> StreamingQuery:
+        """Start the parse query (from its checkpoint, if any)."""
+        return (
             parsed_events(self.logs(), self.metrics(), self.cfg)
-            .writeStream.queryName("flinkwatch-pipeline")
-            .foreachBatch(PipelineAccounting(DeadLetterFileSink(self.deadletter_dir), self.stats))
-            .option("checkpointLocation", str(self.checkpoint_dir / "pipeline"))
+            .writeStream.queryName("flinkwatch-parse")
+            .foreachBatch(
+                ParseBatch(
+                    self.cfg, self.hop_dir, DeadLetterFileSink(self.deadletter_dir), self.stats
+                )
+            )
+            .option("checkpointLocation", str(self.checkpoint_dir / "parse"))
             .trigger(**self.trigger)
             .start()
         )
-        return [alerts_q, pipeline_q]
+
+    def start_detect(self) -> StreamingQuery:
+        """Start the detect query (from its checkpoint, if any)."""
+        self.hop_dir.mkdir(parents=True, exist_ok=True)
+        events = (
+            self.spark.readStream.schema(HOP_SCHEMA)
+            # Processed hop files are deleted; the parse checkpoint still has the offsets.
+            .option("cleanSource", "delete")
+            .parquet(str(self.hop_dir))
+            .withColumn("error", F.lit(None).cast(StringType()))
+        )
+        return (
+            alert_stream(events, self.cfg)
+            .writeStream.queryName("flinkwatch-detect")
+            .foreachBatch(AlertDelivery(self.sinks, self.stats))
+            .option("checkpointLocation", str(self.checkpoint_dir / "detect"))
+            .trigger(**self.trigger)
+            .start()
+        )
+
+    def start(self) -> list[StreamingQuery]:
+        """Start both queries, to run side by side."""
+        return [self.start_parse(), self.start_detect()]
+
+    def run_once(self) -> None:
+        """Process everything available, parse first and detect after (replay, tests).
+
+        Raises:
+            StreamingQueryException: when a query fails.
+        """
+        for start in (self.start_parse, self.start_detect):
+            q = start()
+            q.awaitTermination()
+            exc = q.exception()
+            if exc is not None:
+                raise exc
 
 
 def run_forever(pipeline: Pipeline, *, should_stop: Callable[[], bool] = lambda: False) -> int:
@@ -254,7 +369,9 @@ def run_forever(pipeline: Pipeline, *, should_stop: Callable[[], bool] = lambda:
             failures = 0  # it ran fine for a while: this is a new streak
         failures += 1
         if failures > cfg.max_restarts:
-            log.error("query %s failed %d times in a row; giving up: %s", failed.name, failures, exc)
+            log.error(
+                "query %s failed %d times in a row; giving up: %s", failed.name, failures, exc
+            )
             return 1
         log.error(
             "query %s failed (%s); restarting both queries from their checkpoints in %.0f s "

@@ -27,6 +27,8 @@ def _setup_logging(verbose: bool) -> None:
     )
     # py4j logs every JVM call at INFO.
     logging.getLogger("py4j").setLevel(logging.WARNING)
+    # kafka-python narrates every connection at INFO.
+    logging.getLogger("kafka").setLevel(logging.WARNING)
 
 
 def _load(path: str | None) -> AppConfig:
@@ -141,11 +143,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
         trigger={"availableNow": True},
     )
     try:
-        for q in pipeline.start():
-            q.awaitTermination()
-            if q.exception():
-                log.error("replay failed: %s", q.exception())
-                return 1
+        pipeline.run_once()
+    except Exception as exc:
+        log.error("replay failed: %s", exc)
+        return 1
     finally:
         if not args.keep_work:
             shutil.rmtree(work, ignore_errors=True)
@@ -160,24 +161,24 @@ def _print_summary(
     alerts: Counter[tuple[str, str, str]], kinds: Counter[str], dead: Counter[str]
 ) -> None:
     out = sys.stdout
-    print("events by kind: " + (", ".join(f"{k}={v}" for k, v in sorted(kinds.items())) or "none"), file=out)
-    print("dead letters:   " + (", ".join(f"{k}={v}" for k, v in sorted(dead.items())) or "none"), file=out)
+    print(
+        "events by kind: " + (", ".join(f"{k}={v}" for k, v in sorted(kinds.items())) or "none"),
+        file=out,
+    )
+    print(
+        "dead letters:   " + (", ".join(f"{k}={v}" for k, v in sorted(dead.items())) or "none"),
+        file=out,
+    )
     if not alerts:
         print("alerts: none", file=out)
         return
-    rows = Counter()
-    for (det, ent, status), n in alerts.items():
-        rows[(det, ent)] += 0
-        rows[(det, ent, status)] += n
     keys = sorted({(d, e) for (d, e, _s) in alerts})
     w_det = max(len("detector"), *(len(d) for d, _ in keys))
     w_ent = max(len("entity"), *(len(e) for _, e in keys))
     print(f"{'detector':<{w_det}}  {'entity':<{w_ent}}  firing  resolved", file=out)
     for d, e in keys:
-        print(
-            f"{d:<{w_det}}  {e:<{w_ent}}  {alerts[(d, e, 'firing')]:>6}  {alerts[(d, e, 'resolved')]:>8}",
-            file=out,
-        )
+        firing, resolved = alerts[(d, e, "firing")], alerts[(d, e, "resolved")]
+        print(f"{d:<{w_det}}  {e:<{w_ent}}  {firing:>6}  {resolved:>8}", file=out)
 
 
 # --- parse -------------------------------------------------------------------------
@@ -249,7 +250,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         args.duration,
         "real time" if args.realtime else "as fast as possible",
         bootstrap,
-        ", ".join(f"{i.kind} on job {i.job_index} at +{i.onset_s:.0f}s" for i in incidents) or "none",
+        ", ".join(f"{i.kind} on job {i.job_index} at +{i.onset_s:.0f}s" for i in incidents)
+        or "none",
     )
     last = {"t": time.monotonic()}
 
@@ -280,7 +282,7 @@ def cmd_config_check(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"INVALID {exc}", file=sys.stderr)
         return 1
-    enabled = [n for n, p in cfg.detectors.items() if p.enabled]
+    enabled = [n for n, p in cfg.detector_params().items() if p.enabled]
     print(f"OK {args.file}: detectors enabled: {', '.join(enabled) or 'none'}")
     return 0
 
@@ -306,7 +308,10 @@ def cmd_kafka_create_topics(args: argparse.Namespace) -> int:
         if missing:
             try:
                 admin.create_topics(
-                    [NewTopic(t, num_partitions=args.partitions, replication_factor=1) for t in missing]
+                    [
+                        NewTopic(t, num_partitions=args.partitions, replication_factor=1)
+                        for t in missing
+                    ]
                 )
             except TopicAlreadyExistsError:
                 pass
@@ -363,7 +368,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
     finally:
         sim.terminate()
         sim.wait(timeout=30)
-        log.info("demo: alerts are in %s", cfg.output.model_copy(update={"state_dir": state}).alerts_path)
+        log.info(
+            "demo: alerts are in %s", cfg.output.model_copy(update={"state_dir": state}).alerts_path
+        )
 
 
 # --- main ----------------------------------------------------------------------------

@@ -77,6 +77,13 @@ class ParseLimits:
 
 J = r"([0-9a-f]{32})"  # a Flink JobID
 TM_LOC = r"(?: at (\S+) @ ([^\s(]*[^\s(.]))?"  # TaskManagerLocation, 1.9+
+# Kinds whose lines print a bare 32-hex execution attempt id or ResourceID (not a job id).
+_BARE_HEX_NOT_JOB = (
+    "task_state",
+    "checkpoint_declined",
+    "checkpoint_late_ack",
+    "heartbeat_timeout",
+)
 
 # Log4j layouts. Group 1 = timestamp, 2 = level, 3 = logger, 4 = message.
 #  - Flink default, log4j1 (<=1.10) and log4j2 (>=1.11, `[]` for the empty NDC)
@@ -100,8 +107,10 @@ _CONTINUATION = (
 )
 
 # (kind, pattern on the message) in priority order: the first match wins. Fields are
-# extracted below with kind-specific patterns. Patterns look at the whole message so a
-# record that is only a stack-trace line still classifies.
+# extracted below with kind-specific patterns. The rules run on the first line of the
+# message (a record that is only a stack-trace line classifies by that line); only when it
+# matches none do they run on the whole message, where a cause or YARN diagnostics follow
+# an unremarkable first line.
 _KIND_RULES: tuple[tuple[str, str], ...] = (
     ("checkpoint_completed", r"^Completed checkpoint \d+"),
     ("checkpoint_triggered", r"^Triggering checkpoint \d+"),
@@ -141,7 +150,8 @@ _KIND_RULES: tuple[tuple[str, str], ...] = (
     ),
     (
         "leadership_lost",
-        r"lost leadership|was revoked leadership|is revoked leadership",
+        r"lost leadership|was revoked leadership|is revoked leadership|"
+        r"leadership has been revoked",
     ),
     ("job_state", r"^Job .* \([0-9a-f]{32}\) switched from state \w+ to \w+"),
     ("task_state", r"^.+ \([0-9a-f_]+\) switched from \w+ to \w+"),
@@ -222,18 +232,30 @@ def _time_error(event_ms: Column, kafka_ts: Column, limits: ParseLimits) -> Colu
     )
 
 
-def _classify(msg: Column) -> Column:
+def _match_rules(text: Column) -> Column:
     expr = None
     for kind, pattern in _KIND_RULES:
-        cond = msg.rlike(pattern)
+        cond = text.rlike(pattern)
         expr = F.when(cond, F.lit(kind)) if expr is None else expr.when(cond, F.lit(kind))
     assert expr is not None
-    return expr.otherwise(F.lit("unparsed"))
+    return expr
+
+
+def _classify(msg: Column) -> Column:
+    """The kind of a message: its first line decides, else the whole message."""
+    first_line = F.regexp_extract(msg, r"^[^\n]*", 0)
+    return F.coalesce(
+        _match_rules(first_line),
+        F.when(msg.contains("\n"), _match_rules(msg)),
+        F.lit("unparsed"),
+    )
 
 
 def _first_exception(msg: Column) -> Column:
     """The first ``pkg.SomeException: text`` line of a multi-line message."""
-    return _rx(msg, r"(?m)^(?:Caused by: )?((?:[\w$]+\.)+[\w$]*(?:Exception|Error)\b[^\n]*)")
+    return _rx(
+        msg, r"(?m)^(?:Caused by: )?((?:[\w$]+\.)+[\w$]*(?:Exception|Error|Throwable)\b[^\n]*)"
+    )
 
 
 def _log_fields(kind: Column, msg: Column) -> dict[str, Column]:
@@ -250,10 +272,12 @@ def _log_fields(kind: Column, msg: Column) -> dict[str, Column]:
 
     completed = r"^Completed checkpoint (\d+)(?: for job (\S+))? \((\d+) bytes(?: in |, checkpointDuration=)(\d+) ms"
     late = rf"^Received late message for now expired checkpoint attempt (\d+) from (?:task )?(\S+) of job {J}{TM_LOC}"
-    declined = rf"^Decline checkpoint (\d+) by task (\S+)(?: of job {J})?{TM_LOC}"
+    declined = rf"^Decline checkpoint (\d+) by task (\S+?)(?: of job {J})?{TM_LOC}\.?(?:\s|$)"
     failed = r"^(?:Failed to trigger or complete checkpoint|Failed to trigger checkpoint|Triggering Checkpoint|Discarding checkpoint) (\d+)"
     heartbeat = r"[Hh]eartbeat of TaskManager with id ([^\s(]+)(?:\(([^:)\s]+)(?::\d+)?\))?|^TaskManager with id (\S+) is no longer"
-    task_line = r"^(.+?) \(([0-9a-f_]+)\) switched from (\w+) to (\w+)(?: on (\S+) @ ([^\s(]*[^\s(.]))?"
+    task_line = (
+        r"^(.+?) \(([0-9a-f_]+)\) switched from (\w+) to (\w+)(?: on (\S+) @ ([^\s(]*[^\s(.]))?"
+    )
     job_line = rf"^Job (.*) \({J}\) switched from state (\w+) to (\w+)"
     memory_kill_id = (
         r"containerID=(container_\w+)|Worker (\S+) is terminated|Container (container_\w+) marked|"
@@ -296,14 +320,17 @@ def _log_fields(kind: Column, msg: Column) -> dict[str, Column]:
     reason = F.coalesce(
         by_kind(
             {
-                "checkpoint_triggered": (r"^Triggering checkpoint \d+ \(type=(?:\w+\{name=')?([\w ]+)", 1),
+                "checkpoint_triggered": (
+                    r"^Triggering checkpoint \d+ \(type=(?:\w+\{name=')?([\w ]+)",
+                    1,
+                ),
                 "checkpoint_failed": (
-                    r"(?:failed due to |since |because |CheckpointException: |failure threshold\. )([^\n]*)",
+                    r"(?:failed due to |since |because:? |CheckpointException: |failure threshold\. )([^\n]*)",
                     1,
                 ),
                 "container_memory_kill": (r"'?(physical|PHYSICAL|virtual|VIRTUAL)'? memory", 1),
                 "jvm_oom": (r"OutOfMemoryError:\s*([^.\n]*)", 1),
-                "registration_timeout": (r"maximum registration duration (\S+)", 1),
+                "registration_timeout": (r"maximum registration duration (.+?)\.(?:\s|$)", 1),
                 "k8s_watch_gone": (r"too old resource version(?:: ([^\n]*))?", 0),
                 "task_state": (r"(?:failure cause: ?|\n)([^\n]+)", 1),
                 "job_state": (r"\n([^\n]+)", 1),
@@ -322,7 +349,11 @@ def _log_fields(kind: Column, msg: Column) -> dict[str, Column]:
         "job_id": F.coalesce(
             F.when(kind == "job_state", _rx(msg, job_line, 2)),
             _rx(msg, r"(?:for job|of job|job id|job) " + J),
-            _rx(msg, r"\b" + J + r"\b"),
+            # A bare id is not a job id where these lines print an attempt or resource id.
+            F.when(
+                kind.isNull() | ~kind.isin(*_BARE_HEX_NOT_JOB),
+                _rx(msg, r"\b" + J + r"\b"),
+            ),
         ),
         "job_name": F.when(kind == "job_state", _rx(msg, job_line, 1)),
         "tm_id": tm_id,
@@ -342,7 +373,8 @@ def _log_fields(kind: Column, msg: Column) -> dict[str, Column]:
             F.when(kind == "job_state", _rx(msg, job_line, 4)),
             F.when(kind == "task_state", _rx(msg, task_line, 4)),
         ),
-        "reason": reason,
+        # Hadoop 2 says `physical`, Hadoop 3 `'PHYSICAL'`: one spelling for both.
+        "reason": F.when(kind == "container_memory_kill", F.lower(reason)).otherwise(reason),
     }
 
 
@@ -364,8 +396,12 @@ def parse_logs(records: DataFrame, limits: ParseLimits | None = None) -> DataFra
     # The JSON object is the first line; continuation lines glued after it (files read
     # whole, shippers that join multi-line records) belong to its message.
     json_text = F.regexp_extract(trimmed, r"^(\{[^\n]*\})[ \t\r]*(?:\n|$)", 1)
-    json_tail = F.regexp_extract(trimmed, r"^\{[^\n]*\}[ \t\r]*\n(.*)$", 1)
-    j = F.from_json(F.when(is_json, F.when(json_text != "", json_text).otherwise(trimmed)), _LOG_JSON_SCHEMA, _JSON_OPTS)
+    json_tail = F.regexp_extract(trimmed, r"(?s)^\{[^\n]*\}[ \t\r]*\n(.*)$", 1)
+    j = F.from_json(
+        F.when(is_json, F.when(json_text != "", json_text).otherwise(trimmed)),
+        _LOG_JSON_SCHEMA,
+        _JSON_OPTS,
+    )
 
     df = records.select(
         "topic",
@@ -380,11 +416,16 @@ def parse_logs(records: DataFrame, limits: ParseLimits | None = None) -> DataFra
     )
     jc = F.col("_j")
     is_flink_json = jc["message"].isNotNull() & jc["level"].isNotNull() & jc["log"].isNull()
-    envelope_line = F.coalesce(jc["log"], jc["message"])
+    # Filebeat's `log` is an object (`log.offset`, `log.file.path`); its line is `message`.
+    log_line = F.when(~F.col("raw").rlike(r'(?<!\\)"log"\s*:\s*\{'), jc["log"])
+    envelope_line = F.coalesce(log_line, jc["message"])
     # Text to run the layout regex on: the raw value, or the line inside an envelope.
     line = F.when(
         F.col("_is_json"),
-        F.when(~is_flink_json, F.concat_ws("\n", envelope_line, F.when(F.col("_tail") != "", F.col("_tail")))),
+        F.when(
+            ~is_flink_json & envelope_line.isNotNull(),
+            F.concat_ws("\n", envelope_line, F.when(F.col("_tail") != "", F.col("_tail"))),
+        ),
     ).otherwise(F.col("raw"))
     df = df.select(
         "*",
@@ -399,10 +440,11 @@ def parse_logs(records: DataFrame, limits: ParseLimits | None = None) -> DataFra
     )
     jmsg = F.concat_ws("\n", jc["message"], F.when(F.col("_tail") != "", F.col("_tail")))
     matched = F.col("_ts") != ""
-    message = (
-        F.when(F.col("_flink_json"), jmsg)
-        .when(matched, F.col("_msg"))
-        .otherwise(F.rtrim(F.col("_line")))
+    # Trailing line breaks go too (Docker's json-file driver keeps the `\n` in `log`).
+    message = F.regexp_replace(
+        F.when(F.col("_flink_json"), jmsg).when(matched, F.col("_msg")).otherwise(F.col("_line")),
+        r"\s+$",
+        "",
     )
     ts_text = F.when(F.col("_flink_json"), jc["timestamp"]).when(matched, F.col("_ts"))
     envelope_ts = F.coalesce(jc["@timestamp"], jc["time"], jc["date"], jc["timestamp"])
@@ -413,10 +455,13 @@ def parse_logs(records: DataFrame, limits: ParseLimits | None = None) -> DataFra
     )
     is_continuation = F.col("_line").rlike(_CONTINUATION)
     error = (
-        F.when(F.col("raw").isNull() | (F.trim(F.col("raw")) == ""), F.lit("empty"))
+        F.when(F.col("raw").isNull() | F.col("raw").rlike(r"^\s*$"), F.lit("empty"))
         .when(F.col("_len") > lim.max_record_bytes, F.lit("too_large"))
         .when(F.col("_is_json") & F.col("_j._corrupt").isNotNull(), F.lit("invalid_json"))
-        .when(F.col("_is_json") & F.col("_line").isNull() & ~F.col("_flink_json"), F.lit("missing_field"))
+        .when(
+            F.col("_is_json") & F.col("_line").isNull() & ~F.col("_flink_json"),
+            F.lit("missing_field"),
+        )
         .when(
             ~F.col("_flink_json") & ~matched & ~is_continuation & F.col("_line").isNotNull(),
             F.lit("unknown_layout"),
@@ -445,9 +490,14 @@ def parse_logs(records: DataFrame, limits: ParseLimits | None = None) -> DataFra
     kind = F.when(ok, _classify(F.col("_message")))
     df = df.select("*", kind.alias("kind"))
     fields = _log_fields(F.col("kind"), F.col("_message"))
-    level = F.upper(F.coalesce(F.when(F.col("_flink_json"), jc["level"]), F.when(matched, F.col("_lvl"))))
+    level = F.upper(
+        F.coalesce(F.when(F.col("_flink_json"), jc["level"]), F.when(matched, F.col("_lvl")))
+    )
     logger = F.coalesce(
-        F.when(F.col("_flink_json"), F.coalesce(jc["logger"], F.regexp_replace(jc["file"], r"\.java$", ""))),
+        F.when(
+            F.col("_flink_json"),
+            F.coalesce(jc["logger"], F.regexp_replace(jc["file"], r"\.java$", "")),
+        ),
         F.when(matched, F.col("_logger")),
     )
     return df.select(
@@ -459,7 +509,9 @@ def parse_logs(records: DataFrame, limits: ParseLimits | None = None) -> DataFra
         F.when(ok, F.timestamp_millis(F.col("_event_ms"))).alias("event_time"),
         fields["job_id"].alias("job_id"),
         fields["job_name"].alias("job_name"),
-        F.coalesce(fields["tm_id"], F.when(F.col("kind").isNotNull(), F.col("_pod"))).alias("tm_id"),
+        F.coalesce(fields["tm_id"], F.when(F.col("kind").isNotNull(), F.col("_pod"))).alias(
+            "tm_id"
+        ),
         F.coalesce(fields["host"], F.col("_env_host")).alias("host"),
         fields["task"].alias("task"),
         fields["checkpoint_id"].alias("checkpoint_id"),
@@ -474,7 +526,9 @@ def parse_logs(records: DataFrame, limits: ParseLimits | None = None) -> DataFra
         logger.alias("logger"),
         F.substring(F.col("_message"), 1, lim.max_message_chars).alias("message"),
         F.col("error"),
-        F.when(F.col("error").isNotNull(), F.substring(F.col("_j._corrupt"), 1, 200)).alias("detail"),
+        F.when(F.col("error").isNotNull(), F.substring(F.col("_j._corrupt"), 1, 200)).alias(
+            "detail"
+        ),
         F.when(F.col("error").isNotNull(), F.substring(F.col("raw"), 1, 65536)).alias("raw"),
     )
 
@@ -497,31 +551,43 @@ def parse_metrics(records: DataFrame, limits: ParseLimits | None = None) -> Data
     )
     jc = F.col("_j")
     telegraf = jc["fields"].isNotNull() & jc["value"].isNull()
-    single_key = F.coalesce(*[F.when(F.map_contains_key(jc["fields"], k), F.lit(k)) for k in _TELEGRAF_VALUE_KEYS])
+    single_key = F.coalesce(
+        *[F.when(F.map_contains_key(jc["fields"], k), F.lit(k)) for k in _TELEGRAF_VALUE_KEYS]
+    )
     # (name, value) pairs: canonical → one; Telegraf → one per field.
-    pairs = F.when(
-        telegraf & single_key.isNotNull(),
-        F.array(F.struct(jc["name"].alias("n"), F.element_at(jc["fields"], single_key).alias("v"))),
-    ).when(
-        telegraf,
-        F.transform(
-            F.map_entries(jc["fields"]),
-            lambda e: F.struct(e["key"].alias("n"), e["value"].alias("v")),
-        ),
-    ).otherwise(F.array(F.struct(jc["name"].alias("n"), jc["value"].alias("v"))))
+    pairs = (
+        F.when(
+            telegraf & single_key.isNotNull(),
+            F.array(
+                F.struct(jc["name"].alias("n"), F.element_at(jc["fields"], single_key).alias("v"))
+            ),
+        )
+        .when(
+            telegraf,
+            F.transform(
+                F.map_entries(jc["fields"]),
+                lambda e: F.struct(e["key"].alias("n"), e["value"].alias("v")),
+            ),
+        )
+        .otherwise(F.array(F.struct(jc["name"].alias("n"), jc["value"].alias("v"))))
+    )
     labels = F.coalesce(jc["labels"], jc["tags"], F.create_map().cast("map<string,string>"))
     df = df.select(
         "*",
         F.explode_outer(F.when(jc["_corrupt"].isNull() & jc.isNotNull(), pairs)).alias("_p"),
         labels.alias("_labels"),
     )
-    num = F.col("_p.v").cast(DoubleType())
+    # Spark's JSON reader hands a bare NaN/Infinity token to a string field as `"NaN"`.
+    num = F.regexp_replace(F.col("_p.v"), r'^"(.*)"$', "$1").cast(DoubleType())
     event_ms = _epoch_ms_from_text(jc["timestamp"])
     error = (
-        F.when(F.col("raw").isNull() | (F.trim(F.col("raw")) == ""), F.lit("empty"))
+        F.when(F.col("raw").isNull() | F.col("raw").rlike(r"^\s*$"), F.lit("empty"))
         .when(F.length(F.col("raw")) > lim.max_record_bytes, F.lit("too_large"))
         .when(jc.isNull() | jc["_corrupt"].isNotNull(), F.lit("invalid_json"))
-        .when(F.col("_p").isNull() | F.col("_p.n").isNull() | F.col("_p.v").isNull(), F.lit("missing_field"))
+        .when(
+            F.col("_p").isNull() | F.col("_p.n").isNull() | F.col("_p.v").isNull(),
+            F.lit("missing_field"),
+        )
         .when(jc["timestamp"].isNull(), F.lit("missing_field"))
         .when(num.isNull(), F.lit("bad_type"))
         .when(F.isnan(num) | (F.abs(num) == float("inf")), F.lit("non_finite_value"))
@@ -529,36 +595,36 @@ def parse_metrics(records: DataFrame, limits: ParseLimits | None = None) -> Data
     )
     lab = F.col("_labels")
     ok = F.col("_err").isNull()
-    return (
-        df.select("*", error.alias("_err"))
-        .select(
-            "topic",
-            "partition",
-            "offset",
-            "kafka_ts",
-            F.when(ok, F.lit("metric")).alias("kind"),
-            F.when(ok, F.timestamp_millis(event_ms)).alias("event_time"),
-            lab["job_id"].alias("job_id"),
-            lab["job_name"].alias("job_name"),
-            lab["tm_id"].alias("tm_id"),
-            lab["host"].alias("host"),
-            F.coalesce(
+    return df.select("*", error.alias("_err")).select(
+        "topic",
+        "partition",
+        "offset",
+        "kafka_ts",
+        F.when(ok, F.lit("metric")).alias("kind"),
+        F.when(ok, F.timestamp_millis(event_ms)).alias("event_time"),
+        lab["job_id"].alias("job_id"),
+        lab["job_name"].alias("job_name"),
+        lab["tm_id"].alias("tm_id"),
+        lab["host"].alias("host"),
+        F.coalesce(
+            F.when(
+                lab["task_name"].isNotNull(),
                 F.concat_ws("/", lab["task_name"], lab["subtask_index"]),
-                lab["operator_name"],
-            ).alias("task"),
-            F.lit(None).cast(LongType()).alias("checkpoint_id"),
-            F.lit(None).cast(LongType()).alias("duration_ms"),
-            F.lit(None).cast(LongType()).alias("size_bytes"),
-            F.lit(None).cast(StringType()).alias("from_state"),
-            F.lit(None).cast(StringType()).alias("to_state"),
-            F.lit(None).cast(StringType()).alias("reason"),
-            F.when(ok, F.col("_p.n")).alias("metric"),
-            F.when(ok, num).alias("value"),
-            F.lit(None).cast(StringType()).alias("level"),
-            F.lit(None).cast(StringType()).alias("logger"),
-            F.lit(None).cast(StringType()).alias("message"),
-            F.col("_err").alias("error"),
-            F.when(~ok, F.substring(F.coalesce(jc["_corrupt"], F.col("_p.v")), 1, 200)).alias("detail"),
-            F.when(~ok, F.substring(F.col("raw"), 1, 65536)).alias("raw"),
-        )
+            ),
+            lab["operator_name"],
+        ).alias("task"),
+        F.lit(None).cast(LongType()).alias("checkpoint_id"),
+        F.lit(None).cast(LongType()).alias("duration_ms"),
+        F.lit(None).cast(LongType()).alias("size_bytes"),
+        F.lit(None).cast(StringType()).alias("from_state"),
+        F.lit(None).cast(StringType()).alias("to_state"),
+        F.lit(None).cast(StringType()).alias("reason"),
+        F.when(ok, F.col("_p.n")).alias("metric"),
+        F.when(ok, num).alias("value"),
+        F.lit(None).cast(StringType()).alias("level"),
+        F.lit(None).cast(StringType()).alias("logger"),
+        F.lit(None).cast(StringType()).alias("message"),
+        F.col("_err").alias("error"),
+        F.when(~ok, F.substring(F.coalesce(jc["_corrupt"], F.col("_p.v")), 1, 200)).alias("detail"),
+        F.when(~ok, F.substring(F.col("raw"), 1, 65536)).alias("raw"),
     )

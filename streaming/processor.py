@@ -160,7 +160,9 @@ class DetectorProcessor(StatefulProcessor):
         row = self._state.get()
         return json.loads(row[0]) if row and row[0] else None
 
-    def _apply(self, old_timer: int | None, step_state: dict[str, Any] | None, timer: int | None) -> None:
+    def _apply(
+        self, old_timer: int | None, step_state: dict[str, Any] | None, timer: int | None
+    ) -> None:
         if old_timer is not None and old_timer != timer:
             self._handle.deleteTimer(old_timer)
         if step_state is None:

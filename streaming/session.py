@@ -25,7 +25,9 @@ def connector_jars(jar_dir: str | None = None) -> list[str]:
     d = Path(jar_dir or os.environ.get("FLINKWATCH_SPARK_JARS", f"{stack}/jars/spark-kafka"))
     jars = sorted(str(p) for p in d.glob("*.jar"))
     if not jars:
-        msg = f"no Spark Kafka connector jars in {d}: run `scripts/stack.sh fetch` (or `make setup`)"
+        msg = (
+            f"no Spark Kafka connector jars in {d}: run `scripts/stack.sh fetch` (or `make setup`)"
+        )
         raise FileNotFoundError(msg)
     return jars
 

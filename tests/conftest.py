@@ -30,3 +30,104 @@ def records_df(
     """Records as the Kafka source hands them to the parser (offset = position)."""
     rows = [(v, topic, 0, i, kafka_ts) for i, v in enumerate(values)]
     return spark.createDataFrame(rows, RECORD_SCHEMA)
+
+
+# --- Kafka -------------------------------------------------------------------------
+
+import os  # noqa: E402
+import socket  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def free_port_pair() -> int:
+    """A port p such that p and p+1 (the KRaft controller) are free on 127.0.0.1."""
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        with socket.socket() as s2:
+            try:
+                s2.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError("no free port pair")
+
+
+class KafkaBroker:
+    """The real single-node KRaft broker, started by scripts/stack.sh."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.port = free_port_pair()
+        self.bootstrap = f"127.0.0.1:{self.port}"
+        self.env = {
+            **os.environ,
+            "FLINKWATCH_KAFKA_PORT": str(self.port),
+            "FLINKWATCH_KAFKA_DIR": str(data_dir),
+            "FLINKWATCH_TOPICS": "flink.logs flink.metrics",
+            "PYTHON": sys.executable,
+        }
+
+    def _stack(self, *args: str) -> None:
+        subprocess.run([str(REPO / "scripts" / "stack.sh"), *args], env=self.env, check=True)
+
+    def start(self) -> None:
+        self._stack("up")
+
+    def stop(self) -> None:
+        self._stack("down")
+
+    def purge(self) -> None:
+        self._stack("down", "--purge")
+
+    def create_topics(self, *topics: str, partitions: int = 2) -> None:
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "streaming.cli",
+                "kafka",
+                "create-topics",
+                "--bootstrap",
+                self.bootstrap,
+                "--partitions",
+                str(partitions),
+                *topics,
+            ],
+            check=True,
+        )
+
+    def produce(self, topic: str, values: Sequence[bytes | str], key: bytes | None = None) -> None:
+        from kafka import KafkaProducer
+
+        producer = KafkaProducer(bootstrap_servers=self.bootstrap, acks="all", linger_ms=5)
+        try:
+            for v in values:
+                producer.send(topic, value=v.encode() if isinstance(v, str) else v, key=key)
+            producer.flush(timeout=30)
+        finally:
+            producer.close()
+
+
+@pytest.fixture(scope="session")
+def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
+    broker = KafkaBroker(tmp_path_factory.mktemp("kafka"))
+    broker.start()
+    yield broker
+    broker.purge()
+
+
+def wait_until(cond: Callable[[], bool], timeout: float = 120, what: str = "condition") -> None:
+    """Poll until ``cond()`` holds; fail with ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")

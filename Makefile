@@ -1,0 +1,49 @@
+# flinkwatch: the two commands a new machine needs are `make demo` and `make test`.
+# Everything is installed from this repository's own files (pyproject.toml, scripts/).
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: setup demo test lint unit up down clean
+
+# Python env (pip caches downloads in ~/.cache/pip) + Kafka broker and Spark connector jars
+# (Maven caches them in ~/.m2). Re-runs only when pyproject.toml changes.
+setup: $(STAMP)
+	@scripts/stack.sh fetch
+
+$(STAMP): pyproject.toml
+	@echo "[setup] creating $(VENV) and installing flinkwatch with its dev tools"
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@$(PY) -m pip install --quiet --upgrade pip
+	@$(PY) -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+# Local Kafka + a simulated Flink fleet (one job's checkpoints start expiring after 20 s)
+# + the streaming job. Alerts are logged and appended to var/demo/alerts.jsonl. Ctrl-C stops.
+demo: setup
+	@PYTHON=$(abspath $(PY)) scripts/stack.sh up
+	@$(VENV)/bin/flinkwatch demo --fresh $(DEMO_ARGS)
+
+# Lint, types, then every test (unit, Spark, and integration against a real Kafka broker
+# that the tests start on a free port).
+test: setup lint
+	@$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+lint: setup
+	@$(VENV)/bin/ruff check .
+	@$(VENV)/bin/ruff format --check .
+	@$(VENV)/bin/mypy
+
+unit: setup
+	@$(VENV)/bin/pytest -m "not spark and not kafka" $(PYTEST_ARGS)
+
+up: setup
+	@PYTHON=$(abspath $(PY)) scripts/stack.sh up
+
+down:
+	@scripts/stack.sh down
+
+clean: down
+	rm -rf var .stack/kafka-*

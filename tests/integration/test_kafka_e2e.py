@@ -1,0 +1,191 @@
+"""End to end through the real broker and the official Spark Kafka connector."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+
+from conf import AppConfig, KafkaConfig, OutputConfig, SparkConfig
+from sinks import JsonLinesAlertSink
+from streaming.app import Pipeline, run_forever
+from streaming.sources import kafka_records
+from tests.conftest import KafkaBroker, wait_until
+
+pytestmark = [pytest.mark.kafka, pytest.mark.spark]
+
+CC = "org.apache.flink.runtime.checkpoint.CheckpointCoordinator"
+
+
+def _line(ts: str, level: str, logger: str, msg: str) -> str:
+    # Flink >= 1.11 default layout: %d %-5p %-60c %x - %m (log4j2 renders the empty NDC as []).
+    return f"{ts} {level:<5} {logger:<60} [] - {msg}"
+
+
+def expired_cycle(job: str, first: int, n: int, minute: int) -> list[str]:
+    """n checkpoints of `job` expiring (Flink 1.15+ wording) from `minute` on."""
+    out = []
+    for i in range(n):
+        cp = first + i
+        ts = f"2024-06-03 10:{minute + i:02d}:00,002"
+        out.append(
+            _line(ts, "INFO", CC, f"Checkpoint {cp} of job {job} expired before completing.")
+        )
+        out.append(
+            _line(
+                ts.replace(",002", ",511"),
+                "WARN",
+                CC,
+                f"Received late message for now expired checkpoint attempt {cp} from task "
+                f"a1b2c3d4e5f60718293a4b5c6d7e8f90_cbc357ccb763df2852fee8c4fc7d55f2_3_0 of job {job} "
+                "at container_e05_1699999999999_0042_01_000003 @ worker-7.example.com (dataPort=39245).",
+            )
+        )
+    return out
+
+
+def config(kafka: KafkaBroker, prefix: str, state: Path) -> AppConfig:
+    return AppConfig(
+        kafka=KafkaConfig(
+            bootstrap_servers=kafka.bootstrap,
+            logs_topic=f"{prefix}.logs",
+            metrics_topic=f"{prefix}.metrics",
+        ),
+        spark=SparkConfig(trigger_interval_s=0.5, restart_backoff_s=2, watermark_delay_s=60),
+        output=OutputConfig(state_dir=state),
+    )
+
+
+def pipeline(spark, cfg: AppConfig, trigger: dict) -> Pipeline:  # type: ignore[no-untyped-def]
+    return Pipeline(
+        spark=spark,
+        cfg=cfg,
+        logs=lambda: kafka_records(spark, cfg.kafka, cfg.kafka.logs_topic),
+        metrics=lambda: kafka_records(spark, cfg.kafka, cfg.kafka.metrics_topic),
+        sinks=[JsonLinesAlertSink(cfg.output.alerts_path)],
+        checkpoint_dir=cfg.output.checkpoint_dir,
+        deadletter_dir=cfg.output.deadletter_path,
+        trigger=trigger,
+    )
+
+
+def read_alerts(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line]
+
+
+JOB_A = "3f4c2a9b7d1e4f60a8b5c2d1e0f9a7b3"
+JOB_B = "4443c93037d620ac81c8c28fbce3f8ae"
+
+
+def test_alerts_and_dead_letters_flow_through_real_kafka(spark, kafka, tmp_path) -> None:
+    cfg = config(kafka, "e2e1", tmp_path / "state")
+    kafka.create_topics(cfg.kafka.logs_topic, cfg.kafka.metrics_topic)
+    healthy = [
+        _line(
+            f"2024-06-03 10:{m:02d}:01,377",
+            "INFO",
+            CC,
+            f"Completed checkpoint {m} for job {JOB_B} (73400320 bytes, checkpointDuration=1376 ms, "
+            "finalizationTime=4 ms).",
+        )
+        for m in range(1, 6)
+    ]
+    bad_logs = [
+        '{"level":"INFO", "timestamp": broken',
+        "this is not a Flink log line",
+        _line(
+            "1850-01-01 00:00:00,000",
+            "INFO",
+            CC,
+            f"Checkpoint 1 of job {JOB_B} expired before completing.",
+        ),
+    ]
+    kafka.produce(cfg.kafka.logs_topic, expired_cycle(JOB_A, 40, 3, 1) + healthy, key=b"jm-1")
+    kafka.produce(cfg.kafka.logs_topic, bad_logs, key=b"jm-2")
+    metrics = [
+        json.dumps(
+            {
+                "name": "flink_taskmanager_Status_JVM_Memory_Heap_Used",
+                "value": 1.87e9,
+                "timestamp": 1717409400000,
+                "labels": {
+                    "host": "worker_7",
+                    "tm_id": "container_e05_1699999999999_0042_01_000003",
+                },
+            }
+        ),
+        '{"name": "flink_taskmanager_Status_JVM_Memory_Heap_Used", "value": NaN, "timestamp": 1717409400000}',
+    ]
+    kafka.produce(cfg.kafka.metrics_topic, metrics)
+
+    p = pipeline(spark, cfg, {"availableNow": True})
+    p.run_once()
+
+    alerts = read_alerts(cfg.output.alerts_path)
+    assert [(a["detector"], a["job_id"], a["status"]) for a in alerts] == [
+        ("checkpoint_failures", JOB_A, "firing")
+    ]
+    assert alerts[0]["evidence"]["expired_checkpoints"] == [40, 41, 42]
+    assert alerts[0]["event_time"] == "2024-06-03T10:03:00.002Z"
+
+    assert p.stats.dead_letters == {
+        "invalid_json": 1,
+        "unknown_layout": 1,
+        "bad_timestamp": 1,
+        "non_finite_value": 1,
+    }
+    letters = [
+        json.loads(line)
+        for f in sorted(cfg.output.deadletter_path.glob("*.jsonl"))
+        for line in f.read_text().splitlines()
+    ]
+    by_raw = {d["raw"]: d for d in letters}
+    for raw in bad_logs:
+        d = by_raw[raw]
+        assert d["topic"] == cfg.kafka.logs_topic
+        assert d["partition"] in (0, 1)
+        # Records with one key land in one partition in order: offsets 0, 1, 2.
+        assert d["offset"] == bad_logs.index(raw)
+    assert by_raw[metrics[1]]["error"] == "non_finite_value"
+    assert by_raw[metrics[1]]["topic"] == cfg.kafka.metrics_topic
+
+
+def test_broker_restart_mid_stream_skips_no_record(spark, kafka, tmp_path) -> None:
+    cfg = config(kafka, "e2e2", tmp_path / "state")
+    kafka.create_topics(cfg.kafka.logs_topic, cfg.kafka.metrics_topic)
+    jobs = [f"{i:032x}" for i in range(1, 7)]
+    p = pipeline(spark, cfg, {"processingTime": "500 milliseconds"})
+    stop = threading.Event()
+    result: dict[str, int] = {}
+    runner = threading.Thread(
+        target=lambda: result.update(rc=run_forever(p, should_stop=stop.is_set))
+    )
+    runner.start()
+    try:
+        # Each job needs all three of its expirations: two before the outage, one after.
+        # A record skipped across the restart would leave its job without an alert.
+        for job in jobs:
+            kafka.produce(cfg.kafka.logs_topic, expired_cycle(job, 1, 2, 1), key=job.encode())
+        wait_until(
+            lambda: sum(p.stats.kinds.values()) >= 4 * len(jobs), what="first half processed"
+        )
+        kafka.stop()
+        kafka.start()
+        for job in jobs:
+            kafka.produce(cfg.kafka.logs_topic, expired_cycle(job, 3, 1, 3), key=job.encode())
+        wait_until(
+            lambda: len(read_alerts(cfg.output.alerts_path)) >= len(jobs),
+            timeout=180,
+            what="an alert per job after the broker restart",
+        )
+    finally:
+        stop.set()
+        runner.join(timeout=120)
+    assert result.get("rc") == 0
+    alerts = read_alerts(cfg.output.alerts_path)
+    assert sorted(a["job_id"] for a in alerts) == sorted(jobs)
+    assert all(a["evidence"]["expired_checkpoints"] == [1, 2, 3] for a in alerts)

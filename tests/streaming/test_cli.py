@@ -1,0 +1,97 @@
+"""The CLI as a user runs it: replay and parse over files, config check."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from streaming.cli import main
+
+DATA = Path(__file__).resolve().parent.parent / "data"
+SCENARIOS = DATA / "checkpoint_failures"
+
+
+@pytest.mark.spark
+def test_replay_gives_exactly_the_expected_alerts_per_scenario(spark, tmp_path, capsys) -> None:
+    expected = json.loads((SCENARIOS / "expected.json").read_text())
+    metrics = tmp_path / "metrics.jsonl"
+    metrics.write_text(
+        '{"name": "flink_jobmanager_job_lastCheckpointDuration", "value": 2214, '
+        '"timestamp": "2024-06-03T09:50:02.479Z", "labels": {"job_id": "3f4c2a9b7d1e4f60a8b5c2d1e0f9a7b3"}}\n'
+        '{"name": "flink_jobmanager_job_lastCheckpointDuration", "value": "slow", "timestamp": 1717408202479}\n'
+    )
+    out = tmp_path / "alerts.jsonl"
+    rc = main(
+        [
+            "replay",
+            "--logs",
+            *(str(SCENARIOS / name) for name in expected),
+            "--metrics",
+            str(metrics),
+            "--output",
+            str(out),
+            "--deadletters",
+            str(tmp_path / "dead"),
+        ]
+    )
+    assert rc == 0
+    got = [json.loads(line) for line in out.read_text().splitlines()]
+    want = [a for alerts in expected.values() for a in alerts]
+    assert [
+        {
+            "status": a["status"],
+            "job_id": a["job_id"],
+            "event_time": a["event_time"],
+            "expired_checkpoints": a["evidence"]["expired_checkpoints"],
+        }
+        for a in got
+    ] == want
+    for a in got:
+        assert a["detector"] == "checkpoint_failures"
+        assert a["severity"] == "warning"
+        assert len(a["alert_id"]) == 16
+    summary = capsys.readouterr().out
+    assert "checkpoint_failures" in summary and "dead letters:   bad_type=1" in summary
+    letters = [
+        json.loads(x)
+        for f in (tmp_path / "dead").glob("*.jsonl")
+        for x in f.read_text().splitlines()
+    ]
+    assert [(d["error"], d["offset"]) for d in letters] == [("bad_type", 1)]
+
+
+@pytest.mark.spark
+def test_parse_prints_one_object_per_record_with_kind_or_reason(spark, tmp_path, capsys) -> None:
+    log = tmp_path / "jm.log"
+    log.write_text(
+        (SCENARIOS / "single_expiry_1_9.log").read_text().splitlines()[0]
+        + "\n"
+        + '{"level":"INFO", broken\n'
+        + "2024-06-03 10:10:00,003 WARN  org.apache.flink.runtime.checkpoint.CheckpointFailureManager [] - "
+        "Failed to trigger or complete checkpoint 1843 for job 3f4c2a9b7d1e4f60a8b5c2d1e0f9a7b3. "
+        "(0 consecutive failed attempts so far)\n"
+        "org.apache.flink.runtime.checkpoint.CheckpointException: Checkpoint expired before completing.\n"
+        "\tat org.apache.flink.runtime.checkpoint.CheckpointCoordinator$CheckpointCanceller.run(CheckpointCoordinator.java:2216)\n"
+    )
+    assert main(["parse", str(log)]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(r.get("kind"), r.get("error")) for r in rows] == [
+        ("checkpoint_triggered", None),
+        (None, "invalid_json"),
+        ("checkpoint_failed", None),
+    ]
+    assert rows[0]["topic"] == "jm.log" and rows[0]["event_time"] == "2019-11-14T16:00:00.007Z"
+    assert rows[2]["checkpoint_id"] == 1843
+    assert rows[2]["reason"] == "Checkpoint expired before completing."
+
+
+def test_config_check_accepts_the_default_and_names_the_bad_field(tmp_path, capsys) -> None:
+    assert main(["config", "check", "conf/flinkwatch.yaml"]) == 0
+    assert "OK" in capsys.readouterr().out
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("detectors:\n  checkpoint_failures:\n    min_expired: -1\n")
+    assert main(["config", "check", str(bad)]) == 1
+    err = capsys.readouterr().err
+    assert "bad.yaml" in err and "detectors.checkpoint_failures.min_expired" in err

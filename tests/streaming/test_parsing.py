@@ -1,0 +1,209 @@
+"""The parser on real Flink wording: every case in tests/data/parsing/*.yaml.
+
+All log cases go through ONE ``parse_logs`` call and all metric cases through ONE
+``parse_metrics`` call (a Spark action costs about a second); each case then checks the
+rows of its own offset.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from detectors.base import EVENT_KINDS
+from streaming.parsing import EVENT_COLUMNS, ParseLimits, parse_logs, parse_metrics
+from tests.conftest import RECORD_SCHEMA, records_df
+
+DATA = Path(__file__).resolve().parent.parent / "data" / "parsing"
+EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+CASE_KEYS = {"id", "flink", "source", "value", "kafka_ts", "expect"}
+OUTPUT_COLUMNS = set(EVENT_COLUMNS) - {"topic", "partition", "offset", "kafka_ts"}
+
+Rows = dict[int, list[dict[str, Any]]]
+
+
+def _load(name: str) -> list[dict[str, Any]]:
+    cases = yaml.safe_load((DATA / name).read_text(encoding="utf-8"))
+    assert isinstance(cases, list)
+    return cases
+
+
+LOG_CASES = _load("log_cases.yaml")
+METRIC_CASES = _load("metric_cases.yaml")
+
+
+def _ms(iso: str) -> int:
+    """Epoch ms of an ISO string; a zone-less one is UTC."""
+    t = dt.datetime.fromisoformat(iso)
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=dt.UTC)
+    return (t - EPOCH) // dt.timedelta(milliseconds=1)
+
+
+def _records(spark: SparkSession, cases: list[dict[str, Any]], topic: str) -> DataFrame:
+    """One record per case, offset = position, each with its own Kafka timestamp."""
+    rows = []
+    for i, case in enumerate(cases):
+        ts = case.get("kafka_ts")
+        kafka_ts = dt.datetime.fromtimestamp(_ms(ts) / 1000, tz=dt.UTC) if ts else None
+        rows.append((case["value"], topic, 0, i, kafka_ts))
+    return spark.createDataFrame(rows, RECORD_SCHEMA)
+
+
+def _collect(parsed: DataFrame) -> Rows:
+    """All output rows by offset; event_time as epoch ms (no Python time-zone conversion)."""
+    cols = [c for c in EVENT_COLUMNS if c not in ("event_time", "kafka_ts")]
+    out: Rows = defaultdict(list)
+    for row in parsed.select(*cols, F.unix_millis("event_time").alias("event_time")).collect():
+        out[row["offset"]].append(row.asDict())
+    return out
+
+
+def _expectations(case: dict[str, Any]) -> list[dict[str, Any]]:
+    expect = case["expect"]
+    return expect if isinstance(expect, list) else [expect]
+
+
+def _check(case: dict[str, Any], rows: list[dict[str, Any]]) -> None:
+    expected = _expectations(case)
+    assert len(rows) == len(expected), f"{len(rows)} rows: {rows}"
+    if len(rows) > 1:  # one record, several metrics: pair them by metric name
+        rows = sorted(rows, key=lambda r: str(r["metric"]))
+        expected = sorted(expected, key=lambda w: str(w.get("metric")))
+    for want_row, row in zip(expected, rows, strict=True):
+        want_row = dict(want_row)
+        # A case states either its kind or its dead-letter reason; the other must be null.
+        if "error" in want_row:
+            want_row.setdefault("kind", None)
+        else:
+            want_row.setdefault("error", None)
+        context = f"message={row['message']!r} error={row['error']!r} detail={row['detail']!r}"
+        for col, want in want_row.items():
+            got = row[col]
+            if isinstance(want, dict):
+                assert got is not None and got.startswith(want["startswith"]), (
+                    f"{col}: {got!r} does not start with {want['startswith']!r}; {context}"
+                )
+                continue
+            if col == "event_time" and want is not None:
+                want = _ms(want)
+            assert got == want, f"{col}: got {got!r}, want {want!r}; {context}"
+
+
+@pytest.fixture(scope="module")
+def log_rows(spark: SparkSession) -> Rows:
+    return _collect(parse_logs(_records(spark, LOG_CASES, "flink.logs")))
+
+
+@pytest.fixture(scope="module")
+def metric_rows(spark: SparkSession) -> Rows:
+    return _collect(parse_metrics(_records(spark, METRIC_CASES, "flink.metrics")))
+
+
+# --- the case files themselves ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "cases"), [("log_cases.yaml", LOG_CASES), ("metric_cases.yaml", METRIC_CASES)]
+)
+def test_case_files_are_well_formed(name: str, cases: list[dict[str, Any]]) -> None:
+    ids = [c["id"] for c in cases]
+    assert len(ids) == len(set(ids)), f"{name}: duplicate ids"
+    for case in cases:
+        assert set(case) <= CASE_KEYS, f"{case['id']}: unknown keys {set(case) - CASE_KEYS}"
+        assert {"id", "flink", "source", "value", "expect"} <= set(case), case["id"]
+        assert str(case["source"]).startswith(("REAL ", "CONSTRUCTED")), case["id"]
+        for want in _expectations(case):
+            assert want and set(want) <= OUTPUT_COLUMNS, f"{case['id']}: {set(want)}"
+            assert ("kind" in want) != ("error" in want), f"{case['id']}: kind xor error"
+            if "kind" in want:
+                assert want["kind"] in EVENT_KINDS, case["id"]
+
+
+def test_every_log_kind_has_a_case() -> None:
+    covered = {w.get("kind") for c in LOG_CASES for w in _expectations(c)}
+    missing = set(EVENT_KINDS) - {"metric", "unparsed"} - covered
+    assert not missing, f"kinds without a log case: {sorted(missing)}"
+
+
+def test_every_dead_letter_reason_has_a_case() -> None:
+    log_errors = {w.get("error") for c in LOG_CASES for w in _expectations(c)}
+    metric_errors = {w.get("error") for c in METRIC_CASES for w in _expectations(c)}
+    # too_large is generated in test_oversized_records_are_dead_lettered.
+    assert {"invalid_json", "empty", "unknown_layout", "bad_timestamp", "missing_field"} <= (
+        log_errors
+    )
+    assert {"invalid_json", "bad_type", "non_finite_value", "missing_field"} <= metric_errors
+
+
+# --- the cases --------------------------------------------------------------------------------
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(
+    ("offset", "case"), list(enumerate(LOG_CASES)), ids=[c["id"] for c in LOG_CASES]
+)
+def test_log_case(offset: int, case: dict[str, Any], log_rows: Rows) -> None:
+    _check(case, log_rows[offset])
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(
+    ("offset", "case"), list(enumerate(METRIC_CASES)), ids=[c["id"] for c in METRIC_CASES]
+)
+def test_metric_case(offset: int, case: dict[str, Any], metric_rows: Rows) -> None:
+    _check(case, metric_rows[offset])
+
+
+@pytest.mark.spark
+def test_oversized_records_are_dead_lettered(spark: SparkSession) -> None:
+    limit = ParseLimits().max_record_bytes
+    line = (
+        "2024-03-11 19:02:46,003 INFO  org.apache.flink.runtime.jobmaster.JobMaster"
+        "                 [] - Heartbeat of TaskManager with id tm-1 timed out. "
+    )
+    log = line + "x" * limit
+    metric = json.dumps(
+        {"name": "m", "value": 1, "timestamp": 1710183765871, "labels": {"pad": "x" * limit}}
+    )
+    logs = parse_logs(records_df(spark, [log])).select("kind", "error").collect()
+    metrics = parse_metrics(records_df(spark, [metric])).select("kind", "error").collect()
+    assert [(r.kind, r.error) for r in logs] == [(None, "too_large")]
+    assert [(r.kind, r.error) for r in metrics] == [(None, "too_large")]
+
+
+@pytest.mark.spark
+def test_zone_less_log_timestamp_is_read_in_session_time_zone(spark: SparkSession) -> None:
+    values = [
+        # Flink's layout has no zone: the wall clock of the session time zone.
+        "2020-10-17 14:51:36.289 [Checkpoint Timer] INFO  "
+        "org.apache.flink.runtime.checkpoint.CheckpointCoordinator [] - "
+        "Triggering checkpoint 37 (type=CHECKPOINT) @ 1602917496275 for job "
+        "7848c696590291978aa8279b3c09e5d7.",
+        # A shipper's timestamp with a zone stays the same instant.
+        '{"message":"java.lang.OutOfMemoryError: Metaspace",'
+        '"timestamp":"2024-05-20T09:20:11.402Z","kubernetes":{"pod_name":"tm-1"}}',
+    ]
+    spark.conf.set("spark.sql.session.timeZone", "Asia/Shanghai")
+    try:
+        rows = (
+            parse_logs(records_df(spark, values))
+            .select("offset", "error", F.unix_millis("event_time").alias("ms"))
+            .orderBy("offset")
+            .collect()
+        )
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", "UTC")
+    shanghai = dt.timezone(dt.timedelta(hours=8))  # no DST in 2020
+    assert [(r.error, r.ms) for r in rows] == [
+        (None, _ms(dt.datetime(2020, 10, 17, 14, 51, 36, 289000, tzinfo=shanghai).isoformat())),
+        (None, _ms("2024-05-20T09:20:11.402+00:00")),
+    ]
