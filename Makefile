@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml
 	@$(PY) -m pip install --quiet -e '.[dev]'
 	@touch $(STAMP)
 
-# Local Kafka + a simulated Flink fleet (one job's checkpoints start expiring after 20 s)
+# Local Kafka + a simulated Flink fleet (one job's checkpoints start expiring after 10 s)
 # + the streaming job. Alerts are logged and appended to var/demo/alerts.jsonl. Ctrl-C stops.
 demo: setup
 	@PYTHON=$(abspath $(PY)) scripts/stack.sh up

@@ -359,9 +359,17 @@ def run_forever(pipeline: Pipeline, *, should_stop: Callable[[], bool] = lambda:
                     break
             else:
                 time.sleep(0.5)
-        for q in queries:
-            if q.isActive:
-                q.stop()
+        # Stopping interrupts the running micro-batch; the callback's py4j thread then logs
+        # the InterruptedException as an error, which on a requested stop is not one.
+        py4j_log = logging.getLogger("py4j.clientserver")
+        level = py4j_log.level
+        py4j_log.setLevel(logging.CRITICAL)
+        try:
+            for q in queries:
+                if q.isActive:
+                    q.stop()
+        finally:
+            py4j_log.setLevel(level)
         if failed is None:
             return 0
         exc = failed.exception()

@@ -44,20 +44,30 @@ def _load(path: str | None) -> AppConfig:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """The long-running job: Kafka → parse → detectors → sinks."""
+    cfg = _load(args.config)
+    kafka: dict[str, object] = {}
+    if args.bootstrap:
+        kafka["bootstrap_servers"] = args.bootstrap
+    output: dict[str, object] = {}
+    if args.state_dir:
+        output["state_dir"] = Path(args.state_dir)
+    cfg = cfg.model_copy(
+        update={
+            "kafka": cfg.kafka.model_copy(update=kafka),
+            "output": cfg.output.model_copy(update=output),
+        }
+    )
+    return run_job(cfg, args.duration)
+
+
+def run_job(cfg: AppConfig, duration: float | None = None) -> int:
+    """Run the job with a ready config until SIGTERM/SIGINT (or ``duration`` seconds)."""
     from sinks import JsonLinesAlertSink, LogAlertSink
     from streaming.app import Pipeline, run_forever
+    from streaming.listener import ProgressLogger
     from streaming.session import get_session
     from streaming.sources import kafka_records
 
-    cfg = _load(args.config)
-    if args.bootstrap:
-        cfg = cfg.model_copy(
-            update={"kafka": cfg.kafka.model_copy(update={"bootstrap_servers": args.bootstrap})}
-        )
-    if args.state_dir:
-        cfg = cfg.model_copy(
-            update={"output": cfg.output.model_copy(update={"state_dir": Path(args.state_dir)})}
-        )
     out = cfg.output
     log.info(
         "starting: kafka=%s topics=%s,%s state=%s alerts=%s",
@@ -72,6 +82,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         shuffle_partitions=cfg.spark.shuffle_partitions,
         timezone=cfg.parsing.log_timezone,
     )
+    spark.streams.addListener(ProgressLogger())
     sinks = [JsonLinesAlertSink(out.alerts_path)]
     if out.console:
         sinks.append(LogAlertSink())
@@ -88,12 +99,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     stop = {"flag": False}
 
     def _stop(signum: int, _frame: object) -> None:
-        log.info("signal %d: stopping after the current micro-batch", signum)
+        log.info("signal %d: stopping", signum)
         stop["flag"] = True
 
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
-    deadline = time.monotonic() + args.duration if args.duration else None
+    deadline = time.monotonic() + duration if duration else None
     rc = run_forever(
         pipeline,
         should_stop=lambda: stop["flag"] or (deadline is not None and time.monotonic() > deadline),
@@ -263,8 +274,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     n = sim.produce(
         sim.generate(spec, start_ms, args.duration),
         bootstrap,
-        cfg.kafka.logs_topic,
-        cfg.kafka.metrics_topic,
+        args.logs_topic or cfg.kafka.logs_topic,
+        args.metrics_topic or cfg.kafka.metrics_topic,
         realtime=args.realtime,
         progress=progress,
     )
@@ -331,8 +342,21 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     cfg = _load(args.config)
     state = Path(args.state_dir)
-    if args.fresh and state.exists():
-        shutil.rmtree(state)
+    cfg = cfg.model_copy(
+        update={
+            "kafka": cfg.kafka.model_copy(
+                update={"logs_topic": "demo.flink.logs", "metrics_topic": "demo.flink.metrics"}
+            ),
+            "output": cfg.output.model_copy(update={"state_dir": state}),
+        }
+    )
+    if args.fresh:
+        # A fresh demo starts from empty topics and state: the simulator's job ids are
+        # deterministic, so records of an earlier demo would mix with this one's.
+        shutil.rmtree(state, ignore_errors=True)
+        _recreate_topics(
+            cfg.kafka.bootstrap_servers, [cfg.kafka.logs_topic, cfg.kafka.metrics_topic]
+        )
     sim = subprocess.Popen(
         [
             sys.executable,
@@ -340,8 +364,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
             "streaming.cli",
             "simulate",
             "--realtime",
+            "--bootstrap",
+            cfg.kafka.bootstrap_servers,
+            "--logs-topic",
+            cfg.kafka.logs_topic,
+            "--metrics-topic",
+            cfg.kafka.metrics_topic,
             "--duration",
-            str(args.duration + 600),
+            str((args.duration or 86_400) + 60),
             "--jobs",
             str(args.jobs),
             "--incident-at",
@@ -351,26 +381,45 @@ def cmd_demo(args: argparse.Namespace) -> int:
             "--checkpoint-timeout",
             "10",
         ]
-        + (["--config", args.config] if args.config else [])
     )
     log.info(
-        "demo: simulator pid %d is producing %d jobs in real time; checkpoints of job 0 start "
-        "expiring after %d s, so expect a checkpoint_failures alert about a minute in",
+        "demo: simulator (pid %d) produces %d Flink jobs in real time; checkpoints of job 0 "
+        "start expiring %d s in, so a checkpoint_failures alert follows within a minute",
         sim.pid,
         args.jobs,
         args.incident_at,
     )
-    run_args = argparse.Namespace(
-        config=args.config, bootstrap=None, state_dir=str(state), duration=args.duration
-    )
     try:
-        return cmd_run(run_args)
+        return run_job(cfg, args.duration)
     finally:
         sim.terminate()
         sim.wait(timeout=30)
-        log.info(
-            "demo: alerts are in %s", cfg.output.model_copy(update={"state_dir": state}).alerts_path
-        )
+        log.info("demo: alerts are in %s", cfg.output.alerts_path)
+
+
+def _recreate_topics(bootstrap: str, topics: list[str], partitions: int = 2) -> None:
+    from kafka.admin import KafkaAdminClient, NewTopic
+    from kafka.errors import KafkaError
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="flinkwatch-demo")
+    try:
+        existing = [t for t in topics if t in set(admin.list_topics())]
+        if existing:
+            admin.delete_topics(existing)
+        deadline = time.monotonic() + 60
+        while True:  # deletion is asynchronous: creating too early says "already exists"
+            try:
+                admin.create_topics(
+                    [NewTopic(t, num_partitions=partitions, replication_factor=1) for t in topics]
+                )
+                return
+            except KafkaError as exc:
+                if time.monotonic() > deadline:
+                    msg = f"could not recreate topics {topics}: {exc}"
+                    raise RuntimeError(msg) from exc
+                time.sleep(1)
+    finally:
+        admin.close()
 
 
 # --- main ----------------------------------------------------------------------------
@@ -407,6 +456,8 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("simulate", help="produce a simulated Flink fleet into Kafka")
     s.add_argument("--config", help="YAML config (for the Kafka settings)")
     s.add_argument("--bootstrap", help="override kafka.bootstrap_servers")
+    s.add_argument("--logs-topic", help="override kafka.logs_topic")
+    s.add_argument("--metrics-topic", help="override kafka.metrics_topic")
     s.add_argument("--jobs", type=int, default=4)
     s.add_argument("--tms-per-job", type=int, default=2)
     s.add_argument("--duration", type=float, default=600, help="simulated seconds")
@@ -437,7 +488,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--config")
     d.add_argument("--state-dir", default="var/demo")
     d.add_argument("--jobs", type=int, default=4)
-    d.add_argument("--incident-at", type=float, default=20)
+    d.add_argument("--incident-at", type=float, default=10)
     d.add_argument("--duration", type=float, help="stop after this many seconds (default: never)")
     d.add_argument("--fresh", action="store_true", help="delete the demo state first")
     d.set_defaults(func=cmd_demo)

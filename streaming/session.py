@@ -75,4 +75,25 @@ def get_session(
     spark.conf.set("spark.sql.session.timeZone", timezone)
     spark.conf.set("spark.sql.shuffle.partitions", str(shuffle_partitions))
     spark.sparkContext.setLogLevel(os.environ.get("FLINKWATCH_SPARK_LOG_LEVEL", "WARN"))
+    _quiet(spark)
     return spark
+
+
+# Spark loggers that repeat themselves at WARN on every micro-batch in normal operation;
+# flinkwatch's own progress log says the same once per interval.
+_NOISY = (
+    "org.apache.spark.sql.execution.streaming.ProcessingTimeExecutor",
+    "org.apache.spark.sql.execution.streaming.ResolveWriteToStream",
+    "org.apache.spark.sql.catalyst.analysis.ResolveWriteToStream",
+    "org.apache.spark.scheduler.DAGScheduler",
+    "org.apache.spark.sql.execution.python.streaming.TransformWithStateInPandasStateServer",
+)
+
+
+def _quiet(spark: SparkSession) -> None:
+    jvm = spark.sparkContext._jvm  # noqa: SLF001 - log4j levels are only reachable here
+    if jvm is None:
+        return
+    level = jvm.org.apache.logging.log4j.Level.ERROR
+    for name in _NOISY:
+        jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(name, level)

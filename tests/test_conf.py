@@ -64,3 +64,25 @@ def test_config_is_frozen() -> None:
     cfg = load_config(DEFAULT_CONFIG)
     with pytest.raises(Exception, match="frozen"):
         cfg.kafka.logs_topic = "x"  # type: ignore[misc]
+
+
+def test_readme_documents_every_config_key() -> None:
+    from conf import AppConfig
+    from detectors import DetectorParams
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    keys = [
+        f"{section}.{name}"
+        for section, field in AppConfig.model_fields.items()
+        if section != "detectors"
+        for name in field.annotation.model_fields  # type: ignore[union-attr]
+    ]
+    keys += [f"detectors.<name>.{p}" for p in DetectorParams.model_fields]
+    for det, cls in REGISTRY.items():
+        keys += [
+            f"detectors.{det}.{p}"
+            for p in cls.params_model.model_fields
+            if p not in DetectorParams.model_fields
+        ]
+    missing = [k for k in keys if f"`{k}`" not in readme]
+    assert missing == []

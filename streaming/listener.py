@@ -1,0 +1,91 @@
+"""Progress of the streaming queries, as log lines an operator can read.
+
+A ``StreamingQueryListener`` on the driver keeps the latest progress of each
+query and logs a one-line summary per query at most every ``every_s`` seconds:
+input and processed rows/s, batch duration, watermark and state size.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql.streaming import StreamingQueryListener
+
+log = logging.getLogger("flinkwatch.progress")
+
+
+@dataclass
+class QueryProgress:
+    """The latest numbers of one query (also read by the metrics exporter later)."""
+
+    batch_id: int = -1
+    input_rows: int = 0
+    input_rows_per_s: float = 0.0
+    processed_rows_per_s: float = 0.0
+    batch_ms: int = 0
+    watermark: str | None = None
+    state_rows: int = 0
+    state_bytes: int = 0
+
+
+class ProgressLogger(StreamingQueryListener):
+    """Keeps :class:`QueryProgress` per query name and logs it periodically."""
+
+    def __init__(self, every_s: float = 30.0) -> None:
+        self.every_s = every_s
+        self.latest: dict[str, QueryProgress] = {}
+        self._rows_since: dict[str, int] = {}
+        self._last_log: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def onQueryStarted(self, event: Any) -> None:  # noqa: D102, N802
+        log.info("query %s started (id=%s)", event.name, event.id)
+
+    def onQueryProgress(self, event: Any) -> None:  # noqa: D102, N802
+        p = event.progress
+        name = p.name or str(p.id)
+        states = p.stateOperators or []
+        qp = QueryProgress(
+            batch_id=p.batchId,
+            input_rows=p.numInputRows,
+            input_rows_per_s=float(p.inputRowsPerSecond or 0.0),
+            processed_rows_per_s=float(p.processedRowsPerSecond or 0.0),
+            batch_ms=int(p.batchDuration),
+            watermark=(p.eventTime or {}).get("watermark"),
+            state_rows=sum(s.numRowsTotal for s in states),
+            state_bytes=sum(s.memoryUsedBytes for s in states),
+        )
+        now = time.monotonic()
+        with self._lock:
+            self.latest[name] = qp
+            self._rows_since[name] = self._rows_since.get(name, 0) + qp.input_rows
+            if now - self._last_log.get(name, 0.0) < self.every_s:
+                return
+            self._last_log[name] = now
+            rows, self._rows_since[name] = self._rows_since[name], 0
+        log.info(
+            "query=%s batch=%d rows=%d in=%.0f/s processed=%.0f/s batch_ms=%d watermark=%s "
+            "state_rows=%d state_bytes=%d",
+            name,
+            qp.batch_id,
+            rows,
+            qp.input_rows_per_s,
+            qp.processed_rows_per_s,
+            qp.batch_ms,
+            qp.watermark or "-",
+            qp.state_rows,
+            qp.state_bytes,
+        )
+
+    def onQueryIdle(self, event: Any) -> None:  # noqa: D102, N802
+        return
+
+    def onQueryTerminated(self, event: Any) -> None:  # noqa: D102, N802
+        if event.exception:
+            log.error("query id=%s failed: %s", event.id, event.exception.splitlines()[0])
+        else:
+            log.info("query id=%s stopped", event.id)
