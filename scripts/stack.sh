@@ -36,7 +36,7 @@ fetch_one() {  # fetch_one NAME INCLUDE_IDS
   fi
   say "jars/$name: resolving from Maven Central (first run only)..."
   rm -rf "$dest.tmp" && mkdir -p "$dest.tmp"
-  local args=(-q -B -s "$repo/scripts/maven/settings.xml" -f "$repo/scripts/maven/$name/pom.xml"
+  local args=(-q -B -Dstyle.color=never -s "$repo/scripts/maven/settings.xml" -f "$repo/scripts/maven/$name/pom.xml"
     dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$dest.tmp")
   [ -n "$include" ] && args+=(-DincludeArtifactIds="$include")
   mvn "${args[@]}" >&2

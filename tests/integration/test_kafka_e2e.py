@@ -189,3 +189,45 @@ def test_broker_restart_mid_stream_skips_no_record(spark, kafka, tmp_path) -> No
     alerts = read_alerts(cfg.output.alerts_path)
     assert sorted(a["job_id"] for a in alerts) == sorted(jobs)
     assert all(a["evidence"]["expired_checkpoints"] == [1, 2, 3] for a in alerts)
+
+
+def test_simulated_fleet_incident_is_detected_and_healthy_jobs_stay_quiet(
+    spark, kafka, tmp_path
+) -> None:
+    from streaming import simulate as sim
+
+    cfg = config(kafka, "e2e3", tmp_path / "state")
+    kafka.create_topics(cfg.kafka.logs_topic, cfg.kafka.metrics_topic)
+    spec = sim.FleetSpec(
+        jobs=4,
+        tms_per_job=2,
+        checkpoint_interval_s=10,
+        checkpoint_timeout_s=30,
+        incidents=(sim.Incident(kind="checkpoint_expiry", job_index=2, onset_s=120),),
+    )
+    start_ms = 1_717_400_000_000
+    n = sim.produce(
+        sim.generate(spec, start_ms, 600),
+        kafka.bootstrap,
+        cfg.kafka.logs_topic,
+        cfg.kafka.metrics_topic,
+    )
+    assert n > 1000
+
+    p = pipeline(spark, cfg, {"availableNow": True})
+    p.run_once()
+
+    assert p.stats.dead_letters == {}, "the simulator speaks only formats the parser knows"
+    assert p.stats.kinds["checkpoint_completed"] > 100
+    assert p.stats.kinds["metric"] > 100
+    alerts = read_alerts(cfg.output.alerts_path)
+    assert [(a["job_id"], a["status"]) for a in alerts] == [(sim.job_id(spec, 2), "firing")]
+    # Onset + one timeout, then two more expiries: detected in event time within ~2 timeouts.
+    fired_ms = sim_ms(alerts[0]["event_time"])
+    assert start_ms + 120_000 < fired_ms <= start_ms + 120_000 + 3 * 30_000 + 10_000
+
+
+def sim_ms(iso: str) -> int:
+    import datetime as dt
+
+    return int(dt.datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp() * 1000)
