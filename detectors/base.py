@@ -161,6 +161,62 @@ class DetectorParams(BaseModel):
         gt=0,
         description="Drop an entity's state after this long without events (seconds).",
     )
+    clear_for_s: float = Field(
+        default=300,
+        ge=0,
+        description=(
+            "Hysteresis: a firing alert resolves only after its condition has been false "
+            "this long (event-time seconds), so a flapping condition pages once."
+        ),
+    )
+
+
+class Lifecycle:
+    """Firing/resolved bookkeeping with hysteresis, kept inside a detector's state dict.
+
+    A detector evaluates its condition and calls :meth:`update`; the result is the
+    transition to emit, if any. The alert fires the first time the condition holds
+    and resolves once it has been false for ``clear_for_s`` without interruption.
+    State keys used: ``firing``, ``incident_start_ms``, ``clear_since_ms``.
+
+    Example:
+        >>> st = {"firing": False}
+        >>> Lifecycle.update(st, True, 1000, clear_for_ms=500)
+        'firing'
+        >>> Lifecycle.update(st, False, 1200, clear_for_ms=500) is None
+        True
+        >>> Lifecycle.update(st, False, 1700, clear_for_ms=500)
+        'resolved'
+    """
+
+    @staticmethod
+    def update(st: State, condition: bool, now_ms: int, *, clear_for_ms: int) -> str | None:
+        """Advance the lifecycle; returns ``"firing"``, ``"resolved"`` or ``None``."""
+        if condition:
+            st["clear_since_ms"] = None
+            if not st.get("firing"):
+                st["firing"] = True
+                st["incident_start_ms"] = now_ms
+                return "firing"
+            return None
+        if not st.get("firing"):
+            return None
+        since = st.get("clear_since_ms")
+        if since is None:
+            st["clear_since_ms"] = since = now_ms
+        if now_ms - int(since) >= clear_for_ms:
+            st["firing"] = False
+            st["clear_since_ms"] = None
+            return "resolved"
+        return None
+
+    @staticmethod
+    def resolve_deadline(st: State, clear_for_ms: int) -> int | None:
+        """When a pending resolve completes if nothing changes (for the detector's timer)."""
+        since = st.get("clear_since_ms")
+        if st.get("firing") and since is not None:
+            return int(since) + clear_for_ms
+        return None
 
 
 P = TypeVar("P", bound=DetectorParams)
