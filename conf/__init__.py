@@ -7,11 +7,12 @@ an error that names the field.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
 
 from detectors import REGISTRY, DetectorParams
 
@@ -104,6 +105,66 @@ def _detectors_model() -> type[BaseModel]:
 DetectorsConfig = _detectors_model()
 
 
+class JobMatch(_Frozen):
+    """Which jobs an override applies to: an exact job id and/or a job-name pattern."""
+
+    job_id: str | None = None
+    job_name: str | None = Field(
+        default=None, description="Regular expression, matched against the whole job name."
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> JobMatch:
+        if self.job_id is None and self.job_name is None:
+            msg = "give job_id and/or job_name"
+            raise ValueError(msg)
+        if self.job_name is not None:
+            try:
+                re.compile(self.job_name)
+            except re.error as exc:
+                msg = f"job_name is not a valid regular expression: {exc}"
+                raise ValueError(msg) from exc
+        return self
+
+    def matches(self, job_id: str | None, job_name: str | None) -> bool:
+        """True when the job is this override's."""
+        if self.job_id is not None and job_id != self.job_id:
+            return False
+        if self.job_name is not None:
+            if not job_name:
+                return False
+            # Prometheus-reporter label values have '-' and '.' replaced by '_' (orders-x
+            # arrives as orders_x): try the name and the pattern in both spellings.
+            names = {job_name, job_name.replace("-", "_").replace(".", "_")}
+            patterns = {self.job_name, self.job_name.replace("-", "_")}
+            if not any(re.fullmatch(p, n) for p in patterns for n in names):
+                return False
+        return True
+
+
+class Override(_Frozen):
+    """Detector parameters for the jobs that ``match`` selects (the first match wins)."""
+
+    match: JobMatch
+    detectors: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _check(self) -> Override:
+        for name, section in self.detectors.items():
+            if name not in REGISTRY:
+                msg = f"unknown detector {name!r}; known: {sorted(REGISTRY)}"
+                raise ValueError(msg)
+            try:
+                REGISTRY[name].params_model.model_validate(section)
+            except ValidationError as exc:
+                problems = "; ".join(
+                    f"detectors.{name}.{'.'.join(str(x) for x in e['loc'])}: {e['msg']}"
+                    for e in exc.errors()
+                )
+                raise ValueError(problems) from exc
+        return self
+
+
 class AppConfig(_Frozen):
     """The whole configuration (``conf/flinkwatch.yaml``)."""
 
@@ -112,10 +173,52 @@ class AppConfig(_Frozen):
     parsing: ParsingConfig = ParsingConfig()
     output: OutputConfig = OutputConfig()
     detectors: DetectorsConfig = Field(default_factory=DetectorsConfig)  # type: ignore[valid-type]
+    overrides: tuple[Override, ...] = ()
+    reload_interval_s: float = Field(default=5.0, gt=0)
 
     def detector_params(self) -> dict[str, DetectorParams]:
         """Each registered detector's parameters, by detector name."""
         return {name: getattr(self.detectors, name) for name in REGISTRY}
+
+    def resolver(self) -> ParamsResolver:
+        """Per-job parameter lookup for the detectors (base params plus overrides)."""
+        return ParamsResolver(self.detector_params(), self.overrides)
+
+
+class ParamsResolver:
+    """Parameters of a detector for one job: the first matching override over the base.
+
+    Pure Python and picklable: it travels to the Spark executors with the adapter.
+    """
+
+    def __init__(self, base: dict[str, DetectorParams], overrides: tuple[Override, ...]) -> None:
+        self.base = dict(base)
+        self.overrides = tuple(overrides)
+        self._cache: dict[tuple[str, str | None, str | None], DetectorParams] = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"base": self.base, "overrides": self.overrides}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["base"], state["overrides"])  # type: ignore[misc]
+
+    def params(self, detector: str, job_id: str | None, job_name: str | None) -> DetectorParams:
+        """The effective parameters of ``detector`` for the job."""
+        key = (detector, job_id, job_name)
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        base = self.base[detector]
+        result = base
+        for ov in self.overrides:
+            if detector in ov.detectors and ov.match.matches(job_id, job_name):
+                merged = {**base.model_dump(), **ov.detectors[detector]}
+                result = type(base).model_validate(merged)
+                break
+        if len(self._cache) > 10_000:  # one entry per job seen; bound it all the same
+            self._cache.clear()
+        self._cache[key] = result
+        return result
 
 
 def load_config(path: str | Path | None = None) -> AppConfig:

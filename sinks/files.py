@@ -101,7 +101,14 @@ class LogAlertSink(AlertSink):
 
     name = "console"
 
+    def __init__(self) -> None:
+        self._last_batch = -1
+
     def deliver(self, batch_id: int, alerts: Sequence[Alert]) -> None:  # noqa: D102
+        # A batch replayed after a query restart (config reload) is not logged again.
+        if batch_id <= self._last_batch:
+            return
+        self._last_batch = batch_id
         for a in alerts:
             where = a.job_name or a.job_id or a.tm_id or a.entity
             log.warning(

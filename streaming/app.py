@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -44,6 +45,7 @@ from pyspark.sql.types import (
 )
 
 from conf import AppConfig
+from conf.reload import ConfigWatcher
 from detectors import REGISTRY, Alert, AlertStatus, Severity
 from sinks import AlertSink, DeadLetterFileSink
 from streaming.parsing import ParseLimits, parse_logs, parse_metrics
@@ -85,13 +87,19 @@ HOP_SCHEMA = StructType(
 )
 
 
+def active_detectors(cfg: AppConfig) -> list[str]:
+    """Detectors enabled globally or for at least one job by an override."""
+    on = {n for n, p in cfg.detector_params().items() if p.enabled}
+    for ov in cfg.overrides:
+        on |= {n for n, sec in ov.detectors.items() if sec.get("enabled") is True}
+    return sorted(on)
+
+
 def wanted(cfg: AppConfig) -> Column:
     """True for events at least one enabled detector consumes."""
     cond = F.lit(False)
-    for name, params in cfg.detector_params().items():
+    for name in active_detectors(cfg):
         det = REGISTRY[name]
-        if not params.enabled:
-            continue
         cond = cond | F.col("kind").isin(*sorted(det.kinds))
         if det.metrics:
             cond = cond | ((F.col("kind") == "metric") & F.col("metric").isin(*sorted(det.metrics)))
@@ -102,10 +110,8 @@ def routed_events(events: DataFrame, cfg: AppConfig) -> DataFrame:
     """Good events, one row per (enabled detector that wants it, its entity)."""
     ok = events.where(F.col("error").isNull())
     parts = []
-    for name, params in cfg.detector_params().items():
+    for name in active_detectors(cfg):
         det = REGISTRY[name]
-        if not params.enabled:
-            continue
         cond = F.col("kind").isin(*sorted(det.kinds))
         if det.metrics:
             cond = cond | ((F.col("kind") == "metric") & F.col("metric").isin(*sorted(det.metrics)))
@@ -143,7 +149,7 @@ def alert_stream(events: DataFrame, cfg: AppConfig) -> DataFrame:
         )
         .groupBy("detector", "entity")
         .transformWithStateInPandas(
-            statefulProcessor=DetectorProcessor(cfg.detector_params()),
+            statefulProcessor=DetectorProcessor(cfg.resolver()),
             outputStructType=ALERT_SCHEMA,
             outputMode="Append",
             timeMode="EventTime",
@@ -339,44 +345,59 @@ class Pipeline:
                 raise exc
 
 
-def run_forever(pipeline: Pipeline, *, should_stop: Callable[[], bool] = lambda: False) -> int:
+def run_forever(
+    pipeline: Pipeline,
+    *,
+    should_stop: Callable[[], bool] = lambda: False,
+    watcher: ConfigWatcher | None = None,
+    reload_requested: threading.Event | None = None,
+) -> int:
     """Run the queries until stopped; restart them on the same checkpoints after a failure.
+
+    A valid change of the config file (or SIGHUP, via ``reload_requested``) restarts both
+    queries on their checkpoints with the new config: detector state is kept, and a
+    micro-batch cut short is replayed, which the sinks dedupe.
 
     Returns:
         0 when stopped on request, 1 after ``max_restarts`` failures in a row.
     """
-    cfg = pipeline.cfg.spark
     failures = 0
     while True:
         queries = pipeline.start()
-        log.info("queries started: %s", ", ".join(q.name for q in queries))
+        log.info(
+            "queries started: %s (config hash %s)",
+            ", ".join(q.name or "?" for q in queries),
+            watcher.stats.active_hash if watcher else "-",
+        )
         started = time.monotonic()
+        next_poll = time.monotonic() + pipeline.cfg.reload_interval_s
         failed: StreamingQuery | None = None
-        while failed is None and not should_stop():
-            for q in queries:
-                if not q.isActive:
-                    failed = q
-                    break
+        new_cfg: AppConfig | None = None
+        while failed is None and new_cfg is None and not should_stop():
+            failed = next((q for q in queries if not q.isActive), None)
+            if failed is not None:
+                break
+            forced = reload_requested is not None and reload_requested.is_set()
+            if watcher is not None and (forced or time.monotonic() >= next_poll):
+                if reload_requested is not None:
+                    reload_requested.clear()
+                new_cfg = watcher.poll(force=forced)
+                next_poll = time.monotonic() + pipeline.cfg.reload_interval_s
             else:
-                time.sleep(0.5)
-        # Stopping interrupts the running micro-batch; the callback's py4j thread then logs
-        # the InterruptedException as an error, which on a requested stop is not one.
-        py4j_log = logging.getLogger("py4j.clientserver")
-        level = py4j_log.level
-        py4j_log.setLevel(logging.CRITICAL)
-        try:
-            for q in queries:
-                if q.isActive:
-                    q.stop()
-        finally:
-            py4j_log.setLevel(level)
+                time.sleep(0.25)
+        _stop_quietly(queries)
+        if new_cfg is not None:
+            pipeline.cfg = new_cfg
+            log.info("config reload: restarting both queries on their checkpoints")
+            continue
         if failed is None:
             return 0
         exc = failed.exception()
         if time.monotonic() - started > 300:
             failures = 0  # it ran fine for a while: this is a new streak
         failures += 1
-        if failures > cfg.max_restarts:
+        spark_cfg = pipeline.cfg.spark
+        if failures > spark_cfg.max_restarts:
             log.error(
                 "query %s failed %d times in a row; giving up: %s", failed.name, failures, exc
             )
@@ -386,8 +407,22 @@ def run_forever(pipeline: Pipeline, *, should_stop: Callable[[], bool] = lambda:
             "(attempt %d of %d)",
             failed.name,
             str(exc).splitlines()[0] if exc else "stopped",
-            cfg.restart_backoff_s,
+            spark_cfg.restart_backoff_s,
             failures,
-            cfg.max_restarts,
+            spark_cfg.max_restarts,
         )
-        time.sleep(cfg.restart_backoff_s)
+        time.sleep(spark_cfg.restart_backoff_s)
+
+
+def _stop_quietly(queries: Sequence[StreamingQuery]) -> None:
+    # Stopping interrupts the running micro-batch; the callback's py4j thread then logs
+    # the InterruptedException as an error, which on a requested stop is not one.
+    py4j_log = logging.getLogger("py4j.clientserver")
+    level = py4j_log.level
+    py4j_log.setLevel(logging.CRITICAL)
+    try:
+        for q in queries:
+            if q.isActive:
+                q.stop()
+    finally:
+        py4j_log.setLevel(level)

@@ -44,24 +44,41 @@ def _load(path: str | None) -> AppConfig:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """The long-running job: Kafka → parse → detectors → sinks."""
-    cfg = _load(args.config)
-    kafka: dict[str, object] = {}
-    if args.bootstrap:
-        kafka["bootstrap_servers"] = args.bootstrap
-    output: dict[str, object] = {}
-    if args.state_dir:
-        output["state_dir"] = Path(args.state_dir)
-    cfg = cfg.model_copy(
-        update={
-            "kafka": cfg.kafka.model_copy(update=kafka),
-            "output": cfg.output.model_copy(update=output),
-        }
+    cfg = _with(_load(args.config), base_overrides(args))
+    return run_job(cfg, args.duration, config_path=args.config, base=base_overrides(args))
+
+
+def base_overrides(args: argparse.Namespace) -> dict[str, dict[str, object]]:
+    """Command-line overrides of config sections, re-applied on every reload."""
+    out: dict[str, dict[str, object]] = {}
+    if getattr(args, "bootstrap", None):
+        out.setdefault("kafka", {})["bootstrap_servers"] = args.bootstrap
+    if getattr(args, "state_dir", None):
+        out.setdefault("output", {})["state_dir"] = Path(args.state_dir)
+    return out
+
+
+def _with(cfg: AppConfig, updates: dict[str, dict[str, object]]) -> AppConfig:
+    return cfg.model_copy(
+        update={sec: getattr(cfg, sec).model_copy(update=vals) for sec, vals in updates.items()}
     )
-    return run_job(cfg, args.duration)
 
 
-def run_job(cfg: AppConfig, duration: float | None = None) -> int:
-    """Run the job with a ready config until SIGTERM/SIGINT (or ``duration`` seconds)."""
+def run_job(
+    cfg: AppConfig,
+    duration: float | None = None,
+    *,
+    config_path: str | None = None,
+    base: dict[str, dict[str, object]] | None = None,
+) -> int:
+    """Run the job with a ready config until SIGTERM/SIGINT (or ``duration`` seconds).
+
+    With ``config_path``, the file is watched and re-read on SIGHUP; ``base`` holds the
+    command-line settings that win over the file.
+    """
+    import threading
+
+    from conf.reload import ConfigWatcher
     from sinks import JsonLinesAlertSink, LogAlertSink
     from streaming.app import Pipeline, run_forever
     from streaming.listener import ProgressLogger
@@ -97,17 +114,31 @@ def run_job(cfg: AppConfig, duration: float | None = None) -> int:
         trigger={"processingTime": f"{int(cfg.spark.trigger_interval_s * 1000)} milliseconds"},
     )
     stop = {"flag": False}
+    reload_requested = threading.Event()
 
     def _stop(signum: int, _frame: object) -> None:
         log.info("signal %d: stopping", signum)
         stop["flag"] = True
 
+    def _hup(_signum: int, _frame: object) -> None:
+        log.info("SIGHUP: re-reading the config")
+        reload_requested.set()
+
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
+    signal.signal(signal.SIGHUP, _hup)
+    watcher = None
+    if config_path:
+        watcher = ConfigWatcher(config_path, cfg, transform=lambda c: _with(c, base or {}))
+        log.info(
+            "watching %s for changes every %.0f s (or SIGHUP)", config_path, cfg.reload_interval_s
+        )
     deadline = time.monotonic() + duration if duration else None
     rc = run_forever(
         pipeline,
         should_stop=lambda: stop["flag"] or (deadline is not None and time.monotonic() > deadline),
+        watcher=watcher,
+        reload_requested=reload_requested,
     )
     _print_summary(pipeline.stats.alerts, pipeline.stats.kinds, pipeline.stats.dead_letters)
     return rc
@@ -390,7 +421,18 @@ def cmd_demo(args: argparse.Namespace) -> int:
         args.incident_at,
     )
     try:
-        return run_job(cfg, args.duration)
+        return run_job(
+            cfg,
+            args.duration,
+            config_path=args.config,
+            base={
+                "kafka": {
+                    "logs_topic": cfg.kafka.logs_topic,
+                    "metrics_topic": cfg.kafka.metrics_topic,
+                },
+                "output": {"state_dir": state},
+            },
+        )
     finally:
         sim.terminate()
         sim.wait(timeout=30)

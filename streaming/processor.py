@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import Any
 
 import pandas as pd
@@ -29,7 +29,8 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from detectors import REGISTRY, Alert, Detector, DetectorParams, Event, Step
+from conf import ParamsResolver
+from detectors import REGISTRY, Alert, Detector, Event, Step
 
 log = logging.getLogger(__name__)
 
@@ -143,16 +144,32 @@ def alerts_frame(alerts: list[Alert]) -> pd.DataFrame:
 class DetectorProcessor(StatefulProcessor):
     """Runs the detector named by the grouping key over its entity's events."""
 
-    def __init__(self, params: Mapping[str, DetectorParams]) -> None:
-        self._params = dict(params)
-        self._detectors: dict[str, Detector[Any]] = {}
+    def __init__(self, resolver: ParamsResolver) -> None:
+        self._resolver = resolver
+        self._instances: dict[tuple[str, str], Detector[Any]] = {}
 
     def init(self, handle: StatefulProcessorHandle) -> None:  # noqa: D102
         self._handle = handle
         self._state = handle.getValueState("detector_state", _STATE_SCHEMA)
-        self._detectors = {
-            name: REGISTRY[name](p) for name, p in self._params.items() if name in REGISTRY
-        }
+
+    def _detector(
+        self, name: str, state: dict[str, Any] | None, events: list[Event]
+    ) -> Detector[Any] | None:
+        """The detector with the parameters in force for this entity's job, if enabled."""
+        if name not in REGISTRY or name not in self._resolver.base:
+            return None
+        job_id = (state or {}).get("job_id") or next((e.job_id for e in events if e.job_id), None)
+        job_name = (state or {}).get("job_name") or next(
+            (e.job_name for e in events if e.job_name), None
+        )
+        params = self._resolver.params(name, job_id, job_name)
+        if not params.enabled:
+            return None
+        key = (name, params.model_dump_json())
+        det = self._instances.get(key)
+        if det is None:
+            det = self._instances[key] = REGISTRY[name](params)
+        return det
 
     def _load(self) -> dict[str, Any] | None:
         if not self._state.exists():
@@ -176,16 +193,19 @@ class DetectorProcessor(StatefulProcessor):
     def handleInputRows(  # noqa: D102
         self, key: Any, rows: Iterator[pd.DataFrame], timerValues: TimerValues
     ) -> Iterator[pd.DataFrame]:
-        detector = self._detectors.get(key[0])
         frames = list(rows)
-        if detector is None or not frames:
+        if not frames:
             return
+        events = rows_to_events(pd.concat(frames, ignore_index=True))
         now = timerValues.getCurrentWatermarkInMs()
         state = self._load()
+        detector = self._detector(key[0], state, events)
+        if detector is None:
+            return
         old_timer = state.pop(_TIMER_KEY, None) if state else None
         alerts: list[Alert] = []
         timer: int | None = old_timer
-        for event in rows_to_events(pd.concat(frames, ignore_index=True)):
+        for event in events:
             step = self._safe(detector, lambda d, s, e=event: d.on_event(s, e, max(now, 0)), state)
             if step is None:
                 continue
@@ -205,10 +225,10 @@ class DetectorProcessor(StatefulProcessor):
     def handleExpiredTimer(  # noqa: D102
         self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo
     ) -> Iterator[pd.DataFrame]:
-        detector = self._detectors.get(key[0])
         state = self._load()
         if state is None:
             return
+        detector = self._detector(key[0], state, [])
         fired = expiredTimerInfo.getExpiryTimeInMs()
         state.pop(_TIMER_KEY, None)
         if detector is None:
@@ -240,4 +260,4 @@ class DetectorProcessor(StatefulProcessor):
         return result
 
     def close(self) -> None:  # noqa: D102
-        self._detectors = {}
+        self._instances = {}

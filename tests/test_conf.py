@@ -71,12 +71,17 @@ def test_readme_documents_every_config_key() -> None:
     from detectors import DetectorParams
 
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    keys = [
-        f"{section}.{name}"
-        for section, field in AppConfig.model_fields.items()
-        if section != "detectors"
-        for name in field.annotation.model_fields  # type: ignore[union-attr]
-    ]
+    from pydantic import BaseModel
+
+    keys = []
+    for section, field in AppConfig.model_fields.items():
+        ann = field.annotation
+        if section == "detectors":
+            continue
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            keys += [f"{section}.{name}" for name in ann.model_fields]
+        else:
+            keys.append(section)
     keys += [f"detectors.<name>.{p}" for p in DetectorParams.model_fields]
     for det, cls in REGISTRY.items():
         keys += [

@@ -1,0 +1,76 @@
+"""A threshold changed while the job runs takes effect without losing detector state."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import yaml
+
+from conf import load_config
+from conf.reload import ConfigWatcher
+from streaming.app import run_forever
+from tests.conftest import wait_until
+from tests.integration.test_kafka_e2e import config, expired_cycle, pipeline, read_alerts
+
+pytestmark = [pytest.mark.kafka, pytest.mark.spark]
+
+JOB = "5b2d8c1e9f0a4b6c8d7e6f5a4b3c2d1e"
+
+
+def test_threshold_change_applies_live_and_keeps_state(spark, kafka, tmp_path) -> None:
+    base = config(kafka, "reload1", tmp_path / "state")
+    kafka.create_topics(base.kafka.logs_topic, base.kafka.metrics_topic)
+    path = tmp_path / "flinkwatch.yaml"
+
+    def write(min_expired: object) -> None:
+        doc = {
+            "kafka": {
+                "bootstrap_servers": kafka.bootstrap,
+                "logs_topic": base.kafka.logs_topic,
+                "metrics_topic": base.kafka.metrics_topic,
+            },
+            "spark": {"trigger_interval_s": 0.5, "watermark_delay_s": 60},
+            "output": {"state_dir": str(tmp_path / "state")},
+            "reload_interval_s": 0.5,
+            "detectors": {"checkpoint_failures": {"min_expired": min_expired}},
+        }
+        path.write_text(yaml.safe_dump(doc))
+
+    write(5)
+    cfg = load_config(path)
+    p = pipeline(spark, cfg, {"processingTime": "500 milliseconds"})
+    watcher = ConfigWatcher(path, cfg)
+    stop = threading.Event()
+    result: dict[str, int] = {}
+    runner = threading.Thread(
+        target=lambda: result.update(rc=run_forever(p, should_stop=stop.is_set, watcher=watcher))
+    )
+    runner.start()
+    try:
+        # Three expiries: below the threshold of 5, so no alert, but they are in state.
+        kafka.produce(base.kafka.logs_topic, expired_cycle(JOB, 1, 3, 1), key=JOB.encode())
+        wait_until(
+            lambda: p.stats.kinds["checkpoint_expired"] >= 3, what="three expiries processed"
+        )
+        assert read_alerts(cfg.output.alerts_path) == []
+
+        # An invalid edit is rejected and the running config stays.
+        write("four")
+        wait_until(lambda: watcher.stats.failed == 1, what="the invalid edit to be rejected")
+        assert "detectors.checkpoint_failures.min_expired" in (watcher.stats.last_error or "")
+
+        # A valid edit lowers the threshold to 4; the fourth expiry must fire, which it
+        # can only do if the three earlier ones survived the restart in detector state.
+        write(4)
+        wait_until(lambda: watcher.stats.succeeded == 1, what="the valid edit to be applied")
+        kafka.produce(base.kafka.logs_topic, expired_cycle(JOB, 4, 1, 4), key=JOB.encode())
+        wait_until(lambda: len(read_alerts(cfg.output.alerts_path)) >= 1, what="the alert")
+    finally:
+        stop.set()
+        runner.join(timeout=120)
+    assert result.get("rc") == 0
+    alerts = read_alerts(cfg.output.alerts_path)
+    assert [(a["status"], a["evidence"]["expired_checkpoints"]) for a in alerts] == [
+        ("firing", [1, 2, 3, 4])
+    ]

@@ -1,0 +1,106 @@
+"""Per-job overrides and live reload of the config file (pure Python, no Spark)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conf import ConfigError, load_config
+from conf.reload import ConfigWatcher
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+OVERRIDES = """
+detectors:
+  checkpoint_failures: {min_expired: 3}
+overrides:
+  - match: {job_name: "orders-.*"}
+    detectors:
+      checkpoint_failures: {min_expired: 6, severity: critical}
+  - match: {job_id: "3f4c2a9b7d1e4f60a8b5c2d1e0f9a7b3"}
+    detectors:
+      checkpoint_failures: {enabled: false}
+"""
+
+
+def test_first_matching_override_wins_over_the_base(tmp_path) -> None:
+    cfg = load_config(write(tmp_path / "c.yaml", OVERRIDES))
+    r = cfg.resolver()
+    assert r.params("checkpoint_failures", "aa" * 16, "orders-enrichment").min_expired == 6
+    # Metric labels carry the filtered name (orders_enrichment): it matches too.
+    assert r.params("checkpoint_failures", None, "orders_enrichment").severity == "critical"
+    assert (
+        r.params("checkpoint_failures", "3f4c2a9b7d1e4f60a8b5c2d1e0f9a7b3", "billing").enabled
+        is False
+    )
+    assert r.params("checkpoint_failures", "bb" * 16, "billing").min_expired == 3
+    assert r.params("checkpoint_failures", None, None).min_expired == 3
+
+
+def test_override_with_a_bad_value_names_the_override_and_field(tmp_path) -> None:
+    f = write(
+        tmp_path / "bad_override.yaml",
+        "overrides:\n  - match: {job_id: x}\n    detectors:\n      checkpoint_failures: {window_s: -1}\n",
+    )
+    with pytest.raises(
+        ConfigError, match=r"overrides\.0.*detectors\.checkpoint_failures\.window_s"
+    ):
+        load_config(f)
+
+
+def test_override_needs_a_matcher_and_a_valid_pattern(tmp_path) -> None:
+    with pytest.raises(ConfigError, match="job_id and/or job_name"):
+        load_config(write(tmp_path / "no_match.yaml", "overrides:\n  - match: {}\n"))
+    with pytest.raises(ConfigError, match="regular expression"):
+        load_config(write(tmp_path / "bad_regex.yaml", "overrides:\n  - match: {job_name: '('}\n"))
+
+
+def test_watcher_applies_a_valid_edit_once_and_compares_content_not_mtime(tmp_path) -> None:
+    f = write(tmp_path / "c.yaml", "detectors:\n  checkpoint_failures: {min_expired: 3}\n")
+    w = ConfigWatcher(f, load_config(f))
+    assert w.poll() is None  # unchanged
+    write(f, "detectors:\n  checkpoint_failures: {min_expired: 4}\n")
+    new = w.poll()
+    assert new is not None and new.detector_params()["checkpoint_failures"].min_expired == 4
+    assert w.poll() is None  # the same content is not applied twice
+    assert w.stats.succeeded == 1 and w.stats.active_hash
+
+
+def test_watcher_rejects_an_invalid_edit_and_keeps_the_running_config(tmp_path, caplog) -> None:
+    f = write(tmp_path / "c.yaml", "detectors:\n  checkpoint_failures: {min_expired: 3}\n")
+    w = ConfigWatcher(f, load_config(f))
+    good_hash = w.stats.active_hash
+    write(f, "detectors:\n  checkpoint_failures: {min_expired: zero}\n")
+    assert w.poll() is None
+    assert w.stats.failed == 1
+    assert "c.yaml" in (w.stats.last_error or "")
+    assert "detectors.checkpoint_failures.min_expired" in (w.stats.last_error or "")
+    assert w.current.detector_params()["checkpoint_failures"].min_expired == 3
+    assert w.stats.active_hash == good_hash
+    assert "config reload rejected" in caplog.text
+    # Fixing the file applies it.
+    write(f, "detectors:\n  checkpoint_failures: {min_expired: 5}\n")
+    assert w.poll() is not None and w.stats.last_error is None
+
+
+def test_restart_only_fields_are_kept_and_reported(tmp_path) -> None:
+    f = write(tmp_path / "c.yaml", "kafka: {logs_topic: a}\n")
+    w = ConfigWatcher(f, load_config(f))
+    write(f, "kafka: {logs_topic: b}\nspark: {trigger_interval_s: 2}\n")
+    new = w.poll()
+    assert new is not None
+    assert new.kafka.logs_topic == "a"
+    assert new.spark.trigger_interval_s == 2
+    assert w.stats.ignored_fields == ["kafka"]
+
+
+def test_sighup_forces_a_reread_of_unchanged_content(tmp_path) -> None:
+    f = write(tmp_path / "c.yaml", "detectors:\n  checkpoint_failures: {min_expired: 3}\n")
+    w = ConfigWatcher(f, load_config(f))
+    assert w.poll(force=True) is None  # valid, but nothing differs
+    assert w.stats.succeeded == 1
