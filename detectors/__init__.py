@@ -8,8 +8,12 @@ from typing import Any
 
 from detectors.base import Alert, AlertStatus, Detector, DetectorParams, Event, Severity, Step
 from detectors.checkpoint_failures import CheckpointFailures
+from detectors.idle_heap_growth import IdleHeapGrowth
+from detectors.late_barrier_acks import LateBarrierAcks
 
-REGISTRY: dict[str, type[Detector[Any]]] = {d.name: d for d in (CheckpointFailures,)}
+REGISTRY: dict[str, type[Detector[Any]]] = {
+    d.name: d for d in (CheckpointFailures, IdleHeapGrowth, LateBarrierAcks)
+}
 
 __all__ = [
     "REGISTRY",

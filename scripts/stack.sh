@@ -85,6 +85,9 @@ transaction.state.log.min.isr=1
 group.initial.rebalance.delay.ms=0
 auto.create.topics.enable=false
 log.retention.hours=168
+# Retention must count from arrival, not from the producer's timestamp: replayed or
+# simulated history carries event times far in the past and would be deleted at once.
+log.message.timestamp.type=LogAppendTime
 message.max.bytes=10485760
 PROPS
     cat > "$kafka_dir/log4j.properties" <<PROPS

@@ -21,10 +21,17 @@ labels follow ``FLINK_METRICS.md``. What the fleet looks like, for job ``i``:
 * **Graph**: two Kafka sources and a keyed co-process into a Kafka sink. Parallelism
   is ``tms_per_job``; subtask ``k`` of every vertex runs on TaskManager ``k``.
 
+* **Metrics** every ``metric_interval_s``: per TaskManager heap used/max (a GC
+  sawtooth over a flat floor while busy) and G1 young-generation count/time; per
+  subtask ``numRecordsIn``/``numRecordsOut`` and their ``PerSecond`` rates; per job
+  the last checkpoint's duration and size and the completed/failed counts.
+
 Every job starts at ``start_ms`` plus a few seconds (its tasks are deployed and
 switch to RUNNING), then checkpoints every ``checkpoint_interval_s``. The fleet is
 assumed to tolerate checkpoint failures (``tolerable-failed-checkpoints`` high), so
-an incident keeps going instead of failing the job over.
+an incident keeps going instead of failing the job over (only a lost TaskManager
+does). Incidents (see :class:`Incident`) change a job from their onset only: its
+records before the onset are the same as without them.
 """
 
 from __future__ import annotations
@@ -60,10 +67,12 @@ __all__ = [
     "tm_id",
 ]
 
-IncidentKind = Literal["checkpoint_expiry"]
+IncidentKind = Literal["checkpoint_expiry", "checkpoint_creep", "idle_heap_leak", "late_acks_skew"]
 
 #: Incident kinds :func:`generate` knows how to inject.
-INCIDENT_KINDS: frozenset[str] = frozenset({"checkpoint_expiry"})
+INCIDENT_KINDS: frozenset[str] = frozenset(
+    {"checkpoint_expiry", "checkpoint_creep", "idle_heap_leak", "late_acks_skew"}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,10 +99,29 @@ class Incident:
     """An incident injected into one job of the fleet.
 
     Attributes:
-        kind: What goes wrong. ``checkpoint_expiry``: from the onset, the job's
-            checkpoints stop completing and expire ``checkpoint_timeout_s`` after
-            their trigger, followed by late acknowledgements from the tasks of one
-            TaskManager (the skew of seed 002).
+        kind: What goes wrong, from the onset on:
+
+            * ``checkpoint_expiry``: the job's checkpoints stop completing and expire
+              ``checkpoint_timeout_s`` after their trigger, each followed by 1-3 late
+              acknowledgements from the tasks of one TaskManager.
+            * ``checkpoint_creep``: each checkpoint takes ``creep_per_checkpoint`` (±20%)
+              longer than the one before, starting from the job's usual duration, with
+              the usual jitter, and the state grows too; once a checkpoint would take
+              longer than ``checkpoint_timeout_s`` it expires (late acknowledgements then
+              come from the stateful tasks of every TaskManager), and so do the ones after.
+            * ``idle_heap_leak``: the job goes idle (seed 001, FLINK-33231): every task's
+              records-in/out rates read 0 and its counters stop; checkpoints still
+              complete, fast and tiny. On TaskManager 0 the post-GC heap floor rises by
+              ``heap_leak_mb_per_h`` under a small GC sawtooth; when it reaches the heap
+              maximum, YARN kills the container (JobManager log: the Hadoop
+              ``beyond the 'PHYSICAL' memory limit`` diagnostics, as the job's version
+              reports them), its metrics stop, and 40-50 s later the JobMaster's
+              heartbeat to it times out and its tasks fail. The job's checkpointing
+              ends there; the restart that would follow is not simulated.
+            * ``late_acks_skew``: every second checkpoint expires (the first one at or
+              after the onset does), each followed by 3-6 late acknowledgements, about
+              80% of them from tasks on one TaskManager, the rest from the others
+              (seed 002). Needs ``tms_per_job >= 2``.
         job_index: Which job of the fleet.
         onset_s: Seconds after the start of the simulation when it begins.
 
@@ -121,6 +149,10 @@ class FleetSpec:
             newer); controls wording and layout.
         seed: Seed of all randomness (ids, durations, sizes, noise).
         incidents: Incidents to inject.
+        heap_leak_mb_per_h: How fast the post-GC heap floor of an ``idle_heap_leak``
+            TaskManager rises, MiB per hour of event time.
+        creep_per_checkpoint: How much longer each checkpoint of a ``checkpoint_creep``
+            job takes than the one before (0.05: 5%).
 
     Example:
         >>> spec = FleetSpec(jobs=4, incidents=(Incident("checkpoint_expiry", 0, 120.0),))
@@ -137,6 +169,8 @@ class FleetSpec:
     flink_versions: tuple[str, ...] = ("1.11", "1.14", "1.18", "2.0")
     seed: int = 7
     incidents: tuple[Incident, ...] = ()
+    heap_leak_mb_per_h: float = 600.0
+    creep_per_checkpoint: float = 0.05
 
     def __post_init__(self) -> None:
         if self.jobs < 0 or self.tms_per_job < 1 or self.chatter_per_checkpoint < 0:
@@ -145,7 +179,13 @@ class FleetSpec:
                 f"{self.chatter_per_checkpoint} must be >= 0, >= 1 and >= 0"
             )
             raise ValueError(msg)
-        for name in ("checkpoint_interval_s", "checkpoint_timeout_s", "metric_interval_s"):
+        for name in (
+            "checkpoint_interval_s",
+            "checkpoint_timeout_s",
+            "metric_interval_s",
+            "heap_leak_mb_per_h",
+            "creep_per_checkpoint",
+        ):
             if not getattr(self, name) > 0:
                 msg = f"{name} must be > 0, got {getattr(self, name)}"
                 raise ValueError(msg)
@@ -163,6 +203,9 @@ class FleetSpec:
                 raise ValueError(msg)
             if inc.onset_s < 0:
                 msg = f"incident onset_s must be >= 0, got {inc.onset_s}"
+                raise ValueError(msg)
+            if inc.kind == "late_acks_skew" and self.tms_per_job < 2:
+                msg = "late_acks_skew needs tms_per_job >= 2 (a skewed TaskManager and others)"
                 raise ValueError(msg)
 
 
@@ -281,6 +324,8 @@ _SC = "org.apache.flink.runtime.source.coordinator.SourceCoordinator"
 _TPC = "org.apache.flink.streaming.api.functions.sink.TwoPhaseCommitSinkFunction"
 _KSR = "org.apache.flink.connector.kafka.source.reader.KafkaSourceReader"
 _FKCB = "org.apache.flink.streaming.connectors.kafka.FlinkKafkaConsumerBase"
+_ARM = "org.apache.flink.runtime.resourcemanager.active.ActiveResourceManager"
+_JM = "org.apache.flink.runtime.jobmaster.JobMaster"
 
 # Where each message is logged from: (logger, file, line) for the JSON layout's "file" and
 # "line" fields. Loggers are as FLINK_FORMATS.md §10 says (Execution logs via ExecutionGraph's
@@ -297,6 +342,11 @@ _SITES: dict[str, tuple[str, str, str]] = {
     "txn_commit": (_TPC, "TwoPhaseCommitSinkFunction.java", "325"),
     "commit_failed_reader": (_KSR, "KafkaSourceReader.java", "148"),
     "commit_failed_legacy": (_FKCB, "FlinkKafkaConsumerBase.java", "780"),
+    # 1.12+: a YARN container that completed; 1.5-1.11 log "Closing TaskExecutor connection"
+    # from ResourceManager.java under YarnResourceManager's logger instead (see _Job).
+    "worker_terminated": (_ARM, "ActiveResourceManager.java", "263"),
+    "tm_heartbeat_timeout": (_JM, "JobMaster.java", "1406"),
+    "tm_disconnect": (_JM, "JobMaster.java", "870"),
 }
 
 # CheckpointCoordinator$CheckpointCanceller.run line per release (illustrative).
@@ -391,6 +441,25 @@ def _iso_ts(ms: int) -> str:
     return f"{_second_text(sec).replace(' ', 'T')}.{milli:03d}{(ms * 7919) % 1_000_000:06d}Z"
 
 
+def _hadoop_ts(ms: int) -> str:
+    # Hadoop 3 prefixes each container diagnostic with [yyyy-MM-dd HH:mm:ss.SSS].
+    sec, milli = divmod(ms, 1000)
+    return f"[{_second_text(sec)}.{milli:03d}]"
+
+
+def _hadoop_size(n: int) -> str:
+    """Bytes as Hadoop's ``TraditionalBinaryPrefix.long2String(n, "B", 1)`` prints them.
+
+    Exact multiples print whole (``3 GB``), anything else with one decimal (``3.0 GB``).
+    """
+    for shift, symbol in ((40, "T"), (30, "G"), (20, "M"), (10, "K")):
+        if n >= 1 << shift:
+            if n & ((1 << shift) - 1) == 0:
+                return f"{n >> shift} {symbol}B"
+            return f"{n / (1 << shift):.1f} {symbol}B"
+    return f"{n} B"
+
+
 _UNALLOWED = re.compile(r"[^a-zA-Z0-9:_]")
 
 
@@ -457,12 +526,28 @@ class _Task:
 
 
 @dataclass(slots=True)
+class _TaskSeries:
+    """One subtask's throughput series and the counters behind them."""
+
+    task: _Task
+    s_rate_in: _Series
+    s_rate_out: _Series
+    s_count_in: _Series
+    s_count_out: _Series
+    count_in: float = 0.0
+    count_out: float = 0.0
+
+
+_NEVER = 2**62  # a time after every simulation's end
+
+
+@dataclass(slots=True)
 class _TmState:
     """What one TaskManager's metrics remember between samples."""
 
     next_ms: int
     used: float
-    floor: float
+    floor: float  # the post-GC heap (live set) of the busy TaskManager
     ceiling: float
     growth: float  # heap bytes allocated per second
     heap_max: int
@@ -473,7 +558,18 @@ class _TmState:
     s_max: _Series
     s_gc_count: _Series
     s_gc_time: _Series
-    tasks: tuple[tuple[_Task, _Series, _Series], ...]
+    tasks: tuple[_TaskSeries, ...]
+    last_ms: int  # of the previous sample (counters add rate x elapsed time)
+    rng: random.Random  # noise of its samples
+    # idle_heap_leak: from idle_ms the tasks process nothing and the heap cycles in a
+    # smaller band, more slowly; from leak_ms the floor rises by leak_per_ms.
+    idle_ms: int = _NEVER
+    idle_band: float = 0.0
+    idle_growth: float = 0.0
+    leak_ms: int = _NEVER
+    leak_per_ms: float = 0.0
+    dead_ms: int = _NEVER  # killed: no samples from here on
+    tasks_until_ms: int = _NEVER  # its tasks failed or were cancelled: no task samples
 
 
 class _Job:
@@ -492,11 +588,18 @@ class _Job:
         seed = spec.seed
         version = spec.flink_versions[index % len(spec.flink_versions)]
         ver = _parse_version(version)
+        self.ver = ver
         self.w = _Wording.of(ver)
         self.sites = dict(_SITES)
         if ver >= (1, 13):
             # The job's state is logged by DefaultExecutionGraph, under ExecutionGraph's logger.
             self.sites["job_state"] = (_EG, "DefaultExecutionGraph.java", "1114")
+        if ver < (1, 12):
+            self.sites["worker_terminated"] = (
+                "org.apache.flink.yarn.YarnResourceManager",
+                "ResourceManager.java",
+                "1087",
+            )
         self.layout = _LAYOUT_BY_SLOT[index % 4]
         self.k8s = _on_k8s(index)
         self.telegraf = index % 4 == _TELEGRAF_SLOT
@@ -578,6 +681,15 @@ class _Job:
                 self.onset_ms[inc.kind] = min(t, self.onset_ms.get(inc.kind, t))
         # The TaskManager whose tasks acknowledge late (all of them, as in seed 002).
         self.skewed_tm = rng.randrange(n)
+        # Incidents draw from their own generator, so that a job's records before an onset
+        # are the same as without the incident.
+        self.irng = random.Random(f"{seed}/incident/{index}")
+        self.creep = 1.0  # checkpoint_creep: duration factor over the job's base
+        self.skew_seen = 0  # late_acks_skew: checkpoints since the onset
+        # idle_heap_leak: when TaskManager 0 is killed and when the JobMaster notices (its
+        # heartbeat times out and the job fails over: no checkpoints after that).
+        self.kill_ms: int | None = None
+        self.stop_ms = end_ms
 
         # Job lifecycle and state as the JobManager's metrics see it.
         self.start_ms = start_ms + rng.randrange(0, 4000)
@@ -649,12 +761,18 @@ class _Job:
     def records(self) -> Iterator[SimRecord]:
         """All records of this job before ``end_ms``, in event-time order."""
         self._startup()
+        if self.kill_ms is not None:
+            self._container_killed(self.kill_ms, self.stop_ms)
         rng = self.rng
         trigger = self.running_ms + rng.randrange(0, self.interval_ms + 1)
         checkpoint = 1
         while trigger < self.end_ms:
             self._metrics_until(trigger)
             yield from self._ready(trigger)
+            if trigger >= self.stop_ms:
+                # Failed over and not restarted: metrics go on, checkpoints do not.
+                trigger += self.interval_ms
+                continue
             done = self._cycle(checkpoint, trigger)
             checkpoint += 1
             # Fixed-rate trigger with a few ms of scheduling jitter; with one concurrent
@@ -714,16 +832,41 @@ class _Job:
         self._log(trigger, "trigger", "INFO", text, "Checkpoint Timer")
 
         spike = 3.0 if rng.random() < 0.02 else 1.0
-        duration = int(self.base_duration_ms * rng.lognormvariate(0, 0.25) * spike)
+        jitter = rng.lognormvariate(0, 0.25)
+        duration = int(self.base_duration_ms * jitter * spike)
         duration = min(max(duration, 5), self.max_healthy_ms)
+        onsets = self.onset_ms
         # From the onset no checkpoint completes, including one already in flight.
-        onset = self.onset_ms.get("checkpoint_expiry")
+        onset = onsets.get("checkpoint_expiry")
         if onset is not None and trigger + duration >= onset:
             return self._expire(n, trigger)
+        onset = onsets.get("late_acks_skew")
+        if onset is not None and trigger + duration >= onset:
+            self.skew_seen += 1
+            if self.skew_seen % 2 == 1:
+                return self._expire(n, trigger, late="skewed")
+        if self.kill_ms is not None and trigger + duration >= self.kill_ms:
+            return self._lost(n, trigger)
+        onset = onsets.get("checkpoint_creep")
+        creeping = onset is not None and trigger >= onset
+        if creeping:
+            step = self.spec.creep_per_checkpoint * self.irng.uniform(0.8, 1.2)
+            self.creep = min(self.creep * (1 + step), 1e6)
+            duration = max(int(self.base_duration_ms * self.creep * jitter * spike), 5)
+            if duration >= self.timeout_ms:
+                return self._expire(n, trigger, late="stateful", would_take=duration)
+        onset = onsets.get("idle_heap_leak")
+        idle = onset is not None and trigger >= onset
+        if idle:
+            # Nothing to process: barriers pass at once and there is hardly any new state.
+            duration = max(int(duration * 0.3), 5)
 
         self.size_bytes *= 1 + rng.gauss(0, 0.01)
-        self.size_bytes = min(max(self.size_bytes, self.base_size * 0.5), self.base_size * 2)
-        size = int(self.size_bytes)
+        if creeping:
+            self.size_bytes *= 1 + step * self.irng.uniform(0.5, 0.9)
+        else:
+            self.size_bytes = min(max(self.size_bytes, self.base_size * 0.5), self.base_size * 2)
+        size = int(self.irng.uniform(2_000, 40_000)) if idle else int(self.size_bytes)
         if w.completed_new:
             finalization = rng.randrange(0, 6)
             done = trigger + duration + finalization
@@ -740,8 +883,20 @@ class _Job:
         self._chatter(n, trigger, done)
         return done
 
-    def _expire(self, n: int, trigger: int) -> int:
-        """Checkpoint ``n`` never completes: expiry, the 1.15+ WARN, late acknowledgements."""
+    def _expire(
+        self,
+        n: int,
+        trigger: int,
+        late: Literal["one_tm", "skewed", "stateful", "none"] = "one_tm",
+        would_take: int = 0,
+    ) -> int:
+        """Checkpoint ``n`` never completes: expiry, the 1.15+ WARN, late acknowledgements.
+
+        ``late`` says who acknowledges after the expiry: ``one_tm`` 1-3 tasks of the
+        skewed TaskManager; ``skewed`` 3-6 tasks, ~80% of them on the skewed TaskManager;
+        ``stateful`` the co-process subtasks still busy when the checkpoint would have
+        completed (``would_take`` ms after the trigger); ``none`` nobody.
+        """
         rng, w, jid = self.rng, self.w, self.job_id
         expired = trigger + self.timeout_ms
         self._log(
@@ -772,18 +927,44 @@ class _Job:
         self.consecutive_failed += 1
         self.changes.append((expired, 0, 0, 0, 1))
 
-        # Acknowledgements that arrive after the expiry, all from the skewed TaskManager: its
-        # co-process task (the one behind on barrier alignment) first, then its sources.
-        tm = self.tms[self.skewed_tm]
-        on_tm = [t for t in self.tasks if t.subtask == tm.index]
-        on_tm.sort(key=lambda t: t.is_source)
-        late = on_tm[: rng.randint(1, 3)]
-        times = sorted(last + rng.randrange(300, 6000) for _ in late)
-        for task, t in zip(late, times, strict=True):
+        acks: list[tuple[int, _Task]] = []
+        skewed = self.skewed_tm
+        if late == "one_tm":
+            # All from the skewed TaskManager: its co-process task (the one behind on
+            # barrier alignment) first, then its sources.
+            on_tm = [t for t in self.tasks if t.subtask == skewed]
+            on_tm.sort(key=lambda t: t.is_source)
+            tasks = on_tm[: rng.randint(1, 3)]
+            times = sorted(last + rng.randrange(300, 6000) for _ in tasks)
+            acks = list(zip(times, tasks, strict=True))
+        elif late == "skewed":
+            # The skewed TaskManager's tasks (a subtask acknowledges once, so it sends at
+            # most one per task), and per each of them one more from another TaskManager
+            # with probability 1/4: 80% from the skewed one on average, 3-6 in all with
+            # one slot per TaskManager. The others were only a little late; the skewed
+            # ones straggle further behind.
+            on_tm = [t for t in self.tasks if t.subtask == skewed]
+            others = [t for t in self.tasks if t.subtask != skewed]
+            n_skewed = min(rng.randint(3, 6), len(on_tm))
+            n_other = min(sum(rng.random() < 0.25 for _ in range(n_skewed)), len(others))
+            acks = [(last + rng.randrange(200, 2500), t) for t in rng.sample(others, n_other)]
+            acks += [(last + rng.randrange(800, 6000), t) for t in rng.sample(on_tm, n_skewed)]
+        elif late == "stateful":
+            # Slow state uploads: the co-process subtasks (the ones with keyed state) finish
+            # their snapshots at about the time the whole checkpoint would have taken (or,
+            # far into the creep, give up on it when the next checkpoint's barrier comes).
+            span = min(would_take, self.timeout_ms * 3 // 2)
+            for task in self.tasks:
+                if task.vertex == 2:
+                    t = trigger + int(span * rng.uniform(0.85, 1.0))
+                    if t > expired:
+                        acks.append((max(t, last + 1), task))
+        acks.sort(key=lambda a: a[0])
+        for t, task in acks:
             if w.late_with_location:
                 text = (
                     f"Received late message for now expired checkpoint attempt {n} from task "
-                    f"{task.attempt_id} of job {jid} at {tm.location}."
+                    f"{task.attempt_id} of job {jid} at {self.tms[task.subtask].location}."
                 )
             else:
                 text = (
@@ -792,6 +973,130 @@ class _Job:
                 )
             self._log(t, "late", "WARN", text, self._io_thread())
         return expired
+
+    def _container_killed(self, kill: int, failover: int) -> None:
+        """Log TaskManager 0's end (idle_heap_leak): YARN kills it, the JobMaster gives up.
+
+        The JobManager log gets the ResourceManager's report of the completed container
+        with Hadoop 3's diagnostics (YARN jobs only: no Kubernetes wording is verified),
+        then, at ``failover``, the JobMaster's heartbeat timeout (logged from 1.14; before,
+        only the exception of the task failures shows it) and its tasks' failures.
+        """
+        irng, w, ver = self.irng, self.w, self.ver
+        tm = self.tms[0]
+        st = self.tm_states[0]
+        rpc = "pekko" if w.pekko else "akka"
+
+        def dispatcher() -> str:
+            return f"flink-{rpc}.actor.default-dispatcher-{irng.randrange(2, 40)}"
+
+        # The ResourceID with metadata (1.12+, YARN: the NodeManager address).
+        rid = f"{tm.tm_id}({tm.host}:8041)" if ver >= (1, 12) and not self.k8s else tm.tm_id
+        if not self.k8s:
+            gib = 2**30
+            # A TaskManager process is about twice its heap plus managed and network memory.
+            limit = (2 * max(1, round(st.heap_max / gib)) + 1) * gib
+            vlimit = int(limit * 2.1)  # yarn.nodemanager.vmem-pmem-ratio
+            # Killed as soon as it is over (the check runs every 3 s): "3.0 GB of 3 GB".
+            over = irng.randrange(2**20, 40 * 2**20)
+            vused = int(vlimit * irng.uniform(0.93, 0.99))
+            pid = irng.randrange(10_000, 60_000)
+            app = "application_" + "_".join(tm.tm_id.split("_")[2:4])
+            java = (
+                f"/usr/lib/jvm/java-openjdk/bin/java -Xmx{st.heap_max} -Xms{st.heap_max} "
+                "-XX:MaxMetaspaceSize=268435456 "
+                f"-Dlog.file=/var/log/hadoop-yarn/containers/{app}/{tm.tm_id}/taskmanager.log "
+                "-Dlog4j.configuration=file:./log4j.properties "
+                "-Dlog4j.configurationFile=file:./log4j.properties "
+                "org.apache.flink.yarn.YarnTaskExecutorRunner --configDir ."
+            )
+            diagnostics = (
+                f"{_hadoop_ts(kill)}Container [pid={pid},containerID={tm.tm_id}] is running "
+                f"{over}B beyond the 'PHYSICAL' memory limit. Current usage: "
+                f"{_hadoop_size(limit + over)} of {_hadoop_size(limit)} physical memory used; "
+                f"{_hadoop_size(vused)} of {_hadoop_size(vlimit)} virtual memory used. "
+                f"Killing container.\nDump of the process-tree for {tm.tm_id} :\n"
+                "\t|- PID PPID PGRPID SESSID CMD_NAME USER_MODE_TIME(MILLIS) SYSTEM_TIME(MILLIS) "
+                "VMEM_USAGE(BYTES) RSSMEM_USAGE(PAGES) FULL_CMD_LINE\n"
+                f"\t|- {pid} {pid - 2} {pid} {pid} (java) {irng.randrange(10**5, 10**7)} "
+                f"{irng.randrange(10**4, 10**6)} {vused} {(limit + over) // 4096} {java}\n"
+                f"{_hadoop_ts(kill + 14)}Container killed on request. Exit code is 143\n"
+                f"{_hadoop_ts(kill + 21)}Container exited with a non-zero exit code 143. "
+            )
+            if ver < (1, 12):
+                text = f"Closing TaskExecutor connection {tm.tm_id} because: {diagnostics}"
+            elif ver < (1, 14):
+                text = f"Worker {tm.tm_id} is terminated. Diagnostics: {diagnostics}"
+            else:
+                text = (
+                    f"Worker {tm.tm_id} is terminated. Diagnostics: Container {tm.tm_id} "
+                    f"marked as failed.\n Exit code:-104.\n Diagnostics:{diagnostics}"
+                )
+            # YARN reports completed containers on the next allocate heartbeat (every 5 s).
+            reported = kill + irng.randrange(300, 5000)
+            self._log(reported, "worker_terminated", "INFO", text, dispatcher())
+
+        timeout = f"Heartbeat of TaskManager with id {rid} timed out."
+        t = failover
+        if ver >= (1, 14):
+            self._log(t, "tm_heartbeat_timeout", "INFO", timeout, dispatcher())
+        if ver >= (1, 16):
+            t += 1
+            self._log(
+                t,
+                "tm_disconnect",
+                "INFO",
+                f"Disconnect TaskExecutor {rid} because: {timeout}",
+                dispatcher(),
+            )
+        jar = w.frame_jar if w.log4j2 else ""
+        jdk = " [?:?]" if w.log4j2 else ""
+        jm_line = 1149 if ver < (1, 10) else 1299 if ver < (1, 14) else 1641
+        monitor = (
+            "HeartbeatMonitorImpl.run(HeartbeatMonitorImpl.java:109)"
+            if ver < (1, 14)
+            else "DefaultHeartbeatMonitor.run(DefaultHeartbeatMonitor.java:158)"
+        )
+        actor = "pekko.PekkoRpcActor" if w.pekko else "akka.AkkaRpcActor"
+        trace = (
+            f"java.util.concurrent.TimeoutException: {timeout}\n"
+            "\tat org.apache.flink.runtime.jobmaster.JobMaster$TaskManagerHeartbeatListener."
+            f"notifyHeartbeatTimeout(JobMaster.java:{jm_line}){jar}\n"
+            f"\tat org.apache.flink.runtime.heartbeat.{monitor}{jar}\n"
+            f"\tat java.util.concurrent.Executors$RunnableAdapter.call(Executors.java:515){jdk}\n"
+            f"\tat java.util.concurrent.FutureTask.run(FutureTask.java:264){jdk}\n"
+            f"\tat org.apache.flink.runtime.rpc.{actor}.handleRunAsync("
+            f"{actor.split('.')[1]}.java:440){jar}"
+        )
+        n = self.spec.tms_per_job
+        for task in self.tasks:
+            if task.subtask != tm.index:
+                continue
+            t += irng.randrange(1, 10)
+            head = (
+                f"{task.name} ({task.subtask + 1}/{n}) ({task.attempt_id}) switched from RUNNING "
+                "to FAILED"
+            )
+            if ver < (1, 11):
+                text = f"{head}."
+            elif ver < (1, 12):
+                slot = f"{irng.getrandbits(31):x}"
+                slot = f"org.apache.flink.runtime.jobmaster.slotpool.SingleLogicalSlot@{slot}"
+                text = f"{head} on {slot}."
+            else:
+                text = f"{head} on {tm.location}."
+            self._log(t, "task_state", "INFO", text, dispatcher(), trace)
+
+    def _lost(self, n: int, trigger: int) -> int:
+        """Checkpoint ``n`` needs a TaskManager that was killed: it cannot complete.
+
+        It expires if the timeout comes first, else it is aborted (silently, counted as
+        failed) when the heartbeat timeout fails the job over.
+        """
+        if trigger + self.timeout_ms < self.stop_ms:
+            return self._expire(n, trigger, late="none")
+        self.changes.append((self.stop_ms, 0, 0, 0, 1))
+        return self.stop_ms
 
     def _chatter(self, n: int, trigger: int, done: int) -> None:
         """INFO lines other classes log when a checkpoint completes, plus a rare WARN."""
@@ -858,8 +1163,9 @@ class _Job:
     # -- metrics -----------------------------------------------------------------------
 
     def _init_metrics(self, start_ms: int) -> None:
-        # Metric noise has its own generator so injecting an incident (which changes how
-        # much randomness the log side draws) does not reshuffle every metric value.
+        # Metric noise has its own generators (this one for the setup, one per TaskManager
+        # for its samples) so injecting an incident (which changes how much randomness the
+        # log side, or one TaskManager, draws) does not reshuffle every other metric value.
         self.mrng = rng = random.Random(f"{self.spec.seed}/metrics/{self.index}")
         self.metric_ms = round(self.spec.metric_interval_s * 1000)
         jm_labels = {
@@ -885,6 +1191,31 @@ class _Job:
         self.tm_states = [
             self._tm_state(tm, heap_max, start_ms + rng.randrange(1000, 3000)) for tm in self.tms
         ]
+        onset = self.onset_ms.get("idle_heap_leak")
+        if onset is not None:
+            self._plan_leak(onset)
+
+    def _plan_leak(self, onset: int) -> None:
+        """Make the job idle from ``onset`` and TaskManager 0 leak until it is killed."""
+        irng = self.irng
+        for st in self.tm_states:
+            st.idle_ms = onset
+            # An idle TaskManager still allocates (timers, heartbeats, metrics, empty
+            # polls), only less: a smaller, slower sawtooth, each cycle 1-2 minutes.
+            st.idle_band = (st.ceiling - st.floor) * irng.uniform(0.3, 0.5)
+            st.idle_growth = st.idle_band / irng.uniform(60, 120)
+        leaking = self.tm_states[0]
+        leaking.leak_ms = onset
+        leaking.leak_per_ms = self.spec.heap_leak_mb_per_h * 2**20 / 3_600_000
+        # Killed when the floor reaches the maximum: no collection frees anything anymore.
+        kill = onset + math.ceil((leaking.heap_max - leaking.floor) / leaking.leak_per_ms)
+        # The JobMaster heard from it last up to one heartbeat interval (10 s) before the
+        # kill, and gives up heartbeat.timeout (50 s) after that.
+        failover = kill + irng.randrange(40_000, 50_000)
+        self.kill_ms, self.stop_ms = kill, failover
+        leaking.dead_ms = kill
+        for st in self.tm_states:
+            st.tasks_until_ms = failover
 
     def _tm_state(self, tm: _TaskManager, heap_max: int, first_ms: int) -> _TmState:
         rng = self.mrng
@@ -908,10 +1239,12 @@ class _Job:
                     "subtask_index": str(task.subtask),
                 }
                 tasks.append(
-                    (
+                    _TaskSeries(
                         task,
                         series("job_task_numRecordsInPerSecond", task_labels),
                         series("job_task_numRecordsOutPerSecond", task_labels),
+                        series("job_task_numRecordsIn", task_labels),
+                        series("job_task_numRecordsOut", task_labels),
                     )
                 )
         floor = heap_max * rng.uniform(0.12, 0.3)
@@ -922,7 +1255,9 @@ class _Job:
             used=rng.uniform(floor, ceiling),
             floor=floor,
             ceiling=ceiling,
-            growth=(ceiling - floor) / rng.uniform(40, 240),
+            # One collection every 40-150 s: several in any 5-minute window, so the floor
+            # (the lowest sample of a window) is always a post-GC value.
+            growth=(ceiling - floor) / rng.uniform(40, 150),
             heap_max=heap_max,
             gc_count=gc_count,
             gc_time=gc_count * rng.randrange(8, 25),
@@ -932,6 +1267,8 @@ class _Job:
             s_gc_count=series("Status_JVM_GarbageCollector_G1_Young_Generation_Count"),
             s_gc_time=series("Status_JVM_GarbageCollector_G1_Young_Generation_Time"),
             tasks=tuple(tasks),
+            last_ms=self.running_ms,
+            rng=random.Random(f"{self.spec.seed}/metrics/{self.index}/tm/{tm.index}"),
         )
 
     def _metrics_until(self, horizon: int) -> None:
@@ -952,38 +1289,80 @@ class _Job:
             self._push(self.s_failed.record(t, str(self.failed)))
             self.next_job_tick += step
         for st in self.tm_states:
-            while st.next_ms < horizon and st.next_ms < end:
+            stop = min(horizon, end, st.dead_ms)
+            while st.next_ms < stop:
                 self._tm_sample(st, st.next_ms)
                 st.next_ms += step
 
     def _tm_sample(self, st: _TmState, t: int) -> None:
-        rng = self.mrng
-        # Heap: allocation grows it steadily; a GC drops it back near the floor (sawtooth).
-        used = st.used + st.growth * (self.metric_ms / 1000) * rng.uniform(0.7, 1.3)
-        if used > st.ceiling:
-            used = st.floor * rng.uniform(0.95, 1.1) + (used - st.ceiling) * 0.2
-            st.gc_count += 1
-            st.gc_time += rng.randrange(5, 60)
+        rng = st.rng
+        busy = t < st.idle_ms
+        if busy:
+            # Heap: allocation grows it steadily; a GC drops it back near the floor (sawtooth).
+            used = st.used + st.growth * (self.metric_ms / 1000) * rng.uniform(0.7, 1.3)
+            if used > st.ceiling:
+                used = st.floor * rng.uniform(0.95, 1.1) + (used - st.ceiling) * 0.2
+                st.gc_count += 1
+                st.gc_time += rng.randrange(5, 60)
+        else:
+            used = self._idle_heap(st, t)
         st.used = used
         self._push(st.s_used.record(t, str(int(used))))
         self._push(st.s_max.record(t, str(st.heap_max)))
         self._push(st.s_gc_count.record(t, str(st.gc_count)))
         self._push(st.s_gc_time.record(t, str(st.gc_time)))
+        if t >= st.tasks_until_ms:
+            return
+        elapsed_s = max(t - st.last_ms, 0) / 1000
+        st.last_ms = max(st.last_ms, t)
+        if not busy:
+            # Idle: meters read 0 and counters stand still.
+            for ts in st.tasks:
+                self._push(ts.s_rate_in.record(t, "0.0"))
+                self._push(ts.s_rate_out.record(t, "0.0"))
+                self._push(ts.s_count_in.record(t, str(int(ts.count_in))))
+                self._push(ts.s_count_out.record(t, str(int(ts.count_out))))
+            return
         # Throughput: a slow hourly wave plus noise. A source task has no network input, so
         # its task-level numRecordsIn stays 0 (FLINK_METRICS.md §2); its output is the rate.
         wave = 1 + 0.2 * math.sin(st.phase + t / 3_600_000 * 2 * math.pi)
         main = self.records_per_s * wave * rng.uniform(0.93, 1.07)
         side = self.side_per_s * rng.uniform(0.5, 1.5)
-        for task, s_in, s_out in st.tasks:
-            if task.vertex == 0:
+        for ts in st.tasks:
+            vertex = ts.task.vertex
+            if vertex == 0:
                 rate_in, rate_out = 0.0, main
-            elif task.vertex == 1:
+            elif vertex == 1:
                 rate_in, rate_out = 0.0, side
             else:
                 rate_in = main + side
                 rate_out = main * rng.uniform(0.97, 1.0)
-            self._push(s_in.record(t, f"{rate_in:.1f}"))
-            self._push(s_out.record(t, f"{rate_out:.1f}"))
+            ts.count_in += rate_in * elapsed_s
+            ts.count_out += rate_out * elapsed_s
+            self._push(ts.s_rate_in.record(t, f"{rate_in:.1f}"))
+            self._push(ts.s_rate_out.record(t, f"{rate_out:.1f}"))
+            self._push(ts.s_count_in.record(t, str(int(ts.count_in))))
+            self._push(ts.s_count_out.record(t, str(int(ts.count_out))))
+
+    def _idle_heap(self, st: _TmState, t: int) -> float:
+        """Heap used of an idle TaskManager at ``t`` (its floor rising if it leaks)."""
+        rng = st.rng
+        floor = st.floor + st.leak_per_ms * max(t - st.leak_ms, 0)
+        ceiling = min(floor + st.idle_band, st.heap_max)
+        alloc = st.idle_growth * (self.metric_ms / 1000) * rng.uniform(0.7, 1.3)
+        # What leaked since the last sample is live: it adds to the heap and stays.
+        used = max(st.used + alloc + st.leak_per_ms * self.metric_ms, floor)
+        if used > ceiling:
+            # The floor is what survives a collection, so it comes back within 1%. The less
+            # room above it, the more collections it takes to make room for the same
+            # allocation, and the longer each one (a heap nearly full of live objects).
+            room = max(ceiling - floor, 2**20)
+            collections = min(max(1, int(alloc / room)), 1000)
+            slow = 1 + 20 * max(floor / st.heap_max - 0.8, 0)
+            st.gc_count += collections
+            st.gc_time += int(collections * rng.randrange(5, 60) * slow)
+            used = floor * rng.uniform(1.0, 1.01) + min(used - ceiling, alloc) * 0.05
+        return min(used, st.heap_max)
 
 
 def generate(spec: FleetSpec, start_ms: int, duration_s: float) -> Iterator[SimRecord]:

@@ -10,7 +10,7 @@ import pytest
 from streaming.cli import main
 
 DATA = Path(__file__).resolve().parent.parent / "data"
-SCENARIOS = DATA / "checkpoint_failures"
+SCENARIOS = DATA / "checkpoint_failures"  # also replayed by test_scenarios
 
 
 @pytest.mark.spark

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections import defaultdict
+import statistics
+from collections import Counter, defaultdict
 from datetime import UTC, datetime
+from typing import get_args
 
 import pytest
 
@@ -358,6 +360,9 @@ def test_canonical_metrics_carry_flink_names_and_filtered_labels(fleet) -> None:
         "flink_taskmanager_Status_JVM_Memory_Heap_Used",
         "flink_taskmanager_Status_JVM_Memory_Heap_Max",
         "flink_taskmanager_job_task_numRecordsInPerSecond",
+        "flink_taskmanager_job_task_numRecordsOutPerSecond",
+        "flink_taskmanager_job_task_numRecordsIn",
+        "flink_taskmanager_job_task_numRecordsOut",
         "flink_jobmanager_job_lastCheckpointDuration",
         "flink_jobmanager_job_lastCheckpointSize",
     } <= names
@@ -391,6 +396,34 @@ def samples(spec: FleetSpec, records: list[SimRecord], name: str) -> dict[str, l
     return out
 
 
+def points(
+    records: list[SimRecord], name: str, key: bytes | None = None
+) -> dict[str, list[tuple[int, float]]]:
+    """(time ms, value) of one metric per series, keyed by tm_id (or task too), in time order."""
+    out: dict[str, list[tuple[int, float]]] = defaultdict(list)
+    for r in records:
+        if r.stream != "metric" or (key is not None and r.key != key):
+            continue
+        m = json.loads(r.value)
+        if m["name"] != name:
+            continue
+        labels = m.get("labels") or m["tags"]
+        value = m["value"] if "value" in m else next(iter(m["fields"].values()))
+        series = labels.get("tm_id", "") + "|" + labels.get("task_name", "")
+        out[series].append((r.time_ms, value))
+    return out
+
+
+def floors(series: list[tuple[int, float]], from_ms: int, to_ms: int) -> list[float]:
+    """The lowest heap sample of each whole 5-minute window in [from_ms, to_ms)."""
+    out = []
+    for lo in range(from_ms, to_ms - 300_000 + 1, 300_000):
+        window = [v for t, v in series if lo <= t < lo + 300_000]
+        assert window, f"no sample in the window at {lo}"
+        out.append(min(window))
+    return out
+
+
 def test_heap_used_is_a_gc_sawtooth_below_max(fleet) -> None:
     spec, records = fleet
     used = samples(spec, records, "flink_taskmanager_Status_JVM_Memory_Heap_Used")
@@ -401,6 +434,50 @@ def test_heap_used_is_a_gc_sawtooth_below_max(fleet) -> None:
         assert all(0 < v < ceiling for v in values)
         assert any(b < 0.7 * a for a, b in zip(values, values[1:], strict=False)), series
         assert max(values) > 1.5 * min(values)
+
+
+def test_busy_taskmanagers_keep_a_sawtooth_over_a_flat_floor() -> None:
+    # The negative of idle_heap_leak: under load the heap swings, the floor does not climb.
+    spec = FleetSpec(jobs=8)
+    records = run(spec, 3600)
+    used = points(records, "flink_taskmanager_Status_JVM_Memory_Heap_Used")
+    heap_max = {
+        k: v[0][1]
+        for k, v in points(records, "flink_taskmanager_Status_JVM_Memory_Heap_Max").items()
+    }
+    assert len(used) == spec.jobs * spec.tms_per_job
+    for series, values in used.items():
+        for lo in range(START_MS + 60_000, START_MS + 3_300_000, 300_000):
+            window = [v for t, v in values if lo <= t < lo + 300_000]
+            # At least one collection (a drop of over 20%) in every 5-minute window.
+            assert any(b < 0.8 * a for a, b in zip(window, window[1:], strict=False)), series
+        f = floors(values, START_MS + 60_000, START_MS + 3_600_000)
+        assert (max(f) - min(f)) / heap_max[series] < 0.08, (series, f)
+        first, last = statistics.mean(f[:5]), statistics.mean(f[-5:])
+        assert abs(last - first) / heap_max[series] < 0.03, (series, f)
+    rates = points(records, "flink_taskmanager_job_task_numRecordsOutPerSecond")
+    assert all(v > 0 for values in rates.values() for t, v in values if t > START_MS + 10_000)
+
+
+def test_record_counters_add_up_the_rates(fleet) -> None:
+    spec, records = fleet
+    key = tm_id(spec, 0, 0).encode()
+    rates = points(records, "flink_taskmanager_job_task_numRecordsOutPerSecond", key)
+    counts = points(records, "flink_taskmanager_job_task_numRecordsOut", key)
+    counts_in = points(records, "flink_taskmanager_job_task_numRecordsIn", key)
+    assert set(rates) == set(counts) == set(counts_in) and len(counts) == 3
+    for series, values in counts.items():
+        assert [v for _, v in values] == sorted(v for _, v in values)
+        # Each step is the rate times the reporting interval.
+        for (t0, c0), (t1, c1), (_, rate) in zip(
+            values[5:], values[6:], rates[series][6:], strict=False
+        ):
+            assert c1 - c0 == pytest.approx(rate * (t1 - t0) / 1000, rel=0.01, abs=2)
+        assert values[-1][1] > 0
+        if "task_name=Source:" in series or "|Source:" in series:
+            assert {v for _, v in counts_in[series]} == {0}  # no network input
+        else:
+            assert counts_in[series][-1][1] > values[-1][1] * 0.9
 
 
 def test_sources_show_no_network_input_and_downstream_tasks_do(fleet) -> None:
@@ -534,6 +611,280 @@ def test_checkpoint_expiry_freezes_last_checkpoint_duration(fleet) -> None:
     assert failed == sorted(failed) and failed[-1] >= 8
 
 
+# --- every incident ----------------------------------------------------------------------
+
+
+def test_incident_kinds_are_the_literal_ones() -> None:
+    assert (
+        set(get_args(sim.IncidentKind))
+        == sim.INCIDENT_KINDS
+        == {
+            "checkpoint_expiry",
+            "checkpoint_creep",
+            "idle_heap_leak",
+            "late_acks_skew",
+        }
+    )
+
+
+@pytest.mark.parametrize("kind", sorted(sim.INCIDENT_KINDS))
+def test_incidents_leave_everything_before_their_onset_untouched(kind: str) -> None:
+    healthy = run(FleetSpec(jobs=4), 600)
+    spec = FleetSpec(jobs=4, incidents=(Incident(kind, 1, 200.0),))  # type: ignore[arg-type]
+    sick = run(spec, 600)
+    onset_ms = START_MS + 200_000
+    assert [r for r in sick if r.time_ms < onset_ms] == [r for r in healthy if r.time_ms < onset_ms]
+    assert [r for r in sick if r.time_ms >= onset_ms] != [
+        r for r in healthy if r.time_ms >= onset_ms
+    ]
+    # Other jobs are not affected at all.
+    others = {job_id(spec, i).encode() for i in (0, 2, 3)} | {
+        tm_id(spec, i, k).encode() for i in (0, 2, 3) for k in range(spec.tms_per_job)
+    }
+    assert [r for r in sick if r.key in others] == [r for r in healthy if r.key in others]
+
+
+# --- checkpoint_creep ------------------------------------------------------------------------
+
+COMPLETED = (
+    r"^Completed checkpoint (\d+) for job \w+ \((\d+) bytes(?: in |, checkpointDuration=)(\d+) ms"
+)
+
+
+@pytest.mark.parametrize("job", [0, 2], ids=["1.11", "1.18"])
+def test_checkpoint_creep_grows_durations_and_sizes_until_checkpoints_expire(job: int) -> None:
+    onset_s = 300.0
+    spec = FleetSpec(jobs=4, incidents=(Incident("checkpoint_creep", job, onset_s),))
+    logs = by_job(spec, run(spec, 3600), "log")[job]
+    onset_ms = START_MS + onset_s * 1000
+    triggers = {int(m[1]): r.time_ms for r, m in messages(logs, r"^Triggering checkpoint (\d+) ")}
+    completed = [(triggers[int(m[1])], int(m[2]), int(m[3])) for _, m in messages(logs, COMPLETED)]
+    before = [c for c in completed if c[0] < onset_ms]
+    after = [c for c in completed if c[0] >= onset_ms]
+    assert len(before) >= 20 and len(after) >= 40
+    # Durations climb steadily from the job's usual ones (jitter aside): medians of
+    # consecutive quarters of the post-onset checkpoints rise, by an order of magnitude.
+    q = len(after) // 4
+    medians = [statistics.median(d for _, _, d in after[i * q : (i + 1) * q]) for i in range(4)]
+    assert medians == sorted(medians), medians
+    usual = statistics.median(d for _, _, d in before)
+    assert medians[0] < 3 * usual and medians[-1] > 8 * usual
+    assert after[-1][1] > 2 * max(size for _, size, _ in before)  # the state grows too
+    assert all(d < spec.checkpoint_timeout_s * 1000 for _, _, d in after)
+
+    # It ends in expiries, each one timeout after its trigger: first the unlucky ones (the
+    # jitter is +-25%), then all of them.
+    expired = messages(logs, r"^Checkpoint (\d+) of job \w+ expired before completing\.$")
+    assert len(expired) >= 10
+    assert expired[0][0].time_ms > onset_ms + 600_000  # a creep, not a cliff
+    for r, m in expired:
+        assert r.time_ms - triggers[int(m[1])] == spec.checkpoint_timeout_s * 1000
+    last_ten = sorted(triggers)[-11:-1]  # the last one may still be running at the end
+    assert {int(m[1]) for _, m in expired} >= set(last_ten)
+    # Late acks come from the stateful (co-process) tasks of every TaskManager, not one.
+    stateful = {
+        m[1] for _, m in messages(logs, r"^KeyedCoProcess .* \(\d/2\) \((\S+)\) switched from")
+    }
+    late = messages(logs, r"^Received late message .* from task (\S+) of job \w+ at (\S+) @")
+    assert late and {m[1] for _, m in late} == stateful
+    assert {m[2] for _, m in late} == {tm_id(spec, job, k) for k in range(spec.tms_per_job)}
+
+
+def test_checkpoint_creep_moves_the_last_checkpoint_metrics() -> None:
+    spec = FleetSpec(jobs=1, metric_interval_s=5, incidents=(Incident("checkpoint_creep", 0, 60),))
+    records = run(spec, 1800)
+    logs = [r for r in records if r.stream == "log"]
+    completions = [(r.time_ms, int(m[3]), int(m[2])) for r, m in messages(logs, COMPLETED)]
+    durations = points(records, "flink_jobmanager_job_lastCheckpointDuration")["|"]
+    sizes = points(records, "flink_jobmanager_job_lastCheckpointSize")["|"]
+    for (t, duration), (_, size) in zip(durations, sizes, strict=True):
+        done = [c for c in completions if c[0] <= t]
+        assert (duration, size) == ((done[-1][1], done[-1][2]) if done else (-1, -1))
+    assert durations[-1][1] > 8 * durations[len(durations) // 20][1]
+
+
+# --- idle_heap_leak -------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def leak() -> tuple[FleetSpec, list[SimRecord]]:
+    """Job 0 (1.11, YARN) goes idle at 5 min and leaks at the default rate, for 45 minutes."""
+    spec = FleetSpec(jobs=4, incidents=(Incident("idle_heap_leak", 0, 300.0),))
+    return spec, run(spec, 2700)
+
+
+def test_idle_heap_leak_raises_the_heap_floor_of_one_taskmanager(leak) -> None:
+    spec, records = leak
+    onset_ms = START_MS + 300_000
+    used = points(records, "flink_taskmanager_Status_JVM_Memory_Heap_Used")
+    leaking = used[f"{tm_id(spec, 0, 0)}|"]  # a YARN container id: no label filtering
+    f = floors(leaking, onset_ms, START_MS + 2_700_000)
+    rises = [b - a for a, b in zip(f, f[1:], strict=False)]
+    # 600 MiB/h is 50 MiB per window; each window's floor is above the one before.
+    assert all(10 * 2**20 < d < 90 * 2**20 for d in rises), [d / 2**20 for d in rises]
+    assert f[-1] - f[0] == pytest.approx(len(rises) * 50 * 2**20, rel=0.2)
+    # The GC sawtooth goes on on top of it.
+    window = [v for t, v in leaking if t >= START_MS + 2_400_000]
+    assert any(b < 0.9 * a for a, b in zip(window, window[1:], strict=False))
+    # Its sibling idles too, but keeps a flat floor.
+    sibling = used[f"{tm_id(spec, 0, 1)}|"]
+    g = floors(sibling, onset_ms, START_MS + 2_700_000)
+    assert (max(g) - min(g)) < 0.02 * max(g)
+
+
+def test_idle_heap_leak_stops_all_throughput_of_the_job(leak) -> None:
+    spec, records = leak
+    onset_ms = START_MS + 300_000
+    keys = {tm_id(spec, 0, k).encode() for k in range(spec.tms_per_job)}
+    job_records = [r for r in records if r.key in keys]
+    for name in ("numRecordsInPerSecond", "numRecordsOutPerSecond"):
+        rates = points(job_records, f"flink_taskmanager_job_task_{name}")
+        assert len(rates) == 3 * spec.tms_per_job
+        for values in rates.values():
+            assert {v for t, v in values if t >= onset_ms} == {0.0}
+    busy_before = points(job_records, "flink_taskmanager_job_task_numRecordsOutPerSecond")
+    assert all(any(v > 0 for t, v in vs if t < onset_ms) for vs in busy_before.values())
+    for name in ("numRecordsIn", "numRecordsOut"):
+        for values in points(job_records, f"flink_taskmanager_job_task_{name}").values():
+            assert len({v for t, v in values if t >= onset_ms}) == 1  # counters stand still
+    # Checkpoints still complete, quickly and tiny.
+    logs = by_job(spec, records, "log")[0]
+    after = [
+        (int(m[2]), int(m[3]))
+        for r, m in messages(logs, COMPLETED)
+        if r.time_ms > onset_ms + 15_000
+    ]
+    assert len(after) > 100
+    assert all(size < 100_000 for size, _ in after)
+    assert not messages(logs, "expired before completing|PHYSICAL")  # not killed within 45 min
+
+
+LEAK_FAST = 20_000.0  # MiB/h: the heap fills in minutes
+
+
+@pytest.mark.parametrize("job", [0, 1, 2], ids=["1.11-yarn", "1.14-yarn-json", "1.18-k8s"])
+def test_idle_heap_leak_ends_with_the_container_killed(job: int) -> None:
+    spec = FleetSpec(
+        jobs=4,
+        heap_leak_mb_per_h=LEAK_FAST,
+        incidents=(Incident("idle_heap_leak", job, 60.0),),
+    )
+    records = run(spec, 1800)
+    tm = tm_id(spec, job, 0)
+    heap = points(records, "flink_taskmanager_Status_JVM_Memory_Heap_Used", tm.encode())
+    (leaking,) = heap.values()
+    heap_max = points(records, "flink_taskmanager_Status_JVM_Memory_Heap_Max", tm.encode())
+    (maximum,) = {v for vs in heap_max.values() for _, v in vs}
+    last_ms = leaking[-1][0]
+    assert leaking[-1][1] > 0.97 * maximum  # full when it died
+    assert last_ms < START_MS + 1_500_000  # ... and it fell silent
+    gone_ms = last_ms + spec.metric_interval_s * 1000
+    assert not [r for r in records if r.key == tm.encode() and r.time_ms > gone_ms]
+
+    logs = by_job(spec, records, "log")[job]
+    kills = [r for r in logs if "beyond the 'PHYSICAL' memory limit" in r.value.decode()]
+    timeouts = messages(logs, rf"^Heartbeat of TaskManager with id {re.escape(tm)}\S* timed out\.$")
+    failed = messages(
+        logs, r"^(.+) \((\d)/2\) \(\S+\) switched from RUNNING to FAILED(?: on (\S+))?"
+    )
+    assert len(failed) == 3  # the TaskManager's three subtasks
+    failed_at = failed[0][0].time_ms
+    assert all(
+        f"TimeoutException: Heartbeat of TaskManager with id {tm}" in r.value.decode()
+        for r, _ in failed
+    )
+    if job == 2:
+        assert not kills  # Kubernetes: no YARN
+    else:
+        (kill,) = kills
+        # The whole (multi-line) message, in the default layout and in the JSON one.
+        if job == 0:
+            text = kill.value.decode().split(" - ", 1)[1]
+        else:
+            text = json.loads(kill.value)["message"]
+        assert kill.key == job_id(spec, job).encode()  # the JobManager's log
+        assert 0 < kill.time_ms - last_ms < spec.metric_interval_s * 1000 + 5_000
+        assert re.search(
+            rf"Container \[pid=\d+,containerID={tm}\] is running \d+B beyond the 'PHYSICAL' memory "
+            r"limit\. Current usage: \d\.0 GB of \d GB physical memory used; [\d.]+ GB of [\d.]+ GB "
+            r"virtual memory used\. Killing container\.\n",
+            text,
+        )
+        assert re.search(r"\n\[[\d :.-]+\]Container killed on request\. Exit code is 143\n", text)
+        if job == 0:  # 1.11: YarnResourceManager passes the raw diagnostics on
+            assert text.startswith(f"Closing TaskExecutor connection {tm} because: [20")
+            assert not timeouts  # the JobMaster logs no line before 1.14 ...
+        else:
+            assert text.startswith(
+                f"Worker {tm} is terminated. Diagnostics: Container {tm} marked as failed.\n"
+                " Exit code:-104.\n Diagnostics:["
+            )
+        # ... the heartbeat times out heartbeat.timeout after the last heartbeat.
+        assert 35_000 < failed_at - kill.time_ms < 51_000
+    if job != 0:
+        (timeout,) = timeouts
+        assert timeout[0].time_ms <= failed_at and "JobMaster" in timeout[0].value.decode()
+    # The job failed over: no checkpoint after that, no task metrics; the others live on.
+    assert not [
+        r for r in logs if r.time_ms > failed_at + 1000 and "checkpoint" in r.value.decode()
+    ]
+    assert not [
+        r
+        for r in records
+        if r.stream == "metric"
+        and b"job_task_" in r.value
+        and r.time_ms > failed_at
+        and r.key in {tm_id(spec, job, k).encode() for k in range(2)}
+    ]
+    sibling = tm_id(spec, job, 1).encode()
+    assert max(r.time_ms for r in records if r.key == sibling) > START_MS + 1_780_000
+
+
+# --- late_acks_skew -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("job", "tms"), [(0, 2), (2, 3)], ids=["1.11-2tms", "1.18-3tms"])
+def test_late_acks_skew_expires_every_second_checkpoint_with_acks_from_one_host(
+    job: int, tms: int
+) -> None:
+    onset_s = 120.0
+    spec = FleetSpec(jobs=4, tms_per_job=tms, incidents=(Incident("late_acks_skew", job, onset_s),))
+    logs = by_job(spec, run(spec, 3600), "log")[job]
+    onset_ms = START_MS + onset_s * 1000
+    jid = job_id(spec, job)
+    outcome = {int(m[1]): "ok" for _, m in messages(logs, COMPLETED)}
+    expired_at = {}
+    for r, m in messages(logs, rf"^Checkpoint (\d+) of job {jid} expired before completing\.$"):
+        outcome[int(m[1])] = "expired"
+        expired_at[int(m[1])] = r.time_ms
+    assert len(expired_at) >= 20 and min(expired_at.values()) >= onset_ms
+    first = min(expired_at)
+    assert all(outcome[n] == "ok" for n in range(1, first))
+    # From the onset, expired and completed alternate.
+    after = [outcome[n] for n in range(first, max(outcome) + 1)]
+    assert after[::2] == ["expired"] * len(after[::2])
+    assert set(after[1::2]) <= {"ok"} and len(after[1::2]) >= len(after[::2]) - 1
+
+    late = messages(
+        logs,
+        r"^Received late message for now expired checkpoint attempt (\d+) from task (\S+) "
+        rf"of job {jid} at (\S+) @ (\S+) \(dataPort=\d+\)\.$",
+    )
+    per_checkpoint = Counter(int(m[1]) for _, m in late)
+    end_ms = START_MS + 3_600_000
+    assert set(per_checkpoint) == {n for n, t in expired_at.items() if t + 10_000 < end_ms}
+    assert all(3 <= k <= 6 for k in per_checkpoint.values())
+    for r, m in late:
+        assert 0 < r.time_ms - expired_at[int(m[1])] <= 10_000
+    # Concentrated: >= 70% from one TaskManager (and its host), the rest from the others.
+    hosts = Counter(m[4] for _, m in late)
+    tm_hosts = Counter(m[3] for _, m in late)
+    (top, n_top), *rest = tm_hosts.most_common()
+    assert n_top >= 0.7 * len(late) and rest
+    assert hosts.most_common(1)[0][1] >= 0.7 * len(late)
+    assert {m[3] for _, m in late} <= {tm_id(spec, job, k) for k in range(tms)}
+
+
 # --- validation ----------------------------------------------------------------------------
 
 
@@ -546,8 +897,21 @@ def test_checkpoint_expiry_freezes_last_checkpoint_duration(fleet) -> None:
         {"flink_versions": ("latest",)},
         {"checkpoint_interval_s": 0},
         {"tms_per_job": 0},
+        {"tms_per_job": 1, "incidents": (Incident("late_acks_skew", 0, 10.0),)},
+        {"heap_leak_mb_per_h": 0},
+        {"creep_per_checkpoint": -0.05},
     ],
-    ids=["job-out-of-range", "unknown-kind", "too-old", "not-a-version", "zero-interval", "no-tms"],
+    ids=[
+        "job-out-of-range",
+        "unknown-kind",
+        "too-old",
+        "not-a-version",
+        "zero-interval",
+        "no-tms",
+        "skew-without-other-tms",
+        "no-leak",
+        "negative-creep",
+    ],
 )
 def test_bad_specs_are_refused(kwargs: dict) -> None:
     with pytest.raises(ValueError):

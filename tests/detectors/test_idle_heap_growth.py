@@ -1,0 +1,395 @@
+"""idle_heap_growth as a plain state machine: hand-made metric samples, time injected."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterable
+
+import pytest
+from pydantic import ValidationError
+
+from detectors import AlertStatus, Event, Severity
+from detectors.idle_heap_growth import (
+    HEAP_MAX,
+    HEAP_USED,
+    HINT,
+    IdleHeapGrowth,
+    IdleHeapGrowthParams,
+    theil_sen,
+)
+
+TM = "container_e08_1717400000000_0042_01_000002"
+HOST = "worker_7_example_com"
+JOB = "5d1c3e7f9a2b4c6d8e0f1a2b3c4d5e6f"
+MIN = 60_000
+MB = 1024 * 1024
+T0 = 1_717_400_100_000  # on a 5-minute boundary, so bucket closes fall on whole minutes
+SRC = "Source:_kafka_orders____Map/0"
+SINK = "Sink:_audit_log/0"
+
+OUT = "flink_taskmanager_job_task_numRecordsOut"
+OUT_RATE = "flink_taskmanager_job_task_numRecordsOutPerSecond"
+IN = "flink_taskmanager_job_task_numRecordsIn"
+IN_RATE = "flink_taskmanager_job_task_numRecordsInPerSecond"
+OP_IN = "flink_taskmanager_job_task_operator_numRecordsIn"
+COMMITS = "flink_taskmanager_job_task_operator_KafkaSourceReader_commitsSucceeded"
+
+
+def metric(name: str, t: int, value: float, task: str | None = None, tm: str = TM) -> Event:
+    job = JOB if task else None
+    return Event(
+        kind="metric",
+        time_ms=t,
+        tm_id=tm,
+        host=HOST,
+        job_id=job,
+        job_name="orders_audit" if job else None,
+        task=task,
+        metric=name,
+        value=value,
+    )
+
+
+def heap(
+    *,
+    minutes: float,
+    floor_mb: float,
+    growth_mb_h: float,
+    alloc_mb_s: float = 1.0,
+    young_mb: float = 120,
+    start: int = T0,
+    step_s: int = 15,
+    seed: int = 1,
+    tm: str = TM,
+) -> list[Event]:
+    """A GC sawtooth on top of a floor that grows linearly (MB/h)."""
+    r = random.Random(seed)
+    events, h = [], floor_mb
+    for i in range(int(minutes * 60 / step_s)):
+        t = start + i * step_s * 1000
+        floor = floor_mb + growth_mb_h * (t - start) / 3_600_000
+        h = max(h + alloc_mb_s * step_s * r.uniform(0.5, 1.5), floor)
+        if h - floor > young_mb:
+            h = floor + r.uniform(0, 3)
+        events.append(metric(HEAP_USED, t, h * MB, tm=tm))
+    return events
+
+
+def throughput(
+    *,
+    minutes: float,
+    rate: float = 0.0,
+    start: int = T0,
+    step_s: int = 15,
+    tm: str = TM,
+    base: float = 123_456.0,
+) -> list[Event]:
+    """A source task and a sink task: the source's task-level numRecordsIn is always 0."""
+    events, count = [], base
+    for i in range(int(minutes * 60 / step_s)):
+        t = start + i * step_s * 1000
+        count += rate * step_s
+        events += [
+            metric(IN, t, 0.0, SRC, tm),
+            metric(OUT, t, count, SRC, tm),
+            metric(OUT_RATE, t, rate, SRC, tm),
+            metric(IN_RATE, t, rate, SINK, tm),
+        ]
+        if i % 4 == 0:
+            events.append(metric(COMMITS, t, 17.0, SRC, tm))
+    return events
+
+
+def merged(*streams: Iterable[Event]) -> list[Event]:
+    return sorted((e for s in streams for e in s), key=lambda e: e.time_ms)
+
+
+def run(
+    det: IdleHeapGrowth, events: list[Event], state: dict | None = None, *, roundtrip: bool = True
+):
+    alerts = []
+    for i, e in enumerate(events):
+        step = det.on_event(state, e, e.time_ms)
+        state = step.state
+        if roundtrip and state is not None and i % 50 == 0:
+            # Like the adapter between micro-batches: the state must survive json.dumps.
+            state = json.loads(json.dumps(state))
+        alerts.extend(step.alerts)
+    return state, alerts
+
+
+def leak(minutes: float = 120, **kw) -> list[Event]:
+    return merged(
+        heap(minutes=minutes, floor_mb=420, growth_mb_h=200, **kw), throughput(minutes=minutes)
+    )
+
+
+def test_contract_attributes_route_heap_and_every_throughput_series() -> None:
+    assert IdleHeapGrowth.name == "idle_heap_growth"
+    assert IdleHeapGrowth.scope == "tm"
+    assert IdleHeapGrowth.kinds == frozenset({"metric"})
+    for name in (HEAP_USED, HEAP_MAX, OUT, OUT_RATE, IN, IN_RATE, OP_IN, COMMITS):
+        assert name in IdleHeapGrowth.metrics
+    assert "flink_taskmanager_job_task_operator_numRecordsOutPerSecond" in IdleHeapGrowth.metrics
+
+
+def test_theil_sen_ignores_an_outlier() -> None:
+    assert theil_sen([(0, 0), (1, 1), (2, 2), (3, 3), (4, 40)]) == 1.0
+    assert theil_sen([(0, 5)]) == 0.0
+
+
+def test_leak_fires_once_within_an_hour_with_the_evidence() -> None:
+    det = IdleHeapGrowth(IdleHeapGrowthParams())
+    _, alerts = run(det, leak(minutes=180))
+    assert [a.status for a in alerts] == [AlertStatus.FIRING]
+    a = alerts[0]
+    # The tenth 5-minute bucket closes at 50 min: an hour of growth is not needed.
+    assert a.event_time_ms == T0 + 50 * MIN
+    assert a.tm_id == TM and a.host == HOST and a.entity == f"tm:{TM}"
+    assert a.job_id == JOB and a.job_name == "orders_audit"
+    assert a.severity == Severity.WARNING
+    ev = a.evidence
+    assert 170 <= ev["growth_mb_per_h"] <= 230
+    assert 560 <= ev["floor_mb"] <= 600
+    assert ev["floors_mb"] == sorted(ev["floors_mb"])
+    assert ev["heap_max_mb"] is None and ev["hours_to_heap_max"] is None
+    assert ev["throughput_series"] == [IN, IN_RATE, OUT, OUT_RATE]
+    assert ev["max_rate"] == 0.0 and ev["throughput_samples"] > 0
+    assert ev["kafka_commits_succeeded"] == "flat"
+    assert ev["window_end_ms"] - ev["window_start_ms"] == 3_600_000
+    assert ev["window_end_ms"] == a.event_time_ms
+    assert ev["jobs"] == {JOB: "orders_audit"}
+    assert ev["hint"] == HINT and "FLINK-33231" in a.summary and "3.0.1" in a.summary
+
+
+def test_heap_max_gives_the_time_left_and_critical_when_it_is_near() -> None:
+    events = leak(minutes=60)
+    events = merged(events, [metric(HEAP_MAX, e.time_ms, 2048 * MB) for e in events[:1]])
+    _, alerts = run(IdleHeapGrowth(IdleHeapGrowthParams()), events)
+    ev = alerts[0].evidence
+    assert ev["heap_max_mb"] == 2048.0
+    assert ev["hours_to_heap_max"] == pytest.approx((2048 - ev["floor_mb"]) / 200, abs=1.0)
+    assert alerts[0].severity == Severity.WARNING
+    near = merged(leak(minutes=60), [metric(HEAP_MAX, T0, 800 * MB)])
+    _, alerts = run(IdleHeapGrowth(IdleHeapGrowthParams()), near)
+    assert alerts[0].severity == Severity.CRITICAL
+    assert "Heap_Max in ~" in alerts[0].summary
+
+
+def test_resolves_after_clear_for_once_records_flow_with_the_same_alert_id() -> None:
+    det = IdleHeapGrowth(IdleHeapGrowthParams())
+    idle = leak(minutes=90)
+    # At 90 min data arrives: the reader commits, the leaked map is cleaned, the floor drops.
+    busy_start = T0 + 90 * MIN
+    busy = merged(
+        heap(minutes=60, floor_mb=430, growth_mb_h=0, start=busy_start, seed=2),
+        throughput(minutes=60, rate=40.0, start=busy_start),
+    )
+    _, alerts = run(det, idle + busy)
+    assert [(a.status, a.event_time_ms) for a in alerts] == [
+        (AlertStatus.FIRING, T0 + 50 * MIN),
+        # The bucket with the first records closes at 95 min; 15 min later it resolves.
+        (AlertStatus.RESOLVED, T0 + 110 * MIN),
+    ]
+    assert alerts[0].alert_id == alerts[1].alert_id
+    assert alerts[1].evidence["max_rate"] == 40.0
+    assert "records flowing" in alerts[1].summary
+
+
+def test_a_killed_taskmanager_resolves_by_timer_then_is_evicted() -> None:
+    params = IdleHeapGrowthParams(idle_ttl_s=3 * 3600)
+    det = IdleHeapGrowth(params)
+    events = leak(minutes=120)
+    state, alerts = run(det, events)
+    assert [a.status for a in alerts] == [AlertStatus.FIRING]
+    last = events[-1].time_ms
+    step = det.on_event(state, events[-1], last)
+    # No more heap samples: stale 15 min after the last one, resolved 15 min after that.
+    assert step.timer_ms == last + 15 * MIN
+    stale = det.on_timer(step.state or {}, step.timer_ms or 0)
+    assert stale.alerts == () and stale.timer_ms == last + 30 * MIN
+    done = det.on_timer(stale.state or {}, last + 30 * MIN)
+    assert [(a.status, a.event_time_ms) for a in done.alerts] == [
+        (AlertStatus.RESOLVED, last + 30 * MIN)
+    ]
+    assert done.alerts[0].alert_id == alerts[0].alert_id
+    assert "stopped sending heap metrics" in done.alerts[0].summary
+    assert done.state is not None and done.timer_ms == last + 3 * 3_600_000
+    gone = det.on_timer(done.state, last + 3 * 3_600_000)
+    assert gone.state is None and gone.alerts == ()
+
+
+def test_a_late_timer_resolves_at_the_deadline_in_one_call() -> None:
+    # In a replay the watermark jumps far ahead: the resolve still carries its own time.
+    det = IdleHeapGrowth(IdleHeapGrowthParams())
+    events = leak(minutes=120)
+    state, _ = run(det, events)
+    step = det.on_timer(state or {}, events[-1].time_ms + 5 * 3_600_000)
+    assert [(a.status, a.event_time_ms) for a in step.alerts] == [
+        (AlertStatus.RESOLVED, events[-1].time_ms + 30 * MIN)
+    ]
+
+
+def test_idle_ttl_evicts_a_quiet_entity_and_resolves_a_firing_one() -> None:
+    det = IdleHeapGrowth(IdleHeapGrowthParams(idle_ttl_s=600, stale_after_s=3600))
+    state, _ = run(det, heap(minutes=20, floor_mb=300, growth_mb_h=0))
+    step = det.on_timer(state or {}, T0 + 20 * MIN + 600_000)
+    assert step.state is None and step.alerts == ()
+    state, alerts = run(det, leak(minutes=60))
+    assert alerts and state is not None
+    step = det.on_timer(state, int(state["last_event_ms"]) + 600_000)
+    assert step.state is None
+    assert [a.status for a in step.alerts] == [AlertStatus.RESOLVED]
+    assert "no metrics from this TaskManager" in step.alerts[0].summary
+
+
+# --- false-positive traps ------------------------------------------------------------
+
+
+def quiet(events: list[Event], **params: float) -> None:
+    _, alerts = run(IdleHeapGrowth(IdleHeapGrowthParams(**params)), events)
+    assert alerts == []
+
+
+def test_busy_taskmanager_with_a_big_gc_sawtooth_and_a_flat_floor_stays_quiet() -> None:
+    quiet(
+        merged(
+            heap(minutes=180, floor_mb=400, growth_mb_h=0, alloc_mb_s=40, young_mb=1000),
+            throughput(minutes=180, rate=5000.0),
+        )
+    )
+
+
+def test_busy_taskmanager_whose_floor_grows_stays_quiet() -> None:
+    # A cache filling up under load: the floor rises like a leak, but records flow.
+    quiet(
+        merged(
+            heap(minutes=180, floor_mb=400, growth_mb_h=250, alloc_mb_s=30, young_mb=600),
+            throughput(minutes=180, rate=800.0),
+        )
+    )
+
+
+def test_source_ingesting_with_task_numrecordsin_at_zero_stays_quiet() -> None:
+    # FLINK_METRICS.md §2: a source task's numRecordsIn stays 0; its intake is numRecordsOut.
+    events = heap(minutes=180, floor_mb=400, growth_mb_h=200)
+    count = 0.0
+    for i in range(180 * 4):
+        t = T0 + i * 15_000
+        count += 300
+        events += [metric(IN, t, 0.0, SRC), metric(OUT, t, count, SRC)]
+    quiet(merged(events))
+
+
+def test_idle_taskmanager_with_a_flat_heap_stays_quiet() -> None:
+    quiet(merged(heap(minutes=180, floor_mb=350, growth_mb_h=0), throughput(minutes=180)))
+
+
+def test_idle_jvm_that_collects_every_half_hour_stays_quiet() -> None:
+    # Between two GCs the heap climbs for 30 min: a raw-minimum floor would look like a leak.
+    quiet(
+        merged(
+            heap(minutes=240, floor_mb=350, growth_mb_h=0, alloc_mb_s=0.1, young_mb=180),
+            throughput(minutes=240),
+        )
+    )
+
+
+def test_idle_taskmanager_with_one_heap_spike_stays_quiet() -> None:
+    events = heap(minutes=180, floor_mb=350, growth_mb_h=0)
+    spiked = [
+        metric(HEAP_USED, e.time_ms, (e.value or 0) + 900 * MB)
+        if 80 * MIN <= e.time_ms - T0 <= 86 * MIN
+        else e
+        for e in events
+    ]
+    quiet(merged(spiked, throughput(minutes=180)))
+
+
+def test_a_single_step_of_the_floor_is_not_a_leak() -> None:
+    low = heap(minutes=90, floor_mb=350, growth_mb_h=0)
+    high = heap(minutes=90, floor_mb=600, growth_mb_h=0, start=T0 + 90 * MIN, seed=3)
+    quiet(merged(low, high, throughput(minutes=180)))
+
+
+def test_slow_growth_below_the_threshold_stays_quiet() -> None:
+    quiet(merged(heap(minutes=180, floor_mb=350, growth_mb_h=25), throughput(minutes=180)))
+
+
+def test_without_any_throughput_series_idleness_is_unproven() -> None:
+    quiet(heap(minutes=180, floor_mb=420, growth_mb_h=200))
+
+
+def test_a_counter_that_moves_once_in_the_window_stays_quiet() -> None:
+    events = leak(minutes=90)
+    bump = [metric(OUT, T0 + 45 * MIN + 1, 123_457.0, SRC)]
+    quiet(merged(events, bump))
+
+
+def test_constant_counters_of_chained_operators_sharing_a_task_label_are_idle() -> None:
+    # Operator-level series of one chained task all carry task=<task_name>/<subtask>.
+    ops = [
+        metric(OP_IN, T0 + i * 15_000 + k, value, SRC)
+        for i in range(120 * 4)
+        for k, value in enumerate((0.0, 5_000.0, 4_990.0, 4_990.0))
+    ]
+    _, alerts = run(IdleHeapGrowth(IdleHeapGrowthParams()), merged(leak(minutes=120), ops))
+    assert [a.status for a in alerts] == [AlertStatus.FIRING]
+    assert OP_IN in alerts[0].evidence["throughput_series"]
+
+
+def test_a_slowly_collecting_leaking_jvm_is_still_caught() -> None:
+    # One young GC every ~20 min: few floor points, but they rise.
+    events = merged(
+        heap(minutes=180, floor_mb=400, growth_mb_h=150, alloc_mb_s=0.12, young_mb=90),
+        throughput(minutes=180),
+    )
+    _, alerts = run(IdleHeapGrowth(IdleHeapGrowthParams()), events)
+    assert [a.status for a in alerts] == [AlertStatus.FIRING]
+    assert alerts[0].event_time_ms <= T0 + 90 * MIN
+
+
+# --- robustness and bounds -------------------------------------------------------------
+
+
+def test_an_out_of_order_heap_sample_is_ignored() -> None:
+    det = IdleHeapGrowth(IdleHeapGrowthParams())
+    state, _ = run(det, [metric(HEAP_USED, T0 + 30_000, 500 * MB)])
+    state, _ = run(det, [metric(HEAP_USED, T0, 100 * MB)], state)
+    assert state is not None
+    assert state["last_heap"] == 500 * MB and state["buckets"][0]["gc"] is None
+
+
+def test_state_stays_bounded_under_a_flood_of_series_and_time() -> None:
+    params = IdleHeapGrowthParams(max_series=256)
+    det = IdleHeapGrowth(params)
+    events = leak(minutes=600)
+    long_task = "Source:_" + "x" * 300
+    # Every series a long label and ten distinct 17-digit values: the worst case per series.
+    flood = [
+        metric(OP_IN, T0 + i * 10 + j, 1_000_000_000.123456 + j, f"{long_task}/{i}")
+        for i in range(400)
+        for j in range(10)
+    ]
+    state, _ = run(det, merged(events, flood), roundtrip=False)
+    assert state is not None
+    assert len(state["series"]) == 256
+    assert max(len(levels) for levels in state["series"].values()) == 8
+    assert len(state["buckets"]) <= 3600 // 300 + 2
+    # Worst case documented in the module docstring.
+    assert len(json.dumps(state)) < 48_000
+    typical, _ = run(IdleHeapGrowth(IdleHeapGrowthParams()), leak(minutes=600), roundtrip=False)
+    assert len(json.dumps(typical)) < 4_000
+
+
+def test_too_many_counter_series_leave_idleness_unproven() -> None:
+    many = [metric(OUT, T0 + i * 15_000, 7.0, f"t{i % 5}/0") for i in range(120 * 4)]
+    quiet(merged(leak(minutes=120), many), max_series=3)
+
+
+def test_window_and_bucket_sizes_are_validated() -> None:
+    with pytest.raises(ValidationError, match="at most 288"):
+        IdleHeapGrowthParams(window_s=86_400 * 7, bucket_s=60)
+    with pytest.raises(ValidationError, match="at least min_buckets"):
+        IdleHeapGrowthParams(window_s=1800, min_buckets=10)

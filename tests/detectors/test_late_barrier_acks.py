@@ -1,0 +1,477 @@
+"""late_barrier_acks as a plain state machine: events in, steps out, time injected."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pydantic import ValidationError
+
+from detectors import AlertStatus, Event
+from detectors.base import Alert
+from detectors.late_barrier_acks import LateBarrierAcks, LateBarrierAcksParams
+
+JOB = "5b7e0c4d9a2f4e18b6c3d1a0f8e7d6c5"
+SEC = 1_000
+MIN = 60_000
+T0 = 1_717_408_800_000  # 2024-06-03 10:00:00 UTC
+GRAPH = "a1b2c3d4e5f60718293a4b5c6d7e8f90"
+VERTEX = "cbc357ccb763df2852fee8c4fc7d55f2"
+HOT = "worker-7.example.com"
+HOT_TM = "container_e05_1717000000000_0042_01_000007"
+
+
+def attempt(subtask: int, graph: str = GRAPH, number: int = 0) -> str:
+    """A Flink 1.16+ execution attempt id."""
+    return f"{graph}_{VERTEX}_{subtask}_{number}"
+
+
+def late(
+    cp: int,
+    t: int,
+    task: str | None = None,
+    host: str | None = None,
+    tm: str | None = None,
+    job: str = JOB,
+) -> Event:
+    return Event(
+        kind="checkpoint_late_ack",
+        time_ms=t,
+        job_id=job,
+        checkpoint_id=cp,
+        task=task or attempt(0),
+        host=host,
+        tm_id=tm,
+    )
+
+
+def expired(cp: int, t: int) -> Event:
+    return Event(kind="checkpoint_expired", time_ms=t, job_id=JOB, checkpoint_id=cp)
+
+
+def declined(cp: int, t: int) -> Event:
+    return Event(
+        kind="checkpoint_declined", time_ms=t, job_id=JOB, checkpoint_id=cp, task=attempt(9)
+    )
+
+
+def failed(cp: int, t: int, reason: str) -> Event:
+    return Event(kind="checkpoint_failed", time_ms=t, job_id=JOB, checkpoint_id=cp, reason=reason)
+
+
+def skewed_checkpoint(cp: int, t: int, acks: int = 5) -> list[Event]:
+    """One expired checkpoint and its late acks, all but one from worker-7."""
+    events = [expired(cp, t)]
+    for i in range(acks):
+        if i < acks - 1:
+            events.append(late(cp, t + (2 + i) * SEC, attempt(i % 3), HOT, HOT_TM))
+        else:
+            events.append(late(cp, t + 30 * SEC, attempt(5), "worker-3.example.com", "c3"))
+    return events
+
+
+def run(
+    det: LateBarrierAcks, events: list[Event], state: dict | None = None
+) -> tuple[dict | None, list[Alert], int | None]:
+    alerts: list[Alert] = []
+    timer = None
+    for e in events:
+        step = det.on_event(state, e, e.time_ms)
+        state, timer = step.state, step.timer_ms
+        alerts.extend(step.alerts)
+    return state, alerts, timer
+
+
+def incident(first_cp: int = 420, n: int = 6, every: int = 10 * MIN) -> list[Event]:
+    """Every checkpoint from ``first_cp`` on expires (timeout 10 min) with late acks."""
+    return [e for i in range(n) for e in skewed_checkpoint(first_cp + i, T0 + i * every)]
+
+
+def test_contract_attributes() -> None:
+    assert LateBarrierAcks.name == "late_barrier_acks"
+    assert LateBarrierAcks.scope == "job"
+    assert "checkpoint_late_ack" in LateBarrierAcks.kinds
+    assert "checkpoint_expired" in LateBarrierAcks.kinds
+
+
+def test_fires_once_at_the_first_late_ack_of_the_third_late_checkpoint() -> None:
+    det = LateBarrierAcks(LateBarrierAcksParams())
+    state, alerts, timer = run(det, incident())
+    assert [(a.status, a.event_time_ms) for a in alerts] == [
+        (AlertStatus.FIRING, T0 + 20 * MIN + 2 * SEC)
+    ]
+    alert = alerts[0]
+    assert alert.job_id == JOB and alert.entity == f"job:{JOB}"
+    assert alert.detector == "late_barrier_acks"
+    assert alert.evidence["late_checkpoints"] == 3
+    assert alert.evidence["checkpoint_ids"] == [420, 421, 422]
+    assert f"from host {HOT}" in alert.summary
+    # The alert resolves clear_for_s after the last late ack: that is the timer asked for.
+    last_ack = T0 + 50 * MIN + 30 * SEC
+    assert state is not None and timer == last_ack + 1800 * SEC
+
+
+def test_resolves_at_the_clear_deadline_with_the_same_alert_id() -> None:
+    det = LateBarrierAcks(LateBarrierAcksParams())
+    state, alerts, timer = run(det, incident())
+    assert state is not None and timer is not None
+    # The watermark may be well past the deadline when the timer runs.
+    step = det.on_timer(state, timer + 7 * MIN)
+    assert [(a.status, a.event_time_ms) for a in step.alerts] == [(AlertStatus.RESOLVED, timer)]
+    assert step.alerts[0].alert_id == alerts[0].alert_id
+    assert step.alerts[0].summary == f"job {JOB}: no late checkpoint acks for 30 min"
+    assert step.state is not None and step.state["checkpoints"] == []
+    assert step.timer_ms == T0 + 50 * MIN + 30 * SEC + 6 * 3600 * SEC
+
+
+def test_evidence_names_the_hot_host_tms_and_tasks() -> None:
+    det = LateBarrierAcks(LateBarrierAcksParams())
+    _, alerts, _ = run(det, incident(n=3))
+    ev = alerts[0].evidence
+    # Fired at the first ack of the third checkpoint: 5 + 5 + 1 late acks so far.
+    assert ev["late_acks"] == 11 and ev["located_late_acks"] == 11
+    assert ev["top_hosts"][0] == {
+        "host": HOT,
+        "checkpoints": 3,
+        "late_acks": 9,
+        "share": round(9 / 11, 3),
+    }
+    assert ev["top_hosts"][1]["host"] == "worker-3.example.com"
+    assert ev["concentrated"] is True and ev["concentrated_host"] == HOT
+    assert ev["top_tms"][0]["tm_id"] == HOT_TM
+    assert ev["top_tasks"][0] == {
+        "task": f"{VERTEX}/0",
+        "checkpoints": 3,
+        "late_acks": 5,
+        "share": round(5 / 11, 3),
+    }
+    assert [t["task"] for t in ev["top_tasks"]] == [f"{VERTEX}/{i}" for i in (0, 1, 2, 5)]
+    assert ev["window_s"] == 3600 and ev["expired_checkpoints"] == 3
+
+
+def test_late_acks_spread_over_hosts_are_not_concentrated() -> None:
+    det = LateBarrierAcks(LateBarrierAcksParams())
+    events = []
+    for i in range(3):
+        t = T0 + i * 10 * MIN
+        events.append(expired(100 + i, t))
+        for h in range(4):
+            events.append(late(100 + i, t + (h + 1) * SEC, attempt(h), f"worker-{h}", f"c{h}"))
+    _, alerts, _ = run(det, events)
+    ev = alerts[0].evidence
+    assert ev["concentrated"] is False and ev["concentrated_host"] is None
+    assert "most often task" in alerts[0].summary
+
+
+def test_attempts_of_one_subtask_across_restarts_count_as_one_task() -> None:
+    det = LateBarrierAcks(LateBarrierAcksParams())
+    graphs = ["0" * 31 + "1", "0" * 31 + "2", "0" * 31 + "3"]
+    events = []
+    for i, graph in enumerate(graphs):
+        events += [expired(7 + i, T0 + i * 10 * MIN)]
+        events += [late(7 + i, T0 + i * 10 * MIN + SEC, attempt(4, graph, number=i), HOT)]
+    _, alerts, _ = run(det, events)
+    assert alerts[0].evidence["top_tasks"] == [
+        {"task": f"{VERTEX}/4", "checkpoints": 3, "late_acks": 3, "share": 1.0}
+    ]
+
+
+def test_flink_1_8_acks_without_location_still_fire_and_say_no_host() -> None:
+    det = LateBarrierAcks(LateBarrierAcksParams())
+    ids = ["f2862289958b430bc3dc20f39794ca2c", "8f569166274106f22e49ed2ce919c930"]
+    events = []
+    for i in range(3):
+        t = T0 + i * 6 * MIN
+        events.append(expired(57 + i, t))
+        events += [late(57 + i, t + (k + 1) * SEC, ids[k]) for k in range(2)]
+    _, alerts, _ = run(det, events)
+    assert [a.status for a in alerts] == [AlertStatus.FIRING]
+    ev = alerts[0].evidence
+    assert ev["top_hosts"] == [] and ev["top_tms"] == [] and ev["located_late_acks"] == 0
+    assert ev["concentrated"] is False
+    assert ev["top_tasks"][0]["task"] == ids[0] and ev["top_tasks"][0]["checkpoints"] == 3
+
+
+def test_flink_1_4_late_acks_alone_are_enough() -> None:
+    # 1.4 prints `Checkpoint N expired before completing.` without a job id: the job
+    # entity sees only the late acks.
+    det = LateBarrierAcks(LateBarrierAcksParams())
+    events = [
+        late(222 + i, T0 + i * 11 * MIN + k * SEC, f"{k:032x}") for i in range(3) for k in range(3)
+    ]
+    _, alerts, _ = run(det, events)
+    assert [(a.status, a.event_time_ms) for a in alerts] == [(AlertStatus.FIRING, T0 + 22 * MIN)]
+    assert alerts[0].evidence["expired_checkpoints"] == 0
+
+
+# False-positive traps ----------------------------------------------------------------------
+
+
+def test_one_isolated_late_checkpoint_with_many_late_acks_stays_quiet() -> None:
+    det = LateBarrierAcks(LateBarrierAcksParams())
+    events = [expired(224, T0)]
+    events += [late(224, T0 + 22 * SEC + k * 10, f"{k:032x}", f"w{k}", f"c{k}") for k in range(10)]
+    state, alerts, _ = run(det, events)
+    assert alerts == []
+    assert state is not None and len(state["tasks"]) == 10
+
+
+def test_expired_checkpoints_without_late_acks_do_not_count() -> None:
+    det = LateBarrierAcks(LateBarrierAcksParams())
+    events = [expired(10 + i, T0 + i * 10 * MIN) for i in range(5)]
+    events += skewed_checkpoint(15, T0 + 50 * MIN)
+    _, alerts, _ = run(det, events)
+    assert alerts == []
+
+
+def test_two_late_checkpoints_far_apart_stay_quiet_even_with_a_threshold_of_two() -> None:
+    det = LateBarrierAcks(LateBarrierAcksParams(min_checkpoints=2))
+    events = skewed_checkpoint(300, T0) + skewed_checkpoint(312, T0 + 2 * 3600 * SEC)
+    _, alerts, _ = run(det, events)
+    assert alerts == []
+
+
+def test_three_late_checkpoints_spread_wider_than_the_window_stay_quiet() -> None:
+    det = LateBarrierAcks(LateBarrierAcksParams())
+    events = [e for i in range(4) for e in skewed_checkpoint(300 + 8 * i, T0 + i * 45 * MIN)]
+    state, alerts, _ = run(det, events)
+    assert alerts == []
+    assert state is not None and [r["id"] for r in state["checkpoints"]] == [316, 324]
+
+
+def test_a_restart_that_resets_checkpoint_ids_stays_quiet() -> None:
+    # Late checkpoint 812, the JobManager restarts without HA, ids start again at 1 and
+    # checkpoint 3 has a late ack: two distinct late checkpoints, not three.
+    det = LateBarrierAcks(LateBarrierAcksParams())
+    events = skewed_checkpoint(812, T0) + skewed_checkpoint(3, T0 + 9 * MIN)
+    state, alerts, _ = run(det, events)
+    assert alerts == []
+    assert state is not None and [r["id"] for r in state["checkpoints"]] == [812, 3]
+
+
+def test_acks_of_two_checkpoints_interleaving_are_not_a_restart() -> None:
+    det = LateBarrierAcks(LateBarrierAcksParams())
+    events = [expired(100, T0), expired(101, T0 + MIN)]
+    events += [late(100, T0 + 70 * SEC, attempt(1)), late(101, T0 + 71 * SEC, attempt(2))]
+    events += [late(100, T0 + 72 * SEC, attempt(3)), late(101, T0 + 73 * SEC, attempt(1))]
+    state, alerts, _ = run(det, events)
+    assert alerts == []
+    assert state is not None and len(state["checkpoints"]) == 2
+
+
+def test_an_id_reused_after_a_restart_is_another_checkpoint() -> None:
+    det = LateBarrierAcks(LateBarrierAcksParams())
+    before = skewed_checkpoint(5, T0) + skewed_checkpoint(6, T0 + 10 * MIN)
+    # The JobManager restarted from a savepoint taken at checkpoint 4: ids 5, 6 again.
+    after = skewed_checkpoint(5, T0 + 16 * MIN)
+    _, alerts, _ = run(det, before + after)
+    assert [(a.status, a.event_time_ms) for a in alerts] == [
+        (AlertStatus.FIRING, T0 + 16 * MIN + 2 * SEC)
+    ]
+    assert alerts[0].evidence["checkpoint_ids"] == [5, 6, 5]
+
+
+def test_without_expiry_lines_a_long_gap_separates_attempts_of_one_id() -> None:
+    det = LateBarrierAcks(LateBarrierAcksParams())
+    events = [late(5, T0), late(6, T0 + 10 * MIN), late(5, T0 + 30 * MIN)]
+    _, alerts, _ = run(det, events)
+    assert [a.status for a in alerts] == [AlertStatus.FIRING]
+
+
+def test_late_acks_of_declined_or_aborted_checkpoints_do_not_count() -> None:
+    # Before Flink 1.19 a checkpoint aborted by a decline or a task failure also logs
+    # "late message" for the acks still in flight: not a slow barrier.
+    det = LateBarrierAcks(LateBarrierAcksParams())
+    events = []
+    for i in range(4):
+        t = T0 + i * 3 * MIN
+        events.append(declined(40 + i, t) if i % 2 else failed(40 + i, t, "Task has failed."))
+        events += [late(40 + i, t + k * SEC, attempt(k), HOT) for k in range(1, 4)]
+    state, alerts, _ = run(det, events)
+    assert alerts == []
+    assert state is not None and state["tasks"] == {} and state["hosts"] == {}
+
+
+def test_a_decline_logged_after_late_acks_takes_the_checkpoint_back() -> None:
+    det = LateBarrierAcks(LateBarrierAcksParams(min_checkpoints=4))
+    events = skewed_checkpoint(1, T0) + skewed_checkpoint(2, T0 + 10 * MIN)
+    # Out of order: a late ack of checkpoint 3, then the decline that aborted it.
+    events += [late(3, T0 + 20 * MIN, attempt(7), "worker-9"), declined(3, T0 + 20 * MIN + 5)]
+    state, alerts, _ = run(det, events)
+    assert alerts == []
+    assert state is not None and LateBarrierAcks._late_count(state) == 2
+    assert "worker-9" not in state["hosts"] and f"{VERTEX}/7" not in state["tasks"]
+    events = skewed_checkpoint(4, T0 + 30 * MIN) + skewed_checkpoint(5, T0 + 40 * MIN)
+    _, alerts, _ = run(det, events, state)
+    assert [(a.status, a.event_time_ms) for a in alerts] == [
+        (AlertStatus.FIRING, T0 + 40 * MIN + 2 * SEC)
+    ]
+    assert alerts[0].evidence["checkpoint_ids"] == [1, 2, 4, 5]
+
+
+def test_an_expiry_reported_as_checkpoint_failed_counts_like_an_expiry() -> None:
+    det = LateBarrierAcks(LateBarrierAcksParams())
+    events = []
+    for i in range(3):
+        t = T0 + i * 10 * MIN
+        events += [
+            expired(60 + i, t),
+            failed(60 + i, t + 1, "Checkpoint expired before completing."),
+        ]
+        events += [late(60 + i, t + 3 * SEC, attempt(1), HOT)]
+    state, alerts, _ = run(det, events)
+    assert [a.status for a in alerts] == [AlertStatus.FIRING]
+    assert state is not None and len(state["checkpoints"]) == 3
+
+
+# Lifecycle ---------------------------------------------------------------------------------
+
+
+def test_late_acks_every_checkpoint_timeout_keep_one_incident_firing() -> None:
+    det = LateBarrierAcks(LateBarrierAcksParams())
+    state, alerts, timer = run(det, incident(n=12, every=25 * MIN))
+    assert [a.status for a in alerts] == [AlertStatus.FIRING]
+    assert timer == T0 + 11 * 25 * MIN + 30 * SEC + 1800 * SEC
+
+
+def test_a_late_ack_after_the_deadline_resolves_first_and_needs_a_fresh_streak() -> None:
+    det = LateBarrierAcks(LateBarrierAcksParams())
+    state, alerts, timer = run(det, incident(n=3))
+    assert timer is not None
+    # The timer has not run yet when a new late checkpoint arrives past the deadline.
+    later = skewed_checkpoint(500, timer + 5 * MIN)
+    state, more, _ = run(det, later, state)
+    assert [(a.status, a.event_time_ms) for a in more] == [(AlertStatus.RESOLVED, timer)]
+    assert more[0].alert_id == alerts[0].alert_id
+    # Two more late checkpoints make a new incident with a new id.
+    state, again, _ = run(
+        det,
+        skewed_checkpoint(501, timer + 15 * MIN) + skewed_checkpoint(502, timer + 25 * MIN),
+        state,
+    )
+    assert [(a.status, a.event_time_ms) for a in again] == [
+        (AlertStatus.FIRING, timer + 25 * MIN + 2 * SEC)
+    ]
+    assert again[0].alert_id != alerts[0].alert_id
+    assert again[0].evidence["checkpoint_ids"] == [500, 501, 502]
+
+
+def test_timer_evicts_an_idle_job_and_resolves_a_firing_alert() -> None:
+    params = LateBarrierAcksParams(idle_ttl_s=600, clear_for_s=3600)
+    det = LateBarrierAcks(params)
+    state, alerts, timer = run(det, incident(n=3))
+    last = T0 + 20 * MIN + 30 * SEC
+    assert timer == last + 600 * SEC
+    assert state is not None
+    step = det.on_timer(state, last + 600 * SEC)
+    assert step.state is None
+    assert [(a.status, a.event_time_ms, a.summary) for a in step.alerts] == [
+        (AlertStatus.RESOLVED, last + 600 * SEC, f"job {JOB}: no events from this job any more")
+    ]
+    assert step.alerts[0].alert_id == alerts[0].alert_id
+
+
+def test_timer_evicts_a_quiet_idle_job_silently() -> None:
+    det = LateBarrierAcks(LateBarrierAcksParams())
+    state, _, timer = run(det, skewed_checkpoint(1, T0))
+    assert state is not None and timer == T0 + 30 * SEC + 6 * 3600 * SEC
+    early = det.on_timer(state, T0 + 3700 * SEC)
+    assert early.state is not None and early.state["checkpoints"] == []
+    assert early.timer_ms == timer
+    final = det.on_timer(early.state, timer)
+    assert final.state is None and final.alerts == ()
+
+
+def test_calls_do_not_mutate_the_state_passed_in() -> None:
+    det = LateBarrierAcks(LateBarrierAcksParams())
+    state, _, _ = run(det, incident(n=2))
+    before = json.dumps(state, sort_keys=True)
+    det.on_event(state, late(9, T0 + 30 * MIN, attempt(1), HOT), T0 + 30 * MIN)
+    det.on_timer(state or {}, T0 + 30 * 3600 * SEC)
+    assert json.dumps(state, sort_keys=True) == before
+
+
+# Bounds ------------------------------------------------------------------------------------
+
+
+def test_state_stays_bounded_and_serialisable_under_a_flood() -> None:
+    params = LateBarrierAcksParams()
+    det = LateBarrierAcks(params)
+    pad = "x" * 200
+    events = []
+    for i in range(400):
+        t = T0 + i * 5 * SEC
+        events.append(expired(i, t))
+        for k in range(8):
+            n = i * 8 + k
+            events.append(late(i, t + k, f"task-{n}-{pad}", f"host-{n}-{pad}", f"tm-{n}-{pad}"))
+    state, alerts, _ = run(det, events)
+    assert [a.status for a in alerts] == [AlertStatus.FIRING]
+    assert state is not None
+    assert len(state["checkpoints"]) == params.max_checkpoints
+    assert len(state["tasks"]) == params.max_tasks
+    assert len(state["hosts"]) == params.max_hosts and len(state["tms"]) == params.max_hosts
+    size = len(json.dumps(state))
+    assert size < 20_000, size  # documented worst case for these keys in the module docstring
+
+
+def test_worst_case_state_size_with_default_caps() -> None:
+    # Every tracked checkpoint has a late ack from every kept task, TaskManager and host.
+    params = LateBarrierAcksParams()
+    det = LateBarrierAcks(params)
+    pad = "y" * 200
+    # The longest attempt numbers kept: 3 digits (renumbered at 1000).
+    state, _, _ = run(det, [late(1, T0 - MIN)])
+    assert state is not None
+    state["next_seq"] = 940
+    events = []
+    for i in range(60):
+        t = T0 + i * 5 * SEC
+        for k in range(params.max_tasks):
+            h = k % params.max_hosts
+            events.append(late(10_000 + i, t + k, f"t{k}{pad}", f"h{h}{pad}", f"m{h}{pad}"))
+    state, _, _ = run(det, events, state)
+    assert state is not None and state["next_seq"] == 1000
+    size = len(json.dumps(state))
+    assert 30_000 < size < 35_000, size
+
+
+def test_typical_incident_state_is_small() -> None:
+    det = LateBarrierAcks(LateBarrierAcksParams())
+    state, _, _ = run(det, incident(n=5))
+    assert len(json.dumps(state)) < 2_500
+
+
+def test_a_threshold_of_one_checkpoint_is_rejected() -> None:
+    with pytest.raises(ValidationError):
+        LateBarrierAcksParams(min_checkpoints=1)
+
+
+def test_attempt_numbers_are_renumbered_keeping_the_counts() -> None:
+    det = LateBarrierAcks(LateBarrierAcksParams())
+    events = [late(i, T0 + i * 10 * SEC, attempt(i % 2), HOT, HOT_TM) for i in range(1100)]
+    state, alerts, _ = run(det, events)
+    assert state is not None and int(state["next_seq"]) < 1000
+    seqs = [str(r["seq"]) for r in state["checkpoints"]]
+    assert sorted(state["hosts"][HOT]["cps"], key=int) == seqs
+    assert alerts[0].status == AlertStatus.FIRING
+    ev = det._evidence(state)
+    assert ev["top_hosts"][0]["checkpoints"] == 30
+    assert ev["top_tasks"][0]["checkpoints"] == 15
+
+
+def test_host_shares_are_of_the_acks_that_name_a_location() -> None:
+    # Flink 2.0 may print `at Unknown location`: no host, no TaskManager.
+    det = LateBarrierAcks(LateBarrierAcksParams())
+    events = []
+    for i in range(3):
+        t = T0 + i * 10 * MIN
+        events += [expired(70 + i, t), late(70 + i, t + SEC, attempt(1), HOT, HOT_TM)]
+        events += [late(70 + i, t + 2 * SEC, attempt(2)), late(70 + i, t + 3 * SEC, attempt(3))]
+    state, alerts, _ = run(det, events)
+    assert state is not None
+    ev = det._evidence(state)
+    assert ev["late_acks"] == 9 and ev["located_late_acks"] == 3
+    assert ev["top_hosts"] == [{"host": HOT, "checkpoints": 3, "late_acks": 3, "share": 1.0}]
+    assert ev["top_tasks"][0]["share"] == round(3 / 9, 3)
+    assert ev["concentrated_host"] == HOT
