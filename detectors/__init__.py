@@ -7,12 +7,13 @@ adapter are both derived from it. Adding a detector is one module plus one line.
 from typing import Any
 
 from detectors.base import Alert, AlertStatus, Detector, DetectorParams, Event, Severity, Step
+from detectors.checkpoint_creep import CheckpointCreep
 from detectors.checkpoint_failures import CheckpointFailures
 from detectors.idle_heap_growth import IdleHeapGrowth
 from detectors.late_barrier_acks import LateBarrierAcks
 
 REGISTRY: dict[str, type[Detector[Any]]] = {
-    d.name: d for d in (CheckpointFailures, IdleHeapGrowth, LateBarrierAcks)
+    d.name: d for d in (CheckpointCreep, CheckpointFailures, IdleHeapGrowth, LateBarrierAcks)
 }
 
 __all__ = [

@@ -71,10 +71,12 @@ def pipeline(spark, cfg: AppConfig, trigger: dict) -> Pipeline:  # type: ignore[
     )
 
 
-def read_alerts(path: Path) -> list[dict]:
+def read_alerts(path: Path, detector: str | None = None) -> list[dict]:
+    """Alert lines, optionally of one detector (the expiry lines here also make late acks)."""
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line]
+    alerts = [json.loads(line) for line in path.read_text().splitlines() if line]
+    return [a for a in alerts if detector is None or a["detector"] == detector]
 
 
 JOB_A = "3f4c2a9b7d1e4f60a8b5c2d1e0f9a7b3"
@@ -125,7 +127,7 @@ def test_alerts_and_dead_letters_flow_through_real_kafka(spark, kafka, tmp_path)
     p = pipeline(spark, cfg, {"availableNow": True})
     p.run_once()
 
-    alerts = read_alerts(cfg.output.alerts_path)
+    alerts = read_alerts(cfg.output.alerts_path, "checkpoint_failures")
     assert [(a["detector"], a["job_id"], a["status"]) for a in alerts] == [
         ("checkpoint_failures", JOB_A, "firing")
     ]
@@ -178,7 +180,7 @@ def test_broker_restart_mid_stream_skips_no_record(spark, kafka, tmp_path) -> No
         for job in jobs:
             kafka.produce(cfg.kafka.logs_topic, expired_cycle(job, 3, 1, 3), key=job.encode())
         wait_until(
-            lambda: len(read_alerts(cfg.output.alerts_path)) >= len(jobs),
+            lambda: len(read_alerts(cfg.output.alerts_path, "checkpoint_failures")) >= len(jobs),
             timeout=180,
             what="an alert per job after the broker restart",
         )
@@ -186,7 +188,7 @@ def test_broker_restart_mid_stream_skips_no_record(spark, kafka, tmp_path) -> No
         stop.set()
         runner.join(timeout=120)
     assert result.get("rc") == 0
-    alerts = read_alerts(cfg.output.alerts_path)
+    alerts = read_alerts(cfg.output.alerts_path, "checkpoint_failures")
     assert sorted(a["job_id"] for a in alerts) == sorted(jobs)
     assert all(a["evidence"]["expired_checkpoints"] == [1, 2, 3] for a in alerts)
 
@@ -194,10 +196,18 @@ def test_broker_restart_mid_stream_skips_no_record(spark, kafka, tmp_path) -> No
 def test_simulated_incidents_are_detected_and_healthy_jobs_stay_quiet(
     spark, kafka, tmp_path
 ) -> None:
+    from conf import load_config
     from detectors import REGISTRY
     from streaming import simulate as sim
 
     cfg = config(kafka, "e2e3", tmp_path / "state")
+    # An operator tells checkpoint_creep the fleet's checkpoint timeout (120 s here) and
+    # lowers its floor to 10 % of it, as the README advises for short timeouts.
+    tuned = tmp_path / "tuned.yaml"
+    tuned.write_text(
+        "detectors:\n  checkpoint_creep: {checkpoint_timeout_s: 120, min_duration_ms: 12000}\n"
+    )
+    cfg = cfg.model_copy(update={"detectors": load_config(tuned).detectors})
     kafka.create_topics(cfg.kafka.logs_topic, cfg.kafka.metrics_topic)
     onset_s = 300
     incidents = {
@@ -214,13 +224,17 @@ def test_simulated_incidents_are_detected_and_healthy_jobs_stay_quiet(
         incidents=tuple(sim.Incident(kind, job, onset_s) for kind, (job, _) in incidents.items()),
     )
     start_ms = 1_717_400_000_000
-    n = sim.produce(
-        sim.generate(spec, start_ms, 5400),
-        kafka.bootstrap,
-        cfg.kafka.logs_topic,
-        cfg.kafka.metrics_topic,
-    )
+    records = list(sim.generate(spec, start_ms, 5400))
+    n = sim.produce(records, kafka.bootstrap, cfg.kafka.logs_topic, cfg.kafka.metrics_topic)
     assert n > 10_000
+    creep_job = sim.job_id(spec, incidents["checkpoint_creep"][0])
+    first_creep_expiry_ms = min(
+        r.time_ms
+        for r in records
+        if r.stream == "log"
+        and b"expired before completing" in r.value
+        and creep_job.encode() in r.value
+    )
 
     p = pipeline(spark, cfg, {"availableNow": True})
     p.run_once()
@@ -247,6 +261,12 @@ def test_simulated_incidents_are_detected_and_healthy_jobs_stay_quiet(
         delay_s = (sim_ms(fired[0]["event_time"]) - onset_ms) / 1000
         print(f"time to detect {kind} ({detector}): {delay_s:.0f} s after onset (event time)")
         assert 0 < delay_s < 2 * 3600
+        if detector == "checkpoint_creep":
+            lead_s = (first_creep_expiry_ms - sim_ms(fired[0]["event_time"])) / 1000
+            print(
+                f"checkpoint_creep fired {lead_s:.0f} s before the job's first expired checkpoint"
+            )
+            assert lead_s > 0
 
 
 def sim_ms(iso: str) -> int:

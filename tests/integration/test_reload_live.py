@@ -53,7 +53,7 @@ def test_threshold_change_applies_live_and_keeps_state(spark, kafka, tmp_path) -
         wait_until(
             lambda: p.stats.kinds["checkpoint_expired"] >= 3, what="three expiries processed"
         )
-        assert read_alerts(cfg.output.alerts_path) == []
+        assert read_alerts(cfg.output.alerts_path, "checkpoint_failures") == []
 
         # An invalid edit is rejected and the running config stays.
         write("four")
@@ -65,12 +65,15 @@ def test_threshold_change_applies_live_and_keeps_state(spark, kafka, tmp_path) -
         write(4)
         wait_until(lambda: watcher.stats.succeeded == 1, what="the valid edit to be applied")
         kafka.produce(base.kafka.logs_topic, expired_cycle(JOB, 4, 1, 4), key=JOB.encode())
-        wait_until(lambda: len(read_alerts(cfg.output.alerts_path)) >= 1, what="the alert")
+        wait_until(
+            lambda: len(read_alerts(cfg.output.alerts_path, "checkpoint_failures")) >= 1,
+            what="the alert",
+        )
     finally:
         stop.set()
         runner.join(timeout=120)
     assert result.get("rc") == 0
-    alerts = read_alerts(cfg.output.alerts_path)
+    alerts = read_alerts(cfg.output.alerts_path, "checkpoint_failures")
     assert [(a["status"], a["evidence"]["expired_checkpoints"]) for a in alerts] == [
         ("firing", [1, 2, 3, 4])
     ]

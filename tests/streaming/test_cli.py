@@ -38,6 +38,9 @@ def test_replay_gives_exactly_the_expected_alerts_per_scenario(spark, tmp_path, 
     )
     assert rc == 0
     got = [json.loads(line) for line in out.read_text().splitlines()]
+    # On the expiry streak late_barrier_acks and checkpoint_creep (overdue checkpoints)
+    # rightly fire too; this test pins checkpoint_failures, test_scenarios the others.
+    got = [a for a in got if a["detector"] == "checkpoint_failures"]
     want = [a for alerts in expected.values() for a in alerts]
     assert [
         {

@@ -1,0 +1,642 @@
+"""checkpoint_creep as a plain state machine: events in, steps out, time injected.
+
+Every step's state goes through ``json.dumps``/``json.loads`` like in the Spark
+adapter, so a state that is not JSON-clean fails here first.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+import pytest
+
+from detectors import AlertStatus, Event
+from detectors.base import Alert, State, Step
+from detectors.checkpoint_creep import (
+    DURATION_METRIC,
+    SIZE_METRIC,
+    CheckpointCreep,
+    CheckpointCreepParams,
+)
+
+JOB = "5d1e0f9a7b33f4c2a9b7d1e4f60a8b5c"
+S = 1000
+MIN = 60 * S
+T0 = 1_717_400_000_000
+INTERVAL = MIN
+TIMEOUT = 600 * S
+SIZE = 22_110_045
+
+
+# --- helpers ---------------------------------------------------------------------------
+
+
+def triggered(cp: int, t: int, reason: str = "Checkpoint") -> Event:
+    return Event(
+        kind="checkpoint_triggered", time_ms=t, job_id=JOB, checkpoint_id=cp, reason=reason
+    )
+
+
+def completed(cp: int, t: int, duration: int, size: int = SIZE) -> Event:
+    return Event(
+        kind="checkpoint_completed",
+        time_ms=t,
+        job_id=JOB,
+        checkpoint_id=cp,
+        duration_ms=duration,
+        size_bytes=size,
+    )
+
+
+def expired(cp: int, t: int) -> Event:
+    return Event(kind="checkpoint_expired", time_ms=t, job_id=JOB, checkpoint_id=cp)
+
+
+def metric(name: str, t: int, value: float) -> Event:
+    return Event(kind="metric", time_ms=t, job_id=JOB, metric=name, value=value, job_name="orders")
+
+
+def checkpoints(
+    durations: Iterable[int | None], *, first_id: int = 1, start: int = T0
+) -> tuple[list[Event], list[int]]:
+    """Trigger + completion (or expiry, for ``None``) per checkpoint, Flink-style pacing.
+
+    The next trigger comes one interval after the previous one, or right after a
+    checkpoint that took longer than the interval (as with max-concurrent = 1).
+    Returns the events and the trigger times.
+    """
+    events, starts, t = [], [], start
+    for i, d in enumerate(durations):
+        cp = first_id + i
+        starts.append(t)
+        events.append(triggered(cp, t))
+        if d is None:
+            events.append(expired(cp, t + TIMEOUT))
+            end = t + TIMEOUT
+        else:
+            events.append(completed(cp, t + d, d))
+            end = t + d
+        t = max(t + INTERVAL, end + 5)
+    return events, starts
+
+
+def jitter(i: int, spread: float) -> float:
+    """A deterministic pseudo-random factor in [1 - spread, 1 + spread]."""
+    u = math.sin(i * 12.9898 + 78.233) * 43758.5453
+    return 1 + spread * (2 * (u - math.floor(u)) - 1)
+
+
+def run(
+    det: CheckpointCreep, events: Iterable[Event], state: State | None = None
+) -> tuple[State | None, list[Alert], Step | None]:
+    alerts: list[Alert] = []
+    step = None
+    for e in events:
+        step = det.on_event(state, e, e.time_ms)
+        state = json.loads(json.dumps(step.state)) if step.state is not None else None
+        alerts.extend(step.alerts)
+    return state, alerts, step
+
+
+def creep_durations(n: int, growth: float = 0.04) -> list[int | None]:
+    """~5 s growing by ``growth`` per checkpoint with ±10 % jitter; None once past the timeout."""
+    out: list[int | None] = []
+    for i in range(n):
+        d = int(5 * S * (1 + growth) ** i * jitter(i, 0.1))
+        out.append(None if d >= TIMEOUT else d)
+    return out
+
+
+def default() -> CheckpointCreep:
+    return CheckpointCreep(CheckpointCreepParams())
+
+
+# --- contract ---------------------------------------------------------------------------
+
+
+def test_contract_attributes() -> None:
+    assert CheckpointCreep.name == "checkpoint_creep"
+    assert CheckpointCreep.scope == "job"
+    assert "checkpoint_triggered" in CheckpointCreep.kinds
+    assert "metric" in CheckpointCreep.kinds
+    assert CheckpointCreep.metrics == {DURATION_METRIC, SIZE_METRIC}
+    assert CheckpointCreep.params_model is CheckpointCreepParams
+
+
+# --- the incident -----------------------------------------------------------------------
+
+
+def test_creeping_durations_fire_once_well_before_the_first_expiry() -> None:
+    durations = creep_durations(140)
+    events, starts = checkpoints(durations)
+    first_expiry = next(i for i, d in enumerate(durations) if d is None)
+    _, alerts, _ = run(default(), events)
+    assert [a.status for a in alerts] == [AlertStatus.FIRING]
+    fired = alerts[0]
+    # It fires at the completion of the first checkpoint whose recent median passes
+    # min_duration_ms (30 s), about 45 checkpoints after a 5 s start...
+    fired_at = next(i for i, t in enumerate(starts) if t > fired.event_time_ms) - 1
+    assert 40 <= fired_at <= 55
+    assert fired.event_time_ms == starts[fired_at] + (durations[fired_at] or 0)
+    # ... which is hours before the first checkpoint expires.
+    assert starts[first_expiry] + TIMEOUT - fired.event_time_ms > 3 * 3600 * S
+    assert fired.alert_id and fired.job_id == JOB and fired.detector == "checkpoint_creep"
+    assert "creeping up" in fired.summary and "timeout is reached in" in fired.summary
+
+
+def test_evidence_carries_the_durations_slope_ratio_and_projection() -> None:
+    durations = creep_durations(80)
+    events, _ = checkpoints(durations)
+    _, alerts, _ = run(default(), events)
+    ev = alerts[0].evidence
+    assert ev["signals"] == ["trend"]
+    assert ev["source"] == "log"
+    # The window: the newest (at most 60) completed checkpoints up to the one that fired.
+    last, n = ev["checkpoint_ids"][-1], ev["samples"]
+    assert 40 <= n <= 60 and len(ev["durations_ms"]) == len(ev["sizes_bytes"]) == n
+    assert ev["checkpoint_ids"] == list(range(last - n + 1, last + 1))
+    assert ev["durations_ms"] == durations[last - n : last]
+    assert ev["sizes_bytes"] == [SIZE] * n
+    assert ev["ratio"] >= 2.0 and ev["recent_median_ms"] >= 30_000
+    assert ev["mann_kendall_z"] >= 3.5
+    # ~4 % of ~30 s per checkpoint, one checkpoint a minute.
+    assert 500 < ev["slope_ms_per_checkpoint"] < 2500
+    assert ev["slope_ms_per_hour"] == pytest.approx(ev["slope_ms_per_checkpoint"] * 60, rel=0.05)
+    assert ev["checkpoint_interval_s"] == pytest.approx(60, abs=1)
+    # Linear projection of the ~570 s left at that slope.
+    assert 3600 < ev["projected_timeout_in_s"] < 12 * 3600
+    assert ev["pending_checkpoints"] == [] and ev["restarts_seen"] == 0
+
+
+def test_evidence_lists_are_capped() -> None:
+    det = CheckpointCreep(CheckpointCreepParams(window=200, min_samples=20))
+    events, _ = checkpoints(creep_durations(200, growth=0.02)[:120])
+    state, alerts, _ = run(det, events)
+    assert alerts and len(alerts[0].evidence["durations_ms"]) == 60
+    assert state is not None and len(state["samples"]) <= 200
+
+
+def test_resolves_clear_for_s_after_durations_fall_back_with_the_same_alert_id() -> None:
+    durations = creep_durations(70)
+    events, starts = checkpoints(durations)
+    state, alerts, _ = run(default(), events)
+    assert [a.status for a in alerts] == [AlertStatus.FIRING]
+    # A fix: durations back to 4 s. The recent median falls under 30 s after a few.
+    recovery, rstarts = checkpoints([4 * S] * 30, first_id=71, start=starts[-1] + 10 * MIN)
+    state, later, _ = run(default(), recovery, state)
+    assert [a.status for a in later] == [AlertStatus.RESOLVED]
+    resolved = later[0]
+    assert resolved.alert_id == alerts[0].alert_id
+    assert state is not None and state["firing"] is False
+    # Trend false from the 6th fast checkpoint on (median of the last 10 samples);
+    # resolved exactly clear_for_s (300 s) later.
+    off = next(
+        i for i in range(30) if rstarts[0] + i * MIN + 4 * S + 300 * S == resolved.event_time_ms
+    )
+    assert 3 <= off <= 8
+    assert "no longer creeping" in resolved.summary
+
+
+def test_a_second_incident_gets_a_new_alert_id() -> None:
+    events, starts = checkpoints(creep_durations(70))
+    state, first, _ = run(default(), events)
+    fix, fstarts = checkpoints([4 * S] * 60, first_id=71, start=starts[-1] + 10 * MIN)
+    state, middle, _ = run(default(), fix, state)
+    again, _ = checkpoints(creep_durations(70), first_id=131, start=fstarts[-1] + MIN)
+    _, second, _ = run(default(), again, state)
+    assert [a.status for a in first + middle + second] == [
+        AlertStatus.FIRING,
+        AlertStatus.RESOLVED,
+        AlertStatus.FIRING,
+    ]
+    assert second[0].alert_id != first[0].alert_id
+
+
+# --- stuck pending checkpoint -------------------------------------------------------------
+
+
+def healthy(n: int, first_id: int, start: int, d: int = 3 * S) -> tuple[list[Event], list[int]]:
+    return checkpoints([int(d * jitter(i, 0.2)) for i in range(n)], first_id=first_id, start=start)
+
+
+def test_a_hanging_checkpoint_fires_on_its_timer_and_resolves_after_it_expires() -> None:
+    det = default()
+    before, starts = healthy(10, 100, T0)
+    stuck_at = starts[-1] + INTERVAL
+    state, alerts, step = run(det, [*before, triggered(110, stuck_at)])
+    assert alerts == []
+    # The timer asked for is trigger + 0.5 x 600 s.
+    assert step is not None and step.timer_ms == stuck_at + 300 * S
+    fired = det.on_timer(state or {}, stuck_at + 300 * S)
+    assert [a.status for a in fired.alerts] == [AlertStatus.FIRING]
+    alert = fired.alerts[0]
+    assert alert.event_time_ms == stuck_at + 300 * S
+    assert alert.evidence["signals"] == ["pending"]
+    assert alert.evidence["pending_checkpoints"] == [{"checkpoint_id": 110, "pending_for_s": 300}]
+    assert "checkpoint 110" in alert.summary and "pending for 5.0 min" in alert.summary
+    assert len(alert.evidence["durations_ms"]) == 10 and alert.evidence["ratio"] is None
+    state = json.loads(json.dumps(fired.state))
+    after, _ = healthy(20, 111, stuck_at + TIMEOUT + 5)
+    state, later, _ = run(det, [expired(110, stuck_at + TIMEOUT), *after], state)
+    assert [(a.status, a.event_time_ms) for a in later] == [
+        (AlertStatus.RESOLVED, stuck_at + TIMEOUT + 300 * S)
+    ]
+    assert later[0].alert_id == alert.alert_id
+
+
+def test_a_hanging_checkpoint_found_late_fires_at_the_same_time_as_the_timer() -> None:
+    # In a replay the expiry line can arrive before the timer runs: same alerts.
+    before, starts = healthy(10, 100, T0)
+    stuck_at = starts[-1] + INTERVAL
+    after, _ = healthy(20, 111, stuck_at + TIMEOUT + 5)
+    events = [*before, triggered(110, stuck_at), expired(110, stuck_at + TIMEOUT), *after]
+    _, alerts, _ = run(default(), events)
+    assert [(a.status, a.event_time_ms) for a in alerts] == [
+        (AlertStatus.FIRING, stuck_at + 300 * S),
+        (AlertStatus.RESOLVED, stuck_at + TIMEOUT + 300 * S),
+    ]
+
+
+def test_a_job_whose_every_checkpoint_hangs_pages_once() -> None:
+    before, starts = healthy(10, 100, T0)
+    events, _ = checkpoints([None] * 6, first_id=110, start=starts[-1] + INTERVAL)
+    _, alerts, _ = run(default(), [*before, *events])
+    assert [a.status for a in alerts] == [AlertStatus.FIRING]
+
+
+def test_a_slow_checkpoint_that_completes_in_time_but_past_the_share_still_fires() -> None:
+    before, starts = healthy(10, 100, T0)
+    t = starts[-1] + INTERVAL
+    _, alerts, _ = run(
+        default(), [*before, triggered(110, t), completed(110, t + 400 * S, 400 * S)]
+    )
+    assert [(a.status, a.event_time_ms) for a in alerts] == [(AlertStatus.FIRING, t + 300 * S)]
+
+
+def test_savepoints_are_ignored_however_long_they_take() -> None:
+    before, starts = healthy(30, 100, T0)
+    t = starts[-1] + INTERVAL
+    for reason in ("Savepoint", "SAVEPOINT", "SYNC_SAVEPOINT", "Terminate Savepoint"):
+        state, alerts, _ = run(
+            default(), [*before, triggered(130, t, reason), completed(130, t + 500 * S, 500 * S)]
+        )
+        assert alerts == [], reason
+        assert state is not None and 130 not in [s[1] for s in state["samples"]]
+
+
+def test_a_savepoint_completing_after_later_checkpoints_is_not_a_restart() -> None:
+    before, starts = healthy(10, 100, T0)
+    t = starts[-1] + INTERVAL
+    during, _ = healthy(5, 111, t + 5 * S)
+    events = [*before, triggered(110, t, "SAVEPOINT"), *during]
+    events.append(completed(110, t + 280 * S, 280 * S))
+    state, alerts, _ = run(default(), events)
+    assert alerts == []
+    assert state is not None and state["restarts"] == 0 and state["savepoints"] == []
+    assert state["last_completed"][0] == 115
+
+
+def test_a_pending_checkpoint_without_outcome_is_forgotten_after_twice_the_timeout() -> None:
+    before, starts = healthy(10, 100, T0)
+    t = starts[-1] + INTERVAL
+    det = default()
+    state, _, _ = run(det, [*before, triggered(110, t)])
+    fired = det.on_timer(state or {}, t + 300 * S)
+    assert [a.status for a in fired.alerts] == [AlertStatus.FIRING]
+    # Nothing more from the job (cancelled? log lost?): forgotten at 2 x timeout, then
+    # resolved clear_for_s later, both on timers.
+    assert fired.timer_ms == t + 2 * TIMEOUT
+    step = det.on_timer(fired.state or {}, t + 2 * TIMEOUT)
+    assert step.alerts == () and step.state is not None and step.state["pending"] == {}
+    assert step.timer_ms == t + 2 * TIMEOUT + 300 * S
+    done = det.on_timer(step.state, t + 2 * TIMEOUT + 300 * S)
+    assert [(a.status, a.event_time_ms) for a in done.alerts] == [
+        (AlertStatus.RESOLVED, t + 2 * TIMEOUT + 300 * S)
+    ]
+
+
+def test_a_late_timer_decides_at_the_due_time_not_at_the_watermark() -> None:
+    det = default()
+    before, starts = healthy(10, 100, T0)
+    t = starts[-1] + INTERVAL
+    state, _, _ = run(det, [*before, triggered(110, t)])
+    step = det.on_timer(state or {}, t + 3 * TIMEOUT)
+    assert [(a.status, a.event_time_ms) for a in step.alerts] == [
+        (AlertStatus.FIRING, t + 300 * S),
+        (AlertStatus.RESOLVED, t + 2 * TIMEOUT + 300 * S),
+    ]
+
+
+# --- false-positive traps -----------------------------------------------------------------
+
+
+def flat_with_outlier(n: int, base: int, spread: float = 0.4) -> list[int | None]:
+    out: list[int | None] = [int(base * jitter(i, spread)) for i in range(n)]
+    out[n // 2] = int(base * 10)
+    return out
+
+
+def test_jittery_flat_durations_with_one_10x_outlier_stay_quiet() -> None:
+    events, _ = checkpoints(flat_with_outlier(300, 2 * S))
+    _, alerts, _ = run(default(), events)
+    assert alerts == []
+
+
+def test_jittery_flat_durations_stay_quiet_on_the_statistics_alone() -> None:
+    # Without the min_duration_ms gate the robust trend and the ratio keep it quiet.
+    det = CheckpointCreep(CheckpointCreepParams(min_duration_ms=0))
+    events, _ = checkpoints(flat_with_outlier(300, 2 * S))
+    _, alerts, _ = run(det, events)
+    assert alerts == []
+    events, _ = checkpoints(flat_with_outlier(300, 25 * S))
+    _, alerts, _ = run(det, events)
+    assert alerts == []
+
+
+def test_a_fast_job_whose_durations_double_stays_under_min_duration() -> None:
+    durations: list[int | None] = [int(400 * 1.02**i * jitter(i, 0.1)) for i in range(120)]
+    events, _ = checkpoints(durations)
+    _, alerts, _ = run(default(), events)
+    assert alerts == []
+    # The same series is a trend by the statistics: only the floor keeps it quiet.
+    _, alerts, _ = run(CheckpointCreep(CheckpointCreepParams(min_duration_ms=500)), events)
+    assert [a.status for a in alerts] == [AlertStatus.FIRING]
+
+
+def test_a_restart_that_resets_checkpoint_ids_is_neither_a_trend_nor_a_hang() -> None:
+    det = default()
+    old_run, starts = healthy(60, 500, T0, d=20 * S)
+    # Checkpoint 560 is in flight when the job fails; it never completes or expires.
+    fail_at = starts[-1] + INTERVAL
+    in_flight = triggered(560, fail_at)
+    # The new run starts its ids at 1; its first checkpoint is a slow full one.
+    new_run, _ = checkpoints(
+        [60 * S] + [int(20 * S * jitter(i, 0.2)) for i in range(60)],
+        first_id=1,
+        start=fail_at + 40 * S,
+    )
+    state, alerts, _ = run(det, [*old_run, in_flight, *new_run])
+    assert alerts == []
+    assert state is not None
+    assert state["restarts"] == 1
+    assert state["pending"] == {}
+    assert len(state["samples"]) == 60  # the new run's completions all count
+
+
+def test_a_line_delivered_twice_counts_once_and_is_not_a_restart() -> None:
+    det = default()
+    events, _ = healthy(5, 10, T0)
+    replayed = [*events, *events[2:6], *healthy(3, 15, T0 + 10 * MIN)[0]]
+    state, alerts, _ = run(det, replayed)
+    assert alerts == []
+    assert state is not None and state["restarts"] == 0
+    assert [s[1] for s in state["samples"]] == [10, 11, 12, 13, 14, 15, 16, 17]
+
+
+# --- metrics ----------------------------------------------------------------------------------
+
+
+def scrapes(durations: list[int], start: int, every: int = 15 * S) -> list[Event]:
+    """Prometheus scrapes every 15 s; checkpoint i completes at start + i minutes."""
+    events = []
+    end = start + len(durations) * INTERVAL
+    for t in range(start, end, every):
+        i = (t - start) // INTERVAL
+        done = t - start - i * INTERVAL >= durations[i]
+        value = durations[i] if done else (durations[i - 1] if i else -1)
+        events.append(metric(DURATION_METRIC, t, value))
+        events.append(metric(SIZE_METRIC, t, SIZE + i if value >= 0 else -1))
+    return events
+
+
+def test_metric_only_creep_fires_from_value_changes() -> None:
+    durations = [d for d in creep_durations(90) if d is not None]
+    state, alerts, _ = run(default(), scrapes(durations, T0))
+    assert [a.status for a in alerts] == [AlertStatus.FIRING]
+    ev = alerts[0].evidence
+    assert ev["source"] == "metric"
+    # One sample per checkpoint, not per scrape; no -1.
+    assert len(set(ev["durations_ms"])) == len(ev["durations_ms"])
+    assert min(ev["durations_ms"]) > 0
+    # Each sample carries the size scraped with it (the newest one fills in on the next
+    # size record of the same scrape).
+    sizes = [x for x in ev["sizes_bytes"][:-1]]
+    assert None not in sizes and sizes == sorted(sizes)
+    assert alerts[0].job_name == "orders"
+    fired_checkpoint = (alerts[0].event_time_ms - T0) // INTERVAL
+    assert 40 <= fired_checkpoint <= 56
+
+
+def test_minus_one_and_repeated_values_are_not_samples() -> None:
+    events = [metric(DURATION_METRIC, T0 + i * 15 * S, -1) for i in range(4)]
+    events += [metric(DURATION_METRIC, T0 + (4 + i) * 15 * S, 2500) for i in range(8)]
+    events += [metric(DURATION_METRIC, T0 + 12 * 15 * S, -1)]  # a new run of the job
+    events += [metric(DURATION_METRIC, T0 + 13 * 15 * S, 2500)]
+    state, _, _ = run(default(), events)
+    assert state is not None and [s[2] for s in state["samples"]] == [2500, 2500]
+
+
+def test_other_metrics_are_ignored() -> None:
+    events = [metric("flink_jobmanager_job_numRestarts", T0 + i * MIN, i) for i in range(30)]
+    state, alerts, _ = run(default(), events)
+    assert alerts == [] and state is not None and state["samples"] == []
+
+
+def test_a_checkpoint_seen_in_log_and_metric_counts_once() -> None:
+    durations = [int(3 * S * jitter(i, 0.2)) for i in range(40)]
+    logs, _ = checkpoints(durations, start=T0)
+    both = sorted([*logs, *scrapes(durations, T0)], key=lambda e: e.time_ms)
+    state, alerts, _ = run(default(), both)
+    assert alerts == []
+    assert state is not None and len(state["samples"]) == 40
+    assert {s[4] for s in state["samples"]} == {"l"}
+
+
+def test_metrics_take_over_when_the_log_stops() -> None:
+    durations = [int(3 * S * jitter(i, 0.2)) for i in range(40)]
+    logs, _ = checkpoints(durations[:20], start=T0)
+    both = sorted([*logs, *scrapes(durations, T0)], key=lambda e: e.time_ms)
+    state, _, _ = run(default(), both)
+    assert state is not None
+    sources = [s[4] for s in state["samples"]]
+    assert sources[:20] == ["l"] * 20
+    # Two checkpoint intervals without a log completion, then one sample per change.
+    assert sources[20:] == ["m"] * len(sources[20:]) and 16 <= len(sources[20:]) <= 19
+
+
+# --- bounds and eviction ----------------------------------------------------------------------
+
+
+def test_state_stays_bounded_under_a_flood() -> None:
+    det = default()
+    # Typical: a healthy job once its window and baseline are full.
+    events, starts = healthy(400, 1, T0, d=12_345)
+    state, _, _ = run(det, events)
+    assert state is not None
+    typical = len(json.dumps(state))
+    assert len(state["samples"]) == 60 and len(state["history"]) == 36
+    # Worst case: big numbers everywhere plus a flood of triggers that never finish.
+    t = starts[-1] + INTERVAL
+    flood = [completed(10**12 + i, t + i * S, 599_999, 10**15) for i in range(100)] + [
+        triggered(10**12 + 100 + i, t + 100 * S + i) for i in range(5000)
+    ]
+    state, _, _ = run(det, flood, state)
+    assert state is not None
+    assert len(state["pending"]) == 16 and len(state["samples"]) == 60
+    worst = len(json.dumps(state))
+    # The module docstring quotes these sizes.
+    assert typical < 3600 and worst < 5300, (typical, worst)
+
+
+def test_idle_job_is_evicted_on_its_timer_resolving_the_alert() -> None:
+    det = CheckpointCreep(CheckpointCreepParams(idle_ttl_s=3600))
+    events, _ = checkpoints(creep_durations(70))
+    state, alerts, step = run(det, events)
+    assert [a.status for a in alerts] == [AlertStatus.FIRING]
+    last = events[-1].time_ms
+    assert step is not None and step.timer_ms == last + 3600 * S
+    # A timer before the TTL keeps the state.
+    early = det.on_timer(state or {}, last + 1800 * S)
+    assert early.state is not None and early.alerts == ()
+    final = det.on_timer(state or {}, last + 3600 * S)
+    assert final.state is None
+    assert [(a.status, a.event_time_ms, a.summary) for a in final.alerts] == [
+        (AlertStatus.RESOLVED, last + 3600 * S, f"job {JOB}: no events from this job any more")
+    ]
+    assert final.alerts[0].alert_id == alerts[0].alert_id
+
+
+def test_quiet_idle_job_is_dropped_silently() -> None:
+    det = default()
+    state, _, step = run(det, healthy(5, 1, T0)[0])
+    assert step is not None and step.timer_ms is not None
+    final = det.on_timer(state or {}, step.timer_ms)
+    assert final.state is None and final.alerts == ()
+
+
+def test_a_late_event_older_than_the_clock_is_folded_in_without_going_back_in_time() -> None:
+    det = default()
+    events, starts = healthy(10, 1, T0)
+    state, _, _ = run(det, events)
+    assert state is not None
+    clock = state["clock_ms"]
+    state, alerts, _ = run(det, [expired(3, T0 + 30 * S)], state)
+    assert alerts == [] and state is not None and state["clock_ms"] == clock
+
+
+# --- scenario files -------------------------------------------------------------------------
+#
+# The Spark replay (`flinkwatch replay`) is what expected.json describes. This test reads the
+# same files with a minimal reader of the few checkpoint lines they contain (the real parser
+# is tested in tests/streaming) and runs the detector like the adapter does, so a change to
+# the detector that breaks a scenario fails here in milliseconds.
+
+SCENARIOS = Path(__file__).resolve().parent.parent / "data" / "checkpoint_creep"
+_LAYOUT = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) +\w+ +\S+ +(?:\[\] )?- (.*)$")
+_LINES = (
+    (
+        "checkpoint_triggered",
+        re.compile(
+            r"^Triggering checkpoint (\d+) (?:\(type=(?:\w+\{name=')?([\w ]+).*?\) )?"
+            r"@ \d+ for job ([0-9a-f]{32})"
+        ),
+    ),
+    (
+        "checkpoint_completed",
+        re.compile(
+            r"^Completed checkpoint (\d+) for job ([0-9a-f]{32}) \((\d+) bytes"
+            r"(?: in |, checkpointDuration=)(\d+) ms"
+        ),
+    ),
+    ("checkpoint_expired", re.compile(r"^Checkpoint (\d+) of job ([0-9a-f]{32}) expired")),
+    (
+        "checkpoint_failed",
+        re.compile(r"^Failed to trigger or complete checkpoint (\d+) for job ([0-9a-f]{32})"),
+    ),
+)
+
+
+def _read_scenario(path: Path) -> list[Event]:
+    events = []
+    for n, raw in enumerate(path.read_text().splitlines()):
+        if path.suffix == ".jsonl":
+            r = json.loads(raw)
+            events.append(
+                (
+                    Event(
+                        kind="metric",
+                        time_ms=int(r["timestamp"]),
+                        job_id=r["labels"].get("job_id"),
+                        job_name=r["labels"].get("job_name"),
+                        host=r["labels"].get("host"),
+                        metric=r["name"],
+                        value=float(r["value"]),
+                    ),
+                    n,
+                )
+            )
+            continue
+        m = _LAYOUT.match(raw)
+        if not m:
+            continue
+        stamp = dt.datetime.strptime(m[1], "%Y-%m-%d %H:%M:%S,%f").replace(tzinfo=dt.UTC)
+        t = int(stamp.timestamp() * 1000)
+        for kind, rx in _LINES:
+            f = rx.match(m[2])
+            if not f:
+                continue
+            if kind == "checkpoint_triggered":
+                e = Event(kind, t, job_id=f[3], checkpoint_id=int(f[1]), reason=f[2])
+            elif kind == "checkpoint_completed":
+                e = Event(
+                    kind,
+                    t,
+                    job_id=f[2],
+                    checkpoint_id=int(f[1]),
+                    size_bytes=int(f[3]),
+                    duration_ms=int(f[4]),
+                )
+            else:
+                e = Event(kind, t, job_id=f[2], checkpoint_id=int(f[1]))
+            events.append((e, n))
+    return [e for e, _ in sorted(events, key=lambda x: (x[0].time_ms, x[1]))]
+
+
+def _iso(ms: int) -> str:
+    return (
+        dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    )
+
+
+def test_scenario_files_give_the_expected_alerts() -> None:
+    expected = json.loads((SCENARIOS / "expected.json").read_text())
+    assert set(expected) == {p.name for p in SCENARIOS.iterdir() if p.name != "expected.json"}
+    by_job: dict[str, list[Event]] = {}
+    for name in expected:
+        for e in _read_scenario(SCENARIOS / name):
+            by_job.setdefault(e.job_id or "", []).append(e)
+    # The replay's watermark ends 30 s behind the newest record of all files.
+    end = max(e.time_ms for events in by_job.values() for e in events) - 30 * S
+    det = default()
+    got = []
+    for events in by_job.values():
+        events.sort(key=lambda e: e.time_ms)
+        state, alerts, step = run(det, events)
+        while state is not None and step is not None and step.timer_ms is not None:
+            if step.timer_ms > end:
+                break
+            step = det.on_timer(state, step.timer_ms)
+            state = step.state
+            alerts.extend(step.alerts)
+        got.extend(alerts)
+    got.sort(key=lambda a: (a.event_time_ms, a.status != AlertStatus.FIRING))
+    want = [a for alerts in expected.values() for a in alerts]
+    assert [
+        {"status": a.status.value, "job_id": a.job_id, "event_time": _iso(a.event_time_ms)}
+        for a in got
+    ] == want
