@@ -61,6 +61,10 @@ def get_session(
         .config("spark.ui.enabled", os.environ.get("FLINKWATCH_SPARK_UI", "false"))
         .config("spark.driver.memory", os.environ.get("FLINKWATCH_DRIVER_MEMORY", "2g"))
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        # Java's regex engine recurses per repetition of a group; a long multi-line record
+        # (a deep stack trace) can overflow the default 1 MiB thread stack.
+        .config("spark.driver.extraJavaOptions", "-Xss16m")
+        .config("spark.executor.extraJavaOptions", "-Xss16m")
     )
     try:
         builder = builder.config("spark.jars", ",".join(connector_jars()))
@@ -87,6 +91,8 @@ _NOISY = (
     "org.apache.spark.sql.catalyst.analysis.ResolveWriteToStream",
     "org.apache.spark.scheduler.DAGScheduler",
     "org.apache.spark.sql.execution.python.streaming.TransformWithStateInPandasStateServer",
+    # Warns for hop files it already removed (they are gone: checked in the demo runs).
+    "org.apache.spark.sql.execution.streaming.FileStreamSource$SourceFileRemover",
 )
 
 
