@@ -24,7 +24,7 @@ def test_a_deep_multi_line_stack_trace_parses(spark) -> None:
     )
     assert 500_000 < len(record) < 1_048_576
     rows = parse_logs(
-        records_df(spark, [record], kafka_ts=dt.datetime(2024, 2, 2, 7, 31, 13))
+        records_df(spark, [record], kafka_ts=dt.datetime(2024, 2, 2, 7, 31, 13, tzinfo=dt.UTC))
     ).collect()
     assert [(r["kind"], r["reason"], r["error"]) for r in rows] == [
         ("fatal_error", "java.lang.OutOfMemoryError: Java heap space", None)
