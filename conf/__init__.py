@@ -88,6 +88,14 @@ class OutputConfig(_Frozen):
         return self.deadletter_dir or self.state_dir / "deadletters"
 
 
+class MetricsConfig(_Frozen):
+    """The Prometheus endpoint on the driver."""
+
+    enabled: bool = True
+    host: str = "127.0.0.1"
+    port: int = Field(default=9250, ge=0, le=65535)
+
+
 def _detectors_model() -> type[BaseModel]:
     # One field per registered detector, typed by that detector's own params model, so
     # defaults live in the detector module and errors read `detectors.<name>.<param>`.
@@ -172,6 +180,7 @@ class AppConfig(_Frozen):
     spark: SparkConfig = SparkConfig()
     parsing: ParsingConfig = ParsingConfig()
     output: OutputConfig = OutputConfig()
+    metrics: MetricsConfig = MetricsConfig()
     detectors: DetectorsConfig = Field(default_factory=DetectorsConfig)  # type: ignore[valid-type]
     overrides: tuple[Override, ...] = ()
     reload_interval_s: float = Field(default=5.0, gt=0)

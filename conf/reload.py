@@ -23,6 +23,7 @@ log = logging.getLogger(__name__)
 RESTART_ONLY: tuple[tuple[str, str | None], ...] = (
     ("kafka", None),
     ("output", None),
+    ("metrics", None),
     ("spark", "master"),
     ("spark", "shuffle_partitions"),
 )

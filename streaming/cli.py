@@ -13,6 +13,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from conf import AppConfig, ConfigError, load_config
 
@@ -79,7 +80,8 @@ def run_job(
     import threading
 
     from conf.reload import ConfigWatcher
-    from sinks import JsonLinesAlertSink, LogAlertSink
+    from sinks import AlertSink, JsonLinesAlertSink, LogAlertSink
+    from sinks.prometheus import ActiveAlerts
     from streaming.app import Pipeline, run_forever
     from streaming.listener import ProgressLogger
     from streaming.session import get_session
@@ -99,8 +101,10 @@ def run_job(
         shuffle_partitions=cfg.spark.shuffle_partitions,
         timezone=cfg.parsing.log_timezone,
     )
-    spark.streams.addListener(ProgressLogger())
-    sinks = [JsonLinesAlertSink(out.alerts_path)]
+    progress = ProgressLogger()
+    spark.streams.addListener(progress)
+    active = ActiveAlerts()
+    sinks: list[AlertSink] = [JsonLinesAlertSink(out.alerts_path), active]
     if out.console:
         sinks.append(LogAlertSink())
     pipeline = Pipeline(
@@ -133,6 +137,8 @@ def run_job(
         log.info(
             "watching %s for changes every %.0f s (or SIGHUP)", config_path, cfg.reload_interval_s
         )
+    if cfg.metrics.enabled:
+        _serve_metrics(cfg, pipeline, progress, watcher, active)
     deadline = time.monotonic() + duration if duration else None
     rc = run_forever(
         pipeline,
@@ -142,6 +148,39 @@ def run_job(
     )
     _print_summary(pipeline.stats.alerts, pipeline.stats.kinds, pipeline.stats.dead_letters)
     return rc
+
+
+def _serve_metrics(cfg: AppConfig, pipeline: Any, progress: Any, watcher: Any, active: Any) -> None:
+    from prometheus_client import CollectorRegistry, start_http_server
+
+    from sinks.prometheus import FlinkwatchCollector, Sources
+
+    registry = CollectorRegistry()
+    registry.register(
+        FlinkwatchCollector(
+            Sources(
+                kinds=lambda: pipeline.stats.kinds,
+                dead_letters=lambda: pipeline.stats.dead_letters,
+                progress=lambda: dict(progress.latest),
+                reloads=lambda: (
+                    (watcher.stats.succeeded, watcher.stats.failed) if watcher else (0, 0)
+                ),
+                config_hash=lambda: watcher.stats.active_hash if watcher else "",
+                active=active,
+            )
+        )
+    )
+    try:
+        start_http_server(cfg.metrics.port, addr=cfg.metrics.host, registry=registry)
+    except OSError as exc:
+        log.error(
+            "metrics: cannot listen on %s:%d (%s); running without /metrics",
+            cfg.metrics.host,
+            cfg.metrics.port,
+            exc,
+        )
+        return
+    log.info("metrics: http://%s:%d/metrics", cfg.metrics.host, cfg.metrics.port)
 
 
 # --- replay ------------------------------------------------------------------------
