@@ -185,6 +185,16 @@ class AppConfig(_Frozen):
     overrides: tuple[Override, ...] = ()
     reload_interval_s: float = Field(default=5.0, gt=0)
 
+    @model_validator(mode="after")
+    def _some_detector_runs(self) -> AppConfig:
+        enabled = any(p.enabled for p in self.detector_params().values()) or any(
+            sec.get("enabled") is True for ov in self.overrides for sec in ov.detectors.values()
+        )
+        if not enabled:
+            msg = "every detector is disabled (detectors.<name>.enabled): nothing would run"
+            raise ValueError(msg)
+        return self
+
     def detector_params(self) -> dict[str, DetectorParams]:
         """Each registered detector's parameters, by detector name."""
         return {name: getattr(self.detectors, name) for name in REGISTRY}

@@ -85,7 +85,7 @@ class ConfigWatcher:
             return None
         digest = self._read_hash()
         if digest is None:
-            if digest != self._seen:
+            if self._seen:  # report a vanished/unreadable file once, not on every poll
                 self._fail(f"{self.path}: cannot read config; keeping the running config")
                 self._seen = ""
             return None

@@ -80,11 +80,21 @@ class JsonLinesAlertSink(AlertSink):
 
     name = "file"
 
-    def __init__(self, path: Path, ledger: bool = True) -> None:
+    def __init__(self, path: Path, ledger: bool = True, ledger_path: Path | None = None) -> None:
+        """Create the sink.
+
+        Args:
+            path: The JSON-lines file.
+            ledger: Skip micro-batches already written (off for one-shot replays).
+            ledger_path: Where the last written batch id is kept. Batch ids restart when
+                the query's checkpoint is reset, so the job keeps it inside its checkpoint
+                directory; the default, next to the file, suits tests.
+        """
         self.path = Path(path)
-        self._ledger = (
-            _BatchLedger(self.path.with_name(self.path.name + ".batch")) if ledger else None
-        )
+        where = ledger_path or self.path.with_name(self.path.name + ".batch")
+        if ledger:
+            where.parent.mkdir(parents=True, exist_ok=True)
+        self._ledger = _BatchLedger(where) if ledger else None
 
     def deliver(self, batch_id: int, alerts: Sequence[Alert]) -> None:  # noqa: D102
         if self._ledger and batch_id <= self._ledger.last():

@@ -56,6 +56,7 @@ class ActiveAlerts(AlertSink):
 
 
 class _Progress(Protocol):
+    late_rows_dropped: int
     input_rows_per_s: float
     processed_rows_per_s: float
     batch_ms: int
@@ -168,3 +169,11 @@ class FlinkwatchCollector(Collector):
             for query, p in sorted(progress.items()):
                 fam.add_metric([query], float(getattr(p, attr)) * scale)
             yield fam
+        late = CounterMetricFamily(
+            "flinkwatch_late_rows_dropped",
+            "Rows the detectors never saw because they were older than the watermark.",
+            labels=["query"],
+        )
+        for query, p in sorted(progress.items()):
+            late.add_metric([query], float(getattr(p, "late_rows_dropped", 0)))
+        yield late

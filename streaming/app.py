@@ -135,7 +135,10 @@ def routed_events(events: DataFrame, cfg: AppConfig) -> DataFrame:
 
 
 def alert_stream(events: DataFrame, cfg: AppConfig) -> DataFrame:
-    """Alert transitions from the stateful detectors."""
+    """Alert transitions from the stateful detectors.
+
+    ``events`` must carry a watermark on ``event_time`` (one per input stream).
+    """
     routed = routed_events(events, cfg).select(
         "detector",
         "entity",
@@ -143,17 +146,11 @@ def alert_stream(events: DataFrame, cfg: AppConfig) -> DataFrame:
         F.unix_millis("event_time").alias("event_ms"),
         *[c for c in EVENT_INPUT_COLUMNS if c != "event_ms"],
     )
-    return (
-        routed.withWatermark(
-            "event_time", f"{int(cfg.spark.watermark_delay_s * 1000)} milliseconds"
-        )
-        .groupBy("detector", "entity")
-        .transformWithStateInPandas(
-            statefulProcessor=DetectorProcessor(cfg.resolver()),
-            outputStructType=ALERT_SCHEMA,
-            outputMode="Append",
-            timeMode="EventTime",
-        )
+    return routed.groupBy("detector", "entity").transformWithStateInPandas(
+        statefulProcessor=DetectorProcessor(cfg.resolver()),
+        outputStructType=ALERT_SCHEMA,
+        outputMode="Append",
+        timeMode="EventTime",
     )
 
 
@@ -196,18 +193,30 @@ class AlertDelivery:
     def __init__(self, sinks: Sequence[AlertSink], stats: PipelineStats) -> None:
         self.sinks = list(sinks)
         self.stats = stats
+        self._last_counted = -1
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
-        """Deliver one micro-batch of alert transitions."""
+        """Deliver one micro-batch of alert transitions.
+
+        Raises:
+            Exception: the first sink failure, after every sink was tried, so Spark does
+                not commit the batch and replays it (the sinks skip what they have).
+        """
         alerts = rows_to_alerts(batch.collect())
-        for a in alerts:
-            self.stats.alerts[(a.detector, a.entity, a.status.value)] += 1
+        errors: list[Exception] = []
         for sink in self.sinks:
             # One failing sink must not keep the others from delivering.
             try:
                 sink.deliver(batch_id, alerts)
-            except Exception:
+            except Exception as exc:
                 log.exception("sink=%s batch=%d delivery failed", sink.name, batch_id)
+                errors.append(exc)
+        if errors:
+            raise errors[0]
+        if batch_id > self._last_counted:  # a replayed batch is not counted twice
+            self._last_counted = batch_id
+            for a in alerts:
+                self.stats.alerts[(a.detector, a.entity, a.status.value)] += 1
 
 
 class ParseBatch:
@@ -285,8 +294,15 @@ class Pipeline:
     sinks: Sequence[AlertSink]
     checkpoint_dir: Path
     deadletter_dir: Path
-    trigger: dict[str, Any]
+    #: ``None``: a processing-time trigger of ``spark.trigger_interval_s`` (read at each
+    #: start, so a config reload changes it); replay passes ``{"availableNow": True}``.
+    trigger: dict[str, Any] | None = None
     stats: PipelineStats = field(default_factory=PipelineStats)
+
+    def _trigger(self) -> dict[str, Any]:
+        if self.trigger is not None:
+            return self.trigger
+        return {"processingTime": f"{int(self.cfg.spark.trigger_interval_s * 1000)} milliseconds"}
 
     @property
     def hop_dir(self) -> Path:
@@ -295,6 +311,8 @@ class Pipeline:
 
     def start_parse(self) -> StreamingQuery:
         """Start the parse query (from its checkpoint, if any)."""
+        # Set here, not only at session start, so a reloaded log_timezone applies.
+        self.spark.conf.set("spark.sql.session.timeZone", self.cfg.parsing.log_timezone)
         return (
             parsed_events(self.logs(), self.metrics(), self.cfg)
             .writeStream.queryName("flinkwatch-parse")
@@ -304,18 +322,25 @@ class Pipeline:
                 )
             )
             .option("checkpointLocation", str(self.checkpoint_dir / "parse"))
-            .trigger(**self.trigger)
+            .trigger(**self._trigger())
             .start()
         )
 
     def start_detect(self) -> StreamingQuery:
         """Start the detect query (from its checkpoint, if any)."""
+        delay = f"{int(self.cfg.spark.watermark_delay_s * 1000)} milliseconds"
+        # One stream for logs and metrics together: with one watermark per stream, a
+        # stream that has no data (no metrics topic traffic, a logs-only replay) would
+        # hold the global watermark at zero and no timer would ever fire. The cost: a
+        # topic lagging the other by more than the watermark delay loses its late rows,
+        # which the progress log and flinkwatch_late_rows_dropped_total make visible.
         self.hop_dir.mkdir(parents=True, exist_ok=True)
         events = (
             self.spark.readStream.schema(HOP_SCHEMA)
             # Processed hop files are deleted; the parse checkpoint still has the offsets.
             .option("cleanSource", "delete")
             .parquet(str(self.hop_dir))
+            .withWatermark("event_time", delay)
             .withColumn("error", F.lit(None).cast(StringType()))
         )
         return (
@@ -323,7 +348,7 @@ class Pipeline:
             .writeStream.queryName("flinkwatch-detect")
             .foreachBatch(AlertDelivery(self.sinks, self.stats))
             .option("checkpointLocation", str(self.checkpoint_dir / "detect"))
-            .trigger(**self.trigger)
+            .trigger(**self._trigger())
             .start()
         )
 
@@ -363,7 +388,19 @@ def run_forever(
     """
     failures = 0
     while True:
-        queries = pipeline.start()
+        try:
+            queries = pipeline.start()
+        except Exception:
+            # A query that cannot start (bad checkpoint, unreachable storage) must not leave
+            # the other one running unsupervised: stop what started and retry as a failure.
+            log.exception("starting the queries failed")
+            _stop_quietly(list(pipeline.spark.streams.active))
+            failures += 1
+            if failures > pipeline.cfg.spark.max_restarts or _sleep_unless(
+                should_stop, pipeline.cfg.spark.restart_backoff_s
+            ):
+                return 1 if failures > pipeline.cfg.spark.max_restarts else 0
+            continue
         log.info(
             "queries started: %s (config hash %s)",
             ", ".join(q.name or "?" for q in queries),
@@ -411,7 +448,18 @@ def run_forever(
             failures,
             spark_cfg.max_restarts,
         )
-        time.sleep(spark_cfg.restart_backoff_s)
+        if _sleep_unless(should_stop, spark_cfg.restart_backoff_s):
+            return 0
+
+
+def _sleep_unless(should_stop: Callable[[], bool], seconds: float) -> bool:
+    """Sleep up to ``seconds``; True as soon as a stop is requested."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if should_stop():
+            return True
+        time.sleep(0.2)
+    return should_stop()
 
 
 def _stop_quietly(queries: Sequence[StreamingQuery]) -> None:

@@ -104,7 +104,10 @@ def run_job(
     progress = ProgressLogger()
     spark.streams.addListener(progress)
     active = ActiveAlerts()
-    sinks: list[AlertSink] = [JsonLinesAlertSink(out.alerts_path), active]
+    alerts_file = JsonLinesAlertSink(
+        out.alerts_path, ledger_path=out.checkpoint_dir / "detect-sinks" / "alerts-file.batch"
+    )
+    sinks: list[AlertSink] = [alerts_file, active]
     if out.console:
         sinks.append(LogAlertSink())
     pipeline = Pipeline(

@@ -30,6 +30,7 @@ class QueryProgress:
     watermark: str | None = None
     state_rows: int = 0
     state_bytes: int = 0
+    late_rows_dropped: int = 0  # cumulative since the process started
 
 
 class ProgressLogger(StreamingQueryListener):
@@ -59,8 +60,19 @@ class ProgressLogger(StreamingQueryListener):
             state_rows=sum(s.numRowsTotal for s in states),
             state_bytes=sum(s.memoryUsedBytes for s in states),
         )
+        dropped = sum(s.numRowsDroppedByWatermark for s in states)
+        if dropped:
+            log.warning(
+                "query=%s batch=%d dropped %d rows older than the watermark "
+                "(raise spark.watermark_delay_s if a topic lags)",
+                name,
+                qp.batch_id,
+                dropped,
+            )
         now = time.monotonic()
         with self._lock:
+            prev = self.latest.get(name)
+            qp.late_rows_dropped = (prev.late_rows_dropped if prev else 0) + dropped
             self.latest[name] = qp
             self._rows_since[name] = self._rows_since.get(name, 0) + qp.input_rows
             if now - self._last_log.get(name, 0.0) < self.every_s:

@@ -30,7 +30,7 @@ from pyspark.sql.types import (
 )
 
 from conf import ParamsResolver
-from detectors import REGISTRY, Alert, Detector, Event, Step
+from detectors import REGISTRY, Alert, AlertStatus, Detector, Event, Step
 
 log = logging.getLogger(__name__)
 
@@ -201,6 +201,12 @@ class DetectorProcessor(StatefulProcessor):
         state = self._load()
         detector = self._detector(key[0], state, events)
         if detector is None:
+            if state is not None:
+                # Disabled (reload or per-job override) while the entity had state.
+                self._state.clear()
+                closing = self._close_incident(key[0], state, events[-1].time_ms)
+                if closing is not None:
+                    yield alerts_frame([closing])
             return
         old_timer = state.pop(_TIMER_KEY, None) if state else None
         alerts: list[Alert] = []
@@ -232,17 +238,40 @@ class DetectorProcessor(StatefulProcessor):
         fired = expiredTimerInfo.getExpiryTimeInMs()
         state.pop(_TIMER_KEY, None)
         if detector is None:
-            # Detector disabled since the state was written: forget the entity.
+            # Detector disabled since the state was written: forget the entity, and close
+            # its incident so no alert stays firing forever.
             self._state.clear()
+            closing = self._close_incident(key[0], state, fired)
+            if closing is not None:
+                yield alerts_frame([closing])
             return
         now = max(timerValues.getCurrentWatermarkInMs(), fired)
+        idle_ms = int(detector.params.idle_ttl_s * 1000)
         step = self._safe(detector, lambda d, s: d.on_timer(s, now), state)
         if step is None:
+            # The detector raised: keep the state, but make sure it is woken up (and
+            # eventually evicted) again rather than stranded without a timer.
+            self._apply(None, state, now + idle_ms)
             return
-        # The fired timer is gone already; register the next one if any.
-        self._apply(None, step.state, step.timer_ms)
+        # The fired timer is gone already; register the next one. State kept without a
+        # timer would never be evicted (no TTL in event-time mode): fall back to idle TTL.
+        timer = step.timer_ms if step.timer_ms is not None or step.state is None else now + idle_ms
+        self._apply(None, step.state, timer)
         if step.alerts:
             yield alerts_frame(list(step.alerts))
+
+    def _close_incident(self, name: str, state: dict[str, Any], time_ms: int) -> Alert | None:
+        """A resolved transition for a firing incident whose detector was disabled."""
+        if not state.get("firing") or name not in REGISTRY or name not in self._resolver.base:
+            return None
+        det = REGISTRY[name](self._resolver.base[name])
+        return det.alert(
+            state=state,
+            status=AlertStatus.RESOLVED,
+            event_time_ms=time_ms,
+            summary=f"{name} was disabled for this entity; closing its open incident",
+            evidence={"reason": "detector disabled"},
+        )
 
     @staticmethod
     def _safe(detector: Detector[Any], call: Any, state: dict[str, Any] | None) -> Step | None:

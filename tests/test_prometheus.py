@@ -34,6 +34,7 @@ class P:
     batch_ms: int = 1500
     state_rows: int = 80
     state_bytes: int = 250_200
+    late_rows_dropped: int = 4
 
 
 def registry_with(active: ActiveAlerts, reloads=(2, 1)) -> CollectorRegistry:
@@ -87,6 +88,7 @@ def test_pipeline_health_and_reload_outcomes_are_exported() -> None:
     q = {"query": "flinkwatch-detect"}
     assert reg.get_sample_value("flinkwatch_batch_duration_seconds", q) == 1.5
     assert reg.get_sample_value("flinkwatch_state_bytes", q) == 250_200.0
+    assert reg.get_sample_value("flinkwatch_late_rows_dropped_total", q) == 4.0
 
 
 def test_metrics_are_served_over_http() -> None:

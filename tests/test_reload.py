@@ -104,3 +104,19 @@ def test_sighup_forces_a_reread_of_unchanged_content(tmp_path) -> None:
     w = ConfigWatcher(f, load_config(f))
     assert w.poll(force=True) is None  # valid, but nothing differs
     assert w.stats.succeeded == 1
+
+
+def test_a_vanished_file_is_reported_once_not_on_every_poll(tmp_path) -> None:
+    f = write(tmp_path / "c.yaml", "detectors:\n  checkpoint_failures: {min_expired: 3}\n")
+    w = ConfigWatcher(f, load_config(f))
+    f.unlink()
+    assert [w.poll(), w.poll(), w.poll()] == [None, None, None]
+    assert w.stats.failed == 1
+
+
+def test_disabling_every_detector_is_rejected(tmp_path) -> None:
+    from detectors import REGISTRY
+
+    text = "detectors:\n" + "".join(f"  {n}: {{enabled: false}}\n" for n in REGISTRY)
+    with pytest.raises(ConfigError, match="every detector is disabled"):
+        load_config(write(tmp_path / "all_disabled.yaml", text))

@@ -48,5 +48,15 @@ def test_replay_gives_exactly_the_expected_alerts(spark, tmp_path, scenario_dir:
     want = sorted(
         (key(a) for alerts in expected.values() for a in alerts),
     )
-    mine = sorted(key(a) for a in got if a["detector"] == scenario_dir.name)
+    own = [a for a in got if a["detector"] == scenario_dir.name]
+    mine = sorted(key(a) for a in own)
     assert mine == want
+    # One incident, one alert_id: every resolve closes an earlier firing of the same id.
+    fired: set[str] = set()
+    for a in sorted(own, key=lambda a: (a["event_time"], a["status"] != "firing")):
+        assert a["severity"] in {"info", "warning", "critical"}
+        assert a["summary"] and isinstance(a["evidence"], dict) and a["evidence"]
+        if a["status"] == "firing":
+            fired.add(a["alert_id"])
+        else:
+            assert a["alert_id"] in fired

@@ -1,0 +1,171 @@
+"""The supervision loop and the alert delivery callback, with fake queries and sinks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conf import AppConfig, SparkConfig, load_config
+from conf.reload import ConfigWatcher
+from detectors import Alert, AlertStatus, Severity
+from sinks import AlertSink
+from streaming.app import AlertDelivery, PipelineStats, run_forever
+
+
+class FakeQuery:
+    def __init__(self, name: str, fail_after: int | None) -> None:
+        self.name = name
+        self._polls = 0
+        self._fail_after = fail_after
+        self.stopped = False
+
+    @property
+    def isActive(self) -> bool:  # noqa: N802 - Spark's name
+        self._polls += 1
+        return not self.stopped and (self._fail_after is None or self._polls <= self._fail_after)
+
+    def exception(self) -> Exception | None:
+        return None if self.stopped else RuntimeError("Kafka broker unreachable")
+
+    def stop(self) -> None:
+        self.stopped = True
+
+
+@dataclass
+class FakePipeline:
+    cfg: AppConfig
+    fail_after: list[int | None]
+    starts: int = 0
+    configs: list[AppConfig] = field(default_factory=list)
+    queries: list[FakeQuery] = field(default_factory=list)
+    spark: Any = None
+
+    def start(self) -> list[FakeQuery]:
+        fail = self.fail_after[min(self.starts, len(self.fail_after) - 1)]
+        self.starts += 1
+        self.configs.append(self.cfg)
+        self.queries = [FakeQuery("flinkwatch-parse", fail), FakeQuery("flinkwatch-detect", None)]
+        return self.queries
+
+
+def cfg(**spark: Any) -> AppConfig:
+    return AppConfig(
+        spark=SparkConfig(**{"restart_backoff_s": 0.01, **spark}), reload_interval_s=0.01
+    )
+
+
+def test_a_failed_query_restarts_both_then_runs_until_stopped() -> None:
+    p = FakePipeline(cfg(), fail_after=[1, 1, None])
+    rc = run_forever(p, should_stop=lambda: p.starts >= 3)  # type: ignore[arg-type]
+    assert (rc, p.starts) == (0, 3)
+
+
+def test_gives_up_after_max_restarts_in_a_row() -> None:
+    p = FakePipeline(cfg(max_restarts=2), fail_after=[1])
+    assert run_forever(p) == 1  # type: ignore[arg-type]
+    assert p.starts == 3
+
+
+def test_a_stop_during_the_back_off_does_not_restart() -> None:
+    p = FakePipeline(cfg(restart_backoff_s=30), fail_after=[1])
+    # The stop arrives once the failure was seen (the healthy query has been stopped).
+    rc = run_forever(p, should_stop=lambda: p.queries[1].stopped)  # type: ignore[arg-type]
+    assert (rc, p.starts) == (0, 1)
+
+
+def test_a_valid_config_edit_restarts_the_queries_with_the_new_config(tmp_path: Path) -> None:
+    f = tmp_path / "c.yaml"
+    f.write_text("reload_interval_s: 0.01\ndetectors:\n  checkpoint_failures: {min_expired: 3}\n")
+    first = load_config(f)
+    p = FakePipeline(first, fail_after=[None])
+    watcher = ConfigWatcher(f, first)
+    polls = {"n": 0}
+
+    def should_stop() -> bool:
+        polls["n"] += 1
+        if polls["n"] == 3:
+            f.write_text(
+                "reload_interval_s: 0.01\ndetectors:\n  checkpoint_failures: {min_expired: 4}\n"
+            )
+        return p.starts >= 2
+
+    assert run_forever(p, should_stop=should_stop, watcher=watcher) == 0  # type: ignore[arg-type]
+    assert [c.detector_params()["checkpoint_failures"].min_expired for c in p.configs] == [3, 4]
+
+
+class Recording(AlertSink):
+    def __init__(self, name: str, fail: bool = False) -> None:
+        self.name = name
+        self.fail = fail
+        self.batches: list[int] = []
+
+    def deliver(self, batch_id: int, alerts: Any) -> None:
+        self.batches.append(batch_id)
+        if self.fail:
+            raise OSError("disk full")
+
+
+class FakeBatch:
+    def __init__(self, rows: list[dict]) -> None:
+        self.rows = rows
+
+    def collect(self) -> list[dict]:
+        return self.rows
+
+
+ROW = {
+    "alert_id": "a1",
+    "detector": "checkpoint_failures",
+    "entity": "job:7f",
+    "status": "firing",
+    "severity": "warning",
+    "event_ms": 1,
+    "job_id": "7f",
+    "job_name": None,
+    "tm_id": None,
+    "host": None,
+    "summary": "s",
+    "evidence": "{}",
+}
+
+
+def test_a_failing_sink_does_not_block_the_others_and_fails_the_batch_for_replay() -> None:
+    ok, bad = Recording("ok"), Recording("bad", fail=True)
+    stats = PipelineStats()
+    deliver = AlertDelivery([bad, ok], stats)
+    with pytest.raises(OSError, match="disk full"):
+        deliver(FakeBatch([ROW]), 0)  # type: ignore[arg-type]
+    assert ok.batches == [0]
+    assert stats.alerts == {}  # not counted: Spark replays the batch
+    bad.fail = False
+    deliver(FakeBatch([ROW]), 0)  # type: ignore[arg-type]
+    deliver(FakeBatch([ROW]), 0)  # type: ignore[arg-type]  # a second replay
+    assert stats.alerts == {("checkpoint_failures", "job:7f", "firing"): 1}
+
+
+def test_disabling_a_detector_mid_incident_closes_the_incident() -> None:
+    from streaming.processor import DetectorProcessor
+
+    proc = DetectorProcessor(cfg().resolver())
+    state = {"entity": "job:7f", "job_id": "7f", "firing": True, "incident_start_ms": 100}
+    closing = proc._close_incident("checkpoint_failures", state, 500)
+    assert closing is not None
+    assert (closing.status, closing.event_time_ms, closing.job_id) == (
+        AlertStatus.RESOLVED,
+        500,
+        "7f",
+    )
+    same_incident = Alert(
+        alert_id=closing.alert_id,
+        detector="checkpoint_failures",
+        entity="job:7f",
+        status=AlertStatus.FIRING,
+        severity=Severity.WARNING,
+        event_time_ms=100,
+        summary="x",
+    )
+    assert closing.alert_id == same_incident.alert_id
+    assert proc._close_incident("checkpoint_failures", {**state, "firing": False}, 500) is None
