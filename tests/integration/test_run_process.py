@@ -1,0 +1,101 @@
+"""`flinkwatch run` as a process: /metrics, SIGHUP reload, SIGTERM stop, alerts from Kafka."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import urllib.request
+
+import pytest
+import yaml
+
+from tests.conftest import REPO, wait_until
+from tests.integration.test_kafka_e2e import expired_cycle
+
+pytestmark = [pytest.mark.kafka]
+
+JOB = "6a1f0e2d3c4b5a69788796a5b4c3d2e1"
+
+
+def scrape(port: int) -> str:
+    try:
+        return urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    except OSError:
+        return ""
+
+
+def sample(body: str, prefix: str) -> float | None:
+    for line in body.splitlines():
+        if line.startswith(prefix):
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+def test_run_serves_metrics_reloads_on_sighup_and_stops_on_sigterm(kafka, tmp_path) -> None:
+    kafka.create_topics("proc.logs", "proc.metrics")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    conf = tmp_path / "flinkwatch.yaml"
+    doc = {
+        "kafka": {
+            "bootstrap_servers": kafka.bootstrap,
+            "logs_topic": "proc.logs",
+            "metrics_topic": "proc.metrics",
+        },
+        "spark": {"trigger_interval_s": 0.5},
+        "output": {"state_dir": str(tmp_path / "state")},
+        "metrics": {"port": port},
+        "reload_interval_s": 3600,  # only SIGHUP may trigger the reload in this test
+        "detectors": {"checkpoint_failures": {"min_expired": 3}},
+    }
+    conf.write_text(yaml.safe_dump(doc))
+    log = (tmp_path / "run.log").open("w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streaming.cli", "run", "--config", str(conf)],
+        cwd=REPO,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        wait_until(lambda: "flinkwatch_config_info" in scrape(port), timeout=180, what="/metrics")
+        kafka.produce("proc.logs", expired_cycle(JOB, 1, 3, 1), key=JOB.encode())
+        wait_until(
+            lambda: (
+                sample(
+                    scrape(port),
+                    'flinkwatch_alert_transitions_total{detector="checkpoint_failures",status="firing"}',
+                )
+                == 1.0
+            ),
+            timeout=180,
+            what="the firing transition in /metrics",
+        )
+        doc["detectors"]["checkpoint_failures"]["min_expired"] = 4
+        conf.write_text(yaml.safe_dump(doc))
+        proc.send_signal(signal.SIGHUP)
+        wait_until(
+            lambda: (
+                sample(scrape(port), 'flinkwatch_config_reloads_total{outcome="success"}') == 1.0
+            ),
+            timeout=120,
+            what="the SIGHUP reload",
+        )
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=120) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        log.close()
+    out = (tmp_path / "run.log").read_text()
+    assert "SIGHUP: re-reading the config" in out
+    assert "checkpoint_failures" in out.split("events by kind:")[-1]  # the summary table
+    alerts = [json.loads(x) for x in (tmp_path / "state" / "alerts.jsonl").read_text().splitlines()]
+    assert [
+        (a["detector"], a["status"]) for a in alerts if a["detector"] == "checkpoint_failures"
+    ] == [("checkpoint_failures", "firing")]
