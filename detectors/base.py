@@ -262,6 +262,21 @@ class Detector(ABC, Generic[P]):
 
     # Helpers shared by detectors -------------------------------------------------
 
+    def identity(self, event: Event) -> State:
+        """The keys every detector state starts with: version, entity, who, lifecycle."""
+        return {
+            "v": self.schema_version,
+            "entity": self.entity_of(event, self.scope),
+            "job_id": event.job_id,
+            "job_name": event.job_name,
+            "tm_id": event.tm_id,
+            "host": event.host,
+            "firing": False,
+            "incident_start_ms": None,
+            "clear_since_ms": None,
+            "last_event_ms": event.time_ms,
+        }
+
     @staticmethod
     def entity_of(event: Event, scope: Scope) -> str | None:
         """The entity key an event belongs to for a scope, or ``None``."""

@@ -204,11 +204,7 @@ class CheckpointCreep(Detector[CheckpointCreepParams]):
 
     def _new_state(self, event: Event) -> State:
         return {
-            "v": self.schema_version,
-            "entity": f"job:{event.job_id}",
-            "job_id": event.job_id,
-            "job_name": event.job_name,
-            "host": event.host,
+            **self.identity(event),
             "samples": [],
             "history": [],
             "since_block": 0,

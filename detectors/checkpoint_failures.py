@@ -100,17 +100,7 @@ class CheckpointFailures(Detector[CheckpointFailuresParams]):
     # ------------------------------------------------------------------------------
 
     def _new_state(self, event: Event) -> State:
-        return {
-            "v": self.schema_version,
-            "entity": f"job:{event.job_id}",
-            "job_id": event.job_id,
-            "job_name": event.job_name,
-            "expired": {},
-            "completed_streak": 0,
-            "firing": False,
-            "incident_start_ms": None,
-            "last_event_ms": event.time_ms,
-        }
+        return {**self.identity(event), "expired": {}, "completed_streak": 0}
 
     def _trim(self, expired: dict[int, int], now_ms: int) -> dict[str, int]:
         horizon = now_ms - self.params.window_s * 1000

@@ -280,10 +280,8 @@ class IdleHeapGrowth(Detector[IdleHeapGrowthParams]):
 
     def _new_state(self, event: Event) -> State:
         return {
-            "v": self.schema_version,
-            "entity": f"tm:{event.tm_id}",
-            "tm_id": event.tm_id,
-            "host": event.host,
+            **self.identity(event),
+            # The job is set only once the TaskManager is known to run a single job.
             "job_id": None,
             "job_name": None,
             "jobs": {},
@@ -293,14 +291,10 @@ class IdleHeapGrowth(Detector[IdleHeapGrowthParams]):
             "last_heap": None,
             "last_heap_ms": None,
             "heap_max": None,
-            "firing": False,
-            "incident_start_ms": None,
-            "clear_since_ms": None,
             "severity": None,
             "cond": False,
             "why": None,
             "facts": None,
-            "last_event_ms": event.time_ms,
         }
 
     @staticmethod

@@ -404,16 +404,7 @@ class LateBarrierAcks(Detector[LateBarrierAcksParams]):
     # State --------------------------------------------------------------------------------
 
     def _new_state(self, event: Event) -> State:
-        st: State = {
-            "v": self.schema_version,
-            "entity": f"job:{event.job_id}",
-            "job_id": event.job_id,
-            "job_name": event.job_name,
-            "firing": False,
-            "incident_start_ms": None,
-            "clear_since_ms": None,
-            "last_event_ms": event.time_ms,
-        }
+        st: State = self.identity(event)
         self._reset_tracking(st)
         return st
 
