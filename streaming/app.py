@@ -185,6 +185,16 @@ class PipelineStats:
     kinds: Counter[str] = field(default_factory=Counter)
     dead_letters: Counter[str] = field(default_factory=Counter)
     alerts: Counter[tuple[str, str, str]] = field(default_factory=Counter)
+    # Last batch counted per query; kept here, not in the handlers, because the handlers
+    # are recreated when the queries restart and Spark then replays the last batch.
+    counted: dict[str, int] = field(default_factory=dict)
+
+    def first_count(self, query: str, batch_id: int) -> bool:
+        """True the first time a batch of a query is counted."""
+        if batch_id <= self.counted.get(query, -1):
+            return False
+        self.counted[query] = batch_id
+        return True
 
 
 class AlertDelivery:
@@ -193,7 +203,6 @@ class AlertDelivery:
     def __init__(self, sinks: Sequence[AlertSink], stats: PipelineStats) -> None:
         self.sinks = list(sinks)
         self.stats = stats
-        self._last_counted = -1
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         """Deliver one micro-batch of alert transitions.
@@ -213,8 +222,7 @@ class AlertDelivery:
                 errors.append(exc)
         if errors:
             raise errors[0]
-        if batch_id > self._last_counted:  # a replayed batch is not counted twice
-            self._last_counted = batch_id
+        if self.stats.first_count("detect", batch_id):  # a replayed batch counts once
             for a in alerts:
                 self.stats.alerts[(a.detector, a.entity, a.status.value)] += 1
 
@@ -259,7 +267,10 @@ class ParseBatch:
                 )
         finally:
             batch.unpersist()
-        # Counted last: a batch that fails above is replayed and must not count twice.
+        # Counted last, once per batch id: a batch that fails above, or that Spark replays
+        # after a crash, must not count twice.
+        if not self.stats.first_count("parse", batch_id):
+            return
         self.stats.dead_letters.update(dead)
         for r in counts:
             if not r["e"]:
