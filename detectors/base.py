@@ -286,6 +286,32 @@ class Detector(ABC, Generic[P]):
             return f"tm:{event.tm_id}" if event.tm_id else None
         return "cluster"
 
+    def resolve(
+        self,
+        state: State,
+        time_ms: int,
+        summary: str,
+        evidence: dict[str, Any],
+        severity: Severity | None = None,
+    ) -> Alert:
+        """The resolved transition of the open incident; closes it in ``state``.
+
+        The alert carries the incident's ``alert_id`` (it is built before the incident's
+        start time is cleared); afterwards the state is ready for a new incident.
+        """
+        alert = self.alert(
+            state=state,
+            status=AlertStatus.RESOLVED,
+            event_time_ms=time_ms,
+            summary=summary,
+            evidence=evidence,
+            severity=severity,
+        )
+        state["firing"] = False
+        state["incident_start_ms"] = None
+        state["clear_since_ms"] = None
+        return alert
+
     def alert(
         self,
         *,

@@ -466,17 +466,12 @@ class CheckpointCreep(Detector[CheckpointCreepParams]):
         )
 
     def _resolved(self, st: State, at_ms: int, why: str) -> Alert:
-        alert = self.alert(
-            state=st,
-            status=AlertStatus.RESOLVED,
-            event_time_ms=at_ms,
-            summary=f"job {st.get('job_name') or st['job_id']}: {why}",
-            evidence=self._evidence(st, at_ms, self._overdue(st, at_ms), self._trend(st)),
+        return self.resolve(
+            st,
+            at_ms,
+            f"job {st.get('job_name') or st['job_id']}: {why}",
+            self._evidence(st, at_ms, self._overdue(st, at_ms), self._trend(st)),
         )
-        st["firing"] = False
-        st["incident_start_ms"] = None
-        st["clear_since_ms"] = None
-        return alert
 
     def _evidence(
         self,

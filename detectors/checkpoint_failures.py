@@ -115,16 +115,8 @@ class CheckpointFailures(Detector[CheckpointFailuresParams]):
         return idle_at
 
     def _resolve(self, st: State, time_ms: int, why: str) -> Alert:
-        alert = self.alert(
-            state=st,
-            status=AlertStatus.RESOLVED,
-            event_time_ms=time_ms,
-            summary=f"job {st.get('job_name') or st['job_id']}: {why}",
-            evidence=self._evidence(st),
-        )
-        st["firing"] = False
-        st["incident_start_ms"] = None
-        return alert
+        summary = f"job {st.get('job_name') or st['job_id']}: {why}"
+        return self.resolve(st, time_ms, summary, self._evidence(st))
 
     def _evidence(self, st: State) -> dict[str, object]:
         return {

@@ -509,16 +509,13 @@ class IdleHeapGrowth(Detector[IdleHeapGrowthParams]):
         )
 
     def _resolved(self, st: State, at_ms: int) -> Alert:
-        alert = self.alert(
-            state=st,
-            status=AlertStatus.RESOLVED,
-            event_time_ms=at_ms,
+        return self.resolve(
+            st,
+            at_ms,
+            f"TaskManager {st['tm_id']}: {st['why']}",
+            {**(st["facts"] or {}), "why": st["why"], "hint": HINT},
             severity=Severity(st["severity"] or self.params.severity),
-            summary=f"TaskManager {st['tm_id']}: {st['why']}",
-            evidence={**(st["facts"] or {}), "why": st["why"], "hint": HINT},
         )
-        st["incident_start_ms"] = None
-        return alert
 
     def _stale_at(self, st: State) -> int:
         last = st.get("last_heap_ms")

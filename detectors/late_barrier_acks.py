@@ -335,13 +335,8 @@ class LateBarrierAcks(Detector[LateBarrierAcksParams]):
         return self._resolved(st, deadline, f"no late checkpoint acks for {minutes:.0f} min")
 
     def _resolved(self, st: State, time_ms: int, why: str) -> Alert:
-        alert = self.alert(
-            state=st,
-            status=AlertStatus.RESOLVED,
-            event_time_ms=time_ms,
-            summary=f"job {st.get('job_name') or st['job_id']}: {why}",
-            evidence=self._evidence(st),
-        )
+        summary = f"job {st.get('job_name') or st['job_id']}: {why}"
+        alert = self.resolve(st, time_ms, summary, self._evidence(st))
         # A new incident needs min_checkpoints late checkpoints of its own.
         self._reset_tracking(st)
         return alert

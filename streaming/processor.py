@@ -30,7 +30,7 @@ from pyspark.sql.types import (
 )
 
 from conf import ParamsResolver
-from detectors import REGISTRY, Alert, AlertStatus, Detector, Event, Step
+from detectors import REGISTRY, Alert, Detector, Event, Step
 
 log = logging.getLogger(__name__)
 
@@ -265,12 +265,11 @@ class DetectorProcessor(StatefulProcessor):
         if not state.get("firing") or name not in REGISTRY or name not in self._resolver.base:
             return None
         det = REGISTRY[name](self._resolver.base[name])
-        return det.alert(
-            state=state,
-            status=AlertStatus.RESOLVED,
-            event_time_ms=time_ms,
-            summary=f"{name} was disabled for this entity; closing its open incident",
-            evidence={"reason": "detector disabled"},
+        return det.resolve(
+            dict(state),
+            time_ms,
+            f"{name} was disabled for this entity; closing its open incident",
+            {"reason": "detector disabled"},
         )
 
     @staticmethod

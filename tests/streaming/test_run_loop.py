@@ -10,7 +10,8 @@ import pytest
 
 from conf import AppConfig, SparkConfig, load_config
 from conf.reload import ConfigWatcher
-from detectors import Alert, AlertStatus, Severity
+from detectors import AlertStatus
+from detectors.checkpoint_failures import CheckpointFailures, CheckpointFailuresParams
 from sinks import AlertSink
 from streaming.app import AlertDelivery, PipelineStats, run_forever
 
@@ -158,14 +159,15 @@ def test_disabling_a_detector_mid_incident_closes_the_incident() -> None:
         500,
         "7f",
     )
-    same_incident = Alert(
-        alert_id=closing.alert_id,
-        detector="checkpoint_failures",
-        entity="job:7f",
+    # The same id the incident fired with: built from the incident's start time.
+    det = CheckpointFailures(CheckpointFailuresParams())
+    fired = det.alert(
+        state={**state, "incident_start_ms": 100},
         status=AlertStatus.FIRING,
-        severity=Severity.WARNING,
         event_time_ms=100,
         summary="x",
+        evidence={},
     )
-    assert closing.alert_id == same_incident.alert_id
+    assert closing.alert_id == fired.alert_id
+    assert state["firing"] is True  # the adapter's copy of the state is not touched
     assert proc._close_incident("checkpoint_failures", {**state, "firing": False}, 500) is None
