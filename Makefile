@@ -9,9 +9,11 @@ STAMP  := $(VENV)/.installed
 .PHONY: setup demo test lint unit up down clean
 
 # Python env (pip caches downloads in ~/.cache/pip) + Kafka broker and Spark connector jars
-# (Maven caches them in ~/.m2). Re-runs only when pyproject.toml changes.
+# (Maven caches them in ~/.m2) + Debian's Prometheus binary for the scrape tests (apt).
+# The venv is rebuilt only when pyproject.toml changes.
 setup: $(STAMP)
 	@scripts/stack.sh fetch
+	@scripts/prometheus.sh fetch >/dev/null
 
 $(STAMP): pyproject.toml
 	@echo "[setup] creating $(VENV) and installing flinkwatch with its dev tools"

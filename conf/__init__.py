@@ -12,9 +12,18 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    create_model,
+    field_validator,
+    model_validator,
+)
 
-from detectors import REGISTRY, DetectorParams
+from conf.silences import Silence
+from detectors import REGISTRY, DetectorParams, Severity
 
 DEFAULT_CONFIG = Path(__file__).with_name("flinkwatch.yaml")
 
@@ -83,9 +92,22 @@ class OutputConfig(_Frozen):
         return self.alerts_file or self.state_dir / "alerts.jsonl"
 
     @property
+    def ledger_path(self) -> Path:
+        """The alert ledger (SQLite): every transition and its delivery per sink."""
+        return self.state_dir / "ledger.sqlite"
+
+    @property
     def deadletter_path(self) -> Path:
         """Directory of dead-letter JSON-lines files."""
         return self.deadletter_dir or self.state_dir / "deadletters"
+
+
+class PushgatewayConfig(_Frozen):
+    """Optional push of the same metrics to a Prometheus Pushgateway."""
+
+    url: str | None = Field(default=None, description="e.g. http://pushgateway:9091; null = off")
+    job: str = "flinkwatch"
+    interval_s: float = Field(default=15.0, gt=0)
 
 
 class MetricsConfig(_Frozen):
@@ -94,6 +116,65 @@ class MetricsConfig(_Frozen):
     enabled: bool = True
     host: str = "127.0.0.1"
     port: int = Field(default=9250, ge=0, le=65535)
+    pushgateway: PushgatewayConfig = PushgatewayConfig()
+
+
+class SlackRoute(_Frozen):
+    """Send alerts of these detectors and/or severities to ``channel`` (first match wins)."""
+
+    channel: str
+    detectors: tuple[str, ...] = ()
+    severities: tuple[Severity, ...] = ()
+
+    @model_validator(mode="after")
+    def _check(self) -> SlackRoute:
+        unknown = sorted(set(self.detectors) - set(REGISTRY))
+        if unknown:
+            msg = f"unknown detector(s) {unknown}; known: {sorted(REGISTRY)}"
+            raise ValueError(msg)
+        return self
+
+    def matches(self, detector: str, severity: Severity) -> bool:
+        """True when the route takes this alert (an empty list matches everything)."""
+        return (not self.detectors or detector in self.detectors) and (
+            not self.severities or severity in self.severities
+        )
+
+
+class SlackConfig(_Frozen):
+    """Slack notifications. Secrets come from the environment, never from this file."""
+
+    mode: Literal["off", "webhook", "bot"] = "off"
+    token_env: str = Field(default="SLACK_BOT_TOKEN", description="bot mode: env var of the token")
+    webhook_url_env: str = Field(
+        default="SLACK_WEBHOOK_URL", description="webhook mode: env var of the URL"
+    )
+    api_url: str | None = Field(
+        default=None, description="Web API base URL; null = https://slack.com/api/"
+    )
+    channel: str = "#flink-alerts"
+    routes: tuple[SlackRoute, ...] = ()
+    max_retries: int = Field(default=3, ge=0, le=20)
+    timeout_s: float = Field(default=10.0, gt=0)
+    retry_backoff_s: float = Field(default=5.0, gt=0)
+    max_backoff_s: float = Field(default=300.0, gt=0)
+    runbook_url: str | None = None
+    mention_on_critical: str | None = Field(
+        default=None, description="e.g. <!here> or <@U123>, prepended to critical alerts"
+    )
+
+    @field_validator("mode", mode="before")
+    @classmethod
+    def _yaml_off(cls, v: Any) -> Any:
+        # YAML 1.1 reads a bare `off` as false.
+        return "off" if v is False else v
+
+    def channel_for(self, detector: str, severity: Severity) -> str:
+        """The channel of a new incident."""
+        for route in self.routes:
+            if route.matches(detector, severity):
+                return route.channel
+        return self.channel
 
 
 def _detectors_model() -> type[BaseModel]:
@@ -181,6 +262,9 @@ class AppConfig(_Frozen):
     parsing: ParsingConfig = ParsingConfig()
     output: OutputConfig = OutputConfig()
     metrics: MetricsConfig = MetricsConfig()
+    cluster: str = Field(default="default", min_length=1, description="Name of the watched cluster")
+    slack: SlackConfig = SlackConfig()
+    silences: tuple[Silence, ...] = ()
     detectors: DetectorsConfig = Field(default_factory=DetectorsConfig)  # type: ignore[valid-type]
     overrides: tuple[Override, ...] = ()
     reload_interval_s: float = Field(default=5.0, gt=0)
@@ -192,6 +276,15 @@ class AppConfig(_Frozen):
         )
         if not enabled:
             msg = "every detector is disabled (detectors.<name>.enabled): nothing would run"
+            raise ValueError(msg)
+        return self
+
+    @model_validator(mode="after")
+    def _unique_silence_names(self) -> AppConfig:
+        names = [s.name for s in self.silences]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            msg = f"silence names must be unique: {dupes}"
             raise ValueError(msg)
         return self
 

@@ -26,6 +26,11 @@ RESTART_ONLY: tuple[tuple[str, str | None], ...] = (
     ("metrics", None),
     ("spark", "master"),
     ("spark", "shuffle_partitions"),
+    # The Slack client is built once; channels, routes and silences do reload.
+    ("slack", "mode"),
+    ("slack", "token_env"),
+    ("slack", "webhook_url_env"),
+    ("slack", "api_url"),
 )
 
 

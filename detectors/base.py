@@ -93,9 +93,14 @@ class Severity(StrEnum):
 
 
 class AlertStatus(StrEnum):
-    """An alert is firing until its condition clears, then resolved once."""
+    """An alert is firing until its condition clears, then resolved once.
+
+    While firing it may be escalated (same ``alert_id``, higher severity), at most once
+    per severity.
+    """
 
     FIRING = "firing"
+    ESCALATED = "escalated"
     RESOLVED = "resolved"
 
 
@@ -234,6 +239,8 @@ class Detector(ABC, Generic[P]):
         kinds: Event kinds routed to it.
         metrics: For ``metric`` events, the metric names routed to it.
         params_model: The pydantic model of its parameters.
+        runbook: What the person paged should do first (shown in Slack).
+        signals: Gauges the detector exports per entity (see :meth:`signal_values`).
     """
 
     name: ClassVar[str]
@@ -242,6 +249,9 @@ class Detector(ABC, Generic[P]):
     metrics: ClassVar[frozenset[str]] = frozenset()
     params_model: ClassVar[type[DetectorParams]]
     schema_version: ClassVar[int] = 1
+    runbook: ClassVar[str] = ""
+    #: Gauges for dashboards, per entity: metric name (``flinkwatch_`` is prefixed) → help.
+    signals: ClassVar[dict[str, str]] = {}
 
     def __init__(self, params: P) -> None:
         self.params = params
@@ -261,6 +271,10 @@ class Detector(ABC, Generic[P]):
         return Step(state=None)
 
     # Helpers shared by detectors -------------------------------------------------
+
+    def signal_values(self, state: State) -> dict[str, float]:
+        """The entity's current :attr:`signals` (a missing name means not known yet)."""
+        return {}
 
     def identity(self, event: Event) -> State:
         """The keys every detector state starts with: version, entity, who, lifecycle."""

@@ -152,6 +152,18 @@ class CheckpointCreep(Detector[CheckpointCreepParams]):
     """Fire when checkpoint durations trend up significantly, or a checkpoint hangs."""
 
     name: ClassVar[str] = "checkpoint_creep"
+    runbook: ClassVar[str] = (
+        "Checkpoints are slowing towards the timeout. Check backpressure and busy/idle time of "
+        "the slowest subtask, state size growth, and the checkpoint storage's latency; unaligned "
+        "checkpoints or more parallelism buy time, a timeout raise only hides it."
+    )
+    signals: ClassVar[dict[str, str]] = {
+        "checkpoint_duration_last_seconds": "Duration of the job's latest completed checkpoint.",
+        "checkpoint_duration_slope_seconds": (
+            "Theil-Sen slope of checkpoint durations, seconds per checkpoint (newest half of "
+            "the window; known once min_samples checkpoints completed)."
+        ),
+    }
     scope: ClassVar[Scope] = "job"
     kinds: ClassVar[frozenset[str]] = frozenset(
         {
@@ -167,6 +179,15 @@ class CheckpointCreep(Detector[CheckpointCreepParams]):
     params_model: ClassVar[type[DetectorParams]] = CheckpointCreepParams
 
     # --- entry points ------------------------------------------------------------
+
+    def signal_values(self, state: State) -> dict[str, float]:  # noqa: D102
+        out: dict[str, float] = {}
+        if state["samples"]:
+            out["checkpoint_duration_last_seconds"] = float(state["samples"][-1][_DUR]) / 1000
+        stats = self._trend(state)
+        if stats is not None:
+            out["checkpoint_duration_slope_seconds"] = stats["slope_ms_per_checkpoint"] / 1000
+        return out
 
     def on_event(self, state: State | None, event: Event, now_ms: int) -> Step:
         """Fold one checkpoint line or metric sample in; fire or resolve when due."""

@@ -47,9 +47,20 @@ class CheckpointFailures(Detector[CheckpointFailuresParams]):
     """Fire when at least ``min_expired`` checkpoints of a job expire within ``window_s``."""
 
     name: ClassVar[str] = "checkpoint_failures"
+    runbook: ClassVar[str] = (
+        "Checkpoints keep failing: the job cannot recover from a recent state. Read the failure "
+        "reasons in the evidence; for expirations look for backpressure or a slow subtask, for "
+        "declines the task's exception in the TaskManager log."
+    )
+    signals: ClassVar[dict[str, str]] = {
+        "checkpoints_expired": "Distinct checkpoints of the job that expired within window_s.",
+    }
     scope: ClassVar[Scope] = "job"
     kinds: ClassVar[frozenset[str]] = frozenset({"checkpoint_expired", "checkpoint_completed"})
     params_model: ClassVar[type[DetectorParams]] = CheckpointFailuresParams
+
+    def signal_values(self, state: State) -> dict[str, float]:  # noqa: D102
+        return {"checkpoints_expired": float(len(state.get("expired") or {}))}
 
     def on_event(self, state: State | None, event: Event, now_ms: int) -> Step:
         """Count expirations in the window; fire at the threshold, resolve on a streak."""

@@ -49,7 +49,8 @@ Severity: ``severity`` (default warning). The leak is slow: the alert fires
 hours before the kill and a killed TaskManager is replaced and the job restarts
 on its own, so by default this is a ticket, not a page. It becomes critical
 when ``Heap_Max`` is known and the floor would reach it within
-``critical_within_h`` at the measured rate.
+``critical_within_h`` at the measured rate: at firing time, or later as an
+``escalated`` transition of the same incident (once).
 
 State per TaskManager (bounded): at most ``window_s / bucket_s + 2`` buckets of
 about 110 bytes, at most ``max_series`` counter series of at most
@@ -105,6 +106,7 @@ HINT = (
 
 _MB = 1024 * 1024
 _HOUR_MS = 3_600_000
+_RANK = {Severity.INFO: 0, Severity.WARNING: 1, Severity.CRITICAL: 2}
 #: Distinct recent values remembered per counter label (chained operators share one label).
 _COUNTER_LEVELS = 8
 #: Job ids remembered per TaskManager (a session cluster TM may run several jobs).
@@ -227,12 +229,36 @@ class IdleHeapGrowth(Detector[IdleHeapGrowthParams]):
     """Fire when a TaskManager's post-GC heap floor rises for a window with zero throughput."""
 
     name: ClassVar[str] = "idle_heap_growth"
+    runbook: ClassVar[str] = (
+        "A TaskManager's heap floor rises while it reads nothing: likely the Kafka source's "
+        "offsetsToCommit leak (FLINK-33231). Upgrade flink-connector-kafka to 3.0.1 / 3.1.0 or "
+        "later, or restart the TaskManager before it reaches Heap_Max (heap dump first if "
+        "unsure)."
+    )
+    signals: ClassVar[dict[str, str]] = {
+        "taskmanager_heap_floor_growth_bytes_per_hour": (
+            "Theil-Sen slope of the post-GC heap floor over window_s (at the last closed bucket)."
+        ),
+        "taskmanager_records_per_second": (
+            "Highest records-in/out rate of the TaskManager in its last closed bucket."
+        ),
+    }
     scope: ClassVar[Scope] = "tm"
     kinds: ClassVar[frozenset[str]] = frozenset({"metric"})
     metrics: ClassVar[frozenset[str]] = frozenset(
         {HEAP_USED, HEAP_MAX, COMMITS_SUCCEEDED} | THROUGHPUT_METRICS
     )
     params_model: ClassVar[type[DetectorParams]] = IdleHeapGrowthParams
+
+    def signal_values(self, state: State) -> dict[str, float]:  # noqa: D102
+        out: dict[str, float] = {}
+        facts = state.get("facts") or {}
+        if facts.get("growth_mb_per_h") is not None:
+            out["taskmanager_heap_floor_growth_bytes_per_hour"] = facts["growth_mb_per_h"] * _MB
+        closed = state.get("buckets", [])[:-1]  # the newest bucket is still filling
+        if closed:
+            out["taskmanager_records_per_second"] = float(closed[-1]["rate"])
+        return out
 
     def on_event(self, state: State | None, event: Event, now_ms: int) -> Step:
         """Fold one sample into its bucket; judge the window whenever a bucket closes."""
@@ -410,6 +436,12 @@ class IdleHeapGrowth(Detector[IdleHeapGrowthParams]):
             return [self._firing(st, at_ms, facts)]
         if transition == "resolved":
             return [self._resolved(st, at_ms)]
+        if st["firing"] and cond:
+            # Heap_Max came within reach while firing: page again, once, on the same incident.
+            severity = self._severity(facts)
+            if _RANK[severity] > _RANK[Severity(st["severity"] or self.params.severity)]:
+                st["severity"] = severity.value
+                return [self._firing(st, at_ms, facts, AlertStatus.ESCALATED)]
         return []
 
     def _evaluate(self, st: State) -> tuple[bool | None, str, dict[str, Any]]:
@@ -492,12 +524,18 @@ class IdleHeapGrowth(Detector[IdleHeapGrowthParams]):
 
     # --- alerts and timers ----------------------------------------------------------
 
-    def _firing(self, st: State, at_ms: int, facts: dict[str, Any]) -> Alert:
+    def _firing(
+        self,
+        st: State,
+        at_ms: int,
+        facts: dict[str, Any],
+        status: AlertStatus = AlertStatus.FIRING,
+    ) -> Alert:
         left = facts["hours_to_heap_max"]
         eta = f", Heap_Max in ~{left:g} h at this rate" if left is not None else ""
         return self.alert(
             state=st,
-            status=AlertStatus.FIRING,
+            status=status,
             event_time_ms=at_ms,
             severity=Severity(st["severity"]),
             summary=(

@@ -133,11 +133,27 @@ class LateBarrierAcks(Detector[LateBarrierAcksParams]):
     """Fire when late checkpoint acks recur in ``min_checkpoints`` checkpoints of a job."""
 
     name: ClassVar[str] = "late_barrier_acks"
+    runbook: ClassVar[str] = (
+        "Barriers reach some tasks after their checkpoint expired. If one host dominates, look at "
+        "that host (disk, network, noisy neighbour) or move its TaskManagers; otherwise look for "
+        "data skew or backpressure on the late tasks."
+    )
+    signals: ClassVar[dict[str, str]] = {
+        "late_ack_checkpoints": "Checkpoints of the job with late barrier acks within window_s.",
+        "late_acks": "Late barrier acks of the job within window_s.",
+    }
     scope: ClassVar[Scope] = "job"
     kinds: ClassVar[frozenset[str]] = frozenset(
         {"checkpoint_late_ack", "checkpoint_expired", "checkpoint_declined", "checkpoint_failed"}
     )
     params_model: ClassVar[type[DetectorParams]] = LateBarrierAcksParams
+
+    def signal_values(self, state: State) -> dict[str, float]:  # noqa: D102
+        live = [r for r in state["checkpoints"] if not r["aborted"]]
+        return {
+            "late_ack_checkpoints": float(sum(1 for r in live if int(r["late_acks"]) > 0)),
+            "late_acks": float(sum(int(r["late_acks"]) for r in live)),
+        }
 
     def on_event(self, state: State | None, event: Event, now_ms: int) -> Step:
         """Attach the event to its checkpoint attempt; fire at the threshold."""

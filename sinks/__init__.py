@@ -1,6 +1,25 @@
 """Sinks: where alert transitions and dead letters go. They run on the driver only."""
 
-from sinks.base import AlertSink
+from sinks.base import (
+    AlertObserver,
+    DeliverySink,
+    PermanentDeliveryError,
+    RetryableDeliveryError,
+    Transition,
+    transition_key,
+)
 from sinks.files import DeadLetterFileSink, JsonLinesAlertSink, LogAlertSink
+from sinks.ledger import AlertLedger
 
-__all__ = ["AlertSink", "DeadLetterFileSink", "JsonLinesAlertSink", "LogAlertSink"]
+__all__ = [
+    "AlertLedger",
+    "AlertObserver",
+    "DeadLetterFileSink",
+    "DeliverySink",
+    "JsonLinesAlertSink",
+    "LogAlertSink",
+    "PermanentDeliveryError",
+    "RetryableDeliveryError",
+    "Transition",
+    "transition_key",
+]

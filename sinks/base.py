@@ -1,25 +1,101 @@
-"""The sink contract: sinks run on the driver and must tolerate replays."""
+"""The sink contracts. Sinks run on the driver only.
+
+Two kinds:
+
+* :class:`DeliverySink` (Slack, the alert file): each alert transition must reach it
+  exactly once. The :class:`~sinks.ledger.AlertLedger` records every transition in
+  step with Spark's batch commit and hands each sink its pending ones in order; the
+  sink only has to send one, and to say, after a crash in the middle of a send,
+  whether that send arrived (:meth:`DeliverySink.confirm`).
+* :class:`AlertObserver` (the Prometheus view, the console): sees each new
+  transition once per process; what it shows after a restart is rebuilt from the
+  ledger, not redelivered.
+"""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from detectors import Alert
+from detectors import Alert, AlertStatus
 
 
-class AlertSink(ABC):
-    """Receives the alert transitions of one micro-batch.
+def transition_key(alert: Alert) -> str:
+    """The identity of one transition of one incident, the ledger's dedupe key.
 
-    A micro-batch can be delivered again after a crash (same ``batch_id``), so a
-    sink must make a repeated call harmless.
+    An incident fires once and resolves once; it can escalate once per severity.
+    """
+    if alert.status is AlertStatus.ESCALATED:
+        return f"{alert.alert_id}:{alert.status.value}:{alert.severity.value}"
+    return f"{alert.alert_id}:{alert.status.value}"
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    """One recorded alert transition, as the ledger hands it to sinks.
+
+    Attributes:
+        seq: Position in the ledger; sinks receive transitions in this order.
+        key: :func:`transition_key` of the alert.
+        alert: The alert as the detector emitted it.
+        silenced_by: Name of the silence that matched, if any. Notifying sinks do not
+            receive silenced transitions; the others mark them.
+        recorded_ms: Wall-clock time the ledger recorded it (epoch ms).
     """
 
+    seq: int
+    key: str
+    alert: Alert
+    silenced_by: str | None = None
+    recorded_ms: int = 0
+
+
+class DeliveryError(Exception):
+    """A send that did not happen."""
+
+
+class RetryableDeliveryError(DeliveryError):
+    """The receiver is down, rate limiting or failing: try again later, in order."""
+
+
+class PermanentDeliveryError(DeliveryError):
+    """The receiver refused this transition (bad channel, bad payload): skip it, keep the rest."""
+
+
+class DeliverySink(ABC):
+    """Receives each alert transition exactly once, in ledger order."""
+
+    #: Stable name; the ledger keys delivery progress by it.
     name: str = "sink"
+    #: Pages a human: silenced transitions are withheld from it.
+    notifies: bool = False
 
     @abstractmethod
-    def deliver(self, batch_id: int, alerts: Sequence[Alert]) -> None:
-        """Deliver the alerts of ``batch_id``, in order."""
+    def send(self, t: Transition) -> None:
+        """Deliver one transition.
+
+        Raises:
+            RetryableDeliveryError: try again later (the ledger keeps order).
+            PermanentDeliveryError: this transition can never be delivered.
+        """
+
+    def confirm(self, t: Transition) -> bool | None:
+        """After a crash during :meth:`send`: True if it arrived, False if not, None if unknown.
+
+        Unknown is treated as not arrived (sent again); the default knows nothing.
+        """
+        return None
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release resources; default: nothing to release."""
+
+
+class AlertObserver(ABC):
+    """Sees every new transition once per process (replays after a crash are not repeated)."""
+
+    name: str = "observer"
+
+    @abstractmethod
+    def observe(self, transitions: Sequence[Transition]) -> None:
+        """Take note of newly recorded transitions, in order."""

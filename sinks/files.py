@@ -1,4 +1,4 @@
-"""File sinks: the alert log (JSON lines) and dead letters."""
+"""File sinks: the alert log (JSON lines), the console, and dead letters."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from detectors import Alert
-from sinks.base import AlertSink
+from detectors import Alert, AlertStatus
+from sinks.base import AlertObserver, DeliverySink, RetryableDeliveryError, Transition
 
 log = logging.getLogger(__name__)
 
@@ -41,32 +41,16 @@ def alert_record(alert: Alert) -> dict[str, Any]:
     return rec
 
 
-class _BatchLedger:
-    """Remembers the last micro-batch a file sink wrote, so a replayed batch is skipped.
-
-    The ledger is written after the data is on disk; a crash between the two can
-    repeat one batch's lines, never lose them.
-    """
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def last(self) -> int:
-        try:
-            return int(self.path.read_text().strip() or -1)
-        except FileNotFoundError:
-            return -1
-
-    def commit(self, batch_id: int) -> None:
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(str(batch_id))
-        os.replace(tmp, self.path)
-
-
 def _append_lines(path: Path, lines: Iterable[str]) -> int:
     path.parent.mkdir(parents=True, exist_ok=True)
     n = 0
-    with path.open("a", encoding="utf-8") as f:
+    with path.open("a+", encoding="utf-8") as f:
+        if f.tell() > 0:
+            f.seek(f.tell() - 1)
+            if f.read(1) != "\n":
+                # A line cut short by a crash: end it, or the next record would be glued
+                # to it and both lost to a JSON reader.
+                f.write("\n")
         for line in lines:
             f.write(line + "\n")
             n += 1
@@ -75,54 +59,61 @@ def _append_lines(path: Path, lines: Iterable[str]) -> int:
     return n
 
 
-class JsonLinesAlertSink(AlertSink):
-    """Appends alert transitions to a JSON-lines file, once per micro-batch."""
+def _same_transition(rec: dict[str, Any], alert: Alert) -> bool:
+    if rec.get("alert_id") != alert.alert_id or rec.get("status") != alert.status.value:
+        return False
+    return alert.status is not AlertStatus.ESCALATED or rec.get("severity") == alert.severity.value
+
+
+class JsonLinesAlertSink(DeliverySink):
+    """Appends each alert transition to a JSON-lines file, once (the ledger keeps count)."""
 
     name = "file"
 
-    def __init__(self, path: Path, ledger: bool = True, ledger_path: Path | None = None) -> None:
-        """Create the sink.
-
-        Args:
-            path: The JSON-lines file.
-            ledger: Skip micro-batches already written (off for one-shot replays).
-            ledger_path: Where the last written batch id is kept. Batch ids restart when
-                the query's checkpoint is reset, so the job keeps it inside its checkpoint
-                directory; the default, next to the file, suits tests.
-        """
+    def __init__(self, path: Path) -> None:
+        """Create the sink writing to ``path``."""
         self.path = Path(path)
-        where = ledger_path or self.path.with_name(self.path.name + ".batch")
-        if ledger:
-            where.parent.mkdir(parents=True, exist_ok=True)
-        self._ledger = _BatchLedger(where) if ledger else None
 
-    def deliver(self, batch_id: int, alerts: Sequence[Alert]) -> None:  # noqa: D102
-        if self._ledger and batch_id <= self._ledger.last():
-            log.info("sink=file batch=%d already written; skipped", batch_id)
-            return
-        if alerts:
-            _append_lines(self.path, (json.dumps(alert_record(a), sort_keys=False) for a in alerts))
-        if self._ledger:
-            self._ledger.commit(batch_id)
+    def send(self, t: Transition) -> None:  # noqa: D102
+        rec = alert_record(t.alert)
+        if t.silenced_by:
+            rec["silenced_by"] = t.silenced_by
+        try:
+            _append_lines(self.path, [json.dumps(rec)])
+        except OSError as exc:
+            msg = f"{self.path}: {exc}"
+            raise RetryableDeliveryError(msg) from exc
+
+    def confirm(self, t: Transition) -> bool | None:
+        """Whether the interrupted append reached the file (read from its end)."""
+        try:
+            with self.path.open("rb") as f:
+                f.seek(0, os.SEEK_END)
+                f.seek(max(f.tell() - 4_000_000, 0))
+                tail = f.read().decode("utf-8", errors="replace").splitlines()
+        except FileNotFoundError:
+            return False
+        for line in reversed(tail):
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue  # a line cut by the crash: that append did not happen
+            if isinstance(rec, dict) and _same_transition(rec, t.alert):
+                return True
+        return False
 
 
-class LogAlertSink(AlertSink):
-    """Logs each transition: the console view of the alert stream."""
+class LogAlertSink(AlertObserver):
+    """Logs each new transition: the console view of the alert stream."""
 
     name = "console"
 
-    def __init__(self) -> None:
-        self._last_batch = -1
-
-    def deliver(self, batch_id: int, alerts: Sequence[Alert]) -> None:  # noqa: D102
-        # A batch replayed after a query restart (config reload) is not logged again.
-        if batch_id <= self._last_batch:
-            return
-        self._last_batch = batch_id
-        for a in alerts:
+    def observe(self, transitions: Sequence[Transition]) -> None:  # noqa: D102
+        for t in transitions:
+            a = t.alert
             where = a.job_name or a.job_id or a.tm_id or a.entity
             log.warning(
-                "ALERT %s %s [%s] %s at %s: %s (alert_id=%s)",
+                "ALERT %s %s [%s] %s at %s: %s (alert_id=%s%s)",
                 a.status.value.upper(),
                 a.detector,
                 a.severity.value,
@@ -130,6 +121,7 @@ class LogAlertSink(AlertSink):
                 iso_utc(a.event_time_ms),
                 a.summary,
                 a.alert_id,
+                f", silenced by {t.silenced_by}" if t.silenced_by else "",
             )
 
 

@@ -1,58 +1,97 @@
 """Prometheus exporter of flinkwatch's own state, served from the driver.
 
 One custom collector reads, at scrape time, the counters the pipeline already keeps
-(events by kind, dead letters by reason, config reloads), the latest progress of each
-query, and the alerts currently firing, which :class:`ActiveAlerts` (an alert sink)
-maintains. Nothing is counted twice and nothing runs on the executors.
+(events by kind, dead letters by reason, config reloads, sends per sink), the latest
+progress of each query, the open incidents (:class:`ActiveAlerts`, an alert
+observer seeded from the ledger) and the detectors' signals per entity
+(:class:`SignalBoard`). Nothing is counted twice and nothing runs on the executors.
 
 Every label is bounded: ``detector`` (registered detectors), ``severity`` (3 values),
-``status`` (2), ``kind`` (the parser's event kinds), ``reason`` (dead-letter reasons),
-``outcome`` (2), ``query`` (2); ``job_id``/``tm_id`` only on the firing-alert gauge, whose
-series disappear when the alert resolves.
+``status`` (3), ``kind`` (the parser's event kinds), ``reason`` (dead-letter reasons),
+``outcome`` (a handful), ``query`` (2), ``sink`` (2), ``silence`` (configured silences),
+``cluster`` (1). Entity labels (``job_id``, ``job_name``, ``tm_id``, ``host``) appear only on
+the open-incident gauge, whose series go away when the incident resolves, and on the
+signal gauges, whose series go away when the detector forgets the entity (idle TTL).
 """
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from prometheus_client import push_to_gateway
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector
+from prometheus_client.registry import Collector, CollectorRegistry
 
-from detectors import Alert, AlertStatus
-from sinks.base import AlertSink
+from detectors import REGISTRY, AlertStatus
+from sinks.base import AlertObserver, Transition
+
+log = logging.getLogger(__name__)
 
 
-class ActiveAlerts(AlertSink):
-    """Keeps the set of firing alerts and counts transitions (replay-safe by batch id)."""
+class ActiveAlerts(AlertObserver):
+    """The incidents open now, with their latest transition, and transition counts.
+
+    Seeded from the ledger at start, so a restarted job shows what is still firing.
+    """
 
     name = "prometheus"
 
-    def __init__(self) -> None:
+    def __init__(self, seed: Sequence[Transition] = ()) -> None:
         self._lock = threading.Lock()
-        self._active: dict[str, Alert] = {}
-        self._last_batch = -1
+        self._active: dict[str, Transition] = {t.alert.alert_id: t for t in seed}
         self.transitions: Counter[tuple[str, str]] = Counter()
+        self.silenced: Counter[tuple[str, str]] = Counter()
 
-    def deliver(self, batch_id: int, alerts: Sequence[Alert]) -> None:  # noqa: D102
+    def observe(self, transitions: Sequence[Transition]) -> None:  # noqa: D102
         with self._lock:
-            if batch_id <= self._last_batch:
-                return
-            self._last_batch = batch_id
-            for a in alerts:
+            for t in transitions:
+                a = t.alert
                 self.transitions[(a.detector, a.status.value)] += 1
-                if a.status is AlertStatus.FIRING:
-                    self._active[a.alert_id] = a
-                else:
+                if t.silenced_by:
+                    self.silenced[(a.detector, t.silenced_by)] += 1
+                if a.status is AlertStatus.RESOLVED:
                     self._active.pop(a.alert_id, None)
+                else:
+                    self._active[a.alert_id] = t
 
-    def snapshot(self) -> list[Alert]:
-        """The alerts firing now."""
+    def snapshot(self) -> list[Transition]:
+        """The latest transition of each open incident."""
         with self._lock:
             return list(self._active.values())
+
+
+class SignalBoard:
+    """The detectors' latest signal values per entity, for the signal gauges.
+
+    An entity's series go away when its detector drops it (idle TTL, disabled).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._values: dict[tuple[str, str], tuple[dict[str, str], dict[str, float]]] = {}
+
+    def update(
+        self, detector: str, entity: str, labels: dict[str, str], values: dict[str, float]
+    ) -> None:
+        """Replace an entity's values (an empty ``values`` keeps the entity, without values)."""
+        with self._lock:
+            self._values[(detector, entity)] = (labels, values)
+
+    def drop(self, detector: str, entity: str) -> None:
+        """Forget an entity."""
+        with self._lock:
+            self._values.pop((detector, entity), None)
+
+    def snapshot(self) -> list[tuple[str, dict[str, str], dict[str, float]]]:
+        """(detector, labels, values) per entity."""
+        with self._lock:
+            return [(d, lab, dict(v)) for (d, _e), (lab, v) in self._values.items()]
 
 
 class _Progress(Protocol):
@@ -62,6 +101,11 @@ class _Progress(Protocol):
     batch_ms: int
     state_rows: int
     state_bytes: int
+    watermark_ms: int | None
+
+
+def _nothing() -> Mapping[Any, int]:
+    return {}
 
 
 @dataclass
@@ -74,6 +118,14 @@ class Sources:
     reloads: Callable[[], tuple[int, int]]
     config_hash: Callable[[], str]
     active: ActiveAlerts
+    cluster: Callable[[], str] = lambda: "default"
+    signals: SignalBoard | None = None
+    #: Sends by (sink, outcome): delivered, failed, retry, confirmed, resent_unconfirmed.
+    deliveries: Callable[[], Mapping[tuple[str, str], int]] = _nothing
+    #: Transitions waiting per delivery sink.
+    backlog: Callable[[], Mapping[str, int]] = _nothing
+    watermark_delay_s: Callable[[], float] = lambda: 0.0
+    clock: Callable[[], float] = time.time
 
 
 class FlinkwatchCollector(Collector):
@@ -83,24 +135,84 @@ class FlinkwatchCollector(Collector):
         self.s = sources
 
     def collect(self) -> Iterator[Metric]:  # noqa: D102
+        yield from self._alert_families()
+        if self.s.signals is not None:
+            yield from signal_families(self.s.signals, self.s.cluster())
+        yield from self._pipeline_families()
+        yield from self._progress_families(self.s.progress(), self.s.clock())
+
+    def _alert_families(self) -> Iterator[Metric]:
         active = GaugeMetricFamily(
             "flinkwatch_alerts_active",
-            "Alerts firing now (1 per alert); the series goes away when the alert resolves.",
-            labels=["detector", "severity", "job_id", "tm_id"],
+            "Open incidents (1 each) by their latest transition; the series goes away on resolve.",
+            labels=[
+                "detector",
+                "severity",
+                "cluster",
+                "job_id",
+                "job_name",
+                "tm_id",
+                "host",
+                "silenced",
+            ],
         )
-        for a in self.s.active.snapshot():
-            active.add_metric([a.detector, a.severity.value, a.job_id or "", a.tm_id or ""], 1.0)
+        cluster = self.s.cluster()
+        for t in self.s.active.snapshot():
+            a = t.alert
+            active.add_metric(
+                [
+                    a.detector,
+                    a.severity.value,
+                    cluster,
+                    a.job_id or "",
+                    a.job_name or "",
+                    a.tm_id or "",
+                    a.host or "",
+                    "true" if t.silenced_by else "false",
+                ],
+                1.0,
+            )
         yield active
 
         transitions = CounterMetricFamily(
             "flinkwatch_alert_transitions",
-            "Alert transitions emitted, by detector and status (firing/resolved).",
+            "Alert transitions recorded, by detector and status (firing/escalated/resolved).",
             labels=["detector", "status"],
         )
         for (det, status), n in sorted(self.s.active.transitions.items()):
             transitions.add_metric([det, status], float(n))
         yield transitions
 
+        silenced = CounterMetricFamily(
+            "flinkwatch_alerts_silenced",
+            "Alert transitions withheld from Slack, by detector and silence name.",
+            labels=["detector", "silence"],
+        )
+        for (det, name), n in sorted(self.s.active.silenced.items()):
+            silenced.add_metric([det, name], float(n))
+        yield silenced
+
+        sends = CounterMetricFamily(
+            "flinkwatch_deliveries",
+            "Sends to delivery sinks (slack, file) by outcome: delivered, retry (sink "
+            "unavailable, kept in order), failed (refused, skipped), confirmed (found "
+            "delivered after a crash), resent_unconfirmed (sent again after a crash).",
+            labels=["sink", "outcome"],
+        )
+        for (sink, outcome), n in sorted(self.s.deliveries().items()):
+            sends.add_metric([sink, outcome], float(n))
+        yield sends
+
+        backlog = GaugeMetricFamily(
+            "flinkwatch_delivery_backlog",
+            "Alert transitions waiting for a delivery sink.",
+            labels=["sink"],
+        )
+        for sink, n in sorted(self.s.backlog().items()):
+            backlog.add_metric([sink], float(n))
+        yield backlog
+
+    def _pipeline_families(self) -> Iterator[Metric]:
         events = CounterMetricFamily(
             "flinkwatch_events", "Parsed events, by kind.", labels=["kind"]
         )
@@ -133,10 +245,15 @@ class FlinkwatchCollector(Collector):
         info.add_metric([self.s.config_hash() or "default"], 1.0)
         yield info
 
-        yield from self._progress_families(self.s.progress())
+        delay = GaugeMetricFamily(
+            "flinkwatch_watermark_delay_seconds",
+            "Configured lateness allowed before events are dropped (spark.watermark_delay_s).",
+        )
+        delay.add_metric([], self.s.watermark_delay_s())
+        yield delay
 
     @staticmethod
-    def _progress_families(progress: Mapping[str, Any]) -> Iterator[Metric]:
+    def _progress_families(progress: Mapping[str, Any], now_s: float) -> Iterator[Metric]:
         specs = [
             (
                 "flinkwatch_input_rows_per_second",
@@ -169,6 +286,16 @@ class FlinkwatchCollector(Collector):
             for query, p in sorted(progress.items()):
                 fam.add_metric([query], float(getattr(p, attr)) * scale)
             yield fam
+        lag = GaugeMetricFamily(
+            "flinkwatch_watermark_lag_seconds",
+            "Wall clock minus the query's event-time watermark: how far detection is behind.",
+            labels=["query"],
+        )
+        for query, p in sorted(progress.items()):
+            wm = getattr(p, "watermark_ms", None)
+            if wm:
+                lag.add_metric([query], max(now_s - wm / 1000, 0.0))
+        yield lag
         late = CounterMetricFamily(
             "flinkwatch_late_rows_dropped",
             "Rows the detectors never saw because they were older than the watermark.",
@@ -177,3 +304,81 @@ class FlinkwatchCollector(Collector):
         for query, p in sorted(progress.items()):
             late.add_metric([query], float(getattr(p, "late_rows_dropped", 0)))
         yield late
+
+
+def signal_families(board: SignalBoard, cluster: str) -> Iterator[Metric]:
+    """One gauge per declared detector signal, one series per entity."""
+    by_detector: dict[str, list[tuple[dict[str, str], dict[str, float]]]] = {}
+    for det, labels, values in board.snapshot():
+        by_detector.setdefault(det, []).append((labels, values))
+    for name, cls in sorted(REGISTRY.items()):
+        keys = (
+            ["cluster", "job_id", "job_name"] if cls.scope != "tm" else ["cluster", "tm_id", "host"]
+        )
+        for signal, doc in cls.signals.items():
+            fam = GaugeMetricFamily(f"flinkwatch_{signal}", f"{doc} ({name})", labels=keys)
+            for labels, values in by_detector.get(name, []):
+                if signal in values:
+                    row = {**labels, "cluster": cluster}
+                    fam.add_metric([row.get(k) or "" for k in keys], float(values[signal]))
+            yield fam
+
+
+class Pusher:
+    """Pushes the registry to a Pushgateway every ``interval_s`` (for push-based setups).
+
+    The grouping key carries the cluster, so several flinkwatch instances do not
+    overwrite each other. Failures are logged once per outage, not once per push.
+    """
+
+    def __init__(
+        self,
+        registry: CollectorRegistry,
+        url: str,
+        job: str,
+        interval_s: float,
+        cluster: Callable[[], str],
+    ) -> None:
+        self.registry = registry
+        self.url = url
+        self.job = job
+        self.interval_s = interval_s
+        self.cluster = cluster
+        self.failing = False
+        self.pushes = 0
+        self._stop = threading.Event()
+
+    def push_once(self) -> bool:
+        """One push; True when the gateway took it."""
+        try:
+            push_to_gateway(
+                self.url,
+                job=self.job,
+                registry=self.registry,
+                grouping_key={"cluster": self.cluster()},
+                timeout=max(self.interval_s, 5.0),
+            )
+        except Exception as exc:
+            if not self.failing:
+                log.warning("pushgateway %s: push failed (%s); will keep trying", self.url, exc)
+            self.failing = True
+            return False
+        if self.failing:
+            log.info("pushgateway %s: pushing again", self.url)
+        self.failing = False
+        self.pushes += 1
+        return True
+
+    def start(self) -> Pusher:
+        """Push in a daemon thread until :meth:`stop`."""
+
+        def run() -> None:
+            while not self._stop.wait(self.interval_s):
+                self.push_once()
+
+        threading.Thread(target=run, name="flinkwatch-pushgateway", daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        """Stop pushing."""
+        self._stop.set()

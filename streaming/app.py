@@ -46,10 +46,19 @@ from pyspark.sql.types import (
 
 from conf import AppConfig
 from conf.reload import ConfigWatcher
+from conf.silences import silence_for
 from detectors import REGISTRY, Alert, AlertStatus, Severity
-from sinks import AlertSink, DeadLetterFileSink
+from sinks import AlertLedger, AlertObserver, DeadLetterFileSink, DeliverySink
+from sinks.dispatch import Dispatcher
+from sinks.prometheus import SignalBoard
 from streaming.parsing import ParseLimits, parse_logs, parse_metrics
-from streaming.processor import ALERT_SCHEMA, EVENT_INPUT_COLUMNS, DetectorProcessor
+from streaming.processor import (
+    ALERT_SCHEMA,
+    EVENT_INPUT_COLUMNS,
+    SIGNAL,
+    SIGNAL_GONE,
+    DetectorProcessor,
+)
 
 log = logging.getLogger(__name__)
 
@@ -175,7 +184,8 @@ def rows_to_alerts(rows: Sequence[Any]) -> list[Alert]:
         )
         for r in rows
     ]
-    return sorted(alerts, key=lambda a: (a.event_time_ms, a.alert_id, a.status != "firing"))
+    order = {AlertStatus.FIRING: 0, AlertStatus.ESCALATED: 1, AlertStatus.RESOLVED: 2}
+    return sorted(alerts, key=lambda a: (a.event_time_ms, a.alert_id, order[a.status]))
 
 
 @dataclass
@@ -197,34 +207,87 @@ class PipelineStats:
         return True
 
 
-class AlertDelivery:
-    """``foreachBatch`` of the alerts query: collect on the driver, hand to every sink."""
+@dataclass
+class Outputs:
+    """Where the detect query's transitions go (all on the driver).
 
-    def __init__(self, sinks: Sequence[AlertSink], stats: PipelineStats) -> None:
-        self.sinks = list(sinks)
+    Attributes:
+        ledger: Records each transition once, in step with the batch commit.
+        sinks: Delivery sinks drained inside the batch (the alert file): a failure
+            fails the batch, which Spark replays.
+        observers: See each new transition once (Prometheus view, console).
+        dispatcher: Drains slow sinks (Slack) in its own thread, outside the batch.
+        signals: The detectors' per-entity signal gauges.
+    """
+
+    ledger: AlertLedger
+    sinks: Sequence[DeliverySink] = ()
+    observers: Sequence[AlertObserver] = ()
+    dispatcher: Dispatcher | None = None
+    signals: SignalBoard | None = None
+
+    def delivery_sinks(self) -> list[DeliverySink]:
+        """Every sink a transition is queued for."""
+        return [*self.sinks, *(self.dispatcher.sinks if self.dispatcher else [])]
+
+
+class AlertDelivery:
+    """``foreachBatch`` of the detect query: record in the ledger, then deliver."""
+
+    def __init__(self, outputs: Outputs, stats: PipelineStats, cfg: AppConfig) -> None:
+        self.out = outputs
         self.stats = stats
+        self.cfg = cfg
+
+    def _silence(self, alert: Alert) -> str | None:
+        return silence_for(self.cfg.silences, alert, self.cfg.cluster)
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
-        """Deliver one micro-batch of alert transitions.
+        """Record and deliver one micro-batch of alert transitions.
 
         Raises:
-            Exception: the first sink failure, after every sink was tried, so Spark does
-                not commit the batch and replays it (the sinks skip what they have).
+            Exception: the first failure of an in-batch sink, after every sink was
+                tried, so Spark does not commit the batch and replays it; the ledger
+                has the transitions already and the replay only retries the delivery.
         """
-        alerts = rows_to_alerts(batch.collect())
+        rows = batch.collect()
+        alert_rows = [r for r in rows if r["status"] not in (SIGNAL, SIGNAL_GONE)]
+        self._signals([r for r in rows if r["status"] in (SIGNAL, SIGNAL_GONE)])
+        new = self.out.ledger.record(
+            batch_id, rows_to_alerts(alert_rows), self.out.delivery_sinks(), self._silence
+        )
+        for t in new:
+            self.stats.alerts[(t.alert.detector, t.alert.entity, t.alert.status.value)] += 1
+        for obs in self.out.observers:
+            try:
+                obs.observe(new)
+            except Exception:
+                log.exception("observer=%s failed on batch %d", obs.name, batch_id)
         errors: list[Exception] = []
-        for sink in self.sinks:
+        for sink in self.out.sinks:
             # One failing sink must not keep the others from delivering.
             try:
-                sink.deliver(batch_id, alerts)
+                self.out.ledger.deliver(sink)
             except Exception as exc:
                 log.exception("sink=%s batch=%d delivery failed", sink.name, batch_id)
                 errors.append(exc)
+        if self.out.dispatcher is not None and new:
+            self.out.dispatcher.wake()
         if errors:
             raise errors[0]
-        if self.stats.first_count("detect", batch_id):  # a replayed batch counts once
-            for a in alerts:
-                self.stats.alerts[(a.detector, a.entity, a.status.value)] += 1
+
+    def _signals(self, rows: Sequence[Any]) -> None:
+        board = self.out.signals
+        if board is None:
+            return
+        import json
+
+        for r in rows:
+            if r["status"] == SIGNAL_GONE:
+                board.drop(r["detector"], r["entity"])
+                continue
+            labels = {k: r[k] for k in ("job_id", "job_name", "tm_id", "host") if r[k]}
+            board.update(r["detector"], r["entity"], labels, json.loads(r["evidence"] or "{}"))
 
 
 class ParseBatch:
@@ -302,7 +365,7 @@ class Pipeline:
     cfg: AppConfig
     logs: Callable[[], DataFrame]
     metrics: Callable[[], DataFrame]
-    sinks: Sequence[AlertSink]
+    outputs: Outputs
     checkpoint_dir: Path
     deadletter_dir: Path
     #: ``None``: a processing-time trigger of ``spark.trigger_interval_s`` (read at each
@@ -357,7 +420,7 @@ class Pipeline:
         return (
             alert_stream(events, self.cfg)
             .writeStream.queryName("flinkwatch-detect")
-            .foreachBatch(AlertDelivery(self.sinks, self.stats))
+            .foreachBatch(AlertDelivery(self.outputs, self.stats, self.cfg))
             .option("checkpointLocation", str(self.checkpoint_dir / "detect"))
             .trigger(**self._trigger())
             .start()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import shutil
 import signal
 import sys
@@ -80,21 +81,52 @@ def run_job(
     import threading
 
     from conf.reload import ConfigWatcher
-    from sinks import AlertSink, JsonLinesAlertSink, LogAlertSink
-    from sinks.prometheus import ActiveAlerts
-    from streaming.app import Pipeline, run_forever
+    from sinks import AlertLedger, JsonLinesAlertSink, LogAlertSink
+    from sinks.dispatch import Dispatcher
+    from sinks.prometheus import ActiveAlerts, SignalBoard
+    from sinks.slack import slack_sink
+    from streaming.app import Outputs, Pipeline, run_forever
     from streaming.listener import ProgressLogger
     from streaming.session import get_session
     from streaming.sources import kafka_records
 
     out = cfg.output
     log.info(
-        "starting: kafka=%s topics=%s,%s state=%s alerts=%s",
+        "starting: kafka=%s topics=%s,%s state=%s alerts=%s slack=%s",
         cfg.kafka.bootstrap_servers,
         cfg.kafka.logs_topic,
         cfg.kafka.metrics_topic,
         out.state_dir,
         out.alerts_path,
+        cfg.slack.mode,
+    )
+    ledger = AlertLedger(out.ledger_path)
+    # Reload-aware views of the config for the driver-side sinks (routes, silences).
+    current = {"cfg": cfg}
+    try:
+        slack = slack_sink(lambda: current["cfg"].slack, lambda: current["cfg"].cluster, ledger)
+    except ValueError as exc:
+        log.error("%s", exc)
+        return 2
+    alerts_file = JsonLinesAlertSink(out.alerts_path)
+    ledger.deliver(alerts_file)  # whatever a crash left undelivered
+    active = ActiveAlerts(seed=ledger.active())
+    if active.snapshot():
+        log.info("%d incidents still open from before the restart", len(active.snapshot()))
+    dispatcher = None
+    if slack is not None:
+        dispatcher = Dispatcher(
+            ledger,
+            [slack],
+            backoff_s=cfg.slack.retry_backoff_s,
+            max_backoff_s=cfg.slack.max_backoff_s,
+        ).start()
+    outputs = Outputs(
+        ledger=ledger,
+        sinks=[alerts_file],
+        observers=[active, LogAlertSink()] if out.console else [active],
+        dispatcher=dispatcher,
+        signals=SignalBoard(),
     )
     spark = get_session(
         master=cfg.spark.master,
@@ -103,19 +135,12 @@ def run_job(
     )
     progress = ProgressLogger()
     spark.streams.addListener(progress)
-    active = ActiveAlerts()
-    alerts_file = JsonLinesAlertSink(
-        out.alerts_path, ledger_path=out.checkpoint_dir / "detect-sinks" / "alerts-file.batch"
-    )
-    sinks: list[AlertSink] = [alerts_file, active]
-    if out.console:
-        sinks.append(LogAlertSink())
     pipeline = Pipeline(
         spark=spark,
         cfg=cfg,
         logs=lambda: kafka_records(spark, cfg.kafka, cfg.kafka.logs_topic),
         metrics=lambda: kafka_records(spark, cfg.kafka, cfg.kafka.metrics_topic),
-        sinks=sinks,
+        outputs=outputs,
         checkpoint_dir=out.checkpoint_dir,
         deadletter_dir=out.deadletter_path,
         trigger={"processingTime": f"{int(cfg.spark.trigger_interval_s * 1000)} milliseconds"},
@@ -141,22 +166,39 @@ def run_job(
             "watching %s for changes every %.0f s (or SIGHUP)", config_path, cfg.reload_interval_s
         )
     if cfg.metrics.enabled:
-        _serve_metrics(cfg, pipeline, progress, watcher, active)
+        _serve_metrics(cfg, pipeline, progress, watcher)
     deadline = time.monotonic() + duration if duration else None
-    rc = run_forever(
-        pipeline,
-        should_stop=lambda: stop["flag"] or (deadline is not None and time.monotonic() > deadline),
-        watcher=watcher,
-        reload_requested=reload_requested,
-    )
+
+    def _should_stop() -> bool:
+        current["cfg"] = pipeline.cfg  # a reload swaps pipeline.cfg; the sinks follow
+        return stop["flag"] or (deadline is not None and time.monotonic() > deadline)
+
+    try:
+        rc = run_forever(
+            pipeline, should_stop=_should_stop, watcher=watcher, reload_requested=reload_requested
+        )
+    finally:
+        if dispatcher is not None:
+            dispatcher.stop()
+        ledger.close()
     _print_summary(pipeline.stats.alerts, pipeline.stats.kinds, pipeline.stats.dead_letters)
     return rc
 
 
-def _serve_metrics(cfg: AppConfig, pipeline: Any, progress: Any, watcher: Any, active: Any) -> None:
+def _serve_metrics(cfg: AppConfig, pipeline: Any, progress: Any, watcher: Any) -> None:
     from prometheus_client import CollectorRegistry, start_http_server
 
-    from sinks.prometheus import FlinkwatchCollector, Sources
+    from sinks.prometheus import FlinkwatchCollector, Pusher, Sources
+
+    out = pipeline.outputs
+    observers = [o for o in out.observers if o.name == "prometheus"]
+
+    def backlog() -> dict[str, int]:
+        counts = out.ledger.counts()
+        return {
+            s.name: sum(counts.get((s.name, st), 0) for st in ("pending", "sending"))
+            for s in out.delivery_sinks()
+        }
 
     registry = CollectorRegistry()
     registry.register(
@@ -169,10 +211,19 @@ def _serve_metrics(cfg: AppConfig, pipeline: Any, progress: Any, watcher: Any, a
                     (watcher.stats.succeeded, watcher.stats.failed) if watcher else (0, 0)
                 ),
                 config_hash=lambda: watcher.stats.active_hash if watcher else "",
-                active=active,
+                active=observers[0],
+                cluster=lambda: pipeline.cfg.cluster,
+                signals=out.signals,
+                deliveries=lambda: dict(out.ledger.outcomes),
+                backlog=backlog,
+                watermark_delay_s=lambda: pipeline.cfg.spark.watermark_delay_s,
             )
         )
     )
+    push = cfg.metrics.pushgateway
+    if push.url:
+        Pusher(registry, push.url, push.job, push.interval_s, lambda: pipeline.cfg.cluster).start()
+        log.info("metrics: pushing to %s every %.0f s", push.url, push.interval_s)
     try:
         start_http_server(cfg.metrics.port, addr=cfg.metrics.host, registry=registry)
     except OSError as exc:
@@ -191,8 +242,8 @@ def _serve_metrics(cfg: AppConfig, pipeline: Any, progress: Any, watcher: Any, a
 
 def cmd_replay(args: argparse.Namespace) -> int:
     """The same parser and detectors over files, in event time; alerts as JSON lines."""
-    from sinks import JsonLinesAlertSink
-    from streaming.app import Pipeline
+    from sinks import AlertLedger, JsonLinesAlertSink
+    from streaming.app import Outputs, Pipeline
     from streaming.session import get_session
     from streaming.sources import file_records, stage_files
 
@@ -221,7 +272,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
         cfg=cfg,
         logs=lambda: file_records(spark, logs_dir, kind="log"),
         metrics=lambda: file_records(spark, metrics_dir, kind="metric"),
-        sinks=[JsonLinesAlertSink(output, ledger=False)],
+        outputs=Outputs(
+            ledger=AlertLedger(work / "ledger.sqlite"), sinks=[JsonLinesAlertSink(output)]
+        ),
         checkpoint_dir=work / "checkpoints",
         deadletter_dir=deadletters,
         trigger={"availableNow": True},
@@ -423,6 +476,28 @@ def cmd_demo(args: argparse.Namespace) -> int:
             "output": cfg.output.model_copy(update={"state_dir": state}),
         }
     )
+    emulator = None
+    base_slack: dict[str, object] = {}
+    if cfg.slack.mode == "off":
+        # No Slack configured: bring a local one, so the demo shows the messages an
+        # on-call channel would get (one per incident, updated on resolve).
+        from sinks.slack_emulator import SlackEmulator
+
+        emulator = SlackEmulator(
+            channels=(cfg.slack.channel,),
+            on_message=lambda m: log.warning(
+                "SLACK %s%s: %s",
+                "#" + str(m.get("channel_name", "")),
+                " (thread reply)" if m.get("thread_ts") else "",
+                m.get("text"),
+            ),
+        ).start()
+        os.environ[cfg.slack.token_env] = emulator.token
+        base_slack = {"mode": "bot", "api_url": emulator.base_url}
+        cfg = cfg.model_copy(update={"slack": cfg.slack.model_copy(update=base_slack)})
+        log.info(
+            "demo: local Slack emulator at %s (set slack.mode to use yours)", emulator.base_url
+        )
     if args.fresh:
         # A fresh demo starts from empty topics and state: the simulator's job ids are
         # deterministic, so records of an earlier demo would mix with this one's.
@@ -473,9 +548,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
                     "metrics_topic": cfg.kafka.metrics_topic,
                 },
                 "output": {"state_dir": state},
+                **({"slack": base_slack} if base_slack else {}),
             },
         )
     finally:
+        if emulator is not None:
+            emulator.stop()
         sim.terminate()
         sim.wait(timeout=30)
         log.info("demo: alerts are in %s", cfg.output.alerts_path)
@@ -576,7 +654,20 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--duration", type=float, help="stop after this many seconds (default: never)")
     d.add_argument("--fresh", action="store_true", help="delete the demo state first")
     d.set_defaults(func=cmd_demo)
+
+    se = sub.add_parser(
+        "slack-emulator", help="a local Slack Web API + webhook server (demo, tests, trials)"
+    )
+    se.add_argument("args", nargs=argparse.REMAINDER, help="--port, --token, --channel")
+    se.set_defaults(func=cmd_slack_emulator)
     return p
+
+
+def cmd_slack_emulator(args: argparse.Namespace) -> int:
+    """Run the local Slack emulator in the foreground."""
+    from sinks.slack_emulator import main as emulator_main
+
+    return emulator_main(args.args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -7,6 +7,7 @@ input and processed rows/s, batch duration, watermark and state size.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import threading
 import time
@@ -28,9 +29,21 @@ class QueryProgress:
     processed_rows_per_s: float = 0.0
     batch_ms: int = 0
     watermark: str | None = None
+    watermark_ms: int | None = None
     state_rows: int = 0
     state_bytes: int = 0
     late_rows_dropped: int = 0  # cumulative since the process started
+
+
+def _epoch_ms(iso: str | None) -> int | None:
+    """Spark's ISO-8601 watermark (``1970-01-01T00:00:00.000Z`` before any) → epoch ms."""
+    if not iso:
+        return None
+    try:
+        ms = int(dt.datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp() * 1000)
+    except ValueError:
+        return None
+    return ms or None
 
 
 class ProgressLogger(StreamingQueryListener):
@@ -57,6 +70,7 @@ class ProgressLogger(StreamingQueryListener):
             processed_rows_per_s=float(p.processedRowsPerSecond or 0.0),
             batch_ms=int(p.batchDuration),
             watermark=(p.eventTime or {}).get("watermark"),
+            watermark_ms=_epoch_ms((p.eventTime or {}).get("watermark")),
             state_rows=sum(s.numRowsTotal for s in states),
             state_bytes=sum(s.memoryUsedBytes for s in states),
         )

@@ -72,6 +72,11 @@ ALERT_SCHEMA = StructType(
     ]
 )
 
+#: ``status`` of the non-alert rows the adapter emits for dashboards: the entity's
+#: current detector signals (``evidence`` holds them), or that the entity is gone.
+SIGNAL = "signal"
+SIGNAL_GONE = "signal_gone"
+
 _STATE_SCHEMA = StructType([StructField("json", StringType())])
 _TIMER_KEY = "_timer_ms"
 
@@ -136,6 +141,33 @@ def alerts_frame(alerts: list[Alert]) -> pd.DataFrame:
                 "evidence": json.dumps(a.evidence, sort_keys=True, default=str),
             }
             for a in alerts
+        ],
+        columns=[f.name for f in ALERT_SCHEMA.fields],
+    )
+
+
+def signal_frame(
+    detector: Detector[Any] | None, key: Any, state: dict[str, Any] | None
+) -> pd.DataFrame:
+    """One row with the entity's current signals, or a ``signal_gone`` row if it was dropped."""
+    values = {} if state is None or detector is None else detector.signal_values(state)
+    who = state or {}
+    return pd.DataFrame(
+        [
+            {
+                "alert_id": None,
+                "detector": key[0],
+                "entity": key[1],
+                "status": SIGNAL if state is not None else SIGNAL_GONE,
+                "severity": None,
+                "event_ms": int(who.get("last_event_ms") or 0),
+                "job_id": who.get("job_id"),
+                "job_name": who.get("job_name"),
+                "tm_id": who.get("tm_id"),
+                "host": who.get("host"),
+                "summary": None,
+                "evidence": json.dumps(values),
+            }
         ],
         columns=[f.name for f in ALERT_SCHEMA.fields],
     )
@@ -207,6 +239,7 @@ class DetectorProcessor(StatefulProcessor):
                 closing = self._close_incident(key[0], state, events[-1].time_ms)
                 if closing is not None:
                     yield alerts_frame([closing])
+                yield signal_frame(None, key, None)
             return
         old_timer = state.pop(_TIMER_KEY, None) if state else None
         alerts: list[Alert] = []
@@ -227,6 +260,8 @@ class DetectorProcessor(StatefulProcessor):
         self._apply(old_timer, state, timer)
         if alerts:
             yield alerts_frame(alerts)
+        if detector.signals:
+            yield signal_frame(detector, key, state)
 
     def handleExpiredTimer(  # noqa: D102
         self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo
@@ -244,6 +279,7 @@ class DetectorProcessor(StatefulProcessor):
             closing = self._close_incident(key[0], state, fired)
             if closing is not None:
                 yield alerts_frame([closing])
+            yield signal_frame(None, key, None)
             return
         now = max(timerValues.getCurrentWatermarkInMs(), fired)
         idle_ms = int(detector.params.idle_ttl_s * 1000)
@@ -259,6 +295,8 @@ class DetectorProcessor(StatefulProcessor):
         self._apply(None, step.state, timer)
         if step.alerts:
             yield alerts_frame(list(step.alerts))
+        if detector.signals:
+            yield signal_frame(detector, key, step.state)
 
     def _close_incident(self, name: str, state: dict[str, Any], time_ms: int) -> Alert | None:
         """A resolved transition for a firing incident whose detector was disabled."""

@@ -7,10 +7,11 @@ import urllib.request
 from collections import Counter
 from dataclasses import dataclass
 
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry, generate_latest, start_http_server
 
 from detectors import Alert, AlertStatus, Severity
-from sinks.prometheus import ActiveAlerts, FlinkwatchCollector, Sources
+from sinks import AlertLedger, Transition, transition_key
+from sinks.prometheus import ActiveAlerts, FlinkwatchCollector, SignalBoard, Sources
 
 
 def alert(alert_id: str, status: AlertStatus, detector: str = "idle_heap_growth") -> Alert:
@@ -27,6 +28,10 @@ def alert(alert_id: str, status: AlertStatus, detector: str = "idle_heap_growth"
     )
 
 
+def tr(seq: int, a: Alert, silenced_by: str | None = None) -> Transition:
+    return Transition(seq, transition_key(a), a, silenced_by)
+
+
 @dataclass
 class P:
     input_rows_per_s: float = 120.0
@@ -35,9 +40,12 @@ class P:
     state_rows: int = 80
     state_bytes: int = 250_200
     late_rows_dropped: int = 4
+    watermark_ms: int | None = 1_700_000_000_000
 
 
-def registry_with(active: ActiveAlerts, reloads=(2, 1)) -> CollectorRegistry:
+def registry_with(
+    active: ActiveAlerts, reloads=(2, 1), board: SignalBoard | None = None
+) -> CollectorRegistry:
     reg = CollectorRegistry()
     reg.register(
         FlinkwatchCollector(
@@ -48,26 +56,37 @@ def registry_with(active: ActiveAlerts, reloads=(2, 1)) -> CollectorRegistry:
                 reloads=lambda: reloads,
                 config_hash=lambda: "abc123def456",
                 active=active,
+                cluster=lambda: "prod-eu",
+                signals=board,
+                deliveries=lambda: {("slack", "delivered"): 5, ("slack", "retry"): 2},
+                backlog=lambda: {"slack": 3, "file": 0},
+                watermark_delay_s=lambda: 30.0,
+                clock=lambda: 1_700_000_012.5,
             )
         )
     )
     return reg
 
 
+LABELS = {
+    "detector": "idle_heap_growth",
+    "severity": "critical",
+    "cluster": "prod-eu",
+    "job_id": "3f4c2a9b7d1e4f60a8b5c2d1e0f9a7b3",
+    "job_name": "",
+    "tm_id": "container_e05_1699999999999_0042_01_000003",
+    "host": "",
+    "silenced": "false",
+}
+
+
 def test_firing_alert_is_a_series_until_it_resolves() -> None:
     active = ActiveAlerts()
     reg = registry_with(active)
-    labels = {
-        "detector": "idle_heap_growth",
-        "severity": "critical",
-        "job_id": "3f4c2a9b7d1e4f60a8b5c2d1e0f9a7b3",
-        "tm_id": "container_e05_1699999999999_0042_01_000003",
-    }
-    active.deliver(0, [alert("a1", AlertStatus.FIRING)])
-    assert reg.get_sample_value("flinkwatch_alerts_active", labels) == 1.0
-    active.deliver(0, [alert("a1", AlertStatus.FIRING)])  # a replayed batch counts once
-    active.deliver(1, [alert("a1", AlertStatus.RESOLVED)])
-    assert reg.get_sample_value("flinkwatch_alerts_active", labels) is None
+    active.observe([tr(1, alert("a1", AlertStatus.FIRING))])
+    assert reg.get_sample_value("flinkwatch_alerts_active", LABELS) == 1.0
+    active.observe([tr(2, alert("a1", AlertStatus.RESOLVED))])
+    assert reg.get_sample_value("flinkwatch_alerts_active", LABELS) is None
     t = {"detector": "idle_heap_growth"}
     assert (
         reg.get_sample_value("flinkwatch_alert_transitions_total", {**t, "status": "firing"}) == 1.0
@@ -76,6 +95,56 @@ def test_firing_alert_is_a_series_until_it_resolves() -> None:
         reg.get_sample_value("flinkwatch_alert_transitions_total", {**t, "status": "resolved"})
         == 1.0
     )
+
+
+def test_a_silenced_alert_is_marked_and_counted() -> None:
+    active = ActiveAlerts()
+    reg = registry_with(active)
+    active.observe([tr(1, alert("a1", AlertStatus.FIRING), silenced_by="night-maintenance")])
+    assert reg.get_sample_value("flinkwatch_alerts_active", {**LABELS, "silenced": "true"}) == 1.0
+    assert reg.get_sample_value("flinkwatch_alerts_active", LABELS) is None
+    assert (
+        reg.get_sample_value(
+            "flinkwatch_alerts_silenced_total",
+            {"detector": "idle_heap_growth", "silence": "night-maintenance"},
+        )
+        == 1.0
+    )
+
+
+def test_open_incidents_survive_a_restart_through_the_ledger(tmp_path) -> None:
+    ledger = AlertLedger(tmp_path / "ledger.sqlite")
+    ledger.record(0, [alert("a1", AlertStatus.FIRING), alert("a2", AlertStatus.FIRING)], [])
+    ledger.record(1, [alert("a2", AlertStatus.RESOLVED)], [])
+    reg = registry_with(ActiveAlerts(seed=AlertLedger(tmp_path / "ledger.sqlite").active()))
+    assert reg.get_sample_value("flinkwatch_alerts_active", LABELS) == 1.0
+    body = generate_latest(reg).decode()
+    assert body.count("flinkwatch_alerts_active{") == 1
+
+
+def test_signals_are_gauges_per_entity_that_go_away_with_it() -> None:
+    board = SignalBoard()
+    reg = registry_with(ActiveAlerts(), board=board)
+    job = {"job_id": "3f4c2a9b7d1e4f60a8b5c2d1e0f9a7b3", "job_name": "orders"}
+    board.update(
+        "checkpoint_creep",
+        "job:3f4c",
+        job,
+        {"checkpoint_duration_last_seconds": 42.5, "checkpoint_duration_slope_seconds": 0.8},
+    )
+    tm = {"tm_id": "container_e05_1699999999999_0042_01_000003", "host": "worker-7"}
+    board.update("idle_heap_growth", "tm:c3", tm, {"taskmanager_records_per_second": 0.0})
+    labels = {"cluster": "prod-eu", **job}
+    assert reg.get_sample_value("flinkwatch_checkpoint_duration_last_seconds", labels) == 42.5
+    assert reg.get_sample_value("flinkwatch_checkpoint_duration_slope_seconds", labels) == 0.8
+    assert (
+        reg.get_sample_value(
+            "flinkwatch_taskmanager_records_per_second", {"cluster": "prod-eu", **tm}
+        )
+        == 0.0
+    )
+    board.drop("checkpoint_creep", "job:3f4c")
+    assert reg.get_sample_value("flinkwatch_checkpoint_duration_last_seconds", labels) is None
 
 
 def test_pipeline_health_and_reload_outcomes_are_exported() -> None:
@@ -89,11 +158,16 @@ def test_pipeline_health_and_reload_outcomes_are_exported() -> None:
     assert reg.get_sample_value("flinkwatch_batch_duration_seconds", q) == 1.5
     assert reg.get_sample_value("flinkwatch_state_bytes", q) == 250_200.0
     assert reg.get_sample_value("flinkwatch_late_rows_dropped_total", q) == 4.0
+    assert reg.get_sample_value("flinkwatch_watermark_lag_seconds", q) == 12.5
+    assert reg.get_sample_value("flinkwatch_watermark_delay_seconds") == 30.0
+    slack = {"sink": "slack"}
+    assert reg.get_sample_value("flinkwatch_deliveries_total", {**slack, "outcome": "retry"}) == 2.0
+    assert reg.get_sample_value("flinkwatch_delivery_backlog", slack) == 3.0
 
 
 def test_metrics_are_served_over_http() -> None:
     active = ActiveAlerts()
-    active.deliver(0, [alert("a1", AlertStatus.FIRING)])
+    active.observe([tr(1, alert("a1", AlertStatus.FIRING))])
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -106,7 +180,7 @@ def test_metrics_are_served_over_http() -> None:
         server.shutdown()
         thread.join(timeout=10)
     assert (
-        'flinkwatch_alerts_active{detector="idle_heap_growth",job_id="3f4c2a9b7d1e4f60a8b5c2d1e0f9a7b3"'
-        in body
-    )
+        'flinkwatch_alerts_active{cluster="prod-eu",detector="idle_heap_growth",host="",'
+        'job_id="3f4c2a9b7d1e4f60a8b5c2d1e0f9a7b3"'
+    ) in body
     assert 'flinkwatch_dead_letters_total{reason="invalid_json"} 2.0' in body

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from detectors import Alert, AlertStatus, Severity
-from sinks import DeadLetterFileSink, JsonLinesAlertSink
+from sinks import AlertLedger, DeadLetterFileSink, JsonLinesAlertSink
 from sinks.files import alert_record, iso_utc
 
 
@@ -46,13 +46,40 @@ def test_iso_utc_keeps_milliseconds() -> None:
 def test_replayed_batch_is_written_once(tmp_path) -> None:
     path = tmp_path / "alerts.jsonl"
     sink = JsonLinesAlertSink(path)
-    sink.deliver(0, [alert()])
-    sink.deliver(0, [alert()])  # Spark replays batch 0 after a crash
-    sink.deliver(1, [alert(AlertStatus.RESOLVED)])
-    # A new sink (a restarted job) reads the ledger back.
-    JsonLinesAlertSink(path).deliver(1, [alert(AlertStatus.RESOLVED)])
+    ledger = AlertLedger(tmp_path / "ledger.sqlite")
+    for batch_id, alerts in [(0, [alert()]), (0, [alert()]), (1, [alert(AlertStatus.RESOLVED)])]:
+        ledger.record(batch_id, alerts, [sink])  # batch 0 twice: Spark replays it after a crash
+        ledger.deliver(sink)
+    # A restarted job: a new ledger object on the same file, and the last batch again.
+    again = AlertLedger(tmp_path / "ledger.sqlite")
+    again.record(1, [alert(AlertStatus.RESOLVED)], [sink])
+    again.deliver(sink)
     lines = [json.loads(x) for x in path.read_text().splitlines()]
     assert [x["status"] for x in lines] == ["firing", "resolved"]
+
+
+def test_an_append_interrupted_by_a_crash_is_confirmed_from_the_file(tmp_path) -> None:
+    path = tmp_path / "alerts.jsonl"
+    sink = JsonLinesAlertSink(path)
+    ledger = AlertLedger(tmp_path / "ledger.sqlite")
+    [t] = ledger.record(0, [alert()], [sink])
+    # The crash: marked sending, the line written, the process killed before "delivered".
+    ledger.mark("file", t.seq, "sending")
+    sink.send(t)
+    assert sink.confirm(t) is True
+    ledger.deliver(sink)
+    assert len(path.read_text().splitlines()) == 1
+    assert ledger.outcomes[("file", "confirmed")] == 1
+    # Killed before the line was written: confirm says no, and the line is written once.
+    [r] = ledger.record(1, [alert(AlertStatus.RESOLVED)], [sink])
+    ledger.mark("file", r.seq, "sending")
+    path.write_text(path.read_text() + '{"alert_id": "cut sh')  # a half-written line
+    assert sink.confirm(r) is False
+    ledger.deliver(sink)
+    statuses = [
+        json.loads(x).get("status") for x in path.read_text().splitlines() if x.endswith("}")
+    ]
+    assert statuses == ["firing", "resolved"]
 
 
 def test_dead_letters_of_a_replayed_batch_replace_the_first_write(tmp_path) -> None:

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from conf import AppConfig, KafkaConfig, OutputConfig, SparkConfig
-from sinks import JsonLinesAlertSink
-from streaming.app import Pipeline, run_forever
+from sinks import AlertLedger, JsonLinesAlertSink
+from streaming.app import Outputs, Pipeline, run_forever
 from streaming.sources import kafka_records
 from tests.conftest import KafkaBroker, wait_until
 
@@ -64,7 +64,10 @@ def pipeline(spark, cfg: AppConfig, trigger: dict) -> Pipeline:  # type: ignore[
         cfg=cfg,
         logs=lambda: kafka_records(spark, cfg.kafka, cfg.kafka.logs_topic),
         metrics=lambda: kafka_records(spark, cfg.kafka, cfg.kafka.metrics_topic),
-        sinks=[JsonLinesAlertSink(cfg.output.alerts_path)],
+        outputs=Outputs(
+            ledger=AlertLedger(cfg.output.ledger_path),
+            sinks=[JsonLinesAlertSink(cfg.output.alerts_path)],
+        ),
         checkpoint_dir=cfg.output.checkpoint_dir,
         deadletter_dir=cfg.output.deadletter_path,
         trigger=trigger,

@@ -1,4 +1,4 @@
-"""`flinkwatch run` as a process: /metrics, SIGHUP reload, SIGTERM stop, alerts from Kafka."""
+"""`flinkwatch run` as a process: /metrics scraped by a real Prometheus, SIGHUP, SIGTERM."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ import yaml
 
 from tests.conftest import REPO, wait_until
 from tests.integration.test_kafka_e2e import expired_cycle
+from tests.integration.test_prometheus_server import need_binary
+from tests.promserver import PrometheusServer
 
 pytestmark = [pytest.mark.kafka]
 
@@ -76,6 +78,18 @@ def test_run_serves_metrics_reloads_on_sighup_and_stops_on_sigterm(kafka, tmp_pa
             timeout=180,
             what="the firing transition in /metrics",
         )
+        # A real Prometheus server scrapes the running job: the alert series and the
+        # detector's signal for the job come back from its query API.
+        with PrometheusServer(
+            need_binary(), tmp_path / "prom", [f"127.0.0.1:{port}"], scrape_interval_s=1.0
+        ) as prom:
+            (series,) = prom.wait_for(
+                'flinkwatch_alerts_active{detector="checkpoint_failures"}', timeout=60
+            )
+            assert series["metric"]["job_id"] == JOB
+            assert series["metric"]["cluster"] == "default"
+            (signal_,) = prom.wait_for(f'flinkwatch_checkpoints_expired{{job_id="{JOB}"}}')
+            assert signal_["value"][1] == "3"
         doc["detectors"]["checkpoint_failures"]["min_expired"] = 4
         conf.write_text(yaml.safe_dump(doc))
         proc.send_signal(signal.SIGHUP)

@@ -12,8 +12,8 @@ from conf import AppConfig, SparkConfig, load_config
 from conf.reload import ConfigWatcher
 from detectors import AlertStatus
 from detectors.checkpoint_failures import CheckpointFailures, CheckpointFailuresParams
-from sinks import AlertSink
-from streaming.app import AlertDelivery, PipelineStats, run_forever
+from sinks import AlertLedger, DeliverySink, RetryableDeliveryError
+from streaming.app import AlertDelivery, Outputs, PipelineStats, run_forever
 
 
 class FakeQuery:
@@ -97,16 +97,16 @@ def test_a_valid_config_edit_restarts_the_queries_with_the_new_config(tmp_path: 
     assert [c.detector_params()["checkpoint_failures"].min_expired for c in p.configs] == [3, 4]
 
 
-class Recording(AlertSink):
+class Recording(DeliverySink):
     def __init__(self, name: str, fail: bool = False) -> None:
         self.name = name
         self.fail = fail
-        self.batches: list[int] = []
+        self.sent: list[str] = []
 
-    def deliver(self, batch_id: int, alerts: Any) -> None:
-        self.batches.append(batch_id)
+    def send(self, t: Any) -> None:
         if self.fail:
-            raise OSError("disk full")
+            raise RetryableDeliveryError("disk full")
+        self.sent.append(t.key)
 
 
 class FakeBatch:
@@ -133,18 +133,45 @@ ROW = {
 }
 
 
-def test_a_failing_sink_does_not_block_the_others_and_fails_the_batch_for_replay() -> None:
+def test_a_failing_sink_does_not_block_the_others_and_fails_the_batch_for_replay(
+    tmp_path: Path,
+) -> None:
     ok, bad = Recording("ok"), Recording("bad", fail=True)
     stats = PipelineStats()
-    deliver = AlertDelivery([bad, ok], stats)
-    with pytest.raises(OSError, match="disk full"):
+    outputs = Outputs(ledger=AlertLedger(tmp_path / "ledger.sqlite"), sinks=[bad, ok])
+    deliver = AlertDelivery(outputs, stats, cfg())
+    with pytest.raises(RetryableDeliveryError, match="disk full"):
         deliver(FakeBatch([ROW]), 0)  # type: ignore[arg-type]
-    assert ok.batches == [0]
-    assert stats.alerts == {}  # not counted: Spark replays the batch
+    assert ok.sent == ["a1:firing"]
     bad.fail = False
-    deliver(FakeBatch([ROW]), 0)  # type: ignore[arg-type]
+    deliver(FakeBatch([ROW]), 0)  # type: ignore[arg-type]  # Spark replays the batch
     deliver(FakeBatch([ROW]), 0)  # type: ignore[arg-type]  # a second replay
+    assert bad.sent == ["a1:firing"]
+    assert ok.sent == ["a1:firing"]
     assert stats.alerts == {("checkpoint_failures", "job:7f", "firing"): 1}
+
+
+def test_signal_rows_feed_the_board_and_never_reach_the_sinks(tmp_path: Path) -> None:
+    from sinks.prometheus import SignalBoard
+
+    sink, board = Recording("file"), SignalBoard()
+    outputs = Outputs(ledger=AlertLedger(tmp_path / "l.sqlite"), sinks=[sink], signals=board)
+    deliver = AlertDelivery(outputs, PipelineStats(), cfg())
+    signal = {
+        **ROW,
+        "alert_id": None,
+        "status": "signal",
+        "severity": None,
+        "detector": "checkpoint_failures",
+        "evidence": '{"checkpoints_expired": 2.0}',
+    }
+    deliver(FakeBatch([signal]), 0)  # type: ignore[arg-type]
+    assert sink.sent == []
+    assert board.snapshot() == [
+        ("checkpoint_failures", {"job_id": "7f"}, {"checkpoints_expired": 2.0})
+    ]
+    deliver(FakeBatch([{**signal, "status": "signal_gone", "evidence": "{}"}]), 1)  # type: ignore[arg-type]
+    assert board.snapshot() == []
 
 
 def test_disabling_a_detector_mid_incident_closes_the_incident() -> None:

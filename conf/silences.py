@@ -1,0 +1,160 @@
+"""Silences and maintenance windows: config that keeps matching alerts out of Slack.
+
+A silence has matchers (regular expressions, each matched against the whole value)
+and either a fixed range (``starts_at``/``ends_at``) or a weekly window. It is
+judged at the alert's event time, so a replay over history silences what the live
+job would have, and a window is exact whatever the processing delay. Silenced
+alerts still show in Prometheus (``silenced="true"``) and in the alert file.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from typing import Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from detectors import Alert
+
+Day = Literal["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
+_DAYS: tuple[Day, ...] = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+_HHMM = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)$")
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Matchers(_Frozen):
+    """Which alerts a silence covers: every given matcher must match (regex, whole value)."""
+
+    detector: str | None = None
+    cluster: str | None = None
+    job_id: str | None = None
+    job_name: str | None = None
+    tm_id: str | None = None
+    host: str | None = None
+    severity: str | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> Matchers:
+        given = {k: v for k, v in self.model_dump().items() if v is not None}
+        if not given:
+            msg = (
+                "give at least one matcher "
+                "(detector, cluster, job_id, job_name, tm_id, host, severity)"
+            )
+            raise ValueError(msg)
+        for name, pattern in given.items():
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                msg = f"{name}: not a valid regular expression: {exc}"
+                raise ValueError(msg) from exc
+        return self
+
+    def matches(self, alert: Alert, cluster: str) -> bool:
+        """True when every given matcher matches the alert."""
+        values = {
+            "detector": alert.detector,
+            "cluster": cluster,
+            "job_id": alert.job_id,
+            "job_name": alert.job_name,
+            "tm_id": alert.tm_id,
+            "host": alert.host,
+            "severity": alert.severity.value,
+        }
+        for name, pattern in self.model_dump().items():
+            if pattern is None:
+                continue
+            value = values[name]
+            if value is None or not re.fullmatch(pattern, value):
+                return False
+        return True
+
+
+class Weekly(_Frozen):
+    """A window that recurs every week: ``days`` from ``start`` to ``end`` in ``timezone``.
+
+    ``end`` before ``start`` crosses midnight (sat 23:00-02:00 covers early Sunday).
+    """
+
+    days: tuple[Day, ...] = _DAYS
+    start: str = Field(description="HH:MM, local time")
+    end: str = Field(description="HH:MM, local time; before start = past midnight")
+    timezone: str = "UTC"
+
+    @field_validator("start", "end")
+    @classmethod
+    def _hhmm(cls, v: str) -> str:
+        if not _HHMM.match(v):
+            msg = f"{v!r} is not HH:MM (00:00-23:59)"
+            raise ValueError(msg)
+        return v
+
+    @field_validator("timezone")
+    @classmethod
+    def _zone(cls, v: str) -> str:
+        try:
+            ZoneInfo(v)
+        except (ZoneInfoNotFoundError, ValueError) as exc:
+            msg = f"unknown time zone {v!r}"
+            raise ValueError(msg) from exc
+        return v
+
+    def covers(self, at_ms: int) -> bool:
+        """True when ``at_ms`` falls in the window."""
+        local = dt.datetime.fromtimestamp(at_ms / 1000, tz=ZoneInfo(self.timezone))
+        minute = local.hour * 60 + local.minute
+        start = int(self.start[:2]) * 60 + int(self.start[3:])
+        end = int(self.end[:2]) * 60 + int(self.end[3:])
+        today = _DAYS[local.weekday()]
+        if start < end:
+            return today in self.days and start <= minute < end
+        # Crosses midnight: the evening belongs to today's window, the morning to yesterday's.
+        yesterday = _DAYS[(local.weekday() - 1) % 7]
+        return (today in self.days and minute >= start) or (yesterday in self.days and minute < end)
+
+
+class Silence(_Frozen):
+    """Keep matching alerts out of Slack during a time range or a weekly window."""
+
+    name: str = Field(description="Shown in logs, the alert file and the metrics.")
+    matchers: Matchers
+    starts_at: dt.datetime | None = None
+    ends_at: dt.datetime | None = None
+    weekly: Weekly | None = None
+    comment: str = ""
+
+    @model_validator(mode="after")
+    def _check(self) -> Silence:
+        ranged = self.starts_at is not None or self.ends_at is not None
+        if ranged == (self.weekly is not None):
+            msg = "give either starts_at/ends_at or weekly (exactly one)"
+            raise ValueError(msg)
+        for when in (self.starts_at, self.ends_at):
+            if when is not None and when.tzinfo is None:
+                msg = "starts_at/ends_at need a time zone (e.g. 2026-11-22T02:00:00Z)"
+                raise ValueError(msg)
+        if self.starts_at and self.ends_at and self.ends_at <= self.starts_at:
+            msg = "ends_at must be after starts_at"
+            raise ValueError(msg)
+        return self
+
+    def covers(self, at_ms: int) -> bool:
+        """True when the silence is in force at ``at_ms``."""
+        if self.weekly is not None:
+            return self.weekly.covers(at_ms)
+        start = self.starts_at.timestamp() * 1000 if self.starts_at else float("-inf")
+        end = self.ends_at.timestamp() * 1000 if self.ends_at else float("inf")
+        return start <= at_ms < end
+
+
+def silence_for(silences: tuple[Silence, ...], alert: Alert, cluster: str) -> str | None:
+    """The name of the first silence covering the alert at its event time, or None."""
+    for s in silences:
+        if s.covers(alert.event_time_ms) and s.matchers.matches(alert, cluster):
+            return s.name
+    return None

@@ -1,0 +1,328 @@
+"""The alert ledger: every transition recorded once, delivered to each sink once.
+
+A SQLite file on the driver. The detect query's ``foreachBatch`` records the batch's
+transitions (:meth:`AlertLedger.record`) before it returns, that is before Spark
+commits the batch. If the process dies before the commit, Spark replays the batch
+and the ledger, keyed by :func:`~sinks.base.transition_key`, adds nothing twice.
+
+Delivery is a second, independent step per sink: ``pending`` → ``sending`` →
+``delivered`` (or ``failed``, or ``silenced`` for a notifying sink). ``sending`` is
+committed before the send starts, so after a crash the ledger knows which sends may
+have happened and asks the sink (:meth:`~sinks.base.DeliverySink.confirm`) instead
+of guessing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from detectors import Alert, AlertStatus
+from sinks.base import (
+    DeliverySink,
+    PermanentDeliveryError,
+    RetryableDeliveryError,
+    Transition,
+    transition_key,
+)
+
+log = logging.getLogger(__name__)
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS transitions (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    key TEXT NOT NULL UNIQUE,
+    alert_id TEXT NOT NULL,
+    status TEXT NOT NULL,
+    batch_id INTEGER NOT NULL,
+    silenced_by TEXT,
+    alert TEXT NOT NULL,
+    recorded_ms INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS transitions_alert ON transitions (alert_id, seq);
+CREATE TABLE IF NOT EXISTS deliveries (
+    sink TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    state TEXT NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    error TEXT,
+    updated_ms INTEGER NOT NULL,
+    PRIMARY KEY (sink, seq)
+);
+CREATE INDEX IF NOT EXISTS deliveries_open ON deliveries (sink, state, seq);
+CREATE TABLE IF NOT EXISTS sink_memory (
+    sink TEXT NOT NULL,
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    PRIMARY KEY (sink, key)
+);
+"""
+
+#: Delivery states that still need work.
+OPEN_STATES = ("pending", "sending")
+
+Silencer = Callable[[Alert], str | None]
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class AlertLedger:
+    """Durable record of alert transitions and of their delivery to each sink.
+
+    Thread-safe: the batch thread records, the dispatcher thread delivers.
+    """
+
+    def __init__(self, path: Path, clock: Callable[[], int] = _now_ms) -> None:
+        """Open (or create) the ledger file.
+
+        Args:
+            path: The SQLite file.
+            clock: Wall-clock epoch ms, for bookkeeping only (injected in tests).
+        """
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._db = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None)
+        # WAL: the dispatcher reads while a batch writes. FULL: a transition the batch
+        # was told is recorded survives a power cut too, not only a killed process.
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")
+        self._db.executescript(_SCHEMA)
+        #: Outcomes of sends, by (sink, outcome), for the metrics.
+        self.outcomes: Counter[tuple[str, str]] = Counter()
+
+    def close(self) -> None:
+        """Close the file."""
+        with self._lock:
+            self._db.close()
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    # --- recording (the batch thread) ----------------------------------------------
+
+    def record(
+        self,
+        batch_id: int,
+        alerts: Sequence[Alert],
+        sinks: Sequence[DeliverySink],
+        silencer: Silencer | None = None,
+    ) -> list[Transition]:
+        """Record a batch's transitions and queue each for every sink, in one transaction.
+
+        A transition already recorded (a replayed batch) is ignored.
+
+        Args:
+            batch_id: The micro-batch, kept for tracing.
+            alerts: The batch's transitions in order.
+            sinks: The delivery sinks each new transition is queued for.
+            silencer: Returns the name of the silence an alert falls under, or None.
+
+        Returns:
+            The transitions that were new, in order.
+        """
+        new: list[Transition] = []
+        now = self._clock()
+        with self._tx() as db:
+            for alert in alerts:
+                key = transition_key(alert)
+                silenced = self._silence_of(db, alert, silencer)
+                cur = db.execute(
+                    "INSERT OR IGNORE INTO transitions "
+                    "(key, alert_id, status, batch_id, silenced_by, alert, recorded_ms) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        key,
+                        alert.alert_id,
+                        alert.status.value,
+                        batch_id,
+                        silenced,
+                        alert.model_dump_json(),
+                        now,
+                    ),
+                )
+                if cur.rowcount == 0:
+                    continue
+                seq = int(cur.lastrowid or 0)
+                for sink in sinks:
+                    state = "silenced" if silenced and sink.notifies else "pending"
+                    db.execute(
+                        "INSERT INTO deliveries (sink, seq, state, updated_ms) VALUES (?, ?, ?, ?)",
+                        (sink.name, seq, state, now),
+                    )
+                new.append(Transition(seq, key, alert, silenced, now))
+        return new
+
+    @staticmethod
+    def _silence_of(db: sqlite3.Connection, alert: Alert, silencer: Silencer | None) -> str | None:
+        if alert.status is AlertStatus.RESOLVED:
+            # A resolve follows its incident's firing: withheld if the firing was (no
+            # orphan "resolved" message), sent if it was (no message left red forever).
+            row = db.execute(
+                "SELECT silenced_by FROM transitions WHERE alert_id = ? AND status = 'firing'",
+                (alert.alert_id,),
+            ).fetchone()
+            if row is not None:
+                return str(row[0]) if row[0] else None
+        return silencer(alert) if silencer else None
+
+    # --- delivering (any thread) -------------------------------------------------------
+
+    def pending(self, sink: str, limit: int = 100) -> list[tuple[Transition, str]]:
+        """The sink's open deliveries in order, with their state (``pending``/``sending``)."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT t.seq, t.key, t.alert, t.silenced_by, t.recorded_ms, d.state "
+                "FROM deliveries d JOIN transitions t ON t.seq = d.seq "
+                "WHERE d.sink = ? AND d.state IN ('pending', 'sending') ORDER BY d.seq LIMIT ?",
+                (sink, limit),
+            ).fetchall()
+        return [
+            (Transition(seq, key, Alert.model_validate_json(a), sil, rec), state)
+            for seq, key, a, sil, rec, state in rows
+        ]
+
+    def mark(self, sink: str, seq: int, state: str, error: str | None = None) -> None:
+        """Move one delivery to ``state`` (committed before this returns)."""
+        with self._tx() as db:
+            db.execute(
+                "UPDATE deliveries SET state = ?, error = ?, updated_ms = ?, "
+                "attempts = attempts + (CASE WHEN ? = 'sending' THEN 1 ELSE 0 END) "
+                "WHERE sink = ? AND seq = ?",
+                (state, error, self._clock(), state, sink, seq),
+            )
+
+    def deliver(self, sink: DeliverySink, limit: int = 1000) -> int:
+        """Send the sink's open transitions in order until one fails retryably.
+
+        Returns:
+            How many are still open for the sink.
+
+        Raises:
+            RetryableDeliveryError: the first retryable failure; later transitions wait
+                behind it, so the sink receives them in order.
+        """
+        while True:
+            batch = self.pending(sink.name, limit=min(limit, 100))
+            if not batch:
+                return 0
+            for t, state in batch:
+                if state == "sending":
+                    # The process died mid-send: only the sink can tell whether it arrived.
+                    arrived = sink.confirm(t)
+                    if arrived:
+                        log.info("sink=%s %s: delivered before the restart", sink.name, t.key)
+                        self.mark(sink.name, t.seq, "delivered")
+                        self.outcomes[(sink.name, "confirmed")] += 1
+                        continue
+                    if arrived is None:
+                        log.warning(
+                            "sink=%s %s: interrupted send, outcome unknown; sending again",
+                            sink.name,
+                            t.key,
+                        )
+                        self.outcomes[(sink.name, "resent_unconfirmed")] += 1
+                self.mark(sink.name, t.seq, "sending")
+                try:
+                    sink.send(t)
+                except RetryableDeliveryError as exc:
+                    # Not sent: back to pending, so no confirm() is needed for it.
+                    self.mark(sink.name, t.seq, "pending", str(exc)[:500])
+                    self.outcomes[(sink.name, "retry")] += 1
+                    raise
+                except PermanentDeliveryError as exc:
+                    log.error("sink=%s %s: refused, skipped: %s", sink.name, t.key, exc)
+                    self.mark(sink.name, t.seq, "failed", str(exc)[:500])
+                    self.outcomes[(sink.name, "failed")] += 1
+                    continue
+                self.mark(sink.name, t.seq, "delivered")
+                self.outcomes[(sink.name, "delivered")] += 1
+
+    def counts(self) -> dict[tuple[str, str], int]:
+        """Deliveries by (sink, state): the backlog and its history."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT sink, state, COUNT(*) FROM deliveries GROUP BY sink, state"
+            ).fetchall()
+        return {(s, st): int(n) for s, st, n in rows}
+
+    # --- what is firing now, and what sinks remember ----------------------------------
+
+    def active(self) -> list[Transition]:
+        """The latest transition of every incident that has not resolved."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT t.seq, t.key, t.alert, t.silenced_by, t.recorded_ms FROM transitions t "
+                "JOIN (SELECT alert_id, MAX(seq) AS seq FROM transitions GROUP BY alert_id) last "
+                "ON last.seq = t.seq WHERE t.status != 'resolved' ORDER BY t.seq"
+            ).fetchall()
+        return [Transition(s, k, Alert.model_validate_json(a), sil, r) for s, k, a, sil, r in rows]
+
+    def remember(self, sink: str, key: str, value: dict[str, Any]) -> None:
+        """Keep a small fact for a sink (the Slack message of an incident, say)."""
+        with self._tx() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO sink_memory (sink, key, value) VALUES (?, ?, ?)",
+                (sink, key, json.dumps(value)),
+            )
+
+    def recall(self, sink: str, key: str) -> dict[str, Any] | None:
+        """A fact kept by :meth:`remember`, or None."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT value FROM sink_memory WHERE sink = ? AND key = ?", (sink, key)
+            ).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def prune(self, older_than_ms: int) -> int:
+        """Forget closed incidents whose every transition is settled and older than the cutoff.
+
+        Returns:
+            How many transitions were deleted.
+        """
+        with self._tx() as db:
+            doomed = [
+                r[0]
+                for r in db.execute(
+                    "SELECT alert_id FROM transitions GROUP BY alert_id "
+                    "HAVING MAX(recorded_ms) < ? AND SUM(status = 'resolved') > 0",
+                    (older_than_ms,),
+                ).fetchall()
+            ]
+            busy = {
+                r[0]
+                for r in db.execute(
+                    "SELECT DISTINCT t.alert_id FROM deliveries d JOIN transitions t "
+                    "ON t.seq = d.seq WHERE d.state IN ('pending', 'sending')"
+                ).fetchall()
+            }
+            gone = [a for a in doomed if a not in busy]
+            n = 0
+            for alert_id in gone:
+                db.execute(
+                    "DELETE FROM deliveries WHERE seq IN "
+                    "(SELECT seq FROM transitions WHERE alert_id = ?)",
+                    (alert_id,),
+                )
+                n += db.execute("DELETE FROM transitions WHERE alert_id = ?", (alert_id,)).rowcount
+                db.execute("DELETE FROM sink_memory WHERE key = ?", (alert_id,))
+        return n

@@ -1,0 +1,267 @@
+"""A real Prometheus server for tests: configure, start, query, stop.
+
+The binary comes from ``scripts/prometheus.sh fetch`` (Debian's ``prometheus`` package,
+unpacked into ``$FLINKWATCH_STACK_DIR/prometheus/bin``) or from ``PATH``. Only the standard
+library is used, so this works in any environment the tests run in.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any, Self
+
+REPO = Path(__file__).resolve().parent.parent
+JOB_NAME = "flinkwatch"
+
+
+class PrometheusError(RuntimeError):
+    """The server failed to start, or its HTTP API answered with an error."""
+
+
+def find_binary() -> Path | None:
+    """The prometheus binary to use, or None if there is none.
+
+    Looks at ``$FLINKWATCH_STACK_DIR/prometheus/bin/prometheus``, then
+    ``<repo>/.stack/prometheus/bin/prometheus``, then ``prometheus`` on ``PATH``.
+    """
+    candidates = []
+    stack = os.environ.get("FLINKWATCH_STACK_DIR")
+    if stack:
+        candidates.append(Path(stack) / "prometheus" / "bin" / "prometheus")
+    candidates.append(REPO / ".stack" / "prometheus" / "bin" / "prometheus")
+    for candidate in candidates:
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    found = shutil.which("prometheus")
+    return Path(found) if found else None
+
+
+def free_port() -> int:
+    """A TCP port that is free on 127.0.0.1 right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _duration(seconds: float) -> str:
+    """A Prometheus duration string: ``1s``, ``250ms``."""
+    ms = round(seconds * 1000)
+    if ms <= 0:
+        raise ValueError(f"interval must be positive, got {seconds!r}")
+    return f"{ms // 1000}s" if ms % 1000 == 0 else f"{ms}ms"
+
+
+class PrometheusServer:
+    """One Prometheus process scraping ``targets`` (``host:port``) as job ``flinkwatch``.
+
+    Everything it writes (config, TSDB, log) lives under ``workdir``. Use as a context
+    manager, or call :meth:`start` and :meth:`stop`.
+    """
+
+    def __init__(
+        self,
+        binary: Path,
+        workdir: Path,
+        targets: list[str],
+        scrape_interval_s: float = 1.0,
+        rule_files: list[Path] | None = None,
+        evaluation_interval_s: float = 1.0,
+    ) -> None:
+        self.binary = Path(binary)
+        self.workdir = Path(workdir)
+        self.scrape_targets = list(targets)
+        self.scrape_interval_s = scrape_interval_s
+        self.rule_files = [Path(p).resolve() for p in rule_files or []]
+        self.evaluation_interval_s = evaluation_interval_s
+        self.config_path = self.workdir / "prometheus.yml"
+        self.data_dir = self.workdir / "data"
+        self.log_path = self.workdir / "prometheus.log"
+        self.port: int | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+
+    # --- lifecycle -------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        """Base URL of the running server, e.g. ``http://127.0.0.1:40123``."""
+        if self.port is None:
+            raise PrometheusError("Prometheus is not started")
+        return f"http://127.0.0.1:{self.port}"
+
+    def write_config(self) -> Path:
+        """Write ``prometheus.yml`` (as JSON, which is valid YAML) and return its path."""
+        config: dict[str, Any] = {
+            "global": {
+                "scrape_interval": _duration(self.scrape_interval_s),
+                "scrape_timeout": _duration(min(self.scrape_interval_s, 10.0)),
+                "evaluation_interval": _duration(self.evaluation_interval_s),
+            },
+            "rule_files": [str(p) for p in self.rule_files],
+            "scrape_configs": [
+                {"job_name": JOB_NAME, "static_configs": [{"targets": self.scrape_targets}]},
+            ],
+        }
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.config_path.write_text(json.dumps(config, indent=2) + "\n")
+        return self.config_path
+
+    def start(self, timeout: float = 60.0) -> Self:
+        """Write the config, start the server on a free port and wait for ``/-/ready``."""
+        if self._proc is not None:
+            raise PrometheusError("Prometheus is already started")
+        self.write_config()
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        self._log = self.log_path.open("ab")
+        self._proc = subprocess.Popen(
+            [
+                str(self.binary),
+                f"--config.file={self.config_path}",
+                f"--storage.tsdb.path={self.data_dir}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+                "--web.enable-lifecycle",
+                "--log.level=warn",
+            ],
+            cwd=self.workdir,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            self._wait_ready(timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _wait_ready(self, timeout: float) -> None:
+        assert self._proc is not None
+        deadline = time.monotonic() + timeout
+        while True:
+            code = self._proc.poll()
+            if code is not None:
+                raise PrometheusError(
+                    f"prometheus exited with code {code} before it was ready; "
+                    f"log ({self.log_path}):\n{self.log_tail()}"
+                )
+            try:
+                with urllib.request.urlopen(f"{self.url}/-/ready", timeout=2) as resp:
+                    if resp.status == 200:
+                        return
+            except (urllib.error.URLError, OSError):
+                pass  # not listening yet, or 503 while starting
+            if time.monotonic() > deadline:
+                raise PrometheusError(
+                    f"prometheus not ready on {self.url} within {timeout:.0f} s; "
+                    f"log ({self.log_path}):\n{self.log_tail()}"
+                )
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        """Terminate the server (SIGTERM, then SIGKILL after 10 s). Safe to call twice."""
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def reload(self) -> None:
+        """Re-read the config and rule files (``POST /-/reload``)."""
+        req = urllib.request.Request(f"{self.url}/-/reload", method="POST")
+        with urllib.request.urlopen(req, timeout=10):
+            pass
+
+    @property
+    def running(self) -> bool:
+        """Whether the process is alive."""
+        return self._proc is not None and self._proc.poll() is None
+
+    def log_tail(self, lines: int = 30) -> str:
+        """The last ``lines`` lines of the server's log."""
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return "(no log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    # --- HTTP API --------------------------------------------------------------------
+
+    def api(self, path: str, params: dict[str, str] | None = None) -> Any:
+        """GET ``/api/v1/<path>`` and return its ``data``; raise unless status is success."""
+        url = f"{self.url}/api/v1/{path}"
+        if params:
+            url += "?" + urllib.parse.urlencode(params)
+        try:
+            with urllib.request.urlopen(url, timeout=10) as resp:
+                body = json.load(resp)
+        except urllib.error.HTTPError as e:  # 4xx/5xx still carry a JSON error body
+            try:
+                body = json.load(e)
+            except ValueError:
+                raise PrometheusError(f"GET {url}: HTTP {e.code}") from e
+        if body.get("status") != "success":
+            raise PrometheusError(
+                f"GET {url}: {body.get('errorType', 'error')}: {body.get('error', body)}"
+            )
+        return body["data"]
+
+    def query(self, expr: str) -> list[dict[str, Any]]:
+        """Evaluate an instant query; the ``data.result`` list (``metric``/``value`` dicts)."""
+        data = self.api("query", {"query": expr})
+        if data["resultType"] in ("scalar", "string"):  # result is a bare [time, value]
+            return [{"metric": {}, "value": data["result"]}]
+        return list(data["result"])
+
+    def targets(self) -> list[dict[str, Any]]:
+        """The active scrape targets (``labels``, ``health``, ``lastError``, ...)."""
+        return list(self.api("targets", {"state": "active"})["activeTargets"])
+
+    def alerts(self) -> list[dict[str, Any]]:
+        """Pending and firing alerts (``labels``, ``state``, ``activeAt``, ``value``)."""
+        return list(self.api("alerts")["alerts"])
+
+    def wait_for(
+        self, expr: str, timeout: float = 60.0, interval: float = 0.25
+    ) -> list[dict[str, Any]]:
+        """Poll ``expr`` until it returns a non-empty result and return that result."""
+        deadline = time.monotonic() + timeout
+        while True:
+            result = self.query(expr)
+            if result:
+                return result
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"query {expr!r} still empty after {timeout:.0f} s; "
+                    f"targets: {json.dumps(self.targets())}"
+                )
+            if not self.running:
+                raise PrometheusError(f"prometheus exited; log:\n{self.log_tail()}")
+            time.sleep(interval)

@@ -1,0 +1,209 @@
+"""The Slack sinks, through the real slack-sdk clients, against the local Slack emulator."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from conf import SlackConfig
+from detectors import Alert, AlertStatus, Severity
+from sinks import AlertLedger, PermanentDeliveryError, RetryableDeliveryError
+from sinks.slack import SlackBotSink, SlackWebhookSink, render, slack_sink
+from sinks.slack_emulator import SlackEmulator
+
+TOKEN = "xoxb-0000-secret-token"
+JOB = "3f4c2a9b7d1e4f60a8b5c2d1e0f9a7b3"
+TM = "container_e05_1699999999999_0042_01_000003"
+
+
+def alert(
+    status: AlertStatus = AlertStatus.FIRING,
+    severity: Severity = Severity.WARNING,
+    alert_id: str = "a1",
+    detector: str = "idle_heap_growth",
+) -> Alert:
+    return Alert(
+        alert_id=alert_id,
+        detector=detector,
+        entity=f"tm:{TM}",
+        status=status,
+        severity=severity,
+        event_time_ms=1_763_776_800_000,
+        summary="post-GC heap floor rising 240 MB/h with zero records in/out for 62 min",
+        job_id=JOB,
+        job_name="orders-enrich",
+        tm_id=TM,
+        host="worker-7.example.internal",
+        evidence={"growth_mb_per_h": 240.0, "floor_mb": 1890.5, "floors_mb": [1, 2]},
+    )
+
+
+@pytest.fixture
+def slack():
+    with SlackEmulator(token=TOKEN, channels=("#flink-alerts", "#flink-pager")) as emu:
+        yield emu
+
+
+def config(emu: SlackEmulator, **kw) -> SlackConfig:
+    base = {
+        "mode": "bot",
+        "api_url": emu.base_url,
+        "channel": "#flink-alerts",
+        "max_retries": 2,
+        "routes": [{"channel": "#flink-pager", "severities": ["critical"]}],
+        "runbook_url": "https://wiki.example/flink",
+    }
+    return SlackConfig.model_validate({**base, **kw})
+
+
+def bot(emu: SlackEmulator, ledger: AlertLedger, **kw) -> SlackBotSink:
+    cfg = config(emu, **kw)
+    return SlackBotSink(TOKEN, ledger, lambda: cfg, lambda: "prod-eu")
+
+
+def deliver(ledger: AlertLedger, sink, batch_id: int, *alerts: Alert) -> None:
+    ledger.record(batch_id, list(alerts), [sink])
+    ledger.deliver(sink)
+
+
+def test_one_message_per_incident_updated_on_escalation_and_resolve(
+    slack: SlackEmulator, tmp_path: Path
+) -> None:
+    ledger = AlertLedger(tmp_path / "l.sqlite")
+    sink = bot(slack, ledger)
+    deliver(ledger, sink, 0, alert())
+    deliver(ledger, sink, 1, alert(AlertStatus.ESCALATED, Severity.CRITICAL))
+    deliver(ledger, sink, 2, alert(AlertStatus.RESOLVED, Severity.CRITICAL))
+    [msg] = slack.messages("#flink-alerts")
+    assert slack.messages("#flink-pager") == []  # updates stay with the incident's message
+    assert msg["updates"] == 2
+    assert "resolved" in msg["text"] and "orders-enrich" in msg["text"]
+    assert [r["text"].split(":")[0] for r in msg["replies"]] == ["escalated", "resolved"]
+    assert msg["metadata"]["event_payload"]["key"] == "a1:firing"
+    first = msg["edited"][0]
+    blocks = str(first["blocks"])
+    for needle in (
+        "prod-eu",
+        "orders-enrich",
+        JOB,
+        TM,
+        "worker-7",
+        "240",
+        "FLINK-33231",
+        "https://wiki.example/flink#idle_heap_growth",
+    ):
+        assert needle in blocks, needle
+
+
+def test_routes_pick_the_channel_and_webhook_mode_posts_every_transition(
+    slack: SlackEmulator, tmp_path: Path
+) -> None:
+    ledger = AlertLedger(tmp_path / "l.sqlite")
+    sink = bot(slack, ledger)
+    deliver(ledger, sink, 0, alert(severity=Severity.CRITICAL, alert_id="crit"))
+    assert len(slack.messages("#flink-pager")) == 1
+    cfg = config(slack, mode="webhook")
+    hook = SlackWebhookSink(slack.webhook_url, lambda: cfg, lambda: "prod-eu")
+    deliver(ledger, hook, 1, alert(alert_id="w"), alert(AlertStatus.RESOLVED, alert_id="w"))
+    texts = [m["text"] for m in slack.webhook_messages()]
+    assert len(texts) == 2 and "resolved" in texts[1] and "resolved" not in texts[0]
+
+
+def test_rate_limits_and_server_errors_are_retried_by_slack_sdk(
+    slack: SlackEmulator, tmp_path: Path
+) -> None:
+    ledger = AlertLedger(tmp_path / "l.sqlite")
+    sink = bot(slack, ledger)
+    slack.fail_next(1, 429, retry_after=1)
+    slack.fail_next(1, 500)
+    deliver(ledger, sink, 0, alert())
+    statuses = [s for p, s in slack.requests if p.endswith("chat.postMessage")]
+    assert statuses == [429, 500, 200]
+    assert len(slack.messages("#flink-alerts")) == 1
+
+
+def test_an_outage_longer_than_the_retries_keeps_the_backlog_in_order(
+    slack: SlackEmulator, tmp_path: Path
+) -> None:
+    ledger = AlertLedger(tmp_path / "l.sqlite")
+    sink = bot(slack, ledger, max_retries=0)
+    slack.set_down(True)
+    ledger.record(0, [alert(alert_id="a"), alert(alert_id="b")], [sink])
+    ledger.record(1, [alert(AlertStatus.RESOLVED, alert_id="a")], [sink])
+    with pytest.raises(RetryableDeliveryError, match="503"):
+        ledger.deliver(sink)
+    slack.set_down(False)
+    assert ledger.deliver(sink) == 0
+    msgs = slack.messages("#flink-alerts")
+    assert [m["metadata"]["event_payload"]["key"] for m in msgs] == ["a:firing", "b:firing"]
+    assert [r["metadata"]["event_payload"]["key"] for r in msgs[0]["replies"]] == ["a:resolved"]
+
+
+def test_a_refused_message_is_skipped_and_the_rest_delivered(
+    slack: SlackEmulator, tmp_path: Path
+) -> None:
+    ledger = AlertLedger(tmp_path / "l.sqlite")
+    sink = bot(slack, ledger, channel="#no-such-channel", routes=[])
+    with pytest.raises(PermanentDeliveryError, match="channel_not_found"):
+        sink.send(ledger.record(0, [alert()], [])[0])
+
+
+def test_after_a_crash_mid_send_the_message_is_found_by_its_metadata_not_reposted(
+    slack: SlackEmulator, tmp_path: Path
+) -> None:
+    path = tmp_path / "l.sqlite"
+    ledger = AlertLedger(path)
+    sink = bot(slack, ledger)
+    deliver(ledger, sink, 0, alert(alert_id="seen"))  # the channel id is known from here on
+    for status in (AlertStatus.FIRING, AlertStatus.RESOLVED):
+        [t] = ledger.record(1 + (status is AlertStatus.RESOLVED), [alert(status)], [sink])
+        ledger.mark("slack", t.seq, "sending")
+        sink.send(t)  # it arrived; the process died before the ledger heard
+        restarted = AlertLedger(path)
+        assert restarted.deliver(bot(slack, restarted)) == 0
+        assert restarted.outcomes[("slack", "confirmed")] == 1
+    msgs = {m["metadata"]["event_payload"]["alert_id"]: m for m in slack.messages("#flink-alerts")}
+    assert sorted(msgs) == ["a1", "seen"]
+    assert len(msgs["a1"]["replies"]) == 1
+
+
+def test_secrets_never_reach_logs_or_errors(
+    slack: SlackEmulator, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    ledger = AlertLedger(tmp_path / "l.sqlite")
+    cfg = config(slack, max_retries=0)
+    wrong = SlackBotSink("xoxb-wrong-secret", ledger, lambda: cfg, lambda: "c")
+    hook_url = slack.webhook_url.replace("XXXX", "SECRETPATH")
+    hook = SlackWebhookSink(hook_url, lambda: cfg, lambda: "c")
+    gone = SlackWebhookSink("http://127.0.0.1:9/services/T/B/SECRETPATH", lambda: cfg, lambda: "c")
+    errors = []
+    for sink in (wrong, hook, gone):
+        [t] = ledger.record(len(errors), [alert(alert_id=f"x{len(errors)}")], [])
+        with pytest.raises((RetryableDeliveryError, PermanentDeliveryError)) as exc:
+            sink.send(t)
+        errors.append(str(exc.value))
+    assert "invalid_auth" in errors[0]
+    for text in [caplog.text, *errors]:
+        assert "xoxb-wrong-secret" not in text and "SECRETPATH" not in text
+
+
+def test_slack_sink_needs_its_secret_in_the_environment(tmp_path: Path) -> None:
+    ledger = AlertLedger(tmp_path / "l.sqlite")
+    cfg = SlackConfig(mode="bot", token_env="FW_TEST_TOKEN")
+    with pytest.raises(ValueError, match=r"\$FW_TEST_TOKEN is empty or unset"):
+        slack_sink(lambda: cfg, lambda: "c", ledger, env={})
+    assert slack_sink(lambda: SlackConfig(), lambda: "c", ledger, env={}) is None
+    made = slack_sink(lambda: cfg, lambda: "c", ledger, env={"FW_TEST_TOKEN": "xoxb-1"})
+    assert isinstance(made, SlackBotSink)
+
+
+def test_render_mentions_only_open_critical_alerts() -> None:
+    kw = {"cluster": "c", "runbook_url": None, "mention": "<!here>"}
+    assert render(alert(severity=Severity.CRITICAL), **kw)[0].startswith("<!here>")
+    assert not render(alert(), **kw)[0].startswith("<!here>")
+    resolved = render(alert(AlertStatus.RESOLVED, Severity.CRITICAL), **kw)
+    assert not resolved[0].startswith("<!here>")
+    assert "What to do" not in str(resolved[1])

@@ -1,0 +1,127 @@
+"""Silences and maintenance windows: matchers, fixed ranges, weekly windows, bad config."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from pydantic import ValidationError
+
+from conf import AppConfig
+from conf.silences import Silence, silence_for
+from detectors import Alert, AlertStatus, Severity
+
+
+def at(iso: str) -> int:
+    return int(dt.datetime.fromisoformat(iso).timestamp() * 1000)
+
+
+def alert(when: str, **kw) -> Alert:
+    base = {
+        "alert_id": "a",
+        "detector": "idle_heap_growth",
+        "entity": "tm:c3",
+        "status": AlertStatus.FIRING,
+        "severity": Severity.WARNING,
+        "event_time_ms": at(when),
+        "summary": "s",
+        "job_name": "orders-enrich",
+        "tm_id": "container_e05_1699999999999_0042_01_000003",
+        "host": "worker-7",
+    }
+    return Alert(**{**base, **kw})
+
+
+def silences(*items: dict) -> tuple[Silence, ...]:
+    return AppConfig.model_validate({"silences": list(items)}).silences
+
+
+def test_fixed_range_with_regex_matchers_on_the_whole_value() -> None:
+    s = silences(
+        {
+            "name": "orders-upgrade",
+            "matchers": {"job_name": "orders-.*", "detector": "idle_heap_growth"},
+            "starts_at": "2026-11-22T02:00:00Z",
+            "ends_at": "2026-11-22T04:00:00Z",
+        }
+    )
+    assert silence_for(s, alert("2026-11-22T03:00:00+00:00"), "prod") == "orders-upgrade"
+    assert silence_for(s, alert("2026-11-22T04:00:00+00:00"), "prod") is None  # end excluded
+    assert silence_for(s, alert("2026-11-22T01:59:59+00:00"), "prod") is None
+    other_job = alert("2026-11-22T03:00:00+00:00", job_name="payments-orders-x")
+    assert silence_for(s, other_job, "prod") is None  # fullmatch, not search
+
+
+def test_weekly_window_crossing_midnight_in_a_local_time_zone() -> None:
+    s = silences(
+        {
+            "name": "sat-night",
+            "matchers": {"cluster": "prod-.*"},
+            "weekly": {
+                "days": ["sat"],
+                "start": "23:00",
+                "end": "02:00",
+                "timezone": "Europe/Berlin",
+            },
+        }
+    )
+    # 2026-11-21 is a Saturday; Berlin is UTC+1 in November.
+    assert silence_for(s, alert("2026-11-21T22:30:00+00:00"), "prod-eu") == "sat-night"
+    assert silence_for(s, alert("2026-11-22T00:59:00+00:00"), "prod-eu") == "sat-night"
+    assert silence_for(s, alert("2026-11-22T01:00:00+00:00"), "prod-eu") is None
+    assert silence_for(s, alert("2026-11-20T22:30:00+00:00"), "prod-eu") is None  # Friday
+    assert silence_for(s, alert("2026-11-21T22:30:00+00:00"), "staging") is None
+
+
+@pytest.mark.parametrize(
+    ("item", "error"),
+    [
+        (
+            {"name": "x", "matchers": {}, "starts_at": "2026-11-22T02:00:00Z"},
+            "at least one matcher",
+        ),
+        (
+            {"name": "x", "matchers": {"job_name": "("}, "starts_at": "2026-11-22T02:00:00Z"},
+            "job_name: not a valid regular expression",
+        ),
+        ({"name": "x", "matchers": {"detector": "a"}}, "exactly one"),
+        (
+            {"name": "x", "matchers": {"detector": "a"}, "starts_at": "2026-11-22T02:00:00"},
+            "need a time zone",
+        ),
+        (
+            {
+                "name": "x",
+                "matchers": {"detector": "a"},
+                "weekly": {"start": "25:00", "end": "02:00"},
+            },
+            "is not HH:MM",
+        ),
+        (
+            {
+                "name": "x",
+                "matchers": {"detector": "a"},
+                "weekly": {"start": "01:00", "end": "02:00", "timezone": "Mars/Olympus"},
+            },
+            "unknown time zone",
+        ),
+        (
+            {
+                "name": "x",
+                "matchers": {"detector": "a"},
+                "starts_at": "2026-11-22T02:00:00Z",
+                "ends_at": "2026-11-22T01:00:00Z",
+            },
+            "ends_at must be after starts_at",
+        ),
+    ],
+)
+def test_bad_silences_name_the_problem(item: dict, error: str) -> None:
+    with pytest.raises(ValidationError, match=error):
+        silences(item)
+
+
+def test_silence_names_are_unique() -> None:
+    one = {"name": "x", "matchers": {"detector": "a"}, "starts_at": "2026-11-22T02:00:00Z"}
+    with pytest.raises(ValidationError, match="unique"):
+        silences(one, one)
