@@ -90,6 +90,22 @@ def run_job(
     from streaming.session import get_session
     from streaming.sources import kafka_records
 
+    # First of all: a stop asked for while Spark starts (a minute on a busy node) must
+    # end the run cleanly, not kill it half way.
+    stop = {"flag": False}
+    reload_requested = threading.Event()
+
+    def _stop(signum: int, _frame: object) -> None:
+        log.info("signal %d: stopping", signum)
+        stop["flag"] = True
+
+    def _hup(_signum: int, _frame: object) -> None:
+        log.info("SIGHUP: re-reading the config")
+        reload_requested.set()
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    signal.signal(signal.SIGHUP, _hup)
     out = cfg.output
     log.info(
         "starting: kafka=%s topics=%s,%s state=%s alerts=%s slack=%s",
@@ -145,20 +161,6 @@ def run_job(
         deadletter_dir=out.deadletter_path,
         trigger={"processingTime": f"{int(cfg.spark.trigger_interval_s * 1000)} milliseconds"},
     )
-    stop = {"flag": False}
-    reload_requested = threading.Event()
-
-    def _stop(signum: int, _frame: object) -> None:
-        log.info("signal %d: stopping", signum)
-        stop["flag"] = True
-
-    def _hup(_signum: int, _frame: object) -> None:
-        log.info("SIGHUP: re-reading the config")
-        reload_requested.set()
-
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
-    signal.signal(signal.SIGHUP, _hup)
     watcher = None
     if config_path:
         watcher = ConfigWatcher(config_path, cfg, transform=lambda c: _with(c, base or {}))

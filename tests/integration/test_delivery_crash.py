@@ -118,7 +118,7 @@ def test_every_transition_reaches_slack_exactly_once_across_kills(kafka, tmp_pat
                         # Small batches: a kill lands between many batch commits.
                         "max_offsets_per_trigger": 6,
                     },
-                    "spark": {"trigger_interval_s": 0.5, "watermark_delay_s": 0},
+                    "spark": {"trigger_interval_s": 0.5, "watermark_delay_s": 86400},
                     "output": {"state_dir": str(state), "console": True},
                     "metrics": {"enabled": False},
                     "cluster": "crash-test",
@@ -148,19 +148,29 @@ def test_every_transition_reaches_slack_exactly_once_across_kills(kafka, tmp_pat
                 kafka.produce("crash.logs", incident(i, JOBS[i]), key=JOBS[i].encode())
             produced["n"] = min(produced["n"] + n, len(JOBS))
 
+        def recorded() -> int:
+            alerts = state / "alerts.jsonl"
+            return len(alerts.read_text().splitlines()) if alerts.exists() else 0
+
         produce_some(3)
         kills: list[str] = []
         for cycle in range(KILLS):
+            before = recorded()
             job.start()
             wait_until(job.running_queries, timeout=240, what=f"queries of start {cycle + 1}")
             produce_some(2)
             if cycle == 2:
                 # Slack goes down, and the job dies with a backlog it has not delivered.
                 slack.set_down(True)
-            time.sleep(rnd.uniform(2.0, 9.0))
+            # Kill mid-stream: once this run has recorded something, at a random moment
+            # within the next few micro-batches.
+            wait_until(lambda b=before: recorded() > b, timeout=240, what="new transitions")
+            time.sleep(rnd.uniform(0.0, 3.0))
             job.kill()
             kills.append(
-                f"cycle {cycle + 1}: {len(slack.messages('#flink-alerts'))} incidents in Slack"
+                f"cycle {cycle + 1}: killed with {recorded()} transitions in the alert file, "
+                f"{len(slack.messages('#flink-alerts'))} incident messages in Slack"
+                + (" (Slack down)" if cycle == 2 else "")
             )
             if cycle == 2:
                 threading.Timer(3.0, slack.set_down, args=(False,)).start()
@@ -181,7 +191,13 @@ def test_every_transition_reaches_slack_exactly_once_across_kills(kafka, tmp_pat
 
         messages = slack.messages("#flink-alerts")
         posts = [s for p, s in slack.requests if p.endswith("chat.postMessage")]
-    print("kill/restart cycles:", kills)  # noqa: T201 - the numbers for the issue note
+    log_text = (tmp_path / "run.log").read_text()
+    print("kill/restart cycles:", *kills, sep="\n  ")  # noqa: T201 - numbers for the notes
+    print(  # noqa: T201
+        f"  chat.postMessage 200s: {posts.count(200)}, failed requests: "
+        f"{len([s for _p, s in slack.requests if s != 200])}, sends confirmed after a kill: "
+        f"{log_text.count('delivered before the restart')}"
+    )
 
     # One message per incident, one resolve reply each: exactly once.
     assert sorted(m["metadata"]["event_payload"]["key"].split(":")[1] for m in messages) == [
@@ -200,5 +216,4 @@ def test_every_transition_reaches_slack_exactly_once_across_kills(kafka, tmp_pat
     keys = [(a["alert_id"], a["status"]) for a in alerts]
     assert len(keys) == len(set(keys)) == 2 * len(JOBS)
     assert {a["job_id"] for a in alerts} == set(JOBS)
-    log = (tmp_path / "run.log").read_text()
-    assert log.count("===== start") == KILLS + 1
+    assert log_text.count("===== start") == KILLS + 1
