@@ -80,6 +80,7 @@ class OutputConfig(_Frozen):
     alerts_file: Path | None = None
     deadletter_dir: Path | None = None
     console: bool = True
+    ledger_retention_days: float = Field(default=30.0, gt=0)
 
     @property
     def checkpoint_dir(self) -> Path:

@@ -21,6 +21,7 @@ checkpoints, so no record is skipped and no state is lost.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -165,8 +166,6 @@ def alert_stream(events: DataFrame, cfg: AppConfig) -> DataFrame:
 
 def rows_to_alerts(rows: Sequence[Any]) -> list[Alert]:
     """Collected alert rows → typed alerts, in event-time order."""
-    import json
-
     alerts = [
         Alert(
             alert_id=r["alert_id"],
@@ -280,8 +279,6 @@ class AlertDelivery:
         board = self.out.signals
         if board is None:
             return
-        import json
-
         for r in rows:
             if r["status"] == SIGNAL_GONE:
                 board.drop(r["detector"], r["entity"])

@@ -10,9 +10,10 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -78,10 +79,8 @@ def run_job(
     With ``config_path``, the file is watched and re-read on SIGHUP; ``base`` holds the
     command-line settings that win over the file.
     """
-    import threading
-
     from conf.reload import ConfigWatcher
-    from sinks import AlertLedger, JsonLinesAlertSink, LogAlertSink
+    from sinks import AlertLedger, JsonLinesAlertSink, LogAlertSink, RetryableDeliveryError
     from sinks.dispatch import Dispatcher
     from sinks.prometheus import ActiveAlerts, SignalBoard
     from sinks.slack import slack_sink
@@ -125,7 +124,11 @@ def run_job(
         log.error("%s", exc)
         return 2
     alerts_file = JsonLinesAlertSink(out.alerts_path)
-    ledger.deliver(alerts_file)  # whatever a crash left undelivered
+    try:
+        ledger.deliver(alerts_file)  # whatever a crash left undelivered
+    except RetryableDeliveryError as exc:
+        log.error("alert file: %s; the next batch tries again", exc)
+    _keep_ledger_tidy(ledger, lambda: current["cfg"].output.ledger_retention_days)
     active = ActiveAlerts(seed=ledger.active())
     if active.snapshot():
         log.info("%d incidents still open from before the restart", len(active.snapshot()))
@@ -185,6 +188,24 @@ def run_job(
         ledger.close()
     _print_summary(pipeline.stats.alerts, pipeline.stats.kinds, pipeline.stats.dead_letters)
     return rc
+
+
+def _keep_ledger_tidy(ledger: Any, retention_days: Callable[[], float]) -> None:
+    """Prune the ledger now and every 6 hours, in a daemon thread."""
+
+    def prune() -> None:
+        while True:
+            cutoff = int((time.time() - retention_days() * 86_400) * 1000)
+            try:
+                n = ledger.prune(older_than_ms=cutoff)
+            except Exception:
+                log.exception("alert ledger: pruning failed")
+            else:
+                if n:
+                    log.info("alert ledger: forgot %d transitions of closed incidents", n)
+            time.sleep(6 * 3600)
+
+    threading.Thread(target=prune, name="flinkwatch-ledger-prune", daemon=True).start()
 
 
 def _serve_metrics(cfg: AppConfig, pipeline: Any, progress: Any, watcher: Any) -> None:

@@ -11,7 +11,7 @@ from prometheus_client import CollectorRegistry, generate_latest, start_http_ser
 
 from detectors import Alert, AlertStatus, Severity
 from sinks import AlertLedger, Transition, transition_key
-from sinks.prometheus import ActiveAlerts, FlinkwatchCollector, SignalBoard, Sources
+from sinks.prometheus import ActiveAlerts, FlinkwatchCollector, Pusher, SignalBoard, Sources
 
 
 def alert(alert_id: str, status: AlertStatus, detector: str = "idle_heap_growth") -> Alert:
@@ -184,3 +184,38 @@ def test_metrics_are_served_over_http() -> None:
         'job_id="3f4c2a9b7d1e4f60a8b5c2d1e0f9a7b3"'
     ) in body
     assert 'flinkwatch_dead_letters_total{reason="invalid_json"} 2.0' in body
+
+
+def test_pusher_puts_the_registry_under_job_and_cluster_and_survives_an_outage() -> None:
+    import http.server
+    import threading
+
+    got: list[tuple[str, str, bytes]] = []
+
+    class Gateway(http.server.BaseHTTPRequestHandler):
+        def do_PUT(self) -> None:  # noqa: N802
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            got.append((self.command, self.path, body))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Gateway)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    active = ActiveAlerts()
+    active.observe([tr(1, alert("a1", AlertStatus.FIRING))])
+    try:
+        down = Pusher(
+            registry_with(active), "http://127.0.0.1:9", "flinkwatch", 1.0, lambda: "prod-eu"
+        )
+        assert down.push_once() is False and down.failing
+        url = f"http://127.0.0.1:{server.server_port}"
+        pusher = Pusher(registry_with(active), url, "flinkwatch", 1.0, lambda: "prod-eu")
+        assert pusher.push_once() is True
+    finally:
+        server.shutdown()
+    [(method, path, body)] = got
+    assert (method, path) == ("PUT", "/metrics/job/flinkwatch/cluster/prod-eu")
+    assert b"flinkwatch_alerts_active{" in body and b'detector="idle_heap_growth"' in body

@@ -640,3 +640,19 @@ def test_scenario_files_give_the_expected_alerts() -> None:
         {"status": a.status.value, "job_id": a.job_id, "event_time": _iso(a.event_time_ms)}
         for a in got
     ] == want
+
+
+def test_signals_give_the_latest_duration_and_the_current_slope() -> None:
+    det = default()
+    events, _ = checkpoints(creep_durations(40, growth=0.02))
+    state, _, _ = run(det, events)
+    assert state is not None
+    signals = det.signal_values(state)
+    last = [e for e in events if e.kind == "checkpoint_completed"][-1]
+    assert signals["checkpoint_duration_last_seconds"] == last.duration_ms / 1000
+    # ~5 s growing 2 % a checkpoint: the newest durations grow ~0.15-0.25 s per checkpoint.
+    assert 0.1 < signals["checkpoint_duration_slope_seconds"] < 0.35
+    few, _ = checkpoints([5 * S] * 3)
+    young, _, _ = run(det, few)
+    assert young is not None
+    assert "checkpoint_duration_slope_seconds" not in det.signal_values(young)

@@ -103,3 +103,10 @@ def test_state_stays_bounded_under_a_flood_of_expiries() -> None:
     det = CheckpointFailures(CheckpointFailuresParams(max_tracked=20))
     state, _ = run(det, [expired(i, T0 + i * 1000) for i in range(5000)])
     assert state is not None and len(state["expired"]) == 20
+
+
+def test_signal_counts_distinct_expiries_in_the_window() -> None:
+    det = CheckpointFailures(CheckpointFailuresParams())
+    state, _ = run(det, [expired(7, T0), expired(7, T0 + 1000), expired(8, T0 + 60_000)])
+    assert state is not None
+    assert det.signal_values(state) == {"checkpoints_expired": 2.0}

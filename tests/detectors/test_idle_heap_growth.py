@@ -177,6 +177,22 @@ def test_heap_max_gives_the_time_left_and_critical_when_it_is_near() -> None:
     assert "Heap_Max in ~" in alerts[0].summary
 
 
+def test_a_firing_leak_escalates_once_when_heap_max_comes_within_reach() -> None:
+    # Floor 420 MB + 200 MB/h against a 1200 MB heap: ~3 h left when it fires at 50 min,
+    # under critical_within_h (2 h) from about 115 min on.
+    events = merged(leak(minutes=180), [metric(HEAP_MAX, T0, 1200 * MB)])
+    state, alerts = run(IdleHeapGrowth(IdleHeapGrowthParams()), events)
+    assert [(a.status, a.severity) for a in alerts] == [
+        (AlertStatus.FIRING, Severity.WARNING),
+        (AlertStatus.ESCALATED, Severity.CRITICAL),
+    ]
+    assert alerts[0].alert_id == alerts[1].alert_id
+    assert alerts[1].evidence["hours_to_heap_max"] <= 2.0 < alerts[0].evidence["hours_to_heap_max"]
+    signals = IdleHeapGrowth(IdleHeapGrowthParams()).signal_values(state)
+    assert 170 * MB <= signals["taskmanager_heap_floor_growth_bytes_per_hour"] <= 230 * MB
+    assert signals["taskmanager_records_per_second"] == 0.0
+
+
 def test_resolves_after_clear_for_once_records_flow_with_the_same_alert_id() -> None:
     det = IdleHeapGrowth(IdleHeapGrowthParams())
     idle = leak(minutes=90)

@@ -475,3 +475,10 @@ def test_host_shares_are_of_the_acks_that_name_a_location() -> None:
     assert ev["top_hosts"] == [{"host": HOT, "checkpoints": 3, "late_acks": 3, "share": 1.0}]
     assert ev["top_tasks"][0]["share"] == round(3 / 9, 3)
     assert ev["concentrated_host"] == HOT
+
+
+def test_signals_count_late_checkpoints_and_acks_in_the_window() -> None:
+    det = LateBarrierAcks(LateBarrierAcksParams())
+    state, _, _ = run(det, incident(n=4))
+    assert state is not None
+    assert det.signal_values(state) == {"late_ack_checkpoints": 4.0, "late_acks": 20.0}
