@@ -183,6 +183,10 @@ def run_job(
             pipeline, should_stop=_should_stop, watcher=watcher, reload_requested=reload_requested
         )
     finally:
+        # Detach the listener and stop Spark while Python still answers the JVM: a
+        # progress callback into an exited interpreter prints py4j stack traces.
+        spark.streams.removeListener(progress)
+        spark.stop()
         if dispatcher is not None:
             dispatcher.stop()
         ledger.close()

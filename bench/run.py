@@ -1,0 +1,616 @@
+"""The flinkwatch benchmark: throughput, alert latency, memory and state, and the peer.
+
+One command (``make bench``, or ``python -m bench.run``) on the local machine:
+
+1. starts its own Kafka broker (``scripts/stack.sh`` on a free port, purged at the end);
+2. **throughput**: writes a backlog of a simulated 100-job / 400-TaskManager fleet into
+   Kafka, then drains it twice in one Spark session: a baseline query that only reads
+   Kafka and counts, and the full pipeline (parse + every detector + ledger, alert file and
+   Slack to the local emulator); records/s of each and their ratio;
+3. **alert latency**: a steady real-time stream at ``--rate`` records/s (a fleet sized to
+   produce it) with checkpoint-expiry incidents at known times; the job runs with a
+   ``--trigger-s`` processing-time trigger; latency is the Slack emulator's arrival time of
+   an incident's message minus the event time of the record that made it true (the
+   producer sends every record at its event time; its own lateness is reported too);
+4. **memory and state**: peak RSS of this process tree (driver Python, driver JVM, Python
+   workers) sampled every second, and the detect query's state rows and bytes per
+   monitored job and TaskManager, over time;
+5. **the peer**: a real Prometheus with PromQL rules equivalent to the detectors, against
+   the same injected incidents, in real time (:mod:`bench.peer`).
+
+Results: ``bench/results/latest.json``, a dated copy, and a table on stdout (also written
+as ``bench/results/latest.md``). Benchmarks are not tests: nothing here asserts a time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import logging
+import os
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+WORK = REPO / "bench" / ".work"
+RESULTS = REPO / "bench" / "results"
+TOKEN = "xoxb-bench-local"  # noqa: S105 - the local emulator's token
+
+log = logging.getLogger("bench")
+
+
+# --- the machine, the broker, memory ---------------------------------------------------
+
+
+def machine() -> dict[str, Any]:
+    """Cores, memory and CPU model of this machine."""
+    mem = 0
+    model = ""
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemTotal:"):
+                mem = int(line.split()[1]) * 1024
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    return {"cores": os.cpu_count(), "memory_bytes": mem, "cpu": model}
+
+
+def _free_port_pair() -> int:
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        with socket.socket() as s2:
+            try:
+                s2.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+        return int(port)
+
+
+class Broker:
+    """A Kafka broker of the benchmark's own (``scripts/stack.sh``), purged on stop."""
+
+    def __init__(self, topics: list[str], partitions: int) -> None:
+        self.port = _free_port_pair()
+        self.env = {
+            **os.environ,
+            "FLINKWATCH_KAFKA_PORT": str(self.port),
+            "FLINKWATCH_KAFKA_DIR": str(WORK / "kafka"),
+            "FLINKWATCH_TOPICS": " ".join(topics),
+            "FLINKWATCH_PARTITIONS": str(partitions),
+            "PYTHON": str(REPO / ".venv" / "bin" / "python"),
+        }
+        self.bootstrap = f"127.0.0.1:{self.port}"
+
+    def _stack(self, *args: str) -> None:
+        subprocess.run([str(REPO / "scripts" / "stack.sh"), *args], env=self.env, check=True)
+
+    def start(self) -> Broker:
+        """Start a fresh broker with the topics."""
+        self._stack("down", "--purge")
+        self._stack("up")
+        return self
+
+    def stop(self) -> None:
+        """Stop the broker and delete its data."""
+        self._stack("down", "--purge")
+
+
+def _rss(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def _children() -> dict[int, list[int]]:
+    kids: dict[int, list[int]] = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        kids.setdefault(ppid, []).append(int(d))
+    return kids
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+class RssSampler:
+    """Peak RSS of this process and its descendants (not the load producer), every second."""
+
+    def __init__(self) -> None:
+        self.peak = 0
+        self.samples: list[tuple[float, int]] = []
+        self._stop = threading.Event()
+
+    def tree_rss(self) -> int:
+        """RSS of the tree now."""
+        kids = _children()
+        total, todo = 0, [os.getpid()]
+        while todo:
+            pid = todo.pop()
+            if pid != os.getpid() and "PacedProducer" in _cmdline(pid):
+                continue
+            total += _rss(pid)
+            todo.extend(kids.get(pid, []))
+        return total
+
+    def start(self) -> RssSampler:
+        """Sample in a daemon thread."""
+
+        def run() -> None:
+            while not self._stop.wait(1.0):
+                rss = self.tree_rss()
+                self.peak = max(self.peak, rss)
+                self.samples.append((time.time(), rss))
+
+        threading.Thread(target=run, name="bench-rss", daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        """Stop sampling."""
+        self._stop.set()
+
+
+# --- the phases ------------------------------------------------------------------------
+
+
+def _spec(jobs: int, tms: int, incidents: list[tuple[str, int, float]], seed: int) -> Any:
+    from streaming.simulate import FleetSpec, Incident
+
+    return FleetSpec(
+        jobs=jobs,
+        tms_per_job=tms,
+        seed=seed,
+        incidents=tuple(Incident(k, j, t) for k, j, t in incidents),  # type: ignore[arg-type]
+    )
+
+
+def _outputs(state: Path, slack_url: str) -> Any:
+    from conf import SlackConfig
+    from sinks import AlertLedger, JsonLinesAlertSink
+    from sinks.dispatch import Dispatcher
+    from sinks.prometheus import ActiveAlerts, SignalBoard
+    from sinks.slack import SlackBotSink
+    from streaming.app import Outputs
+
+    ledger = AlertLedger(state / "ledger.sqlite")
+    cfg = SlackConfig(mode="bot", api_url=slack_url, channel="#flink-alerts", max_retries=2)
+    slack = SlackBotSink(TOKEN, ledger, lambda: cfg, lambda: "bench")
+    dispatcher = Dispatcher(ledger, [slack], backoff_s=0.5, max_backoff_s=2).start()
+    return Outputs(
+        ledger=ledger,
+        sinks=[JsonLinesAlertSink(state / "alerts.jsonl")],
+        observers=[ActiveAlerts()],
+        dispatcher=dispatcher,
+        signals=SignalBoard(),
+    )
+
+
+def _config(bootstrap: str, prefix: str, state: Path, trigger_s: float) -> Any:
+    from conf import AppConfig
+
+    return AppConfig.model_validate(
+        {
+            "kafka": {
+                "bootstrap_servers": bootstrap,
+                "logs_topic": f"{prefix}.logs",
+                "metrics_topic": f"{prefix}.metrics",
+            },
+            "spark": {"trigger_interval_s": trigger_s},
+            "output": {"state_dir": str(state), "console": False},
+            "metrics": {"enabled": False},
+        }
+    )
+
+
+def _pipeline(spark: Any, cfg: Any, outputs: Any, trigger: dict[str, Any] | None) -> Any:
+    from streaming.app import Pipeline
+    from streaming.sources import kafka_records
+
+    return Pipeline(
+        spark=spark,
+        cfg=cfg,
+        logs=lambda: kafka_records(spark, cfg.kafka, cfg.kafka.logs_topic),
+        metrics=lambda: kafka_records(spark, cfg.kafka, cfg.kafka.metrics_topic),
+        outputs=outputs,
+        checkpoint_dir=cfg.output.checkpoint_dir,
+        deadletter_dir=cfg.output.deadletter_path,
+        trigger=trigger,
+    )
+
+
+def throughput(
+    spark: Any, broker: Broker, progress: Any, slack_url: str, args: argparse.Namespace
+) -> dict[str, Any]:
+    """Backlog of the 100-job fleet: baseline read-and-count vs the full pipeline."""
+    from bench.load import compile_producer, send, write_load
+    from streaming.simulate import generate
+
+    jobs, hours = args.jobs, args.hours
+    # A few incidents of each kind, so detectors do real work on the backlog too.
+    incidents = [
+        ("checkpoint_expiry", 1, 600.0),
+        ("checkpoint_creep", 2, 300.0),
+        ("idle_heap_leak", 3, 300.0),
+        ("late_acks_skew", 4, 600.0),
+    ]
+    spec = _spec(jobs, args.tms, [i for i in incidents if i[1] < jobs], seed=11)
+    t0 = time.monotonic()
+    start_ms = int(time.time() * 1000) - int(hours * 3_600_000) - 600_000
+    load = write_load(generate(spec, start_ms, hours * 3600), WORK / "backlog.bin")
+    gen_s = time.monotonic() - t0
+    log.info(
+        "backlog: %d records (%d logs, %.0f MB), %d jobs x %d TMs, %.1f h, generated in %.0f s",
+        load.records,
+        load.logs,
+        load.bytes / 1e6,
+        jobs,
+        args.tms,
+        hours,
+        gen_s,
+    )
+    classes = compile_producer(WORK)
+    produced = send(
+        classes, broker.bootstrap, "bench.logs", "bench.metrics", load.path, paced=False
+    )
+    log.info("backlog: sent at %.0f records/s", produced["records_per_s"])
+
+    # Baseline: the same topics, the same connector and batch bounds, just counted.
+    cfg = _config(broker.bootstrap, "bench", WORK / "baseline", 1.0)
+    from streaming.sources import kafka_records
+
+    counted = {"n": 0}
+
+    def count(batch: Any, _batch_id: int) -> None:
+        counted["n"] += batch.count()
+
+    t0 = time.monotonic()
+    q = (
+        kafka_records(spark, cfg.kafka, cfg.kafka.logs_topic)
+        .unionByName(kafka_records(spark, cfg.kafka, cfg.kafka.metrics_topic))
+        .writeStream.foreachBatch(count)
+        .option("checkpointLocation", str(WORK / "baseline" / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    q.awaitTermination()
+    base_s = time.monotonic() - t0
+    log.info("baseline: %d records in %.1f s", counted["n"], base_s)
+
+    state = WORK / "pipeline"
+    cfg = _config(broker.bootstrap, "bench", state, 1.0)
+    outputs = _outputs(state, slack_url)
+    pipe = _pipeline(spark, cfg, outputs, {"availableNow": True})
+    t0 = time.monotonic()
+    pipe.start_parse().awaitTermination()
+    parse_s = time.monotonic() - t0
+    q = pipe.start_detect()
+    q.awaitTermination()
+    pipe_s = time.monotonic() - t0
+    time.sleep(3)  # the listener's last progress event
+    detect = progress.latest.get("flinkwatch-detect")
+    outputs.dispatcher.stop()
+    processed = sum(pipe.stats.kinds.values()) + sum(pipe.stats.dead_letters.values())
+    alerts = dict(sorted((f"{d}:{s}", n) for (d, _e, s), n in pipe.stats.alerts.items()))
+    log.info(
+        "pipeline: %d records in %.1f s (parse %.1f s); alerts %s",
+        processed,
+        pipe_s,
+        parse_s,
+        alerts,
+    )
+    entities = jobs + jobs * args.tms
+    return {
+        "records": load.records,
+        "records_bytes": load.bytes,
+        "log_records": load.logs,
+        "fleet": {"jobs": jobs, "taskmanagers": jobs * args.tms, "hours": hours},
+        "generate_s": round(gen_s, 1),
+        "producer_records_per_s": round(produced["records_per_s"]),
+        "baseline_s": round(base_s, 1),
+        "baseline_records": counted["n"],
+        "baseline_records_per_s": round(counted["n"] / base_s),
+        "pipeline_s": round(pipe_s, 1),
+        "pipeline_parse_s": round(parse_s, 1),
+        "pipeline_records": processed,
+        "pipeline_records_per_s": round(processed / pipe_s),
+        "alerts": alerts,
+        "state_rows": detect.state_rows if detect else None,
+        "state_bytes": detect.state_bytes if detect else None,
+        "state_bytes_per_job": round(detect.state_bytes / jobs) if detect else None,
+        "state_bytes_per_entity": round(detect.state_bytes / entities) if detect else None,
+    }
+
+
+def latency(
+    spark: Any, broker: Broker, progress: Any, slack: Any, args: argparse.Namespace
+) -> dict[str, Any]:
+    """A steady real-time stream with checkpoint-expiry incidents: time to the Slack message."""
+    from bench.load import compile_producer, producer_command, write_load
+    from streaming.app import run_forever
+    from streaming.simulate import generate, job_id
+
+    per_job = _records_per_job_per_s(args.tms)
+    jobs = max(1, round(args.rate / per_job))
+    minutes = args.latency_minutes
+    n_inc = min(args.incidents, jobs)
+    # Onsets spread over the run after a minute of warm-up; each expires its checkpoints
+    # from then on (60 s timeout), so the third expiry comes ~3 minutes after the onset.
+    span = max(minutes * 60 - 330, 60)
+    incidents = [
+        ("checkpoint_expiry", i * (jobs // n_inc), 60 + span * i / n_inc) for i in range(n_inc)
+    ]
+    spec = _spec(jobs, args.tms, incidents, seed=23)
+    # Lead time: generating (~100k records/s here, halved for safety) and starting the
+    # queries (~30 s) must both fit before the first record is due.
+    lead_s = 60 + jobs * per_job * minutes * 60 / 50_000
+    start_ms = int((time.time() + lead_s) * 1000)
+    load = write_load(generate(spec, start_ms, minutes * 60), WORK / "steady.bin")
+    log.info(
+        "steady: %d jobs x %d TMs, %d records over %.0f min (%.0f records/s), %d incidents; "
+        "starts in %.0f s",
+        jobs,
+        args.tms,
+        load.records,
+        minutes,
+        load.records / (minutes * 60),
+        n_inc,
+        start_ms / 1000 - time.time(),
+    )
+    state = WORK / "steady"
+    cfg = _config(broker.bootstrap, "steady", state, args.trigger_s)
+    arrivals: dict[str, float] = {}
+    slack.on_arrival = lambda alert_id, at: arrivals.setdefault(alert_id, at)
+    outputs = _outputs(state, slack.base_url)
+    pipe = _pipeline(spark, cfg, outputs, None)
+    stop = threading.Event()
+    runner = threading.Thread(
+        target=lambda: run_forever(pipe, should_stop=stop.is_set), daemon=True
+    )
+    runner.start()
+    state_over_time: list[tuple[float, int, int]] = []
+    classes = compile_producer(WORK)
+    wait = start_ms / 1000 - time.time() - 2
+    if wait < 0:
+        log.warning(
+            "steady: generation ran %.0f s over the lead; the first records are late", -wait
+        )
+    time.sleep(max(wait, 0))
+    prod = subprocess.Popen(
+        producer_command(
+            classes, broker.bootstrap, "steady.logs", "steady.metrics", load.path, True
+        ),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    while prod.poll() is None:
+        time.sleep(5)
+        d = progress.latest.get("flinkwatch-detect")
+        if d is not None:
+            state_over_time.append((time.time(), d.state_rows, d.state_bytes))
+    out = prod.stdout.read() if prod.stdout else ""
+    produced = json.loads(out.strip().splitlines()[-1])
+    time.sleep(30)  # let the last batches and deliveries finish
+    stop.set()
+    runner.join(timeout=120)
+    outputs.dispatcher.stop()
+    by_job = {job_id(spec, j): t for _k, j, t in incidents}
+    fired = [
+        json.loads(x)
+        for x in (state / "alerts.jsonl").read_text().splitlines()
+        if '"checkpoint_failures"' in x and '"firing"' in x
+    ]
+    lat = []
+    for a in fired:
+        at = arrivals.get(a["alert_id"])
+        if at is None or a.get("job_id") not in by_job:
+            continue
+        event_s = dt.datetime.fromisoformat(a["event_time"].replace("Z", "+00:00")).timestamp()
+        lat.append(at - event_s)
+    lat.sort()
+    return {
+        "fleet": {"jobs": jobs, "taskmanagers": jobs * args.tms},
+        "records": load.records,
+        "input_records_per_s": round(load.records / (minutes * 60)),
+        "producer": produced,
+        "trigger_s": args.trigger_s,
+        "incidents": n_inc,
+        "alerts_delivered": len(lat),
+        "false_positive_jobs": sorted(
+            {a["job_id"] for a in fired if a.get("job_id") not in by_job}
+        ),
+        "alert_latency_s": _percentiles(lat),
+        "state_over_time": [
+            {"t_s": round(t - state_over_time[0][0]), "rows": r, "bytes": b}
+            for t, r, b in state_over_time[:: max(1, len(state_over_time) // 20)]
+        ]
+        if state_over_time
+        else [],
+    }
+
+
+def _records_per_job_per_s(tms: int) -> float:
+    """Records/s one simulated job emits in steady state (measured from the simulator)."""
+    from streaming.simulate import generate
+
+    spec = _spec(4, tms, [], seed=5)
+    n = sum(1 for _ in generate(spec, 1_700_000_000_000, 600))
+    return n / 4 / 600
+
+
+def _percentiles(xs: list[float]) -> dict[str, float | None]:
+    if not xs:
+        return {"p50": None, "p95": None, "p99": None, "max": None, "n": 0}
+
+    def q(p: float) -> float:
+        return round(xs[min(len(xs) - 1, int(p * len(xs)))], 2)
+
+    return {"p50": q(0.5), "p95": q(0.95), "p99": q(0.99), "max": round(xs[-1], 2), "n": len(xs)}
+
+
+# --- putting it together ---------------------------------------------------------------
+
+
+class _Slack:
+    """The local Slack emulator, noting when each incident's first message arrived."""
+
+    def __init__(self) -> None:
+        from sinks.slack_emulator import SlackEmulator
+
+        self.on_arrival: Any = None
+        self.emulator = SlackEmulator(
+            token=TOKEN, channels=("#flink-alerts",), on_message=self._got
+        )
+
+    def _got(self, message: dict[str, Any]) -> None:
+        at = time.time()
+        payload = (message.get("metadata") or {}).get("event_payload") or {}
+        key = str(payload.get("key", ""))
+        if self.on_arrival is not None and key.endswith(":firing"):
+            self.on_arrival(payload.get("alert_id"), at)
+
+    @property
+    def base_url(self) -> str:
+        return self.emulator.base_url
+
+
+def table(r: dict[str, Any]) -> str:
+    """The readable summary of a result."""
+    t, lt = r.get("throughput") or {}, r.get("latency") or {}
+    lat = r.get("alert_latency_s") or {}
+    rows = [
+        (
+            "machine",
+            f"{r['machine']['cores']} cores, {r['machine']['memory_bytes'] / 2**30:.0f} GiB",
+        ),
+        (
+            "backlog",
+            f"{t.get('records', 0):,} records, {t.get('fleet', {}).get('jobs')} jobs / "
+            f"{t.get('fleet', {}).get('taskmanagers')} TMs, {t.get('fleet', {}).get('hours')} h",
+        ),
+        ("pipeline records/s", f"{r.get('pipeline_records_per_s') or 0:,}"),
+        ("baseline records/s (read + count)", f"{r.get('baseline_records_per_s') or 0:,}"),
+        ("ratio pipeline / baseline", f"{r.get('ratio')}"),
+        (
+            "steady input",
+            f"{lt.get('input_records_per_s', 0):,} records/s, "
+            f"{lt.get('fleet', {}).get('jobs')} jobs, trigger {r.get('trigger_s')} s",
+        ),
+        (
+            "alert latency p50 / p95 / p99 (s)",
+            f"{lat.get('p50')} / {lat.get('p95')} / {lat.get('p99')} (n={lat.get('n')})",
+        ),
+        ("peak RSS (driver + JVM + workers)", f"{(r.get('peak_rss_bytes') or 0) / 2**30:.2f} GiB"),
+        ("state per job (100-job backlog)", f"{r.get('state_bytes_per_job')} bytes"),
+    ]
+    for kind, s in (r.get("flinkwatch_time_to_alert_s") or {}).items():
+        p = (r.get("prometheus_time_to_alert_s") or {}).get(kind)
+        rows.append((f"time to alert: {kind}", f"flinkwatch {s} s, Prometheus {p} s"))
+    w = max(len(k) for k, _ in rows)
+    return "\n".join(f"| {k.ljust(w)} | {v} |" for k, v in rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark; returns 0."""
+    p = argparse.ArgumentParser(prog="bench", description=__doc__.split("\n\n")[0])
+    p.add_argument("--jobs", type=int, default=100, help="backlog fleet: Flink jobs")
+    p.add_argument("--tms", type=int, default=4, help="TaskManagers per job")
+    p.add_argument("--hours", type=float, default=2.0, help="backlog: hours of fleet records")
+    p.add_argument("--rate", type=float, default=10_000, help="steady input records/s")
+    p.add_argument("--latency-minutes", type=float, default=8.0, help="steady run length")
+    p.add_argument("--incidents", type=int, default=40, help="incidents in the steady run")
+    p.add_argument("--trigger-s", type=float, default=1.0, help="trigger of the steady run")
+    p.add_argument("--peer-minutes", type=float, default=12.0, help="real-time peer run")
+    p.add_argument("--skip", nargs="*", default=[], choices=["throughput", "latency", "peer"])
+    args = p.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)-5s %(name)s: %(message)s"
+    )
+    for noisy in ("kafka", "py4j", "sinks", "streaming"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    shutil.rmtree(WORK, ignore_errors=True)
+    WORK.mkdir(parents=True)
+    os.environ["SLACK_BOT_TOKEN"] = TOKEN
+
+    from streaming.listener import ProgressLogger
+    from streaming.session import get_session
+
+    result: dict[str, Any] = {
+        "run_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "machine": machine(),
+        "args": vars(args),
+    }
+    broker = Broker(["bench.logs", "bench.metrics", "steady.logs", "steady.metrics"], 2).start()
+    rss = RssSampler().start()
+    slack = _Slack()
+    slack.emulator.start()
+    try:
+        spark = get_session(shuffle_partitions=2)
+        progress = ProgressLogger(every_s=60)
+        spark.streams.addListener(progress)
+        if "throughput" not in args.skip:
+            t = result["throughput"] = throughput(spark, broker, progress, slack.base_url, args)
+            result["pipeline_records_per_s"] = t["pipeline_records_per_s"]
+            result["baseline_records_per_s"] = t["baseline_records_per_s"]
+            result["ratio"] = round(t["pipeline_records_per_s"] / t["baseline_records_per_s"], 3)
+            result["state_bytes_per_job"] = t["state_bytes_per_job"]
+        if "latency" not in args.skip:
+            lt = result["latency"] = latency(spark, broker, progress, slack, args)
+            result["trigger_s"] = lt["trigger_s"]
+            result["alert_latency_s"] = lt["alert_latency_s"]
+        result["peak_rss_bytes"] = rss.peak
+        spark.stop()
+        if "peer" not in args.skip:
+            from bench.peer import run_peer
+
+            peer = result["peer"] = run_peer(
+                bootstrap=broker.bootstrap, workdir=WORK / "peer", minutes=args.peer_minutes
+            )
+            by_kind: dict[str, dict[str, Any]] = {"flinkwatch": {}, "prometheus": {}}
+            for inc in peer.get("incidents", []):
+                by_kind["flinkwatch"][inc["kind"]] = inc.get("flinkwatch_s")
+                by_kind["prometheus"][inc["kind"]] = inc.get("prometheus_s")
+            result["flinkwatch_time_to_alert_s"] = by_kind["flinkwatch"]
+            result["prometheus_time_to_alert_s"] = by_kind["prometheus"]
+    finally:
+        rss.stop()
+        slack.emulator.stop()
+        broker.stop()
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(result, indent=2)
+    (RESULTS / "latest.json").write_text(text + "\n")
+    stamp = result["run_at"].replace(":", "").replace("-", "")[:15]
+    (RESULTS / f"{stamp}.json").write_text(text + "\n")
+    summary = table(result)
+    (RESULTS / "latest.md").write_text(summary + "\n")
+    print(summary)  # noqa: T201
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
