@@ -6,7 +6,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo test lint unit up down clean
+.PHONY: setup demo test lint unit bench up down clean
 
 # Python env (pip caches downloads in ~/.cache/pip) + Kafka broker and Spark connector jars
 # (Maven caches them in ~/.m2) + Debian's Prometheus binary for the scrape tests (apt).
@@ -37,6 +37,12 @@ lint: setup
 	@$(VENV)/bin/ruff check .
 	@$(VENV)/bin/ruff format --check .
 	@$(VENV)/bin/mypy
+
+# The benchmark (not a test; CI does not run it): its own broker, a simulated fleet, the
+# full pipeline vs a read-and-count baseline, Slack latency, memory, and a real Prometheus
+# with equivalent rules. About 35 minutes; results in bench/results/. BENCH_ARGS=--help
+bench: setup
+	@$(VENV)/bin/python -m bench.run $(BENCH_ARGS)
 
 unit: setup
 	@$(VENV)/bin/pytest -m "not spark and not kafka" $(PYTEST_ARGS)

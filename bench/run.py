@@ -248,6 +248,8 @@ def throughput(
     spark: Any, broker: Broker, progress: Any, slack_url: str, args: argparse.Namespace
 ) -> dict[str, Any]:
     """Backlog of the 100-job fleet: baseline read-and-count vs the full pipeline."""
+    from pyspark.sql import functions as F
+
     from bench.load import compile_producer, send, write_load
     from streaming.simulate import generate
 
@@ -309,9 +311,18 @@ def throughput(
     t0 = time.monotonic()
     pipe.start_parse().awaitTermination()
     parse_s = time.monotonic() - t0
+    # What the detectors get (outside the timed window): rows per detector after routing.
+    from streaming.app import HOP_SCHEMA, routed_events
+
+    hop = spark.read.schema(HOP_SCHEMA).parquet(str(pipe.hop_dir)).withColumn("error", F.lit(None))
+    routed = {
+        r["detector"]: r["count"]
+        for r in routed_events(hop, cfg).groupBy("detector").count().collect()
+    }
+    t1 = time.monotonic()
     q = pipe.start_detect()
     q.awaitTermination()
-    pipe_s = time.monotonic() - t0
+    pipe_s = parse_s + time.monotonic() - t1
     time.sleep(3)  # the listener's last progress event
     detect = progress.latest.get("flinkwatch-detect")
     outputs.dispatcher.stop()
@@ -337,6 +348,9 @@ def throughput(
         "baseline_records_per_s": round(counted["n"] / base_s),
         "pipeline_s": round(pipe_s, 1),
         "pipeline_parse_s": round(parse_s, 1),
+        "parse_records_per_s": round(processed / parse_s),
+        "detector_input_rows": routed,
+        "detect_rows_per_s": round(sum(routed.values()) / (pipe_s - parse_s)),
         "pipeline_records": processed,
         "pipeline_records_per_s": round(processed / pipe_s),
         "alerts": alerts,
@@ -348,7 +362,7 @@ def throughput(
 
 
 def latency(
-    spark: Any, broker: Broker, progress: Any, slack: Any, args: argparse.Namespace
+    spark: Any, broker: Broker, progress: Any, slack: Any, args: argparse.Namespace, rate: float
 ) -> dict[str, Any]:
     """A steady real-time stream with checkpoint-expiry incidents: time to the Slack message."""
     from bench.load import compile_producer, producer_command, write_load
@@ -356,7 +370,7 @@ def latency(
     from streaming.simulate import generate, job_id
 
     per_job = _records_per_job_per_s(args.tms)
-    jobs = max(1, round(args.rate / per_job))
+    jobs = max(1, round(rate / per_job))
     minutes = args.latency_minutes
     n_inc = min(args.incidents, jobs)
     # Onsets spread over the run after a minute of warm-up; each expires its checkpoints
@@ -370,7 +384,7 @@ def latency(
     # queries (~30 s) must both fit before the first record is due.
     lead_s = 60 + jobs * per_job * minutes * 60 / 50_000
     start_ms = int((time.time() + lead_s) * 1000)
-    load = write_load(generate(spec, start_ms, minutes * 60), WORK / "steady.bin")
+    load = write_load(generate(spec, start_ms, minutes * 60), WORK / f"steady-{int(rate)}.bin")
     log.info(
         "steady: %d jobs x %d TMs, %d records over %.0f min (%.0f records/s), %d incidents; "
         "starts in %.0f s",
@@ -382,8 +396,8 @@ def latency(
         n_inc,
         start_ms / 1000 - time.time(),
     )
-    state = WORK / "steady"
-    cfg = _config(broker.bootstrap, "steady", state, args.trigger_s)
+    state = WORK / f"steady-{int(rate)}"
+    cfg = _config(broker.bootstrap, f"steady{int(rate)}", state, args.trigger_s)
     arrivals: dict[str, float] = {}
     slack.on_arrival = lambda alert_id, at: arrivals.setdefault(alert_id, at)
     outputs = _outputs(state, slack.base_url)
@@ -403,7 +417,12 @@ def latency(
     time.sleep(max(wait, 0))
     prod = subprocess.Popen(
         producer_command(
-            classes, broker.bootstrap, "steady.logs", "steady.metrics", load.path, True
+            classes,
+            broker.bootstrap,
+            cfg.kafka.logs_topic,
+            cfg.kafka.metrics_topic,
+            load.path,
+            True,
         ),
         stdout=subprocess.PIPE,
         text=True,
@@ -415,6 +434,10 @@ def latency(
             state_over_time.append((time.time(), d.state_rows, d.state_bytes))
     out = prod.stdout.read() if prod.stdout else ""
     produced = json.loads(out.strip().splitlines()[-1])
+    d = progress.latest.get("flinkwatch-detect")
+    # How far event time in the detector lags the wall clock when the input stops: a
+    # pipeline slower than its input falls further behind the longer it runs.
+    lag_s = round(time.time() - d.watermark_ms / 1000, 1) if d and d.watermark_ms else None
     time.sleep(30)  # let the last batches and deliveries finish
     stop.set()
     runner.join(timeout=120)
@@ -445,6 +468,7 @@ def latency(
             {a["job_id"] for a in fired if a.get("job_id") not in by_job}
         ),
         "alert_latency_s": _percentiles(lat),
+        "watermark_lag_at_end_s": lag_s,
         "state_over_time": [
             {"t_s": round(t - state_over_time[0][0]), "rows": r, "bytes": b}
             for t, r, b in state_over_time[:: max(1, len(state_over_time) // 20)]
@@ -501,8 +525,7 @@ class _Slack:
 
 def table(r: dict[str, Any]) -> str:
     """The readable summary of a result."""
-    t, lt = r.get("throughput") or {}, r.get("latency") or {}
-    lat = r.get("alert_latency_s") or {}
+    t = r.get("throughput") or {}
     rows = [
         (
             "machine",
@@ -516,18 +539,18 @@ def table(r: dict[str, Any]) -> str:
         ("pipeline records/s", f"{r.get('pipeline_records_per_s') or 0:,}"),
         ("baseline records/s (read + count)", f"{r.get('baseline_records_per_s') or 0:,}"),
         ("ratio pipeline / baseline", f"{r.get('ratio')}"),
-        (
-            "steady input",
-            f"{lt.get('input_records_per_s', 0):,} records/s, "
-            f"{lt.get('fleet', {}).get('jobs')} jobs, trigger {r.get('trigger_s')} s",
-        ),
-        (
-            "alert latency p50 / p95 / p99 (s)",
-            f"{lat.get('p50')} / {lat.get('p95')} / {lat.get('p99')} (n={lat.get('n')})",
-        ),
         ("peak RSS (driver + JVM + workers)", f"{(r.get('peak_rss_bytes') or 0) / 2**30:.2f} GiB"),
         ("state per job (100-job backlog)", f"{r.get('state_bytes_per_job')} bytes"),
     ]
+    for lt in r.get("latency") or []:
+        lat = lt["alert_latency_s"]
+        rows.append(
+            (
+                f"alert latency at {lt['input_records_per_s']:,} records/s",
+                f"p50 {lat['p50']} / p95 {lat['p95']} / p99 {lat['p99']} s (n={lat['n']} of "
+                f"{lt['incidents']}), {lt['fleet']['jobs']} jobs, trigger {lt['trigger_s']} s",
+            )
+        )
     for kind, s in (r.get("flinkwatch_time_to_alert_s") or {}).items():
         p = (r.get("prometheus_time_to_alert_s") or {}).get(kind)
         rows.append((f"time to alert: {kind}", f"flinkwatch {s} s, Prometheus {p} s"))
@@ -541,8 +564,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jobs", type=int, default=100, help="backlog fleet: Flink jobs")
     p.add_argument("--tms", type=int, default=4, help="TaskManagers per job")
     p.add_argument("--hours", type=float, default=2.0, help="backlog: hours of fleet records")
-    p.add_argument("--rate", type=float, default=10_000, help="steady input records/s")
-    p.add_argument("--latency-minutes", type=float, default=8.0, help="steady run length")
+    p.add_argument(
+        "--rate", type=float, nargs="+", default=[10_000, 2_000], help="steady input records/s"
+    )
+    p.add_argument("--latency-minutes", type=float, default=6.0, help="each steady run's length")
     p.add_argument("--incidents", type=int, default=40, help="incidents in the steady run")
     p.add_argument("--trigger-s", type=float, default=1.0, help="trigger of the steady run")
     p.add_argument("--peer-minutes", type=float, default=12.0, help="real-time peer run")
@@ -565,7 +590,9 @@ def main(argv: list[str] | None = None) -> int:
         "machine": machine(),
         "args": vars(args),
     }
-    broker = Broker(["bench.logs", "bench.metrics", "steady.logs", "steady.metrics"], 2).start()
+    topics = ["bench.logs", "bench.metrics"]
+    topics += [f"steady{int(r)}.{s}" for r in args.rate for s in ("logs", "metrics")]
+    broker = Broker(topics, 2).start()
     rss = RssSampler().start()
     slack = _Slack()
     slack.emulator.start()
@@ -580,9 +607,11 @@ def main(argv: list[str] | None = None) -> int:
             result["ratio"] = round(t["pipeline_records_per_s"] / t["baseline_records_per_s"], 3)
             result["state_bytes_per_job"] = t["state_bytes_per_job"]
         if "latency" not in args.skip:
-            lt = result["latency"] = latency(spark, broker, progress, slack, args)
-            result["trigger_s"] = lt["trigger_s"]
-            result["alert_latency_s"] = lt["alert_latency_s"]
+            runs = result["latency"] = [
+                latency(spark, broker, progress, slack, args, rate) for rate in args.rate
+            ]
+            result["trigger_s"] = args.trigger_s
+            result["alert_latency_s"] = runs[0]["alert_latency_s"]
         result["peak_rss_bytes"] = rss.peak
         spark.stop()
         if "peer" not in args.skip:
