@@ -443,11 +443,9 @@ def latency(
     runner.join(timeout=120)
     outputs.dispatcher.stop()
     by_job = {job_id(spec, j): t for _k, j, t in incidents}
-    fired = [
-        json.loads(x)
-        for x in (state / "alerts.jsonl").read_text().splitlines()
-        if '"checkpoint_failures"' in x and '"firing"' in x
-    ]
+    alerts_file = state / "alerts.jsonl"
+    lines = alerts_file.read_text().splitlines() if alerts_file.exists() else []
+    fired = [json.loads(x) for x in lines if '"checkpoint_failures"' in x and '"firing"' in x]
     lat = []
     for a in fired:
         at = arrivals.get(a["alert_id"])
@@ -602,16 +600,19 @@ def main(argv: list[str] | None = None) -> int:
         spark.streams.addListener(progress)
         if "throughput" not in args.skip:
             t = result["throughput"] = throughput(spark, broker, progress, slack.base_url, args)
+            _save(result)
             result["pipeline_records_per_s"] = t["pipeline_records_per_s"]
             result["baseline_records_per_s"] = t["baseline_records_per_s"]
             result["ratio"] = round(t["pipeline_records_per_s"] / t["baseline_records_per_s"], 3)
             result["state_bytes_per_job"] = t["state_bytes_per_job"]
         if "latency" not in args.skip:
-            runs = result["latency"] = [
-                latency(spark, broker, progress, slack, args, rate) for rate in args.rate
-            ]
-            result["trigger_s"] = args.trigger_s
-            result["alert_latency_s"] = runs[0]["alert_latency_s"]
+            runs = result["latency"] = []
+            for rate in args.rate:
+                runs.append(latency(spark, broker, progress, slack, args, rate))
+                result["trigger_s"] = args.trigger_s
+                result["alert_latency_s"] = runs[0]["alert_latency_s"]
+                result["peak_rss_bytes"] = rss.peak
+                _save(result)
         result["peak_rss_bytes"] = rss.peak
         spark.stop()
         if "peer" not in args.skip:
@@ -630,6 +631,13 @@ def main(argv: list[str] | None = None) -> int:
         rss.stop()
         slack.emulator.stop()
         broker.stop()
+    summary = _save(result)
+    print(summary)  # noqa: T201
+    return 0
+
+
+def _save(result: dict[str, Any]) -> str:
+    """Write the results so far (after every phase: a late failure keeps the early numbers)."""
     RESULTS.mkdir(parents=True, exist_ok=True)
     text = json.dumps(result, indent=2)
     (RESULTS / "latest.json").write_text(text + "\n")
@@ -637,8 +645,7 @@ def main(argv: list[str] | None = None) -> int:
     (RESULTS / f"{stamp}.json").write_text(text + "\n")
     summary = table(result)
     (RESULTS / "latest.md").write_text(summary + "\n")
-    print(summary)  # noqa: T201
-    return 0
+    return summary
 
 
 if __name__ == "__main__":
