@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable, Sequence
 
 from sinks.base import DeliverySink, RetryableDeliveryError
-from sinks.ledger import OPEN_STATES, AlertLedger
+from sinks.ledger import AlertLedger
 
 log = logging.getLogger(__name__)
 
@@ -82,8 +82,7 @@ class Dispatcher:
                 clear = False
                 wait = min(self._wait.get(sink.name, self.backoff_s / 2) * 2, self.max_backoff_s)
                 self._wait[sink.name] = wait
-                counts = self.ledger.counts()
-                self.backlog[sink.name] = sum(counts.get((sink.name, st), 0) for st in OPEN_STATES)
+                self.backlog[sink.name] = self.ledger.backlog().get(sink.name, 0)
                 log.warning(
                     "sink=%s unavailable (%s); %d transitions wait, in order; next try in %.0f s",
                     sink.name,

@@ -257,6 +257,14 @@ class AlertLedger:
                 self.mark(sink.name, t.seq, "delivered")
                 self.outcomes[(sink.name, "delivered")] += 1
 
+    def backlog(self) -> dict[str, int]:
+        """Open (pending or sending) deliveries per sink."""
+        out: dict[str, int] = {}
+        for (sink, state), n in self.counts().items():
+            if state in OPEN_STATES:
+                out[sink] = out.get(sink, 0) + n
+        return out
+
     def counts(self) -> dict[tuple[str, str], int]:
         """Deliveries by (sink, state): the backlog and its history."""
         with self._lock:

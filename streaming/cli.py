@@ -221,11 +221,8 @@ def _serve_metrics(cfg: AppConfig, pipeline: Any, progress: Any, watcher: Any) -
     observers = [o for o in out.observers if o.name == "prometheus"]
 
     def backlog() -> dict[str, int]:
-        counts = out.ledger.counts()
-        return {
-            s.name: sum(counts.get((s.name, st), 0) for st in ("pending", "sending"))
-            for s in out.delivery_sinks()
-        }
+        waiting = out.ledger.backlog()
+        return {s.name: waiting.get(s.name, 0) for s in out.delivery_sinks()}
 
     registry = CollectorRegistry()
     registry.register(

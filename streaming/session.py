@@ -54,15 +54,6 @@ def get_session(
         .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
         .config("spark.sql.session.timeZone", timezone)
         .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
-        # Every batch rewrites each active entity's state, and RocksDB's memtables keep the
-        # old versions until they flush: unbounded, the store's memory grew ~20 MB a minute
-        # at a constant 2,452 keys in the benchmark. One shared budget caps memtables and
-        # block cache for all state store instances of the process.
-        .config("spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage", "true")
-        .config(
-            "spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB",
-            os.environ.get("FLINKWATCH_STATE_MEMORY_MB", "256"),
-        )
         # Malformed input must never fail the query: without ANSI, a bad cast is null.
         .config("spark.sql.ansi.enabled", "false")
         .config("spark.sql.streaming.metricsEnabled", "true")
@@ -81,6 +72,16 @@ def get_session(
         # Replay and parse read files only; the job itself cannot start without the jars.
         if require_kafka:
             raise
+    budget = os.environ.get("FLINKWATCH_STATE_MEMORY_MB")
+    if budget:
+        # Every batch rewrites each active entity's state and RocksDB's memtables keep the
+        # old versions until they flush (the benchmark saw ~20 MB a minute at a constant
+        # key count, up to RocksDB's per-instance memtable cap). One shared budget caps
+        # memtables and block cache for every instance; Spark then reports the stores'
+        # memory as 0, so flinkwatch_state_bytes reads 0 with it on.
+        builder = builder.config(
+            "spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage", "true"
+        ).config("spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB", budget)
     for k, v in (extra or {}).items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()

@@ -91,3 +91,14 @@ def test_dead_letters_of_a_replayed_batch_replace_the_first_write(tmp_path) -> N
     assert len(list(tmp_path.glob("*.jsonl"))) == 1
     assert json.loads(again.read_text()) == rec
     assert sink.write(4, []) is None
+
+
+def test_a_silenced_transition_is_written_with_its_silence(tmp_path) -> None:
+    path = tmp_path / "alerts.jsonl"
+    sink = JsonLinesAlertSink(path)
+    ledger = AlertLedger(tmp_path / "ledger.sqlite")
+    ledger.record(0, [alert()], [sink], silencer=lambda a: "night-maintenance")
+    ledger.deliver(sink)
+    [line] = [json.loads(x) for x in path.read_text().splitlines()]
+    assert line["silenced_by"] == "night-maintenance"
+    assert ledger.backlog() == {}
