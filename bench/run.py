@@ -30,12 +30,13 @@ import json
 import logging
 import os
 import shutil
-import socket
 import subprocess
 import threading
 import time
 from pathlib import Path
 from typing import Any
+
+from tests.conftest import free_port_pair
 
 REPO = Path(__file__).resolve().parent.parent
 WORK = REPO / "bench" / ".work"
@@ -64,24 +65,11 @@ def machine() -> dict[str, Any]:
     return {"cores": os.cpu_count(), "memory_bytes": mem, "cpu": model}
 
 
-def _free_port_pair() -> int:
-    while True:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        with socket.socket() as s2:
-            try:
-                s2.bind(("127.0.0.1", port + 1))
-            except OSError:
-                continue
-        return int(port)
-
-
 class Broker:
     """A Kafka broker of the benchmark's own (``scripts/stack.sh``), purged on stop."""
 
     def __init__(self, topics: list[str], partitions: int) -> None:
-        self.port = _free_port_pair()
+        self.port = free_port_pair()
         self.env = {
             **os.environ,
             "FLINKWATCH_KAFKA_PORT": str(self.port),
