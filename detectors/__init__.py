@@ -9,11 +9,27 @@ from typing import Any
 from detectors.base import Alert, AlertStatus, Detector, DetectorParams, Event, Severity, Step
 from detectors.checkpoint_creep import CheckpointCreep
 from detectors.checkpoint_failures import CheckpointFailures
+from detectors.checkpoint_state_growth import CheckpointStateGrowth
 from detectors.idle_heap_growth import IdleHeapGrowth
+from detectors.jm_k8s_watch_crash import JmK8sWatchCrash
+from detectors.jvm_fatal import JvmFatal
 from detectors.late_barrier_acks import LateBarrierAcks
+from detectors.restart_storm import RestartStorm
+from detectors.tm_lost import TmLost
 
 REGISTRY: dict[str, type[Detector[Any]]] = {
-    d.name: d for d in (CheckpointCreep, CheckpointFailures, IdleHeapGrowth, LateBarrierAcks)
+    d.name: d
+    for d in (
+        CheckpointCreep,
+        CheckpointFailures,
+        CheckpointStateGrowth,
+        JvmFatal,
+        IdleHeapGrowth,
+        LateBarrierAcks,
+        TmLost,
+        JmK8sWatchCrash,
+        RestartStorm,
+    )
 }
 
 __all__ = [

@@ -38,6 +38,10 @@ EVENT_KINDS: tuple[str, ...] = (
     "task_state",
     "leadership_lost",
     "registration_timeout",
+    "tm_released",
+    "jm_started",
+    "job_restored",
+    "no_checkpoint_found",
     "metric",
     "unparsed",
 )

@@ -1,18 +1,46 @@
-"""``checkpoint_failures``: checkpoints of one job keep expiring.
+"""``checkpoint_failures``: checkpoints of one job keep failing.
 
-One expired checkpoint is noise (a slow sink, a GC pause); several distinct
-checkpoints expiring within a window means the job can no longer checkpoint and
-will fail once ``execution.checkpointing.tolerable-failed-checkpoints`` runs out.
-The alert resolves after ``resolve_after_completed`` checkpoints in a row complete.
+One failed checkpoint is noise (a slow sink, a GC pause, a task restoring); several
+distinct checkpoints failing within a window means the job can no longer checkpoint
+and will fail once ``execution.checkpointing.tolerable-failed-checkpoints`` runs out.
 
-State per job (bounded): the ids and times of expirations inside the window (at
-most ``max_tracked`` entries), a counter of completions since the last expiry,
-and the alert bookkeeping, about 0.5 KB serialised.
+A checkpoint fails in the logs of every Flink version as one or more of:
+
+* ``Checkpoint N [of job J] expired before completing.`` (``checkpoint_expired``);
+* ``Decline checkpoint N by task A [of job J] [at TM]`` (``checkpoint_declined``), from
+  1.12 followed by the decline's reason or cause as a stack trace;
+* ``Failed to trigger or complete checkpoint N for job J. (K consecutive failed
+  attempts so far)`` with the ``CheckpointException`` (1.15+), ``Failed to trigger
+  checkpoint …`` and ``Discarding checkpoint N …`` (older), ``Triggering Checkpoint N
+  for job J failed due to …`` (1.14+): all ``checkpoint_failed``.
+
+The lines of one checkpoint count once (its id is the key; many tasks may decline
+it, and from 1.15 every failure is logged twice). Each failed checkpoint gets a
+reason from :func:`failure_reason`, the most specific of its lines. As in Flink's own
+``CheckpointFailureManager``, reasons that come with restarts, finishing tasks and
+trigger races (tasks not running or not ready, the coordinator suspending, a
+checkpoint subsumed, a task failing) do not count, and neither do savepoints (named
+in the trigger line from 1.11; ``checkpoint_triggered`` events record their ids), so
+a savepoint declined while a job stops is not an incident. The evidence lists what
+did not count next to what did.
+
+The incident fires when, within ``window_s``, ``min_expired`` distinct checkpoints
+expired or ``min_failed`` distinct checkpoints failed for a counted reason, or (if
+``min_streak`` is set) when that many counted failures came in a row without a
+completed checkpoint between them, however far apart (jobs with a long checkpoint
+interval). It resolves after ``resolve_after_completed`` checkpoints in a row
+complete, or when the job goes idle for ``idle_ttl_s``.
+
+State per job (bounded): at most ``max_tracked`` failed checkpoints ``[time, reason]``
+inside the window, as many ids of the current streak, ``_MAX_UNCOUNTED`` failures
+without an id, ``_MAX_SAVEPOINTS`` savepoint ids, one example text per reason, and the
+alert bookkeeping: about 0.6 KB for an incident of three expiries, at most ~9 KB with
+the defaults (measured in ``tests/detectors/test_checkpoint_failures.py``).
 """
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from pydantic import Field
 
@@ -27,6 +55,96 @@ from detectors.base import (
     Step,
 )
 
+_MAX_SAVEPOINTS = 8  # savepoint ids remembered, to leave their failures out
+_MAX_UNCOUNTED = 20  # failures without a checkpoint id kept for the evidence
+_EXAMPLE_CHARS = 200  # one example text per reason, this long at most
+
+#: Reason keys that a more specific line of the same checkpoint may replace.
+_GENERIC = frozenset({"declined", "unknown", "other"})
+
+# (text in Flink's CheckpointFailureReason messages, reason key, counts), first match wins.
+# Keys that do not count follow Flink's CheckpointFailureManager, which leaves them out of
+# the tolerable-failure counter: they come with restarts, finishing tasks and trigger races.
+_REASONS: tuple[tuple[str, str, bool], ...] = (
+    ("not all required tasks are currently running", "tasks_not_running", False),
+    ("is not being executed at the moment", "tasks_not_running", False),
+    ("is not in state running", "tasks_not_running", False),
+    ("checkpoint coordinator is suspending", "coordinator_stopped", False),
+    ("checkpointcoordinator shutdown", "coordinator_stopped", False),
+    ("periodic checkpoint scheduler is shut down", "coordinator_stopped", False),
+    ("maximum number of concurrent checkpoints", "throttled", False),
+    ("maximum number of queued checkpoint requests", "throttled", False),
+    ("minimum time between checkpoints", "throttled", False),
+    ("another checkpoint request has already been queued", "throttled", False),
+    ("has been subsumed", "subsumed", False),
+    ("barrier from newer checkpoint", "subsumed", False),
+    ("tasks not ready", "task_not_ready", False),
+    ("task is closing", "task_not_ready", False),
+    ("operators partially closed", "task_not_ready", False),
+    ("input stream is finished", "task_not_ready", False),
+    ("received cancellation from one of its inputs", "cancellation_barrier", False),
+    ("task has failed", "task_failure", False),
+    ("the job has failed", "task_failure", False),
+    ("failoverregion is restarting", "task_failure", False),
+    ("task local checkpoint failure", "task_failure", False),
+    ("unknown task for the checkpoint to notify", "task_failure", False),
+    ("sharing the channelstate file", "channel_state_shared", False),
+    ("trigger checkpoint failure", "trigger_failure", False),
+    ("blocking output edge", "trigger_failure", False),
+    ("exceeded checkpoint tolerable failure threshold", "tolerable_threshold_exceeded", False),
+    ("expired before completing", "expired", True),
+    ("asynchronous task checkpoint failed", "async_failure", True),
+    ("failure to finalize checkpoint", "finalize_failure", True),
+    ("io-problem detected", "io_exception", True),
+    ("an exception occurred while triggering the checkpoint", "trigger_exception", True),
+    ("alignment phase needed to buffer more", "alignment_limit", True),
+    ("does not support checkpointing", "not_supported", True),
+    ("checkpoint was declined", "declined", True),
+)
+_COUNTED = frozenset({key for _, key, counts in _REASONS if counts} | _GENERIC)
+
+
+def failure_reason(event: Event) -> str:
+    """The reason key of one checkpoint failure line (see ``_REASONS``).
+
+    Flink's ``CheckpointException`` text ends in ``Failure reason: <reason>`` when a
+    task name precedes it; only the reason is matched, so an operator's name cannot
+    look like a reason.
+
+    Example:
+        >>> failure_reason(Event(kind="checkpoint_failed", time_ms=0, checkpoint_id=7,
+        ...     reason="Task name with subtask : Map (1/2)#0 Failure reason: "
+        ...            "Checkpoint was declined (tasks not ready)"))
+        'task_not_ready'
+    """
+    if event.kind == "checkpoint_expired":
+        return "expired"
+    if "tolerable failure threshold" in (event.message or event.reason or ""):
+        # 1.17+ appends the latest failure's reason; the line itself is the job failing.
+        return "tolerable_threshold_exceeded"
+    reason = (event.reason or "").rsplit("Failure reason:", 1)[-1]
+    for text in (reason.lower(), (_first_line(event.message) or "").lower()):
+        for needle, key, _counts in _REASONS:
+            if needle in text:
+                return key
+    if event.kind == "checkpoint_declined":
+        # Before 1.12 a decline carries no reason; from 1.13 only its cause (an
+        # IOException from a sink, say), which is a decline all the same.
+        return "declined"
+    if event.checkpoint_id is None:
+        # `Failed to trigger checkpoint for job J (N consecutive failed attempts so far).`
+        return "trigger_failure"
+    return "other" if event.reason else "unknown"
+
+
+def counts(key: str) -> bool:
+    """Whether failures with this reason key count towards an incident."""
+    return key in _COUNTED
+
+
+def _first_line(message: str | None) -> str | None:
+    return message.split("\n", 1)[0] if message else None
+
 
 class CheckpointFailuresParams(DetectorParams):
     """Thresholds of :class:`CheckpointFailures`."""
@@ -34,19 +152,38 @@ class CheckpointFailuresParams(DetectorParams):
     min_expired: int = Field(
         default=3, ge=1, description="Distinct expired checkpoints that make an incident."
     )
+    min_failed: int | None = Field(
+        default=None,
+        ge=1,
+        description=(
+            "Distinct checkpoints failed for a counted reason (expired, declined, async "
+            "failure, ...) that make an incident; null: the same as min_expired."
+        ),
+    )
+    min_streak: int | None = Field(
+        default=None,
+        ge=1,
+        description=(
+            "Counted failures in a row, without a completed checkpoint between them and "
+            "however far apart, that make an incident; null: off."
+        ),
+    )
     window_s: float = Field(
-        default=1800, gt=0, description="Expirations older than this (seconds) no longer count."
+        default=1800, gt=0, description="Failures older than this (seconds) no longer count."
     )
     resolve_after_completed: int = Field(
         default=2, ge=1, description="Completed checkpoints in a row that resolve the incident."
     )
-    max_tracked: int = Field(default=50, ge=1, description="Expirations kept per job at most.")
+    max_tracked: int = Field(
+        default=50, ge=1, description="Failed checkpoints kept per job at most."
+    )
 
 
 class CheckpointFailures(Detector[CheckpointFailuresParams]):
-    """Fire when at least ``min_expired`` checkpoints of a job expire within ``window_s``."""
+    """Fire when checkpoints of a job keep expiring, being declined or failing."""
 
     name: ClassVar[str] = "checkpoint_failures"
+    schema_version: ClassVar[int] = 2
     runbook: ClassVar[str] = (
         "Checkpoints keep failing: the job cannot recover from a recent state. Read the failure "
         "reasons in the evidence; for expirations look for backpressure or a slow subtask, for "
@@ -54,52 +191,64 @@ class CheckpointFailures(Detector[CheckpointFailuresParams]):
     )
     signals: ClassVar[dict[str, str]] = {
         "checkpoints_expired": "Distinct checkpoints of the job that expired within window_s.",
+        "checkpoints_failed": (
+            "Distinct checkpoints of the job that failed for a counted reason (expired "
+            "included) within window_s."
+        ),
     }
     scope: ClassVar[Scope] = "job"
-    kinds: ClassVar[frozenset[str]] = frozenset({"checkpoint_expired", "checkpoint_completed"})
+    kinds: ClassVar[frozenset[str]] = frozenset(
+        {
+            "checkpoint_triggered",
+            "checkpoint_completed",
+            "checkpoint_expired",
+            "checkpoint_declined",
+            "checkpoint_failed",
+        }
+    )
     params_model: ClassVar[type[DetectorParams]] = CheckpointFailuresParams
 
     def signal_values(self, state: State) -> dict[str, float]:  # noqa: D102
-        return {"checkpoints_expired": float(len(state.get("expired") or {}))}
+        failed = _migrated(state)["failed"]
+        return {
+            "checkpoints_expired": float(sum(1 for v in failed.values() if v[1] == "expired")),
+            "checkpoints_failed": float(sum(1 for v in failed.values() if counts(v[1]))),
+        }
 
     def on_event(self, state: State | None, event: Event, now_ms: int) -> Step:
-        """Count expirations in the window; fire at the threshold, resolve on a streak."""
-        p = self.params
-        st = state or self._new_state(event)
+        """Fold one checkpoint line in; fire at a threshold, resolve on completions."""
+        st = _migrated(state) if state else self._new_state(event)
         st["last_event_ms"] = max(int(st.get("last_event_ms", 0)), event.time_ms)
         st["job_name"] = event.job_name or st.get("job_name")
         alerts: list[Alert] = []
-        if event.kind == "checkpoint_expired" and event.checkpoint_id is not None:
-            expired = {int(k): v for k, v in st["expired"].items()}
-            expired[event.checkpoint_id] = event.time_ms
-            st["expired"] = self._trim(expired, event.time_ms)
-            st["completed_streak"] = 0
-            if not st["firing"] and len(st["expired"]) >= p.min_expired:
-                st["firing"] = True
-                st["incident_start_ms"] = event.time_ms
-                alerts.append(
-                    self.alert(
-                        state=st,
-                        status=AlertStatus.FIRING,
-                        event_time_ms=event.time_ms,
-                        summary=(
-                            f"{len(st['expired'])} checkpoints of job "
-                            f"{st.get('job_name') or st['job_id']} expired within "
-                            f"{p.window_s / 60:.0f} min"
-                        ),
-                        evidence=self._evidence(st),
-                    )
-                )
+        cid = event.checkpoint_id
+        if event.kind == "checkpoint_triggered":
+            if cid is not None and "savepoint" in (event.reason or "").lower():
+                st["savepoints"] = [*st["savepoints"], cid][-_MAX_SAVEPOINTS:]
         elif event.kind == "checkpoint_completed":
-            st["completed_streak"] = int(st["completed_streak"]) + 1
-            if st["firing"] and st["completed_streak"] >= p.resolve_after_completed:
-                alerts.append(self._resolve(st, event.time_ms, "checkpoints complete again"))
+            if cid is None or cid not in st["savepoints"]:
+                st["completed_streak"] = int(st["completed_streak"]) + 1
+                st["streak_ids"] = []
+                if st["firing"] and st["completed_streak"] >= self.params.resolve_after_completed:
+                    alerts.append(self._resolve(st, event.time_ms, "checkpoints complete again"))
+        elif self._record_failure(st, event) and not st["firing"] and self._breached(st):
+            st["firing"] = True
+            st["incident_start_ms"] = event.time_ms
+            alerts.append(
+                self.alert(
+                    state=st,
+                    status=AlertStatus.FIRING,
+                    event_time_ms=event.time_ms,
+                    summary=self._summary(st),
+                    evidence=self._evidence(st),
+                )
+            )
         return Step(state=st, alerts=tuple(alerts), timer_ms=self._next_timer(st))
 
     def on_timer(self, state: State, now_ms: int) -> Step:
-        """Age expirations out of the window; evict (and resolve) an idle job."""
-        st = dict(state)
-        st["expired"] = self._trim({int(k): v for k, v in st["expired"].items()}, now_ms)
+        """Age failures out of the window; evict (and resolve) an idle job."""
+        st = _migrated(state)
+        self._trim(st, now_ms)
         idle_ms = now_ms - int(st["last_event_ms"])
         if idle_ms >= self.params.idle_ttl_s * 1000:
             alerts: tuple[Alert, ...] = ()
@@ -111,27 +260,135 @@ class CheckpointFailures(Detector[CheckpointFailuresParams]):
     # ------------------------------------------------------------------------------
 
     def _new_state(self, event: Event) -> State:
-        return {**self.identity(event), "expired": {}, "completed_streak": 0}
+        return {
+            **self.identity(event),
+            "failed": {},
+            "uncounted": [],
+            "streak_ids": [],
+            "savepoints": [],
+            "examples": {},
+            "completed_streak": 0,
+        }
 
-    def _trim(self, expired: dict[int, int], now_ms: int) -> dict[str, int]:
+    def _record_failure(self, st: State, event: Event) -> bool:
+        """Merge one failure line into the state; ``True`` if a counted failure is new."""
+        cid = event.checkpoint_id
+        key = failure_reason(event)
+        if cid is not None and cid in st["savepoints"]:
+            key = "savepoint"
+        text = event.reason or _first_line(event.message)
+        if text and key not in st["examples"]:
+            st["examples"][key] = text[:_EXAMPLE_CHARS]
+        if cid is None:
+            # Nothing to tie it to a checkpoint: evidence only (trigger failures while
+            # tasks are not running, the job-level "tolerable failure threshold").
+            st["uncounted"] = [*st["uncounted"], [event.time_ms, key]][-_MAX_UNCOUNTED:]
+            self._trim(st, event.time_ms)
+            return False
+        failed: dict[str, list[Any]] = st["failed"]
+        known = failed.get(str(cid))
+        if known is not None and (known[1] not in _GENERIC or key in _GENERIC):
+            return False  # a line of a checkpoint already counted, nothing more specific
+        failed[str(cid)] = [known[0] if known else event.time_ms, key]
+        was_counted = known is not None and counts(known[1])
+        streak: list[int] = st["streak_ids"]
+        if counts(key) and not was_counted:
+            streak.append(cid)
+            del streak[: -self.params.max_tracked]
+            st["completed_streak"] = 0
+        elif was_counted and not counts(key):
+            # A later line said why, and the reason is one that does not count.
+            st["streak_ids"] = [x for x in streak if x != cid]
+        self._trim(st, event.time_ms)
+        return counts(key) and not was_counted
+
+    def _breached(self, st: State) -> bool:
+        p = self.params
+        failed = st["failed"].values()
+        expired = sum(1 for v in failed if v[1] == "expired")
+        counted = sum(1 for v in failed if counts(v[1]))
+        min_failed = p.min_failed if p.min_failed is not None else p.min_expired
+        streak = p.min_streak is not None and len(st["streak_ids"]) >= p.min_streak
+        return expired >= p.min_expired or counted >= min_failed or streak
+
+    def _trim(self, st: State, now_ms: int) -> None:
         horizon = now_ms - self.params.window_s * 1000
-        kept = sorted((cid, t) for cid, t in expired.items() if t >= horizon)
-        return {str(cid): t for cid, t in kept[-self.params.max_tracked :]}
+        kept = sorted(
+            ((int(cid), v) for cid, v in st["failed"].items() if int(v[0]) >= horizon),
+            key=lambda x: x[0],
+        )
+        st["failed"] = {str(cid): v for cid, v in kept[-self.params.max_tracked :]}
+        st["uncounted"] = [u for u in st["uncounted"] if int(u[0]) >= horizon]
+        keys = {v[1] for v in st["failed"].values()} | {u[1] for u in st["uncounted"]}
+        st["examples"] = {k: v for k, v in st["examples"].items() if k in keys}
 
     def _next_timer(self, st: State) -> int:
         idle_at = int(st["last_event_ms"]) + int(self.params.idle_ttl_s * 1000)
-        if st["expired"]:
-            oldest = min(int(t) for t in st["expired"].values())
-            return min(idle_at, oldest + int(self.params.window_s * 1000) + 1)
+        times = [int(v[0]) for v in st["failed"].values()] + [int(u[0]) for u in st["uncounted"]]
+        if times:
+            return min(idle_at, min(times) + int(self.params.window_s * 1000) + 1)
         return idle_at
 
     def _resolve(self, st: State, time_ms: int, why: str) -> Alert:
         summary = f"job {st.get('job_name') or st['job_id']}: {why}"
         return self.resolve(st, time_ms, summary, self._evidence(st))
 
+    def _summary(self, st: State) -> str:
+        p = self.params
+        reasons = self._reasons(st, counted=True)
+        n = sum(reasons.values())
+        who = st.get("job_name") or st["job_id"]
+        min_failed = p.min_failed if p.min_failed is not None else p.min_expired
+        if n < min_failed and reasons.get("expired", 0) < p.min_expired:
+            # Fired by the streak: fewer failures than the thresholds within the window.
+            return (
+                f"{len(st['streak_ids'])} checkpoints of job {who} failed in a row without a "
+                "completed checkpoint"
+            )
+        within = f"within {p.window_s / 60:.0f} min"
+        if set(reasons) == {"expired"}:
+            return f"{n} checkpoints of job {who} expired {within}"
+        parts = ", ".join(f"{c} {k.replace('_', ' ')}" for k, c in reasons.items())
+        return f"{n} checkpoints of job {who} failed {within} ({parts})"
+
+    def _reasons(self, st: State, *, counted: bool) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for v in st["failed"].values():
+            if counts(v[1]) == counted:
+                out[v[1]] = out.get(v[1], 0) + 1
+        if not counted:
+            for u in st["uncounted"]:
+                out[u[1]] = out.get(u[1], 0) + 1
+        return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
+
     def _evidence(self, st: State) -> dict[str, object]:
+        failed = sorted((int(k), v) for k, v in st["failed"].items())
         return {
-            "expired_checkpoints": sorted(int(k) for k in st["expired"]),
+            "expired_checkpoints": [cid for cid, v in failed if v[1] == "expired"],
+            "failed_checkpoints": [cid for cid, v in failed if counts(v[1])],
+            "reasons": self._reasons(st, counted=True),
+            "not_counted": self._reasons(st, counted=False),
+            "examples": dict(sorted(st["examples"].items())),
+            "streak": len(st["streak_ids"]),
             "window_s": self.params.window_s,
             "completed_streak": st["completed_streak"],
         }
+
+
+def _migrated(state: State) -> State:
+    """A copy of ``state`` in the current layout (version 1 kept expirations only)."""
+    st = dict(state)
+    if "failed" not in st:
+        st["failed"] = {k: [int(t), "expired"] for k, t in (st.pop("expired", None) or {}).items()}
+        st.setdefault("uncounted", [])
+        st.setdefault("streak_ids", [])
+        st.setdefault("savepoints", [])
+        st.setdefault("examples", {})
+        st["v"] = CheckpointFailures.schema_version
+    # Nested containers are copied too: the caller's state must not change under it.
+    st["failed"] = {k: list(v) for k, v in st["failed"].items()}
+    st["uncounted"] = [list(u) for u in st["uncounted"]]
+    st["streak_ids"] = list(st["streak_ids"])
+    st["savepoints"] = list(st["savepoints"])
+    st["examples"] = dict(st["examples"])
+    return st

@@ -83,7 +83,14 @@ _BARE_HEX_NOT_JOB = (
     "checkpoint_declined",
     "checkpoint_late_ack",
     "heartbeat_timeout",
+    "tm_released",
 )
+
+# Kinds a process logs about itself (no process id in the text): their tm_id comes from the
+# shipper's envelope, see parse_logs.
+_SELF_REPORTED = ("fatal_error", "jvm_oom")
+# A YARN container's log directory in a shipper's file path (JSON may escape the slashes).
+_YARN_LOG_DIR = r"[/\\]+(container_(?:e\d+_)?\d+_\d+_\d+_\d+)[/\\]+[\w.-]+\.(?:log|out|err)\b"
 
 # Log4j layouts. Group 1 = timestamp, 2 = level, 3 = logger, 4 = message.
 #  - Flink default, log4j1 (<=1.10) and log4j2 (>=1.11, `[]` for the empty NDC)
@@ -153,6 +160,19 @@ _KIND_RULES: tuple[tuple[str, str], ...] = (
         r"lost leadership|was revoked leadership|is revoked leadership|"
         r"leadership has been revoked",
     ),
+    # Flink stopping a TaskManager on purpose (idle, no longer needed, never registered).
+    (
+        "tm_released",
+        r"^Stopping (?:[Ww]orker|container|TaskManager pod) [^\s(]+(?:\([^)\s]*\))?\.?$|"
+        r"^Closing TaskExecutor connection \S+ because: (?:TaskExecutor exceeded the idle "
+        r"timeout|slot manager has determined that the resource is no longer needed)",
+    ),
+    ("jm_started", r"^\s*Starting \w+ClusterEntry[Pp]oint\b"),
+    (
+        "job_restored",
+        r"^Restoring (?:job [0-9a-f]{32} )?from (?:latest valid checkpoint: )?[A-Z][\w ]*? \d+ @",
+    ),
+    ("no_checkpoint_found", r"^No checkpoint found during restore"),
     ("job_state", r"^Job .* \([0-9a-f]{32}\) switched from state \w+ to \w+"),
     ("task_state", r"^.+ \([0-9a-f_]+\) switched from \w+ to \w+"),
 )
@@ -205,8 +225,9 @@ _JSON_OPTS = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt"}
 def _rx(col: Column | str, pattern: str, idx: int = 1) -> Column:
     """``regexp_extract`` that yields null instead of an empty string."""
     c = F.col(col) if isinstance(col, str) else col
-    v = F.regexp_extract(c, pattern, idx)
-    return F.when(v != "", v)
+    # nullif evaluates the extraction once (a `when` would generate it twice, and the
+    # parse projection must stay under the JVM's 64 KB method limit for codegen).
+    return F.nullif(F.regexp_extract(c, pattern, idx), F.lit(""))
 
 
 def _epoch_ms_from_text(ts: Column) -> Column:
@@ -241,14 +262,24 @@ def _match_rules(text: Column) -> Column:
     return expr
 
 
-def _classify(msg: Column) -> Column:
-    """The kind of a message: its first line decides, else the whole message."""
+#: Matches when any kind rule does (to pick the text the rules run on).
+_ANY_KIND = "|".join(f"(?:{pattern})" for _, pattern in _KIND_RULES)
+
+
+def _kind_text(msg: Column) -> Column:
+    """The text the kind rules run on: the first line when a rule matches it, else all."""
     first_line = F.regexp_extract(msg, r"^[^\n]*", 0)
-    return F.coalesce(
-        _match_rules(first_line),
-        F.when(msg.contains("\n"), _match_rules(msg)),
-        F.lit("unparsed"),
-    )
+    return F.when(first_line.rlike(_ANY_KIND), first_line).otherwise(msg)
+
+
+def _classify(text: Column) -> Column:
+    """The kind of a message from its :func:`_kind_text`.
+
+    One chain of rules on one text column, not one chain per text: two chains made the
+    parse projection's generated code outgrow the JVM's 64 KB method limit, and Spark
+    then retried and gave up whole-stage codegen on every micro-batch.
+    """
+    return F.coalesce(_match_rules(text), F.lit("unparsed"))
 
 
 def _first_exception(msg: Column) -> Column:
@@ -279,9 +310,20 @@ def _log_fields(kind: Column, msg: Column) -> dict[str, Column]:
         r"^(.+?) \(([0-9a-f_]+)\) switched from (\w+) to (\w+)(?: on (\S+) @ ([^\s(]*[^\s(.]))?"
     )
     job_line = rf"^Job (.*) \({J}\) switched from state (\w+) to (\w+)"
+    released = (
+        r"^(?:Stopping (?:[Ww]orker|container|TaskManager pod)|Closing TaskExecutor connection) "
+        r"([^\s(]+?)(?:\(([^:)\s]+)(?::\d+)?\))?\.?(?:\s|$)"
+    )
+    # The TaskManager a job failure names: heartbeat timeout or unreachable (JobMaster wording).
+    named_tm = (
+        r"(?:[Hh]eartbeat of TaskManager with id|TaskManager with id) ([^\s(]+?)(?:\([^)]*\))?"
+        r"\s+(?:timed out|is no longer reachable)"
+    )
+    restored = r"^Restoring (?:job \S+ )?from (?:latest valid checkpoint: )?([A-Z][\w ]*?) (\d+) @"
     memory_kill_id = (
         r"containerID=(container_\w+)|Worker (\S+) is terminated|Container (container_\w+) marked|"
-        r"(container_\w+) is under oom|[Pp]od (\S+) .*OOMKilled"
+        r"(container_\w+) is under oom|Closing TaskExecutor connection ([^\s(]+)|"
+        r"[Pp]od (?!terminated\b)(\S+) .*OOMKilled"
     )
 
     checkpoint_id = by_kind(
@@ -292,16 +334,19 @@ def _log_fields(kind: Column, msg: Column) -> dict[str, Column]:
             "checkpoint_late_ack": (late, 1),
             "checkpoint_declined": (declined, 1),
             "checkpoint_failed": (failed, 1),
+            "job_restored": (restored, 2),
         }
     ).cast(LongType())
 
-    first_of = [_rx(msg, memory_kill_id, i) for i in range(1, 6)]
+    first_of = [_rx(msg, memory_kill_id, i) for i in range(1, 7)]
     tm_id = by_kind(
         {
             "checkpoint_late_ack": (late, 4),
             "checkpoint_declined": (declined, 4),
             "heartbeat_timeout": (heartbeat, 1),
             "task_state": (task_line, 5),
+            "tm_released": (released, 1),
+            "job_state": (named_tm, 1),
         }
     )
     tm_id = F.coalesce(
@@ -315,6 +360,7 @@ def _log_fields(kind: Column, msg: Column) -> dict[str, Column]:
             "checkpoint_declined": (declined, 5),
             "heartbeat_timeout": (heartbeat, 2),
             "task_state": (task_line, 6),
+            "tm_released": (released, 2),
         }
     )
     reason = F.coalesce(
@@ -328,12 +374,17 @@ def _log_fields(kind: Column, msg: Column) -> dict[str, Column]:
                     r"(?:failed due to |since |because:? |CheckpointException: |failure threshold\. )([^\n]*)",
                     1,
                 ),
-                "container_memory_kill": (r"'?(physical|PHYSICAL|virtual|VIRTUAL)'? memory", 1),
+                "container_memory_kill": (
+                    r"'?((?:physical|PHYSICAL|virtual|VIRTUAL)(?='? memory)|OOMKilled)",
+                    1,
+                ),
                 "jvm_oom": (r"OutOfMemoryError:\s*([^.\n]*)", 1),
                 "registration_timeout": (r"maximum registration duration (.+?)\.(?:\s|$)", 1),
                 "k8s_watch_gone": (r"too old resource version(?:: ([^\n]*))?", 0),
                 "task_state": (r"(?:failure cause: ?|\n)([^\n]+)", 1),
                 "job_state": (r"\n([^\n]+)", 1),
+                "job_restored": (restored, 1),
+                "jm_started": (r"Starting (\w+ClusterEntry[Pp]oint)", 1),
             }
         ),
         _first_exception(msg),
@@ -415,9 +466,16 @@ def parse_logs(records: DataFrame, limits: ParseLimits | None = None) -> DataFra
         json_tail.alias("_tail"),
     )
     jc = F.col("_j")
-    is_flink_json = jc["message"].isNotNull() & jc["level"].isNotNull() & jc["log"].isNull()
     # Filebeat's `log` is an object (`log.offset`, `log.file.path`); its line is `message`.
-    log_line = F.when(~F.col("raw").rlike(r'(?<!\\)"log"\s*:\s*\{'), jc["log"])
+    filebeat_log = F.col("raw").rlike(r'(?<!\\)"log"\s*:\s*\{')
+    log_line = F.when(~filebeat_log, jc["log"])
+    # Flink's JSON layout, also as Filebeat ships it decoded (`json.keys_under_root`: the
+    # layout's keys next to Filebeat's `log` object).
+    is_flink_json = (
+        jc["message"].isNotNull()
+        & jc["level"].isNotNull()
+        & (jc["log"].isNull() | (filebeat_log & jc["timestamp"].isNotNull()))
+    )
     envelope_line = F.coalesce(log_line, jc["message"])
     # Text to run the layout regex on: the raw value, or the line inside an envelope.
     line = F.when(
@@ -487,8 +545,8 @@ def parse_logs(records: DataFrame, limits: ParseLimits | None = None) -> DataFra
         ).alias("_env_host"),
     )
     ok = F.col("error").isNull()
-    kind = F.when(ok, _classify(F.col("_message")))
-    df = df.select("*", kind.alias("kind"))
+    df = df.select("*", F.when(ok, _kind_text(F.col("_message"))).alias("_ktext"))
+    df = df.select("*", F.when(ok, _classify(F.col("_ktext"))).alias("kind"))
     fields = _log_fields(F.col("kind"), F.col("_message"))
     level = F.upper(
         F.coalesce(F.when(F.col("_flink_json"), jc["level"]), F.when(matched, F.col("_lvl")))
@@ -509,9 +567,19 @@ def parse_logs(records: DataFrame, limits: ParseLimits | None = None) -> DataFra
         F.when(ok, F.timestamp_millis(F.col("_event_ms"))).alias("event_time"),
         fields["job_id"].alias("job_id"),
         fields["job_name"].alias("job_name"),
-        F.coalesce(fields["tm_id"], F.when(F.col("kind").isNotNull(), F.col("_pod"))).alias(
-            "tm_id"
-        ),
+        F.coalesce(
+            fields["tm_id"],
+            F.when(F.col("kind").isNotNull(), F.col("_pod")),
+            # A process's own fatal lines name no process: the shipper's YARN container
+            # directory (`…/container_…/taskmanager.log`) or, failing that, its host does.
+            F.when(
+                F.col("kind").isin(*_SELF_REPORTED),
+                F.coalesce(
+                    _rx(F.when(F.col("_is_json"), F.col("raw")), _YARN_LOG_DIR),
+                    F.col("_env_host"),
+                ),
+            ),
+        ).alias("tm_id"),
         F.coalesce(fields["host"], F.col("_env_host")).alias("host"),
         fields["task"].alias("task"),
         fields["checkpoint_id"].alias("checkpoint_id"),

@@ -1,0 +1,497 @@
+"""``restart_storm``: a job keeps restarting or failing over, or takes too long to recover.
+
+Restarts are read from the job's state transitions (``Job NAME (J) switched from state
+RUNNING to RESTARTING.``, legacy ``… FAILING`` then ``… RESTARTING``) and JobManager
+failovers from leadership loss (``JobManager for job J … lost leadership.`` on the
+TaskManagers, ``… was revoked leadership …`` on the JobManager) or from a job that was
+RUNNING starting again from ``CREATED``/``INITIALIZING`` with no terminal state between
+(a JobManager that came back without telling us it left). The alert fires when
+
+- ``min_restarts`` restarts and failovers fall within ``window_s``, or
+- the job stays out of RUNNING for longer than ``max_recovery_s`` after a failure or
+  failover (seed 004: a lost NodeManager or TaskManager leaves the job broken until
+  YARN's or Flink's timeouts expire).
+
+A planned stop is not a restart: ``CANCELLING``/``CANCELED`` and ``FINISHED`` (stop with a
+savepoint) end the run, and the next ``CREATED → RUNNING`` of the same
+job id is a new run, not a failover. One restart that recovers quickly never fires.
+
+The causes are read from the stack trace that follows the transition line (kept in the
+record's message when the shipper keeps a record's lines together): a TaskManager's
+heartbeat timeout or unreachability (its id goes to ``tm_ids``), an RPC ask timeout, a
+registration timeout, lost leadership, an OutOfMemoryError, the checkpoint failure
+threshold, or else the exception class.
+
+The alert resolves once the job has been RUNNING for ``clear_for_s`` with no restart; a
+stop (CANCELED, FINISHED) resolves it at once. A job that ends FAILED while the alert
+fires escalates it to critical (its restarts are exhausted).
+
+Region failovers that restart only part of a job do not change the job's state and name
+no job id in their log lines, so they are not counted.
+
+State per job (bounded): at most ``max_tracked`` restarts in the window (time, cause and
+up to two TaskManager ids each), the current and longest not-RUNNING episode, at most
+``max_tm_ids`` TaskManager ids and 5 restored checkpoint ids: about 1 KB typical,
+under 8 KB with the default caps.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections import Counter
+from typing import Any, ClassVar
+
+from pydantic import Field
+
+from detectors.base import (
+    Alert,
+    AlertStatus,
+    Detector,
+    DetectorParams,
+    Event,
+    Scope,
+    Severity,
+    State,
+    Step,
+)
+
+#: States that end a run on purpose or for good.
+# SUSPENDED is not here: Flink suspends a job when its JobMaster loses leadership, and the
+# time until the new leader runs it again is exactly the outage to count.
+_TERMINAL = frozenset({"FINISHED", "CANCELED", "FAILED"})
+#: States a new run (or a JobManager that came back) starts from.
+_FRESH = frozenset({"CREATED", "INITIALIZING"})
+#: A leadership loss this shortly before the job ends was the end, not a failover.
+_RETRACT_MS = 30_000
+#: A FAILING transition's cause is used for the RESTARTING that follows within this long.
+_PAIR_MS = 60_000
+#: (cause, pattern) in priority order; the first that matches the failure text wins.
+_CAUSES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    (
+        "tm_heartbeat_timeout",
+        re.compile(r"[Hh]eartbeat of TaskManager with id ([^\s(]+?)(?:\([^)]*\))?\s+timed out"),
+    ),
+    ("tm_unreachable", re.compile(r"TaskManager with id ([^\s(]+?)(?:\([^)]*\))? is no longer")),
+    ("container_memory_kill", re.compile(r"beyond (?:the )?'?(?:physical|PHYSICAL)|OOMKilled")),
+    ("jvm_oom", re.compile(r"OutOfMemoryError")),
+    ("registration_timeout", re.compile(r"RegistrationTimeoutException")),
+    (
+        "rpc_timeout",
+        re.compile(r"AskTimeoutException|Ask timed out on|TimeoutException: Invocation of"),
+    ),
+    (
+        "lost_leadership",
+        re.compile(r"lost leadership|revoked leadership|is no longer the leader"),
+    ),
+    ("checkpoint_failure_threshold", re.compile(r"Exceeded checkpoint tolerable failure")),
+    ("no_resource", re.compile(r"NoResourceAvailableException")),
+)
+_EXCEPTION = re.compile(r"(?m)^(?:Caused by: )?(?:[\w$]+\.)*([\w$]*(?:Exception|Error))\b")
+
+
+class RestartStormParams(DetectorParams):
+    """Thresholds of :class:`RestartStorm`."""
+
+    min_restarts: int = Field(
+        default=3,
+        ge=2,
+        description="Restarts and failovers within window_s that make an incident.",
+    )
+    window_s: float = Field(
+        default=1800, gt=0, description="Restarts older than this (seconds) no longer count."
+    )
+    max_recovery_s: float = Field(
+        default=300,
+        gt=0,
+        description=(
+            "A job out of RUNNING longer than this (seconds) after a failure or failover "
+            "fires, however few restarts it had."
+        ),
+    )
+    clear_for_s: float = Field(
+        default=600,
+        ge=0,
+        description=(
+            "Resolve once the job has been RUNNING this long (event-time seconds) with no restart."
+        ),
+    )
+    failover_dedupe_s: float = Field(
+        default=120,
+        ge=0,
+        description=(
+            "Leadership-loss lines of one job this close together (seconds) are one "
+            "failover (every TaskManager logs its own)."
+        ),
+    )
+    max_tracked: int = Field(default=50, ge=2, description="Restarts kept per job at most.")
+    max_tm_ids: int = Field(
+        default=10, ge=1, description="TaskManager ids named in failure causes kept per job."
+    )
+
+
+class RestartStorm(Detector[RestartStormParams]):
+    """Fire on repeated restarts/failovers of a job, or on a recovery that takes too long."""
+
+    name: ClassVar[str] = "restart_storm"
+    runbook: ClassVar[str] = (
+        "The job keeps restarting or cannot get back to RUNNING. Read the counted causes: a "
+        "TaskManager named in tm_ids died (see tm_lost for why); rpc/registration timeouts or "
+        "lost leadership point at the JobManager, ZooKeeper or the network; an exception "
+        "class points at the job's code or data. Until it is fixed the job makes no progress."
+    )
+    signals: ClassVar[dict[str, str]] = {
+        "job_restarts": "Restarts and failovers of the job within window_s.",
+        "job_not_running_seconds": "How long the job has been out of RUNNING (0 when RUNNING).",
+    }
+    scope: ClassVar[Scope] = "job"
+    kinds: ClassVar[frozenset[str]] = frozenset({"job_state", "leadership_lost", "job_restored"})
+    params_model: ClassVar[type[DetectorParams]] = RestartStormParams
+
+    def signal_values(self, state: State) -> dict[str, float]:  # noqa: D102
+        down = state.get("down_since")
+        last = int(state.get("last_event_ms") or 0)
+        return {
+            "job_restarts": float(len(state.get("restarts") or [])),
+            "job_not_running_seconds": max(0.0, (last - int(down)) / 1000) if down else 0.0,
+        }
+
+    def on_event(self, state: State | None, event: Event, now_ms: int) -> Step:
+        """Count restarts and failovers, track the not-RUNNING episode, fire and resolve."""
+        state, expired = self._expire_idle(state, event.time_ms)
+        st = copy.deepcopy(state) if state else self._new_state(event)
+        t = event.time_ms
+        st["last_event_ms"] = max(int(st["last_event_ms"]), t)
+        st["job_name"] = event.job_name or st.get("job_name")
+        alerts = expired + self._due(st, t)
+        self._prune(st, t)
+        if event.kind == "job_state" and event.to_state:
+            alerts.extend(self._on_transition(st, event))
+        elif event.kind == "leadership_lost":
+            if st.get("status") not in _TERMINAL | {"CANCELLING"}:
+                # TaskManagers also log it when a job ends: only a running job fails over.
+                self._on_failover(st, t, "lost_leadership", [])
+        elif event.kind == "job_restored" and event.checkpoint_id is not None:
+            restored: list[int] = st["restored"]
+            restored.append(event.checkpoint_id)
+            del restored[:-5]
+        fired = self._evaluate(st, t)
+        if fired is not None:
+            alerts.append(fired)
+        return Step(state=st, alerts=tuple(alerts), timer_ms=self._next_timer(st))
+
+    def on_timer(self, state: State, now_ms: int) -> Step:
+        """Fire a recovery that is taking too long; resolve; evict an idle job."""
+        st = copy.deepcopy(state)
+        alerts = self._due(st, now_ms)
+        self._prune(st, now_ms)
+        if now_ms - int(st["last_event_ms"]) >= self.params.idle_ttl_s * 1000:
+            if st["firing"]:
+                alerts.append(self._resolved(st, now_ms, "no events from this job any more"))
+            return Step(state=None, alerts=tuple(alerts))
+        return Step(state=st, alerts=tuple(alerts), timer_ms=self._next_timer(st))
+
+    def _expire_idle(self, state: State | None, t: int) -> tuple[State | None, list[Alert]]:
+        """What the idle timer would have done before ``t``, had it run (same batch)."""
+        if state is None:
+            return None, []
+        idle_at = int(state["last_event_ms"]) + int(self.params.idle_ttl_s * 1000)
+        if t < idle_at:
+            return state, []
+        step = self.on_timer(state, idle_at)
+        return step.state, list(step.alerts)
+
+    # Transitions ------------------------------------------------------------------------
+
+    def _on_transition(self, st: State, event: Event) -> list[Alert]:
+        t, to, prev = event.time_ms, str(event.to_state), st.get("status")
+        st["status"] = to
+        text = event.message or event.reason or ""
+        alerts: list[Alert] = []
+        if to == "FAILING":
+            cause, tms = _classify(text)
+            st["pending_failure"] = {"t": t, "cause": cause, "tms": tms}
+            self._go_down(st, t)
+        elif to == "RESTARTING":
+            cause, tms = _classify(text)
+            pending = st.get("pending_failure")
+            if (cause == "unknown" or not text) and pending and t - int(pending["t"]) <= _PAIR_MS:
+                cause, tms = str(pending["cause"]), list(pending["tms"])
+            st["pending_failure"] = None
+            self._add_restart(st, t, cause, tms)
+            self._go_down(st, t)
+        elif to == "RUNNING":
+            self._go_up(st, t)
+        elif to == "SUSPENDED":
+            # Its JobMaster lost leadership: down until a new leader runs it.
+            self._on_failover(st, t, "suspended", [])
+        elif to in _FRESH:
+            if prev == "RUNNING" and st.get("down_since") is None:
+                # RUNNING again from scratch with no stop in between: its JobManager restarted.
+                self._on_failover(st, t, "jobmanager_restart", [])
+        elif to in _TERMINAL:
+            alerts.extend(self._on_end(st, t, to))
+        return alerts
+
+    def _on_failover(self, st: State, t: int, cause: str, tms: list[str]) -> None:
+        last = st.get("failover_ms")
+        dedupe = self.params.failover_dedupe_s * 1000
+        if st.get("down_since") is not None and st.get("down_cause") == "failover":
+            return  # already down for this failover; more TaskManagers reporting it
+        if last is not None and t - int(last) <= dedupe:
+            return
+        st["failover_ms"] = t
+        self._add_restart(st, t, cause, tms, failover=True)
+        self._go_down(st, t, failover=True)
+
+    def _add_restart(
+        self, st: State, t: int, cause: str, tms: list[str], *, failover: bool = False
+    ) -> None:
+        restarts: list[dict[str, Any]] = st["restarts"]
+        restarts.append({"t": t, "cause": cause, "tms": tms[:2], "failover": failover})
+        del restarts[: -self.params.max_tracked]
+        known: list[str] = st["tm_ids"]
+        for tm in tms:
+            if tm not in known:
+                known.append(tm)
+        del known[: -self.params.max_tm_ids]
+        st["last_restart_ms"] = t
+
+    @staticmethod
+    def _go_down(st: State, t: int, *, failover: bool = False) -> None:
+        if st.get("down_since") is None:
+            st["down_since"] = t
+            st["down_cause"] = "failover" if failover else "failure"
+
+    @staticmethod
+    def _go_up(st: State, t: int) -> None:
+        since = st.get("down_since")
+        if since is not None:
+            st["last_down_ms"] = t - int(since)
+            st["longest_down_ms"] = max(int(st["longest_down_ms"]), t - int(since))
+        st["down_since"] = None
+        st["down_cause"] = None
+        st["running_since"] = t
+
+    def _on_end(self, st: State, t: int, to: str) -> list[Alert]:
+        failover = st.get("failover_ms")
+        if (
+            st.get("down_cause") == "failover"
+            and failover is not None
+            and t - int(failover) <= _RETRACT_MS
+            and st["restarts"]
+            and st["restarts"][-1]["failover"]
+        ):
+            # The leadership loss was the job ending (TaskManagers log it too, and their
+            # clocks may run ahead of the JobManager's): not a failover after all.
+            st["restarts"].pop()
+            st["failover_ms"] = None
+            st["down_since"] = None
+            st["down_cause"] = None
+        self._go_up(st, t)
+        st["running_since"] = None
+        st["pending_failure"] = None
+        if not st["firing"]:
+            if to != "FAILED":
+                # A planned stop: the next run starts with a clean slate.
+                st["restarts"] = []
+                st["tm_ids"] = []
+            return []
+        if to == "FAILED":
+            if st.get("severity") == Severity.CRITICAL.value:
+                return []
+            st["severity"] = Severity.CRITICAL.value
+            return [
+                self.alert(
+                    state=st,
+                    status=AlertStatus.ESCALATED,
+                    event_time_ms=t,
+                    summary=f"job {self._job(st)} FAILED after {self._count(st)} restarts",
+                    evidence=self._evidence(st, t),
+                    severity=Severity.CRITICAL,
+                )
+            ]
+        alert = self._resolved(st, t, f"job was stopped ({to})")
+        st["restarts"] = []
+        st["tm_ids"] = []
+        return [alert]
+
+    # Incident ---------------------------------------------------------------------------
+
+    def _evaluate(self, st: State, t: int) -> Alert | None:
+        st["evaluated_ms"] = max(int(st.get("evaluated_ms") or t), t)
+        if st["firing"]:
+            return None
+        if self._confirmed(st, t) >= self.params.min_restarts:
+            return self._fire(st, t, "restarts")
+        return None
+
+    @staticmethod
+    def _confirmed(st: State, t: int) -> int:
+        """Restarts that count at ``t``: a leadership loss only once the job did not end."""
+        return sum(1 for r in st["restarts"] if not r["failover"] or int(r["t"]) + _RETRACT_MS <= t)
+
+    @staticmethod
+    def _confirmations(st: State) -> list[int]:
+        """Times at which leadership losses not yet evaluated become failovers for sure."""
+        done = int(st.get("evaluated_ms") or 0)
+        return sorted(
+            int(r["t"]) + _RETRACT_MS
+            for r in st["restarts"]
+            if r["failover"] and int(r["t"]) + _RETRACT_MS > done
+        )
+
+    def _fire(self, st: State, t: int, why: str) -> Alert:
+        st["firing"] = True
+        st["incident_start_ms"] = t
+        st["fired_for"] = why
+        st["severity"] = self.params.severity.value
+        job = self._job(st)
+        if why == "restarts":
+            summary = (
+                f"job {job} restarted {self._count(st)} times within "
+                f"{self.params.window_s / 60:.0f} min"
+            )
+        else:
+            down = (t - int(st["down_since"])) / 1000
+            what = "failover" if st.get("down_cause") == "failover" else "failure"
+            summary = f"job {job} not RUNNING for {down:.0f} s after a {what}"
+        top = self._top_cause(st)
+        if top:
+            summary += f" (mostly {top.replace('_', ' ')})"
+        return self.alert(
+            state=st,
+            status=AlertStatus.FIRING,
+            event_time_ms=t,
+            summary=summary,
+            evidence=self._evidence(st, t),
+        )
+
+    def _due(self, st: State, now_ms: int) -> list[Alert]:
+        """Transitions that came due by ``now_ms``, each at the time it came due."""
+        alerts: list[Alert] = []
+        for confirm_at in self._confirmations(st):
+            if confirm_at > now_ms:
+                break
+            fired = self._evaluate(st, confirm_at)
+            if fired is not None:
+                alerts.append(fired)
+        down = st.get("down_since")
+        if not st["firing"] and down is not None:
+            deadline = int(down) + int(self.params.max_recovery_s * 1000)
+            if now_ms >= deadline:
+                alerts.append(self._fire(st, deadline, "slow_recovery"))
+        deadline_r = self._resolve_deadline(st)
+        if deadline_r is not None and now_ms >= deadline_r:
+            minutes = self.params.clear_for_s / 60
+            alerts.append(
+                self._resolved(st, deadline_r, f"RUNNING for {minutes:.0f} min without a restart")
+            )
+        return alerts
+
+    def _resolve_deadline(self, st: State) -> int | None:
+        if not st["firing"] or st.get("down_since") is not None:
+            return None
+        since = st.get("running_since")
+        if since is None:
+            return None
+        start = max(int(since), int(st.get("last_restart_ms") or 0))
+        return start + int(self.params.clear_for_s * 1000)
+
+    def _resolved(self, st: State, t: int, why: str) -> Alert:
+        severity = Severity(st.get("severity") or self.params.severity.value)
+        alert = self.resolve(
+            st, t, f"job {self._job(st)}: {why}", self._evidence(st, t), severity=severity
+        )
+        st["severity"] = None
+        st["fired_for"] = None
+        st["longest_down_ms"] = 0
+        return alert
+
+    def _prune(self, st: State, now_ms: int) -> None:
+        horizon = now_ms - self.params.window_s * 1000
+        st["restarts"] = [r for r in st["restarts"] if int(r["t"]) >= horizon]
+
+    def _next_timer(self, st: State) -> int:
+        timers = [int(st["last_event_ms"]) + int(self.params.idle_ttl_s * 1000)]
+        down = st.get("down_since")
+        if not st["firing"] and down is not None:
+            timers.append(int(down) + int(self.params.max_recovery_s * 1000))
+        if not st["firing"]:
+            timers.extend(self._confirmations(st)[:1])
+        deadline = self._resolve_deadline(st)
+        if deadline is not None:
+            timers.append(deadline)
+        return min(timers)
+
+    # Output -----------------------------------------------------------------------------
+
+    @staticmethod
+    def _count(st: State) -> int:
+        return len(st["restarts"])
+
+    @staticmethod
+    def _job(st: State) -> str:
+        return str(st.get("job_name") or st.get("job_id"))
+
+    @staticmethod
+    def _top_cause(st: State) -> str | None:
+        counted = Counter(str(r["cause"]) for r in st["restarts"])
+        return counted.most_common(1)[0][0] if counted else None
+
+    def _evidence(self, st: State, t: int) -> dict[str, Any]:
+        down = st.get("down_since")
+        current = (t - int(down)) / 1000 if down is not None else None
+        longest = max(int(st["longest_down_ms"]) / 1000, current or 0.0)
+        last = st.get("last_down_ms")
+        return {
+            "restarts": self._count(st),
+            "failovers": sum(1 for r in st["restarts"] if r["failover"]),
+            "not_running_s": round(current if current is not None else (last or 0) / 1000, 3),
+            "longest_not_running_s": round(longest, 3),
+            "causes": dict(Counter(str(r["cause"]) for r in st["restarts"]).most_common()),
+            "tm_ids": list(st["tm_ids"]),
+            "status": st.get("status"),
+            "fired_for": st.get("fired_for"),
+            "restored_checkpoints": list(st["restored"]),
+            "window_s": self.params.window_s,
+        }
+
+    # State ------------------------------------------------------------------------------
+
+    def _new_state(self, event: Event) -> State:
+        st: State = self.identity(event)
+        st.update(
+            {
+                "status": None,
+                "down_since": None,
+                "down_cause": None,
+                "running_since": None,
+                "last_down_ms": None,
+                "longest_down_ms": 0,
+                "restarts": [],
+                "last_restart_ms": None,
+                "failover_ms": None,
+                "pending_failure": None,
+                "tm_ids": [],
+                "restored": [],
+                "severity": None,
+                "fired_for": None,
+                "evaluated_ms": None,
+            }
+        )
+        return st
+
+
+def _classify(text: str) -> tuple[str, list[str]]:
+    """The cause of a failure from the stack trace after a transition, and the TMs it names."""
+    if not text:
+        return "unknown", []
+    for cause, pattern in _CAUSES:
+        if pattern.search(text) is None:
+            continue
+        # The TaskManager patterns capture its id; every one the trace names is kept.
+        tms = sorted({m.group(1) for m in pattern.finditer(text)}) if pattern.groups else []
+        return cause, tms
+    exc = _EXCEPTION.search(text)
+    return (exc.group(1) if exc else "unknown"), []

@@ -1,0 +1,337 @@
+"""checkpoint_state_growth as a plain state machine: sizes in, alerts out, time injected."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import random
+import re
+from pathlib import Path
+
+import pytest
+
+from detectors import REGISTRY, AlertStatus, Event, Severity
+from detectors.checkpoint_creep import SIZE_METRIC
+from detectors.checkpoint_state_growth import CheckpointStateGrowth, CheckpointStateGrowthParams
+
+JOB = "0039825bafae26bc34db88e037a1dae3"
+MB = 1024 * 1024
+S = 1000
+MIN = 60 * S
+H = 60 * MIN
+T0 = 1_598_300_000_000
+
+
+def completed(cp: int, t: int, size: float, job: str = JOB) -> Event:
+    return Event(
+        kind="checkpoint_completed",
+        time_ms=t,
+        job_id=job,
+        checkpoint_id=cp,
+        size_bytes=int(size),
+        duration_ms=5000,
+    )
+
+
+def checkpoints(
+    sizes_mb: list[float], every_ms: int = MIN, start: int = T0, first_id: int = 1
+) -> list[Event]:
+    return [completed(first_id + i, start + i * every_ms, s * MB) for i, s in enumerate(sizes_mb)]
+
+
+def jitter(values: list[float], share: float, seed: int = 7) -> list[float]:
+    rnd = random.Random(seed)
+    return [v * (1 + rnd.uniform(-share, share)) for v in values]
+
+
+def run(
+    det: CheckpointStateGrowth, events: list[Event], state: dict | None = None
+) -> tuple[dict | None, list]:
+    alerts = []
+    for e in events:
+        step = det.on_event(state, e, e.time_ms)
+        state = step.state
+        alerts.extend(step.alerts)
+    return state, alerts
+
+
+def default(**kw: object) -> CheckpointStateGrowth:
+    return CheckpointStateGrowth(CheckpointStateGrowthParams(**kw))  # type: ignore[arg-type]
+
+
+def firing_minutes(alerts: list, start: int = T0) -> list[tuple[str, float]]:
+    return [(a.status.value, (a.event_time_ms - start) / MIN) for a in alerts]
+
+
+def test_registered_under_its_contract_name() -> None:
+    assert REGISTRY["checkpoint_state_growth"] is CheckpointStateGrowth
+    assert CheckpointStateGrowth.metrics == frozenset({SIZE_METRIC})
+
+
+def test_steady_growth_after_a_flat_history_fires_and_resolves_once_it_levels() -> None:
+    flat = [300.0] * 180
+    grow = [300 + 3.0 * i for i in range(180)]  # +180 MB/h for three hours
+    level = [840.0] * 150
+    state, alerts = run(default(), checkpoints(jitter(flat + grow + level, 0.02)))
+    got = firing_minutes(alerts)
+    assert [s for s, _ in got] == ["firing", "resolved"]
+    # Growth starts at minute 180; both halves of the 2 h window must rise: ~1 h later.
+    assert 225 <= got[0][1] <= 270
+    # It levels at minute 360; the newest quarter stops rising, then clear_for_s (30 min).
+    assert 380 <= got[1][1] <= 430
+    assert alerts[0].alert_id == alerts[1].alert_id
+    ev = alerts[0].evidence
+    assert ev["growth_ratio"] >= 1.2 and ev["mann_kendall_z"] >= 3.0
+    assert 140 * MB <= ev["slope_bytes_per_hour"] <= 220 * MB
+    assert ev["state_backend"] == "unknown" and "sliding window" in ev["hint"]
+    assert alerts[0].summary.startswith(f"checkpoint size of job {JOB} keeps growing: ")
+    assert state is not None and not state["firing"]
+
+
+@pytest.mark.parametrize(
+    ("name", "sizes"),
+    [
+        # Keys arriving after a start (a tumbling window warming up), then flat.
+        ("warm-up then plateau", [20 + 780 / (1 + math.exp(-(i - 22) / 5)) for i in range(300)]),
+        # A state cleared every 10 minutes or every hour (windows firing for all keys).
+        ("10 min sawtooth", [50 + 950 * (i % 10) / 9 for i in range(300)]),
+        ("hourly sawtooth", [50 + 950 * (i % 60) / 59 for i in range(480)]),
+        # A cache loaded once: a single step up, then flat.
+        ("one step", [200.0] * 150 + [600.0] * 200),
+        # Noisy but flat, and a slow drift under min_growth_ratio per window.
+        ("jitter", jitter([500.0] * 400, 0.15, seed=3)),
+        ("slow drift", [500 + 20 * i / 60 for i in range(480)]),
+        # Small state grows fast, relatively: below min_size_mb.
+        ("small state", [2 + 0.2 * i for i in range(300)]),
+    ],
+)
+def test_states_that_do_not_grow_without_bound_stay_quiet(name: str, sizes: list[float]) -> None:
+    _, alerts = run(default(), checkpoints(jitter(sizes, 0.02)))
+    assert alerts == [], name
+
+
+def test_a_new_run_of_the_job_forgets_the_old_peak() -> None:
+    # A sawtooth's peak makes refills quiet; a job started afresh (ids from 1) must not
+    # have to pass the peak of its previous run.
+    det = default()
+    saw = checkpoints([50 + 950 * (i % 60) / 59 for i in range(180)])
+    state, alerts = run(det, saw)
+    assert alerts == [] and state is not None and state["peak"] is not None
+    fresh = checkpoints(
+        jitter([100 + 2.5 * i for i in range(240)], 0.02), start=T0 + 181 * MIN, first_id=1
+    )
+    state, alerts = run(det, fresh, state)
+    assert [a.status for a in alerts] == [AlertStatus.FIRING]
+    assert alerts[0].evidence["peak_before_drop_bytes"] is None
+
+
+def test_a_state_that_passes_its_old_peak_after_a_drop_is_growth() -> None:
+    # Windows clear the state, but what remains grows: the refills pass the old peak.
+    sizes = [300 + 3 * i for i in range(100)] + [100.0] * 5 + [400 + 3 * i for i in range(200)]
+    _, alerts = run(default(), checkpoints(jitter(sizes, 0.01)))
+    assert [a.status for a in alerts] == [AlertStatus.FIRING]
+    ev = alerts[0].evidence
+    assert ev["size_bytes"] >= 1.1 * ev["peak_before_drop_bytes"]
+
+
+def test_savepoints_are_left_out() -> None:
+    det = default()
+    flat = checkpoints(jitter([400.0] * 300, 0.02))
+    events: list[Event] = []
+    for i, e in enumerate(flat):
+        events.append(e)
+        if i % 50 == 25:
+            sp = e.checkpoint_id * 1000 if e.checkpoint_id else 0
+            events.append(
+                Event(
+                    kind="checkpoint_triggered",
+                    time_ms=e.time_ms + 5 * S,
+                    job_id=JOB,
+                    checkpoint_id=sp,
+                    reason="Savepoint",
+                )
+            )
+            events.append(completed(sp, e.time_ms + 20 * S, 2500 * MB))
+    state, alerts = run(det, events)
+    assert alerts == [] and state is not None
+    assert max(s[1] for s in state["samples"]) < 450 * MB and state["peak"] is None
+
+
+def test_heap_backend_projection_makes_it_critical_and_escalates_once() -> None:
+    det = default(state_backend="heap", state_heap_mb=3057, heap_share=0.5, critical_within_h=2)
+    flat = [240.0] * 130
+    grow = [240 + 2.0 * i for i in range(600)]  # +120 MB/h, past 1 GB (seed 000)
+    _, alerts = run(det, checkpoints(jitter(flat + grow, 0.02)))
+    assert [(a.status, a.severity) for a in alerts] == [
+        (AlertStatus.FIRING, Severity.WARNING),
+        (AlertStatus.ESCALATED, Severity.CRITICAL),
+    ]
+    first, escalated = alerts
+    assert first.evidence["heap_share_in_s"] > 2 * 3600
+    assert escalated.evidence["heap_share_in_s"] <= 2 * 3600
+    assert "of the 3057 MB heap in ~" in escalated.summary
+    assert escalated.alert_id == first.alert_id
+    assert "heap" in first.evidence["hint"] and "RocksDB" in first.evidence["hint"]
+    # With RocksDB the heap does not hold the state: no projection, no escalation.
+    det = default(state_backend="rocksdb", state_heap_mb=3057)
+    _, alerts = run(det, checkpoints(jitter(flat + grow, 0.02)))
+    assert [a.status for a in alerts] == [AlertStatus.FIRING]
+    assert alerts[0].evidence["heap_share_in_s"] is None
+    assert "RocksDB: watch local disk" in alerts[0].evidence["hint"]
+
+
+def test_metric_samples_count_when_the_value_changes_and_logs_win() -> None:
+    det = default()
+
+    def metric(t: int, v: float) -> Event:
+        return Event(kind="metric", time_ms=t, job_id=JOB, metric=SIZE_METRIC, value=v)
+
+    state, _ = run(
+        det, [metric(T0, -1), metric(T0 + 15 * S, 100 * MB), metric(T0 + 30 * S, 100 * MB)]
+    )
+    assert state is not None and [s[1] for s in state["samples"]] == [100 * MB]
+    # A log completion makes metric samples redundant while logs are fresh.
+    state, _ = run(det, [completed(7, T0 + 60 * S, 110 * MB), metric(T0 + 75 * S, 111 * MB)], state)
+    assert state is not None and [s[2] for s in state["samples"]] == ["m", "l"]
+
+
+def test_fast_checkpoints_are_thinned_and_state_stays_bounded() -> None:
+    det = default()
+    events = checkpoints([300 + 0.01 * i for i in range(5000)], every_ms=2 * S)
+    state, _ = run(det, events)
+    assert state is not None
+    # The window's samples, one before it and the provisional newest one.
+    assert len(state["samples"]) <= det.params.max_samples + 2
+    gaps = [b[0] - a[0] for a, b in zip(state["samples"], state["samples"][1:], strict=False)]
+    assert min(gaps[:-1]) >= det.params.window_s * 1000 / det.params.max_samples
+    # The newest sample is always kept.
+    assert state["samples"][-1][0] == events[-1].time_ms
+    assert len(json.dumps(state)) < 3000
+
+
+def test_timer_resolves_a_levelled_job_and_evicts_an_idle_one() -> None:
+    det = default(idle_ttl_s=6 * 3600)
+    grow = checkpoints(jitter([240 + 3.0 * i for i in range(200)], 0.01))
+    state, alerts = run(det, grow)
+    assert [a.status for a in alerts] == [AlertStatus.FIRING]
+    # No checkpoint completes any more (the job died): the alert stays until the idle TTL.
+    assert state is not None
+    step = det.on_timer(state, grow[-1].time_ms + 6 * H)
+    assert step.state is None
+    assert [(a.status, a.summary) for a in step.alerts] == [
+        (AlertStatus.RESOLVED, f"job {JOB}: no checkpoints from this job any more")
+    ]
+
+
+def test_signals_give_the_latest_size_and_the_slope_once_covered() -> None:
+    det = default()
+    state, _ = run(det, checkpoints([240.0] * 30))
+    assert state is not None
+    assert det.signal_values(state) == {"checkpoint_size_bytes": 240.0 * MB}
+    state, _ = run(det, checkpoints([240 + 2.0 * i for i in range(130)]))
+    assert state is not None
+    signals = det.signal_values(state)
+    assert signals["checkpoint_size_bytes"] == (240 + 2.0 * 129) * MB
+    assert signals["checkpoint_size_growth_bytes_per_hour"] == pytest.approx(120 * MB, rel=0.01)
+
+
+# --- scenario files -------------------------------------------------------------------------
+#
+# The Spark replay (`flinkwatch replay`) is what expected.json describes. This reads the same
+# files with a minimal reader of their checkpoint lines (the real parser is tested in
+# tests/streaming) and runs the detector like the adapter does, timers up to the replay's
+# final watermark included, so a change that breaks a scenario fails here in milliseconds.
+
+SCENARIOS = Path(__file__).resolve().parent.parent / "data" / "checkpoint_state_growth"
+_LAYOUT = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) +\w+ +\S+ +(?:\[\] )?- (.*)$")
+_TRIGGER = re.compile(
+    r"^Triggering checkpoint (\d+) (?:\(type=(?:\w+\{name=')?([\w ]+).*?\) )?@ \d+ for job (\w+)"
+)
+_COMPLETED = re.compile(r"^Completed checkpoint (\d+) for job (\w+) \((\d+) bytes")
+
+
+def _event(stamp: str, message: str) -> Event | None:
+    t = int(
+        dt.datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f").replace(tzinfo=dt.UTC).timestamp()
+        * 1000
+    )
+    if m := _TRIGGER.match(message):
+        return Event("checkpoint_triggered", t, job_id=m[3], checkpoint_id=int(m[1]), reason=m[2])
+    if m := _COMPLETED.match(message):
+        return Event(
+            "checkpoint_completed", t, job_id=m[2], checkpoint_id=int(m[1]), size_bytes=int(m[3])
+        )
+    return None
+
+
+def _read(path: Path) -> list[Event]:
+    events = []
+    for raw in path.read_text().splitlines():
+        e: Event | None = None
+        if path.suffix == ".jsonl":
+            r = json.loads(raw)
+            e = Event(
+                "metric",
+                int(r["timestamp"]),
+                job_id=r["labels"]["job_id"],
+                metric=r["name"],
+                value=float(r["value"]),
+            )
+        elif raw.startswith("{"):
+            r = json.loads(raw)
+            e = _event(r["timestamp"], r["message"])
+        elif m := _LAYOUT.match(raw):
+            e = _event(m[1], m[2])
+        if e is not None:
+            events.append(e)
+    return events
+
+
+def _iso(ms: int) -> str:
+    return (
+        dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    )
+
+
+def replay_scenarios() -> list[dict[str, str | None]]:
+    """Alerts of every scenario file, as the replay of the whole directory gives them."""
+    names = sorted(p.name for p in SCENARIOS.iterdir() if p.name != "expected.json")
+    by_job: dict[str, list[Event]] = {}
+    for name in names:
+        for e in _read(SCENARIOS / name):
+            by_job.setdefault(e.job_id or "", []).append(e)
+    end = max(e.time_ms for events in by_job.values() for e in events) - 30 * S
+    det = default()
+    got = []
+    for events in by_job.values():
+        events.sort(key=lambda e: e.time_ms)
+        state: dict | None = None
+        timer = None
+        for e in events:
+            step = det.on_event(state, e, e.time_ms)
+            state, timer = step.state, step.timer_ms
+            got.extend(step.alerts)
+        while state is not None and timer is not None and timer <= end:
+            step = det.on_timer(state, timer)
+            state, timer = step.state, step.timer_ms
+            got.extend(step.alerts)
+    got.sort(key=lambda a: (a.event_time_ms, a.status != AlertStatus.FIRING))
+    return [
+        {"status": a.status.value, "job_id": a.job_id, "event_time": _iso(a.event_time_ms)}
+        for a in got
+    ]
+
+
+def test_scenario_files_give_the_expected_alerts() -> None:
+    expected = json.loads((SCENARIOS / "expected.json").read_text())
+    assert set(expected) == {p.name for p in SCENARIOS.iterdir() if p.name != "expected.json"}
+    want = sorted(
+        (
+            {k: a[k] for k in ("status", "job_id", "event_time")}
+            for v in expected.values()
+            for a in v
+        ),
+        key=lambda a: (a["event_time"], a["status"] != "firing"),
+    )
+    assert replay_scenarios() == want

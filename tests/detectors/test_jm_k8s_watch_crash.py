@@ -1,0 +1,290 @@
+"""jm_k8s_watch_crash as a plain state machine: events in, steps out, time injected."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from detectors import REGISTRY, Alert, AlertStatus, Event, Severity
+from detectors.jm_k8s_watch_crash import JmK8sWatchCrash, JmK8sWatchCrashParams
+
+JOB = "7848c696590291978aa8279b3c09e5d7"
+S = 1000
+T0 = 1_602_948_320_649  # 2020-10-17 15:25:20.649 (seed 003)
+TOO_OLD = (
+    "io.fabric8.kubernetes.client.KubernetesClientException: too old resource version: "
+    "5906722735 (5907278804)"
+)
+FRAME = (
+    "\tat io.fabric8.kubernetes.client.dsl.internal.WatchConnectionManager$1.onMessage("
+    "WatchConnectionManager.java:259) [flink-dist_2.11-1.11.0.jar:1.11.0]"
+)
+
+
+def fatal(
+    t: int, where: str = "ResourceManager", cause: str | None = TOO_OLD, host: str | None = None
+) -> Event:
+    head = f"Fatal error occurred in {where}."
+    message = f"{head}\n{cause}\n{FRAME}" if cause else head
+    return Event(kind="fatal_error", time_ms=t, reason=cause, message=message, host=host)
+
+
+def watch_line(t: int, text: str = TOO_OLD, host: str | None = None) -> Event:
+    return Event(kind="k8s_watch_gone", time_ms=t, reason=text, message=text, host=host)
+
+
+def started(t: int, host: str | None = None) -> Event:
+    return Event(
+        kind="jm_started",
+        time_ms=t,
+        reason="KubernetesApplicationClusterEntrypoint",
+        message="Starting KubernetesApplicationClusterEntrypoint.",
+        host=host,
+    )
+
+
+def restored(t: int, cp: int = 43, job: str = JOB, host: str | None = None) -> Event:
+    return Event(
+        kind="job_restored",
+        time_ms=t,
+        job_id=job,
+        checkpoint_id=cp,
+        reason="Checkpoint",
+        host=host,
+        message=f"Restoring job {job} from latest valid checkpoint: Checkpoint {cp} @ "
+        f"1602919296275 for {job}.",
+    )
+
+
+def no_checkpoint(t: int, host: str | None = None) -> Event:
+    return Event(
+        kind="no_checkpoint_found",
+        time_ms=t,
+        host=host,
+        message="No checkpoint found during restore.",
+    )
+
+
+def running(t: int, job: str = JOB, frm: str = "CREATED", host: str | None = None) -> Event:
+    return Event(
+        kind="job_state",
+        time_ms=t,
+        job_id=job,
+        job_name="orders-enrichment",
+        from_state=frm,
+        to_state="RUNNING",
+        host=host,
+        message=f"Job orders-enrichment ({job}) switched from state {frm} to RUNNING.",
+    )
+
+
+def drive(
+    det: JmK8sWatchCrash, events: list[Event], *, until: int | None = None, timers: bool = True
+) -> tuple[dict | None, list[Alert]]:
+    """Feed events in order; run due timers between them (as a watermark passing would)."""
+    st: dict | None = None
+    timer: int | None = None
+    alerts: list[Alert] = []
+
+    def run_timers(upto: int) -> None:
+        nonlocal st, timer
+        while st is not None and timer is not None and timer <= upto:
+            step = det.on_timer(st, timer)
+            alerts.extend(step.alerts)
+            st, timer = step.state, step.timer_ms
+
+    for e in events:
+        if timers:
+            run_timers(e.time_ms - 1)
+        step = det.on_event(st, e, e.time_ms)
+        alerts.extend(step.alerts)
+        st, timer = step.state, step.timer_ms
+    if until is not None:
+        run_timers(until)
+    return st, alerts
+
+
+def transitions(alerts: list[Alert]) -> list[tuple[AlertStatus, Severity, int]]:
+    return [(a.status, a.severity, a.event_time_ms - T0) for a in alerts]
+
+
+def test_registered_under_its_contract_name() -> None:
+    assert REGISTRY["jm_k8s_watch_crash"] is JmK8sWatchCrash
+    assert JmK8sWatchCrash.scope == "cluster"
+
+
+def test_crash_with_ha_fires_once_and_resolves_restored_from_checkpoint() -> None:
+    det = JmK8sWatchCrash(JmK8sWatchCrashParams())
+    events = [
+        running(T0 - 3600 * S),
+        fatal(T0),
+        fatal(T0 + 1, "the cluster entrypoint"),
+        started(T0 + 20 * S),
+        restored(T0 + 31 * S),
+        running(T0 + 32 * S),
+    ]
+    _, alerts = drive(det, events, until=T0 + 3600 * S)
+    assert transitions(alerts) == [
+        (AlertStatus.FIRING, Severity.WARNING, 0),
+        (AlertStatus.RESOLVED, Severity.WARNING, 32 * S + 600 * S),
+    ]
+    assert alerts[0].evidence["restored"] == "unknown"
+    assert alerts[0].evidence["resource_version"] == "5906722735"
+    assert alerts[0].job_id == JOB  # the only job the JobManager ran before the crash
+    ev = alerts[1].evidence
+    assert ev["restored"] == "checkpoint"
+    assert ev["restored_job_ids"] == [JOB] and ev["lost_job_ids"] == []
+    assert ev["checkpoints"] == {JOB: 43}
+    assert ev["jm_restart_s"] == 20.0 and ev["recovery_s"] == 32.0
+    assert ev["fatal_lines"] == 2
+    assert alerts[1].alert_id == alerts[0].alert_id
+
+
+def test_crash_without_ha_escalates_to_critical_state_lost() -> None:
+    det = JmK8sWatchCrash(JmK8sWatchCrashParams())
+    events = [
+        fatal(T0),
+        fatal(T0 + 1, "the cluster entrypoint"),
+        started(T0 + 20 * S),
+        no_checkpoint(T0 + 30 * S),
+        running(T0 + 31 * S),
+    ]
+    _, alerts = drive(det, events, until=T0 + 3600 * S)
+    assert transitions(alerts) == [
+        (AlertStatus.FIRING, Severity.WARNING, 0),
+        (AlertStatus.ESCALATED, Severity.CRITICAL, 31 * S),
+        (AlertStatus.RESOLVED, Severity.CRITICAL, 31 * S + 600 * S),
+    ]
+    assert alerts[1].evidence["restored"] == "none"
+    assert alerts[1].evidence["lost_job_ids"] == [JOB]
+    assert alerts[1].evidence["job_ids"] == [JOB]
+    assert alerts[1].evidence["no_checkpoint_lines"] == 1
+
+
+def test_stack_trace_split_by_the_shipper_still_pairs_into_one_crash() -> None:
+    det = JmK8sWatchCrash(JmK8sWatchCrashParams(pair_s=10))
+    events = [
+        fatal(T0, cause=None),
+        watch_line(T0 + 1),
+        fatal(T0 + 2, "the cluster entrypoint", None),
+    ]
+    _, alerts = drive(det, events)
+    assert transitions(alerts) == [(AlertStatus.FIRING, Severity.WARNING, 0)]
+    assert alerts[0].evidence["diagnostics"] == TOO_OLD
+
+
+def test_lone_pieces_far_apart_are_no_crash() -> None:
+    det = JmK8sWatchCrash(JmK8sWatchCrashParams(pair_s=10))
+    _, alerts = drive(det, [fatal(T0, cause=None), watch_line(T0 + 60 * S)], until=T0 + 7200 * S)
+    assert alerts == []
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        watch_line(T0, "Creating a new watch on TaskManager pods."),
+        watch_line(
+            T0,
+            "Got a http code 'HTTP_GONE' which means the Kubernetes client has the too old "
+            "resource version.",
+        ),
+        fatal(
+            T0,
+            "TaskExecutor pekko.tcp://flink@10.0.3.17:6122/user/rpc/taskmanager_0",
+            "org.apache.flink.runtime.taskexecutor.exceptions.RegistrationTimeoutException: Could "
+            "not register at the ResourceManager within the specified maximum registration "
+            "duration PT5M.",
+        ),
+    ],
+    ids=["new_watch_1_13", "http_gone_debug_1_13", "taskexecutor_fatal"],
+)
+def test_handled_watch_restarts_and_other_fatal_errors_never_fire(event: Event) -> None:
+    det = JmK8sWatchCrash(JmK8sWatchCrashParams())
+    _, alerts = drive(det, [event, running(T0 + 60 * S, frm="RESTARTING")], until=T0 + 7200 * S)
+    assert alerts == []
+
+
+@pytest.mark.parametrize("timers", [True, False], ids=["timer_between", "one_batch"])
+def test_jobmanager_that_never_comes_back_escalates_after_the_timeout(timers: bool) -> None:
+    det = JmK8sWatchCrash(JmK8sWatchCrashParams(restart_timeout_s=600))
+    events = [running(T0 - 600 * S), fatal(T0), running(T0 + 700 * S, job="0" * 32)]
+    _, alerts = drive(det, events, timers=timers)
+    # The other job's RUNNING comes after the deadline, so it does not count as a recovery
+    # before the escalation.
+    assert [(a.status, a.event_time_ms - T0) for a in alerts[:2]] == [
+        (AlertStatus.FIRING, 0),
+        (AlertStatus.ESCALATED, 600 * S),
+    ]
+    assert "has not restarted" in alerts[1].summary
+    assert alerts[1].evidence["restored"] == "unknown"
+
+
+def test_restarted_jobmanager_without_jobs_is_state_lost_for_the_jobs_it_ran() -> None:
+    det = JmK8sWatchCrash(JmK8sWatchCrashParams(restart_timeout_s=600))
+    events = [running(T0 - 600 * S), fatal(T0), started(T0 + 30 * S)]
+    _, alerts = drive(det, events, until=T0 + 700 * S)
+    assert [a.status for a in alerts] == [AlertStatus.FIRING, AlertStatus.ESCALATED]
+    assert alerts[1].evidence["restored"] == "none"
+    assert alerts[1].evidence["lost_job_ids"] == [JOB]
+
+
+def test_two_jobmanagers_on_different_hosts_are_two_incidents() -> None:
+    det = JmK8sWatchCrash(JmK8sWatchCrashParams())
+    other = "1" * 32
+    events = [
+        running(T0 - 100 * S, host="node-a"),
+        running(T0 - 100 * S, job=other, host="node-b"),
+        fatal(T0, host="node-a"),
+        fatal(T0 + 5 * S, host="node-b"),
+        restored(T0 + 30 * S, host="node-a"),
+        running(T0 + 31 * S, host="node-a"),
+        no_checkpoint(T0 + 40 * S, host="node-b"),
+        running(T0 + 41 * S, job=other, host="node-b"),
+    ]
+    _, alerts = drive(det, events, until=T0 + 3600 * S)
+    firing = [a for a in alerts if a.status is AlertStatus.FIRING]
+    assert len(firing) == 2 and firing[0].alert_id != firing[1].alert_id
+    resolved = {a.host: a.evidence["restored"] for a in alerts if a.status is AlertStatus.RESOLVED}
+    assert resolved == {"node-a": "checkpoint", "node-b": "none"}
+
+
+def test_state_stays_bounded() -> None:
+    det = JmK8sWatchCrash(JmK8sWatchCrashParams(max_jobs=20, max_jobmanagers=8))
+    events = [running(T0 + i, job=f"{i:032x}", host=f"node-{i % 30}") for i in range(600)]
+    events += [fatal(T0 + 10 * S + i * S, host=f"node-{i}") for i in range(30)]
+    st, _ = drive(det, events)
+    assert st is not None
+    assert len(st["crashes"]) <= 8 and len(st["jobs"]) <= 8
+    assert all(len(j) <= 20 for j in st["jobs"].values())
+    assert len(json.dumps(st)) < 16384
+
+
+def test_jobs_of_the_crashed_jobmanager_do_not_carry_over_to_its_next_crash() -> None:
+    det = JmK8sWatchCrash(JmK8sWatchCrashParams())
+    other = "2" * 32
+    events = [running(T0 - 100 * S), fatal(T0), restored(T0 + 30 * S), running(T0 + 31 * S)]
+    later = T0 + 2 * 3600 * S
+    events += [running(later - 100 * S, job=other), fatal(later)]
+    _, alerts = drive(det, events, until=later + 10 * S)
+    assert alerts[-1].status is AlertStatus.FIRING
+    assert alerts[-1].evidence["jobs_before_crash"] == sorted([JOB, other])
+
+
+def test_a_failover_of_another_job_during_an_open_crash_is_not_state_lost() -> None:
+    # On 1.10+ a failover logs RESTARTING -> RUNNING before its restore line: it must not
+    # read as a job the restarted JobManager brought back without state.
+    other = "0123456789abcdef0123456789abcdef"
+    det = JmK8sWatchCrash(JmK8sWatchCrashParams())
+    events = [
+        running(T0 - 3600 * S),
+        fatal(T0),
+        fatal(T0 + 1, "the cluster entrypoint"),
+        running(T0 + 5 * S, job=other, frm="RESTARTING"),
+        started(T0 + 20 * S),
+        restored(T0 + 31 * S),
+        running(T0 + 32 * S),
+    ]
+    _, alerts = drive(det, events, until=T0 + 3600 * S)
+    assert [a.severity for a in alerts] == [Severity.WARNING, Severity.WARNING]
+    assert alerts[1].evidence["lost_job_ids"] == []

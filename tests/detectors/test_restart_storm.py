@@ -1,0 +1,370 @@
+"""restart_storm as a plain state machine: events in, steps out, time injected."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from detectors import REGISTRY, Alert, AlertStatus, Event, Severity
+from detectors.restart_storm import RestartStorm, RestartStormParams, _classify
+
+JOB = "b5a0c61ab1b1495dd9c2f8e45d349957"
+NAME = "herd-property-sync"
+TM = "container_e142_1652757164854_0006_01_000002"
+S = 1000
+MIN = 60 * S
+T0 = 1_652_800_000_000
+
+HEARTBEAT_CAUSE = (
+    f"java.util.concurrent.TimeoutException: Heartbeat of TaskManager with id {TM}"
+    "(hdfs05-dev.yingzi.com:45454) timed out."
+)
+ASK_CAUSE = (
+    "org.apache.flink.runtime.JobException: Recovery is suppressed by NoRestartBackoffTimeStrategy\n"
+    "Caused by: java.util.concurrent.TimeoutException: Invocation of public abstract "
+    "java.util.concurrent.CompletableFuture org.apache.flink.runtime.taskexecutor."
+    "TaskExecutorGateway.submitTask timed out.\n"
+    "Caused by: akka.pattern.AskTimeoutException: Ask timed out on [Actor[akka.tcp://"
+    "flink@hdfs05-dev.yingzi.com:23065/user/rpc/taskmanager_0#-613206152]] after [10000 ms]."
+)
+
+
+def state(t: int, frm: str, to: str, cause: str | None = None, job: str = JOB) -> Event:
+    line = f"Job {NAME} ({job}) switched from state {frm} to {to}."
+    message = f"{line}\n{cause}" if cause else line
+    return Event(
+        kind="job_state",
+        time_ms=t,
+        job_id=job,
+        job_name=NAME,
+        from_state=frm,
+        to_state=to,
+        reason=cause.split("\n", 1)[0] if cause else None,
+        message=message,
+    )
+
+
+def restart(t: int, cause: str | None = HEARTBEAT_CAUSE, back_after: int = 2 * S) -> list[Event]:
+    return [
+        state(t, "RUNNING", "RESTARTING", cause),
+        state(t + back_after, "RESTARTING", "RUNNING"),
+    ]
+
+
+def lost_leadership(t: int, job: str = JOB) -> Event:
+    return Event(
+        kind="leadership_lost",
+        time_ms=t,
+        job_id=job,
+        message=(
+            f"JobManager for job {job} with leader id 84a8fd94fa276bf476d3af016c1441be "
+            "lost leadership."
+        ),
+    )
+
+
+def drive(
+    det: RestartStorm, events: list[Event], *, until: int | None = None, timers: bool = True
+) -> tuple[dict | None, list[Alert]]:
+    """Feed events in order; run due timers between them (as a watermark passing would)."""
+    st: dict | None = None
+    timer: int | None = None
+    alerts: list[Alert] = []
+
+    def run_timers(upto: int) -> None:
+        nonlocal st, timer
+        while st is not None and timer is not None and timer <= upto:
+            step = det.on_timer(st, timer)
+            alerts.extend(step.alerts)
+            st, timer = step.state, step.timer_ms
+
+    for e in events:
+        if timers:
+            run_timers(e.time_ms - 1)
+        step = det.on_event(st, e, e.time_ms)
+        alerts.extend(step.alerts)
+        st, timer = step.state, step.timer_ms
+    if until is not None:
+        run_timers(until)
+    return st, alerts
+
+
+def transitions(alerts: list[Alert]) -> list[tuple[AlertStatus, int]]:
+    return [(a.status, a.event_time_ms - T0) for a in alerts]
+
+
+def test_registered_under_its_contract_name() -> None:
+    assert REGISTRY["restart_storm"] is RestartStorm
+    assert RestartStorm.scope == "job"
+
+
+def test_third_restart_within_the_window_fires_with_counted_causes_and_tm_ids() -> None:
+    det = RestartStorm(RestartStormParams())
+    events = [state(T0, "CREATED", "RUNNING")]
+    events += restart(T0 + 5 * MIN) + restart(T0 + 9 * MIN) + restart(T0 + 12 * MIN, ASK_CAUSE)
+    _, alerts = drive(det, events, until=T0 + 60 * MIN)
+    assert transitions(alerts) == [
+        (AlertStatus.FIRING, 12 * MIN),
+        (AlertStatus.RESOLVED, 12 * MIN + 2 * S + 10 * MIN),
+    ]
+    ev = alerts[0].evidence
+    assert ev["restarts"] == 3
+    assert ev["causes"] == {"tm_heartbeat_timeout": 2, "rpc_timeout": 1}
+    assert ev["tm_ids"] == [TM]
+    assert ev["not_running_s"] == 0.0
+    assert alerts[0].job_id == JOB and alerts[0].job_name == NAME
+    assert alerts[1].alert_id == alerts[0].alert_id
+
+
+def test_one_restart_that_recovers_fast_stays_quiet() -> None:
+    det = RestartStorm(RestartStormParams())
+    events = [state(T0, "CREATED", "RUNNING"), *restart(T0 + MIN, back_after=3 * S)]
+    _, alerts = drive(det, events, until=T0 + 120 * MIN)
+    assert alerts == []
+
+
+def test_restarts_spread_wider_than_the_window_stay_quiet() -> None:
+    det = RestartStorm(RestartStormParams(window_s=1800))
+    events = [e for i in range(5) for e in restart(T0 + i * 40 * MIN)]
+    _, alerts = drive(det, events, until=T0 + 300 * MIN)
+    assert alerts == []
+
+
+@pytest.mark.parametrize("timers", [True, False], ids=["timer_between", "one_batch"])
+def test_recovery_slower_than_max_recovery_fires_at_the_deadline(timers: bool) -> None:
+    det = RestartStorm(RestartStormParams(max_recovery_s=300))
+    events = [state(T0, "CREATED", "RUNNING"), state(T0 + MIN, "RUNNING", "RESTARTING")]
+    events.append(state(T0 + 11 * MIN, "RESTARTING", "RUNNING"))
+    _, alerts = drive(det, events, timers=timers)
+    assert transitions(alerts) == [(AlertStatus.FIRING, MIN + 300 * S)]
+    assert alerts[0].evidence["fired_for"] == "slow_recovery"
+    assert alerts[0].evidence["not_running_s"] == 300.0
+
+
+def test_failover_seen_by_many_taskmanagers_counts_once_and_its_recovery_time() -> None:
+    # Seed 004 (3): the JobManager's host is lost; the TaskManagers report it; the job is
+    # back 10 minutes later from the new leader.
+    det = RestartStorm(RestartStormParams())
+    events = [state(T0, "CREATED", "RUNNING")]
+    events += [lost_leadership(T0 + MIN + i * 7) for i in range(5)]
+    events.append(state(T0 + 11 * MIN, "CREATED", "RUNNING"))
+    _, alerts = drive(det, events, until=T0 + 60 * MIN)
+    assert [a.status for a in alerts] == [AlertStatus.FIRING, AlertStatus.RESOLVED]
+    assert alerts[0].evidence["failovers"] == 1
+    assert alerts[0].evidence["causes"] == {"lost_leadership": 1}
+    assert alerts[1].evidence["longest_not_running_s"] == 600.0
+
+
+def test_legacy_failing_then_restarting_is_one_restart_with_the_failing_cause() -> None:
+    det = RestartStorm(RestartStormParams())
+    events = [state(T0, "CREATED", "RUNNING")]
+    for i in range(3):
+        t = T0 + (i + 1) * MIN
+        events += [
+            state(t, "RUNNING", "FAILING", HEARTBEAT_CAUSE),
+            state(t + 10, "FAILING", "RESTARTING"),
+            state(t + 10 * S, "RESTARTING", "CREATED"),
+            state(t + 10 * S + 5, "CREATED", "RUNNING"),
+        ]
+    _, alerts = drive(det, events)
+    assert len(alerts) == 1
+    assert alerts[0].evidence["restarts"] == 3
+    assert alerts[0].evidence["causes"] == {"tm_heartbeat_timeout": 3}
+
+
+def test_cancel_and_resubmit_with_the_same_job_id_is_not_a_restart() -> None:
+    # Taskmanagers log the job's leadership ending; one clock runs ahead of the JobManager's.
+    det = RestartStorm(RestartStormParams())
+    events: list[Event] = []
+    for i in range(4):
+        t = T0 + i * 5 * MIN
+        events += [
+            state(t, "CREATED", "RUNNING"),
+            state(t + 2 * MIN, "RUNNING", "CANCELLING"),
+            lost_leadership(t + 2 * MIN + 400),
+            state(t + 2 * MIN + 900, "CANCELLING", "CANCELED"),
+            lost_leadership(t + 2 * MIN + 1200),
+        ]
+    _, alerts = drive(det, events, until=T0 + 120 * MIN)
+    assert alerts == []
+
+
+def test_leadership_loss_logged_just_before_a_cancel_does_not_tip_the_count() -> None:
+    # Two real restarts, then a planned cancel: a TaskManager whose clock runs ahead logs the
+    # job's leadership ending 400 ms before the JobManager logs CANCELLING.
+    det = RestartStorm(RestartStormParams(min_restarts=3))
+    events = [state(T0, "CREATED", "RUNNING"), *restart(T0 + MIN), *restart(T0 + 2 * MIN)]
+    events += [
+        lost_leadership(T0 + 4 * MIN - 400),
+        state(T0 + 4 * MIN, "RUNNING", "CANCELLING"),
+        state(T0 + 4 * MIN + 800, "CANCELLING", "CANCELED"),
+    ]
+    _, alerts = drive(det, events, until=T0 + 60 * MIN)
+    assert alerts == []
+
+
+@pytest.mark.parametrize("timers", [True, False], ids=["timer_between", "one_batch"])
+def test_failovers_fire_once_confirmed(timers: bool) -> None:
+    det = RestartStorm(RestartStormParams(min_restarts=3, max_recovery_s=3600))
+    events = [state(T0, "CREATED", "RUNNING")]
+    for i in range(3):
+        t = T0 + (i + 1) * 5 * MIN
+        events += [lost_leadership(t), state(t + 20 * S, "CREATED", "RUNNING")]
+    events.append(Event(kind="job_restored", time_ms=T0 + 30 * MIN, job_id=JOB, checkpoint_id=9))
+    _, alerts = drive(det, events, timers=timers)
+    assert transitions(alerts)[:1] == [(AlertStatus.FIRING, 15 * MIN + 30 * S)]
+    assert alerts[0].evidence["failovers"] == 3
+
+
+def test_leadership_loss_just_before_a_finish_is_retracted() -> None:
+    det = RestartStorm(RestartStormParams(min_restarts=2))
+    events = [state(T0, "CREATED", "RUNNING"), lost_leadership(T0 + MIN)]
+    events += [state(T0 + MIN + 2 * S, "RUNNING", "FINISHED"), *restart(T0 + 3 * MIN)]
+    state_, alerts = drive(det, events, until=T0 + 30 * MIN)
+    assert alerts == []
+    assert state_ is not None and len(state_["restarts"]) == 1
+
+
+def test_jobmanager_restart_without_notice_counts_as_a_failover() -> None:
+    det = RestartStorm(RestartStormParams(min_restarts=2))
+    events = [state(T0, "CREATED", "RUNNING"), state(T0 + MIN, "INITIALIZING", "CREATED")]
+    events += [state(T0 + MIN + 5, "CREATED", "RUNNING"), *restart(T0 + 2 * MIN)]
+    _, alerts = drive(det, events)
+    assert len(alerts) == 1
+    assert alerts[0].evidence["causes"] == {"jobmanager_restart": 1, "tm_heartbeat_timeout": 1}
+
+
+def test_job_failing_for_good_while_firing_escalates_to_critical() -> None:
+    det = RestartStorm(RestartStormParams())
+    events = [state(T0, "CREATED", "RUNNING")]
+    events += restart(T0 + MIN) + restart(T0 + 2 * MIN) + restart(T0 + 3 * MIN)
+    events += [
+        state(T0 + 4 * MIN, "RUNNING", "FAILING", ASK_CAUSE),
+        state(T0 + 4 * MIN + 50, "FAILING", "FAILED"),
+    ]
+    _, alerts = drive(det, events, until=T0 + 60 * MIN)
+    assert [(a.status, a.severity) for a in alerts] == [
+        (AlertStatus.FIRING, Severity.WARNING),
+        (AlertStatus.ESCALATED, Severity.CRITICAL),
+    ]
+    assert alerts[1].alert_id == alerts[0].alert_id
+
+
+def test_cancel_while_firing_resolves_at_once() -> None:
+    det = RestartStorm(RestartStormParams())
+    events = [state(T0, "CREATED", "RUNNING")]
+    events += restart(T0 + MIN) + restart(T0 + 2 * MIN) + restart(T0 + 3 * MIN)
+    events += [
+        state(T0 + 4 * MIN, "RUNNING", "CANCELLING"),
+        state(T0 + 4 * MIN + 9, "CANCELLING", "CANCELED"),
+    ]
+    _, alerts = drive(det, events)
+    assert transitions(alerts) == [
+        (AlertStatus.FIRING, 3 * MIN),
+        (AlertStatus.RESOLVED, 4 * MIN + 9),
+    ]
+
+
+def test_a_restart_during_the_clear_period_keeps_it_firing() -> None:
+    det = RestartStorm(RestartStormParams(clear_for_s=600))
+    events = [state(T0, "CREATED", "RUNNING")]
+    events += restart(T0 + MIN) + restart(T0 + 2 * MIN) + restart(T0 + 3 * MIN)
+    events += restart(T0 + 10 * MIN)
+    _, alerts = drive(det, events, until=T0 + 60 * MIN)
+    assert transitions(alerts) == [
+        (AlertStatus.FIRING, 3 * MIN),
+        (AlertStatus.RESOLVED, 10 * MIN + 2 * S + 10 * MIN),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "cause", "tms"),
+    [
+        (HEARTBEAT_CAUSE, "tm_heartbeat_timeout", [TM]),
+        (
+            "java.util.concurrent.TimeoutException: The heartbeat of TaskManager with id "
+            "container_1597960565773_0003_01_000002  timed out.",
+            "tm_heartbeat_timeout",
+            ["container_1597960565773_0003_01_000002"],
+        ),
+        (
+            "org.apache.flink.runtime.jobmaster.JobMasterException: TaskManager with id "
+            "orders-taskmanager-1-3 is no longer reachable.",
+            "tm_unreachable",
+            ["orders-taskmanager-1-3"],
+        ),
+        (ASK_CAUSE, "rpc_timeout", []),
+        (
+            "org.apache.flink.util.FlinkException: Disconnect from JobManager responsible for "
+            f"{JOB}.\nCaused by: java.lang.Exception: Job leader for job id {JOB} lost leadership.",
+            "lost_leadership",
+            [],
+        ),
+        (
+            "org.apache.flink.util.FlinkRuntimeException: Exceeded checkpoint tolerable failure "
+            "threshold.",
+            "checkpoint_failure_threshold",
+            [],
+        ),
+        (
+            "java.lang.ArithmeticException: / by zero\n\tat Job.map(Job.java:12)",
+            "ArithmeticException",
+            [],
+        ),
+        ("", "unknown", []),
+    ],
+    ids=[
+        "heartbeat",
+        "heartbeat_1_10",
+        "unreachable",
+        "ask",
+        "leadership",
+        "checkpoints",
+        "user",
+        "none",
+    ],
+)
+def test_failure_causes_are_classified(text: str, cause: str, tms: list[str]) -> None:
+    assert _classify(text) == (cause, tms)
+
+
+def test_state_stays_bounded() -> None:
+    det = RestartStorm(RestartStormParams(max_tracked=50, max_tm_ids=10))
+    events = [state(T0, "CREATED", "RUNNING")]
+    for i in range(200):
+        cause = HEARTBEAT_CAUSE.replace(TM, f"container_e1_1_01_{i:06d}")
+        events += restart(T0 + i * 5 * S, cause, back_after=S)
+    st, _ = drive(det, events)
+    assert st is not None
+    assert len(st["restarts"]) == 50 and len(st["tm_ids"]) == 10
+    assert len(json.dumps(st)) < 8192
+
+
+@pytest.mark.parametrize("timers", [True, False], ids=["timer_between", "one_batch"])
+def test_a_job_idle_longer_than_the_ttl_starts_afresh(timers: bool) -> None:
+    # Evicted after idle_ttl_s: a run seen hours later is a new run, not a failover, whether
+    # the eviction timer ran between the two events or both came in one batch.
+    det = RestartStorm(RestartStormParams(idle_ttl_s=3600, min_restarts=2))
+    events = [state(T0, "CREATED", "RUNNING"), *restart(T0 + MIN)]
+    events += [
+        state(T0 + 300 * MIN, "INITIALIZING", "CREATED"),
+        state(T0 + 300 * MIN + 9, "CREATED", "RUNNING"),
+    ]
+    st, alerts = drive(det, events, timers=timers)
+    assert alerts == []
+    assert st is not None and st["restarts"] == []
+
+
+def test_a_job_suspended_by_lost_leadership_counts_as_down_until_it_runs_again() -> None:
+    # Flink suspends a job when its JobMaster loses leadership; that is an outage, not a
+    # planned stop, so the time until the new leader runs it again counts.
+    det = RestartStorm(RestartStormParams())
+    events = [
+        state(T0, "CREATED", "RUNNING"),
+        state(T0 + 10 * MIN, "RUNNING", "SUSPENDED"),
+        state(T0 + 10 * MIN + 330 * S, "CREATED", "RUNNING"),
+    ]
+    _, alerts = drive(det, events, until=T0 + 60 * MIN)
+    assert alerts and alerts[0].status is AlertStatus.FIRING
+    assert alerts[0].evidence["not_running_s"] == 300.0
