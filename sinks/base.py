@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from detectors import Alert, AlertStatus
+from detectors.correlation import IncidentView
 
 
 def transition_key(alert: Alert) -> str:
@@ -42,6 +43,8 @@ class Transition:
         silenced_by: Name of the silence that matched, if any. Notifying sinks do not
             receive silenced transitions; the others mark them.
         recorded_ms: Wall-clock time the ledger recorded it (epoch ms).
+        incident: The incident the alert belongs to, as it stood after this transition
+            (``None``: recorded without correlation).
     """
 
     seq: int
@@ -49,6 +52,12 @@ class Transition:
     alert: Alert
     silenced_by: str | None = None
     recorded_ms: int = 0
+    incident: IncidentView | None = None
+
+    @property
+    def incident_id(self) -> str:
+        """The incident's id; an uncorrelated alert is its own incident."""
+        return self.incident.incident_id if self.incident else self.alert.alert_id
 
 
 class DeliveryError(Exception):

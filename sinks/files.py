@@ -78,6 +78,9 @@ class JsonLinesAlertSink(DeliverySink):
         rec = alert_record(t.alert)
         if t.silenced_by:
             rec["silenced_by"] = t.silenced_by
+        if t.incident is not None and len(t.incident.members) > 1:
+            rec["incident_id"] = t.incident.incident_id
+            rec["root_cause"] = t.incident.headline
         try:
             _append_lines(self.path, [json.dumps(rec)])
         except OSError as exc:
@@ -123,6 +126,11 @@ class LogAlertSink(AlertObserver):
                 a.alert_id,
                 f", silenced by {t.silenced_by}" if t.silenced_by else "",
             )
+            inc = t.incident
+            if inc is not None and inc.joined:
+                log.warning(
+                    "INCIDENT %s (%d alerts): %s", inc.incident_id, len(inc.members), inc.headline
+                )
 
 
 class DeadLetterFileSink:

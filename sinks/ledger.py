@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from detectors import Alert, AlertStatus
+from detectors.correlation import IncidentView
 from sinks.base import (
     DeliverySink,
     PermanentDeliveryError,
@@ -45,7 +46,9 @@ CREATE TABLE IF NOT EXISTS transitions (
     batch_id INTEGER NOT NULL,
     silenced_by TEXT,
     alert TEXT NOT NULL,
-    recorded_ms INTEGER NOT NULL
+    recorded_ms INTEGER NOT NULL,
+    incident_id TEXT,
+    incident TEXT
 );
 CREATE INDEX IF NOT EXISTS transitions_alert ON transitions (alert_id, seq);
 CREATE TABLE IF NOT EXISTS deliveries (
@@ -70,6 +73,12 @@ CREATE TABLE IF NOT EXISTS sink_memory (
 OPEN_STATES = ("pending", "sending")
 
 Silencer = Callable[[Alert], str | None]
+#: Puts a new transition into its incident (see :class:`~detectors.correlation.Correlator`).
+Correlate = Callable[[Alert], IncidentView]
+
+
+def _incident(text: str | None) -> IncidentView | None:
+    return IncidentView.model_validate_json(text) if text else None
 
 
 def _now_ms() -> int:
@@ -99,8 +108,16 @@ class AlertLedger:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.executescript(_SCHEMA)
+        self._migrate()
         #: Outcomes of sends, by (sink, outcome), for the metrics.
         self.outcomes: Counter[tuple[str, str]] = Counter()
+
+    def _migrate(self) -> None:
+        # Ledgers written before correlation lack the incident columns: add them, empty.
+        cols = {r[1] for r in self._db.execute("PRAGMA table_info(transitions)").fetchall()}
+        for col in ("incident_id", "incident"):
+            if col not in cols:
+                self._db.execute(f"ALTER TABLE transitions ADD COLUMN {col} TEXT")
 
     def close(self) -> None:
         """Close the file."""
@@ -126,6 +143,7 @@ class AlertLedger:
         alerts: Sequence[Alert],
         sinks: Sequence[DeliverySink],
         silencer: Silencer | None = None,
+        correlate: Correlate | None = None,
     ) -> list[Transition]:
         """Record a batch's transitions and queue each for every sink, in one transaction.
 
@@ -136,6 +154,8 @@ class AlertLedger:
             alerts: The batch's transitions in order.
             sinks: The delivery sinks each new transition is queued for.
             silencer: Returns the name of the silence an alert falls under, or None.
+            correlate: Puts each new transition into its incident; called once per new
+                transition, in order, so the caller's correlator mirrors the ledger.
 
         Returns:
             The transitions that were new, in order.
@@ -163,13 +183,19 @@ class AlertLedger:
                 if cur.rowcount == 0:
                     continue
                 seq = int(cur.lastrowid or 0)
+                incident = correlate(alert) if correlate else None
+                if incident is not None:
+                    db.execute(
+                        "UPDATE transitions SET incident_id = ?, incident = ? WHERE seq = ?",
+                        (incident.incident_id, incident.model_dump_json(), seq),
+                    )
                 for sink in sinks:
                     state = "silenced" if silenced and sink.notifies else "pending"
                     db.execute(
                         "INSERT INTO deliveries (sink, seq, state, updated_ms) VALUES (?, ?, ?, ?)",
                         (sink.name, seq, state, now),
                     )
-                new.append(Transition(seq, key, alert, silenced, now))
+                new.append(Transition(seq, key, alert, silenced, now, incident))
         return new
 
     @staticmethod
@@ -191,14 +217,14 @@ class AlertLedger:
         """The sink's open deliveries in order, with their state (``pending``/``sending``)."""
         with self._lock:
             rows = self._db.execute(
-                "SELECT t.seq, t.key, t.alert, t.silenced_by, t.recorded_ms, d.state "
+                "SELECT t.seq, t.key, t.alert, t.silenced_by, t.recorded_ms, t.incident, d.state "
                 "FROM deliveries d JOIN transitions t ON t.seq = d.seq "
                 "WHERE d.sink = ? AND d.state IN ('pending', 'sending') ORDER BY d.seq LIMIT ?",
                 (sink, limit),
             ).fetchall()
         return [
-            (Transition(seq, key, Alert.model_validate_json(a), sil, rec), state)
-            for seq, key, a, sil, rec, state in rows
+            (Transition(seq, key, Alert.model_validate_json(a), sil, rec, _incident(inc)), state)
+            for seq, key, a, sil, rec, inc, state in rows
         ]
 
     def mark(self, sink: str, seq: int, state: str, error: str | None = None) -> None:
@@ -284,6 +310,14 @@ class AlertLedger:
                 "ON last.seq = t.seq WHERE t.status != 'resolved' ORDER BY t.seq"
             ).fetchall()
         return [Transition(s, k, Alert.model_validate_json(a), sil, r) for s, k, a, sil, r in rows]
+
+    def history(self) -> list[tuple[Alert, str]]:
+        """Every recorded transition with its incident id, in order (to rebuild a correlator)."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT alert, COALESCE(incident_id, alert_id) FROM transitions ORDER BY seq"
+            ).fetchall()
+        return [(Alert.model_validate_json(a), str(i)) for a, i in rows]
 
     def remember(self, sink: str, key: str, value: dict[str, Any]) -> None:
         """Keep a small fact for a sink (the Slack message of an incident, say)."""

@@ -79,8 +79,16 @@ class SignalBoard:
     def update(
         self, detector: str, entity: str, labels: dict[str, str], values: dict[str, float]
     ) -> None:
-        """Replace an entity's values (an empty ``values`` keeps the entity, without values)."""
+        """Replace an entity's values (an empty ``values`` keeps the entity, without values).
+
+        A label the entity already has keeps its value: logs and metrics spell a job's
+        name differently (Flink's metric reporters turn ``-`` into ``_``), and a label
+        that flips with whichever record came last would start a new series each time.
+        """
         with self._lock:
+            old = self._values.get((detector, entity))
+            if old is not None:
+                labels = {**labels, **old[0]}
             self._values[(detector, entity)] = (labels, values)
 
     def drop(self, detector: str, entity: str) -> None:

@@ -1,8 +1,9 @@
 """Slack notifications through slack-sdk: bot token (one message per incident) or webhook.
 
-Bot mode posts one message when an incident fires and keeps it current: an
-escalation or the resolve updates that message (``chat.update``) and adds a reply
-in its thread, so a channel sees one line per incident. Every message carries
+Bot mode posts one message when an incident opens and keeps it current: a related
+alert joining it (see :mod:`detectors.correlation`), an escalation or a resolve
+updates that message (``chat.update``) and adds a reply in its thread, so a channel
+sees one line per incident, headed by its probable root cause. Every message carries
 Slack message metadata with the transition's ledger key; after a crash in the
 middle of a send, :meth:`SlackBotSink.confirm` looks for that key in the channel
 (or the thread) instead of posting again.
@@ -41,6 +42,7 @@ from slack_sdk.webhook import WebhookClient
 
 from conf import SlackConfig
 from detectors import REGISTRY, Alert, AlertStatus, Severity
+from detectors.correlation import IncidentView
 from sinks.base import (
     DeliverySink,
     PermanentDeliveryError,
@@ -154,6 +156,84 @@ def render(
     return text[:3000], blocks
 
 
+_STATUS_ICON = {
+    AlertStatus.FIRING: ":red_circle:",
+    AlertStatus.ESCALATED: ":red_circle:",
+    AlertStatus.RESOLVED: ":large_green_circle:",
+}
+
+
+def render_incident(
+    incident: IncidentView,
+    alert: Alert,
+    *,
+    cluster: str,
+    runbook_url: str | None,
+    mention: str | None,
+) -> tuple[str, list[dict[str, Any]]]:
+    """The message of an incident of several alerts, as of ``alert``'s transition.
+
+    An incident of one alert renders exactly as that alert (:func:`render`).
+    """
+    if len(incident.members) < 2:
+        return render(alert, cluster=cluster, runbook_url=runbook_url, mention=mention)
+    resolved = incident.status is AlertStatus.RESOLVED
+    root = incident.root
+    icon = ":large_green_circle:" if resolved else _ICON[(AlertStatus.FIRING, incident.severity)]
+    where = root.job_name or root.job_id or root.tm_id or "cluster"
+    more = len(incident.members) - 1
+    title = f"{root.detector}{' resolved' if resolved else ''}: {where} (+{more} related)"
+    text = f"{icon} [{incident.severity.value.upper()}] {title} - {incident.headline}"
+    if mention and incident.severity is Severity.CRITICAL and not resolved:
+        text = f"{mention} {text}"
+    jobs = sorted({m.job_name or m.job_id for m in incident.members if m.job_id})
+    tms = sorted({m.tm_id for m in incident.members if m.tm_id})
+    fields = [f"*Cluster*\n{cluster}", f"*Severity*\n{incident.severity.value}"]
+    if jobs:
+        fields.append("*Jobs*\n" + "\n".join(str(j) for j in jobs[:5]))
+    if tms:
+        fields.append("*TaskManagers*\n" + "\n".join(f"`{t}`" for t in tms[:5]))
+    since = min(m.first_ms for m in incident.members)
+    fields.append(f"*Since*\n{_when(since)}")
+    lines = [
+        f"{_STATUS_ICON[m.status]} *{m.detector}* ({m.status.value}, {m.severity.value}): "
+        f"{m.summary}"
+        for m in incident.members
+    ]
+    blocks: list[dict[str, Any]] = [
+        {"type": "header", "text": {"type": "plain_text", "text": title[:150]}},
+        {
+            "type": "section",
+            "text": {
+                "type": "mrkdwn",
+                "text": f"{icon} *Probable cause*: {incident.headline}"[:3000],
+            },
+        },
+        {"type": "section", "fields": [{"type": "mrkdwn", "text": f[:2000]} for f in fields]},
+        {"type": "section", "text": {"type": "mrkdwn", "text": "\n".join(lines)[:3000]}},
+    ]
+    detector = REGISTRY.get(root.detector)
+    todo = detector.runbook if detector is not None else ""
+    if not resolved and todo:
+        link = f" <{runbook_url}#{root.detector}|Runbook>" if runbook_url else ""
+        blocks.append(
+            {"type": "section", "text": {"type": "mrkdwn", "text": f"*What to do*: {todo}{link}"}}
+        )
+    ids = ", ".join(f"`{m.alert_id}`" for m in incident.members)
+    blocks.append(
+        {
+            "type": "context",
+            "elements": [
+                {
+                    "type": "mrkdwn",
+                    "text": f"flinkwatch · incident `{incident.incident_id}` · {ids}",
+                }
+            ],
+        }
+    )
+    return text[:3000], blocks
+
+
 class _Secrets:
     """Scrubs secrets from text that may reach a log line or an exception."""
 
@@ -203,11 +283,16 @@ class _SlackSink(DeliverySink):
         self._cfg = cfg
         self._cluster = cluster
 
-    def _render(self, alert: Alert) -> tuple[str, list[dict[str, Any]]]:
+    def _render(self, t: Transition) -> tuple[str, list[dict[str, Any]]]:
         c = self._cfg()
-        return render(
-            alert, cluster=self._cluster(), runbook_url=c.runbook_url, mention=c.mention_on_critical
-        )
+        kw: dict[str, Any] = {
+            "cluster": self._cluster(),
+            "runbook_url": c.runbook_url,
+            "mention": c.mention_on_critical,
+        }
+        if t.incident is None:
+            return render(t.alert, **kw)
+        return render_incident(t.incident, t.alert, **kw)
 
 
 class SlackWebhookSink(_SlackSink):
@@ -233,7 +318,7 @@ class SlackWebhookSink(_SlackSink):
         )
 
     def send(self, t: Transition) -> None:  # noqa: D102
-        text, blocks = self._render(t.alert)
+        text, blocks = self._render(t)
         try:
             resp = self._client.send(text=text, blocks=blocks)
         except (urllib.error.URLError, OSError, SlackClientError) as exc:
@@ -275,18 +360,19 @@ class SlackBotSink(_SlackSink):
 
     def send(self, t: Transition) -> None:  # noqa: D102
         a = t.alert
-        text, blocks = self._render(a)
+        text, blocks = self._render(t)
         meta = {"event_type": EVENT_TYPE, "event_payload": {"key": t.key, "alert_id": a.alert_id}}
-        parent = self._ledger.recall(self.name, a.alert_id)
-        if a.status is AlertStatus.FIRING or parent is None:
-            # A resolve or escalation whose firing never reached Slack (silenced before
-            # the silence ended, refused, pruned) gets a message of its own.
+        parent = self._ledger.recall(self.name, t.incident_id)
+        if parent is None:
+            # The incident's first transition; or a resolve or escalation whose firing
+            # never reached Slack (silenced before the silence ended, refused, pruned),
+            # which gets a message of its own.
             channel = self._cfg().channel_for(a.detector, a.severity)
             resp = self._call(
                 "chat_postMessage", channel=channel, text=text, blocks=blocks, metadata=meta
             )
             self._ledger.remember(
-                self.name, a.alert_id, {"channel": resp["channel"], "ts": resp["ts"]}
+                self.name, t.incident_id, {"channel": resp["channel"], "ts": resp["ts"]}
             )
             # Slack's read APIs want the channel id, not the name we posted to.
             self._ledger.remember(self.name, f"channel:{channel}", {"id": resp["channel"]})
@@ -299,15 +385,27 @@ class SlackBotSink(_SlackSink):
             )
         except PermanentDeliveryError as exc:
             log.warning("slack: could not update the incident message (%s); replying only", exc)
-        reply = f"{a.status.value}: {a.summary}"
+        joined = t.incident is not None and t.incident.joined
+        reply = (
+            f"{a.detector} {a.status.value}: {a.summary}"
+            if joined
+            else (f"{a.status.value}: {a.summary}")
+        )
+        # An escalation is news for the whole channel (so is a related alert that makes
+        # the incident more severe); a resolve or a related alert of the same weight is not.
+        broadcast = a.status is AlertStatus.ESCALATED or (
+            t.incident is not None and t.incident.severity_rose
+        )
+        mention = self._cfg().mention_on_critical
+        if broadcast and mention and a.severity is Severity.CRITICAL:
+            reply = f"{mention} {reply}"
         self._call(
             "chat_postMessage",
             channel=parent["channel"],
             thread_ts=parent["ts"],
             text=reply[:3000],
             metadata=meta,
-            # An escalation is news for the whole channel, a resolve is not.
-            reply_broadcast=a.status is AlertStatus.ESCALATED,
+            reply_broadcast=broadcast,
         )
 
     def _call(self, method: str, **kwargs: Any) -> Any:
@@ -330,8 +428,9 @@ class SlackBotSink(_SlackSink):
     def confirm(self, t: Transition) -> bool | None:
         """Look for the transition's metadata key in Slack (the thread, or the channel)."""
         a = t.alert
-        parent = self._ledger.recall(self.name, a.alert_id)
-        if parent is not None and a.status is not AlertStatus.FIRING:
+        parent = self._ledger.recall(self.name, t.incident_id)
+        first = a.status is AlertStatus.FIRING and (t.incident is None or t.incident.opened)
+        if parent is not None and not first:
             channel, method = parent["channel"], "conversations_replies"
             where: dict[str, Any] = {"ts": parent["ts"]}
         else:
@@ -353,7 +452,7 @@ class SlackBotSink(_SlackSink):
             if payload.get("key") != t.key:
                 continue
             if method == "conversations_history":
-                self._ledger.remember(self.name, a.alert_id, {"channel": channel, "ts": m["ts"]})
+                self._ledger.remember(self.name, t.incident_id, {"channel": channel, "ts": m["ts"]})
             return True
         return False
 

@@ -393,7 +393,13 @@ class SlackEmulator:
         return None
 
     def _add(
-        self, cid: str, text: str, blocks: Any, metadata: Any, parent: Message | None
+        self,
+        cid: str,
+        text: str,
+        blocks: Any,
+        metadata: Any,
+        parent: Message | None,
+        broadcast: bool = False,
     ) -> Message:
         message: Message = {
             "channel": cid,
@@ -403,6 +409,7 @@ class SlackEmulator:
             "blocks": blocks,
             "metadata": metadata,
             "thread_ts": parent["ts"] if parent else None,
+            "broadcast": broadcast and parent is not None,
             "updates": 0,
             "edited": [],
         }
@@ -447,7 +454,11 @@ class SlackEmulator:
                 return _error("thread_not_found")
             parent = found[1] or found[0]  # answering a reply continues the same thread
         text = str(params.get("text") or "")
-        message = self._add(cid, text, params.get("blocks"), params.get("metadata"), parent)
+        # Form posts carry booleans as text.
+        broadcast = str(params.get("reply_broadcast", "")).lower() in ("true", "1")
+        message = self._add(
+            cid, text, params.get("blocks"), params.get("metadata"), parent, broadcast
+        )
         view = self._view(message, with_metadata=True)
         return {"ok": True, "channel": cid, "ts": message["ts"], "message": view}
 

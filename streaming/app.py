@@ -49,6 +49,7 @@ from conf import AppConfig
 from conf.reload import ConfigWatcher
 from conf.silences import silence_for
 from detectors import REGISTRY, Alert, AlertStatus, Severity
+from detectors.correlation import Correlator
 from sinks import AlertLedger, AlertObserver, DeadLetterFileSink, DeliverySink
 from sinks.dispatch import Dispatcher
 from sinks.prometheus import SignalBoard
@@ -228,6 +229,8 @@ class Outputs:
         observers: See each new transition once (Prometheus view, console).
         dispatcher: Drains slow sinks (Slack) in its own thread, outside the batch.
         signals: The detectors' per-entity signal gauges.
+        correlator: Groups related transitions into incidents as the ledger records
+            them; rebuilt from the ledger after a restart (``None``: no incidents).
     """
 
     ledger: AlertLedger
@@ -235,6 +238,7 @@ class Outputs:
     observers: Sequence[AlertObserver] = ()
     dispatcher: Dispatcher | None = None
     signals: SignalBoard | None = None
+    correlator: Correlator | None = None
 
     def delivery_sinks(self) -> list[DeliverySink]:
         """Every sink a transition is queued for."""
@@ -263,8 +267,15 @@ class AlertDelivery:
         rows = batch.collect()
         alert_rows = [r for r in rows if r["status"] not in (SIGNAL, SIGNAL_GONE)]
         self._signals([r for r in rows if r["status"] in (SIGNAL, SIGNAL_GONE)])
+        correlator = self.out.correlator
+        if correlator is not None:
+            correlator.params = self.cfg.correlation  # follows a reload
         new = self.out.ledger.record(
-            batch_id, rows_to_alerts(alert_rows), self.out.delivery_sinks(), self._silence
+            batch_id,
+            rows_to_alerts(alert_rows),
+            self.out.delivery_sinks(),
+            self._silence,
+            correlator.observe if correlator is not None else None,
         )
         for t in new:
             self.stats.alerts[(t.alert.detector, t.alert.entity, t.alert.status.value)] += 1

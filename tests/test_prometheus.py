@@ -147,6 +147,30 @@ def test_signals_are_gauges_per_entity_that_go_away_with_it() -> None:
     assert reg.get_sample_value("flinkwatch_checkpoint_duration_last_seconds", labels) is None
 
 
+def test_a_signal_series_keeps_its_first_job_name_spelling() -> None:
+    # Logs say "orders-enrich", Flink's metric reporters "orders_enrich": the series must
+    # not flip between them with each batch.
+    board = SignalBoard()
+    reg = registry_with(ActiveAlerts(), board=board)
+    job_id = "3f4c2a9b7d1e4f60a8b5c2d1e0f9a7b3"
+    board.update(
+        "restart_storm",
+        "job:3f4c",
+        {"job_id": job_id, "job_name": "orders-enrich"},
+        {"job_restarts": 1.0},
+    )
+    board.update(
+        "restart_storm",
+        "job:3f4c",
+        {"job_id": job_id, "job_name": "orders_enrich"},
+        {"job_restarts": 2.0},
+    )
+    body = generate_latest(reg).decode()
+    assert body.count("flinkwatch_job_restarts{") == 1
+    labels = {"cluster": "prod-eu", "job_id": job_id, "job_name": "orders-enrich"}
+    assert reg.get_sample_value("flinkwatch_job_restarts", labels) == 2.0
+
+
 def test_pipeline_health_and_reload_outcomes_are_exported() -> None:
     reg = registry_with(ActiveAlerts())
     assert reg.get_sample_value("flinkwatch_events_total", {"kind": "metric"}) == 30.0

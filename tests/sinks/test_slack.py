@@ -207,3 +207,80 @@ def test_render_mentions_only_open_critical_alerts() -> None:
     resolved = render(alert(AlertStatus.RESOLVED, Severity.CRITICAL), **kw)
     assert not resolved[0].startswith("<!here>")
     assert "What to do" not in str(resolved[1])
+
+
+def test_related_alerts_update_one_incident_message_and_broadcast_only_a_severity_rise(
+    slack: SlackEmulator, tmp_path: Path
+) -> None:
+    from detectors.correlation import Correlator
+
+    ledger = AlertLedger(tmp_path / "l.sqlite")
+    sink = bot(slack, ledger, mention_on_critical="<!here>")
+    correlator = Correlator()
+    heap = alert(alert_id="heap")
+    lost = alert(alert_id="lost", detector="tm_lost", severity=Severity.CRITICAL).model_copy(
+        update={"evidence": {"cause": "memory_kill"}, "job_id": None, "summary": "TM lost"}
+    )
+    storm = alert(alert_id="storm", detector="restart_storm").model_copy(
+        update={"tm_id": None, "evidence": {"restarts": 3, "tm_ids": [TM]}}
+    )
+    for i, a in enumerate((heap, lost, storm)):
+        ledger.record(i, [a], [sink], correlate=correlator.observe)
+        ledger.deliver(sink)
+    for i, a in enumerate((heap, lost, storm)):
+        done = a.model_copy(update={"status": AlertStatus.RESOLVED})
+        ledger.record(10 + i, [done], [sink], correlate=correlator.observe)
+        ledger.deliver(sink)
+
+    [msg] = slack.messages("#flink-alerts")  # the critical tm_lost did not open a pager thread
+    assert slack.messages("#flink-pager") == []
+    replies = msg["replies"]
+    assert [r["text"].split(":")[0] for r in replies] == [
+        "<!here> tm_lost firing",
+        "restart_storm firing",
+        "resolved",
+        "resolved",
+        "resolved",
+    ]
+    assert [r["broadcast"] for r in replies] == [True, False, False, False, False]
+    assert msg["updates"] == 5
+    # "edited" keeps each version before an update: [1] is the message after tm_lost joined.
+    first_edit = str(msg["edited"][1]["blocks"])
+    assert "killed for memory after its heap grew 240 MB/h" in first_edit
+    assert "(+1 related)" in first_edit
+    final = msg["text"]
+    assert "resolved" in final and "(+2 related)" in final and "FLINK-33231" in final
+
+
+def test_the_ledger_keeps_incidents_across_a_restart_and_migrates_old_files(
+    tmp_path: Path,
+) -> None:
+    import sqlite3
+
+    from detectors.correlation import Correlator
+
+    path = tmp_path / "l.sqlite"
+    old = sqlite3.connect(path)
+    old.executescript(
+        "CREATE TABLE transitions (seq INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT NOT NULL "
+        "UNIQUE, alert_id TEXT NOT NULL, status TEXT NOT NULL, batch_id INTEGER NOT NULL, "
+        "silenced_by TEXT, alert TEXT NOT NULL, recorded_ms INTEGER NOT NULL);"
+    )
+    old.execute(
+        "INSERT INTO transitions (key, alert_id, status, batch_id, alert, recorded_ms) "
+        "VALUES ('old:firing', 'old', 'firing', 0, ?, 0)",
+        (alert(alert_id="old").model_dump_json(),),
+    )
+    old.commit()
+    old.close()
+    ledger = AlertLedger(path)  # a ledger from before correlation opens and gains the columns
+    c = Correlator()
+    c.restore(ledger.history())
+    [t] = ledger.record(1, [alert(alert_id="new", detector="tm_lost")], [], correlate=c.observe)
+    assert t.incident is not None and t.incident.incident_id == "old"  # same TaskManager
+    ledger.close()
+
+    again = AlertLedger(path)
+    restarted = Correlator()
+    restarted.restore(again.history())
+    assert restarted.incident_of("new") == "old"

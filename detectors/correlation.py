@@ -1,0 +1,367 @@
+"""Correlation: alerts about the same job or TaskManager become one incident.
+
+A leaking TaskManager pages as ``idle_heap_growth``, is then killed (``tm_lost``, cause
+``memory_kill``) and its job restarts (``restart_storm``): three detectors, one thing
+wrong. The :class:`Correlator` puts each alert transition into an incident, so a
+notifier can keep one message per incident and say what probably started it.
+
+Rules:
+
+* An alert is linked to the jobs and TaskManagers it names: its own ``job_id`` and
+  ``tm_id`` plus the ones in its evidence (``job_ids``, ``jobs``, ``tm_ids``), so a
+  restart whose cause names a lost TaskManager joins that TaskManager's incident.
+* A firing alert joins the oldest incident that shares a link and is still open
+  (a member not resolved) or closed less than ``window_s`` ago, in event time;
+  otherwise it opens a new incident. An incident never absorbs another.
+* Escalations and resolves follow their alert's incident. The incident resolves
+  when its last member resolves.
+* The incident's root is the member that comes first in a causal order (a heap leak
+  or growing state before the JVM dies, a dead JVM before the lost TaskManager, a
+  lost TaskManager before the restarts), ties broken by time; the headline is built
+  from the root and what followed.
+
+Pure Python with injected event time: the same alerts in the same order give the
+same incidents, live or in ``replay``. The caller keeps the transitions (the alert
+ledger) and rebuilds a correlator from them after a restart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from detectors.base import Alert, AlertStatus, Severity
+
+_RANK = {Severity.INFO: 0, Severity.WARNING: 1, Severity.CRITICAL: 2}
+
+#: Lower comes first in a chain of cause and effect; unknown detectors sit in the middle.
+CAUSAL_ORDER: dict[str, int] = {
+    "idle_heap_growth": 0,
+    "checkpoint_state_growth": 0,
+    "jm_k8s_watch_crash": 0,
+    "jvm_fatal": 1,
+    "tm_lost": 2,
+    "checkpoint_creep": 3,
+    "late_barrier_acks": 3,
+    "checkpoint_failures": 4,
+    "restart_storm": 5,
+}
+_MIDDLE = 3
+
+#: ``tm_lost`` causes that mean the process ran out of memory.
+_MEMORY_CAUSES = {"memory_kill": "killed for memory", "oom_killed": "OOMKilled", "jvm_oom": "OOM"}
+
+
+class CorrelationParams(BaseModel):
+    """How alerts are grouped into incidents (config section ``correlation``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    enabled: bool = Field(
+        default=True, description="Group related alerts into incidents (one message each)."
+    )
+    window_s: float = Field(
+        default=3600,
+        ge=0,
+        description=(
+            "A related alert joins an incident while a member is firing or up to this long "
+            "(event-time seconds) after the incident resolved."
+        ),
+    )
+    max_members: int = Field(
+        default=20, ge=1, description="Alerts one incident takes at most; more open a new one."
+    )
+
+
+class Member(BaseModel):
+    """One alert of an incident, as of its latest transition."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    alert_id: str
+    detector: str
+    status: AlertStatus
+    severity: Severity
+    summary: str
+    first_ms: int
+    last_ms: int
+    job_id: str | None = None
+    job_name: str | None = None
+    tm_id: str | None = None
+    host: str | None = None
+    evidence: dict[str, Any] = Field(default_factory=dict)
+
+
+class IncidentView(BaseModel):
+    """An incident as of one transition: what a notifier renders.
+
+    Attributes:
+        incident_id: The id of the alert that opened it (an alert alone is its own
+            incident, so its id does not change when correlation is turned off).
+        headline: The root-cause line.
+        root_alert_id: The member the headline starts from.
+        severity: The highest severity any member reached.
+        status: ``firing`` while any member is, else ``resolved``.
+        members: Every member, in the order they joined.
+        opened: This transition opened the incident.
+        severity_rose: This transition raised the incident's severity.
+        joined: This transition added a member to an existing incident.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    incident_id: str
+    headline: str
+    root_alert_id: str
+    severity: Severity
+    status: AlertStatus
+    members: tuple[Member, ...]
+    opened: bool = False
+    severity_rose: bool = False
+    joined: bool = False
+
+    @property
+    def root(self) -> Member:
+        """The member the headline starts from."""
+        return next(m for m in self.members if m.alert_id == self.root_alert_id)
+
+
+def links(alert: Alert) -> frozenset[str]:
+    """The jobs and TaskManagers an alert is about (``job:<id>``, ``tm:<id>``)."""
+    ev = alert.evidence or {}
+    out: set[str] = set()
+    jobs = [alert.job_id, *_strings(ev.get("job_ids")), *_strings(ev.get("jobs"))]
+    tms = [alert.tm_id, *_strings(ev.get("tm_ids"))]
+    out.update(f"job:{j}" for j in jobs if j)
+    out.update(f"tm:{t}" for t in tms if t)
+    return frozenset(out)
+
+
+def _strings(v: object) -> list[str]:
+    if isinstance(v, dict):
+        return [str(k) for k in v]
+    if isinstance(v, list | tuple):
+        return [x for x in v if isinstance(x, str)]
+    return []
+
+
+@dataclass
+class _Incident:
+    incident_id: str
+    links: set[str]
+    members: dict[str, Member] = field(default_factory=dict)
+    severity: Severity = Severity.INFO
+
+    def open(self) -> bool:
+        return any(m.status is not AlertStatus.RESOLVED for m in self.members.values())
+
+    def last_ms(self) -> int:
+        return max(m.last_ms for m in self.members.values())
+
+
+class Correlator:
+    """Assigns alert transitions to incidents; state is in memory, bounded by the window."""
+
+    def __init__(self, params: CorrelationParams | None = None) -> None:
+        self.params = params or CorrelationParams()
+        self._incidents: dict[str, _Incident] = {}
+        self._of_alert: dict[str, str] = {}
+
+    def restore(self, history: Iterable[tuple[Alert, str]]) -> None:
+        """Replay recorded transitions with the incident each was put in (after a restart)."""
+        for alert, incident_id in history:
+            self._apply(alert, incident_id)
+
+    def observe(self, alert: Alert) -> IncidentView:
+        """Put one transition into its incident and return the incident as it now stands."""
+        incident_id = self._of_alert.get(alert.alert_id)
+        if incident_id is None:
+            incident_id = self._choose(alert)
+        return self._apply(alert, incident_id)
+
+    def incident_of(self, alert_id: str) -> str | None:
+        """The incident an alert was put in, while it is remembered."""
+        return self._of_alert.get(alert_id)
+
+    def open_incidents(self) -> int:
+        """Incidents with a member still firing."""
+        return sum(1 for i in self._incidents.values() if i.open())
+
+    # ------------------------------------------------------------------------------
+
+    def _choose(self, alert: Alert) -> str:
+        p = self.params
+        if not p.enabled or alert.status is not AlertStatus.FIRING:
+            # A resolve or escalation of an alert not seen (pruned, or before correlation
+            # was on) stays on its own, as before.
+            return alert.alert_id
+        mine = links(alert)
+        horizon = alert.event_time_ms - int(p.window_s * 1000)
+        candidates = [
+            inc
+            for inc in self._incidents.values()
+            if inc.links & mine
+            and len(inc.members) < p.max_members
+            and (inc.open() or inc.last_ms() >= horizon)
+        ]
+        if not candidates:
+            return alert.alert_id
+        return min(
+            candidates, key=lambda i: min(m.first_ms for m in i.members.values())
+        ).incident_id
+
+    def _apply(self, alert: Alert, incident_id: str) -> IncidentView:
+        self._expire(alert.event_time_ms)
+        inc = self._incidents.get(incident_id)
+        opened = inc is None
+        if inc is None:
+            inc = self._incidents[incident_id] = _Incident(incident_id, set())
+        joined = not opened and alert.alert_id not in inc.members
+        prev = inc.members.get(alert.alert_id)
+        inc.members[alert.alert_id] = Member(
+            alert_id=alert.alert_id,
+            detector=alert.detector,
+            status=alert.status,
+            severity=alert.severity,
+            summary=alert.summary,
+            first_ms=prev.first_ms if prev else alert.event_time_ms,
+            last_ms=alert.event_time_ms,
+            job_id=alert.job_id or (prev.job_id if prev else None),
+            job_name=alert.job_name or (prev.job_name if prev else None),
+            tm_id=alert.tm_id or (prev.tm_id if prev else None),
+            host=alert.host or (prev.host if prev else None),
+            evidence=alert.evidence,
+        )
+        inc.links |= links(alert)
+        self._of_alert[alert.alert_id] = incident_id
+        rose = _RANK[alert.severity] > _RANK[inc.severity] and not opened
+        if opened or rose:
+            inc.severity = alert.severity
+        members = tuple(inc.members.values())
+        root = min(members, key=lambda m: (CAUSAL_ORDER.get(m.detector, _MIDDLE), m.first_ms))
+        return IncidentView(
+            incident_id=incident_id,
+            headline=headline(members, root),
+            root_alert_id=root.alert_id,
+            severity=inc.severity,
+            status=AlertStatus.FIRING if inc.open() else AlertStatus.RESOLVED,
+            members=members,
+            opened=opened,
+            severity_rose=rose and alert.status is not AlertStatus.RESOLVED,
+            joined=joined,
+        )
+
+    def _expire(self, now_ms: int) -> None:
+        # Closed incidents older than the window can take no new member: forget them.
+        horizon = now_ms - int(self.params.window_s * 1000)
+        for iid in [
+            iid
+            for iid, inc in self._incidents.items()
+            if not inc.open() and inc.last_ms() < horizon
+        ]:
+            for aid in self._incidents.pop(iid).members:
+                self._of_alert.pop(aid, None)
+
+
+# --- the root-cause line ---------------------------------------------------------------
+
+
+def _num(v: object, unit: str = "") -> str:
+    if isinstance(v, int | float) and not isinstance(v, bool):
+        return f"{v:,.0f}{unit}" if abs(v) >= 10 else f"{v:g}{unit}"
+    return "?"
+
+
+def _mb(nbytes: object) -> str:
+    if isinstance(nbytes, int | float) and not isinstance(nbytes, bool):
+        return f"{nbytes / 2**20:,.0f} MB"
+    return "?"
+
+
+def _job(m: Member | None) -> str:
+    if m is None:
+        return "?"
+    return m.job_name or m.job_id or "?"
+
+
+def _tm(m: Member | None) -> str:
+    if m is None:
+        return "?"
+    return m.tm_id or m.host or "?"
+
+
+def _death(lost: Member | None, fatal: Member | None) -> str | None:
+    """How a TaskManager died, from tm_lost's cause or jvm_fatal's kind."""
+    if lost is not None:
+        cause = str(lost.evidence.get("cause") or "unknown")
+        if cause in _MEMORY_CAUSES:
+            return _MEMORY_CAUSES[cause]
+        if fatal is None:
+            return "lost (heartbeat timeout, cause unknown)" if cause == "unknown" else cause
+    if fatal is not None:
+        return f"died ({str(fatal.evidence.get('cause') or 'fatal error').replace('_', ' ')})"
+    return None
+
+
+def headline(members: tuple[Member, ...], root: Member) -> str:
+    """The root-cause line of an incident: what started it and what followed."""
+    first: dict[str, Member] = {}
+    for m in sorted(members, key=lambda m: m.first_ms):
+        first.setdefault(m.detector, m)
+    lost, fatal = first.get("tm_lost"), first.get("jvm_fatal")
+    restarts = first.get("restart_storm")
+    ev = root.evidence
+    d = root.detector
+    if d == "idle_heap_growth":
+        rate = _num(ev.get("growth_mb_per_h"), " MB/h")
+        how = _death(lost, fatal)
+        if how:
+            text = (
+                f"TaskManager {_tm(root)} {how} after its heap grew {rate} with zero input: "
+                "likely the Kafka source offsetsToCommit leak (FLINK-33231)"
+            )
+        else:
+            text = (
+                f"TaskManager {_tm(root)} heap floor grows {rate} with zero input: likely the "
+                "Kafka source offsetsToCommit leak (FLINK-33231)"
+            )
+    elif d == "checkpoint_state_growth":
+        size = _mb(ev.get("size_bytes") or ev.get("last_size_bytes"))
+        how = _death(lost, fatal)
+        died = f"; TaskManager {_tm(lost or fatal)} {how}" if how else ""
+        text = (
+            f"checkpoint state of job {_job(root)} keeps growing (now {size}){died}: state too "
+            "large for the heap; check the window shape and the state backend"
+        )
+    elif d == "jm_k8s_watch_crash":
+        restored = ev.get("restored")
+        after = {
+            "checkpoint": "jobs came back from their latest checkpoint",
+            "none": "jobs restarted WITHOUT state (no HA)",
+        }.get(str(restored), "recovery not seen yet")
+        text = f"JobManager crashed on a Kubernetes watch error (too old resource version); {after}"
+    elif d in ("jvm_fatal", "tm_lost"):
+        how = _death(lost, fatal) or "lost"
+        role = str((fatal.evidence if fatal else {}).get("role") or "TaskManager")
+        role = "JobManager" if role == "jobmanager" else "TaskManager"
+        text = f"{role} {_tm(root)} {how}"
+    elif d == "late_barrier_acks":
+        host = ev.get("concentrated_host")
+        where = f", concentrated on {host} (skew or backpressure there)" if host else ""
+        text = f"checkpoints of job {_job(root)} get barrier acks after they expired{where}"
+    elif d == "checkpoint_creep":
+        text = f"checkpoint durations of job {_job(root)} creep towards the timeout"
+    else:
+        text = f"{d} on {_job(root) if root.job_id else _tm(root)}: {root.summary}"
+    others = [x for x in first if x not in (d, "tm_lost", "jvm_fatal")]
+    if restarts is not None and d != "restart_storm":
+        n = restarts.evidence.get("restarts")
+        times = f" ({_num(n)} restarts)" if n is not None else ""
+        text += f"; job {_job(restarts)} restarting{times}"
+        others.remove("restart_storm")
+    if others:
+        text += "; also " + ", ".join(others)
+    return text
