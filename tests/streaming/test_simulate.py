@@ -48,11 +48,14 @@ def run(spec: FleetSpec, duration_s: float = 300) -> list[SimRecord]:
 
 
 def job_of(spec: FleetSpec, rec: SimRecord) -> int:
-    """Which job a record belongs to, from its Kafka key (job id or TaskManager id)."""
+    """Which job a record belongs to, from its Kafka key (job id or TaskManager id).
+
+    Replacement TaskManagers and a job resubmitted under a new id count as their job's.
+    """
     for i in range(spec.jobs):
-        if rec.key == job_id(spec, i).encode():
+        if rec.key in {job_id(spec, i).encode(), job_id(spec, i, 1).encode()}:
             return i
-        if rec.key in {tm_id(spec, i, k).encode() for k in range(spec.tms_per_job)}:
+        if rec.key in {tm_id(spec, i, k).encode() for k in range(spec.tms_per_job + 16)}:
             return i
     raise AssertionError(f"record key {rec.key!r} names no job")
 
@@ -84,7 +87,9 @@ def message(rec: SimRecord) -> str:
 
 def level(rec: SimRecord) -> str:
     first = rec.value.decode().split("\n", 1)[0]
-    if first.startswith("{"):
+    if first.startswith('{"log"'):
+        first = json.loads(rec.value)["log"].split("\n", 1)[0]
+    elif first.startswith("{"):
         return json.loads(first)["level"]
     m = DEFAULT_LAYOUT.match(first)
     assert m, first
@@ -254,6 +259,21 @@ def test_jobs_start_with_their_tasks_switching_to_running(fleet) -> None:
         assert all(f"{m[4]} to RUNNING" == path for _, m in running)
         first_trigger = messages(logs[i], r"^Triggering checkpoint 1 ")[0][0]
         assert max(r.time_ms for r, _ in running) <= first_trigger.time_ms
+
+
+def test_fleets_with_first_job_run_side_by_side() -> None:
+    """Jobs 5-6 of a fleet that starts at 5 are jobs 5-6 of a bigger one: same ids, same records."""
+    small = FleetSpec(jobs=2, first_job=5, incidents=(Incident("tm_memory_kill", 6, 60.0),))
+    big = FleetSpec(jobs=7, incidents=(Incident("tm_memory_kill", 6, 60.0),))
+    keys = {job_id(big, i).encode() for i in (5, 6)} | {
+        tm_id(big, i, k).encode() for i in (5, 6) for k in range(2)
+    }
+    keys.add(tm_id(big, 6, 2).encode())  # job 6's replacement TaskManager
+    records = run(small, 300)
+    assert records == [r for r in run(big, 300) if r.key in keys]
+    assert {r.key for r in records} == keys
+    with pytest.raises(ValueError, match="not one of the fleet's jobs 5..6"):
+        FleetSpec(jobs=2, first_job=5, incidents=(Incident("tm_heap_oom", 0, 1.0),))
 
 
 # --- checkpoint wording per version -------------------------------------------------------
@@ -623,25 +643,80 @@ def test_incident_kinds_are_the_literal_ones() -> None:
             "checkpoint_creep",
             "idle_heap_leak",
             "late_acks_skew",
+            "checkpoint_declines",
+            "state_growth",
+            "tm_memory_kill",
+            "tm_heap_oom",
+            "tm_direct_oom",
+            "tm_metaspace_oom",
+            "k8s_watch_crash",
+            "k8s_watch_crash_no_ha",
+            "restart_storm",
         }
     )
 
 
+# Versions where job 3 (Kubernetes, envelope) runs 1.11, so that the watch crash applies.
+K8S_111 = ("1.11", "1.14", "1.18", "1.11")
+
+
+def sick_spec(kind: str, onset_s: float = 200.0, **kwargs: object) -> tuple[FleetSpec, int]:
+    """A four-job fleet with ``kind`` on a job it applies to (the watch crash: job 3, 1.11)."""
+    job = 3 if kind.startswith("k8s_watch_crash") else 1
+    versions = K8S_111 if kind.startswith("k8s_watch_crash") else FleetSpec().flink_versions
+    spec = FleetSpec(
+        jobs=4,
+        flink_versions=versions,
+        incidents=(Incident(kind, job, onset_s),),  # type: ignore[arg-type]
+        **kwargs,  # type: ignore[arg-type]
+    )
+    return spec, job
+
+
 @pytest.mark.parametrize("kind", sorted(sim.INCIDENT_KINDS))
 def test_incidents_leave_everything_before_their_onset_untouched(kind: str) -> None:
-    healthy = run(FleetSpec(jobs=4), 600)
-    spec = FleetSpec(jobs=4, incidents=(Incident(kind, 1, 200.0),))  # type: ignore[arg-type]
+    """Deterministic, in order, only the sick job changes, only after the onset, in its layout."""
+    spec, job = sick_spec(kind, state_growth_fill_s=300)
+    healthy = run(FleetSpec(jobs=4, flink_versions=spec.flink_versions), 600)
     sick = run(spec, 600)
+    assert sick == run(spec, 600)
+    assert [r.time_ms for r in sick] == sorted(r.time_ms for r in sick)
     onset_ms = START_MS + 200_000
     assert [r for r in sick if r.time_ms < onset_ms] == [r for r in healthy if r.time_ms < onset_ms]
     assert [r for r in sick if r.time_ms >= onset_ms] != [
         r for r in healthy if r.time_ms >= onset_ms
     ]
     # Other jobs are not affected at all.
-    others = {job_id(spec, i).encode() for i in (0, 2, 3)} | {
-        tm_id(spec, i, k).encode() for i in (0, 2, 3) for k in range(spec.tms_per_job)
+    others = {job_id(spec, i).encode() for i in range(4) if i != job} | {
+        tm_id(spec, i, k).encode() for i in range(4) if i != job for k in range(spec.tms_per_job)
     }
     assert [r for r in sick if r.key in others] == [r for r in healthy if r.key in others]
+    # What the incident logs is in the job's layout, with the record's own time.
+    layout = ("default", "json", "default", "envelope")[job % 4]
+    for r in by_job(spec, sick, "log")[job]:
+        text = r.value.decode()
+        if layout == "json":
+            first = text.split("\n", 1)[0]
+            assert log4j_ms(json.loads(first)["timestamp"]) == r.time_ms
+            continue
+        if layout == "envelope":
+            text = json.loads(text)["log"]
+        first = text.split("\n", 1)[0]
+        m = DEFAULT_LAYOUT.match(first)
+        assert m and log4j_ms(m["ts"]) == r.time_ms, first
+        assert LOG4J2.match(first), first  # these fleets run 1.11 and later
+
+
+def test_a_job_takes_one_incident_that_fails_it_over() -> None:
+    with pytest.raises(ValueError, match="more than one incident that fails it over"):
+        FleetSpec(
+            jobs=2, incidents=(Incident("tm_heap_oom", 1, 10.0), Incident("restart_storm", 1, 90.0))
+        )
+    # Checkpoint incidents combine with one that fails the job over.
+    FleetSpec(
+        jobs=2,
+        incidents=(Incident("checkpoint_declines", 1, 10.0), Incident("restart_storm", 1, 90.0)),
+    )
 
 
 # --- checkpoint_creep ------------------------------------------------------------------------
@@ -762,8 +837,50 @@ def test_idle_heap_leak_stops_all_throughput_of_the_job(leak) -> None:
 LEAK_FAST = 20_000.0  # MiB/h: the heap fills in minutes
 
 
-@pytest.mark.parametrize("job", [0, 1, 2], ids=["1.11-yarn", "1.14-yarn-json", "1.18-k8s"])
-def test_idle_heap_leak_ends_with_the_container_killed(job: int) -> None:
+def full(rec: SimRecord) -> str:
+    """The whole log message of a record (first line and the lines after), in any layout."""
+    text = rec.value.decode()
+    if text.startswith('{"log"'):
+        text = json.loads(text)["log"]
+    elif text.startswith("{"):
+        first, _, rest = text.partition("\n")
+        return json.loads(first)["message"] + ("\n" + rest if rest else "")
+    first, _, rest = text.partition("\n")
+    m = DEFAULT_LAYOUT.match(first)
+    assert m, first
+    return m["msg"] + ("\n" + rest if rest else "")
+
+
+JOB_STATE = r"^Job \S+ \((\w+)\) switched from state (\w+) to (\w+)\.$"
+RESTORED = (
+    r"^Restoring job (\w+) from (?:latest valid checkpoint: )?Checkpoint (\d+) @ (\d+) for (\w+)"
+    r"(?: located at \S+/chk-(\d+))?\.$"
+)
+TASK_STATE = r"^(.+) \((\d)/(\d)\) \(([0-9a-f_]+)\) switched from (\w+) to (\w+)"
+
+
+def restart_after(logs: list[SimRecord], failed_ms: int) -> tuple[int, int]:
+    """(restarted at, every task RUNNING again at) for the failover at ``failed_ms``.
+
+    1.10+ go RUNNING -> RESTARTING -> RUNNING; the legacy scheduler RUNNING -> FAILING ->
+    RESTARTING -> CREATED -> RUNNING.
+    """
+    states = [(r.time_ms, m[2], m[3]) for r, m in messages(logs, JOB_STATE)]
+    restarting = [t for t, a, b in states if b == "RESTARTING" and t >= failed_ms]
+    running = [t for t, a, b in states if b == "RUNNING" and t > failed_ms]
+    assert restarting and running, states
+    assert restarting[0] - failed_ms < 100
+    back = running[0]
+    redeployed = [
+        r.time_ms for r, m in messages(logs, TASK_STATE) if m[6] == "RUNNING" and r.time_ms > back
+    ]
+    return back, max(redeployed[:6])
+
+
+@pytest.mark.parametrize(
+    "job", [0, 1, 2, 3], ids=["1.11-yarn", "1.14-yarn-json", "1.18-k8s", "2.0-k8s-envelope"]
+)
+def test_idle_heap_leak_ends_with_the_container_killed_and_the_job_restarted(job: int) -> None:
     spec = FleetSpec(
         jobs=4,
         heap_leak_mb_per_h=LEAK_FAST,
@@ -777,33 +894,27 @@ def test_idle_heap_leak_ends_with_the_container_killed(job: int) -> None:
     (maximum,) = {v for vs in heap_max.values() for _, v in vs}
     last_ms = leaking[-1][0]
     assert leaking[-1][1] > 0.97 * maximum  # full when it died
-    assert last_ms < START_MS + 1_500_000  # ... and it fell silent
+    assert last_ms < START_MS + 1_000_000  # ... and it fell silent
     gone_ms = last_ms + spec.metric_interval_s * 1000
     assert not [r for r in records if r.key == tm.encode() and r.time_ms > gone_ms]
 
     logs = by_job(spec, records, "log")[job]
-    kills = [r for r in logs if "beyond the 'PHYSICAL' memory limit" in r.value.decode()]
-    timeouts = messages(logs, rf"^Heartbeat of TaskManager with id {re.escape(tm)}\S* timed out\.$")
-    failed = messages(
-        logs, r"^(.+) \((\d)/2\) \(\S+\) switched from RUNNING to FAILED(?: on (\S+))?"
-    )
-    assert len(failed) == 3  # the TaskManager's three subtasks
-    failed_at = failed[0][0].time_ms
-    assert all(
-        f"TimeoutException: Heartbeat of TaskManager with id {tm}" in r.value.decode()
-        for r, _ in failed
-    )
-    if job == 2:
-        assert not kills  # Kubernetes: no YARN
+    kills = [
+        r
+        for r in logs
+        if r.key == job_id(spec, job).encode()
+        and ("beyond the 'PHYSICAL' memory limit" in r.value.decode() or "OOMKilled" in full(r))
+    ]
+    kill = kills[0]
+    text = full(kill)
+    assert tm in text and 0 < kill.time_ms - last_ms < spec.metric_interval_s * 1000 + 5_000
+    if job >= 2:  # Kubernetes: the watch reports the OOM-killed pod
+        assert text == (
+            f"Worker {tm} is terminated. Diagnostics: Pod terminated, container termination "
+            "statuses: [flink-main-container(exitCode=137, reason=OOMKilled, message=null)], "
+            "pod status: Failed(reason=null, message=null)"
+        )
     else:
-        (kill,) = kills
-        # The whole (multi-line) message, in the default layout and in the JSON one.
-        if job == 0:
-            text = kill.value.decode().split(" - ", 1)[1]
-        else:
-            text = json.loads(kill.value)["message"]
-        assert kill.key == job_id(spec, job).encode()  # the JobManager's log
-        assert 0 < kill.time_ms - last_ms < spec.metric_interval_s * 1000 + 5_000
         assert re.search(
             rf"Container \[pid=\d+,containerID={tm}\] is running \d+B beyond the 'PHYSICAL' memory "
             r"limit\. Current usage: \d\.0 GB of \d GB physical memory used; [\d.]+ GB of [\d.]+ GB "
@@ -813,31 +924,560 @@ def test_idle_heap_leak_ends_with_the_container_killed(job: int) -> None:
         assert re.search(r"\n\[[\d :.-]+\]Container killed on request\. Exit code is 143\n", text)
         if job == 0:  # 1.11: YarnResourceManager passes the raw diagnostics on
             assert text.startswith(f"Closing TaskExecutor connection {tm} because: [20")
-            assert not timeouts  # the JobMaster logs no line before 1.14 ...
         else:
             assert text.startswith(
                 f"Worker {tm} is terminated. Diagnostics: Container {tm} marked as failed.\n"
                 " Exit code:-104.\n Diagnostics:["
             )
-        # ... the heartbeat times out heartbeat.timeout after the last heartbeat.
-        assert 35_000 < failed_at - kill.time_ms < 51_000
-    if job != 0:
-        (timeout,) = timeouts
-        assert timeout[0].time_ms <= failed_at and "JobMaster" in timeout[0].value.decode()
-    # The job failed over: no checkpoint after that, no task metrics; the others live on.
-    assert not [
-        r for r in logs if r.time_ms > failed_at + 1000 and "checkpoint" in r.value.decode()
-    ]
-    assert not [
-        r
-        for r in records
-        if r.stream == "metric"
-        and b"job_task_" in r.value
-        and r.time_ms > failed_at
-        and r.key in {tm_id(spec, job, k).encode() for k in range(2)}
-    ]
+        # YARN stops a container with SIGTERM first; the TaskManager's handler logs it.
+        (sigterm,) = [r for r in logs if r.key == tm.encode() and b"SIGTERM" in r.value]
+        assert 0 <= sigterm.time_ms - last_ms < spec.metric_interval_s * 1000
+        assert message(sigterm) == "RECEIVED SIGNAL 15: SIGTERM. Shutting down as requested."
+
+    # The JobMaster's heartbeat times out heartbeat.timeout after the last heartbeat and
+    # fails the TaskManager's three subtasks (the timeout itself is logged from 1.14).
+    failed = [(r, m) for r, m in messages(logs, TASK_STATE) if m[6] == "FAILED" and tm in full(r)]
+    assert len(failed) == 3
+    failed_at = failed[0][0].time_ms
+    assert 35_000 < failed_at - kill.time_ms < 51_000
+    assert all(
+        f"TimeoutException: Heartbeat of TaskManager with id {tm}" in full(r) for r, _ in failed
+    )
+    timeouts = messages(logs, rf"^Heartbeat of TaskManager with id {re.escape(tm)}\S* timed out\.$")
+    assert len(timeouts) == (0 if job == 0 else 1)
+
+    # The job fails over and comes back: restored from its latest completed checkpoint, its
+    # tasks redeployed (new attempt ids) with TaskManager 0's slot on a new TaskManager.
+    back, running = restart_after(logs, failed_at)
+    assert 9_900 <= back - failed_at < 11_000
+    completed = [(r.time_ms, int(m[1])) for r, m in messages(logs, COMPLETED)]
+    before = [n for t, n in completed if t < kill.time_ms]
+    (restore,) = [(r, m) for r, m in messages(logs, RESTORED) if back <= r.time_ms < back + 100]
+    assert int(restore[1][2]) == before[-1]
+    old_attempts = {m[4] for _, m in failed}
+    new_attempts = {
+        m[4] for r, m in messages(logs, TASK_STATE) if m[6] == "RUNNING" and back < r.time_ms
+    }
+    assert len(new_attempts) >= 6 and not new_attempts & old_attempts
+    after = [n for t, n in completed if t > running]
+    assert after and after[0] > before[-1]  # ids go on from the restored one
+
+    replacement = tm_id(spec, job, spec.tms_per_job)
+    new_heap = points(
+        records, "flink_taskmanager_Status_JVM_Memory_Heap_Used", replacement.encode()
+    )
+    (samples_new,) = new_heap.values()
+    assert kill.time_ms < samples_new[0][0] < running
+    # Still idle, so the new one leaks too: its floor rises from a fresh heap.
+    assert samples_new[0][1] < 0.9 * maximum
+    rates = points(
+        records, "flink_taskmanager_job_task_numRecordsInPerSecond", replacement.encode()
+    )
+    assert rates and {v for vs in rates.values() for t, v in vs} == {0.0}
+    # The sibling TaskManager lives on throughout.
     sibling = tm_id(spec, job, 1).encode()
     assert max(r.time_ms for r in records if r.key == sibling) > START_MS + 1_780_000
+
+
+# --- failovers: tm_memory_kill and the restart every failover ends in ------------------------
+
+
+@pytest.mark.parametrize(
+    ("job", "version"), [(0, "1.11"), (1, "1.14"), (2, "1.18"), (3, "2.0")], ids=str
+)
+def test_a_lost_taskmanager_fails_the_job_over_and_it_restarts_from_its_checkpoint(
+    job: int, version: str
+) -> None:
+    spec = FleetSpec(jobs=4, incidents=(Incident("tm_memory_kill", job, 300.0),))
+    records = run(spec, 900)
+    logs = by_job(spec, records, "log")[job]
+    onset_ms = START_MS + 300_000
+    tm, new_tm = tm_id(spec, job, 0), tm_id(spec, job, 2)
+    failed = [(r, m) for r, m in messages(logs, TASK_STATE) if m[6] == "FAILED"]
+    assert len(failed) == 3 and {m[2] for _, m in failed} == {"1"}  # subtask 1 of 3 vertices
+    failed_at = failed[0][0].time_ms
+    assert 40_000 <= failed_at - onset_ms < 51_000
+    vertex = next(k for k in sim._Job(spec, job, START_MS, START_MS).tasks if k.subtask == 0)
+    first_attempt = failed[0][1][4]
+    # Region failover: every task restarts (the keyed exchanges make the graph one region).
+    if version in ("1.11", "1.14"):
+        region = messages(logs, r"^(Calculating tasks|6 tasks should be restarted) .*")
+        assert [m.string for _, m in region] == [
+            f"Calculating tasks to restart to recover the failed task {vertex.vertex_id}_0.",
+            f"6 tasks should be restarted to recover the failed task {vertex.vertex_id}_0. ",
+        ]
+    else:
+        (line,) = messages(logs, r"^6 tasks will be restarted to recover the failed task (\S+)\.$")
+        assert line[1][1] == first_attempt and first_attempt.endswith("_0_0")
+        assert b"org.apache.flink.runtime.jobmaster.JobMaster" in line[0].value
+    cancelled = [
+        m for _, m in messages(logs, TASK_STATE) if (m[5], m[6]) == ("RUNNING", "CANCELING")
+    ]
+    assert len(cancelled) == 3 and {m[2] for m in cancelled} == {"2"}
+    back, running = restart_after(logs, failed_at)
+    (restore,) = [m for r, m in messages(logs, RESTORED) if r.time_ms >= back]
+    last_done = max(int(m[1]) for r, m in messages(logs, COMPLETED) if r.time_ms < onset_ms)
+    assert int(restore[2]) == last_done and restore[1] == restore[4] == job_id(spec, job)
+    if version == "1.11":
+        assert restore.string.startswith(f"Restoring job {job_id(spec, job)} from latest valid")
+    else:
+        assert int(restore[5]) == last_done
+    redeployed = [m for r, m in messages(logs, TASK_STATE) if r.time_ms > back]
+    assert {m[6] for m in redeployed} >= {"SCHEDULED", "DEPLOYING", "RUNNING"}
+    if version in ("1.18", "2.0"):  # attempt number 1 of the same execution vertex
+        assert {m[4][-2:] for m in redeployed} == {"_1"}
+    # Checkpointing resumes once every task runs; the new TaskManager reports metrics, the
+    # lost one stopped at the kill.
+    resumed = [int(m[1]) for r, m in messages(logs, COMPLETED) if r.time_ms > running]
+    assert resumed and resumed[0] > last_done
+    used = points(records, "flink_taskmanager_Status_JVM_Memory_Heap_Used")
+    assert max(t for t, _ in used[f"{sim._label(tm)}|"]) < onset_ms
+    assert min(t for t, _ in used[f"{sim._label(new_tm)}|"]) > onset_ms
+    attempts = {
+        json.loads(r.value).get("labels", json.loads(r.value).get("tags"))["task_attempt_num"]
+        for r in records
+        if r.key == new_tm.encode() and b'numRecordsOut"' in r.value
+    }
+    assert attempts == {"1"}
+    failed_count = points(
+        records, "flink_jobmanager_job_numberOfFailedCheckpoints", job_id(spec, job).encode()
+    )
+    (counts,) = failed_count.values()
+    assert counts[-1][1] == 1  # the checkpoint in flight when it died
+
+
+# --- state_growth --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("job", [0, 1], ids=["1.11", "1.14-json"])
+def test_state_growth_fills_the_heap_until_gc_overhead_kills_a_taskmanager(job: int) -> None:
+    spec = FleetSpec(
+        jobs=4,
+        checkpoint_timeout_s=120,
+        state_growth_fill_s=1200,
+        incidents=(Incident("state_growth", job, 300.0),),
+    )
+    records = run(spec, 2400)
+    logs = by_job(spec, records, "log")[job]
+    onset_ms, thrash_ms = START_MS + 300_000, START_MS + 1_500_000
+    done = [(r.time_ms, int(m[2]), int(m[3])) for r, m in messages(logs, COMPLETED)]
+    before = [c for c in done if c[0] < onset_ms]
+    growing = [c for c in done if onset_ms + 30_000 < c[0] < thrash_ms]
+    base = statistics.median(size for _, size, _ in before)
+    # Linear growth: the same slope (bytes per second) in both halves, to many times the usual.
+    mid = (onset_ms + thrash_ms) // 2
+
+    def slope(cs: list[tuple[int, int, int]]) -> float:
+        return statistics.linear_regression([c[0] for c in cs], [c[1] for c in cs]).slope
+
+    ratio = slope([c for c in growing if c[0] >= mid]) / slope([c for c in growing if c[0] < mid])
+    assert 0.7 < ratio < 1.4 and growing[-1][1] > 4 * base
+    q = len(growing) // 4
+    assert statistics.median(d for *_, d in growing[-q:]) > 3 * statistics.median(
+        d for *_, d in before
+    )
+    # The fullest TaskManager's live set nears its maximum and GC takes ever longer.
+    victim = (
+        tm_id(spec, job, 0)
+        if f"{tm_id(spec, job, 0)}"
+        in full(next(r for r in logs if b"heartbeat of TaskManager" in r.value))
+        else tm_id(spec, job, 1)
+    )
+    used = points(records, "flink_taskmanager_Status_JVM_Memory_Heap_Used")[f"{victim}|"]
+    (heap_max,) = {
+        v for _, v in points(records, "flink_taskmanager_Status_JVM_Memory_Heap_Max")[f"{victim}|"]
+    }
+    f = floors(used, onset_ms, thrash_ms)
+    assert all(b > 0.98 * a for a, b in zip(f, f[1:], strict=False)), f
+    assert f[-1] > 0.7 * heap_max > 2 * f[0]
+    gc = points(records, "flink_taskmanager_Status_JVM_GarbageCollector_G1_Young_Generation_Time")
+    gc_time = gc[f"{victim}|"]
+    early = [v for t, v in gc_time if onset_ms <= t < onset_ms + 300_000]
+    late = [v for t, v in gc_time if thrash_ms - 300_000 <= t < thrash_ms]
+    assert late[-1] - late[0] > 5 * (early[-1] - early[0])
+    assert max(t for t, _ in used) < thrash_ms  # it stops answering when it thrashes
+
+    # Seed 000's order: the ResourceManager's heartbeat times out (before 1.14 its
+    # exception, with two spaces, is what fails the tasks), the job fails over, and only
+    # then does the TaskManager log its OutOfMemoryError and exit.
+    (hb,) = messages(logs, r"^The heartbeat of TaskManager with id (\S+) timed out\.$")
+    assert hb[1][1].startswith(victim) and 50_000 <= hb[0].time_ms - thrash_ms < 53_100
+    failed = [(r, m) for r, m in messages(logs, TASK_STATE) if m[6] == "FAILED"]
+    sep = "  " if job == 0 else " "
+    head = "The heartbeat" if job == 0 else "Heartbeat"
+    assert all(
+        f"java.util.concurrent.TimeoutException: {head} of TaskManager with id {hb[1][1]}{sep}timed out."
+        in full(r)
+        for r, _ in failed
+    )
+    (fatal,) = [r for r in logs if b"FATAL: Thread" in r.value]
+    assert fatal.key == victim.encode() and fatal.time_ms > failed[-1][0].time_ms
+    first, cause = full(fatal).split("\n")[:2]
+    assert re.fullmatch(
+        r"FATAL: Thread 'flink-akka\.actor\.default-dispatcher-\d+' produced an uncaught "
+        r"exception\. Stopping the process\.\.\.",
+        first,
+    )
+    assert cause == "java.lang.OutOfMemoryError: GC overhead limit exceeded"
+    logger = (
+        "org.apache.flink.runtime.util.FatalExitExceptionHandler"
+        if job == 0
+        else "FatalExitExceptionHandler.java"
+    )
+    assert logger.encode() in fatal.value and level(fatal) == "ERROR"
+    # Restored, the state shrinks back to its usual size.
+    back, running = restart_after(logs, failed[0][0].time_ms)
+    after = [s for t, s, _ in done if t > running]
+    assert after[0] < growing[-1][1] and after[-1] < 1.2 * base
+
+
+# --- checkpoint_declines -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", ["1.9", "1.11", "1.14", "1.18"])
+def test_checkpoint_declines_use_the_versions_wording(version: str) -> None:
+    spec = FleetSpec(
+        jobs=3,
+        flink_versions=(version,),
+        incidents=(
+            Incident("checkpoint_declines", 0, 120.0),
+            Incident("checkpoint_declines", 2, 120.0),
+        ),
+    )
+    records = run(spec, 600)
+    for job in (0, 2):  # 0 on YARN (HDFS quota), 2 on Kubernetes (S3)
+        logs = by_job(spec, records, "log")[job]
+        jid = job_id(spec, job)
+        triggers = {
+            int(m[1]): r.time_ms for r, m in messages(logs, r"^Triggering checkpoint (\d+) ")
+        }
+        declines = messages(
+            logs,
+            rf"^Decline checkpoint (\d+) by task ([0-9a-f_]+) of job {jid}"
+            r"(?: at (\S+) @ \S+ \(dataPort=\d+\))?\.$",
+        )
+        assert len(declines) >= 40
+        onset_ms = START_MS + 120_000
+        assert all(r.time_ms >= onset_ms for r, _ in declines)
+        assert not [r for r, _ in messages(logs, COMPLETED) if r.time_ms > onset_ms + 10_000]
+        for r, m in declines:
+            assert 0 < r.time_ms - triggers[int(m[1])] < spec.checkpoint_timeout_s * 1000
+            assert m[3] in {tm_id(spec, job, k) for k in range(2)}  # 1.9+ name the location
+        texts = [full(r) for r, _ in declines]
+        reason = (
+            "DiskSpace quota of /flink/checkpoints is exceeded" if job == 0 else "Access Denied"
+        )
+        if version in ("1.9", "1.11"):
+            assert all("\n" not in t for t in texts)  # the cause comes with the decline from 1.12
+        else:
+            for n, t in zip((int(m[1]) for _, m in declines), texts, strict=True):
+                lines = t.split("\n")
+                assert lines[1].startswith(
+                    f"org.apache.flink.util.SerializedThrowable: Could not materialize checkpoint {n} "
+                    "for operator KeyedCoProcess"
+                )
+                assert any(
+                    line.startswith("Caused by: org.apache.flink.util.SerializedThrowable: ")
+                    and reason in line
+                    for line in lines
+                )
+        discards = messages(logs, rf"^Discarding checkpoint (\d+) of job {jid}\.$")
+        warns = messages(logs, r"^Failed to trigger or complete checkpoint (\d+) for job")
+        if version == "1.9":
+            assert [m[1] for _, m in discards] == [m[1] for _, m in declines]
+            assert "CheckpointException: Checkpoint was declined." in full(discards[0][0])
+        else:
+            assert not discards
+        if version == "1.18":
+            assert [m[1] for _, m in warns] == [m[1] for _, m in declines]
+            assert full(warns[0][0]).split("\n")[1] == (
+                "org.apache.flink.runtime.checkpoint.CheckpointException: Asynchronous task "
+                "checkpoint failed."
+            )
+        else:
+            assert not warns
+    failed = points(records, "flink_jobmanager_job_numberOfFailedCheckpoints")
+    assert max(v for vs in failed.values() for _, v in vs) >= 40
+
+
+# --- JVM fatal errors on a TaskManager ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kind", "job", "oom"),
+    [
+        ("tm_heap_oom", 3, "Java heap space"),
+        ("tm_direct_oom", 1, "Direct buffer memory"),
+        ("tm_heap_oom", 0, "Java heap space"),
+    ],
+    ids=["heap-2.0-k8s", "direct-1.14-yarn", "heap-1.11-yarn"],
+)
+def test_fatal_oom_stops_the_taskmanager_and_the_job_restarts(
+    kind: str, job: int, oom: str
+) -> None:
+    spec = FleetSpec(jobs=4, incidents=(Incident(kind, job, 300.0),))  # type: ignore[arg-type]
+    records = run(spec, 900)
+    logs = by_job(spec, records, "log")[job]
+    tm = tm_id(spec, job, 0)
+    onset_ms = START_MS + 300_000
+    tm_logs = [r for r in logs if r.key == tm.encode() and r.time_ms >= onset_ms]
+    fatal = tm_logs[0]
+    assert fatal.time_ms == onset_ms and level(fatal) == "ERROR"
+    first, cause, frame, *_ = full(fatal).split("\n")
+    assert re.fullmatch(
+        r"FATAL: Thread '.+' produced an uncaught exception\. Stopping the process\.\.\.", first
+    )
+    assert cause == f"java.lang.OutOfMemoryError: {oom}" and frame.startswith("\tat ")
+    dumps = [r for r in tm_logs if message(r) == "Thread dump: "]
+    assert len(dumps) == (1 if job == 3 else 0)  # 1.17+ dump every thread (FLINK-30299)
+    if job == 3:
+        assert json.loads(fatal.value)["kubernetes"]["pod_name"] == tm  # the shipper says who
+    # The ResourceManager sees the process exit with FatalExitExceptionHandler's -17.
+    (exit_report,) = [
+        r
+        for r in logs
+        if r.key == job_id(spec, job).encode()
+        and re.search(r"[Ee]xit ?[Cc]ode[:=] ?239|exit code 239", full(r))
+    ]
+    assert 0 < exit_report.time_ms - onset_ms < 3_000
+    exit_text = full(exit_report)
+    if job == 3:
+        assert "[flink-main-container(exitCode=239, reason=Error, message=null)]" in exit_text
+    elif job == 1:
+        assert exit_text.startswith(
+            f"Worker {tm} is terminated. Diagnostics: Container {tm} marked as failed.\n Exit code:239."
+        )
+    else:
+        assert exit_text.startswith(f"Closing TaskExecutor connection {tm} because: [")
+    # The JobMaster finds out when its heartbeat times out; the job restarts.
+    failed = [(r, m) for r, m in messages(logs, TASK_STATE) if m[6] == "FAILED"]
+    assert len(failed) == 3 and all(
+        "Heartbeat of TaskManager with id" in full(r) for r, _ in failed
+    )
+    assert 40_000 <= failed[0][0].time_ms - onset_ms < 51_000
+    restart_after(logs, failed[0][0].time_ms)
+
+
+@pytest.mark.parametrize(("job", "version"), [(0, "1.9"), (1, "1.14"), (2, "1.18")], ids=str)
+def test_metaspace_oom_fails_a_task_and_shuts_its_taskmanager_down(job: int, version: str) -> None:
+    spec = FleetSpec(
+        jobs=4,
+        flink_versions=("1.9", "1.14", "1.18", "2.0"),
+        incidents=(Incident("tm_metaspace_oom", job, 300.0),),
+    )
+    records = run(spec, 900)
+    logs = by_job(spec, records, "log")[job]
+    tm = tm_id(spec, job, 0)
+    onset_ms = START_MS + 300_000
+    task_line, executor, runner = [
+        r for r in logs if r.key == tm.encode() and r.time_ms >= onset_ms
+    ][:3]
+    text = full(task_line)
+    enriched = version != "1.9"
+    oom = "java.lang.OutOfMemoryError: Metaspace" + (
+        ". The metaspace out-of-memory error has occurred." if enriched else ""
+    )
+    if version == "1.14":  # the cause is stringified into the message
+        assert re.match(
+            r"KeyedCoProcess .* \(1/2\)#0 \([0-9a-f]{32}\) switched from RUNNING to FAILED with "
+            rf"failure cause: {re.escape(oom)}",
+            text,
+        )
+    elif version == "1.18":
+        first, cause = text.split("\n")[:2]
+        assert first.endswith("switched from RUNNING to FAILED with failure cause:")
+        assert cause.startswith(oom)
+    else:
+        first, cause = text.split("\n")[:2]
+        assert re.fullmatch(
+            r"KeyedCoProcess .* \(1/2\) \([0-9a-f]{32}\) switched from RUNNING to FAILED\.", first
+        )
+        assert cause == oom
+    assert level(task_line) == ("INFO" if version == "1.9" else "WARN")
+    assert message(executor).startswith("Fatal error occurred in TaskExecutor ")
+    assert message(executor).endswith(
+        "/user/taskmanager_0." if version == "1.9" else "/user/rpc/taskmanager_0."
+    )
+    assert (
+        message(runner)
+        == "Fatal error occurred while executing the TaskManager. Shutting it down..."
+    )
+    # The JobManager learns of the task failure at once (no heartbeat timeout): one task fails
+    # with the error, the others are cancelled, the job restarts on a new TaskManager.
+    failed = [(r, m) for r, m in messages(logs, TASK_STATE) if m[6] == "FAILED"]
+    (first_failure,) = [(r, m) for r, m in failed if r.key == job_id(spec, job).encode()]
+    assert first_failure[1][1].startswith("KeyedCoProcess")
+    assert 0 < first_failure[0].time_ms - onset_ms < 100
+    assert oom in full(first_failure[0])
+    assert not messages(logs, r"Heartbeat of TaskManager")
+    restart_after(logs, first_failure[0].time_ms)
+
+
+# --- k8s_watch_crash -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("ha", [True, False], ids=["ha", "no-ha"])
+def test_watch_crash_kills_the_jobmanager_and_it_comes_back(ha: bool) -> None:
+    kind = "k8s_watch_crash" if ha else "k8s_watch_crash_no_ha"
+    spec = FleetSpec(jobs=4, flink_versions=K8S_111, incidents=(Incident(kind, 3, 300.0),))  # type: ignore[arg-type]
+    records = run(spec, 900)
+    logs = by_job(spec, records, "log")[3]
+    onset_ms = START_MS + 300_000
+    old, new = job_id(spec, 3), job_id(spec, 3, 1)
+    jm = [r for r in logs if r.key in (old.encode(), new.encode()) and r.time_ms >= onset_ms]
+    rm, entry, blob = jm[:3]
+    assert rm.time_ms == onset_ms and level(rm) == "ERROR"
+    assert message(rm) == "Fatal error occurred in ResourceManager."
+    assert "org.apache.flink.kubernetes.KubernetesResourceManager" in json.loads(rm.value)["log"]
+    assert re.fullmatch(
+        r"io\.fabric8\.kubernetes\.client\.KubernetesClientException: too old resource version: "
+        r"(\d+) \((\d+)\)",
+        full(rm).split("\n")[1],
+    )
+    assert message(entry) == "Fatal error occurred in the cluster entrypoint."
+    assert full(entry).split("\n")[1] == full(rm).split("\n")[1]
+    assert message(blob) == "Stopped BLOB server at 0.0.0.0:6124"
+    # Kubernetes restarts the container: the entrypoint starts again, in the same pod.
+    (start,) = messages(
+        logs, r"^ Starting KubernetesApplicationClusterEntrypoint \(Version: 1\.11\.6, "
+    )
+    assert 10_000 <= start[0].time_ms - onset_ms < 30_100
+    assert (
+        json.loads(start[0].value)["kubernetes"]["pod_name"]
+        == json.loads(rm.value)["kubernetes"]["pod_name"]
+    )
+    assert messages(logs, r"^Starting KubernetesApplicationClusterEntrypoint\.$")
+    # No JobManager metrics while it is down.
+    jm_metrics = [
+        r.time_ms for r in records if r.stream == "metric" and r.key in (old.encode(), new.encode())
+    ]
+    gap = [t for t in jm_metrics if onset_ms < t < start[0].time_ms]
+    assert not gap
+    states = [(r.time_ms, m[1], m[2], m[3]) for r, m in messages(logs, JOB_STATE)]
+    (created,) = [s for s in states if s[0] > onset_ms and s[2] == "CREATED"]
+    completed_after = [
+        (r.time_ms, int(m[1]), r.key)
+        for r, m in messages(logs, COMPLETED)
+        if r.time_ms > created[0]
+    ]
+    last_before = max(int(m[1]) for r, m in messages(logs, COMPLETED) if r.time_ms < onset_ms)
+    if ha:
+        (restore,) = [m for r, m in messages(logs, RESTORED) if r.time_ms > onset_ms]
+        assert int(restore[2]) == last_before and created[1] == old
+        assert completed_after[0][1] > last_before  # the ids go on (ZooKeeper's counter)
+        lost = messages(
+            logs, rf"^JobManager for job {old} with leader id [0-9a-f]{{32}} lost leadership\.$"
+        )
+        assert len(lost) == 2 and all(r.key != old.encode() for r, _ in lost)  # the TaskManagers
+    else:
+        assert created[1] == new != old
+        (nothing,) = [
+            r
+            for r, m in messages(logs, r"^No checkpoint found during restore\.$")
+            if r.time_ms > onset_ms
+        ]
+        assert nothing.key == new.encode()
+        assert completed_after[0][1] == 1 and completed_after[0][2] == new.encode()
+        assert not [r for r in records if r.key == old.encode() and r.time_ms > onset_ms + 1000]
+        assert points(records, "flink_jobmanager_job_numberOfCompletedCheckpoints", new.encode())
+        timeouts = messages(logs, r"^The heartbeat of JobManager with id [0-9a-f]{32} timed out\.$")
+        assert len(timeouts) == 2
+
+
+@pytest.mark.parametrize("versions", [("1.14",) * 4, ("1.11",) * 4], ids=["too-new", "on-yarn"])
+def test_watch_crash_is_refused_where_flink_does_not_crash(versions: tuple[str, ...]) -> None:
+    job = 3 if versions[0] == "1.14" else 1
+    with pytest.raises(ValueError, match="needs a job on Kubernetes"):
+        FleetSpec(
+            jobs=4, flink_versions=versions, incidents=(Incident("k8s_watch_crash", job, 1.0),)
+        )
+
+
+# --- restart_storm -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("job", "version"), [(0, "1.11"), (2, "1.18")], ids=str)
+def test_restart_storm_restarts_again_and_again_then_stays_down(job: int, version: str) -> None:
+    spec = FleetSpec(jobs=4, incidents=(Incident("restart_storm", job, 300.0),))
+    records = run(spec, 1500)
+    logs = by_job(spec, records, "log")[job]
+    onset_ms = START_MS + 300_000
+    flapping = tm_id(spec, job, 1)
+    states = [(r.time_ms, m[2], m[3]) for r, m in messages(logs, JOB_STATE) if r.time_ms > onset_ms]
+    restarts = [t for t, a, b in states if b == "RESTARTING"]
+    assert len(restarts) == 4 and restarts[-1] - restarts[0] < 150_000
+    # Causes: the heartbeat first, then deployments to the flapping TaskManager timing out.
+    failed = [(r, m) for r, m in messages(logs, TASK_STATE) if m[6] == "FAILED"]
+    assert len(failed) == 12
+    assert all("eartbeat of TaskManager with id" in full(r) for r, _ in failed[:3])
+    for r, m in failed[3:]:
+        assert m[5] == "DEPLOYING"
+        text = full(r)
+        assert re.search(
+            rf"^java\.lang\.Exception: Cannot deploy task .+ \(2/2\) \({m[4]}\) - TaskManager "
+            rf"\({re.escape(flapping)} @ \S+ \(dataPort=\d+\)\) not responding after a rpcTimeout "
+            r"of 10000 ms$",
+            text,
+            re.M,
+        )
+        if version == "1.11":
+            assert re.search(
+                r"^Caused by: akka\.pattern\.AskTimeoutException: Ask timed out on "
+                r"\[Actor\[akka\.tcp://flink@\S+:\d+/user/rpc/taskmanager_0#-?\d+\]\] after "
+                r"\[10000 ms\]\. Message of type \[org\.apache\.flink\.runtime\.rpc\.messages\."
+                r"RemoteRpcInvocation\]\. A typical reason",
+                text,
+                re.M,
+            )
+        else:
+            assert (
+                "Caused by: java.util.concurrent.TimeoutException: Invocation of [RemoteRpcInvocation(TaskExecutorGateway.submitTask("
+                in text
+            )
+            assert "increase pekko.ask.timeout." in text
+            assert (
+                "Caused by: org.apache.pekko.pattern.AskTimeoutException: Ask timed out on [Actor[pekko.tcp://"
+                in text
+            )
+    # Exponential backoff: 10, 20, 40 s between a failure and the next restart.
+    running_again = [t for t, a, b in states if (a, b) == ("RESTARTING", "RUNNING")]
+    gaps = [round((b - a) / 1000) for a, b in zip(restarts, running_again, strict=False)]
+    assert gaps == [10, 20, 40]
+    # Then leadership is lost: the job is suspended, the other TaskManager hears of it.
+    suspended = [t for t, a, b in states if b == "SUSPENDED"]
+    assert len(suspended) == 1 and 20_000 < suspended[0] - restarts[-1] < 41_000
+    lost = messages(
+        logs, rf"^JobManager for job {job_id(spec, job)} with leader id \w+ lost leadership\.$"
+    )
+    assert [r.key for r, _ in lost] == [tm_id(spec, job, 0).encode()]
+    revoked = messages(logs, r"revoked leadership")
+    assert len(revoked) == 1
+    if version == "1.11":
+        assert "at akka.tcp://flink@" in revoked[0][1].string
+    else:
+        assert revoked[0][1].string.startswith(
+            f"JobMasterServiceLeadershipRunner for job {job_id(spec, job)}"
+        )
+    # The flapping TaskManager dies of its registration timeout five minutes after the RM lost it.
+    (regto,) = [
+        r
+        for r in logs
+        if b"RegistrationTimeoutException" in r.value
+        and b"Fatal error occurred in TaskExecutor" in r.value
+    ]
+    assert regto.key == flapping.encode()
+    limit = "300000 ms" if version == "1.11" else "PT5M"
+    assert f"maximum registration duration {limit}. This indicates" in full(regto)
+    assert 300_000 <= regto.time_ms - restarts[0] < 302_100
+    # Not RUNNING for over five minutes, then restored on a new TaskManager.
+    (created,) = [t for t, a, b in states if a == "CREATED"]
+    back = [t for t, a, b in states if (a, b) == ("CREATED", "RUNNING")]
+    assert back and back[0] - restarts[-1] > 300_000
+    (restore,) = [m for r, m in messages(logs, RESTORED) if r.time_ms > suspended[0]]
+    assert restore[1] == job_id(spec, job) and created - 100 < back[0]
+    new_tm = tm_id(spec, job, 2)
+    assert [r for r in records if r.key == new_tm.encode()]
+    assert [r for r, m in messages(logs, COMPLETED) if r.time_ms > back[0]]
 
 
 # --- late_acks_skew -------------------------------------------------------------------------
