@@ -120,3 +120,80 @@ def test_disabling_every_detector_is_rejected(tmp_path) -> None:
     text = "detectors:\n" + "".join(f"  {n}: {{enabled: false}}\n" for n in REGISTRY)
     with pytest.raises(ConfigError, match="every detector is disabled"):
         load_config(write(tmp_path / "all_disabled.yaml", text))
+
+
+class ConfigMapVolume:
+    """A directory laid out the way the kubelet mounts a ConfigMap, updated the way it does.
+
+    ``<dir>/flinkwatch.yaml -> ..data/flinkwatch.yaml`` and ``..data -> ..<timestamp>``; an
+    update writes a new ``..<timestamp>`` directory, points a temporary link at it, renames
+    that link over ``..data`` (atomic) and deletes the old directory. The path the job reads
+    never changes, and the new file may carry any mtime (here: exactly the old one).
+    """
+
+    def __init__(self, root: Path, key: str = "flinkwatch.yaml") -> None:
+        self.root = root
+        self.key = key
+        self.generation = 0
+        self.mtime_ns: int | None = None
+        root.mkdir()
+        self._publish("")
+        (root / key).symlink_to(Path("..data") / key)
+
+    @property
+    def path(self) -> Path:
+        return self.root / self.key
+
+    def update(self, text: str) -> None:
+        self._publish(text)
+
+    def _publish(self, text: str) -> None:
+        import os
+        import shutil
+
+        self.generation += 1
+        stamp = f"..2026_11_22_08_{self.generation:02d}_00.{1000 + self.generation}"
+        (self.root / stamp).mkdir()
+        new = self.root / stamp / self.key
+        new.write_text(text)
+        if self.mtime_ns is None:
+            self.mtime_ns = new.stat().st_mtime_ns
+        os.utime(new, ns=(self.mtime_ns, self.mtime_ns))
+        old = (self.root / "..data").readlink() if (self.root / "..data").is_symlink() else None
+        (self.root / "..data_tmp").symlink_to(stamp)
+        os.replace(self.root / "..data_tmp", self.root / "..data")
+        if old is not None:
+            shutil.rmtree(self.root / old)
+
+
+def test_watcher_follows_a_configmap_symlink_swap_with_an_unchanged_mtime(tmp_path) -> None:
+    vol = ConfigMapVolume(tmp_path / "config")
+    vol.update("detectors:\n  checkpoint_failures: {min_expired: 3}\n")
+    link_before = vol.path.lstat()
+    w = ConfigWatcher(vol.path, load_config(vol.path))
+    mtime = vol.path.stat().st_mtime_ns
+
+    vol.update("detectors:\n  checkpoint_failures: {min_expired: 4}\n")  # same size, same mtime
+    assert vol.path.stat().st_mtime_ns == mtime
+    assert vol.path.lstat().st_ino == link_before.st_ino  # the mounted path itself is untouched
+    new = w.poll()
+    assert new is not None
+    assert new.detector_params()["checkpoint_failures"].min_expired == 4
+    assert w.poll() is None  # applied once
+
+    # An invalid edit arrives the same way: rejected, the running config stays.
+    applied_hash = w.stats.active_hash
+    vol.update("detectors:\n  checkpoint_failures: {min_expired: -1}\n")
+    assert w.poll() is None
+    assert w.stats.failed == 1
+    assert "detectors.checkpoint_failures.min_expired" in (w.stats.last_error or "")
+    assert w.current.detector_params()["checkpoint_failures"].min_expired == 4
+    assert w.stats.active_hash == applied_hash
+
+    # The fix after it is applied.
+    vol.update("detectors:\n  checkpoint_failures: {min_expired: 6}\n")
+    fixed = w.poll()
+    assert fixed is not None and fixed.detector_params()["checkpoint_failures"].min_expired == 6
+    assert [p.name for p in vol.root.iterdir() if p.name.startswith("..2026")] == [
+        "..2026_11_22_08_05_00.1005"
+    ]

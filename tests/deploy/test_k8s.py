@@ -1,0 +1,317 @@
+"""k8s/: every manifest parses, and names, ports, paths and config keys agree.
+
+The manifests are checked against the project (the config models, the image) and against
+each other: the Spark operator path and the spark-submit path must deploy the same pods,
+the Service must reach the driver's metrics port, the ConfigMap must be mounted so that an
+edit reaches the running job, and the checkpoint volume must be shared with the executors.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import tomllib
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import pytest
+
+from conf import AppConfig, load_config
+from tests.deploy.manifests import (
+    K8S,
+    REPO,
+    compose,
+    copies,
+    dockerfile,
+    final,
+    k8s_manifests,
+    k8s_object,
+    k8s_objects,
+    load_yaml,
+    pod_template,
+    yaml_docs,
+)
+
+NAMESPACE = "flinkwatch"
+CLUSTER_SCOPED = {"Namespace"}
+APP = k8s_object("SparkApplication", "flinkwatch")
+CONFIG = load_config(K8S / "flinkwatch.yaml")
+
+
+def container(template: dict[str, Any]) -> dict[str, Any]:
+    (c,) = template["spec"]["containers"]
+    return dict(c)
+
+
+def mounts(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Mount path → {mount, volume} of a pod template's container."""
+    volumes = {v["name"]: v for v in template["spec"]["volumes"]}
+    return {
+        m["mountPath"]: {"mount": m, "volume": volumes[m["name"]]}
+        for m in container(template).get("volumeMounts", [])
+    }
+
+
+def config_arg(arguments: list[str]) -> PurePosixPath:
+    return PurePosixPath(arguments[arguments.index("--config") + 1])
+
+
+def test_every_manifest_parses_and_lives_in_the_flinkwatch_namespace() -> None:
+    files = k8s_manifests()
+    assert {f.name for f in files} >= {
+        "namespace.yaml",
+        "rbac.yaml",
+        "storage.yaml",
+        "service.yaml",
+        "monitoring.yaml",
+        "sparkapplication.yaml",
+        "slack-secret.yaml",
+        "driver.yaml",
+        "executor.yaml",
+    }
+    for f in files:
+        for doc in yaml_docs(f):
+            assert doc["apiVersion"] and doc["kind"], f
+            if f.parent.name == "pod-templates":
+                assert doc["kind"] == "Pod"
+                continue
+            meta = doc["metadata"]
+            assert meta["labels"]["app.kubernetes.io/name"] == "flinkwatch", f
+            if doc["kind"] in CLUSTER_SCOPED:
+                assert meta["name"] == NAMESPACE
+            else:
+                assert meta["namespace"] == NAMESPACE, f"{f.name}: {doc['kind']}"
+
+
+def test_kustomization_applies_the_base_and_generates_the_mounted_configmaps() -> None:
+    kz = load_yaml(K8S / "kustomization.yaml")
+    assert kz["namespace"] == NAMESPACE
+    for res in kz["resources"]:
+        assert (K8S / res).is_file()
+    # The job itself, monitoring (operator CRDs) and the secret are applied on their own.
+    assert not {"sparkapplication.yaml", "monitoring.yaml", "slack-secret.yaml"} & set(
+        kz["resources"]
+    )
+    generators = {g["name"]: g for g in kz["configMapGenerator"]}
+    for g in generators.values():
+        for f in g["files"]:
+            assert (K8S / f).is_file()
+        # A hashed name would make each edit a new ConfigMap the running driver never sees.
+        assert g["options"]["disableNameSuffixHash"] is True
+    config_volume = mounts(pod_template("driver"))[str(config_arg(APP["spec"]["arguments"]).parent)]
+    cm = config_volume["volume"]["configMap"]["name"]
+    assert [PurePosixPath(f).name for f in generators[cm]["files"]] == [
+        config_arg(APP["spec"]["arguments"]).name
+    ]
+    dashboard = generators["flinkwatch-dashboard"]
+    assert dashboard["files"] == ["dashboards/flinkwatch.json"]
+    assert dashboard["options"]["labels"]["grafana_dashboard"] == "1"
+
+
+def test_config_mount_lets_an_edit_reach_the_running_job() -> None:
+    # ConfigMap updates arrive by a symlink swap inside the mounted directory; a subPath
+    # mount is a bind of one file and never changes (tests/test_reload.py covers the swap).
+    target = config_arg(APP["spec"]["arguments"])
+    entry = mounts(pod_template("driver"))[str(target.parent)]
+    assert "subPath" not in entry["mount"] and "subPathExpr" not in entry["mount"]
+    assert entry["mount"]["readOnly"] is True
+    assert "configMap" in entry["volume"]
+    assert CONFIG.reload_interval_s <= 60
+
+
+def test_the_cluster_config_is_valid_and_fits_the_pods() -> None:
+    assert isinstance(CONFIG, AppConfig)
+    assert CONFIG.spark.master.startswith("k8s://")
+    assert CONFIG.metrics.host == "0.0.0.0"  # noqa: S104 - the Service reaches the pod IP
+    executor = APP["spec"]["executor"]
+    assert CONFIG.spark.shuffle_partitions >= executor["instances"] * executor["cores"]
+    driver_mounts = mounts(pod_template("driver"))
+    executor_mounts = mounts(pod_template("executor"))
+    state = driver_mounts[str(CONFIG.output.state_dir)]
+    checkpoints = str(CONFIG.output.checkpoint_dir)
+    # Checkpoints, state snapshots and the event hop: one volume, driver and executors.
+    shared = driver_mounts[checkpoints]["volume"]["persistentVolumeClaim"]["claimName"]
+    assert executor_mounts[checkpoints]["volume"]["persistentVolumeClaim"]["claimName"] == shared
+    claims = {
+        o["metadata"]["name"]: o for o in k8s_objects() if o["kind"] == "PersistentVolumeClaim"
+    }
+    assert claims[shared]["spec"]["accessModes"] == ["ReadWriteMany"]
+    # The ledger (SQLite, WAL) stays on the driver's own volume.
+    own = state["volume"]["persistentVolumeClaim"]["claimName"]
+    assert claims[own]["spec"]["accessModes"] == ["ReadWriteOnce"]
+    assert CONFIG.output.ledger_path.parent == CONFIG.output.state_dir
+    assert not CONFIG.output.ledger_path.is_relative_to(CONFIG.output.checkpoint_dir)
+    assert set(claims) == {shared, own}
+
+
+def test_slack_token_reaches_the_driver_from_the_secret() -> None:
+    assert CONFIG.slack.mode == "bot"
+    (var,) = [
+        e for e in container(pod_template("driver"))["env"] if e["name"] == CONFIG.slack.token_env
+    ]
+    ref = var["valueFrom"]["secretKeyRef"]
+    secret = k8s_object("Secret", ref["name"])
+    assert ref["key"] in secret["stringData"]
+    # Optional: a cluster without Slack (mode "off") needs no Secret to start the driver.
+    assert ref["optional"] is True
+    # Executors never talk to Slack; the token stays on the driver.
+    assert "env" not in container(pod_template("executor"))
+
+
+def test_spark_application_runs_the_pod_templates_of_spark_submit() -> None:
+    spec = APP["spec"]
+    for role in ("driver", "executor"):
+        template = pod_template(role)
+        assert spec[role]["template"]["spec"] == template["spec"], role
+        assert spec[role]["template"]["metadata"] == template["metadata"], role
+        assert spec[role]["labels"] == template["metadata"]["labels"], role
+    assert spec["driver"]["serviceAccount"] == pod_template("driver")["spec"]["serviceAccountName"]
+    assert container(pod_template("driver"))["name"] == "spark-kubernetes-driver"
+    assert container(pod_template("executor"))["name"] == "spark-kubernetes-executor"
+    assert spec["restartPolicy"]["type"] == "Always"
+
+
+def test_spark_application_runs_the_image_entry_point() -> None:
+    spec = APP["spec"]
+    image = dockerfile()
+    main_dest = [dest for srcs, dest, _ in copies(image) if srcs == ["docker/main.py"]]
+    assert spec["mainApplicationFile"] == f"local://{main_dest[0]}"
+    assert spec["type"] == "Python" and spec["mode"] == "cluster"
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
+    pins = [d for d in pyproject["project"]["dependencies"] if d.startswith("pyspark==")]
+    assert spec["sparkVersion"] == pins[0].split("==")[1]
+    # The same command the image runs by default, with the config at the mounted path.
+    cmd = final(image, "CMD").exec_form()
+    assert spec["arguments"] == cmd[cmd.index("flinkwatch") + 1 :]
+    assert spec["image"] == compose()["services"]["flinkwatch"]["image"]
+
+
+@pytest.fixture
+def fake_spark_submit(tmp_path: Path) -> Path:
+    """A spark-submit stand-in that writes its arguments to args.json."""
+    script = tmp_path / "spark-submit"
+    script.write_text(
+        f"#!{sys.executable}\n"
+        "import json, os, sys\n"
+        "open(os.environ['ARGS_OUT'], 'w').write(json.dumps(sys.argv[1:]))\n"
+    )
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return script
+
+
+def submit(fake: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", str(K8S / "spark-submit.sh")],
+        env={"PATH": os.environ["PATH"], "SPARK_SUBMIT": str(fake), **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_spark_submit_recipe_submits_what_the_spark_application_runs(
+    fake_spark_submit: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "args.json"
+    run = submit(fake_spark_submit, K8S_API="https://10.0.0.1:6443", ARGS_OUT=str(out))
+    assert run.returncode == 0, run.stderr
+    args = json.loads(out.read_text())
+    confs = dict(args[i + 1].split("=", 1) for i, a in enumerate(args) if a == "--conf")
+    assert args[args.index("--master") + 1] == "k8s://https://10.0.0.1:6443"
+    assert args[args.index("--deploy-mode") + 1] == "cluster"
+    spec = APP["spec"]
+    main = args.index(spec["mainApplicationFile"])
+    assert args[main + 1 :] == spec["arguments"]
+    assert confs["spark.kubernetes.namespace"] == APP["metadata"]["namespace"]
+    assert confs["spark.kubernetes.container.image"] == spec["image"]
+    assert (
+        confs["spark.kubernetes.authenticate.driver.serviceAccountName"]
+        == (spec["driver"]["serviceAccount"])
+    )
+    for role in ("driver", "executor"):
+        path = Path(confs[f"spark.kubernetes.{role}.podTemplateFile"])
+        assert path.resolve() == (K8S / "pod-templates" / f"{role}.yaml").resolve()
+        for key in ("cores", "memory", "memoryOverhead"):
+            assert confs[f"spark.{role}.{key}"] == str(spec[role][key]), f"{role}.{key}"
+    assert confs["spark.executor.instances"] == str(spec["executor"]["instances"])
+    # The driver pod must not keep spark-submit waiting: the job runs until stopped.
+    assert confs["spark.kubernetes.submission.waitAppCompletion"] == "false"
+
+
+def test_spark_submit_recipe_names_what_is_missing(fake_spark_submit: Path, tmp_path: Path) -> None:
+    run = submit(fake_spark_submit, ARGS_OUT=str(tmp_path / "args.json"))
+    assert run.returncode != 0
+    assert "K8S_API" in run.stderr
+    assert not (tmp_path / "args.json").exists()
+
+
+def test_metrics_service_reaches_the_driver_metrics_port() -> None:
+    service = k8s_object("Service", "flinkwatch")
+    driver = pod_template("driver")
+    assert service["spec"]["selector"].items() <= driver["metadata"]["labels"].items()
+    executor = pod_template("executor")
+    assert not service["spec"]["selector"].items() <= executor["metadata"]["labels"].items()
+    (port,) = service["spec"]["ports"]
+    (named,) = [p for p in container(driver)["ports"] if p["name"] == port["targetPort"]]
+    assert named["containerPort"] == CONFIG.metrics.port == port["port"]
+    probe = container(driver)["readinessProbe"]["httpGet"]
+    assert probe == {"path": "/metrics", "port": named["name"]}
+    annotations = service["metadata"]["annotations"]
+    assert annotations["prometheus.io/scrape"] == "true"
+    assert annotations["prometheus.io/port"] == str(CONFIG.metrics.port)
+    assert annotations["prometheus.io/path"] == "/metrics"
+
+
+def test_service_monitor_scrapes_the_service_as_job_flinkwatch() -> None:
+    service = k8s_object("Service", "flinkwatch")
+    monitor = k8s_object("ServiceMonitor")
+    spec = monitor["spec"]
+    assert spec["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    assert service["metadata"]["namespace"] in spec["namespaceSelector"]["matchNames"]
+    (endpoint,) = spec["endpoints"]
+    assert endpoint["port"] == service["spec"]["ports"][0]["name"]
+    assert endpoint["path"] == "/metrics"
+    # Without jobLabel, the operator labels series job=<Service name>; the rules, the
+    # dashboard and the compose scrape job all use job="flinkwatch".
+    assert "jobLabel" not in spec
+    assert service["metadata"]["name"] == "flinkwatch"
+    scrape_jobs = load_yaml(REPO / "docker/prometheus/prometheus.yml")["scrape_configs"]
+    assert "flinkwatch" in [j["job_name"] for j in scrape_jobs]
+
+
+def test_driver_may_create_its_executors() -> None:
+    account = APP["spec"]["driver"]["serviceAccount"]
+    k8s_object("ServiceAccount", account)
+    binding = k8s_object("RoleBinding")
+    assert {"kind": "ServiceAccount", "name": account, "namespace": NAMESPACE} in binding[
+        "subjects"
+    ]
+    role = k8s_object("Role", binding["roleRef"]["name"])
+    granted = {(r, v) for rule in role["rules"] for r in rule["resources"] for v in rule["verbs"]}
+    for resource in ("pods", "services", "configmaps", "persistentvolumeclaims"):
+        for verb in ("create", "get", "list", "watch", "delete"):
+            assert (resource, verb) in granted
+
+
+def test_every_volume_claim_the_pods_use_exists() -> None:
+    claims = {o["metadata"]["name"] for o in k8s_objects() if o["kind"] == "PersistentVolumeClaim"}
+    for role in ("driver", "executor"):
+        for v in pod_template(role)["spec"]["volumes"]:
+            if "persistentVolumeClaim" in v:
+                assert v["persistentVolumeClaim"]["claimName"] in claims
+
+
+def test_pods_run_as_the_image_user_without_privileges() -> None:
+    user = final(dockerfile(), "USER").args
+    for role in ("driver", "executor"):
+        template = pod_template(role)
+        ctx = template["spec"]["securityContext"]
+        assert ctx["runAsNonRoot"] is True
+        assert str(ctx["runAsUser"]) == user
+        assert ctx["fsGroup"] == ctx["runAsGroup"]  # volumes writable by the job
+        sc = container(template)["securityContext"]
+        assert sc["allowPrivilegeEscalation"] is False
+        assert sc["capabilities"]["drop"] == ["ALL"]
