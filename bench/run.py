@@ -16,10 +16,15 @@ One command (``make bench``, or ``python -m bench.run``) on the local machine:
    workers) sampled every second, and the detect query's state rows and bytes per
    monitored job and TaskManager, over time;
 5. **the peer**: a real Prometheus with PromQL rules equivalent to the detectors, against
-   the same injected incidents, in real time (:mod:`bench.peer`).
+   the same injected incidents, in real time (:mod:`bench.peer`);
+6. **cluster**: one backlog drained by the full pipeline on a local Spark standalone
+   cluster with one worker, then two (one core each): records/s per worker count, CPU per
+   process and the load average (:mod:`bench.cluster`).
 
 Results: ``bench/results/latest.json``, a dated copy, and a table on stdout (also written
-as ``bench/results/latest.md``). Benchmarks are not tests: nothing here asserts a time.
+as ``bench/results/latest.md``). Phases skipped with ``--skip`` keep their results from the
+previous ``latest.json`` (``carried_over`` names them and their run). Benchmarks are not
+tests: nothing here asserts a time.
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import free_port_pair
+from tests.conftest import children, cmdline, free_port_pair
 
 REPO = Path(__file__).resolve().parent.parent
 WORK = REPO / "bench" / ".work"
@@ -105,28 +110,6 @@ def _rss(pid: int) -> int:
     return 0
 
 
-def _children() -> dict[int, list[int]]:
-    kids: dict[int, list[int]] = {}
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        kids.setdefault(ppid, []).append(int(d))
-    return kids
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
-
-
 class RssSampler:
     """Peak RSS of this process and its descendants (not the load producer), every second."""
 
@@ -137,11 +120,11 @@ class RssSampler:
 
     def tree_rss(self) -> int:
         """RSS of the tree now."""
-        kids = _children()
+        kids = children()
         total, todo = 0, [os.getpid()]
         while todo:
             pid = todo.pop()
-            if pid != os.getpid() and "PacedProducer" in _cmdline(pid):
+            if pid != os.getpid() and "PacedProducer" in cmdline(pid):
                 continue
             total += _rss(pid)
             todo.extend(kids.get(pid, []))
@@ -537,6 +520,17 @@ def table(r: dict[str, Any]) -> str:
                 f"{lt['incidents']}), {lt['fleet']['jobs']} jobs, trigger {lt['trigger_s']} s",
             )
         )
+    c = r.get("cluster") or {}
+    for n, run in (c.get("runs") or {}).items():
+        cpu = run.get("cpu") or {}
+        rows.append(
+            (
+                f"cluster, {n} worker(s) x 1 core: records/s",
+                f"{run['records_per_s']:,} ({run['records']:,} records in {run['drain_s']} s; "
+                f"run used {cpu.get('cores_used_by_run')} cores, machine "
+                f"{cpu.get('cores_used_by_machine')}, load avg {cpu.get('loadavg_1m_mean')})",
+            )
+        )
     for kind, s in (r.get("flinkwatch_time_to_alert_s") or {}).items():
         p = (r.get("prometheus_time_to_alert_s") or {}).get(kind)
         rows.append((f"time to alert: {kind}", f"flinkwatch {s} s, Prometheus {p} s"))
@@ -557,7 +551,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--incidents", type=int, default=40, help="incidents in the steady run")
     p.add_argument("--trigger-s", type=float, default=1.0, help="trigger of the steady run")
     p.add_argument("--peer-minutes", type=float, default=12.0, help="real-time peer run")
-    p.add_argument("--skip", nargs="*", default=[], choices=["throughput", "latency", "peer"])
+    p.add_argument(
+        "--workers", type=int, nargs="+", default=[1, 2], help="cluster: worker counts to measure"
+    )
+    p.add_argument("--cluster-hours", type=float, default=0.5, help="cluster: backlog hours")
+    p.add_argument(
+        "--cluster-partitions", type=int, default=4, help="cluster: Kafka and shuffle partitions"
+    )
+    p.add_argument("--worker-memory", default="2g", help="cluster: memory each worker offers")
+    p.add_argument("--executor-memory", default="1536m", help="cluster: spark.executor.memory")
+    p.add_argument("--skip", nargs="*", default=[], choices=list(PHASES))
     args = p.parse_args(argv)
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)-5s %(name)s: %(message)s"
@@ -576,6 +579,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": machine(),
         "args": vars(args),
     }
+    _carry_over(result, args.skip)
     topics = ["bench.logs", "bench.metrics"]
     topics += [f"steady{int(r)}.{s}" for r in args.rate for s in ("logs", "metrics")]
     broker = Broker(topics, 2).start()
@@ -583,9 +587,11 @@ def main(argv: list[str] | None = None) -> int:
     slack = _Slack()
     slack.emulator.start()
     try:
-        spark = get_session(shuffle_partitions=2)
-        progress = ProgressLogger(every_s=60)
-        spark.streams.addListener(progress)
+        local = not {"throughput", "latency"} <= set(args.skip)
+        if local:
+            spark = get_session(shuffle_partitions=2)
+            progress = ProgressLogger(every_s=60)
+            spark.streams.addListener(progress)
         if "throughput" not in args.skip:
             rss.peak = 0
             t = result["throughput"] = throughput(spark, broker, progress, slack.base_url, args)
@@ -605,8 +611,18 @@ def main(argv: list[str] | None = None) -> int:
                 result["alert_latency_s"] = runs[0]["alert_latency_s"]
                 _save(result)
         # The issue's memory target is for the 100-job fleet: the throughput phase's peak.
-        result["peak_rss_bytes"] = (result.get("throughput") or {}).get("peak_rss_bytes", rss.peak)
-        spark.stop()
+        if "throughput" not in args.skip or "peak_rss_bytes" not in result:
+            result["peak_rss_bytes"] = (result.get("throughput") or {}).get(
+                "peak_rss_bytes", rss.peak
+            )
+        if local:
+            spark.stop()
+        if "cluster" not in args.skip:
+            from bench.cluster import cluster_phase
+
+            c = result["cluster"] = cluster_phase(broker, args, WORK)
+            result["cluster_records_per_s"] = {n: r["records_per_s"] for n, r in c["runs"].items()}
+            _save(result)
         if "peer" not in args.skip:
             from bench.peer import run_peer
 
@@ -626,6 +642,39 @@ def main(argv: list[str] | None = None) -> int:
     summary = _save(result)
     print(summary)  # noqa: T201
     return 0
+
+
+#: The top-level result keys each phase writes.
+PHASES: dict[str, tuple[str, ...]] = {
+    "throughput": (
+        "throughput",
+        "pipeline_records_per_s",
+        "baseline_records_per_s",
+        "ratio",
+        "state_bytes_per_job",
+        "peak_rss_bytes",
+    ),
+    "latency": ("latency", "trigger_s", "alert_latency_s"),
+    "cluster": ("cluster", "cluster_records_per_s"),
+    "peer": ("peer", "flinkwatch_time_to_alert_s", "prometheus_time_to_alert_s"),
+}
+
+
+def _carry_over(result: dict[str, Any], skipped: list[str]) -> None:
+    """Keep the skipped phases' results of the previous ``latest.json``, saying so."""
+    try:
+        previous = json.loads((RESULTS / "latest.json").read_text())
+    except (OSError, ValueError):
+        return
+    carried = dict(previous.get("carried_over") or {})
+    for phase in skipped:
+        if not any(k in previous for k in PHASES[phase]):
+            continue
+        for k in PHASES[phase]:
+            if k in previous:
+                result[k] = previous[k]
+        result.setdefault("carried_over", {})[phase] = carried.get(phase, previous["run_at"])
+        result.setdefault("carried_over_args", previous.get("carried_over_args", previous["args"]))
 
 
 def _save(result: dict[str, Any]) -> str:

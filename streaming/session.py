@@ -9,6 +9,8 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
+from conf import SparkConfig
+
 log = logging.getLogger(__name__)
 
 REPO = Path(__file__).resolve().parent.parent
@@ -30,6 +32,20 @@ def connector_jars(jar_dir: str | None = None) -> list[str]:
         )
         raise FileNotFoundError(msg)
     return jars
+
+
+def cluster_settings(cfg: SparkConfig) -> dict[str, str]:
+    """Spark settings from the ``spark`` config section beyond master and partitions.
+
+    Executor sizes matter only on a cluster (in ``local[N]`` the executor is the driver);
+    ``spark.options`` comes last so that it can set, or override, anything.
+    """
+    out: dict[str, str] = {}
+    if cfg.executor_memory:
+        out["spark.executor.memory"] = cfg.executor_memory
+    if cfg.executor_cores:
+        out["spark.executor.cores"] = str(cfg.executor_cores)
+    return {**out, **cfg.options}
 
 
 def get_session(
