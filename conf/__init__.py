@@ -24,6 +24,7 @@ from pydantic import (
 
 from conf.silences import Silence
 from detectors import REGISTRY, DetectorParams, Severity
+from detectors.correlation import CorrelationParams
 
 DEFAULT_CONFIG = Path(__file__).with_name("flinkwatch.yaml")
 
@@ -63,6 +64,18 @@ class SparkConfig(_Frozen):
     watermark_delay_s: float = Field(default=30.0, ge=0)
     restart_backoff_s: float = Field(default=5.0, gt=0)
     max_restarts: int = Field(default=100, ge=0)
+    executor_memory: str | None = Field(
+        default=None,
+        pattern=r"^[0-9]+[kKmMgGtT]?$",
+        description="spark.executor.memory on a cluster, e.g. 2g; null = Spark's 1g",
+    )
+    executor_cores: int | None = Field(
+        default=None, gt=0, description="spark.executor.cores; null = all of a worker's cores"
+    )
+    options: dict[str, str] = Field(
+        default_factory=dict,
+        description="Extra Spark settings, e.g. {spark.driver.host: 10.0.0.5}; they win.",
+    )
 
 
 class ParsingConfig(_Frozen):
@@ -266,6 +279,7 @@ class AppConfig(_Frozen):
     cluster: str = Field(default="default", min_length=1, description="Name of the watched cluster")
     slack: SlackConfig = SlackConfig()
     silences: tuple[Silence, ...] = ()
+    correlation: CorrelationParams = CorrelationParams()
     detectors: DetectorsConfig = Field(default_factory=DetectorsConfig)  # type: ignore[valid-type]
     overrides: tuple[Override, ...] = ()
     reload_interval_s: float = Field(default=5.0, gt=0)

@@ -26,6 +26,10 @@ RESTART_ONLY: tuple[tuple[str, str | None], ...] = (
     ("metrics", None),
     ("spark", "master"),
     ("spark", "shuffle_partitions"),
+    # Executors are sized when the application starts.
+    ("spark", "executor_memory"),
+    ("spark", "executor_cores"),
+    ("spark", "options"),
     # The Slack client is built once; channels, routes and silences do reload.
     ("slack", "mode"),
     ("slack", "token_env"),

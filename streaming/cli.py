@@ -80,13 +80,14 @@ def run_job(
     command-line settings that win over the file.
     """
     from conf.reload import ConfigWatcher
+    from detectors.correlation import Correlator
     from sinks import AlertLedger, JsonLinesAlertSink, LogAlertSink, RetryableDeliveryError
     from sinks.dispatch import Dispatcher
     from sinks.prometheus import ActiveAlerts, SignalBoard
     from sinks.slack import slack_sink
     from streaming.app import Outputs, Pipeline, run_forever
     from streaming.listener import ProgressLogger
-    from streaming.session import get_session
+    from streaming.session import cluster_settings, get_session
     from streaming.sources import kafka_records
 
     # First of all: a stop asked for while Spark starts (a minute on a busy node) must
@@ -140,17 +141,22 @@ def run_job(
             backoff_s=cfg.slack.retry_backoff_s,
             max_backoff_s=cfg.slack.max_backoff_s,
         ).start()
+    # Incidents still taking members continue where the last run left them.
+    correlator = Correlator(cfg.correlation)
+    correlator.restore(ledger.history())
     outputs = Outputs(
         ledger=ledger,
         sinks=[alerts_file],
         observers=[active, LogAlertSink()] if out.console else [active],
         dispatcher=dispatcher,
         signals=SignalBoard(),
+        correlator=correlator,
     )
     spark = get_session(
         master=cfg.spark.master,
         shuffle_partitions=cfg.spark.shuffle_partitions,
         timezone=cfg.parsing.log_timezone,
+        extra=cluster_settings(cfg.spark),
     )
     progress = ProgressLogger()
     spark.streams.addListener(progress)
@@ -266,6 +272,7 @@ def _serve_metrics(cfg: AppConfig, pipeline: Any, progress: Any, watcher: Any) -
 
 def cmd_replay(args: argparse.Namespace) -> int:
     """The same parser and detectors over files, in event time; alerts as JSON lines."""
+    from detectors.correlation import Correlator
     from sinks import AlertLedger, JsonLinesAlertSink
     from streaming.app import Outputs, Pipeline
     from streaming.session import get_session
@@ -297,7 +304,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
         logs=lambda: file_records(spark, logs_dir, kind="log"),
         metrics=lambda: file_records(spark, metrics_dir, kind="metric"),
         outputs=Outputs(
-            ledger=AlertLedger(work / "ledger.sqlite"), sinks=[JsonLinesAlertSink(output)]
+            ledger=AlertLedger(work / "ledger.sqlite"),
+            sinks=[JsonLinesAlertSink(output)],
+            correlator=Correlator(cfg.correlation),
         ),
         checkpoint_dir=work / "checkpoints",
         deadletter_dir=deadletters,
@@ -312,6 +321,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         if not args.keep_work:
             shutil.rmtree(work, ignore_errors=True)
     _print_summary(pipeline.stats.alerts, pipeline.stats.kinds, pipeline.stats.dead_letters)
+    _print_incidents(output)
     if sum(pipeline.stats.dead_letters.values()) and args.deadletters:
         print(f"dead letters written to {deadletters}", file=sys.stderr)
     print(f"alerts written to {output}", file=sys.stderr)
@@ -340,6 +350,19 @@ def _print_summary(
     for d, e in keys:
         firing, resolved = alerts[(d, e, "firing")], alerts[(d, e, "resolved")]
         print(f"{d:<{w_det}}  {e:<{w_ent}}  {firing:>6}  {resolved:>8}", file=out)
+
+
+def _print_incidents(alerts_file: Path) -> None:
+    """The incidents of several alerts, each with its members and latest root-cause line."""
+    records = [json.loads(line) for line in alerts_file.read_text().splitlines()]
+    causes = {r["incident_id"]: r["root_cause"] for r in records if r.get("incident_id")}
+    for iid, cause in causes.items():
+        # The alert that opened the incident was alone when it fired: it carries no id.
+        members: list[str] = []
+        for r in records:
+            if iid in (r.get("incident_id"), r["alert_id"]) and r["detector"] not in members:
+                members.append(r["detector"])
+        print(f"incident {iid} ({' -> '.join(members)}): {cause}", file=sys.stdout)
 
 
 # --- parse -------------------------------------------------------------------------
@@ -390,18 +413,27 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from streaming import simulate as sim
 
     cfg = _load(args.config)
-    incidents = tuple(
+    picked = tuple(args.incident or ())
+    # --incident-jobs: checkpoint expiries on the first N jobs (1 unless --incident is used).
+    expiring = args.incident_jobs if args.incident_jobs is not None else (0 if picked else 1)
+    incidents = picked + tuple(
         sim.Incident(kind="checkpoint_expiry", job_index=i, onset_s=args.incident_at)
-        for i in range(min(args.incident_jobs, args.jobs))
+        for i in range(min(expiring, args.jobs))
     )
-    spec = sim.FleetSpec(
-        jobs=args.jobs,
-        tms_per_job=args.tms_per_job,
-        checkpoint_interval_s=args.checkpoint_interval,
-        checkpoint_timeout_s=args.checkpoint_timeout,
-        seed=args.seed,
-        incidents=incidents,
-    )
+    versions = tuple(args.flink_versions.split(",")) if args.flink_versions else None
+    try:
+        spec = sim.FleetSpec(
+            jobs=args.jobs,
+            tms_per_job=args.tms_per_job,
+            checkpoint_interval_s=args.checkpoint_interval,
+            checkpoint_timeout_s=args.checkpoint_timeout,
+            seed=args.seed,
+            incidents=incidents,
+            **({"flink_versions": versions} if versions else {}),
+        )
+    except ValueError as exc:
+        log.error("simulate: %s", exc)
+        return 2
     start_ms = int(args.start_ms if args.start_ms is not None else time.time() * 1000)
     bootstrap = args.bootstrap or cfg.kafka.bootstrap_servers
     log.info(
@@ -548,6 +580,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
             str(args.jobs),
             "--incident-at",
             str(args.incident_at),
+            *[f"--incident={i.kind}@{i.job_index}:{i.onset_s:g}" for i in args.incident or ()],
+            *([f"--flink-versions={args.flink_versions}"] if args.flink_versions else []),
             "--checkpoint-interval",
             "5",
             "--checkpoint-timeout",
@@ -608,6 +642,28 @@ def _recreate_topics(bootstrap: str, topics: list[str], partitions: int = 2) -> 
         admin.close()
 
 
+def _incident_kinds() -> frozenset[str]:
+    from streaming.simulate import INCIDENT_KINDS
+
+    return INCIDENT_KINDS
+
+
+def _incident(text: str) -> Any:
+    """``KIND@JOB:ONSET`` (e.g. ``restart_storm@2:300``) as a simulator Incident."""
+    from streaming.simulate import Incident
+
+    kind, _, where = text.partition("@")
+    job, _, onset = where.partition(":")
+    if kind not in _incident_kinds():
+        msg = f"unknown incident kind {kind!r} in {text!r}; known: {sorted(_incident_kinds())}"
+        raise argparse.ArgumentTypeError(msg)
+    try:
+        return Incident(kind, int(job), float(onset))  # type: ignore[arg-type]
+    except ValueError as exc:
+        msg = f"{text!r} is not KIND@JOB:ONSET (job index, onset in seconds)"
+        raise argparse.ArgumentTypeError(msg) from exc
+
+
 # --- main ----------------------------------------------------------------------------
 
 
@@ -648,8 +704,23 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--tms-per-job", type=int, default=2)
     s.add_argument("--duration", type=float, default=600, help="simulated seconds")
     s.add_argument("--realtime", action="store_true", help="pace records at their event time")
-    s.add_argument("--incident-jobs", type=int, default=1, help="jobs whose checkpoints expire")
-    s.add_argument("--incident-at", type=float, default=30, help="onset, seconds after start")
+    s.add_argument(
+        "--incident",
+        action="append",
+        type=_incident,
+        metavar="KIND@JOB:ONSET",
+        help="inject an incident, e.g. restart_storm@2:300 (repeatable); kinds: "
+        + ", ".join(sorted(_incident_kinds())),
+    )
+    s.add_argument(
+        "--incident-jobs",
+        type=int,
+        help="jobs whose checkpoints expire (default: 1, or 0 when --incident is given)",
+    )
+    s.add_argument("--incident-at", type=float, default=30, help="their onset, seconds in")
+    s.add_argument(
+        "--flink-versions", help="comma-separated, job i runs version i mod len (1.11,1.14,...)"
+    )
     s.add_argument("--checkpoint-interval", type=float, default=10.0)
     s.add_argument("--checkpoint-timeout", type=float, default=60.0)
     s.add_argument("--seed", type=int, default=7)
@@ -675,6 +746,14 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--state-dir", default="var/demo")
     d.add_argument("--jobs", type=int, default=4)
     d.add_argument("--incident-at", type=float, default=10)
+    d.add_argument(
+        "--incident",
+        action="append",
+        type=_incident,
+        metavar="KIND@JOB:ONSET",
+        help="inject this incident instead of job 0's checkpoint expiry (repeatable)",
+    )
+    d.add_argument("--flink-versions", help="as for simulate")
     d.add_argument("--duration", type=float, help="stop after this many seconds (default: never)")
     d.add_argument("--fresh", action="store_true", help="delete the demo state first")
     d.set_defaults(func=cmd_demo)
