@@ -276,6 +276,21 @@ class Detector(ABC, Generic[P]):
 
     # Helpers shared by detectors -------------------------------------------------
 
+    def expire_idle(self, state: State | None, t: int) -> tuple[State | None, list[Alert]]:
+        """What the idle timer would have done before ``t``, had it run.
+
+        Within one micro-batch events arrive before the timers fire; a detector whose
+        entity went idle before ``t`` calls this first, so a replay of one long batch
+        gives the alerts live timers would. Needs ``last_event_ms`` in the state.
+        """
+        if state is None:
+            return None, []
+        idle_at = int(state["last_event_ms"]) + int(self.params.idle_ttl_s * 1000)
+        if t < idle_at:
+            return state, []
+        step = self.on_timer(state, idle_at)
+        return step.state, list(step.alerts)
+
     def signal_values(self, state: State) -> dict[str, float]:
         """The entity's current :attr:`signals` (a missing name means not known yet)."""
         return {}

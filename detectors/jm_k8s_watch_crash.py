@@ -125,7 +125,7 @@ class JmK8sWatchCrash(Detector[JmK8sWatchCrashParams]):
 
     def on_event(self, state: State | None, event: Event, now_ms: int) -> Step:
         """Detect the crash, follow the restart and the jobs' recovery."""
-        state, expired = self._expire_idle(state, event.time_ms)
+        state, expired = self.expire_idle(state, event.time_ms)
         st = copy.deepcopy(state) if state else self._new_state(event)
         t = event.time_ms
         st["last_event_ms"] = max(int(st["last_event_ms"]), t)
@@ -159,16 +159,6 @@ class JmK8sWatchCrash(Detector[JmK8sWatchCrashParams]):
                 alerts.append(self._close(st, src, now_ms, "no events any more"))
             return Step(state=None, alerts=tuple(alerts))
         return Step(state=st, alerts=tuple(alerts), timer_ms=self._next_timer(st))
-
-    def _expire_idle(self, state: State | None, t: int) -> tuple[State | None, list[Alert]]:
-        """What the idle timer would have done before ``t``, had it run (same batch)."""
-        if state is None:
-            return None, []
-        idle_at = int(state["last_event_ms"]) + int(self.params.idle_ttl_s * 1000)
-        if t < idle_at:
-            return state, []
-        step = self.on_timer(state, idle_at)
-        return step.state, list(step.alerts)
 
     # Crash --------------------------------------------------------------------------------
 

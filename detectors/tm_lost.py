@@ -146,7 +146,7 @@ class TmLost(Detector[TmLostParams]):
 
     def on_event(self, state: State | None, event: Event, now_ms: int) -> Step:
         """Record causes, releases and losses; fire on a kill or a timeout."""
-        state, expired = self._expire_idle(state, event.time_ms)
+        state, expired = self.expire_idle(state, event.time_ms)
         if state is None and not self._worth_state(event):
             # A failing job that names no TaskManager we track, an OOM of a healthy-so-far
             # JVM without an id, ...: nothing to remember.
@@ -179,16 +179,6 @@ class TmLost(Detector[TmLostParams]):
                 alerts.append(self._resolved(st, now_ms, "no events about it any more"))
             return Step(state=None, alerts=tuple(alerts))
         return Step(state=st, alerts=tuple(alerts), timer_ms=self._next_timer(st))
-
-    def _expire_idle(self, state: State | None, t: int) -> tuple[State | None, list[Alert]]:
-        """What the idle timer would have done before ``t``, had it run (same batch)."""
-        if state is None:
-            return None, []
-        idle_at = int(state["last_event_ms"]) + int(self.params.idle_ttl_s * 1000)
-        if t < idle_at:
-            return state, []
-        step = self.on_timer(state, idle_at)
-        return step.state, list(step.alerts)
 
     # Events -----------------------------------------------------------------------------
 

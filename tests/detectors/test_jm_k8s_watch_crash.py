@@ -8,6 +8,7 @@ import pytest
 
 from detectors import REGISTRY, Alert, AlertStatus, Event, Severity
 from detectors.jm_k8s_watch_crash import JmK8sWatchCrash, JmK8sWatchCrashParams
+from tests.detectors.timeline import drive
 
 JOB = "7848c696590291978aa8279b3c09e5d7"
 S = 1000
@@ -77,32 +78,6 @@ def running(t: int, job: str = JOB, frm: str = "CREATED", host: str | None = Non
         host=host,
         message=f"Job orders-enrichment ({job}) switched from state {frm} to RUNNING.",
     )
-
-
-def drive(
-    det: JmK8sWatchCrash, events: list[Event], *, until: int | None = None, timers: bool = True
-) -> tuple[dict | None, list[Alert]]:
-    """Feed events in order; run due timers between them (as a watermark passing would)."""
-    st: dict | None = None
-    timer: int | None = None
-    alerts: list[Alert] = []
-
-    def run_timers(upto: int) -> None:
-        nonlocal st, timer
-        while st is not None and timer is not None and timer <= upto:
-            step = det.on_timer(st, timer)
-            alerts.extend(step.alerts)
-            st, timer = step.state, step.timer_ms
-
-    for e in events:
-        if timers:
-            run_timers(e.time_ms - 1)
-        step = det.on_event(st, e, e.time_ms)
-        alerts.extend(step.alerts)
-        st, timer = step.state, step.timer_ms
-    if until is not None:
-        run_timers(until)
-    return st, alerts
 
 
 def transitions(alerts: list[Alert]) -> list[tuple[AlertStatus, Severity, int]]:

@@ -8,6 +8,7 @@ import pytest
 
 from detectors import REGISTRY, Alert, AlertStatus, Event, Severity
 from detectors.restart_storm import RestartStorm, RestartStormParams, _classify
+from tests.detectors.timeline import drive
 
 JOB = "b5a0c61ab1b1495dd9c2f8e45d349957"
 NAME = "herd-property-sync"
@@ -62,32 +63,6 @@ def lost_leadership(t: int, job: str = JOB) -> Event:
             "lost leadership."
         ),
     )
-
-
-def drive(
-    det: RestartStorm, events: list[Event], *, until: int | None = None, timers: bool = True
-) -> tuple[dict | None, list[Alert]]:
-    """Feed events in order; run due timers between them (as a watermark passing would)."""
-    st: dict | None = None
-    timer: int | None = None
-    alerts: list[Alert] = []
-
-    def run_timers(upto: int) -> None:
-        nonlocal st, timer
-        while st is not None and timer is not None and timer <= upto:
-            step = det.on_timer(st, timer)
-            alerts.extend(step.alerts)
-            st, timer = step.state, step.timer_ms
-
-    for e in events:
-        if timers:
-            run_timers(e.time_ms - 1)
-        step = det.on_event(st, e, e.time_ms)
-        alerts.extend(step.alerts)
-        st, timer = step.state, step.timer_ms
-    if until is not None:
-        run_timers(until)
-    return st, alerts
 
 
 def transitions(alerts: list[Alert]) -> list[tuple[AlertStatus, int]]:

@@ -8,6 +8,7 @@ import pytest
 
 from detectors import REGISTRY, Alert, AlertStatus, Event
 from detectors.tm_lost import TmLost, TmLostParams
+from tests.detectors.timeline import drive
 
 TM = "container_e05_1699999999999_0042_01_000003"
 POD = "orders-enrichment-taskmanager-1-3"
@@ -82,32 +83,6 @@ def job_failing(t: int, tm: str = TM, job: str = JOB) -> Event:
             "timed out."
         ),
     )
-
-
-def drive(
-    det: TmLost, events: list[Event], *, until: int | None = None, timers: bool = True
-) -> tuple[dict | None, list[Alert]]:
-    """Feed events in order; run due timers between them (as a watermark passing would)."""
-    state: dict | None = None
-    timer: int | None = None
-    alerts: list[Alert] = []
-
-    def run_timers(upto: int) -> None:
-        nonlocal state, timer
-        while state is not None and timer is not None and timer <= upto:
-            step = det.on_timer(state, timer)
-            alerts.extend(step.alerts)
-            state, timer = step.state, step.timer_ms
-
-    for e in events:
-        if timers:
-            run_timers(e.time_ms - 1)
-        step = det.on_event(state, e, e.time_ms)
-        alerts.extend(step.alerts)
-        state, timer = step.state, step.timer_ms
-    if until is not None:
-        run_timers(until)
-    return state, alerts
 
 
 def transitions(alerts: list[Alert]) -> list[tuple[AlertStatus, int]]:
