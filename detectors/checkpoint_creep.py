@@ -73,6 +73,7 @@ from detectors.base import (
     State,
     Step,
 )
+from detectors.stats import for_humans, mann_kendall_z, median_interval
 
 DURATION_METRIC = "flink_jobmanager_job_lastCheckpointDuration"
 SIZE_METRIC = "flink_jobmanager_job_lastCheckpointSize"
@@ -316,7 +317,7 @@ class CheckpointCreep(Detector[CheckpointCreepParams]):
         last = st["last_log_ms"]
         if last is None:
             return False
-        interval = _median_interval(st["samples"])
+        interval = median_interval(st["samples"])
         fresh = max(_MIN_FRESH_MS, 2 * interval) if interval else _MIN_FRESH_MS
         return time_ms - int(last) <= fresh
 
@@ -422,14 +423,14 @@ class CheckpointCreep(Detector[CheckpointCreepParams]):
         history = st["history"]
         baseline = float(median(history)) if history else median(y[:k])
         ratio = recent / max(baseline, 1.0)
-        z = _mann_kendall_z(y)
+        z = mann_kendall_z(y)
         # The current slope: Theil-Sen over the newest half of the window, so an
         # accelerating creep is projected from where it is now, not from its start.
         m = min(n, max(10, n // 2))
         newest = y[-m:]
         slope = median((newest[j] - newest[i]) / (j - i) for i in range(m) for j in range(i + 1, m))
         level = median(newest[i] - slope * i for i in range(m)) + slope * (m - 1)
-        interval = _median_interval(samples[-m:])
+        interval = median_interval(samples[-m:])
         per_hour = slope * 3_600_000 / interval if interval else None
         timeout_ms = p.checkpoint_timeout_s * 1000
         projected: float | None = None
@@ -469,7 +470,7 @@ class CheckpointCreep(Detector[CheckpointCreepParams]):
             if stats["projected_timeout_in_s"] is not None:
                 text += (
                     f"; the {self.params.checkpoint_timeout_s:.0f} s timeout is reached in "
-                    f"~{_for_humans(stats['projected_timeout_in_s'])} at this rate"
+                    f"~{for_humans(stats['projected_timeout_in_s'])} at this rate"
                 )
             parts.append(text)
         if overdue:
@@ -536,32 +537,3 @@ class CheckpointCreep(Detector[CheckpointCreepParams]):
         for key in keys:
             evidence[key] = stats.get(key) if stats else None
         return evidence
-
-
-def _for_humans(seconds: float) -> str:
-    """``42 min`` or ``6.5 h``."""
-    if seconds < 2 * 3600:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
-
-
-def _median_interval(samples: list[list[Any]]) -> float | None:
-    """Median time between consecutive samples (ms), ``None`` without two of them."""
-    gaps = [b[_T] - a[_T] for a, b in zip(samples, samples[1:], strict=False) if b[_T] > a[_T]]
-    return float(median(gaps)) if gaps else None
-
-
-def _mann_kendall_z(y: list[float]) -> float:
-    """Mann–Kendall trend statistic as a z score (positive = upward), tie-corrected."""
-    n = len(y)
-    s = 0
-    for i in range(n):
-        for j in range(i + 1, n):
-            s += (y[j] > y[i]) - (y[j] < y[i])
-    ties: dict[float, int] = {}
-    for v in y:
-        ties[v] = ties.get(v, 0) + 1
-    var = (n * (n - 1) * (2 * n + 5) - sum(t * (t - 1) * (2 * t + 5) for t in ties.values())) / 18
-    if var <= 0 or s == 0:
-        return 0.0
-    return (s - 1 if s > 0 else s + 1) / math.sqrt(var)

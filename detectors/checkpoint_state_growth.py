@@ -78,12 +78,8 @@ from detectors.base import (
     State,
     Step,
 )
-from detectors.checkpoint_creep import (
-    SIZE_METRIC,
-    _for_humans,
-    _mann_kendall_z,
-    _median_interval,
-)
+from detectors.checkpoint_creep import SIZE_METRIC
+from detectors.stats import for_humans, mann_kendall_z, median_interval, theil_sen
 
 _MB = 1024 * 1024
 _HOUR_MS = 3_600_000
@@ -276,7 +272,7 @@ class CheckpointStateGrowth(Detector[CheckpointStateGrowthParams]):
             return None  # the same checkpoint, scraped again
         last_log = st["last_log_ms"]
         if last_log is not None:
-            interval = _median_interval(st["samples"])
+            interval = median_interval(st["samples"])
             fresh = max(_MIN_FRESH_MS, 2 * interval) if interval else _MIN_FRESH_MS
             if event.time_ms - int(last_log) <= fresh:
                 return None  # the log lines carry the same checkpoints
@@ -366,8 +362,8 @@ class CheckpointStateGrowth(Detector[CheckpointStateGrowthParams]):
         span_ms = median(t[-q:]) - median(t[:q])
         slope_avg = rise / span_ms if span_ms > 0 else 0.0
         h = n // 2
-        slope_half = _theil_sen(t[h:], y[h:])
-        slope_quarter = _theil_sen(t[-q:], y[-q:])
+        slope_half = theil_sen(list(zip(t[h:], y[h:], strict=True)))
+        slope_quarter = theil_sen(list(zip(t[-q:], y[-q:], strict=True)))
         per_h = slope_half * _HOUR_MS
         peak = st["peak"]
         # Rising significantly, all along, and still now: holds an open incident. Opening
@@ -381,7 +377,7 @@ class CheckpointStateGrowth(Detector[CheckpointStateGrowthParams]):
             and (peak is None or recent >= _ABOVE_PEAK * float(peak))
         )
         # Mann-Kendall is the costly test (n^2 / 2 pairs): only when the others pass.
-        z = _mann_kendall_z(y) if cheap else None
+        z = mann_kendall_z(y) if cheap else None
         sustained = cheap and z is not None and z >= p.min_trend_z
         heap = self._heap(recent, per_h)
         heap_soon = heap["heap_share_in_s"] is not None and (
@@ -452,7 +448,7 @@ class CheckpointStateGrowth(Detector[CheckpointStateGrowthParams]):
             if f["heap_share_in_s"] == 0:
                 text += f"; already above {share}"
             else:
-                text += f"; reaches {share} in ~{_for_humans(f['heap_share_in_s'])}"
+                text += f"; reaches {share} in ~{for_humans(f['heap_share_in_s'])}"
         return self.alert(
             state=st,
             status=status,
@@ -503,17 +499,6 @@ def _hint(backend: str) -> str:
         "TaskManager dies in GC when it fills (seed 000): RocksDB moves it off-heap."
     )
     return f"{windows} {heap}"
-
-
-def _theil_sen(t: list[float], y: list[float]) -> float:
-    """Median of pairwise slopes (units of y per unit of t), 0.0 without two times."""
-    slopes = [
-        (y[j] - y[i]) / (t[j] - t[i])
-        for i in range(len(t))
-        for j in range(i + 1, len(t))
-        if t[j] > t[i]
-    ]
-    return float(median(slopes)) if slopes else 0.0
 
 
 def _mb(n: float) -> str:

@@ -64,7 +64,6 @@ TaskManager with a handful of series, about 46 KB worst case with the defaults
 from __future__ import annotations
 
 import hashlib
-from statistics import median
 from typing import Any, ClassVar, Self
 
 from pydantic import Field, model_validator
@@ -81,6 +80,7 @@ from detectors.base import (
     State,
     Step,
 )
+from detectors.stats import theil_sen
 
 HEAP_USED = "flink_taskmanager_Status_JVM_Memory_Heap_Used"
 HEAP_MAX = "flink_taskmanager_Status_JVM_Memory_Heap_Max"
@@ -207,22 +207,6 @@ class IdleHeapGrowthParams(DetectorParams):
             msg = f"window_s / bucket_s ({slots}) must be at least min_buckets and min_gc_buckets"
             raise ValueError(msg)
         return self
-
-
-def theil_sen(points: list[tuple[float, float]]) -> float:
-    """Median of the pairwise slopes: a line fit that a few outliers cannot drag.
-
-    Example:
-        >>> theil_sen([(0, 0), (1, 1), (2, 2), (3, 3), (4, 40)])
-        1.0
-    """
-    slopes = [
-        (y2 - y1) / (x2 - x1)
-        for i, (x1, y1) in enumerate(points)
-        for x2, y2 in points[i + 1 :]
-        if x2 != x1
-    ]
-    return median(slopes) if slopes else 0.0
 
 
 class IdleHeapGrowth(Detector[IdleHeapGrowthParams]):

@@ -16,8 +16,8 @@ from detectors.idle_heap_growth import (
     HINT,
     IdleHeapGrowth,
     IdleHeapGrowthParams,
-    theil_sen,
 )
+from detectors.stats import theil_sen
 
 TM = "container_e08_1717400000000_0042_01_000002"
 HOST = "worker_7_example_com"

@@ -1,0 +1,55 @@
+"""Robust trend statistics shared by the detectors (pure Python, small inputs)."""
+
+from __future__ import annotations
+
+import math
+from statistics import median
+from typing import Any
+
+
+def theil_sen(points: list[tuple[float, float]]) -> float:
+    """Median of the pairwise slopes: a line fit that a few outliers cannot drag.
+
+    Example:
+        >>> theil_sen([(0, 0), (1, 1), (2, 2), (3, 3), (4, 40)])
+        1.0
+    """
+    slopes = [
+        (y2 - y1) / (x2 - x1)
+        for i, (x1, y1) in enumerate(points)
+        for x2, y2 in points[i + 1 :]
+        if x2 != x1
+    ]
+    return float(median(slopes)) if slopes else 0.0
+
+
+def mann_kendall_z(y: list[float]) -> float:
+    """Mann–Kendall trend statistic as a z score (positive = upward), tie-corrected."""
+    n = len(y)
+    s = 0
+    for i in range(n):
+        for j in range(i + 1, n):
+            s += (y[j] > y[i]) - (y[j] < y[i])
+    ties: dict[float, int] = {}
+    for v in y:
+        ties[v] = ties.get(v, 0) + 1
+    var = (n * (n - 1) * (2 * n + 5) - sum(t * (t - 1) * (2 * t + 5) for t in ties.values())) / 18
+    if var <= 0 or s == 0:
+        return 0.0
+    return (s - 1 if s > 0 else s + 1) / math.sqrt(var)
+
+
+def median_interval(samples: list[list[Any]]) -> float | None:
+    """Median time between consecutive samples whose first item is their time (ms).
+
+    ``None`` without two distinct times.
+    """
+    gaps = [b[0] - a[0] for a, b in zip(samples, samples[1:], strict=False) if b[0] > a[0]]
+    return float(median(gaps)) if gaps else None
+
+
+def for_humans(seconds: float) -> str:
+    """``42 min`` or ``6.5 h``."""
+    if seconds < 2 * 3600:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
