@@ -98,3 +98,23 @@ def test_config_check_accepts_the_default_and_names_the_bad_field(tmp_path, caps
     assert main(["config", "check", str(bad)]) == 1
     err = capsys.readouterr().err
     assert "bad.yaml" in err and "detectors.checkpoint_failures.min_expired" in err
+
+
+def test_simulate_takes_incidents_as_kind_at_job_colon_onset(capsys) -> None:
+    from streaming.cli import build_parser
+    from streaming.simulate import Incident
+
+    args = build_parser().parse_args(
+        ["simulate", "--incident", "restart_storm@2:300", "--incident", "tm_heap_oom@0:12.5"]
+    )
+    assert args.incident == [
+        Incident("restart_storm", 2, 300.0),
+        Incident("tm_heap_oom", 0, 12.5),
+    ]
+    for bad, why in (
+        ("no_such_kind@1:10", "unknown incident kind"),
+        ("restart_storm@x:10", "KIND@JOB:ONSET"),
+    ):
+        with pytest.raises(SystemExit):
+            build_parser().parse_args(["simulate", "--incident", bad])
+        assert why in capsys.readouterr().err
