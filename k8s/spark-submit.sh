@@ -5,7 +5,7 @@
 #   K8S_API=https://<api-server>:6443 IMAGE=<registry>/flinkwatch:0.1.0 k8s/spark-submit.sh
 #
 # First `kubectl apply -k k8s/` and create the Slack Secret (README: Deploy). spark-submit
-# 4.0.0 comes with the project's virtualenv (`make setup`); it uses your kubeconfig's
+# 4.2.0 comes with the project's virtualenv (`make setup`); it uses your kubeconfig's
 # credentials to create the driver pod, then returns. Nothing restarts a failed driver here
 # (the operator does): rerun this script, and the job resumes from its checkpoints.
 #

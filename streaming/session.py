@@ -77,6 +77,13 @@ def get_session(
         .config("spark.ui.enabled", os.environ.get("FLINKWATCH_SPARK_UI", "false"))
         .config("spark.driver.memory", os.environ.get("FLINKWATCH_DRIVER_MEMORY", "2g"))
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        # The parse projection (dozens of regexes, one expression per field) is too large
+        # for one whole-stage method: Janino gives up on the 64 KB limit, logs the whole
+        # generated class and Spark falls back, on every micro-batch (there is no cache of
+        # failed compiles). Without whole-stage fusion each expression is compiled into its
+        # own method once and cached; the queries here are projections, where fusion gains
+        # little (measured: bench/README.md).
+        .config("spark.sql.codegen.wholeStage", "false")
         # Java's regex engine recurses per repetition of a group; a long multi-line record
         # (a deep stack trace) can overflow the default 1 MiB thread stack.
         .config("spark.driver.extraJavaOptions", "-Xss16m")
