@@ -80,7 +80,8 @@ def drain(args: argparse.Namespace) -> dict[str, Any]:
     from sinks import AlertLedger, JsonLinesAlertSink
     from streaming.app import Outputs, Pipeline
     from streaming.session import cluster_settings, get_session
-    from streaming.sources import kafka_records
+    from streaming.sources import kafka_records, kafka_stream
+    from streaming.topics import ensure_bus_topics
 
     state = Path(args.state)
     cfg = AppConfig.model_validate(
@@ -115,6 +116,7 @@ def drain(args: argparse.Namespace) -> dict[str, Any]:
     )
     session_s = time.monotonic() - t0
     ledger = AlertLedger(state / "ledger.sqlite")
+    ensure_bus_topics(cfg.kafka)
     pipe = Pipeline(
         spark=spark,
         cfg=cfg,
@@ -124,10 +126,14 @@ def drain(args: argparse.Namespace) -> dict[str, Any]:
         checkpoint_dir=cfg.output.checkpoint_dir,
         deadletter_dir=cfg.output.deadletter_path,
         trigger={"availableNow": True},
+        bus="kafka",
+        bus_source=lambda topic: kafka_stream(spark, cfg.kafka, topic, starting_offsets="earliest"),
     )
     print(json.dumps({"event": "drain_start"}), flush=True)  # noqa: T201 - to the orchestrator
     t0 = time.monotonic()
-    pipe.start_parse().awaitTermination()
+    q = pipe.start_parse()
+    q.awaitTermination()
+    pipe.count_progress([q])
     parse_s = time.monotonic() - t0
     pipe.start_detect().awaitTermination()
     total_s = time.monotonic() - t0

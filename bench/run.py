@@ -191,6 +191,8 @@ def _config(bootstrap: str, prefix: str, state: Path, trigger_s: float) -> Any:
                 "bootstrap_servers": bootstrap,
                 "logs_topic": f"{prefix}.logs",
                 "metrics_topic": f"{prefix}.metrics",
+                "events_topic": f"{prefix}.events",
+                "deadletters_topic": f"{prefix}.deadletters",
             },
             "spark": {"trigger_interval_s": trigger_s},
             "output": {"state_dir": str(state), "console": False},
@@ -200,18 +202,28 @@ def _config(bootstrap: str, prefix: str, state: Path, trigger_s: float) -> Any:
 
 
 def _pipeline(spark: Any, cfg: Any, outputs: Any, trigger: dict[str, Any] | None) -> Any:
+    """The live layout of `flinkwatch run`: ``trigger=None`` parses in real-time mode."""
     from streaming.app import Pipeline
-    from streaming.sources import kafka_records
+    from streaming.sources import kafka_records, kafka_stream
+    from streaming.topics import ensure_bus_topics
 
+    ensure_bus_topics(cfg.kafka)
+    k = cfg.kafka
     return Pipeline(
         spark=spark,
         cfg=cfg,
-        logs=lambda: kafka_records(spark, cfg.kafka, cfg.kafka.logs_topic),
-        metrics=lambda: kafka_records(spark, cfg.kafka, cfg.kafka.metrics_topic),
+        logs=lambda: kafka_records(spark, k, k.logs_topic),
+        metrics=lambda: kafka_records(spark, k, k.metrics_topic),
         outputs=outputs,
         checkpoint_dir=cfg.output.checkpoint_dir,
         deadletter_dir=cfg.output.deadletter_path,
         trigger=trigger,
+        bus="kafka",
+        bus_source=lambda topic: kafka_stream(spark, k, topic, starting_offsets="earliest"),
+        realtime_sources=(
+            lambda: kafka_records(spark, k, k.logs_topic, realtime=True),
+            lambda: kafka_records(spark, k, k.metrics_topic, realtime=True),
+        ),
     )
 
 
@@ -219,8 +231,6 @@ def throughput(
     spark: Any, broker: Broker, progress: Any, slack_url: str, args: argparse.Namespace
 ) -> dict[str, Any]:
     """Backlog of the 100-job fleet: baseline read-and-count vs the full pipeline."""
-    from pyspark.sql import functions as F
-
     from bench.load import compile_producer, send, write_load
     from streaming.simulate import generate
 
@@ -280,15 +290,23 @@ def throughput(
     outputs = _outputs(state, slack_url)
     pipe = _pipeline(spark, cfg, outputs, {"availableNow": True})
     t0 = time.monotonic()
-    pipe.start_parse().awaitTermination()
+    q = pipe.start_parse()
+    q.awaitTermination()
+    pipe.count_progress([q])
     parse_s = time.monotonic() - t0
     # What the detectors get (outside the timed window): rows per detector after routing.
-    from streaming.app import HOP_SCHEMA, routed_events
+    from streaming.bus import bus_events, routed_events
+    from streaming.sources import kafka_stream
 
-    hop = spark.read.schema(HOP_SCHEMA).parquet(str(pipe.hop_dir)).withColumn("error", F.lit(None))
+    bus = bus_events(
+        kafka_stream(spark, cfg.kafka, cfg.kafka.events_topic, stream=False).selectExpr(
+            "cast(key as string) key", "cast(value as string) value"
+        )
+    )
+    bus_records = bus.count()
     routed = {
         r["detector"]: r["count"]
-        for r in routed_events(hop, cfg).groupBy("detector").count().collect()
+        for r in routed_events(bus, cfg).groupBy("detector").count().collect()
     }
     t1 = time.monotonic()
     q = pipe.start_detect()
@@ -320,6 +338,7 @@ def throughput(
         "pipeline_s": round(pipe_s, 1),
         "pipeline_parse_s": round(parse_s, 1),
         "parse_records_per_s": round(processed / parse_s),
+        "bus_records": bus_records,
         "detector_input_rows": routed,
         "detect_rows_per_s": round(sum(routed.values()) / (pipe_s - parse_s)),
         "pipeline_records": processed,
@@ -589,7 +608,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         local = not {"throughput", "latency"} <= set(args.skip)
         if local:
-            spark = get_session(shuffle_partitions=2)
+            # Real-time parsing keeps a task per raw partition (2 topics x 2) running.
+            spark = get_session(master="local[8]", shuffle_partitions=2)
             progress = ProgressLogger(every_s=60)
             spark.streams.addListener(progress)
         if "throughput" not in args.skip:

@@ -53,6 +53,17 @@ class KafkaConfig(_Frozen):
     options: dict[str, str] = Field(
         default_factory=dict, description="Extra `kafka.*` options for the Spark source."
     )
+    events_topic: str = Field(
+        default="flinkwatch.events",
+        description="Parsed events keyed by entity: the parse query writes, the detectors read.",
+    )
+    deadletters_topic: str = Field(
+        default="flinkwatch.deadletters",
+        description="Malformed records with their Kafka coordinates and the reason.",
+    )
+    bus_partitions: int = Field(
+        default=2, gt=0, description="Partitions of both topics above when flinkwatch creates them."
+    )
 
 
 class SparkConfig(_Frozen):
@@ -60,7 +71,24 @@ class SparkConfig(_Frozen):
 
     master: str = "local[2]"
     shuffle_partitions: int = Field(default=2, gt=0)
-    trigger_interval_s: float = Field(default=1.0, gt=0)
+    trigger_interval_s: float = Field(
+        default=0.0,
+        ge=0,
+        description="Detector micro-batch interval; 0 = the next batch as soon as one ends.",
+    )
+    parse_mode: Literal["realtime", "microbatch"] = Field(
+        default="realtime",
+        description=(
+            "realtime: the parse query runs in Spark's real-time mode, records flow through "
+            "as they arrive (one task slot per source partition); microbatch: it runs on the "
+            "detector trigger."
+        ),
+    )
+    realtime_batch_s: float = Field(
+        default=5.0,
+        ge=5,
+        description="Real-time mode: how often the parse query commits offsets (records flow on).",
+    )
     watermark_delay_s: float = Field(default=30.0, ge=0)
     restart_backoff_s: float = Field(default=5.0, gt=0)
     max_restarts: int = Field(default=100, ge=0)

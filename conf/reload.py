@@ -26,6 +26,8 @@ RESTART_ONLY: tuple[tuple[str, str | None], ...] = (
     ("metrics", None),
     ("spark", "master"),
     ("spark", "shuffle_partitions"),
+    # The parse query's checkpoint belongs to its mode.
+    ("spark", "parse_mode"),
     # Executors are sized when the application starts.
     ("spark", "executor_memory"),
     ("spark", "executor_cores"),

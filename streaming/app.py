@@ -1,22 +1,22 @@
 """Build and run the flinkwatch queries.
 
-Two streaming queries share one SparkSession, one after the other:
+Live runs (:class:`Pipeline` with ``bus="kafka"``) run three streaming queries in one
+SparkSession:
 
-* ``parse``: records → parsed events. Each micro-batch is counted by kind, its
-  dead letters (with their Kafka coordinates) go to the dead-letter sink, and
-  the events some detector wants are written as one Parquet file to the event
-  hop directory, named by batch id (a replayed batch rewrites the same file).
-* ``detect``: the event hop → routed per detector → the stateful adapter
+* ``flinkwatch-parse``: raw records → parsed events on the Kafka event bus
+  (:mod:`streaming.bus`) and malformed records on the dead-letter topic. Stateless, so it
+  runs in Spark's real-time mode (``spark.parse_mode``): a record is on the bus tens of
+  milliseconds after it arrived. Events are counted by kind and reason with ``observe``.
+* ``flinkwatch-detect``: the bus → routed per detector → the stateful adapter
   (:mod:`streaming.processor`) → alert sinks, via ``foreachBatch``.
+* ``flinkwatch-deadletters``: the dead-letter topic → files, with their Kafka coordinates.
 
-Why a hop: Spark 4.0 serialises the whole child plan of a Python
-``transformWithState`` operator at every micro-batch; behind the parser's
-expression tree that took 15-40 s per batch. Behind a Parquet scan it is cheap,
-and the parser runs once instead of once per query.
+Replay and the tests' ``run_once`` use ``bus="files"``: the parse query's ``foreachBatch``
+writes the same bus records as Parquet files and the dead letters directly.
 
-If a query fails (a Kafka broker restart, say) both are restarted on their
-checkpoints after a back-off: offsets and detector state come back from the
-checkpoints, so no record is skipped and no state is lost.
+If a query fails (a Kafka broker restart, say) all are restarted on their checkpoints
+after a back-off: offsets and detector state come back from the checkpoints, so no record
+is skipped and no state is lost.
 """
 
 from __future__ import annotations
@@ -31,29 +31,28 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
-from pyspark.sql.types import (
-    DoubleType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampType,
-)
 
 from conf import AppConfig
 from conf.reload import ConfigWatcher
 from conf.silences import silence_for
-from detectors import REGISTRY, Alert, AlertStatus, Severity
+from detectors import Alert, AlertStatus, Severity
+from detectors.base import EVENT_KINDS
 from detectors.correlation import Correlator
 from sinks import AlertLedger, AlertObserver, DeadLetterFileSink, DeliverySink
 from sinks.dispatch import Dispatcher
 from sinks.prometheus import SignalBoard
-from streaming.parsing import ParseLimits, parse_logs, parse_metrics
+from streaming.bus import (
+    DEAD_LETTER_SCHEMA,
+    bus_events,
+    bus_records,
+    routed_events,
+)
+from streaming.parsing import DEAD_LETTER_REASONS, ParseLimits, parse_logs, parse_metrics
 from streaming.processor import (
     ALERT_SCHEMA,
     EVENT_INPUT_COLUMNS,
@@ -64,7 +63,8 @@ from streaming.processor import (
 
 log = logging.getLogger(__name__)
 
-_LONGS = ("checkpoint_id", "duration_ms", "size_bytes")
+#: Name of the parse query's observed counts (``StreamingQueryProgress.observedMetrics``).
+PARSE_COUNTS = "flinkwatch_parse_counts"
 
 
 def parse_limits(cfg: AppConfig) -> ParseLimits:
@@ -81,92 +81,28 @@ def parsed_events(logs: DataFrame, metrics: DataFrame, cfg: AppConfig) -> DataFr
     return parse_logs(logs, lim).unionByName(parse_metrics(metrics, lim))
 
 
-#: Columns of the event hop (Parquet), the ``detect`` query's input.
-HOP_SCHEMA = StructType(
-    [
-        StructField("kind", StringType()),
-        StructField("event_time", TimestampType()),
-        StructField("offset", LongType()),
-        *[
-            StructField(
-                c, LongType() if c in _LONGS else DoubleType() if c == "value" else StringType()
-            )
-            for c in EVENT_INPUT_COLUMNS
-            if c not in ("kind", "event_ms", "offset")
-        ],
-    ]
-)
+def counted(events: DataFrame) -> DataFrame:
+    """``events`` with a per-batch count of every kind and dead-letter reason attached.
 
-
-def active_detectors(cfg: AppConfig) -> list[str]:
-    """Detectors enabled globally or for at least one job by an override."""
-    on = {n for n, p in cfg.detector_params().items() if p.enabled}
-    for ov in cfg.overrides:
-        on |= {n for n, sec in ov.detectors.items() if sec.get("enabled") is True}
-    return sorted(on)
-
-
-def _wants(det: Any) -> Column:
-    """The events one detector consumes.
-
-    A detector that names ``metrics`` gets only those metric events, even when ``metric``
-    is among its kinds: routing every metric to it would hand the Python workers the
-    whole metric stream (92 % of a fleet's records) only to be ignored there.
+    ``observe`` works in real-time mode, where no ``foreachBatch`` may run; the counts
+    arrive with the query's progress (:meth:`PipelineStats.count_observed`).
     """
-    kinds = set(det.kinds)
-    if det.metrics:
-        kinds.discard("metric")
-    cond = F.col("kind").isin(*sorted(kinds)) if kinds else F.lit(False)
-    if det.metrics:
-        cond = cond | ((F.col("kind") == "metric") & F.col("metric").isin(*sorted(det.metrics)))
-    return cond
-
-
-def wanted(cfg: AppConfig) -> Column:
-    """True for events at least one enabled detector consumes."""
-    cond = F.lit(False)
-    for name in active_detectors(cfg):
-        cond = cond | _wants(REGISTRY[name])
-    return F.col("error").isNull() & cond
-
-
-def routed_events(events: DataFrame, cfg: AppConfig) -> DataFrame:
-    """Good events, one row per (enabled detector that wants it, its entity)."""
-    ok = events.where(F.col("error").isNull())
-    parts = []
-    for name in active_detectors(cfg):
-        det = REGISTRY[name]
-        cond = _wants(det)
-        entity = {
-            "job": F.concat(F.lit("job:"), F.col("job_id")),
-            "tm": F.concat(F.lit("tm:"), F.col("tm_id")),
-            "cluster": F.lit("cluster"),
-        }[det.scope]
-        parts.append(
-            ok.where(cond & entity.isNotNull()).select(
-                F.lit(name).alias("detector"), entity.alias("entity"), "*"
-            )
-        )
-    if not parts:
-        msg = "every detector is disabled: nothing to run"
-        raise ValueError(msg)
-    out = parts[0]
-    for p in parts[1:]:
-        out = out.unionByName(p)
-    return out
+    kinds = [F.sum(F.when(F.col("kind") == k, 1).otherwise(0)).alias(f"k_{k}") for k in EVENT_KINDS]
+    reasons = [
+        F.sum(F.when(F.col("error") == r, 1).otherwise(0)).alias(f"e_{r}")
+        for r in DEAD_LETTER_REASONS
+    ]
+    return events.observe(PARSE_COUNTS, *kinds, *reasons)
 
 
 def alert_stream(events: DataFrame, cfg: AppConfig) -> DataFrame:
     """Alert transitions from the stateful detectors.
 
-    ``events`` must carry a watermark on ``event_time`` (one per input stream).
+    ``events`` are bus events (:func:`streaming.bus.bus_events`) with a watermark on
+    ``event_time``.
     """
     routed = routed_events(events, cfg).select(
-        "detector",
-        "entity",
-        "event_time",
-        F.unix_millis("event_time").alias("event_ms"),
-        *[c for c in EVENT_INPUT_COLUMNS if c != "event_ms"],
+        "detector", "entity", "event_time", *EVENT_INPUT_COLUMNS
     )
     return routed.groupBy("detector", "entity").transformWithStateInPandas(
         statefulProcessor=DetectorProcessor(cfg.resolver()),
@@ -201,7 +137,7 @@ def rows_to_alerts(rows: Sequence[Any]) -> list[Alert]:
 
 @dataclass
 class PipelineStats:
-    """Counters the pipeline query keeps on the driver (also for the CLI summary)."""
+    """Counters the pipeline keeps on the driver (also for the CLI summary)."""
 
     kinds: Counter[str] = field(default_factory=Counter)
     dead_letters: Counter[str] = field(default_factory=Counter)
@@ -209,13 +145,30 @@ class PipelineStats:
     # Last batch counted per query; kept here, not in the handlers, because the handlers
     # are recreated when the queries restart and Spark then replays the last batch.
     counted: dict[str, int] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def first_count(self, query: str, batch_id: int) -> bool:
         """True the first time a batch of a query is counted."""
-        if batch_id <= self.counted.get(query, -1):
-            return False
-        self.counted[query] = batch_id
-        return True
+        with self._lock:
+            if batch_id <= self.counted.get(query, -1):
+                return False
+            self.counted[query] = batch_id
+            return True
+
+    def count_observed(self, query: str, batch_id: int, observed: dict[str, Any]) -> None:
+        """Add the parse query's observed counts of one batch (once per batch id)."""
+        row = observed.get(PARSE_COUNTS)
+        if row is None or not self.first_count(query, batch_id):
+            return
+        values = row.asDict() if hasattr(row, "asDict") else dict(row)
+        with self._lock:
+            for name, n in values.items():
+                if not n:
+                    continue
+                if name.startswith("k_"):
+                    self.kinds[name[2:]] += int(n)
+                elif name.startswith("e_"):
+                    self.dead_letters[name[2:]] += int(n)
 
 
 @dataclass
@@ -310,7 +263,7 @@ class AlertDelivery:
 
 
 class ParseBatch:
-    """``foreachBatch`` of the ``parse`` query: hop the wanted events, count, keep dead letters."""
+    """``foreachBatch`` of the parse query on the files bus: bus files, counts, dead letters."""
 
     def __init__(
         self, cfg: AppConfig, hop_dir: Path, dead_letters: DeadLetterFileSink, stats: PipelineStats
@@ -322,16 +275,15 @@ class ParseBatch:
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         """Process one micro-batch of parsed records."""
-        batch = batch.withColumn("_wanted", wanted(self.cfg)).persist()
+        batch = batch.persist()
         try:
             counts = (
-                batch.select(F.coalesce(F.col("error"), F.lit("")).alias("e"), "kind", "_wanted")
-                .groupBy("e", "kind", "_wanted")
+                batch.select(F.coalesce(F.col("error"), F.lit("")).alias("e"), "kind")
+                .groupBy("e", "kind")
                 .count()
                 .collect()
             )
-            if any(r["_wanted"] for r in counts):
-                self._hop(batch, batch_id)
+            self._hop(bus_records(batch, self.cfg, dead_letters=False), batch_id)
             dead = Counter({r["e"]: r["count"] for r in counts if r["e"]})
             if dead:
                 rows = (
@@ -339,14 +291,7 @@ class ParseBatch:
                     .select("topic", "partition", "offset", "kafka_ts", "error", "detail", "raw")
                     .collect()
                 )
-                path = self.dead_letters.write(batch_id, [r.asDict() for r in rows])
-                log.warning(
-                    "dead letters: %d in batch %d (%s) -> %s",
-                    dead.total(),
-                    batch_id,
-                    ", ".join(f"{k}={v}" for k, v in sorted(dead.items())),
-                    path,
-                )
+                write_dead_letters(self.dead_letters, batch_id, [r.asDict() for r in rows])
         finally:
             batch.unpersist()
         # Counted last, once per batch id: a batch that fails above, or that Spark replays
@@ -358,27 +303,68 @@ class ParseBatch:
             if not r["e"]:
                 self.stats.kinds[r["kind"]] += r["count"]
 
-    def _hop(self, batch: DataFrame, batch_id: int) -> None:
+    def _hop(self, records: DataFrame, batch_id: int) -> None:
         # Written next to the hop directory, then moved in under a name fixed by the batch
         # id: the detect query never sees a half-written file, and a replayed batch
         # replaces its own file instead of adding a second copy.
         tmp = self.hop_dir.parent / f".hop-tmp-{batch_id}"
-        (
-            batch.where(F.col("_wanted"))
-            .select(*[f.name for f in HOP_SCHEMA.fields])
-            .coalesce(1)
-            .write.mode("overwrite")
-            .parquet(str(tmp))
-        )
+        records.select("key", "value").coalesce(1).write.mode("overwrite").parquet(str(tmp))
         self.hop_dir.mkdir(parents=True, exist_ok=True)
         for i, part in enumerate(sorted(tmp.glob("part-*.parquet"))):
             os.replace(part, self.hop_dir / f"batch-{batch_id:010d}-{i}.parquet")
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def write_dead_letters(
+    sink: DeadLetterFileSink, batch_id: int, rows: Sequence[dict[str, Any]]
+) -> None:
+    """Keep one batch's dead letters and say so in one line."""
+    if not rows:
+        return
+    path = sink.write(batch_id, rows)
+    reasons = Counter(str(r["error"]) for r in rows)
+    log.warning(
+        "dead letters: %d in batch %d (%s) -> %s",
+        len(rows),
+        batch_id,
+        ", ".join(f"{k}={v}" for k, v in sorted(reasons.items())),
+        path,
+    )
+
+
+class DeadLetterBatch:
+    """``foreachBatch`` of the dead-letter query: the topic's records → dead-letter files."""
+
+    def __init__(self, sink: DeadLetterFileSink) -> None:
+        self.sink = sink
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        """Write one batch of dead letters (a replayed batch rewrites its own file)."""
+        rows = (
+            batch.select(F.from_json(F.col("value").cast("string"), DEAD_LETTER_SCHEMA).alias("d"))
+            .select("d.*")
+            .collect()
+        )
+        write_dead_letters(self.sink, batch_id, [r.asDict() for r in rows])
+
+
+BusKind = Literal["kafka", "files"]
+
+
 @dataclass
 class Pipeline:
-    """The two queries of one run, built from one pair of record streams."""
+    """The queries of one run, built from one pair of record streams.
+
+    Attributes:
+        bus: ``kafka``: the live layout (three queries, the event bus and dead letters on
+            Kafka, ``logs``/``metrics`` must be Kafka sources); ``files``: the parse query
+            writes the bus as Parquet files under the checkpoint directory.
+        trigger: ``None``: the parse query in ``spark.parse_mode`` and the detect query on
+            ``spark.trigger_interval_s``, both read at each start, so a reload changes
+            them; replay and tests pass ``{"availableNow": True}`` for every query.
+        realtime_sources: ``logs``/``metrics`` for the real-time parse query (the Kafka
+            source without the per-trigger limits real-time mode refuses).
+    """
 
     spark: SparkSession
     cfg: AppConfig
@@ -387,9 +373,10 @@ class Pipeline:
     outputs: Outputs
     checkpoint_dir: Path
     deadletter_dir: Path
-    #: ``None``: a processing-time trigger of ``spark.trigger_interval_s`` (read at each
-    #: start, so a config reload changes it); replay passes ``{"availableNow": True}``.
     trigger: dict[str, Any] | None = None
+    bus: BusKind = "files"
+    bus_source: Callable[[str], DataFrame] | None = None
+    realtime_sources: tuple[Callable[[], DataFrame], Callable[[], DataFrame]] | None = None
     stats: PipelineStats = field(default_factory=PipelineStats)
 
     def _trigger(self) -> dict[str, Any]:
@@ -398,25 +385,80 @@ class Pipeline:
         return {"processingTime": f"{int(self.cfg.spark.trigger_interval_s * 1000)} milliseconds"}
 
     @property
+    def realtime(self) -> bool:
+        """True when the parse query runs in real-time mode."""
+        return (
+            self.bus == "kafka"
+            and self.trigger is None
+            and self.cfg.spark.parse_mode == "realtime"
+            and self.realtime_sources is not None
+        )
+
+    @property
     def hop_dir(self) -> Path:
-        """Where the parse query hands events to the detect query."""
+        """Where the parse query hands events to the detect query on the files bus."""
         return self.checkpoint_dir / "events"
 
     def start_parse(self) -> StreamingQuery:
         """Start the parse query (from its checkpoint, if any)."""
         # Set here, not only at session start, so a reloaded log_timezone applies.
         self.spark.conf.set("spark.sql.session.timeZone", self.cfg.parsing.log_timezone)
-        return (
-            parsed_events(self.logs(), self.metrics(), self.cfg)
-            .writeStream.queryName("flinkwatch-parse")
-            .foreachBatch(
-                ParseBatch(
-                    self.cfg, self.hop_dir, DeadLetterFileSink(self.deadletter_dir), self.stats
+        if self.bus == "files":
+            return (
+                parsed_events(self.logs(), self.metrics(), self.cfg)
+                .writeStream.queryName("flinkwatch-parse")
+                .foreachBatch(
+                    ParseBatch(
+                        self.cfg, self.hop_dir, DeadLetterFileSink(self.deadletter_dir), self.stats
+                    )
                 )
+                .option("checkpointLocation", str(self.checkpoint_dir / "parse"))
+                .trigger(**self._trigger())
+                .start()
             )
-            .option("checkpointLocation", str(self.checkpoint_dir / "parse"))
-            .trigger(**self._trigger())
+        logs, metrics = (
+            self.realtime_sources
+            if self.realtime and self.realtime_sources
+            else (self.logs, self.metrics)
+        )
+        events = counted(parsed_events(logs(), metrics(), self.cfg))
+        writer = (
+            bus_records(events, self.cfg, dead_letters=True)
+            .writeStream.queryName("flinkwatch-parse")
+            .format("kafka")
+            .option("kafka.bootstrap.servers", self.cfg.kafka.bootstrap_servers)
+            .outputMode("update")
+        )
+        for k, v in self.cfg.kafka.options.items():
+            writer = writer.option(k, v)
+        if self.realtime:
+            mode = "realtime"
+            trigger: dict[str, Any] = {
+                "realTime": f"{int(self.cfg.spark.realtime_batch_s * 1000)} milliseconds"
+            }
+        else:
+            mode = "microbatch"
+            trigger = self._trigger()
+        return (
+            writer.option("checkpointLocation", str(self.checkpoint_dir / f"parse-{mode}"))
+            .trigger(**trigger)
             .start()
+        )
+
+    def _bus(self) -> DataFrame:
+        if self.bus == "files":
+            self.hop_dir.mkdir(parents=True, exist_ok=True)
+            return (
+                self.spark.readStream.schema("key string, value string")
+                # Processed bus files are deleted; the parse checkpoint has the offsets.
+                .option("cleanSource", "delete")
+                .parquet(str(self.hop_dir))
+            )
+        if self.bus_source is None:
+            msg = "a Kafka bus needs bus_source"
+            raise ValueError(msg)
+        return self.bus_source(self.cfg.kafka.events_topic).select(
+            F.col("key").cast("string").alias("key"), F.col("value").cast("string").alias("value")
         )
 
     def start_detect(self) -> StreamingQuery:
@@ -427,40 +469,69 @@ class Pipeline:
         # hold the global watermark at zero and no timer would ever fire. The cost: a
         # topic lagging the other by more than the watermark delay loses its late rows,
         # which the progress log and flinkwatch_late_rows_dropped_total make visible.
-        self.hop_dir.mkdir(parents=True, exist_ok=True)
-        events = (
-            self.spark.readStream.schema(HOP_SCHEMA)
-            # Processed hop files are deleted; the parse checkpoint still has the offsets.
-            .option("cleanSource", "delete")
-            .parquet(str(self.hop_dir))
-            .withWatermark("event_time", delay)
-            .withColumn("error", F.lit(None).cast(StringType()))
-        )
+        events = bus_events(self._bus()).withWatermark("event_time", delay)
+        name = "detect" if self.bus == "files" else "detect-kafka"
         return (
             alert_stream(events, self.cfg)
             .writeStream.queryName("flinkwatch-detect")
             .foreachBatch(AlertDelivery(self.outputs, self.stats, self.cfg))
-            .option("checkpointLocation", str(self.checkpoint_dir / "detect"))
+            .option("checkpointLocation", str(self.checkpoint_dir / name))
             .trigger(**self._trigger())
             .start()
         )
 
+    def start_deadletters(self) -> StreamingQuery:
+        """Start the query that keeps the dead-letter topic's records as files."""
+        if self.bus_source is None:
+            msg = "a Kafka bus needs bus_source"
+            raise ValueError(msg)
+        trigger = self.trigger or {"processingTime": "5 seconds"}
+        return (
+            self.bus_source(self.cfg.kafka.deadletters_topic)
+            .writeStream.queryName("flinkwatch-deadletters")
+            .foreachBatch(DeadLetterBatch(DeadLetterFileSink(self.deadletter_dir)))
+            .option("checkpointLocation", str(self.checkpoint_dir / "deadletters"))
+            .trigger(**trigger)
+            .start()
+        )
+
+    def starters(self) -> list[Callable[[], StreamingQuery]]:
+        """The queries' start functions, in the order data flows through them."""
+        if self.bus == "files":
+            return [self.start_parse, self.start_detect]
+        return [self.start_parse, self.start_detect, self.start_deadletters]
+
     def start(self) -> list[StreamingQuery]:
-        """Start both queries, to run side by side."""
-        return [self.start_parse(), self.start_detect()]
+        """Start every query, to run side by side."""
+        return [start() for start in self.starters()]
+
+    def count_progress(self, queries: Sequence[StreamingQuery]) -> None:
+        """Count what the parse query observed in the batches it finished since last asked.
+
+        Spark keeps the last 100 progress reports of a query; this is asked every quarter
+        second, and each batch is counted once whatever overlaps.
+        """
+        if self.bus != "kafka":
+            return
+        for q in queries:
+            if q.name != "flinkwatch-parse":
+                continue
+            for progress in q.recentProgress:
+                self.stats.count_observed("parse-kafka", progress.batchId, progress.observedMetrics)
 
     def run_once(self) -> None:
-        """Process everything available, parse first and detect after (replay, tests).
+        """Process everything available, query after query (replay, tests).
 
         Raises:
             StreamingQueryException: when a query fails.
         """
-        for start in (self.start_parse, self.start_detect):
+        for start in self.starters():
             q = start()
             q.awaitTermination()
             exc = q.exception()
             if exc is not None:
                 raise exc
+            self.count_progress([q])
 
 
 def run_forever(
@@ -504,6 +575,7 @@ def run_forever(
         failed: StreamingQuery | None = None
         new_cfg: AppConfig | None = None
         while failed is None and new_cfg is None and not should_stop():
+            pipeline.count_progress(queries)
             failed = next((q for q in queries if not q.isActive), None)
             if failed is not None:
                 break
@@ -555,15 +627,51 @@ def _sleep_unless(should_stop: Callable[[], bool], seconds: float) -> bool:
     return should_stop()
 
 
+#: JVM loggers that report a stopped query's interrupted tasks as failures (the real-time
+#: parse query's tasks are always running, so every stop interrupts them).
+_STOP_NOISE = (
+    "org.apache.spark.sql.execution.datasources.v2.WriteToDataSourceV2Exec",
+    "org.apache.spark.sql.execution.datasources.v2.DataWritingSparkTask",
+    "org.apache.spark.scheduler.TaskSetManager",
+    "org.apache.spark.executor.Executor",
+    "org.apache.spark.util.Utils",
+)
+
+
 def _stop_quietly(queries: Sequence[StreamingQuery]) -> None:
     # Stopping interrupts the running micro-batch; the callback's py4j thread then logs
     # the InterruptedException as an error, which on a requested stop is not one.
     py4j_log = logging.getLogger("py4j.clientserver")
     level = py4j_log.level
     py4j_log.setLevel(logging.CRITICAL)
+    restore = _jvm_log_levels(_STOP_NOISE, "OFF") if queries else None
     try:
         for q in queries:
             if q.isActive:
                 q.stop()
+        if restore:
+            time.sleep(1)  # the interrupted tasks report after stop() returns
     finally:
         py4j_log.setLevel(level)
+        if restore:
+            restore()
+
+
+def _jvm_log_levels(names: Sequence[str], level: str) -> Callable[[], None] | None:
+    """Set JVM loggers to ``level``; a function that puts them back (None: no JVM here)."""
+    from pyspark import SparkContext
+
+    jvm = SparkContext._jvm  # noqa: SLF001 - log4j levels are only reachable here
+    if jvm is None:
+        return None
+    log4j = jvm.org.apache.logging.log4j
+    config = log4j.core.config.Configurator
+    before = {n: log4j.LogManager.getLogger(n).getLevel() for n in names}
+    for n in names:
+        config.setLevel(n, log4j.Level.getLevel(level))
+
+    def restore() -> None:
+        for n, lvl in before.items():
+            config.setLevel(n, lvl)
+
+    return restore

@@ -87,8 +87,9 @@ def run_job(
     from sinks.slack import slack_sink
     from streaming.app import Outputs, Pipeline, run_forever
     from streaming.listener import ProgressLogger
-    from streaming.session import cluster_settings, get_session
-    from streaming.sources import kafka_records
+    from streaming.session import cluster_settings, get_session, sized_master
+    from streaming.sources import kafka_records, kafka_stream
+    from streaming.topics import ensure_bus_topics, partition_count
 
     # First of all: a stop asked for while Spark starts (a minute on a busy node) must
     # end the run cleanly, not kill it half way.
@@ -152,24 +153,41 @@ def run_job(
         signals=SignalBoard(),
         correlator=correlator,
     )
+    try:
+        ensure_bus_topics(cfg.kafka)
+        raw_partitions = partition_count(cfg.kafka, [cfg.kafka.logs_topic, cfg.kafka.metrics_topic])
+    except Exception as exc:
+        log.error("kafka at %s: %s", cfg.kafka.bootstrap_servers, exc)
+        return 1
     spark = get_session(
-        master=cfg.spark.master,
+        master=sized_master(cfg.spark.master, query_slots(cfg, raw_partitions)),
         shuffle_partitions=cfg.spark.shuffle_partitions,
         timezone=cfg.parsing.log_timezone,
         extra=cluster_settings(cfg.spark),
     )
+    cfg = _fit_parse_mode(spark, cfg, raw_partitions)
     progress = ProgressLogger()
     spark.streams.addListener(progress)
+
+    def raw(topic: str, realtime: bool) -> Callable[[], Any]:
+        # The config of the moment: a reload restarts the queries with the new one.
+        return lambda: kafka_records(spark, pipeline.cfg.kafka, topic, realtime=realtime)
+
     pipeline = Pipeline(
         spark=spark,
         cfg=cfg,
-        logs=lambda: kafka_records(spark, cfg.kafka, cfg.kafka.logs_topic),
-        metrics=lambda: kafka_records(spark, cfg.kafka, cfg.kafka.metrics_topic),
+        logs=raw(cfg.kafka.logs_topic, False),
+        metrics=raw(cfg.kafka.metrics_topic, False),
         outputs=outputs,
         checkpoint_dir=out.checkpoint_dir,
         deadletter_dir=out.deadletter_path,
-        trigger={"processingTime": f"{int(cfg.spark.trigger_interval_s * 1000)} milliseconds"},
+        bus="kafka",
+        bus_source=lambda topic: kafka_stream(
+            spark, pipeline.cfg.kafka, topic, starting_offsets="earliest"
+        ),
+        realtime_sources=(raw(cfg.kafka.logs_topic, True), raw(cfg.kafka.metrics_topic, True)),
     )
+
     watcher = None
     if config_path:
         watcher = ConfigWatcher(config_path, cfg, transform=lambda c: _with(c, base or {}))
@@ -198,6 +216,37 @@ def run_job(
         ledger.close()
     _print_summary(pipeline.stats.alerts, pipeline.stats.kinds, pipeline.stats.dead_letters)
     return rc
+
+
+def query_slots(cfg: Any, raw_partitions: int) -> int:
+    """Task slots the live queries need at once.
+
+    Real-time mode keeps one task per raw partition running; the detect query's stages
+    (one task per bus partition, then per state partition) and the dead-letter query's
+    run beside them.
+    """
+    pinned = raw_partitions if cfg.spark.parse_mode == "realtime" else 0
+    return pinned + max(cfg.kafka.bus_partitions, cfg.spark.shuffle_partitions) + 1
+
+
+def _fit_parse_mode(spark: Any, cfg: AppConfig, raw_partitions: int) -> AppConfig:
+    """``cfg``, with the parse query in micro-batches when a cluster has too few slots."""
+    from streaming.session import cluster_slots
+
+    if cfg.spark.parse_mode != "realtime" or cfg.spark.master.strip().startswith("local"):
+        return cfg
+    have, need = cluster_slots(spark), query_slots(cfg, raw_partitions)
+    if have >= need:
+        return cfg
+    log.warning(
+        "the cluster has %d task slots; real-time parsing needs %d (one per partition of "
+        "%s and %s, plus the detectors): parsing in micro-batches instead",
+        have,
+        need,
+        cfg.kafka.logs_topic,
+        cfg.kafka.metrics_topic,
+    )
+    return _with(cfg, {"spark": {"parse_mode": "microbatch"}})
 
 
 def _keep_ledger_tidy(ledger: Any, retention_days: Callable[[], float]) -> None:
@@ -518,6 +567,15 @@ def cmd_kafka_create_topics(args: argparse.Namespace) -> int:
 # --- demo ----------------------------------------------------------------------------
 
 
+#: The demo's own topics, so it never mixes with a real fleet's on the same broker.
+DEMO_TOPICS = {
+    "logs_topic": "demo.flink.logs",
+    "metrics_topic": "demo.flink.metrics",
+    "events_topic": "demo.flinkwatch.events",
+    "deadletters_topic": "demo.flinkwatch.deadletters",
+}
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     """Simulated fleet (in the background, real time) plus the job, on the local stack."""
     import subprocess
@@ -526,9 +584,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     state = Path(args.state_dir)
     cfg = cfg.model_copy(
         update={
-            "kafka": cfg.kafka.model_copy(
-                update={"logs_topic": "demo.flink.logs", "metrics_topic": "demo.flink.metrics"}
-            ),
+            "kafka": cfg.kafka.model_copy(update=DEMO_TOPICS),
             "output": cfg.output.model_copy(update={"state_dir": state}),
         }
     )
@@ -558,9 +614,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         # A fresh demo starts from empty topics and state: the simulator's job ids are
         # deterministic, so records of an earlier demo would mix with this one's.
         shutil.rmtree(state, ignore_errors=True)
-        _recreate_topics(
-            cfg.kafka.bootstrap_servers, [cfg.kafka.logs_topic, cfg.kafka.metrics_topic]
-        )
+        _recreate_topics(cfg.kafka.bootstrap_servers, list(DEMO_TOPICS.values()))
     sim = subprocess.Popen(
         [
             sys.executable,
@@ -601,10 +655,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             args.duration,
             config_path=args.config,
             base={
-                "kafka": {
-                    "logs_topic": cfg.kafka.logs_topic,
-                    "metrics_topic": cfg.kafka.metrics_topic,
-                },
+                "kafka": dict(DEMO_TOPICS),
                 "output": {"state_dir": state},
                 **({"slack": base_slack} if base_slack else {}),
             },

@@ -11,7 +11,7 @@ import datetime as dt
 import logging
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark.sql.streaming import StreamingQueryListener
@@ -33,6 +33,8 @@ class QueryProgress:
     state_rows: int = 0
     state_bytes: int = 0
     late_rows_dropped: int = 0  # cumulative since the process started
+    #: Where the batch's time went (Spark's ``durationMs``: addBatch, latestOffset, ...).
+    durations_ms: dict[str, int] = field(default_factory=dict)
 
 
 def _epoch_ms(iso: str | None) -> int | None:
@@ -73,7 +75,16 @@ class ProgressLogger(StreamingQueryListener):
             watermark_ms=_epoch_ms((p.eventTime or {}).get("watermark")),
             state_rows=sum(s.numRowsTotal for s in states),
             state_bytes=sum(s.memoryUsedBytes for s in states),
+            durations_ms={k: int(v) for k, v in (p.durationMs or {}).items()},
         )
+        if p.numInputRows and log.isEnabledFor(logging.DEBUG):
+            log.debug(
+                "query=%s batch=%d rows=%d durations_ms=%s",
+                name,
+                p.batchId,
+                p.numInputRows,
+                qp.durations_ms,
+            )
         dropped = sum(s.numRowsDroppedByWatermark for s in states)
         if dropped:
             log.warning(

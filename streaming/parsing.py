@@ -31,6 +31,7 @@ EVENT_COLUMNS: tuple[str, ...] = (
     "topic",
     "partition",
     "offset",
+    "seq",
     "kafka_ts",
     "kind",
     "event_time",
@@ -53,6 +54,18 @@ EVENT_COLUMNS: tuple[str, ...] = (
     "error",
     "detail",
     "raw",
+)
+
+#: Why a record is a dead letter (the ``error`` column).
+DEAD_LETTER_REASONS: tuple[str, ...] = (
+    "empty",
+    "too_large",
+    "invalid_json",
+    "missing_field",
+    "unknown_layout",
+    "bad_timestamp",
+    "bad_type",
+    "non_finite_value",
 )
 
 
@@ -629,6 +642,7 @@ def parse_logs(records: DataFrame, limits: ParseLimits | None = None) -> DataFra
         "topic",
         "partition",
         "offset",
+        F.lit(0).alias("seq"),
         "kafka_ts",
         F.col("kind"),
         F.when(ok, F.timestamp_millis(F.col("_event_ms"))).alias("event_time"),
@@ -676,7 +690,7 @@ _TELEGRAF_VALUE_KEYS = ("value", "gauge", "counter")
 def parse_metrics(records: DataFrame, limits: ParseLimits | None = None) -> DataFrame:
     """Parse metric records (canonical JSON and Telegraf JSON) into ``metric`` events.
 
-    A Telegraf record with several fields becomes several events.
+    A Telegraf record with several fields becomes several events, numbered by ``seq``.
     """
     lim = limits or ParseLimits()
     value = F.col("value")
@@ -709,7 +723,9 @@ def parse_metrics(records: DataFrame, limits: ParseLimits | None = None) -> Data
     labels = F.coalesce(jc["labels"], jc["tags"], F.create_map().cast("map<string,string>"))
     df = df.select(
         "*",
-        F.explode_outer(F.when(jc["_corrupt"].isNull() & jc.isNotNull(), pairs)).alias("_p"),
+        F.posexplode_outer(F.when(jc["_corrupt"].isNull() & jc.isNotNull(), pairs)).alias(
+            "_seq", "_p"
+        ),
         labels.alias("_labels"),
     )
     # Spark's JSON reader hands a bare NaN/Infinity token to a string field as `"NaN"`.
@@ -734,6 +750,7 @@ def parse_metrics(records: DataFrame, limits: ParseLimits | None = None) -> Data
         "topic",
         "partition",
         "offset",
+        F.coalesce(F.col("_seq"), F.lit(0)).alias("seq"),
         "kafka_ts",
         F.when(ok, F.lit("metric")).alias("kind"),
         F.when(ok, F.timestamp_millis(event_ms)).alias("event_time"),

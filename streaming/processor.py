@@ -38,7 +38,9 @@ log = logging.getLogger(__name__)
 EVENT_INPUT_COLUMNS: tuple[str, ...] = (
     "kind",
     "event_ms",
+    "src",
     "offset",
+    "seq",
     "job_id",
     "job_name",
     "tm_id",
@@ -79,6 +81,39 @@ SIGNAL_GONE = "signal_gone"
 
 _STATE_SCHEMA = StructType([StructField("json", StringType())])
 _TIMER_KEY = "_timer_ms"
+#: Per source (raw topic:partition or file), the position of the last record applied.
+_SEEN_KEY = "_seen"
+#: Sources remembered per entity; a record's events come from one, an entity's from a few.
+_MAX_SOURCES = 16
+
+
+def fresh_rows(frame: pd.DataFrame, seen: dict[str, list[int]]) -> pd.DataFrame:
+    """The rows of ``frame`` not applied before; ``seen`` is advanced past them.
+
+    The bus is at-least-once: after a restart the parse query writes again what it wrote
+    since its last commit. An entity's events share one bus partition, so from one source
+    they arrive in the order of their records: a position ``(offset, seq)`` at or before
+    the last one applied from that source is a repeat. Repeats inside one batch are
+    dropped as well.
+    """
+    if frame.empty or "src" not in frame:
+        return frame
+    frame = frame.drop_duplicates(subset=["src", "offset", "seq"])
+    keep = pd.Series(True, index=frame.index)
+    for src, rows in frame.groupby("src", sort=False, dropna=False):
+        key = str(src)
+        off = rows["offset"].fillna(-1).astype("int64")
+        seq = rows["seq"].fillna(0).astype("int64")
+        last = seen.get(key)
+        if last is not None:
+            keep.loc[rows.index] = (off > last[0]) | ((off == last[0]) & (seq > last[1]))
+        top_off = int(off.max())
+        top = [top_off, int(seq[off == top_off].max())]
+        if last is None or top > last:
+            seen[key] = top
+    while len(seen) > _MAX_SOURCES:
+        seen.pop(next(iter(seen)))
+    return frame[keep]
 
 
 def _none_if_nan(v: Any) -> Any:
@@ -210,7 +245,11 @@ class DetectorProcessor(StatefulProcessor):
         return json.loads(row[0]) if row and row[0] else None
 
     def _apply(
-        self, old_timer: int | None, step_state: dict[str, Any] | None, timer: int | None
+        self,
+        old_timer: int | None,
+        step_state: dict[str, Any] | None,
+        timer: int | None,
+        seen: dict[str, list[int]] | None = None,
     ) -> None:
         if old_timer is not None and old_timer != timer:
             self._handle.deleteTimer(old_timer)
@@ -219,7 +258,9 @@ class DetectorProcessor(StatefulProcessor):
             return
         if timer is not None and timer != old_timer:
             self._handle.registerTimer(timer)
-        step_state[_TIMER_KEY] = timer
+        step_state = {**step_state, _TIMER_KEY: timer}
+        if seen:
+            step_state[_SEEN_KEY] = seen
         self._state.update((json.dumps(step_state, separators=(",", ":")),))
 
     def handleInputRows(  # noqa: D102
@@ -228,9 +269,13 @@ class DetectorProcessor(StatefulProcessor):
         frames = list(rows)
         if not frames:
             return
-        events = rows_to_events(pd.concat(frames, ignore_index=True))
-        now = timerValues.getCurrentWatermarkInMs()
         state = self._load()
+        seen: dict[str, list[int]] = (state or {}).pop(_SEEN_KEY, None) or {}
+        frame = fresh_rows(pd.concat(frames, ignore_index=True), seen)
+        if frame.empty:
+            return
+        events = rows_to_events(frame)
+        now = timerValues.getCurrentWatermarkInMs()
         detector = self._detector(key[0], state, events)
         if detector is None:
             if state is not None:
@@ -257,7 +302,7 @@ class DetectorProcessor(StatefulProcessor):
                 # Spark allows no TTL in event-time mode, so a detector that keeps state
                 # must be woken up at some point: evict after its idle TTL at the latest.
                 timer = event.time_ms + int(detector.params.idle_ttl_s * 1000)
-        self._apply(old_timer, state, timer)
+        self._apply(old_timer, state, timer, seen)
         if alerts:
             yield alerts_frame(alerts)
         if detector.signals:
@@ -272,6 +317,7 @@ class DetectorProcessor(StatefulProcessor):
         detector = self._detector(key[0], state, [])
         fired = expiredTimerInfo.getExpiryTimeInMs()
         state.pop(_TIMER_KEY, None)
+        seen = state.pop(_SEEN_KEY, None)
         if detector is None:
             # Detector disabled since the state was written: forget the entity, and close
             # its incident so no alert stays firing forever.
@@ -287,12 +333,12 @@ class DetectorProcessor(StatefulProcessor):
         if step is None:
             # The detector raised: keep the state, but make sure it is woken up (and
             # eventually evicted) again rather than stranded without a timer.
-            self._apply(None, state, now + idle_ms)
+            self._apply(None, state, now + idle_ms, seen)
             return
         # The fired timer is gone already; register the next one. State kept without a
         # timer would never be evicted (no TTL in event-time mode): fall back to idle TTL.
         timer = step.timer_ms if step.timer_ms is not None or step.state is None else now + idle_ms
-        self._apply(None, step.state, timer)
+        self._apply(None, step.state, timer, seen)
         if step.alerts:
             yield alerts_frame(list(step.alerts))
         if detector.signals:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
+import time
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -48,6 +50,49 @@ def cluster_settings(cfg: SparkConfig) -> dict[str, str]:
     return {**out, **cfg.options}
 
 
+def task_slots(master: str) -> int | None:
+    """Task slots of a ``local[N]`` master (``None`` for a cluster or ``local[*]``)."""
+    m = re.fullmatch(r"local(?:\[(\d+|\*)(?:,\s*\d+)?\])?", master.strip())
+    if m is None:
+        return None
+    if m.group(1) is None:
+        return 1
+    return None if m.group(1) == "*" else int(m.group(1))
+
+
+def sized_master(master: str, needed: int) -> str:
+    """``master`` with at least ``needed`` task slots when it is a local master.
+
+    Real-time mode pins one long-running task per source partition for the whole batch;
+    with fewer slots the remaining partitions silently make no progress and the detector
+    queries get none. Local task slots are threads, so more of them than cores is fine:
+    the pinned tasks mostly wait on Kafka.
+    """
+    if not master.strip().startswith("local"):
+        return master
+    have = task_slots(master) or os.cpu_count() or 1
+    if have >= needed:
+        return master
+    log.info(
+        "spark.master %s has %d task slots; the queries need %d: using local[%d]",
+        master,
+        have,
+        needed,
+        needed,
+    )
+    return f"local[{needed}]"
+
+
+def cluster_slots(spark: SparkSession, wait_s: float = 30.0) -> int:
+    """Task slots of the cluster behind ``spark``, once its first executors registered."""
+    sc = spark.sparkContext
+    deadline = time.monotonic() + wait_s
+    # The driver counts itself among the block managers; executors add one each.
+    while sc._jsc.sc().getExecutorMemoryStatus().size() < 2 and time.monotonic() < deadline:  # noqa: SLF001
+        time.sleep(0.5)
+    return int(sc.defaultParallelism)
+
+
 def get_session(
     *,
     master: str = "local[2]",
@@ -63,6 +108,10 @@ def get_session(
     run time; state lives in RocksDB, which ``transformWithStateInPandas`` requires.
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if master.startswith("local"):
+        # Everything runs in this process: bind it to loopback (and spare the log Spark's
+        # warning that the host name resolves to a loopback address).
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = (
         SparkSession.builder.master(master)
@@ -70,6 +119,9 @@ def get_session(
         .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
         .config("spark.sql.session.timeZone", timezone)
         .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
+        # Each batch commits a changelog of what changed instead of a RocksDB checkpoint
+        # of every store (snapshots are taken in the background).
+        .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
         # Malformed input must never fail the query: without ANSI, a bad cast is null.
         .config("spark.sql.ansi.enabled", "false")
         .config("spark.sql.streaming.metricsEnabled", "true")
@@ -119,13 +171,16 @@ def get_session(
 # Spark loggers that repeat themselves at WARN on every micro-batch in normal operation;
 # flinkwatch's own progress log says the same once per interval.
 _NOISY = (
-    "org.apache.spark.sql.execution.streaming.ProcessingTimeExecutor",
-    "org.apache.spark.sql.execution.streaming.ResolveWriteToStream",
-    "org.apache.spark.sql.catalyst.analysis.ResolveWriteToStream",
+    # "Current batch is falling behind": a detect batch longer than a short trigger.
+    "org.apache.spark.sql.execution.streaming.runtime.ProcessingTimeExecutor",
+    "org.apache.spark.sql.execution.streaming.runtime.ResolveWriteToStream",
+    "org.apache.spark.sql.execution.streaming.runtime.MicroBatchExecution",
     "org.apache.spark.scheduler.DAGScheduler",
-    "org.apache.spark.sql.execution.python.streaming.TransformWithStateInPandasStateServer",
+    "org.apache.spark.sql.execution.python.streaming.TransformWithStateInPySparkStateServer",
     # Warns for hop files it already removed (they are gone: checked in the demo runs).
-    "org.apache.spark.sql.execution.streaming.FileStreamSource$SourceFileRemover",
+    "org.apache.spark.sql.execution.streaming.runtime.FileStreamSource$SourceFileRemover",
+    # Prints the whole plan when it truncates a plan's string form.
+    "org.apache.spark.util.SparkStringUtils",
 )
 
 

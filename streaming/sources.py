@@ -22,23 +22,44 @@ from conf import KafkaConfig
 _RECORD_START = r"\r?\n(?=\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}|\{)"
 
 
-def kafka_records(
-    spark: SparkSession, cfg: KafkaConfig, topic: str, *, stream: bool = True
+def kafka_stream(
+    spark: SparkSession,
+    cfg: KafkaConfig,
+    topic: str,
+    *,
+    stream: bool = True,
+    realtime: bool = False,
+    starting_offsets: str | None = None,
 ) -> DataFrame:
-    """Records of one Kafka topic with the official Spark Kafka source."""
+    """One Kafka topic as Spark's Kafka source gives it (``key``, ``value``, ...).
+
+    ``realtime``: for a query in real-time mode, which refuses per-trigger limits.
+    """
     reader = spark.readStream if stream else spark.read
     r = (
         reader.format("kafka")
         .option("kafka.bootstrap.servers", cfg.bootstrap_servers)
         .option("subscribe", topic)
-        .option("startingOffsets", cfg.starting_offsets)
+        .option("startingOffsets", starting_offsets or cfg.starting_offsets)
         .option("failOnDataLoss", str(cfg.fail_on_data_loss).lower())
     )
-    if stream and cfg.max_offsets_per_trigger:
+    if stream and not realtime and cfg.max_offsets_per_trigger:
         r = r.option("maxOffsetsPerTrigger", str(cfg.max_offsets_per_trigger))
     for k, v in cfg.options.items():
         r = r.option(k, v)
-    return r.load().select(
+    return r.load()
+
+
+def kafka_records(
+    spark: SparkSession,
+    cfg: KafkaConfig,
+    topic: str,
+    *,
+    stream: bool = True,
+    realtime: bool = False,
+) -> DataFrame:
+    """Records of one Kafka topic with the official Spark Kafka source."""
+    return kafka_stream(spark, cfg, topic, stream=stream, realtime=realtime).select(
         F.col("value").cast("string").alias("value"),
         F.col("topic"),
         F.col("partition"),

@@ -13,7 +13,8 @@ from streaming.session import get_session
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
-    session = get_session(app_name="flinkwatch-tests")
+    # Eight task slots: the real-time parse query keeps one task per raw partition running.
+    session = get_session(master="local[8]", app_name="flinkwatch-tests")
     yield session
     session.stop()
 

@@ -11,7 +11,8 @@ import pytest
 from conf import AppConfig, KafkaConfig, OutputConfig, SparkConfig
 from sinks import AlertLedger, JsonLinesAlertSink
 from streaming.app import Outputs, Pipeline, run_forever
-from streaming.sources import kafka_records
+from streaming.sources import kafka_records, kafka_stream
+from streaming.topics import ensure_bus_topics
 from tests.conftest import KafkaBroker, wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
@@ -52,6 +53,8 @@ def config(kafka: KafkaBroker, prefix: str, state: Path) -> AppConfig:
             bootstrap_servers=kafka.bootstrap,
             logs_topic=f"{prefix}.logs",
             metrics_topic=f"{prefix}.metrics",
+            events_topic=f"{prefix}.events",
+            deadletters_topic=f"{prefix}.deadletters",
         ),
         spark=SparkConfig(trigger_interval_s=0.5, restart_backoff_s=2, watermark_delay_s=60),
         output=OutputConfig(state_dir=state),
@@ -59,6 +62,8 @@ def config(kafka: KafkaBroker, prefix: str, state: Path) -> AppConfig:
 
 
 def pipeline(spark, cfg: AppConfig, trigger: dict) -> Pipeline:  # type: ignore[no-untyped-def]
+    """The live layout (event bus and dead letters on Kafka), parse as micro-batches."""
+    ensure_bus_topics(cfg.kafka)
     return Pipeline(
         spark=spark,
         cfg=cfg,
@@ -71,6 +76,8 @@ def pipeline(spark, cfg: AppConfig, trigger: dict) -> Pipeline:  # type: ignore[
         checkpoint_dir=cfg.output.checkpoint_dir,
         deadletter_dir=cfg.output.deadletter_path,
         trigger=trigger,
+        bus="kafka",
+        bus_source=lambda topic: kafka_stream(spark, cfg.kafka, topic, starting_offsets="earliest"),
     )
 
 
@@ -194,6 +201,62 @@ def test_broker_restart_mid_stream_skips_no_record(spark, kafka, tmp_path) -> No
     alerts = read_alerts(cfg.output.alerts_path, "checkpoint_failures")
     assert sorted(a["job_id"] for a in alerts) == sorted(jobs)
     assert all(a["evidence"]["expired_checkpoints"] == [1, 2, 3] for a in alerts)
+
+
+def test_real_time_parse_feeds_the_detectors_and_keeps_dead_letters(spark, kafka, tmp_path) -> None:
+    """The live layout as `flinkwatch run` starts it: the parse query in real-time mode."""
+    cfg = config(kafka, "e2ert", tmp_path / "state")
+    cfg = cfg.model_copy(update={"spark": cfg.spark.model_copy(update={"parse_mode": "realtime"})})
+    kafka.create_topics(cfg.kafka.logs_topic, cfg.kafka.metrics_topic)
+    p = pipeline(spark, cfg, {})
+    p.trigger = None
+    p.realtime_sources = (
+        lambda: kafka_records(spark, cfg.kafka, cfg.kafka.logs_topic, realtime=True),
+        lambda: kafka_records(spark, cfg.kafka, cfg.kafka.metrics_topic, realtime=True),
+    )
+    assert p.realtime
+    stop = threading.Event()
+    result: dict[str, int] = {}
+    runner = threading.Thread(
+        target=lambda: result.update(rc=run_forever(p, should_stop=stop.is_set))
+    )
+    runner.start()
+    try:
+        wait_until(lambda: len(spark.streams.active) == 3, what="three queries")
+        assert "parse-realtime" in {
+            d.name for d in cfg.output.checkpoint_dir.iterdir() if d.is_dir()
+        }
+        kafka.produce(cfg.kafka.logs_topic, expired_cycle(JOB_A, 1, 3, 1), key=JOB_A.encode())
+        kafka.produce(cfg.kafka.logs_topic, ["not a Flink line"], key=b"jm-2")
+        wait_until(
+            lambda: read_alerts(cfg.output.alerts_path, "checkpoint_failures"),
+            timeout=120,
+            what="the alert through the real-time parse query",
+        )
+        wait_until(
+            lambda: list(cfg.output.deadletter_path.glob("*.jsonl")),
+            timeout=60,
+            what="the dead letter file",
+        )
+        # Counts arrive with the parse query's progress, at the end of its batch.
+        wait_until(lambda: p.stats.dead_letters == {"unknown_layout": 1}, what="the counts")
+        assert p.stats.kinds["checkpoint_expired"] == 3
+    finally:
+        stop.set()
+        runner.join(timeout=120)
+    assert result.get("rc") == 0
+    (alert,) = read_alerts(cfg.output.alerts_path, "checkpoint_failures")
+    assert alert["job_id"] == JOB_A and alert["evidence"]["expired_checkpoints"] == [1, 2, 3]
+    (letter,) = [
+        json.loads(x)
+        for f in cfg.output.deadletter_path.glob("*.jsonl")
+        for x in f.read_text().splitlines()
+    ]
+    assert (letter["raw"], letter["error"], letter["topic"]) == (
+        "not a Flink line",
+        "unknown_layout",
+        cfg.kafka.logs_topic,
+    )
 
 
 # The issue #6 incidents run in a second fleet next to the first one (jobs 5-12: no id or

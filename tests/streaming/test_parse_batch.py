@@ -9,6 +9,7 @@ import pytest
 from conf import AppConfig
 from sinks import DeadLetterFileSink
 from streaming.app import ParseBatch, PipelineStats, parsed_events
+from streaming.bus import bus_events
 from tests.conftest import records_df
 
 pytestmark = pytest.mark.spark
@@ -34,8 +35,11 @@ def test_a_replayed_batch_replaces_its_hop_file_and_dead_letters(spark, tmp_path
     handler(batch, 7)  # Spark replays batch 7 after a crash
     files = sorted(p.name for p in hop.iterdir())
     assert files == ["batch-0000000007-0.parquet"]
-    rows = spark.read.parquet(str(hop)).collect()
-    assert [(r["kind"], r["checkpoint_id"]) for r in rows] == [("checkpoint_expired", 1843)]
+    rows = bus_events(spark.read.parquet(str(hop))).collect()
+    # One bus record per entity scope that reads it: the job's detectors, keyed by the job.
+    assert [(r["entity"], r["kind"], r["checkpoint_id"], r["src"], r["offset"]) for r in rows] == [
+        ("job:3f4c2a9b7d1e4f60a8b5c2d1e0f9a7b3", "checkpoint_expired", 1843, "flink.logs:0", 0)
+    ]
     dead = list((tmp_path / "dead").glob("*.jsonl"))
     assert len(dead) == 1
     assert [json.loads(x)["error"] for x in dead[0].read_text().splitlines()] == ["invalid_json"]

@@ -8,7 +8,13 @@ import math
 import pandas as pd
 
 from detectors import Alert, AlertStatus, Severity
-from streaming.processor import ALERT_SCHEMA, EVENT_INPUT_COLUMNS, alerts_frame, rows_to_events
+from streaming.processor import (
+    ALERT_SCHEMA,
+    EVENT_INPUT_COLUMNS,
+    alerts_frame,
+    fresh_rows,
+    rows_to_events,
+)
 
 
 def frame(rows: list[dict]) -> pd.DataFrame:
@@ -51,3 +57,45 @@ def test_alerts_frame_matches_the_output_schema() -> None:
     row = df.iloc[0]
     assert (row["status"], row["severity"], row["event_ms"]) == ("resolved", "critical", 42)
     assert json.loads(row["evidence"]) == {"n": 3}
+
+
+def _positions(df: pd.DataFrame) -> list[tuple[str, int, int]]:
+    return sorted((r.src, int(r.offset), int(r.seq)) for r in df.itertuples())
+
+
+def test_repeats_of_applied_records_are_dropped_per_source() -> None:
+    seen: dict[str, list[int]] = {}
+    first = frame(
+        [
+            {"src": "logs:0", "offset": 10, "seq": 0, "event_ms": 1},
+            {"src": "metrics:1", "offset": 7, "seq": 0, "event_ms": 1},
+            {"src": "metrics:1", "offset": 7, "seq": 1, "event_ms": 1},
+        ]
+    )
+    assert len(fresh_rows(first, seen)) == 3
+    assert seen == {"logs:0": [10, 0], "metrics:1": [7, 1]}
+    # After a restart the parse query writes its last batch again, then goes on.
+    again = frame(
+        [
+            {"src": "logs:0", "offset": 10, "seq": 0, "event_ms": 1},
+            {"src": "metrics:1", "offset": 7, "seq": 1, "event_ms": 1},
+            {"src": "metrics:1", "offset": 7, "seq": 2, "event_ms": 1},
+            {"src": "logs:0", "offset": 11, "seq": 0, "event_ms": 2},
+            {"src": "logs:0", "offset": 11, "seq": 0, "event_ms": 2},  # twice in one batch
+            {"src": "logs:1", "offset": 3, "seq": 0, "event_ms": 2},  # a source not seen yet
+        ]
+    )
+    assert _positions(fresh_rows(again, seen)) == [
+        ("logs:0", 11, 0),
+        ("logs:1", 3, 0),
+        ("metrics:1", 7, 2),
+    ]
+    assert seen == {"logs:0": [11, 0], "metrics:1": [7, 2], "logs:1": [3, 0]}
+
+
+def test_sources_remembered_per_entity_are_bounded() -> None:
+    seen: dict[str, list[int]] = {}
+    fresh_rows(
+        frame([{"src": f"f{i}", "offset": 1, "seq": 0, "event_ms": 1} for i in range(40)]), seen
+    )
+    assert len(seen) == 16 and "f39" in seen and "f0" not in seen

@@ -1,33 +1,76 @@
-"""Routing: each detector gets its event kinds and only the metric names it reads."""
+"""Routing: each detector gets its event kinds and only the metric names it reads.
+
+Both ends of the bus: the parse side puts an event on the bus once per entity scope that
+wants it, the detect side fans it out to the detectors of that scope.
+"""
 
 from __future__ import annotations
+
+import datetime as dt
 
 import pytest
 
 from conf import AppConfig
 from detectors.checkpoint_creep import DURATION_METRIC
 from detectors.idle_heap_growth import HEAP_USED
-from streaming.app import routed_events
+from streaming.bus import bus_events, bus_records, routed_events
 
 pytestmark = pytest.mark.spark
 
 JOB = "3f4c2a9b7d1e4f60a8b5c2d1e0f9a7b3"
 TM = "container_e05_1699999999999_0042_01_000003"
+T = dt.datetime(2024, 6, 3, 10, 0, tzinfo=dt.UTC)
+
+
+def _events(spark, rows):  # type: ignore[no-untyped-def]
+    return spark.createDataFrame(
+        [(*r, "flink.logs", 0, i, 0, T) for i, r in enumerate(rows)],
+        "kind string, metric string, job_id string, tm_id string, topic string, "
+        "partition int, offset long, seq int, event_time timestamp",
+    ).selectExpr(
+        "*",
+        "cast(null as string) as error",
+        *[
+            f"cast(null as {t}) as {c}"
+            for c, t in (
+                ("job_name", "string"),
+                ("host", "string"),
+                ("task", "string"),
+                ("checkpoint_id", "long"),
+                ("duration_ms", "long"),
+                ("size_bytes", "long"),
+                ("from_state", "string"),
+                ("to_state", "string"),
+                ("reason", "string"),
+                ("value", "double"),
+                ("message", "string"),
+            )
+        ],
+    )
 
 
 def test_metric_events_reach_only_the_detectors_that_name_them(spark) -> None:
-    rows = [
-        ("metric", DURATION_METRIC, JOB, None),
-        ("metric", HEAP_USED, JOB, TM),
-        ("metric", "flink_taskmanager_Status_JVM_CPU_Load", JOB, TM),  # nobody reads it
-        ("checkpoint_expired", None, JOB, None),
+    events = _events(
+        spark,
+        [
+            ("metric", DURATION_METRIC, JOB, None),
+            ("metric", HEAP_USED, JOB, TM),
+            ("metric", "flink_taskmanager_Status_JVM_CPU_Load", JOB, TM),  # nobody reads it
+            ("checkpoint_expired", None, JOB, None),
+        ],
+    )
+    cfg = AppConfig()
+    bus = bus_records(events, cfg, dead_letters=False)
+    # On the bus: the heap sample for the TaskManager only (no job-scope detector reads
+    # it), the duration and the expiry for the job; nothing for the CPU load.
+    assert sorted((r["topic"], r["key"]) for r in bus.collect()) == [
+        (cfg.kafka.events_topic, f"job:{JOB}"),
+        (cfg.kafka.events_topic, f"job:{JOB}"),
+        (cfg.kafka.events_topic, f"tm:{TM}"),
     ]
-    events = spark.createDataFrame(
-        rows, "kind string, metric string, job_id string, tm_id string"
-    ).selectExpr("*", "cast(null as string) as error")
     got = sorted(
         (r["detector"], r["kind"], r["metric"])
-        for r in routed_events(events, AppConfig()).collect()
+        for r in routed_events(bus_events(bus), cfg).collect()
     )
     assert got == [
         ("checkpoint_creep", "checkpoint_expired", None),
@@ -36,3 +79,24 @@ def test_metric_events_reach_only_the_detectors_that_name_them(spark) -> None:
         ("idle_heap_growth", "metric", HEAP_USED),
         ("late_barrier_acks", "checkpoint_expired", None),
     ]
+
+
+def test_a_disabled_detector_gets_nothing_and_its_scope_may_vanish_from_the_bus(spark) -> None:
+    events = _events(spark, [("metric", HEAP_USED, JOB, TM)])
+    cfg = AppConfig.model_validate({"detectors": {"idle_heap_growth": {"enabled": False}}})
+    assert bus_records(events, cfg, dead_letters=False).count() == 0
+
+
+def test_a_dead_letter_goes_to_its_topic_with_its_coordinates(spark) -> None:
+    events = _events(spark, [("metric", HEAP_USED, JOB, TM)]).selectExpr(
+        "* except (error, kind)",
+        "'bad_type' as error",
+        "cast(null as string) as kind",
+        "cast(null as timestamp) as kafka_ts",
+        "'x' as detail",
+        "'{raw}' as raw",
+    )
+    cfg = AppConfig()
+    (row,) = bus_records(events, cfg, dead_letters=True).collect()
+    assert (row["topic"], row["key"]) == (cfg.kafka.deadletters_topic, "flink.logs:0")
+    assert '"error":"bad_type"' in row["value"] and '"raw":"{raw}"' in row["value"]

@@ -44,6 +44,9 @@ class FakePipeline:
     queries: list[FakeQuery] = field(default_factory=list)
     spark: Any = None
 
+    def count_progress(self, queries: list[FakeQuery]) -> None:
+        pass
+
     def start(self) -> list[FakeQuery]:
         fail = self.fail_after[min(self.starts, len(self.fail_after) - 1)]
         self.starts += 1
