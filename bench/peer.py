@@ -51,9 +51,14 @@ from kafka import KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import TopicAlreadyExistsError
 
-from sinks.slack_emulator import SlackEmulator
+from sinks.slack_emulator import WEBHOOK_CHANNEL, SlackEmulator
 from streaming.simulate import FleetSpec, Incident, SimRecord, generate, job_id, tm_id
-from tests.promserver import PrometheusError, PrometheusServer, find_binary
+from tests.promserver import (
+    AlertmanagerServer,
+    PrometheusError,
+    PrometheusServer,
+    find_binary,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 RULES = REPO / "bench" / "peer_rules.yml"
@@ -70,6 +75,13 @@ INCIDENTS: tuple[Incident, ...] = (
     Incident("late_acks_skew", 2, 60.0),
     Incident("checkpoint_creep", 3, 30.0),
     Incident("idle_heap_leak", 4, 30.0),
+    # More expiries at staggered onsets: page latency needs a distribution, not one value.
+    Incident("checkpoint_expiry", 5, 100.0),
+    Incident("checkpoint_expiry", 6, 150.0),
+    Incident("checkpoint_expiry", 7, 210.0),
+    Incident("checkpoint_expiry", 8, 260.0),
+    Incident("checkpoint_expiry", 9, 330.0),
+    Incident("checkpoint_expiry", 10, 400.0),
 )
 
 #: Per incident kind: the flinkwatch detector meant for it and the PromQL rule mirroring
@@ -554,7 +566,7 @@ class FleetIndex:
 class Firing:
     """One alert seen firing on one side."""
 
-    side: str  # "flinkwatch" or "prometheus"
+    side: str  # "flinkwatch", "prometheus" (its API shows it firing) or "alertmanager" (paged)
     name: str  # detector or alertname
     job_index: int | None
     tm_index: int | None
@@ -572,9 +584,14 @@ class SlackWatch:
         self.unmatched: list[str] = []
         self._lock = threading.Lock()
 
+    _AM_LINE: ClassVar[re.Pattern[str]] = re.compile(r"^(\w+) job_id=(\S*) tm_id=(\S*)$", re.M)
+
     def on_message(self, message: dict[str, Any]) -> None:
         """The emulator's callback: keep incident posts (thread replies are updates)."""
         wall = time.time()
+        if message.get("channel") == WEBHOOK_CHANNEL:
+            self._alertmanager(str(message.get("text", "")), wall)
+            return
         if message.get("thread_ts"):
             return
         payload = (message.get("metadata") or {}).get("event_payload") or {}
@@ -588,6 +605,18 @@ class SlackWatch:
                 self.unmatched.append(text[:200])
                 return
             self.firings.append(Firing("flinkwatch", m.group(1), job, tm, wall))
+
+    def _alertmanager(self, text: str, wall: float) -> None:
+        """A page from Alertmanager's Slack receiver: one line per alert of the group."""
+        if not text.startswith("[FIRING") and "[FIRING" not in text.split("\n", 1)[0]:
+            return
+        with self._lock:
+            for name, job, tm in self._AM_LINE.findall(text):
+                j, t = self.index.locate(job or None, tm or None)
+                if j is None:
+                    self.unmatched.append(text[:200])
+                    continue
+                self.firings.append(Firing("alertmanager", name, j, t, wall))
 
 
 class PrometheusWatch:
@@ -688,6 +717,10 @@ def summarize(
         tm = 0 if inc.kind == "idle_heap_leak" else None
         fw = [f for f in firings if f.side == "flinkwatch"]
         prom = [f for f in firings if f.side == "prometheus"]
+        paged = [f for f in firings if f.side == "alertmanager"]
+        decided = _first(detected, job=inc.job_index, name=detector, tm=tm)
+        am_page = None if rule is None else _first(paged, job=inc.job_index, name=rule, tm=tm)
+        fw_page = _first(fw, job=inc.job_index, name=detector, tm=tm)
         fw_first = _first(fw, job=inc.job_index, tm=tm)
         prom_first = _first(prom, job=inc.job_index, tm=tm)
         rows.append(
@@ -709,6 +742,13 @@ def summarize(
                 "flinkwatch_detected_s": _after(
                     _first(detected, job=inc.job_index, name=detector, tm=tm), onset_wall
                 ),
+                "alertmanager_s": _after(am_page, onset_wall),
+                # Page latency: from the record that decided the incident (flinkwatch's
+                # deciding record, sent at its event time) to each side's Slack message.
+                "page_latency_s": {
+                    "flinkwatch": _after(fw_page, decided.wall) if decided else None,
+                    "prometheus_alertmanager": _after(am_page, decided.wall) if decided else None,
+                },
                 # What pages first for this job, whichever detector or rule it is.
                 "flinkwatch_first": None
                 if fw_first is None
@@ -720,7 +760,7 @@ def summarize(
         )
     false_positives = {
         side: sum(1 for f in firings if f.side == side and _false_positive(f, incidents))
-        for side in ("flinkwatch", "prometheus")
+        for side in ("flinkwatch", "prometheus", "alertmanager")
     }
     listing = [
         {
@@ -822,6 +862,9 @@ def run_peer(
     ).start()
     board = MetricBoard(stale_after_s=3 * spec.metric_interval_s)
     endpoint = ReporterEndpoint(board).start()
+    alertmanager = AlertmanagerServer(
+        binary.with_name("alertmanager"), prom_dir / "alertmanager", emulator.webhook_url, _CHANNEL
+    ).start()
     prometheus = PrometheusServer(
         binary,
         prom_dir,
@@ -829,6 +872,7 @@ def run_peer(
         scrape_interval_s=scrape_s,
         rule_files=[RULES],
         evaluation_interval_s=scrape_s,
+        alertmanagers=[alertmanager.target],
     )
     config_path = workdir / "flinkwatch.yaml"
     config_path.write_text(
@@ -907,6 +951,7 @@ def run_peer(
             producer.stop()
         code = job.stop()
         prometheus.stop()
+        alertmanager.stop()
         endpoint.stop()
         emulator.stop()
         log(f"peer: flinkwatch stopped (exit code {code})")

@@ -553,6 +553,17 @@ def table(r: dict[str, Any]) -> str:
     for kind, s in (r.get("flinkwatch_time_to_alert_s") or {}).items():
         p = (r.get("prometheus_time_to_alert_s") or {}).get(kind)
         rows.append((f"time to alert: {kind}", f"flinkwatch {s} s, Prometheus {p} s"))
+    pages = r.get("page_latency_s") or {}
+    if pages:
+        fw, am = pages.get("flinkwatch") or {}, pages.get("prometheus_alertmanager") or {}
+        rows.append(
+            (
+                "page latency, deciding record -> Slack",
+                f"flinkwatch p50 {fw.get('p50')} / p99 {fw.get('p99')} s (n={fw.get('n')}); "
+                f"Prometheus + Alertmanager p50 {am.get('p50')} / p99 {am.get('p99')} s "
+                f"(n={am.get('n')})",
+            )
+        )
     w = max(len(k) for k, _ in rows)
     return "\n".join(f"| {k.ljust(w)} | {v} |" for k, v in rows)
 
@@ -655,6 +666,12 @@ def main(argv: list[str] | None = None) -> int:
                 by_kind["prometheus"][inc["kind"]] = inc.get("prometheus_s")
             result["flinkwatch_time_to_alert_s"] = by_kind["flinkwatch"]
             result["prometheus_time_to_alert_s"] = by_kind["prometheus"]
+            pages: dict[str, list[float]] = {"flinkwatch": [], "prometheus_alertmanager": []}
+            for inc in peer.get("incidents", []):
+                for side, v in (inc.get("page_latency_s") or {}).items():
+                    if v is not None:
+                        pages[side].append(v)
+            result["page_latency_s"] = {k: _percentiles(sorted(v)) for k, v in pages.items()}
     finally:
         rss.stop()
         slack.emulator.stop()
@@ -676,7 +693,12 @@ PHASES: dict[str, tuple[str, ...]] = {
     ),
     "latency": ("latency", "trigger_s", "alert_latency_s"),
     "cluster": ("cluster", "cluster_records_per_s"),
-    "peer": ("peer", "flinkwatch_time_to_alert_s", "prometheus_time_to_alert_s"),
+    "peer": (
+        "peer",
+        "flinkwatch_time_to_alert_s",
+        "prometheus_time_to_alert_s",
+        "page_latency_s",
+    ),
 }
 
 

@@ -53,13 +53,19 @@ class KafkaConfig(_Frozen):
     options: dict[str, str] = Field(
         default_factory=dict, description="Extra `kafka.*` options for the Spark source."
     )
-    events_topic: str = Field(
-        default="flinkwatch.events",
-        description="Parsed events keyed by entity: the parse query writes, the detectors read.",
+    events_topic: str | None = Field(
+        default=None,
+        description=(
+            "Parsed events keyed by entity: the parse query writes, the detectors read; "
+            "null = flinkwatch.<cluster>.events."
+        ),
     )
-    deadletters_topic: str = Field(
-        default="flinkwatch.deadletters",
-        description="Malformed records with their Kafka coordinates and the reason.",
+    deadletters_topic: str | None = Field(
+        default=None,
+        description=(
+            "Malformed records with their Kafka coordinates and the reason; "
+            "null = flinkwatch.<cluster>.deadletters."
+        ),
     )
     bus_partitions: int = Field(
         default=2, gt=0, description="Partitions of both topics above when flinkwatch creates them."
@@ -296,6 +302,9 @@ class Override(_Frozen):
         return self
 
 
+_BUS_TOPICS = ("events_topic", "deadletters_topic")
+
+
 class AppConfig(_Frozen):
     """The whole configuration (``conf/flinkwatch.yaml``)."""
 
@@ -311,6 +320,30 @@ class AppConfig(_Frozen):
     detectors: DetectorsConfig = Field(default_factory=DetectorsConfig)  # type: ignore[valid-type]
     overrides: tuple[Override, ...] = ()
     reload_interval_s: float = Field(default=5.0, gt=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bus_topics(cls, data: Any) -> Any:
+        """Name the bus topics after the cluster unless they are set.
+
+        Two flinkwatch instances on one broker, each watching its own cluster, must not
+        read each other's events.
+        """
+        if not isinstance(data, dict):
+            return data
+        cluster = data.get("cluster") or "default"
+        names = {t: f"flinkwatch.{cluster}.{t.removesuffix('_topic')}" for t in _BUS_TOPICS}
+        kafka = data.get("kafka")
+        if isinstance(kafka, KafkaConfig):
+            update = {t: n for t, n in names.items() if getattr(kafka, t) is None}
+            return {**data, "kafka": kafka.model_copy(update=update)} if update else data
+        if kafka is None or isinstance(kafka, dict):
+            kafka = dict(kafka or {})
+            for t, n in names.items():
+                if kafka.get(t) is None:
+                    kafka[t] = n
+            return {**data, "kafka": kafka}
+        return data
 
     @model_validator(mode="after")
     def _some_detector_runs(self) -> AppConfig:

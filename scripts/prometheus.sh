@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# A Prometheus server binary for integration tests: Debian's `prometheus` package (2.42 on
-# bookworm), downloaded with apt and unpacked with dpkg-deb. Nothing is installed on the
-# system and no service is started; tests run the binary themselves (tests/promserver.py).
+# A Prometheus server and an Alertmanager for integration tests and the benchmark: Debian's
+# `prometheus` (2.42 on bookworm) and `prometheus-alertmanager` (0.25) packages, downloaded
+# with apt and unpacked with dpkg-deb. Nothing is installed on the system and no service is
+# started; tests and the benchmark run the binaries themselves (tests/promserver.py).
 #
-#   scripts/prometheus.sh fetch   put prometheus (and promtool) in $FLINKWATCH_STACK_DIR/prometheus/bin
+#   scripts/prometheus.sh fetch   put prometheus, promtool and alertmanager in $FLINKWATCH_STACK_DIR/prometheus/bin
 #                                 (cached, idempotent; runs `apt-get update` once if root and needed)
 #   scripts/prometheus.sh path    print the binary's path (exit 1 if it has not been fetched)
 #
@@ -34,14 +35,14 @@ need() {  # need COMMAND...
   done
 }
 
-download() {  # download DIR: apt-get download prometheus into DIR
+download() {  # download DIR: apt-get download the packages into DIR
   local dir=$1
   # As root, apt drops privileges to _apt for downloads; let it reach and write into DIR
   # (otherwise it warns and downloads unsandboxed).
   if [ "$(id -u)" = 0 ] && id _apt >/dev/null 2>&1; then
     chmod 755 "$(dirname "$dir")" && chown _apt "$dir"
   fi
-  (cd "$dir" && apt-get download -q prometheus >&2)
+  (cd "$dir" && apt-get download -q prometheus prometheus-alertmanager >&2)
 }
 
 download_with_update() {  # download_with_update DIR: retry once after `apt-get update` (root only)
@@ -53,11 +54,11 @@ download_with_update() {  # download_with_update DIR: retry once after `apt-get 
   fi
   say "apt-get download failed; running 'apt-get update' once and retrying"
   apt-get update -q >&2
-  download "$dir" || { say "apt-get download prometheus failed after apt-get update"; exit 1; }
+  download "$dir" || { say "apt-get download failed after apt-get update"; exit 1; }
 }
 
 fetch() {
-  if [ -f "$dest/.complete" ] && [ -x "$binary" ]; then
+  if [ -f "$dest/.complete" ] && [ -x "$binary" ] && [ -x "$dest/bin/alertmanager" ]; then
     say "cached: $binary"
     version
     return
@@ -66,18 +67,25 @@ fetch() {
   work=$(mktemp -d)
   trap cleanup EXIT
   mkdir -p "$work/deb" "$work/root"
-  say "downloading Debian package 'prometheus' with apt-get download (first run only)..."
+  say "downloading Debian packages 'prometheus' and 'prometheus-alertmanager' with apt-get download (first run only)..."
   local start end deb
   start=$(date +%s.%N)
   download_with_update "$work/deb"
   end=$(date +%s.%N)
-  deb=$(ls "$work"/deb/prometheus_*.deb)
-  say "downloaded $(basename "$deb") ($(du -h "$deb" | cut -f1)) in $(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }') s"
-  dpkg-deb -x "$deb" "$work/root"
-  [ -x "$work/root/usr/bin/prometheus" ] || { say "usr/bin/prometheus not found in $deb"; exit 1; }
+  for deb in "$work"/deb/*.deb; do
+    say "downloaded $(basename "$deb") ($(du -h "$deb" | cut -f1))"
+    dpkg-deb -x "$deb" "$work/root"
+  done
+  say "downloads took $(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }') s"
+  for b in prometheus prometheus-alertmanager; do
+    [ -x "$work/root/usr/bin/$b" ] || { say "usr/bin/$b not found in the packages"; exit 1; }
+  done
   rm -rf "$dest.tmp" && mkdir -p "$dest.tmp/bin"
-  cp "$work/root/usr/bin/prometheus" "$dest.tmp/bin/"
-  if [ -x "$work/root/usr/bin/promtool" ]; then cp "$work/root/usr/bin/promtool" "$dest.tmp/bin/"; fi
+  for b in prometheus promtool amtool; do
+    if [ -x "$work/root/usr/bin/$b" ]; then cp "$work/root/usr/bin/$b" "$dest.tmp/bin/"; fi
+  done
+  # Debian renames the binary; the upstream name is what the docs and tests use.
+  cp "$work/root/usr/bin/prometheus-alertmanager" "$dest.tmp/bin/alertmanager"
   touch "$dest.tmp/.complete"
   rm -rf "$dest" && mv "$dest.tmp" "$dest"
   say "installed $(ls "$dest/bin" | tr '\n' ' ')in $dest/bin"

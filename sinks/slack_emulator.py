@@ -338,6 +338,19 @@ class SlackEmulator:
         if not isinstance(payload, dict):
             return _Reply.text("invalid_payload", 400)
         text, blocks = payload.get("text"), payload.get("blocks")
+        attachments = payload.get("attachments")
+        if attachments is not None and not isinstance(attachments, list):
+            return _Reply.text("invalid_attachments", 400)
+        # Slack takes a message of attachments alone (Alertmanager's Slack receiver sends
+        # its title and text only there); their text is the message's text here.
+        if not text and attachments:
+            text = "\n".join(
+                str(a.get(k) or "")
+                for a in attachments
+                if isinstance(a, dict)
+                for k in ("title", "text")
+                if a.get(k)
+            )
         if not text and not blocks:
             return _Reply.text("no_text", 400)
         if blocks is not None and not isinstance(blocks, list):

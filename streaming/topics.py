@@ -68,7 +68,11 @@ def partition_count(cfg: KafkaConfig, topics: list[str], wait_s: float = 60) -> 
     from kafka import KafkaConsumer
 
     deadline = time.monotonic() + wait_s
-    consumer = KafkaConsumer(bootstrap_servers=cfg.bootstrap_servers, client_id="flinkwatch-admin")
+    consumer = KafkaConsumer(
+        bootstrap_servers=cfg.bootstrap_servers,
+        client_id="flinkwatch-admin",
+        enable_auto_commit=False,
+    )
     try:
         total = 0
         for t in topics:

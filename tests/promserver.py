@@ -76,8 +76,10 @@ class PrometheusServer:
         scrape_interval_s: float = 1.0,
         rule_files: list[Path] | None = None,
         evaluation_interval_s: float = 1.0,
+        alertmanagers: list[str] | None = None,
     ) -> None:
         self.binary = Path(binary)
+        self.alertmanagers = list(alertmanagers or [])
         self.workdir = Path(workdir)
         self.scrape_targets = list(targets)
         self.scrape_interval_s = scrape_interval_s
@@ -112,6 +114,10 @@ class PrometheusServer:
                 {"job_name": JOB_NAME, "static_configs": [{"targets": self.scrape_targets}]},
             ],
         }
+        if self.alertmanagers:
+            config["alerting"] = {
+                "alertmanagers": [{"static_configs": [{"targets": self.alertmanagers}]}]
+            }
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.config_path.write_text(json.dumps(config, indent=2) + "\n")
         return self.config_path
@@ -265,3 +271,99 @@ class PrometheusServer:
             if not self.running:
                 raise PrometheusError(f"prometheus exited; log:\n{self.log_tail()}")
             time.sleep(interval)
+
+
+class AlertmanagerServer:
+    """One Alertmanager (Debian's binary) that routes every alert to a Slack webhook.
+
+    Routing keeps Alertmanager's defaults (group_wait 30 s, group_interval 5 m,
+    repeat_interval 4 h), grouped by alert name and Flink job; the Slack text lists each
+    alert's name and ids so a receiver can tell which job it is about.
+    """
+
+    def __init__(self, binary: Path, workdir: Path, slack_url: str, channel: str) -> None:
+        self.binary = Path(binary)
+        self.workdir = Path(workdir)
+        self.slack_url = slack_url
+        self.channel = channel
+        self.port: int | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+
+    @property
+    def target(self) -> str:
+        """``host:port`` for Prometheus' ``alerting`` section."""
+        if self.port is None:
+            raise PrometheusError("Alertmanager is not started")
+        return f"127.0.0.1:{self.port}"
+
+    def write_config(self) -> Path:
+        """The routing tree and the Slack receiver (JSON is valid YAML)."""
+        text = (
+            "{{ range .Alerts }}{{ .Labels.alertname }} job_id={{ .Labels.job_id }} "
+            "tm_id={{ .Labels.tm_id }}\n{{ end }}"
+        )
+        config = {
+            "route": {"receiver": "slack", "group_by": ["alertname", "job_id"]},
+            "receivers": [
+                {
+                    "name": "slack",
+                    "slack_configs": [
+                        {"api_url": self.slack_url, "channel": self.channel, "text": text}
+                    ],
+                }
+            ],
+        }
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        path = self.workdir / "alertmanager.yml"
+        path.write_text(json.dumps(config, indent=2) + "\n")
+        return path
+
+    def start(self, timeout: float = 60.0) -> Self:
+        """Start on a free loopback port (no clustering) and wait for ``/-/ready``."""
+        config = self.write_config()
+        self.port = free_port()
+        self._log = (self.workdir / "alertmanager.log").open("ab")
+        self._proc = subprocess.Popen(
+            [
+                str(self.binary),
+                f"--config.file={config}",
+                f"--storage.path={self.workdir / 'data'}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+                "--cluster.listen-address=",
+                "--log.level=warn",
+            ],
+            cwd=self.workdir,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + timeout
+        while True:
+            if self._proc.poll() is not None:
+                self.stop()
+                raise PrometheusError("alertmanager exited before it was ready")
+            try:
+                with urllib.request.urlopen(f"http://{self.target}/-/ready", timeout=2) as r:
+                    if r.status == 200:
+                        return self
+            except (urllib.error.URLError, OSError):
+                pass
+            if time.monotonic() > deadline:
+                self.stop()
+                raise PrometheusError(f"alertmanager not ready within {timeout:.0f} s")
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        """Terminate the process. Safe to call twice."""
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if self._log is not None:
+            self._log.close()
+            self._log = None

@@ -91,3 +91,19 @@ def test_readme_documents_every_config_key() -> None:
         ]
     missing = [k for k in keys if f"`{k}`" not in readme]
     assert missing == []
+
+
+def test_bus_topics_are_named_after_the_cluster_unless_set() -> None:
+    from conf import AppConfig, KafkaConfig
+
+    assert AppConfig().kafka.events_topic == "flinkwatch.default.events"
+    cfg = AppConfig.model_validate({"cluster": "prod-eu"})
+    assert (cfg.kafka.events_topic, cfg.kafka.deadletters_topic) == (
+        "flinkwatch.prod-eu.events",
+        "flinkwatch.prod-eu.deadletters",
+    )
+    mine = AppConfig(cluster="x", kafka=KafkaConfig(events_topic="bus", logs_topic="l"))
+    assert (mine.kafka.events_topic, mine.kafka.deadletters_topic) == (
+        "bus",
+        "flinkwatch.x.deadletters",
+    )

@@ -132,7 +132,7 @@ def test_the_cluster_config_is_valid_and_fits_the_pods() -> None:
     executor_mounts = mounts(pod_template("executor"))
     state = driver_mounts[str(CONFIG.output.state_dir)]
     checkpoints = str(CONFIG.output.checkpoint_dir)
-    # Checkpoints, state snapshots and the event hop: one volume, driver and executors.
+    # Checkpoints and state snapshots: one volume, driver and executors.
     shared = driver_mounts[checkpoints]["volume"]["persistentVolumeClaim"]["claimName"]
     assert executor_mounts[checkpoints]["volume"]["persistentVolumeClaim"]["claimName"] == shared
     claims = {

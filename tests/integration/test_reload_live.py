@@ -29,6 +29,8 @@ def test_threshold_change_applies_live_and_keeps_state(spark, kafka, tmp_path) -
                 "bootstrap_servers": kafka.bootstrap,
                 "logs_topic": base.kafka.logs_topic,
                 "metrics_topic": base.kafka.metrics_topic,
+                "events_topic": base.kafka.events_topic,
+                "deadletters_topic": base.kafka.deadletters_topic,
             },
             "spark": {"trigger_interval_s": 0.5, "watermark_delay_s": 60},
             "output": {"state_dir": str(tmp_path / "state")},

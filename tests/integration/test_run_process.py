@@ -48,6 +48,8 @@ def test_run_serves_metrics_reloads_on_sighup_and_stops_on_sigterm(kafka, tmp_pa
             "bootstrap_servers": kafka.bootstrap,
             "logs_topic": "proc.logs",
             "metrics_topic": "proc.metrics",
+            "events_topic": "proc.events",
+            "deadletters_topic": "proc.deadletters",
         },
         "spark": {"trigger_interval_s": 0.5},
         "output": {"state_dir": str(tmp_path / "state")},

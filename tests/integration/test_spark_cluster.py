@@ -99,7 +99,7 @@ class Driver:
     def detector_tasks(self) -> list[dict[str, Any]]:
         """Tasks of the stateful detector stage of every ``flinkwatch-detect`` micro-batch.
 
-        A detect micro-batch is one job: a Parquet scan of the event hop, shuffled by
+        A detect micro-batch is one job: a read of the Kafka event bus, shuffled by
         (detector, entity) into the state partitions, then transformWithStateInPandas and
         the collect of ``foreachBatch``. That last stage is the job's result stage (the
         highest stage id); each of its tasks is one state partition. Each task gets the
@@ -196,6 +196,8 @@ def test_run_on_a_standalone_cluster_scales_out_reloads_and_survives_a_lost_work
             "bootstrap_servers": kafka.bootstrap,
             "logs_topic": "cluster.logs",
             "metrics_topic": "cluster.metrics",
+            "events_topic": "cluster.events",
+            "deadletters_topic": "cluster.deadletters",
         },
         "spark": {
             "master": cluster.url,

@@ -181,6 +181,18 @@ def test_webhook(emulator: SlackEmulator) -> None:
     assert stored["channel"] == "webhook"
 
 
+def test_webhook_takes_a_message_of_attachments_alone(emulator: SlackEmulator) -> None:
+    # What Alertmanager's Slack receiver sends: no top-level text.
+    hook = WebhookClient(url=emulator.webhook_url, retry_handlers=[])
+    resp = hook.send_dict(
+        {"channel": "#x", "attachments": [{"title": "[FIRING:1] A", "text": "job_id=7f"}]}
+    )
+    assert (resp.status_code, resp.body) == (200, "ok")
+    assert hook.send_dict({"attachments": "x"}).status_code == 400
+    (stored,) = emulator.webhook_messages()
+    assert stored["text"] == "[FIRING:1] A\njob_id=7f"
+
+
 def test_rate_limit_retry(
     client: WebClient, emulator: SlackEmulator, monkeypatch: pytest.MonkeyPatch
 ) -> None:
