@@ -39,9 +39,10 @@ lint: setup
 	@$(VENV)/bin/mypy
 
 # The benchmark (not a test; CI does not run it): its own broker, a simulated fleet, the
-# full pipeline vs a read-and-count baseline, Slack latency, memory, a real Prometheus
-# with equivalent rules, and one backlog drained on a local Spark standalone cluster of 1,
-# then 2 workers (scripts/spark-cluster.sh). About 55 minutes; results in bench/results/.
+# full pipeline vs a read-and-count baseline, alert latency at 500 and 10,000 records/s
+# with a per-stage split, a one-hour soak, a real Prometheus + Alertmanager with equivalent
+# rules, and one backlog drained on a local Spark standalone cluster of 1, then 2 workers
+# (scripts/spark-cluster.sh). About 2 hours; results in bench/results/.
 # BENCH_ARGS=--help
 bench: setup
 	@$(VENV)/bin/python -m bench.run $(BENCH_ARGS)

@@ -7,16 +7,20 @@ One command (``make bench``, or ``python -m bench.run``) on the local machine:
    Kafka, then drains it twice in one Spark session: a baseline query that only reads
    Kafka and counts, and the full pipeline (parse + every detector + ledger, alert file and
    Slack to the local emulator); records/s of each and their ratio;
-3. **alert latency**: a steady real-time stream at ``--rate`` records/s (a fleet sized to
-   produce it) with checkpoint-expiry incidents at known times; the job runs with a
-   ``--trigger-s`` processing-time trigger; latency is the Slack emulator's arrival time of
-   an incident's message minus the event time of the record that made it true (the
-   producer sends every record at its event time; its own lateness is reported too);
+3. **alert latency**: a steady real-time stream at each ``--rate`` records/s (a fleet sized
+   to produce it) with checkpoint-expiry incidents at known times, the job in its live
+   layout (real-time parse, event bus on Kafka); latency is the Slack emulator's arrival
+   time of an incident's message minus the event time of the record that made it true
+   (the producer sends every record at its event time; its own lateness is reported
+   too), split into parse-to-bus, detect and delivery by the bus record's Kafka append
+   time and the ledger's record time; then the **soak**: the same at ``--soak-rate`` for
+   ``--soak-minutes``, RSS and state sampled;
 4. **memory and state**: peak RSS of this process tree (driver Python, driver JVM, Python
    workers) sampled every second, and the detect query's state rows and bytes per
    monitored job and TaskManager, over time;
-5. **the peer**: a real Prometheus with PromQL rules equivalent to the detectors, against
-   the same injected incidents, in real time (:mod:`bench.peer`);
+5. **the peer**: a real Prometheus with PromQL rules equivalent to the detectors, and a real
+   Alertmanager behind it paging the local Slack, against the same injected incidents,
+   in real time (:mod:`bench.peer`); page latency from the deciding record to Slack;
 6. **cluster**: one backlog drained by the full pipeline on a local Spark standalone
    cluster with one worker, then two (one core each): records/s per worker count, CPU per
    process and the load average (:mod:`bench.cluster`).
@@ -352,16 +356,28 @@ def throughput(
 
 
 def latency(
-    spark: Any, broker: Broker, progress: Any, slack: Any, args: argparse.Namespace, rate: float
+    spark: Any,
+    broker: Broker,
+    progress: Any,
+    slack: Any,
+    args: argparse.Namespace,
+    rate: float,
+    *,
+    minutes: float | None = None,
+    name: str = "steady",
 ) -> dict[str, Any]:
-    """A steady real-time stream with checkpoint-expiry incidents: time to the Slack message."""
+    """A steady real-time stream with checkpoint-expiry incidents: time to the Slack message.
+
+    ``minutes`` (default ``--latency-minutes``) and ``name`` (its topics and files) let the
+    soak reuse it for an hour.
+    """
     from bench.load import compile_producer, producer_command, write_load
     from streaming.app import run_forever
     from streaming.simulate import generate, job_id
 
     per_job = _records_per_job_per_s(args.tms)
     jobs = max(1, round(rate / per_job))
-    minutes = args.latency_minutes
+    minutes = minutes or args.latency_minutes
     n_inc = min(args.incidents, jobs)
     # Onsets spread over the run after a minute of warm-up; each expires its checkpoints
     # from then on (60 s timeout), so the third expiry comes ~3 minutes after the onset.
@@ -374,7 +390,7 @@ def latency(
     # queries (~30 s) must both fit before the first record is due.
     lead_s = 60 + jobs * per_job * minutes * 60 / 50_000
     start_ms = int((time.time() + lead_s) * 1000)
-    load = write_load(generate(spec, start_ms, minutes * 60), WORK / f"steady-{int(rate)}.bin")
+    load = write_load(generate(spec, start_ms, minutes * 60), WORK / f"{name}-{int(rate)}.bin")
     log.info(
         "steady: %d jobs x %d TMs, %d records over %.0f min (%.0f records/s), %d incidents; "
         "starts in %.0f s",
@@ -386,8 +402,8 @@ def latency(
         n_inc,
         start_ms / 1000 - time.time(),
     )
-    state = WORK / f"steady-{int(rate)}"
-    cfg = _config(broker.bootstrap, f"steady{int(rate)}", state, args.trigger_s)
+    state = WORK / f"{name}-{int(rate)}"
+    cfg = _config(broker.bootstrap, f"{name}{int(rate)}", state, args.trigger_s)
     arrivals: dict[str, float] = {}
     slack.on_arrival = lambda alert_id, at: arrivals.setdefault(alert_id, at)
     outputs = _outputs(state, slack.base_url)
@@ -437,12 +453,21 @@ def latency(
     lines = alerts_file.read_text().splitlines() if alerts_file.exists() else []
     fired = [json.loads(x) for x in lines if '"checkpoint_failures"' in x and '"firing"' in x]
     lat = []
+    stages: dict[str, list[float]] = {"parse_to_bus": [], "detect": [], "delivery": []}
+    on_bus = _bus_times(spark, cfg, {a["job_id"] for a in fired if a.get("job_id") in by_job})
+    recorded = _recorded_ms(state / "ledger.sqlite")
     for a in fired:
         at = arrivals.get(a["alert_id"])
         if at is None or a.get("job_id") not in by_job:
             continue
         event_s = dt.datetime.fromisoformat(a["event_time"].replace("Z", "+00:00")).timestamp()
         lat.append(at - event_s)
+        bus_s = on_bus.get((a["job_id"], round(event_s * 1000)))
+        rec_s = recorded.get(a["alert_id"])
+        if bus_s is not None and rec_s is not None:
+            stages["parse_to_bus"].append(bus_s - event_s)
+            stages["detect"].append(rec_s - bus_s)
+            stages["delivery"].append(at - rec_s)
     lat.sort()
     return {
         "fleet": {"jobs": jobs, "taskmanagers": jobs * args.tms},
@@ -456,6 +481,10 @@ def latency(
             {a["job_id"] for a in fired if a.get("job_id") not in by_job}
         ),
         "alert_latency_s": _percentiles(lat),
+        # Where the time went, per delivered alert: the deciding record's event time (it is
+        # produced then) -> its event on the bus (Kafka append time) -> the transition in
+        # the ledger -> the Slack message.
+        "stages_s": {k: _percentiles(sorted(v)) for k, v in stages.items()},
         "watermark_lag_at_end_s": lag_s,
         "state_over_time": [
             {"t_s": round(t - state_over_time[0][0]), "rows": r, "bytes": b}
@@ -464,6 +493,50 @@ def latency(
         if state_over_time
         else [],
     }
+
+
+def _bus_times(spark: Any, cfg: Any, jobs: set[str]) -> dict[tuple[str, int], float]:
+    """When each checkpoint expiry of ``jobs`` reached the event bus (Kafka append time)."""
+    from pyspark.sql import functions as F
+
+    from streaming.sources import kafka_stream
+
+    if not jobs:
+        return {}
+    rows = (
+        kafka_stream(spark, cfg.kafka, cfg.kafka.events_topic, stream=False)
+        .select(
+            F.col("key").cast("string").alias("k"),
+            F.col("value").cast("string").alias("v"),
+            "timestamp",
+        )
+        .where(
+            F.col("k").isin(*[f"job:{j}" for j in jobs])
+            & F.col("v").contains('"checkpoint_expired"')
+        )
+        .select("k", F.get_json_object("v", "$.event_ms").cast("long").alias("ms"), "timestamp")
+        .collect()
+    )
+    out: dict[tuple[str, int], float] = {}
+    for r in rows:
+        key = (r["k"].removeprefix("job:"), int(r["ms"]))
+        out[key] = min(out.get(key, float("inf")), r["timestamp"].timestamp())
+    return out
+
+
+def _recorded_ms(ledger: Path) -> dict[str, float]:
+    """When each firing transition was recorded in the ledger (wall clock, seconds)."""
+    import sqlite3
+
+    con = sqlite3.connect(ledger)
+    try:
+        rows = con.execute(
+            "SELECT alert_id, MIN(recorded_ms) FROM transitions WHERE status = 'firing' "
+            "GROUP BY alert_id"
+        ).fetchall()
+    finally:
+        con.close()
+    return {a: ms / 1000 for a, ms in rows}
 
 
 def _records_per_job_per_s(tms: int) -> float:
@@ -539,6 +612,33 @@ def table(r: dict[str, Any]) -> str:
                 f"{lt['incidents']}), {lt['fleet']['jobs']} jobs, trigger {lt['trigger_s']} s",
             )
         )
+        st = lt.get("stages_s") or {}
+        if st:
+            rows.append(
+                (
+                    f"  stages (p50 / p99) at {lt['input_records_per_s']:,} records/s",
+                    ", ".join(
+                        f"{k} {(v or {}).get('p50')} / {(v or {}).get('p99')} s"
+                        for k, v in st.items()
+                    ),
+                )
+            )
+    soak = r.get("soak") or {}
+    if soak:
+        rss = soak.get("rss_over_time") or [{}]
+        states = soak.get("state_over_time") or [{}]
+        lat = soak.get("alert_latency_s") or {}
+        rows.append(
+            (
+                f"soak, {soak.get('input_records_per_s')} records/s for "
+                f"{(rss[-1].get('t_s') or 0) // 60} min",
+                f"RSS {(rss[0].get('bytes') or 0) / 2**30:.2f} -> "
+                f"{(rss[-1].get('bytes') or 0) / 2**30:.2f} GiB (peak "
+                f"{(soak.get('peak_rss_bytes') or 0) / 2**30:.2f}), state rows "
+                f"{states[0].get('rows')} -> {states[-1].get('rows')}, alert p50 "
+                f"{lat.get('p50')} / p99 {lat.get('p99')} s (n={lat.get('n')})",
+            )
+        )
     c = r.get("cluster") or {}
     for n, run in (c.get("runs") or {}).items():
         cpu = run.get("cpu") or {}
@@ -575,8 +675,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tms", type=int, default=4, help="TaskManagers per job")
     p.add_argument("--hours", type=float, default=2.0, help="backlog: hours of fleet records")
     p.add_argument(
-        "--rate", type=float, nargs="+", default=[10_000, 2_000], help="steady input records/s"
+        "--rate", type=float, nargs="+", default=[500, 10_000], help="steady input records/s"
     )
+    p.add_argument("--soak-minutes", type=float, default=60.0, help="the soak's length")
+    p.add_argument("--soak-rate", type=float, default=500.0, help="the soak's records/s")
     p.add_argument("--latency-minutes", type=float, default=6.0, help="each steady run's length")
     p.add_argument("--incidents", type=int, default=40, help="incidents in the steady run")
     p.add_argument("--trigger-s", type=float, default=1.0, help="trigger of the steady run")
@@ -612,12 +714,13 @@ def main(argv: list[str] | None = None) -> int:
     _carry_over(result, args.skip)
     topics = ["bench.logs", "bench.metrics"]
     topics += [f"steady{int(r)}.{s}" for r in args.rate for s in ("logs", "metrics")]
+    topics += [f"soak{int(args.soak_rate)}.{s}" for s in ("logs", "metrics")]
     broker = Broker(topics, 2).start()
     rss = RssSampler().start()
     slack = _Slack()
     slack.emulator.start()
     try:
-        local = not {"throughput", "latency"} <= set(args.skip)
+        local = not {"throughput", "latency", "soak"} <= set(args.skip)
         if local:
             # Real-time parsing keeps a task per raw partition (2 topics x 2) running.
             spark = get_session(master="local[8]", shuffle_partitions=2)
@@ -641,6 +744,28 @@ def main(argv: list[str] | None = None) -> int:
                 result["trigger_s"] = args.trigger_s
                 result["alert_latency_s"] = runs[0]["alert_latency_s"]
                 _save(result)
+        if "soak" not in args.skip:
+            # An hour at a constant fleet: RSS and state sampled, flat or not.
+            rss.peak = 0
+            rss.samples.clear()
+            soak = latency(
+                spark,
+                broker,
+                progress,
+                slack,
+                args,
+                args.soak_rate,
+                minutes=args.soak_minutes,
+                name="soak",
+            )
+            t0 = rss.samples[0][0] if rss.samples else 0.0
+            soak["peak_rss_bytes"] = rss.peak
+            soak["rss_over_time"] = [
+                {"t_s": round(t - t0), "bytes": b}
+                for t, b in rss.samples[:: max(1, len(rss.samples) // 60)]
+            ]
+            result["soak"] = soak
+            _save(result)
         # The issue's memory target is for the 100-job fleet: the throughput phase's peak.
         if "throughput" not in args.skip or "peak_rss_bytes" not in result:
             result["peak_rss_bytes"] = (result.get("throughput") or {}).get(
@@ -692,6 +817,7 @@ PHASES: dict[str, tuple[str, ...]] = {
         "peak_rss_bytes",
     ),
     "latency": ("latency", "trigger_s", "alert_latency_s"),
+    "soak": ("soak",),
     "cluster": ("cluster", "cluster_records_per_s"),
     "peer": (
         "peer",

@@ -157,55 +157,64 @@ def rows_to_events(frame: pd.DataFrame) -> list[Event]:
     return events
 
 
-def alerts_frame(alerts: list[Alert]) -> pd.DataFrame:
-    """Alerts → a pandas frame with :data:`ALERT_SCHEMA` columns."""
-    return pd.DataFrame(
-        [
-            {
-                "alert_id": a.alert_id,
-                "detector": a.detector,
-                "entity": a.entity,
-                "status": a.status.value,
-                "severity": a.severity.value,
-                "event_ms": a.event_time_ms,
-                "job_id": a.job_id,
-                "job_name": a.job_name,
-                "tm_id": a.tm_id,
-                "host": a.host,
-                "summary": a.summary,
-                "evidence": json.dumps(a.evidence, sort_keys=True, default=str),
-            }
-            for a in alerts
-        ],
-        columns=[f.name for f in ALERT_SCHEMA.fields],
-    )
+_OUTPUT_COLUMNS = [f.name for f in ALERT_SCHEMA.fields]
 
 
-def signal_frame(
+def alert_rows(alerts: list[Alert]) -> list[dict[str, Any]]:
+    """Alerts → output rows with :data:`ALERT_SCHEMA` columns."""
+    return [
+        {
+            "alert_id": a.alert_id,
+            "detector": a.detector,
+            "entity": a.entity,
+            "status": a.status.value,
+            "severity": a.severity.value,
+            "event_ms": a.event_time_ms,
+            "job_id": a.job_id,
+            "job_name": a.job_name,
+            "tm_id": a.tm_id,
+            "host": a.host,
+            "summary": a.summary,
+            "evidence": json.dumps(a.evidence, sort_keys=True, default=str),
+        }
+        for a in alerts
+    ]
+
+
+def signal_row(
     detector: Detector[Any] | None, key: Any, state: dict[str, Any] | None
-) -> pd.DataFrame:
-    """One row with the entity's current signals, or a ``signal_gone`` row if it was dropped."""
+) -> dict[str, Any]:
+    """The entity's current signals, or a ``signal_gone`` row if it was dropped."""
     values = {} if state is None or detector is None else detector.signal_values(state)
     who = state or {}
-    return pd.DataFrame(
-        [
-            {
-                "alert_id": None,
-                "detector": key[0],
-                "entity": key[1],
-                "status": SIGNAL if state is not None else SIGNAL_GONE,
-                "severity": None,
-                "event_ms": int(who.get("last_event_ms") or 0),
-                "job_id": who.get("job_id"),
-                "job_name": who.get("job_name"),
-                "tm_id": who.get("tm_id"),
-                "host": who.get("host"),
-                "summary": None,
-                "evidence": json.dumps(values),
-            }
-        ],
-        columns=[f.name for f in ALERT_SCHEMA.fields],
-    )
+    return {
+        "alert_id": None,
+        "detector": key[0],
+        "entity": key[1],
+        "status": SIGNAL if state is not None else SIGNAL_GONE,
+        "severity": None,
+        "event_ms": int(who.get("last_event_ms") or 0),
+        "job_id": who.get("job_id"),
+        "job_name": who.get("job_name"),
+        "tm_id": who.get("tm_id"),
+        "host": who.get("host"),
+        "summary": None,
+        "evidence": json.dumps(values),
+    }
+
+
+def output_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """One frame for everything a key emits in one call.
+
+    A frame per call, not per row: building and shipping a pandas frame costs more than
+    the rows in it.
+    """
+    return pd.DataFrame(rows, columns=_OUTPUT_COLUMNS)
+
+
+def alerts_frame(alerts: list[Alert]) -> pd.DataFrame:
+    """Alerts → a pandas frame with :data:`ALERT_SCHEMA` columns."""
+    return output_frame(alert_rows(alerts))
 
 
 class DetectorProcessor(StatefulProcessor):
@@ -239,8 +248,8 @@ class DetectorProcessor(StatefulProcessor):
         return det
 
     def _load(self) -> dict[str, Any] | None:
-        if not self._state.exists():
-            return None
+        # get() answers None for a key without state: one round trip to the state server
+        # per key instead of two (exists() first).
         row = self._state.get()
         return json.loads(row[0]) if row and row[0] else None
 
@@ -282,9 +291,9 @@ class DetectorProcessor(StatefulProcessor):
                 # Disabled (reload or per-job override) while the entity had state.
                 self._state.clear()
                 closing = self._close_incident(key[0], state, events[-1].time_ms)
-                if closing is not None:
-                    yield alerts_frame([closing])
-                yield signal_frame(None, key, None)
+                yield output_frame(
+                    [*alert_rows([closing] if closing else []), signal_row(None, key, None)]
+                )
             return
         old_timer = state.pop(_TIMER_KEY, None) if state else None
         alerts: list[Alert] = []
@@ -303,10 +312,11 @@ class DetectorProcessor(StatefulProcessor):
                 # must be woken up at some point: evict after its idle TTL at the latest.
                 timer = event.time_ms + int(detector.params.idle_ttl_s * 1000)
         self._apply(old_timer, state, timer, seen)
-        if alerts:
-            yield alerts_frame(alerts)
+        out = alert_rows(alerts)
         if detector.signals:
-            yield signal_frame(detector, key, state)
+            out.append(signal_row(detector, key, state))
+        if out:
+            yield output_frame(out)
 
     def handleExpiredTimer(  # noqa: D102
         self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo
@@ -323,9 +333,9 @@ class DetectorProcessor(StatefulProcessor):
             # its incident so no alert stays firing forever.
             self._state.clear()
             closing = self._close_incident(key[0], state, fired)
-            if closing is not None:
-                yield alerts_frame([closing])
-            yield signal_frame(None, key, None)
+            yield output_frame(
+                [*alert_rows([closing] if closing else []), signal_row(None, key, None)]
+            )
             return
         now = max(timerValues.getCurrentWatermarkInMs(), fired)
         idle_ms = int(detector.params.idle_ttl_s * 1000)
@@ -339,10 +349,11 @@ class DetectorProcessor(StatefulProcessor):
         # timer would never be evicted (no TTL in event-time mode): fall back to idle TTL.
         timer = step.timer_ms if step.timer_ms is not None or step.state is None else now + idle_ms
         self._apply(None, step.state, timer, seen)
-        if step.alerts:
-            yield alerts_frame(list(step.alerts))
+        out = alert_rows(list(step.alerts))
         if detector.signals:
-            yield signal_frame(detector, key, step.state)
+            out.append(signal_row(detector, key, step.state))
+        if out:
+            yield output_frame(out)
 
     def _close_incident(self, name: str, state: dict[str, Any], time_ms: int) -> Alert | None:
         """A resolved transition for a firing incident whose detector was disabled."""

@@ -315,7 +315,7 @@ def test_health_panels_see_the_job_as_it_is(stack: Stack) -> None:
     (info,) = by_title["Config in force"]
     assert re.fullmatch(r"[0-9a-f]{12}", info["metric"]["hash"])
     queries = {r["metric"]["query"] for r in by_title["Micro-batch rows per second"]}
-    assert queries == {"flinkwatch-parse", "flinkwatch-detect"}
+    assert queries == {"flinkwatch-parse", "flinkwatch-detect", "flinkwatch-deadletters"}
     kinds = {r["metric"]["kind"] for r in by_title["Records parsed per second"]}
     assert {"metric", "checkpoint_completed", "checkpoint_expired"} <= kinds
     sinks = {r["metric"]["sink"] for r in by_title["Delivery backlog"]}

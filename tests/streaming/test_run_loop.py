@@ -201,3 +201,25 @@ def test_disabling_a_detector_mid_incident_closes_the_incident() -> None:
     assert closing.alert_id == fired.alert_id
     assert state["firing"] is True  # the adapter's copy of the state is not touched
     assert proc._close_incident("checkpoint_failures", {**state, "firing": False}, 500) is None
+
+
+def test_a_reloaded_trigger_interval_reaches_the_restarted_detect_query(tmp_path: Path) -> None:
+    from streaming.app import Pipeline
+
+    p = Pipeline(
+        spark=None,  # type: ignore[arg-type]
+        cfg=cfg(trigger_interval_s=1.0),
+        logs=lambda: None,  # type: ignore[arg-type,return-value]
+        metrics=lambda: None,  # type: ignore[arg-type,return-value]
+        outputs=None,  # type: ignore[arg-type]
+        checkpoint_dir=tmp_path,
+        deadletter_dir=tmp_path,
+        bus="kafka",
+    )
+    assert p._trigger() == {"processingTime": "1000 milliseconds"}
+    # run_forever swaps the config on a reload and starts the queries again.
+    p.cfg = cfg(trigger_interval_s=0.25)
+    assert p._trigger() == {"processingTime": "250 milliseconds"}
+    # Replay and tests pin a trigger of their own; it wins.
+    p.trigger = {"availableNow": True}
+    assert p._trigger() == {"availableNow": True}
