@@ -80,7 +80,6 @@ def drain(args: argparse.Namespace) -> dict[str, Any]:
     from sinks import AlertLedger, JsonLinesAlertSink
     from streaming.app import Outputs, Pipeline
     from streaming.session import cluster_settings, get_session
-    from streaming.sources import kafka_records, kafka_stream
     from streaming.topics import ensure_bus_topics
 
     state = Path(args.state)
@@ -120,14 +119,11 @@ def drain(args: argparse.Namespace) -> dict[str, Any]:
     pipe = Pipeline(
         spark=spark,
         cfg=cfg,
-        logs=lambda: kafka_records(spark, cfg.kafka, cfg.kafka.logs_topic),
-        metrics=lambda: kafka_records(spark, cfg.kafka, cfg.kafka.metrics_topic),
         outputs=Outputs(ledger=ledger, sinks=[JsonLinesAlertSink(state / "alerts.jsonl")]),
         checkpoint_dir=cfg.output.checkpoint_dir,
         deadletter_dir=cfg.output.deadletter_path,
         trigger={"availableNow": True},
         bus="kafka",
-        bus_source=lambda topic: kafka_stream(spark, cfg.kafka, topic, starting_offsets="earliest"),
     )
     print(json.dumps({"event": "drain_start"}), flush=True)  # noqa: T201 - to the orchestrator
     t0 = time.monotonic()

@@ -208,26 +208,17 @@ def _config(bootstrap: str, prefix: str, state: Path, trigger_s: float) -> Any:
 def _pipeline(spark: Any, cfg: Any, outputs: Any, trigger: dict[str, Any] | None) -> Any:
     """The live layout of `flinkwatch run`: ``trigger=None`` parses in real-time mode."""
     from streaming.app import Pipeline
-    from streaming.sources import kafka_records, kafka_stream
     from streaming.topics import ensure_bus_topics
 
     ensure_bus_topics(cfg.kafka)
-    k = cfg.kafka
     return Pipeline(
         spark=spark,
         cfg=cfg,
-        logs=lambda: kafka_records(spark, k, k.logs_topic),
-        metrics=lambda: kafka_records(spark, k, k.metrics_topic),
         outputs=outputs,
         checkpoint_dir=cfg.output.checkpoint_dir,
         deadletter_dir=cfg.output.deadletter_path,
         trigger=trigger,
         bus="kafka",
-        bus_source=lambda topic: kafka_stream(spark, k, topic, starting_offsets="earliest"),
-        realtime_sources=(
-            lambda: kafka_records(spark, k, k.logs_topic, realtime=True),
-            lambda: kafka_records(spark, k, k.metrics_topic, realtime=True),
-        ),
     )
 
 

@@ -95,6 +95,14 @@ class SparkConfig(_Frozen):
         ge=5,
         description="Real-time mode: how often the parse query commits offsets (records flow on).",
     )
+    realtime_max_lag: int = Field(
+        default=100_000,
+        ge=0,
+        description=(
+            "Real-time mode: more raw records than this behind, catch up in micro-batches "
+            "first (event time then advances evenly over the topics)."
+        ),
+    )
     watermark_delay_s: float = Field(default=30.0, ge=0)
     restart_backoff_s: float = Field(default=5.0, gt=0)
     max_restarts: int = Field(default=100, ge=0)

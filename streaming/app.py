@@ -46,12 +46,14 @@ from detectors.correlation import Correlator
 from sinks import AlertLedger, AlertObserver, DeadLetterFileSink, DeliverySink
 from sinks.dispatch import Dispatcher
 from sinks.prometheus import SignalBoard
+from streaming import catchup
 from streaming.bus import (
     DEAD_LETTER_SCHEMA,
     bus_events,
     bus_records,
     routed_events,
 )
+from streaming.catchup import ParsePlan
 from streaming.parsing import DEAD_LETTER_REASONS, ParseLimits, parse_logs, parse_metrics
 from streaming.processor import (
     ALERT_SCHEMA,
@@ -60,6 +62,7 @@ from streaming.processor import (
     SIGNAL_GONE,
     DetectorProcessor,
 )
+from streaming.sources import kafka_records, kafka_stream
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +107,7 @@ def alert_stream(events: DataFrame, cfg: AppConfig) -> DataFrame:
     routed = routed_events(events, cfg).select(
         "detector", "entity", "event_time", *EVENT_INPUT_COLUMNS
     )
-    return routed.groupBy("detector", "entity").transformWithStateInPandas(
+    return routed.groupBy("detector", "entity").transformWithState(
         statefulProcessor=DetectorProcessor(cfg.resolver()),
         outputStructType=ALERT_SCHEMA,
         outputMode="Append",
@@ -353,31 +356,31 @@ BusKind = Literal["kafka", "files"]
 
 @dataclass
 class Pipeline:
-    """The queries of one run, built from one pair of record streams.
+    """The queries of one run.
 
     Attributes:
-        bus: ``kafka``: the live layout (three queries, the event bus and dead letters on
-            Kafka, ``logs``/``metrics`` must be Kafka sources); ``files``: the parse query
-            writes the bus as Parquet files under the checkpoint directory.
-        trigger: ``None``: the parse query in ``spark.parse_mode`` and the detect query on
-            ``spark.trigger_interval_s``, both read at each start, so a reload changes
-            them; replay and tests pass ``{"availableNow": True}`` for every query.
-        realtime_sources: ``logs``/``metrics`` for the real-time parse query (the Kafka
-            source without the per-trigger limits real-time mode refuses).
+        bus: ``kafka``: the live layout: three queries reading and writing Kafka (the raw
+            topics, the event bus and the dead-letter topic of ``cfg.kafka``); ``files``:
+            replay, the parse query writes the bus as Parquet files under the checkpoint
+            directory, from ``logs`` and ``metrics``.
+        trigger: ``None``: the parse query as ``spark.parse_mode`` says (real time once
+            caught up) and the detect query on ``spark.trigger_interval_s``, both read at
+            each start, so a reload changes them; replay and tests pass
+            ``{"availableNow": True}`` for every query.
     """
 
     spark: SparkSession
     cfg: AppConfig
-    logs: Callable[[], DataFrame]
-    metrics: Callable[[], DataFrame]
     outputs: Outputs
     checkpoint_dir: Path
     deadletter_dir: Path
+    logs: Callable[[], DataFrame] | None = None
+    metrics: Callable[[], DataFrame] | None = None
     trigger: dict[str, Any] | None = None
     bus: BusKind = "files"
-    bus_source: Callable[[str], DataFrame] | None = None
-    realtime_sources: tuple[Callable[[], DataFrame], Callable[[], DataFrame]] | None = None
     stats: PipelineStats = field(default_factory=PipelineStats)
+    #: How the running parse query was started (Kafka bus only).
+    parse_plan: ParsePlan | None = None
 
     def _trigger(self) -> dict[str, Any]:
         if self.trigger is not None:
@@ -385,25 +388,33 @@ class Pipeline:
         return {"processingTime": f"{int(self.cfg.spark.trigger_interval_s * 1000)} milliseconds"}
 
     @property
-    def realtime(self) -> bool:
-        """True when the parse query runs in real-time mode."""
+    def realtime_wanted(self) -> bool:
+        """True when the parse query is to run in real-time mode once caught up."""
         return (
-            self.bus == "kafka"
-            and self.trigger is None
-            and self.cfg.spark.parse_mode == "realtime"
-            and self.realtime_sources is not None
+            self.bus == "kafka" and self.trigger is None and self.cfg.spark.parse_mode == "realtime"
         )
+
+    @property
+    def catching_up(self) -> bool:
+        """True while the parse query runs micro-batches before switching to real time."""
+        return self.realtime_wanted and self.parse_plan is not None and self.parse_plan.catching_up
 
     @property
     def hop_dir(self) -> Path:
         """Where the parse query hands events to the detect query on the files bus."""
         return self.checkpoint_dir / "events"
 
+    def _kafka(self, topic: str, **options: Any) -> DataFrame:
+        return kafka_records(self.spark, self.cfg.kafka, topic, **options)
+
     def start_parse(self) -> StreamingQuery:
         """Start the parse query (from its checkpoint, if any)."""
         # Set here, not only at session start, so a reloaded log_timezone applies.
         self.spark.conf.set("spark.sql.session.timeZone", self.cfg.parsing.log_timezone)
         if self.bus == "files":
+            if self.logs is None or self.metrics is None:
+                msg = "the files bus reads from logs and metrics"
+                raise ValueError(msg)
             return (
                 parsed_events(self.logs(), self.metrics(), self.cfg)
                 .writeStream.queryName("flinkwatch-parse")
@@ -416,34 +427,39 @@ class Pipeline:
                 .trigger(**self._trigger())
                 .start()
             )
-        logs, metrics = (
-            self.realtime_sources
-            if self.realtime and self.realtime_sources
-            else (self.logs, self.metrics)
+        k = self.cfg.kafka
+        plan = self.parse_plan = catchup.plan(
+            self.cfg, self.checkpoint_dir, realtime=self.realtime_wanted
         )
-        events = counted(parsed_events(logs(), metrics(), self.cfg))
+        rt = plan.mode == "realtime"
+        if not (plan.checkpoint / "commits").exists():
+            # A fresh checkpoint numbers its batches from 0 again.
+            self.stats.counted.pop(self._count_key, None)
+        logs, metrics = (
+            self._kafka(
+                t,
+                realtime=rt,
+                starting_offsets=plan.starting.get(t),
+                max_offsets=plan.max_offsets.get(t),
+            )
+            for t in (k.logs_topic, k.metrics_topic)
+        )
+        events = counted(parsed_events(logs, metrics, self.cfg))
         writer = (
             bus_records(events, self.cfg, dead_letters=True)
             .writeStream.queryName("flinkwatch-parse")
             .format("kafka")
-            .option("kafka.bootstrap.servers", self.cfg.kafka.bootstrap_servers)
+            .option("kafka.bootstrap.servers", k.bootstrap_servers)
             .outputMode("update")
         )
-        for k, v in self.cfg.kafka.options.items():
-            writer = writer.option(k, v)
-        if self.realtime:
-            mode = "realtime"
-            trigger: dict[str, Any] = {
-                "realTime": f"{int(self.cfg.spark.realtime_batch_s * 1000)} milliseconds"
-            }
-        else:
-            mode = "microbatch"
-            trigger = self._trigger()
-        return (
-            writer.option("checkpointLocation", str(self.checkpoint_dir / f"parse-{mode}"))
-            .trigger(**trigger)
-            .start()
+        for key, v in k.options.items():
+            writer = writer.option(key, v)
+        trigger = (
+            {"realTime": f"{int(self.cfg.spark.realtime_batch_s * 1000)} milliseconds"}
+            if rt
+            else self._trigger()
         )
+        return writer.option("checkpointLocation", str(plan.checkpoint)).trigger(**trigger).start()
 
     def _bus(self) -> DataFrame:
         if self.bus == "files":
@@ -454,10 +470,10 @@ class Pipeline:
                 .option("cleanSource", "delete")
                 .parquet(str(self.hop_dir))
             )
-        if self.bus_source is None:
-            msg = "a Kafka bus needs bus_source"
-            raise ValueError(msg)
-        return self.bus_source(self.cfg.kafka.events_topic).select(
+        # The bus is flinkwatch's own: a new detect query reads all of it.
+        return kafka_stream(
+            self.spark, self.cfg.kafka, self.cfg.kafka.events_topic, starting_offsets="earliest"
+        ).select(
             F.col("key").cast("string").alias("key"), F.col("value").cast("string").alias("value")
         )
 
@@ -482,12 +498,14 @@ class Pipeline:
 
     def start_deadletters(self) -> StreamingQuery:
         """Start the query that keeps the dead-letter topic's records as files."""
-        if self.bus_source is None:
-            msg = "a Kafka bus needs bus_source"
-            raise ValueError(msg)
         trigger = self.trigger or {"processingTime": "5 seconds"}
         return (
-            self.bus_source(self.cfg.kafka.deadletters_topic)
+            kafka_stream(
+                self.spark,
+                self.cfg.kafka,
+                self.cfg.kafka.deadletters_topic,
+                starting_offsets="earliest",
+            )
             .writeStream.queryName("flinkwatch-deadletters")
             .foreachBatch(DeadLetterBatch(DeadLetterFileSink(self.deadletter_dir)))
             .option("checkpointLocation", str(self.checkpoint_dir / "deadletters"))
@@ -517,7 +535,14 @@ class Pipeline:
             if q.name != "flinkwatch-parse":
                 continue
             for progress in q.recentProgress:
-                self.stats.count_observed("parse-kafka", progress.batchId, progress.observedMetrics)
+                self.stats.count_observed(
+                    self._count_key, progress.batchId, progress.observedMetrics
+                )
+
+    @property
+    def _count_key(self) -> str:
+        # Batch ids belong to a checkpoint: the two parse modes number theirs apart.
+        return f"parse:{self.parse_plan.checkpoint.name if self.parse_plan else '-'}"
 
     def run_once(self) -> None:
         """Process everything available, query after query (replay, tests).
@@ -572,13 +597,20 @@ def run_forever(
         )
         started = time.monotonic()
         next_poll = time.monotonic() + pipeline.cfg.reload_interval_s
+        next_catchup = time.monotonic() + _CATCHUP_CHECK_S
         failed: StreamingQuery | None = None
         new_cfg: AppConfig | None = None
-        while failed is None and new_cfg is None and not should_stop():
+        switch = False
+        while failed is None and new_cfg is None and not switch and not should_stop():
             pipeline.count_progress(queries)
             failed = next((q for q in queries if not q.isActive), None)
             if failed is not None:
                 break
+            if getattr(pipeline, "catching_up", False) and time.monotonic() >= next_catchup:
+                next_catchup = time.monotonic() + _CATCHUP_CHECK_S
+                switch = _caught_up(pipeline)
+                if switch:
+                    break
             forced = reload_requested is not None and reload_requested.is_set()
             if watcher is not None and (forced or time.monotonic() >= next_poll):
                 if reload_requested is not None:
@@ -588,9 +620,12 @@ def run_forever(
             else:
                 time.sleep(0.25)
         _stop_quietly(queries)
+        if switch:
+            log.info("parse: caught up; restarting the queries to parse in real time")
+            continue
         if new_cfg is not None:
             pipeline.cfg = new_cfg
-            log.info("config reload: restarting both queries on their checkpoints")
+            log.info("config reload: restarting the queries on their checkpoints")
             continue
         if failed is None:
             return 0
@@ -615,6 +650,19 @@ def run_forever(
         )
         if _sleep_unless(should_stop, spark_cfg.restart_backoff_s):
             return 0
+
+
+#: How often a catching-up parse query is checked for having caught up (seconds).
+_CATCHUP_CHECK_S = 10.0
+
+
+def _caught_up(pipeline: Any) -> bool:
+    plan = pipeline.parse_plan
+    try:
+        return bool(plan is not None and catchup.caught_up(pipeline.cfg, plan.checkpoint))
+    except Exception as exc:  # Kafka unreachable for a moment: ask again later
+        log.warning("parse: cannot tell whether the catch-up is done: %s", exc)
+        return False
 
 
 def _sleep_unless(should_stop: Callable[[], bool], seconds: float) -> bool:

@@ -88,7 +88,6 @@ def run_job(
     from streaming.app import Outputs, Pipeline, run_forever
     from streaming.listener import ProgressLogger
     from streaming.session import cluster_settings, get_session, sized_master
-    from streaming.sources import kafka_records, kafka_stream
     from streaming.topics import ensure_bus_topics, partition_count
 
     # First of all: a stop asked for while Spark starts (a minute on a busy node) must
@@ -169,25 +168,14 @@ def run_job(
     progress = ProgressLogger()
     spark.streams.addListener(progress)
 
-    def raw(topic: str, realtime: bool) -> Callable[[], Any]:
-        # The config of the moment: a reload restarts the queries with the new one.
-        return lambda: kafka_records(spark, pipeline.cfg.kafka, topic, realtime=realtime)
-
     pipeline = Pipeline(
         spark=spark,
         cfg=cfg,
-        logs=raw(cfg.kafka.logs_topic, False),
-        metrics=raw(cfg.kafka.metrics_topic, False),
         outputs=outputs,
         checkpoint_dir=out.checkpoint_dir,
         deadletter_dir=out.deadletter_path,
         bus="kafka",
-        bus_source=lambda topic: kafka_stream(
-            spark, pipeline.cfg.kafka, topic, starting_offsets="earliest"
-        ),
-        realtime_sources=(raw(cfg.kafka.logs_topic, True), raw(cfg.kafka.metrics_topic, True)),
     )
-
     watcher = None
     if config_path:
         watcher = ConfigWatcher(config_path, cfg, transform=lambda c: _with(c, base or {}))

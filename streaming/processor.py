@@ -1,10 +1,15 @@
-"""The one Spark adapter around all detectors (``transformWithStateInPandas``).
+"""The one Spark adapter around all detectors (row-based ``transformWithState``).
 
 Rows arrive grouped by ``(detector, entity)``. For each group the adapter loads
 the detector's JSON state from a RocksDB-backed value state, feeds the events in
 event-time order to the pure-Python detector, keeps exactly one event-time timer
 (the one the detector asked for last) and emits the alert transitions as rows.
 Detector logic never sees Spark; this module never decides anything.
+
+Rows, not pandas frames: a key's call costs what its rows cost. With
+``transformWithStateInPandas`` every key paid for building, deduplicating, sorting and
+returning small pandas frames, about 9 ms per key: at 2,000 jobs and 8,000 TaskManagers
+that was a minute per micro-batch.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import math
 from collections.abc import Iterator
 from typing import Any
 
-import pandas as pd
+from pyspark.sql import Row
 from pyspark.sql.streaming.stateful_processor import (
     ExpiredTimerInfo,
     StatefulProcessor,
@@ -87,38 +92,40 @@ _SEEN_KEY = "_seen"
 _MAX_SOURCES = 16
 
 
-def fresh_rows(frame: pd.DataFrame, seen: dict[str, list[int]]) -> pd.DataFrame:
-    """The rows of ``frame`` not applied before; ``seen`` is advanced past them.
+def fresh_rows(rows: list[Any], seen: dict[str, list[int]]) -> list[Any]:
+    """The rows not applied before; ``seen`` is advanced past them.
 
     The bus is at-least-once: after a restart the parse query writes again what it wrote
     since its last commit. An entity's events share one bus partition, so from one source
     they arrive in the order of their records: a position ``(offset, seq)`` at or before
     the last one applied from that source is a repeat. Repeats inside one batch are
-    dropped as well.
+    dropped as well. ``rows`` have ``src``, ``offset`` and ``seq`` (Spark rows or dicts).
     """
-    if frame.empty or "src" not in frame:
-        return frame
-    frame = frame.drop_duplicates(subset=["src", "offset", "seq"])
-    keep = pd.Series(True, index=frame.index)
-    for src, rows in frame.groupby("src", sort=False, dropna=False):
-        key = str(src)
-        off = rows["offset"].fillna(-1).astype("int64")
-        seq = rows["seq"].fillna(0).astype("int64")
-        last = seen.get(key)
-        if last is not None:
-            keep.loc[rows.index] = (off > last[0]) | ((off == last[0]) & (seq > last[1]))
-        top_off = int(off.max())
-        top = [top_off, int(seq[off == top_off].max())]
-        if last is None or top > last:
-            seen[key] = top
+    out = []
+    batch: set[tuple[str, int, int]] = set()
+    top: dict[str, list[int]] = {}
+    for r in rows:
+        src = r["src"]
+        if src is None:
+            out.append(r)
+            continue
+        pos = [int(r["offset"] if r["offset"] is not None else -1), int(r["seq"] or 0)]
+        ident = (src, pos[0], pos[1])
+        last = seen.get(src)
+        if ident in batch or (last is not None and pos <= last):
+            continue
+        batch.add(ident)
+        out.append(r)
+        if pos > top.get(src, [-2, 0]):
+            top[src] = pos
+    for src, pos in top.items():
+        seen[src] = pos
     while len(seen) > _MAX_SOURCES:
         seen.pop(next(iter(seen)))
-    return frame[keep]
+    return out
 
 
 def _none_if_nan(v: Any) -> Any:
-    if v is None:
-        return None
     if isinstance(v, float) and math.isnan(v):
         return None
     return v
@@ -129,32 +136,30 @@ def _int_or_none(v: Any) -> int | None:
     return None if v is None else int(v)
 
 
-def rows_to_events(frame: pd.DataFrame) -> list[Event]:
-    """Pandas rows (one micro-batch of one key) → events in event-time order."""
-    frame = frame.sort_values(["event_ms", "offset"], kind="stable")
-    events = []
-    for r in frame.itertuples(index=False):
-        events.append(
-            Event(
-                kind=r.kind,
-                time_ms=int(r.event_ms),
-                job_id=_none_if_nan(r.job_id),
-                tm_id=_none_if_nan(r.tm_id),
-                host=_none_if_nan(r.host),
-                task=_none_if_nan(r.task),
-                checkpoint_id=_int_or_none(r.checkpoint_id),
-                duration_ms=_int_or_none(r.duration_ms),
-                size_bytes=_int_or_none(r.size_bytes),
-                from_state=_none_if_nan(r.from_state),
-                to_state=_none_if_nan(r.to_state),
-                reason=_none_if_nan(r.reason),
-                metric=_none_if_nan(r.metric),
-                value=_none_if_nan(r.value),
-                job_name=_none_if_nan(r.job_name),
-                message=_none_if_nan(r.message),
-            )
+def rows_to_events(rows: list[Any]) -> list[Event]:
+    """The rows of one key in one micro-batch → events in event-time, then offset order."""
+    ordered = sorted(rows, key=lambda r: (r["event_ms"], r["offset"] or 0))
+    return [
+        Event(
+            kind=r["kind"],
+            time_ms=int(r["event_ms"]),
+            job_id=r["job_id"],
+            tm_id=r["tm_id"],
+            host=r["host"],
+            task=r["task"],
+            checkpoint_id=_int_or_none(r["checkpoint_id"]),
+            duration_ms=_int_or_none(r["duration_ms"]),
+            size_bytes=_int_or_none(r["size_bytes"]),
+            from_state=r["from_state"],
+            to_state=r["to_state"],
+            reason=r["reason"],
+            metric=r["metric"],
+            value=_none_if_nan(r["value"]),
+            job_name=r["job_name"],
+            message=r["message"],
         )
-    return events
+        for r in ordered
+    ]
 
 
 _OUTPUT_COLUMNS = [f.name for f in ALERT_SCHEMA.fields]
@@ -203,18 +208,10 @@ def signal_row(
     }
 
 
-def output_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    """One frame for everything a key emits in one call.
-
-    A frame per call, not per row: building and shipping a pandas frame costs more than
-    the rows in it.
-    """
-    return pd.DataFrame(rows, columns=_OUTPUT_COLUMNS)
-
-
-def alerts_frame(alerts: list[Alert]) -> pd.DataFrame:
-    """Alerts → a pandas frame with :data:`ALERT_SCHEMA` columns."""
-    return output_frame(alert_rows(alerts))
+def output_rows(rows: list[dict[str, Any]]) -> Iterator[Row]:
+    """Output dicts → Spark rows in :data:`ALERT_SCHEMA` order."""
+    for r in rows:
+        yield Row(**{c: r.get(c) for c in _OUTPUT_COLUMNS})
 
 
 class DetectorProcessor(StatefulProcessor):
@@ -273,17 +270,14 @@ class DetectorProcessor(StatefulProcessor):
         self._state.update((json.dumps(step_state, separators=(",", ":")),))
 
     def handleInputRows(  # noqa: D102
-        self, key: Any, rows: Iterator[pd.DataFrame], timerValues: TimerValues
-    ) -> Iterator[pd.DataFrame]:
-        frames = list(rows)
-        if not frames:
-            return
+        self, key: Any, rows: Iterator[Row], timerValues: TimerValues
+    ) -> Iterator[Row]:
         state = self._load()
         seen: dict[str, list[int]] = (state or {}).pop(_SEEN_KEY, None) or {}
-        frame = fresh_rows(pd.concat(frames, ignore_index=True), seen)
-        if frame.empty:
+        fresh = fresh_rows(list(rows), seen)
+        if not fresh:
             return
-        events = rows_to_events(frame)
+        events = rows_to_events(fresh)
         now = timerValues.getCurrentWatermarkInMs()
         detector = self._detector(key[0], state, events)
         if detector is None:
@@ -291,7 +285,7 @@ class DetectorProcessor(StatefulProcessor):
                 # Disabled (reload or per-job override) while the entity had state.
                 self._state.clear()
                 closing = self._close_incident(key[0], state, events[-1].time_ms)
-                yield output_frame(
+                yield from output_rows(
                     [*alert_rows([closing] if closing else []), signal_row(None, key, None)]
                 )
             return
@@ -315,12 +309,11 @@ class DetectorProcessor(StatefulProcessor):
         out = alert_rows(alerts)
         if detector.signals:
             out.append(signal_row(detector, key, state))
-        if out:
-            yield output_frame(out)
+        yield from output_rows(out)
 
     def handleExpiredTimer(  # noqa: D102
         self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo
-    ) -> Iterator[pd.DataFrame]:
+    ) -> Iterator[Row]:
         state = self._load()
         if state is None:
             return
@@ -333,7 +326,7 @@ class DetectorProcessor(StatefulProcessor):
             # its incident so no alert stays firing forever.
             self._state.clear()
             closing = self._close_incident(key[0], state, fired)
-            yield output_frame(
+            yield from output_rows(
                 [*alert_rows([closing] if closing else []), signal_row(None, key, None)]
             )
             return
@@ -352,8 +345,7 @@ class DetectorProcessor(StatefulProcessor):
         out = alert_rows(list(step.alerts))
         if detector.signals:
             out.append(signal_row(detector, key, step.state))
-        if out:
-            yield output_frame(out)
+        yield from output_rows(out)
 
     def _close_incident(self, name: str, state: dict[str, Any], time_ms: int) -> Alert | None:
         """A resolved transition for a firing incident whose detector was disabled."""

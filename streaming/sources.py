@@ -30,10 +30,12 @@ def kafka_stream(
     stream: bool = True,
     realtime: bool = False,
     starting_offsets: str | None = None,
+    max_offsets: int | None = None,
 ) -> DataFrame:
     """One Kafka topic as Spark's Kafka source gives it (``key``, ``value``, ...).
 
     ``realtime``: for a query in real-time mode, which refuses per-trigger limits.
+    ``max_offsets`` overrides ``kafka.max_offsets_per_trigger``.
     """
     reader = spark.readStream if stream else spark.read
     r = (
@@ -43,8 +45,9 @@ def kafka_stream(
         .option("startingOffsets", starting_offsets or cfg.starting_offsets)
         .option("failOnDataLoss", str(cfg.fail_on_data_loss).lower())
     )
-    if stream and not realtime and cfg.max_offsets_per_trigger:
-        r = r.option("maxOffsetsPerTrigger", str(cfg.max_offsets_per_trigger))
+    limit = max_offsets or cfg.max_offsets_per_trigger
+    if stream and not realtime and limit:
+        r = r.option("maxOffsetsPerTrigger", str(limit))
     for k, v in cfg.options.items():
         r = r.option(k, v)
     return r.load()
@@ -57,9 +60,19 @@ def kafka_records(
     *,
     stream: bool = True,
     realtime: bool = False,
+    starting_offsets: str | None = None,
+    max_offsets: int | None = None,
 ) -> DataFrame:
     """Records of one Kafka topic with the official Spark Kafka source."""
-    return kafka_stream(spark, cfg, topic, stream=stream, realtime=realtime).select(
+    return kafka_stream(
+        spark,
+        cfg,
+        topic,
+        stream=stream,
+        realtime=realtime,
+        starting_offsets=starting_offsets,
+        max_offsets=max_offsets,
+    ).select(
         F.col("value").cast("string").alias("value"),
         F.col("topic"),
         F.col("partition"),

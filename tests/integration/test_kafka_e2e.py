@@ -11,7 +11,6 @@ import pytest
 from conf import AppConfig, KafkaConfig, OutputConfig, SparkConfig
 from sinks import AlertLedger, JsonLinesAlertSink
 from streaming.app import Outputs, Pipeline, run_forever
-from streaming.sources import kafka_records, kafka_stream
 from streaming.topics import ensure_bus_topics
 from tests.conftest import KafkaBroker, wait_until
 
@@ -67,8 +66,6 @@ def pipeline(spark, cfg: AppConfig, trigger: dict) -> Pipeline:  # type: ignore[
     return Pipeline(
         spark=spark,
         cfg=cfg,
-        logs=lambda: kafka_records(spark, cfg.kafka, cfg.kafka.logs_topic),
-        metrics=lambda: kafka_records(spark, cfg.kafka, cfg.kafka.metrics_topic),
         outputs=Outputs(
             ledger=AlertLedger(cfg.output.ledger_path),
             sinks=[JsonLinesAlertSink(cfg.output.alerts_path)],
@@ -77,7 +74,6 @@ def pipeline(spark, cfg: AppConfig, trigger: dict) -> Pipeline:  # type: ignore[
         deadletter_dir=cfg.output.deadletter_path,
         trigger=trigger,
         bus="kafka",
-        bus_source=lambda topic: kafka_stream(spark, cfg.kafka, topic, starting_offsets="earliest"),
     )
 
 
@@ -210,11 +206,7 @@ def test_real_time_parse_feeds_the_detectors_and_keeps_dead_letters(spark, kafka
     kafka.create_topics(cfg.kafka.logs_topic, cfg.kafka.metrics_topic)
     p = pipeline(spark, cfg, {})
     p.trigger = None
-    p.realtime_sources = (
-        lambda: kafka_records(spark, cfg.kafka, cfg.kafka.logs_topic, realtime=True),
-        lambda: kafka_records(spark, cfg.kafka, cfg.kafka.metrics_topic, realtime=True),
-    )
-    assert p.realtime
+    assert p.realtime_wanted
     stop = threading.Event()
     result: dict[str, int] = {}
     runner = threading.Thread(
@@ -257,6 +249,66 @@ def test_real_time_parse_feeds_the_detectors_and_keeps_dead_letters(spark, kafka
         "unknown_layout",
         cfg.kafka.logs_topic,
     )
+
+
+def test_a_backlog_is_caught_up_in_micro_batches_then_parsed_in_real_time(
+    spark, kafka, tmp_path
+) -> None:
+    cfg = config(kafka, "e2ecu", tmp_path / "state")
+    cfg = cfg.model_copy(
+        update={
+            "spark": cfg.spark.model_copy(update={"parse_mode": "realtime", "realtime_max_lag": 5})
+        }
+    )
+    kafka.create_topics(cfg.kafka.logs_topic, cfg.kafka.metrics_topic)
+    jobs = [f"{i:032x}" for i in range(20, 24)]
+    # A backlog: three jobs' expiries (9 records, more than realtime_max_lag).
+    for job in jobs[:3]:
+        kafka.produce(cfg.kafka.logs_topic, expired_cycle(job, 1, 3, 1), key=job.encode())
+    p = pipeline(spark, cfg, {})
+    p.trigger = None
+    stop = threading.Event()
+    result: dict[str, int] = {}
+    runner = threading.Thread(
+        target=lambda: result.update(rc=run_forever(p, should_stop=stop.is_set))
+    )
+    runner.start()
+    ckpt = cfg.output.checkpoint_dir
+    try:
+        wait_until(lambda: (ckpt / "parse-microbatch" / "commits").is_dir(), what="catch-up")
+        wait_until(
+            lambda: len(read_alerts(cfg.output.alerts_path, "checkpoint_failures")) == 3,
+            timeout=120,
+            what="the backlog's alerts",
+        )
+        # Caught up: the queries restart with the parse query in real-time mode, where the
+        # micro-batches ended.
+        wait_until(
+            lambda: p.parse_plan is not None and p.parse_plan.mode == "realtime",
+            timeout=120,
+            what="the switch to real time",
+        )
+        # Later in event time than the backlog, which moved the watermark to 10:02.
+        job = jobs[3]
+        kafka.produce(cfg.kafka.logs_topic, expired_cycle(job, 1, 3, 10), key=job.encode())
+        wait_until(
+            lambda: len(read_alerts(cfg.output.alerts_path, "checkpoint_failures")) == 4,
+            timeout=120,
+            what="an alert parsed in real time",
+        )
+        # Counts come with each real-time batch's progress, every realtime_batch_s.
+        wait_until(lambda: p.stats.kinds["checkpoint_expired"] >= 12, what="the counts")
+    finally:
+        stop.set()
+        runner.join(timeout=120)
+    assert result.get("rc") == 0
+    assert (ckpt / "parse-realtime" / "commits").is_dir()
+    alerts = read_alerts(cfg.output.alerts_path, "checkpoint_failures")
+    # Each job once, with exactly its three expiries: nothing skipped or counted twice
+    # across the switch.
+    assert sorted(a["job_id"] for a in alerts) == sorted(jobs)
+    assert all(a["evidence"]["expired_checkpoints"] == [1, 2, 3] for a in alerts)
+    assert p.stats.kinds["checkpoint_expired"] == 12
 
 
 # The issue #6 incidents run in a second fleet next to the first one (jobs 5-12: no id or

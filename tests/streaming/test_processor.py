@@ -5,23 +5,23 @@ from __future__ import annotations
 import json
 import math
 
-import pandas as pd
-
 from detectors import Alert, AlertStatus, Severity
 from streaming.processor import (
     ALERT_SCHEMA,
     EVENT_INPUT_COLUMNS,
-    alerts_frame,
+    alert_rows,
     fresh_rows,
+    output_rows,
     rows_to_events,
 )
 
 
-def frame(rows: list[dict]) -> pd.DataFrame:
-    return pd.DataFrame([{c: r.get(c) for c in EVENT_INPUT_COLUMNS} for r in rows])
+def frame(rows: list[dict]) -> list[dict]:
+    """Input rows as the adapter gets them: every column, None where Spark has null."""
+    return [{c: r.get(c) for c in EVENT_INPUT_COLUMNS} for r in rows]
 
 
-def test_events_come_out_in_event_time_then_offset_order_with_nulls_as_none() -> None:
+def test_events_come_out_in_event_time_then_offset_order() -> None:
     df = frame(
         [
             {
@@ -41,7 +41,7 @@ def test_events_come_out_in_event_time_then_offset_order_with_nulls_as_none() ->
     assert events[2].value is None and events[2].job_id is None
 
 
-def test_alerts_frame_matches_the_output_schema() -> None:
+def test_output_rows_match_the_output_schema() -> None:
     a = Alert(
         alert_id="x1",
         detector="checkpoint_failures",
@@ -52,15 +52,15 @@ def test_alerts_frame_matches_the_output_schema() -> None:
         summary="ok again",
         evidence={"n": 3},
     )
-    df = alerts_frame([a])
-    assert list(df.columns) == [f.name for f in ALERT_SCHEMA.fields]
-    row = df.iloc[0]
-    assert (row["status"], row["severity"], row["event_ms"]) == ("resolved", "critical", 42)
-    assert json.loads(row["evidence"]) == {"n": 3}
+    (row,) = output_rows(alert_rows([a]))
+    assert list(row.asDict()) == [f.name for f in ALERT_SCHEMA.fields]
+    named = row.asDict()
+    assert (named["status"], named["severity"], named["event_ms"]) == ("resolved", "critical", 42)
+    assert json.loads(named["evidence"]) == {"n": 3}
 
 
-def _positions(df: pd.DataFrame) -> list[tuple[str, int, int]]:
-    return sorted((r.src, int(r.offset), int(r.seq)) for r in df.itertuples())
+def _positions(rows: list[dict]) -> list[tuple[str, int, int]]:
+    return sorted((r["src"], int(r["offset"]), int(r["seq"])) for r in rows)
 
 
 def test_repeats_of_applied_records_are_dropped_per_source() -> None:
