@@ -87,8 +87,7 @@ def run_job(
     from sinks.slack import slack_sink
     from streaming.app import Outputs, Pipeline, run_forever
     from streaming.listener import ProgressLogger
-    from streaming.session import cluster_settings, get_session, sized_master
-    from streaming.topics import ensure_bus_topics, partition_count
+    from streaming.live import live_session
 
     # First of all: a stop asked for while Spark starts (a minute on a busy node) must
     # end the run cleanly, not kill it half way.
@@ -153,21 +152,12 @@ def run_job(
         correlator=correlator,
     )
     try:
-        ensure_bus_topics(cfg.kafka)
-        raw_partitions = partition_count(cfg.kafka, [cfg.kafka.logs_topic, cfg.kafka.metrics_topic])
+        spark, cfg = live_session(cfg)
     except Exception as exc:
         log.error("kafka at %s: %s", cfg.kafka.bootstrap_servers, exc)
         return 1
-    spark = get_session(
-        master=sized_master(cfg.spark.master, query_slots(cfg, raw_partitions)),
-        shuffle_partitions=cfg.spark.shuffle_partitions,
-        timezone=cfg.parsing.log_timezone,
-        extra=cluster_settings(cfg.spark),
-    )
-    cfg = _fit_parse_mode(spark, cfg, raw_partitions)
     progress = ProgressLogger()
     spark.streams.addListener(progress)
-
     pipeline = Pipeline(
         spark=spark,
         cfg=cfg,
@@ -204,37 +194,6 @@ def run_job(
         ledger.close()
     _print_summary(pipeline.stats.alerts, pipeline.stats.kinds, pipeline.stats.dead_letters)
     return rc
-
-
-def query_slots(cfg: Any, raw_partitions: int) -> int:
-    """Task slots the live queries need at once.
-
-    Real-time mode keeps one task per raw partition running; the detect query's stages
-    (one task per bus partition, then per state partition) and the dead-letter query's
-    run beside them.
-    """
-    pinned = raw_partitions if cfg.spark.parse_mode == "realtime" else 0
-    return pinned + max(cfg.kafka.bus_partitions, cfg.spark.shuffle_partitions) + 1
-
-
-def _fit_parse_mode(spark: Any, cfg: AppConfig, raw_partitions: int) -> AppConfig:
-    """``cfg``, with the parse query in micro-batches when a cluster has too few slots."""
-    from streaming.session import cluster_slots
-
-    if cfg.spark.parse_mode != "realtime" or cfg.spark.master.strip().startswith("local"):
-        return cfg
-    have, need = cluster_slots(spark), query_slots(cfg, raw_partitions)
-    if have >= need:
-        return cfg
-    log.warning(
-        "the cluster has %d task slots; real-time parsing needs %d (one per partition of "
-        "%s and %s, plus the detectors): parsing in micro-batches instead",
-        have,
-        need,
-        cfg.kafka.logs_topic,
-        cfg.kafka.metrics_topic,
-    )
-    return _with(cfg, {"spark": {"parse_mode": "microbatch"}})
 
 
 def _keep_ledger_tidy(ledger: Any, retention_days: Callable[[], float]) -> None:

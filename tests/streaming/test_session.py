@@ -33,3 +33,28 @@ def test_options_pass_through_and_win_over_the_sized_keys() -> None:
 def test_executor_memory_must_be_a_spark_size(bad: str) -> None:
     with pytest.raises(ValueError, match="executor_memory"):
         SparkConfig(executor_memory=bad)
+
+
+def test_a_local_master_is_raised_to_the_slots_the_queries_need() -> None:
+    from streaming.session import sized_master, task_slots
+
+    assert [task_slots(m) for m in ("local", "local[3]", "local[*]", "spark://h:7077")] == [
+        1,
+        3,
+        None,
+        None,
+    ]
+    assert sized_master("local[2]", 7) == "local[7]"
+    assert sized_master("local[16]", 7) == "local[16]"
+    assert sized_master("spark://h:7077", 7) == "spark://h:7077"
+
+
+def test_real_time_parsing_pins_a_slot_per_raw_partition() -> None:
+    from conf import AppConfig
+    from streaming.live import query_slots
+
+    cfg = AppConfig()
+    # 4 raw partitions pinned, then max(bus partitions 2, state partitions 2), then 1.
+    assert query_slots(cfg, 4) == 7
+    micro = AppConfig.model_validate({"spark": {"parse_mode": "microbatch"}})
+    assert query_slots(micro, 4) == 3
