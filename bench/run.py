@@ -672,7 +672,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--soak-rate", type=float, default=500.0, help="the soak's records/s")
     p.add_argument("--latency-minutes", type=float, default=6.0, help="each steady run's length")
     p.add_argument("--incidents", type=int, default=40, help="incidents in the steady run")
-    p.add_argument("--trigger-s", type=float, default=1.0, help="trigger of the steady run")
+    p.add_argument(
+        "--trigger-s",
+        type=float,
+        default=0.0,
+        help="detect trigger of the steady runs (0: back to back)",
+    )
     p.add_argument("--peer-minutes", type=float, default=12.0, help="real-time peer run")
     p.add_argument(
         "--workers", type=int, nargs="+", default=[1, 2], help="cluster: worker counts to measure"
