@@ -60,6 +60,7 @@ download_with_update() {  # download_with_update DIR: retry once after `apt-get 
 fetch() {
   if [ -f "$dest/.complete" ] && [ -x "$binary" ] && [ -x "$dest/bin/alertmanager" ]; then
     say "cached: $binary"
+    templates
     version
     return
   fi
@@ -86,10 +87,23 @@ fetch() {
   done
   # Debian renames the binary; the upstream name is what the docs and tests use.
   cp "$work/root/usr/bin/prometheus-alertmanager" "$dest.tmp/bin/alertmanager"
+  mkdir -p "$dest.tmp/share" && cp -r "$work/root/usr/share/prometheus/alertmanager" "$dest.tmp/share/"
+  templates
   touch "$dest.tmp/.complete"
   rm -rf "$dest" && mv "$dest.tmp" "$dest"
   say "installed $(ls "$dest/bin" | tr '\n' ' ')in $dest/bin"
   version
+}
+
+templates() {  # Debian's Alertmanager reads its notification templates from this fixed path
+  local src=$dest.tmp/share/alertmanager tpl=/usr/share/prometheus/alertmanager
+  [ -d "$src" ] || src=$dest/share/alertmanager
+  if [ -f "$tpl/default.tmpl" ]; then return; fi
+  if mkdir -p "$tpl" 2>/dev/null && cp "$src"/*.tmpl "$tpl"/; then
+    say "installed Alertmanager's templates in $tpl (its Debian build reads them there)"
+  else
+    say "cannot write $tpl: Alertmanager will not start; copy $src/*.tmpl there as root"
+  fi
 }
 
 path() {

@@ -281,11 +281,20 @@ class AlertmanagerServer:
     alert's name and ids so a receiver can tell which job it is about.
     """
 
-    def __init__(self, binary: Path, workdir: Path, slack_url: str, channel: str) -> None:
+    def __init__(
+        self,
+        binary: Path,
+        workdir: Path,
+        slack_url: str,
+        channel: str,
+        group_wait_s: float | None = None,
+    ) -> None:
         self.binary = Path(binary)
         self.workdir = Path(workdir)
         self.slack_url = slack_url
         self.channel = channel
+        #: None keeps Alertmanager's default (30 s); tests shorten it.
+        self.group_wait_s = group_wait_s
         self.port: int | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
@@ -303,8 +312,11 @@ class AlertmanagerServer:
             "{{ range .Alerts }}{{ .Labels.alertname }} job_id={{ .Labels.job_id }} "
             "tm_id={{ .Labels.tm_id }}\n{{ end }}"
         )
+        route: dict[str, Any] = {"receiver": "slack", "group_by": ["alertname", "job_id"]}
+        if self.group_wait_s is not None:
+            route["group_wait"] = _duration(self.group_wait_s)
         config = {
-            "route": {"receiver": "slack", "group_by": ["alertname", "job_id"]},
+            "route": route,
             "receivers": [
                 {
                     "name": "slack",

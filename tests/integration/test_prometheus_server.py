@@ -12,7 +12,9 @@ from prometheus_client import CollectorRegistry, start_http_server
 from detectors import Alert, AlertStatus, Severity
 from sinks import Transition, transition_key
 from sinks.prometheus import ActiveAlerts, FlinkwatchCollector, Sources
-from tests.promserver import JOB_NAME, PrometheusServer, find_binary
+from sinks.slack_emulator import SlackEmulator
+from tests.conftest import wait_until
+from tests.promserver import JOB_NAME, AlertmanagerServer, PrometheusServer, find_binary
 
 BINARY = find_binary()
 
@@ -101,3 +103,38 @@ def test_prometheus_scrapes_the_exporter_and_evaluates_a_rule_on_it(
             time.sleep(0.25)
         assert firing, f"rule not firing; alerts: {prom.alerts()}"
     assert not prom.running
+
+
+def test_alertmanager_pages_the_local_slack_for_a_firing_rule(tmp_path: Path) -> None:
+    """The peer benchmark's other side: a rule fires, Alertmanager posts it to Slack."""
+    binary = need_binary()
+    rules = tmp_path / "rules.yml"
+    # True from a few seconds on: an alert that fires before Prometheus has found its
+    # Alertmanager is dropped and only sent again a minute later (rules.alert.resend-delay).
+    rules.write_text(
+        "groups:\n  - name: t\n    rules:\n      - alert: FlinkCheckpointFailures\n"
+        f"        expr: vector(time()) > {int(time.time()) + 8}\n"
+        '        labels: {job_id: "3f4c2a9b7d1e4f60a8b5c2d1e0f9a7b3"}\n'
+    )
+    with SlackEmulator(channels=("#flink-alerts",)) as slack:
+        am = AlertmanagerServer(
+            binary.with_name("alertmanager"),
+            tmp_path / "am",
+            slack.webhook_url,
+            "#flink-alerts",
+            group_wait_s=1,
+        ).start()
+        try:
+            with PrometheusServer(
+                binary,
+                tmp_path / "prom",
+                targets=[],
+                rule_files=[rules],
+                alertmanagers=[am.target],
+            ):
+                wait_until(lambda: slack.webhook_messages(), timeout=60, what="the page")
+        finally:
+            am.stop()
+    (page,) = slack.webhook_messages()[:1]
+    assert page["text"].startswith("[FIRING:1] FlinkCheckpointFailures")
+    assert "FlinkCheckpointFailures job_id=3f4c2a9b7d1e4f60a8b5c2d1e0f9a7b3" in page["text"]
