@@ -404,7 +404,7 @@ def _no_triggers(rec: SimRecord) -> bool:
 
 def _commits(state_dir: Path) -> int:
     """Micro-batches the detect query has committed (its checkpoint's commit log)."""
-    commits = state_dir / "checkpoints" / "detect" / "commits"
+    commits = state_dir / "checkpoints" / "detect-kafka" / "commits"
     return sum(1 for p in commits.iterdir() if p.name.isdigit()) if commits.is_dir() else 0
 
 
@@ -720,7 +720,11 @@ def summarize(
         paged = [f for f in firings if f.side == "alertmanager"]
         decided = _first(detected, job=inc.job_index, name=detector, tm=tm)
         am_page = None if rule is None else _first(paged, job=inc.job_index, name=rule, tm=tm)
-        fw_page = _first(fw, job=inc.job_index, name=detector, tm=tm)
+        # flinkwatch pages an incident once (related alerts join its message): its page is
+        # the job's first message, decided by the job's first transition, whichever
+        # detector that was (a checkpoint pending too long before the expiries, say).
+        fw_page = _first(fw, job=inc.job_index, tm=tm)
+        fw_decided = _first(detected, job=inc.job_index, tm=tm)
         fw_first = _first(fw, job=inc.job_index, tm=tm)
         prom_first = _first(prom, job=inc.job_index, tm=tm)
         rows.append(
@@ -746,7 +750,7 @@ def summarize(
                 # Page latency: from the record that decided the incident (flinkwatch's
                 # deciding record, sent at its event time) to each side's Slack message.
                 "page_latency_s": {
-                    "flinkwatch": _after(fw_page, decided.wall) if decided else None,
+                    "flinkwatch": _after(fw_page, fw_decided.wall) if fw_decided else None,
                     "prometheus_alertmanager": _after(am_page, decided.wall) if decided else None,
                 },
                 # What pages first for this job, whichever detector or rule it is.

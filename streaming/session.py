@@ -105,7 +105,7 @@ def get_session(
     """Build (or return) the process's SparkSession with flinkwatch's settings.
 
     The Kafka connector comes from local jars (``spark.jars``), never downloaded at
-    run time; state lives in RocksDB, which ``transformWithStateInPandas`` requires.
+    run time; state lives in RocksDB, which ``transformWithState`` requires.
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     if master.startswith("local"):
