@@ -37,30 +37,22 @@ from pyspark.sql.types import (
 
 from conf import AppConfig, ConfigError
 from detectors import REGISTRY
+from streaming.parsing import EVENT_COLUMNS
 
 _LONGS = ("offset", "checkpoint_id", "duration_ms", "size_bytes", "event_ms")
+
+#: Parsed-event columns that stay behind: where the record was (``src`` says it) and what
+#: only the parse stage and the dead letters need.
+_NOT_ON_BUS = frozenset(
+    {"topic", "partition", "kafka_ts", "event_time", "level", "logger", "error", "detail", "raw"}
+)
 
 #: The event fields a bus record carries (its value), besides the entity (its key).
 BUS_FIELDS: tuple[str, ...] = (
     "kind",
     "event_ms",
     "src",
-    "offset",
-    "seq",
-    "job_id",
-    "job_name",
-    "tm_id",
-    "host",
-    "task",
-    "checkpoint_id",
-    "duration_ms",
-    "size_bytes",
-    "from_state",
-    "to_state",
-    "reason",
-    "metric",
-    "value",
-    "message",
+    *[c for c in EVENT_COLUMNS if c not in _NOT_ON_BUS and c != "kind"],
 )
 
 BUS_VALUE_SCHEMA = StructType(

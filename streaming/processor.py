@@ -36,31 +36,12 @@ from pyspark.sql.types import (
 
 from conf import ParamsResolver
 from detectors import REGISTRY, Alert, Detector, Event, Step
+from streaming.bus import BUS_FIELDS
 
 log = logging.getLogger(__name__)
 
-#: Columns of the rows handed to the adapter, besides the grouping key.
-EVENT_INPUT_COLUMNS: tuple[str, ...] = (
-    "kind",
-    "event_ms",
-    "src",
-    "offset",
-    "seq",
-    "job_id",
-    "job_name",
-    "tm_id",
-    "host",
-    "task",
-    "checkpoint_id",
-    "duration_ms",
-    "size_bytes",
-    "from_state",
-    "to_state",
-    "reason",
-    "metric",
-    "value",
-    "message",
-)
+#: Columns of the rows handed to the adapter, besides the grouping key: a bus event's.
+EVENT_INPUT_COLUMNS: tuple[str, ...] = BUS_FIELDS
 
 ALERT_SCHEMA = StructType(
     [

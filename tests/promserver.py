@@ -53,6 +53,18 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _terminate(proc: subprocess.Popen[bytes] | None) -> None:
+    """SIGTERM, then SIGKILL after 10 s."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def _duration(seconds: float) -> str:
     """A Prometheus duration string: ``1s``, ``250ms``."""
     ms = round(seconds * 1000)
@@ -177,13 +189,7 @@ class PrometheusServer:
     def stop(self) -> None:
         """Terminate the server (SIGTERM, then SIGKILL after 10 s). Safe to call twice."""
         proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        _terminate(proc)
         if self._log is not None:
             self._log.close()
             self._log = None
@@ -369,13 +375,7 @@ class AlertmanagerServer:
     def stop(self) -> None:
         """Terminate the process. Safe to call twice."""
         proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        _terminate(proc)
         if self._log is not None:
             self._log.close()
             self._log = None
