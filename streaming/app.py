@@ -534,7 +534,13 @@ class Pipeline:
         for q in queries:
             if q.name != "flinkwatch-parse":
                 continue
-            for progress in q.recentProgress:
+            last = q.lastProgress
+            done = self.stats.counted.get(self._count_key, -1)
+            if last is None or last.batchId <= done:
+                continue
+            # The whole list (parsed from JSON, up to 100 reports) only when a batch was
+            # missed between two looks.
+            for progress in [last] if last.batchId == done + 1 else q.recentProgress:
                 self.stats.count_observed(
                     self._count_key, progress.batchId, progress.observedMetrics
                 )
