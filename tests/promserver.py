@@ -65,6 +65,28 @@ def _terminate(proc: subprocess.Popen[bytes] | None) -> None:
         proc.wait()
 
 
+def _wait_ready(
+    proc: subprocess.Popen[bytes], url: str, timeout: float, name: str, tail: Any
+) -> None:
+    """Poll ``url`` until it answers 200; fail with the log's tail if ``proc`` exits first."""
+    deadline = time.monotonic() + timeout
+    while True:
+        code = proc.poll()
+        if code is not None:
+            raise PrometheusError(
+                f"{name} exited with code {code} before it was ready; log:\n{tail()}"
+            )
+        try:
+            with urllib.request.urlopen(url, timeout=2) as resp:
+                if resp.status == 200:
+                    return
+        except (urllib.error.URLError, OSError):
+            pass  # not listening yet, or 503 while starting
+        if time.monotonic() > deadline:
+            raise PrometheusError(f"{name} not ready at {url} within {timeout:.0f} s:\n{tail()}")
+        time.sleep(0.1)
+
+
 def _duration(seconds: float) -> str:
     """A Prometheus duration string: ``1s``, ``250ms``."""
     ms = round(seconds * 1000)
@@ -165,26 +187,7 @@ class PrometheusServer:
 
     def _wait_ready(self, timeout: float) -> None:
         assert self._proc is not None
-        deadline = time.monotonic() + timeout
-        while True:
-            code = self._proc.poll()
-            if code is not None:
-                raise PrometheusError(
-                    f"prometheus exited with code {code} before it was ready; "
-                    f"log ({self.log_path}):\n{self.log_tail()}"
-                )
-            try:
-                with urllib.request.urlopen(f"{self.url}/-/ready", timeout=2) as resp:
-                    if resp.status == 200:
-                        return
-            except (urllib.error.URLError, OSError):
-                pass  # not listening yet, or 503 while starting
-            if time.monotonic() > deadline:
-                raise PrometheusError(
-                    f"prometheus not ready on {self.url} within {timeout:.0f} s; "
-                    f"log ({self.log_path}):\n{self.log_tail()}"
-                )
-            time.sleep(0.1)
+        _wait_ready(self._proc, f"{self.url}/-/ready", timeout, "prometheus", self.log_tail)
 
     def stop(self) -> None:
         """Terminate the server (SIGTERM, then SIGKILL after 10 s). Safe to call twice."""
@@ -356,21 +359,20 @@ class AlertmanagerServer:
             stdout=self._log,
             stderr=subprocess.STDOUT,
         )
-        deadline = time.monotonic() + timeout
-        while True:
-            if self._proc.poll() is not None:
-                self.stop()
-                raise PrometheusError("alertmanager exited before it was ready")
-            try:
-                with urllib.request.urlopen(f"http://{self.target}/-/ready", timeout=2) as r:
-                    if r.status == 200:
-                        return self
-            except (urllib.error.URLError, OSError):
-                pass
-            if time.monotonic() > deadline:
-                self.stop()
-                raise PrometheusError(f"alertmanager not ready within {timeout:.0f} s")
-            time.sleep(0.1)
+        try:
+            _wait_ready(
+                self._proc, f"http://{self.target}/-/ready", timeout, "alertmanager", self._tail
+            )
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _tail(self) -> str:
+        try:
+            return (self.workdir / "alertmanager.log").read_text(errors="replace")[-3000:]
+        except OSError:
+            return ""
 
     def stop(self) -> None:
         """Terminate the process. Safe to call twice."""
