@@ -238,12 +238,20 @@ class DetectorProcessor(StatefulProcessor):
         timer: int | None,
         seen: dict[str, list[int]] | None = None,
     ) -> None:
-        if old_timer is not None and old_timer != timer:
-            self._handle.deleteTimer(old_timer)
         if step_state is None:
+            if old_timer is not None:
+                self._handle.deleteTimer(old_timer)
             self._state.clear()
             return
-        if timer is not None and timer != old_timer:
+        if old_timer is not None and (timer is None or old_timer <= timer):
+            # Keep the earlier timer: each timer call is a round trip to the JVM, and a
+            # deadline that moves with every event (idle TTL, stale heap) would cost two
+            # per key per batch. Firing early is harmless: every detector's on_timer acts
+            # only on what is due by then and asks for its next deadline.
+            timer = old_timer
+        elif timer is not None and timer != old_timer:
+            if old_timer is not None:
+                self._handle.deleteTimer(old_timer)
             self._handle.registerTimer(timer)
         step_state = {**step_state, _TIMER_KEY: timer}
         if seen:

@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 import math
 
+from conf import AppConfig, ParamsResolver
 from detectors import Alert, AlertStatus, Severity
 from streaming.processor import (
     ALERT_SCHEMA,
     EVENT_INPUT_COLUMNS,
+    DetectorProcessor,
     alert_rows,
     fresh_rows,
     output_rows,
@@ -99,3 +101,111 @@ def test_sources_remembered_per_entity_are_bounded() -> None:
         frame([{"src": f"f{i}", "offset": 1, "seq": 0, "event_ms": 1} for i in range(40)]), seen
     )
     assert len(seen) == 16 and "f39" in seen and "f0" not in seen
+
+
+class _State:
+    def __init__(self) -> None:
+        self.value: tuple[str] | None = None
+
+    def get(self) -> tuple[str] | None:
+        return self.value
+
+    def update(self, value: tuple[str]) -> None:
+        self.value = value
+
+    def clear(self) -> None:
+        self.value = None
+
+
+class _Handle:
+    """The state server, in memory: one value state and the registered timers."""
+
+    def __init__(self) -> None:
+        self.state = _State()
+        self.timers: set[int] = set()
+        self.calls = 0
+
+    def getValueState(self, *_: object) -> _State:  # noqa: N802 - Spark's name
+        return self.state
+
+    def registerTimer(self, ms: int) -> None:  # noqa: N802
+        self.calls += 1
+        self.timers.add(ms)
+
+    def deleteTimer(self, ms: int) -> None:  # noqa: N802
+        self.calls += 1
+        self.timers.discard(ms)
+
+
+class _Clock:
+    def __init__(self, ms: int) -> None:
+        self.ms = ms
+
+    def getCurrentWatermarkInMs(self) -> int:  # noqa: N802
+        return self.ms
+
+
+class _Fired:
+    def __init__(self, ms: int) -> None:
+        self.ms = ms
+
+    def getExpiryTimeInMs(self) -> int:  # noqa: N802
+        return self.ms
+
+
+def _processor() -> tuple[DetectorProcessor, _Handle]:
+    cfg = AppConfig()
+    proc = DetectorProcessor(ParamsResolver(cfg.detector_params(), tuple(cfg.overrides)))
+    handle = _Handle()
+    proc.init(handle)  # type: ignore[arg-type]
+    return proc, handle
+
+
+def _heap(t: int, offset: int) -> list[dict]:
+    return frame(
+        [
+            {
+                "kind": "metric",
+                "event_ms": t,
+                "src": "metrics:0",
+                "offset": offset,
+                "seq": 0,
+                "tm_id": "tm-1",
+                "host": "worker-1",
+                "metric": "flink_taskmanager_Status_JVM_Memory_Heap_Used",
+                "value": 5e8,
+            }
+        ]
+    )
+
+
+def test_a_deadline_that_moves_later_keeps_the_registered_timer() -> None:
+    # Each timer call is a round trip to the JVM: a TaskManager's idle deadline moves with
+    # every sample, and re-registering it would cost two calls per key per batch.
+    proc, handle = _processor()
+    key = ("idle_heap_growth", "tm:tm-1")
+    t0 = 1_700_000_000_000
+    for i in range(30):
+        list(proc.handleInputRows(key, iter(_heap(t0 + i * 10_000, i)), _Clock(t0)))
+    assert handle.calls == 1
+    (first,) = handle.timers
+    assert first == t0 + int(AppConfig().detector_params()["idle_heap_growth"].idle_ttl_s * 1000)
+    # The kept timer fires before the real deadline: the entity stays, nothing is
+    # alerted, and the next timer is the detector's deadline from its latest sample.
+    out = list(proc.handleExpiredTimer(key, _Clock(first), _Fired(first)))
+    assert all(r["status"] == "signal" for r in out)
+    assert handle.state.value is not None
+    idle_ms = first - t0
+    assert handle.timers - {first} == {t0 + 290_000 + idle_ms}
+
+
+def test_a_deadline_that_moves_earlier_replaces_the_timer() -> None:
+    proc, handle = _processor()
+    handle.state.value = (json.dumps({"_timer_ms": 10**15}),)
+    handle.timers = {10**15}
+    key = ("idle_heap_growth", "tm:tm-1")
+    t0 = 1_700_000_000_000
+    list(proc.handleInputRows(key, iter(_heap(t0, 1)), _Clock(t0)))
+    (timer,) = handle.timers
+    assert timer < 10**15
+    assert json.loads(handle.state.value[0])["_timer_ms"] == timer
