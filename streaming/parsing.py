@@ -237,6 +237,11 @@ _LOG_JSON_SCHEMA = StructType(
                 ]
             ),
         ),
+        # Elastic's ECS layout (log4j2 JsonTemplateLayout, `classpath:EcsLayout.json`):
+        # flat dotted keys, the stack trace in its own field.
+        StructField("log.level", StringType()),
+        StructField("log.logger", StringType()),
+        StructField("error.stack_trace", StringType()),
         StructField("_corrupt", StringType()),
     ]
 )
@@ -521,6 +526,7 @@ def parse_logs(records: DataFrame, limits: ParseLimits | None = None) -> DataFra
         "partition",
         "offset",
         "kafka_ts",
+        *(["fallback_time"] if "fallback_time" in records.columns else []),
         value.alias("raw"),
         F.length(value).alias("_len"),
         is_json.alias("_is_json"),
@@ -539,12 +545,13 @@ def parse_logs(records: DataFrame, limits: ParseLimits | None = None) -> DataFra
     # Filebeat's `log` is an object (`log.offset`, `log.file.path`); its line is `message`.
     filebeat_log = F.col("_is_json") & F.col("raw").rlike(r'(?<!\\)"log"\s*:\s*\{')
     log_line = F.when(~filebeat_log, jc["log"])
-    # Flink's JSON layout, also as Filebeat ships it decoded (`json.keys_under_root`: the
-    # layout's keys next to Filebeat's `log` object).
+    # Flink's JSON layout or ECS, also as Filebeat ships them decoded
+    # (`json.keys_under_root`: the layout's keys next to Filebeat's `log` object).
+    layout_ts = F.coalesce(jc["timestamp"], jc["@timestamp"])
     is_flink_json = (
         jc["message"].isNotNull()
-        & jc["level"].isNotNull()
-        & (jc["log"].isNull() | (filebeat_log & jc["timestamp"].isNotNull()))
+        & F.coalesce(jc["level"], jc["log.level"]).isNotNull()
+        & (jc["log"].isNull() | (filebeat_log & layout_ts.isNotNull()))
     )
     envelope_line = F.coalesce(log_line, jc["message"])
     # Text to run the layout regex on: the raw value, or the line inside an envelope.
@@ -565,7 +572,12 @@ def parse_logs(records: DataFrame, limits: ParseLimits | None = None) -> DataFra
     df = df.select(
         "*", *[F.regexp_extract("_line", _LAYOUT, i).alias(f"_lay{i}") for i in (1, 2, 3, 4)]
     )
-    jmsg = F.concat_ws("\n", jc["message"], F.when(F.col("_tail") != "", F.col("_tail")))
+    jmsg = F.concat_ws(
+        "\n",
+        jc["message"],
+        jc["error.stack_trace"],
+        F.when(F.col("_tail") != "", F.col("_tail")),
+    )
     matched = F.coalesce(F.col("_lay1") != "", F.lit(False))
     # Trailing line breaks go too (Docker's json-file driver keeps the `\n` in `log`).
     message = F.regexp_replace(
@@ -573,17 +585,22 @@ def parse_logs(records: DataFrame, limits: ParseLimits | None = None) -> DataFra
         r"\s+$",
         "",
     )
-    ts_text = F.when(F.col("_flink_json"), jc["timestamp"]).when(matched, F.col("_lay1"))
+    ts_text = F.when(F.col("_flink_json"), layout_ts).when(matched, F.col("_lay1"))
     envelope_ts = F.coalesce(jc["@timestamp"], jc["time"], jc["date"], jc["timestamp"])
     df = df.select(
         "*",
         ts_text.alias("_ts_text"),
         _epoch_ms_from_text(ts_text).alias("_ts_ms"),
     )
+    # A record without a time of its own takes the Kafka record's or, in a file, the
+    # time of the record before it (``fallback_time``, see streaming.sources).
+    fallback = F.unix_millis(F.col("kafka_ts"))
+    if "fallback_time" in records.columns:
+        fallback = F.coalesce(fallback, _epoch_ms_from_text(F.col("fallback_time")))
     event_ms = F.coalesce(
         F.col("_ts_ms"),
         F.when(F.col("_is_json") & ~F.col("_flink_json"), _epoch_ms_from_text(envelope_ts)),
-        F.when(~matched & ~F.col("_flink_json"), F.unix_millis(F.col("kafka_ts"))),
+        F.when(~matched & ~F.col("_flink_json"), fallback),
     )
     is_continuation = F.col("_line").rlike(_CONTINUATION)
     error = (
@@ -627,14 +644,16 @@ def parse_logs(records: DataFrame, limits: ParseLimits | None = None) -> DataFra
     fields = _log_fields(kind, msg, [F.col(f"_slot{i}") for i in range(len(slots))])
     level = F.upper(
         F.coalesce(
-            F.when(F.col("_flink_json"), jc["level"]),
+            F.when(F.col("_flink_json"), F.coalesce(jc["level"], jc["log.level"])),
             F.when(matched, F.col("_lay2")),
         )
     )
     logger = F.coalesce(
         F.when(
             F.col("_flink_json"),
-            F.coalesce(jc["logger"], F.regexp_replace(jc["file"], r"\.java$", "")),
+            F.coalesce(
+                jc["logger"], jc["log.logger"], F.regexp_replace(jc["file"], r"\.java$", "")
+            ),
         ),
         F.when(matched, F.col("_lay3")),
     )

@@ -11,7 +11,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from conf import KafkaConfig
@@ -100,28 +100,66 @@ def stage_files(paths: Sequence[str | Path], into: Path) -> Path:
     return into
 
 
+#: A timestamp somewhere near a record's start: its layout's or its JSON envelope's.
+_TIME_TEXT = r"(\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d{1,9})?(?:Z|[+-]\d{2}:?\d{2})?)"
+#: How many records back a record without a time of its own looks for one.
+_LOOK_BACK = 3
+
+
+def _time_text(record: Column) -> Column:
+    found = F.regexp_extract(F.substring(record, 1, 300), _TIME_TEXT, 1)
+    return F.when(found != "", found)
+
+
 def file_records(
     spark: SparkSession, directory: Path, *, kind: str, stream: bool = True
 ) -> DataFrame:
     """Records of every file in ``directory``.
 
     Log files are split at record starts, so stack traces stay with their line;
-    metric files are one record per line.
+    metric files are one record per line. A log record without a time of its own (a
+    shipper without multiline handling wrote ``java.lang.OutOfMemoryError: …`` as a record
+    of its own) gets ``fallback_time``: the time of the record before it in the file,
+    where Kafka records fall back to their Kafka timestamp.
     """
     reader = spark.readStream if stream else spark.read
     df = reader.format("text").option("wholetext", "true").load(str(directory))
     split = _RECORD_START if kind == "log" else r"\r?\n"
-    return (
-        df.select(
-            F.input_file_name().alias("topic"),
-            F.posexplode(F.split(F.col("value"), split)).alias("offset", "value"),
+    df = df.select(
+        F.input_file_name().alias("topic"), F.split(F.col("value"), split).alias("_recs")
+    )
+    if kind == "log":
+        # Arrays, not a window: the file source is a stream. Each record's time text is
+        # extracted once; a record looks back a few records for one.
+        df = df.select("topic", "_recs", F.transform("_recs", _time_text).alias("_times"))
+        items = F.transform(
+            "_recs",
+            lambda rec, i: F.struct(
+                rec.alias("value"),
+                F.coalesce(
+                    *[
+                        F.when(i >= k, F.element_at(F.col("_times"), i - k + 1))
+                        for k in range(1, _LOOK_BACK + 1)
+                    ]
+                ).alias("fallback_time"),
+            ),
         )
-        .where(F.trim(F.col("value")) != "")
+    else:
+        items = F.transform(
+            "_recs",
+            lambda rec: F.struct(
+                rec.alias("value"), F.lit(None).cast("string").alias("fallback_time")
+            ),
+        )
+    return (
+        df.select("topic", F.posexplode(items).alias("offset", "_rec"))
+        .where(F.trim(F.col("_rec.value")) != "")
         .select(
-            "value",
+            F.col("_rec.value").alias("value"),
             F.regexp_replace(F.col("topic"), r"^file:(//)?", "").alias("topic"),
             F.lit(0).alias("partition"),
             F.col("offset").cast("long").alias("offset"),
             F.lit(None).cast("timestamp").alias("kafka_ts"),
+            F.col("_rec.fallback_time").alias("fallback_time"),
         )
     )
