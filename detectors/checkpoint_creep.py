@@ -73,7 +73,7 @@ from detectors.base import (
     State,
     Step,
 )
-from detectors.stats import for_humans, mann_kendall_z, median_interval
+from detectors.stats import for_humans, learn_cadence, mann_kendall_z, median_interval
 
 DURATION_METRIC = "flink_jobmanager_job_lastCheckpointDuration"
 SIZE_METRIC = "flink_jobmanager_job_lastCheckpointSize"
@@ -83,6 +83,9 @@ _MAX_SAVEPOINTS = 8  # savepoint ids remembered, to ignore their completion
 _EVIDENCE_CAP = 60  # items per evidence list (the newest samples)
 _ABANDON_AFTER = 2.0  # x timeout: a pending checkpoint without outcome is forgotten
 _MIN_FRESH_MS = 60_000  # logs count as live for at least this long after a completion
+# Mann-Kendall z the newest samples must reach for "still growing" in the cadence test
+# (one-sided p < 0.01); the ratio to the job's early level guards against jitter.
+_CADENCE_Z = 2.33
 
 # A sample: [time_ms, checkpoint_id | None, duration_ms, size_bytes | None, "l" | "m"].
 _T, _ID, _DUR, _SIZE, _SRC = range(5)
@@ -136,6 +139,33 @@ class CheckpointCreepParams(DetectorParams):
         description=(
             "Flink's execution.checkpointing.timeout of the monitored jobs; logs do not "
             "carry it (seconds)."
+        ),
+    )
+    max_intervals: float = Field(
+        default=3.0,
+        gt=1.0,
+        description=(
+            "Recent median duration, in the job's own checkpoint intervals (learned from the "
+            "spacing of its triggers), that is a creep while durations keep growing, whatever "
+            "the absolute duration or the job's age (intervals)."
+        ),
+    )
+    max_timeout_share: float = Field(
+        default=0.5,
+        gt=0,
+        le=1.0,
+        description=(
+            "Recent median duration, as a share of the checkpoint timeout (learned from the "
+            "job's expiries, else checkpoint_timeout_s), that is a creep while durations keep "
+            "growing (fraction)."
+        ),
+    )
+    cadence_samples: int = Field(
+        default=10,
+        ge=6,
+        description=(
+            "Completed checkpoints needed before the cadence test (max_intervals, "
+            "max_timeout_share) is judged (checkpoints)."
         ),
     )
     pending_share: float = Field(
@@ -205,7 +235,10 @@ class CheckpointCreep(Detector[CheckpointCreepParams]):
             self._on_completed(st, event)
         elif event.kind in ("checkpoint_expired", "checkpoint_declined", "checkpoint_failed"):
             if event.checkpoint_id is not None:
-                st["pending"].pop(str(event.checkpoint_id), None)
+                trig = st["pending"].pop(str(event.checkpoint_id), None)
+                if event.kind == "checkpoint_expired" and trig is not None:
+                    # Flink expires a checkpoint when its timeout runs out: this job's timeout.
+                    st["timeout_ms"] = max(event.time_ms - int(trig), 1)
         elif event.kind == "metric":
             self._on_metric(st, event)
         alerts.extend(self._evaluate(st, at))
@@ -253,6 +286,7 @@ class CheckpointCreep(Detector[CheckpointCreepParams]):
         if "avepoint" in (event.reason or "").lower():
             st["savepoints"] = [*st["savepoints"], cid][-_MAX_SAVEPOINTS:]
             return
+        learn_cadence(st, cid, event.time_ms)
         pending = {int(k): int(v) for k, v in st["pending"].items()}
         pending[cid] = event.time_ms
         kept = sorted(pending.items())[-_MAX_PENDING:]
@@ -405,6 +439,10 @@ class CheckpointCreep(Detector[CheckpointCreepParams]):
         idle_at = int(st["last_event_ms"]) + int(self.params.idle_ttl_s * 1000)
         return min([idle_at, *self._due_times(st)])
 
+    def _timeout_s(self, st: State) -> float:
+        learned = st.get("timeout_ms")
+        return float(learned) / 1000 if learned else self.params.checkpoint_timeout_s
+
     def _clear_ms(self) -> int:
         return int(self.params.clear_for_s * 1000)
 
@@ -415,7 +453,7 @@ class CheckpointCreep(Detector[CheckpointCreepParams]):
         p = self.params
         samples = st["samples"]
         n = len(samples)
-        if n < p.min_samples:
+        if n < min(p.min_samples, p.cadence_samples):
             return None
         y = [float(s[_DUR]) for s in samples]
         k = max(5, n // 6)
@@ -432,17 +470,37 @@ class CheckpointCreep(Detector[CheckpointCreepParams]):
         level = median(newest[i] - slope * i for i in range(m)) + slope * (m - 1)
         interval = median_interval(samples[-m:])
         per_hour = slope * 3_600_000 / interval if interval else None
-        timeout_ms = p.checkpoint_timeout_s * 1000
+        timeout_ms = float(st.get("timeout_ms") or p.checkpoint_timeout_s * 1000)
         projected: float | None = None
         if slope > 0 and interval:
             projected = max(0.0, (timeout_ms - level) / slope * interval / 1000)
+        cadence = st.get("cadence_ms")
+        trend = (
+            n >= p.min_samples
+            and z >= p.min_trend_z
+            and slope > 0
+            and ratio >= p.min_ratio
+            and recent >= p.min_duration_ms
+        )
+        # Against the job's own pace: durations of several intervals (or a large share of
+        # the timeout) that are still growing, on a job of any age.
+        early = min(baseline, median(y[:k]))
+        too_long = (cadence is not None and recent >= p.max_intervals * float(cadence)) or (
+            recent >= p.max_timeout_share * timeout_ms
+        )
+        paced = (
+            n >= p.cadence_samples
+            and too_long
+            and slope > 0
+            and recent / max(early, 1.0) >= p.min_ratio
+            and mann_kendall_z(y[-max(p.cadence_samples, n // 2) :]) >= _CADENCE_Z
+        )
         return {
-            "creeping": (
-                z >= p.min_trend_z
-                and slope > 0
-                and ratio >= p.min_ratio
-                and recent >= p.min_duration_ms
-            ),
+            "creeping": trend or paced,
+            "test": "trend" if trend else "cadence" if paced else None,
+            "checkpoint_every_s": None if cadence is None else round(float(cadence) / 1000, 1),
+            "intervals": None if not cadence else round(recent / float(cadence), 1),
+            "timeout_share": round(recent / timeout_ms, 2),
             "samples": n,
             "baseline_checkpoints": len(history) * self._block(),
             "mann_kendall_z": round(z, 2),
@@ -467,9 +525,14 @@ class CheckpointCreep(Detector[CheckpointCreepParams]):
                 f"{stats['recent_median_ms'] / 1000:.1f} s, {stats['ratio']:.1f}x its "
                 f"baseline, +{stats['slope_ms_per_checkpoint'] / 1000:.1f} s per checkpoint"
             )
+            if stats["intervals"] is not None and stats["intervals"] >= 1:
+                text += (
+                    f", {stats['intervals']:.0f}x its checkpoint interval "
+                    f"({stats['checkpoint_every_s']:g} s)"
+                )
             if stats["projected_timeout_in_s"] is not None:
                 text += (
-                    f"; the {self.params.checkpoint_timeout_s:.0f} s timeout is reached in "
+                    f"; the {self._timeout_s(st):.0f} s timeout is reached in "
                     f"~{for_humans(stats['projected_timeout_in_s'])} at this rate"
                 )
             parts.append(text)
@@ -515,7 +578,7 @@ class CheckpointCreep(Detector[CheckpointCreepParams]):
             "source": {"l": "log", "m": "metric"}.get("".join(sorted(sources)), "mixed")
             if sources
             else None,
-            "checkpoint_timeout_s": self.params.checkpoint_timeout_s,
+            "checkpoint_timeout_s": self._timeout_s(st),
             "restarts_seen": st["restarts"],
             "pending_checkpoints": [
                 {"checkpoint_id": cid, "pending_for_s": round((at_ms - trig) / 1000)}
@@ -523,6 +586,10 @@ class CheckpointCreep(Detector[CheckpointCreepParams]):
             ],
         }
         keys = (
+            "test",
+            "checkpoint_every_s",
+            "intervals",
+            "timeout_share",
             "samples",
             "baseline_checkpoints",
             "mann_kendall_z",

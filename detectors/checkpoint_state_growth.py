@@ -30,6 +30,13 @@ When a sample arrives the last ``window_s`` is judged. The condition holds when:
   as the window did. State that grew and levelled off (a window or a cache filling
   up to its working set, a job warming up) fails this test as soon as it levels.
 
+A **surge** does not wait for the window: the newest 10 checkpoints' size at least
+``surge_ratio`` x its level up to ``surge_within_s`` ago and still rising (Mann-Kendall
+over them), with durations at least 3x their level then and ``surge_duration_share`` of
+the job's checkpoint interval (learned from trigger spacing), fires on a job of any age.
+Durations that follow are what tells state that drives the job towards its timeout from
+a small window warming up.
+
 The relative rise (``min_growth_ratio``) is needed to open an incident, unless the
 heap projection below is within ``critical_within_h``; an open incident holds while
 the other tests do: a state growing by a fixed amount an hour rises less and less
@@ -52,8 +59,9 @@ severity is critical when it has or will within ``critical_within_h`` (at firing
 or later as one ``escalated`` transition).
 
 State per job (bounded): at most ``max_samples`` samples ``[time, bytes, source]`` of
-about 30 B, 8 savepoint ids, the peak before the last drop and the last verdict:
-~2.6 KB with the defaults, measured in ``tests/detectors/test_checkpoint_state_growth.py``.
+about 30 B, the newest 10 checkpoints and 7 early levels for the surge test, 8 savepoint
+ids, the peak before the last drop and the last verdict: ~3.4 KB with the defaults,
+measured in ``tests/detectors/test_checkpoint_state_growth.py``.
 A verdict costs O(``max_samples``²) comparisons (Mann-Kendall and Theil-Sen pairs),
 about 2,000 with the defaults, once per kept sample.
 """
@@ -79,7 +87,13 @@ from detectors.base import (
     Step,
 )
 from detectors.checkpoint_creep import SIZE_METRIC
-from detectors.stats import for_humans, mann_kendall_z, median_interval, theil_sen
+from detectors.stats import (
+    for_humans,
+    learn_cadence,
+    mann_kendall_z,
+    median_interval,
+    theil_sen,
+)
 
 _MB = 1024 * 1024
 _HOUR_MS = 3_600_000
@@ -91,6 +105,11 @@ _ABOVE_PEAK = 1.1  # after a drop, the size must pass the old peak by this facto
 _MAX_SAVEPOINTS = 8
 _MIN_FRESH_MS = 60_000  # log completions count as live for at least this long
 _EVIDENCE_CAP = 60  # sizes listed in the evidence, the newest
+_RECENT = 10  # newest checkpoints kept unthinned for the surge test
+_ANCHORS = 7  # early levels kept for the surge test, one per surge_within_s / 6
+_SURGE_DURATION_RATIO = 3.0  # durations must have grown this much since the anchor
+_SURGE_Z = 2.33  # Mann-Kendall z of the newest checkpoints' sizes: still growing (p < 0.01)
+_SURGE_MIN_DURATION_MS = 1000  # without a known interval, the durations must reach this
 
 # A sample: [time_ms, size_bytes, "l" (log) | "m" (metric)].
 _T, _SIZE, _SRC = range(3)
@@ -137,6 +156,28 @@ class CheckpointStateGrowthParams(DetectorParams):
     )
     min_size_mb: float = Field(
         default=100.0, ge=0, description="A recent size below this never fires (MB)."
+    )
+    surge_ratio: float = Field(
+        default=10.0,
+        gt=1.0,
+        description=(
+            "Growth of the size over its level up to surge_within_s ago that pages at once, "
+            "without waiting for window_s, while checkpoint durations follow (ratio)."
+        ),
+    )
+    surge_within_s: float = Field(
+        default=1800,
+        ge=60,
+        description="How far back the surge test looks for the early level (seconds).",
+    )
+    surge_duration_share: float = Field(
+        default=0.1,
+        gt=0,
+        description=(
+            "A surge also needs the recent checkpoint duration at this share of the job's "
+            "checkpoint interval (learned from its triggers; 1 s when unknown) and 3x its "
+            "early level (fraction)."
+        ),
     )
     state_backend: Literal["unknown", "heap", "rocksdb"] = Field(
         default="unknown",
@@ -209,6 +250,8 @@ class CheckpointStateGrowth(Detector[CheckpointStateGrowthParams]):
         if event.kind == "checkpoint_triggered":
             if event.checkpoint_id is not None and "savepoint" in (event.reason or "").lower():
                 st["savepoints"] = [*st["savepoints"], event.checkpoint_id][-_MAX_SAVEPOINTS:]
+            elif event.checkpoint_id is not None:
+                learn_cadence(st, event.checkpoint_id, event.time_ms)
         elif event.kind == "checkpoint_completed":
             sample = self._log_sample(st, event)
         elif event.kind == "metric" and event.metric == SIZE_METRIC:
@@ -260,8 +303,27 @@ class CheckpointStateGrowth(Detector[CheckpointStateGrowthParams]):
             if last is not None and cid < int(last):
                 # Ids start again: a new run of the job, its old state and peak are gone.
                 st["samples"], st["peak"] = [], None
+                st["recent"], st["anchors"] = [], []
             st["last_id"] = cid
+        self._note_recent(st, event.time_ms, int(event.size_bytes), event.duration_ms)
         return [event.time_ms, int(event.size_bytes), "l"]
+
+    def _note_recent(self, st: State, t: int, size: int, duration: int | None) -> None:
+        """Every checkpoint, unthinned, for the surge test; an early level now and then."""
+        recent = [*(st.get("recent") or []), [t, size, duration]][-_RECENT:]
+        st["recent"] = recent
+        if len(recent) < 5:
+            return
+        anchors = st.get("anchors") or []
+        every_ms = self.params.surge_within_s * 1000 / 6
+        if not anchors or t - int(anchors[-1][0]) >= every_ms:
+            durations = [r[2] for r in recent[-5:] if r[2] is not None]
+            level = [
+                t,
+                median(r[1] for r in recent[-5:]),
+                median(durations) if durations else None,
+            ]
+            st["anchors"] = [*anchors, level][-_ANCHORS:]
 
     def _metric_sample(self, st: State, event: Event) -> list[Any] | None:
         value = event.value
@@ -310,11 +372,13 @@ class CheckpointStateGrowth(Detector[CheckpointStateGrowthParams]):
     # --- judging -----------------------------------------------------------------
 
     def _judge(self, st: State, at_ms: int) -> list[Alert]:
-        facts = self._evaluate(st)
+        facts = self._evaluate(st) or {}
+        surge = self._surge(st, at_ms)
+        facts = {**facts, "surge": surge} if facts or surge else {}
         key = "sustained" if st["firing"] else "growing"
-        st["cond"] = bool(facts and facts[key])
-        st["slope"] = facts["slope_bytes_per_hour"] if facts else None
-        st["facts"] = facts
+        st["cond"] = bool(facts.get(key)) or surge is not None
+        st["slope"] = facts.get("slope_bytes_per_hour")
+        st["facts"] = facts or None
         transition = Lifecycle.update(st, st["cond"], at_ms, clear_for_ms=self._clear_ms())
         if transition == "firing":
             st["severity"] = self._severity(facts).value
@@ -401,6 +465,46 @@ class CheckpointStateGrowth(Detector[CheckpointStateGrowthParams]):
         facts.update(heap)
         return facts
 
+    def _surge(self, st: State, at_ms: int) -> dict[str, Any] | None:
+        """Orders of magnitude in minutes, durations following, still growing: or None.
+
+        Judged on the newest checkpoints against the earliest level of the last
+        ``surge_within_s``, so a young job pages within minutes. A warm-up that levels off
+        fails the still-growing test as soon as it levels, and one whose checkpoints stay
+        fast fails the duration test.
+        """
+        p = self.params
+        recent = st.get("recent") or []
+        anchors = [
+            a for a in st.get("anchors") or [] if at_ms - int(a[0]) <= p.surge_within_s * 1000
+        ]
+        if len(recent) < _RECENT or not anchors or anchors[0][2] is None:
+            return None
+        _, early_size, early_dur = anchors[0]
+        sizes = [float(r[1]) for r in recent]
+        durations = [r[2] for r in recent[-5:] if r[2] is not None]
+        if not durations:
+            return None
+        size_now, dur_now = median(sizes[-5:]), median(durations)
+        cadence = st.get("cadence_ms")
+        dur_floor = p.surge_duration_share * cadence if cadence else _SURGE_MIN_DURATION_MS
+        if (
+            size_now < p.surge_ratio * max(float(early_size), 1.0)
+            or dur_now < max(_SURGE_DURATION_RATIO * float(early_dur), dur_floor)
+            or median(sizes[:5]) >= size_now
+            or mann_kendall_z(sizes) < _SURGE_Z
+        ):
+            return None
+        return {
+            "size_bytes": round(size_now),
+            "since_bytes": round(float(early_size)),
+            "ratio": round(size_now / max(float(early_size), 1.0), 1),
+            "duration_ms": round(dur_now),
+            "since_duration_ms": round(float(early_dur)),
+            "checkpoint_every_s": None if not cadence else round(float(cadence) / 1000, 1),
+            "over_s": round((at_ms - int(anchors[0][0])) / 1000),
+        }
+
     def _heap(self, size: float, per_h: float) -> dict[str, Any]:
         p = self.params
         heap = p.state_heap_mb
@@ -438,12 +542,24 @@ class CheckpointStateGrowth(Detector[CheckpointStateGrowthParams]):
     def _firing(self, st: State, at_ms: int, status: AlertStatus) -> Alert:
         f = st["facts"]
         who = st.get("job_name") or st["job_id"]
-        text = (
-            f"checkpoint size of job {who} keeps growing: {_mb(f['size_bytes'])} now, "
-            f"{f['growth_ratio']:.1f}x in {self.params.window_s / 60:.0f} min, "
-            f"+{_mb(f['slope_bytes_per_hour'])}/h"
-        )
-        if f["heap_share_in_s"] is not None:
+        surge = f.get("surge")
+        if f.get("growing") or f.get("sustained") or not surge:
+            text = (
+                f"checkpoint size of job {who} keeps growing: {_mb(f['size_bytes'])} now, "
+                f"{f['growth_ratio']:.1f}x in {self.params.window_s / 60:.0f} min, "
+                f"+{_mb(f['slope_bytes_per_hour'])}/h"
+            )
+        else:
+            text = (
+                f"checkpoint size of job {who} surged {surge['ratio']:.0f}x in "
+                f"{surge['over_s'] / 60:.0f} min ({_mb(surge['since_bytes'])} -> "
+                f"{_mb(surge['size_bytes'])}) and is still growing; checkpoints take "
+                f"{surge['duration_ms'] / 1000:.1f} s "
+                f"(were {surge['since_duration_ms'] / 1000:.1f} s)"
+            )
+            if surge["checkpoint_every_s"]:
+                text += f", interval {surge['checkpoint_every_s']:g} s"
+        if f.get("heap_share_in_s") is not None:
             share = f"{self.params.heap_share:.0%} of the {self.params.state_heap_mb:.0f} MB heap"
             if f["heap_share_in_s"] == 0:
                 text += f"; already above {share}"

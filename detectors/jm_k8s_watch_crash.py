@@ -54,6 +54,12 @@ _JM_FATAL = re.compile(
 _VERSIONS = re.compile(r"too old resource version: (\d+) \((\d+)\)")
 _TERMINAL = frozenset({"FINISHED", "CANCELED", "FAILED"})
 _MAX_LINE_CHARS = 300
+_MAX_CRASH_TIMES = 10  # crash times kept per JobManager
+
+
+def _latest(crash: dict[str, Any]) -> int:
+    """When the JobManager crashed last: its recovery is measured from there."""
+    return int(crash.get("last_crash_ms") or crash["start_ms"])
 
 
 class JmK8sWatchCrashParams(DetectorParams):
@@ -87,6 +93,19 @@ class JmK8sWatchCrashParams(DetectorParams):
         default=600,
         ge=0,
         description="Resolve this long (event-time seconds) after the last job came back.",
+    )
+    loop_crashes: int = Field(
+        default=3,
+        ge=2,
+        description=(
+            "Crashes of one JobManager within loop_window_s that make a crash loop: its "
+            "incident (one for the whole loop) escalates to critical."
+        ),
+    )
+    loop_window_s: float = Field(
+        default=3600,
+        gt=0,
+        description="How far back crashes of one JobManager count towards a loop (seconds).",
     )
     max_jobs: int = Field(default=20, ge=1, description="Job ids tracked per JobManager.")
     max_jobmanagers: int = Field(
@@ -200,13 +219,16 @@ class JmK8sWatchCrash(Detector[JmK8sWatchCrashParams]):
                 # The entrypoint's fatal line after the ResourceManager's: the same crash.
                 crash["fatal_lines"] = int(crash["fatal_lines"]) + 1
                 return []
-            alerts.append(self._close(st, src, t, "the JobManager crashed again"))
+            return self._again(st, src, crash, t, line)
         if len(st["crashes"]) >= self.params.max_jobmanagers:
             oldest = min(st["crashes"], key=lambda s: int(st["crashes"][s]["start_ms"]))
             alerts.append(self._close(st, oldest, t, "too many JobManagers tracked"))
         # The crashed process's jobs are gone with it; those that come back register again.
         before = sorted(st["jobs"].pop(src, {}))
         versions = _VERSIONS.search(line)
+        # Crashes of this JobManager in an incident that closed lately still count.
+        times = [*self._recent(st, src, t), t]
+        looping = len(times) >= self.params.loop_crashes
         crash = {
             "start_ms": t,
             "stalled": False,
@@ -220,7 +242,8 @@ class JmK8sWatchCrash(Detector[JmK8sWatchCrashParams]):
             "back_ms": None,
             "no_checkpoint": 0,
             "jobs_before": before[: self.params.max_jobs],
-            "severity": self.params.severity.value,
+            "severity": (Severity.CRITICAL if looping else self.params.severity).value,
+            "crash_times": times,
         }
         st["crashes"][src] = crash
         view = self._view(st, src)
@@ -233,11 +256,43 @@ class JmK8sWatchCrash(Detector[JmK8sWatchCrashParams]):
                 summary=(
                     f"JobManager{where} crashed: Kubernetes pod watch failed with 'too old "
                     "resource version' (fatal before Flink 1.12.2)"
+                    + (f"; {self._loop_text(times)}" if looping else "")
                 ),
                 evidence=self._evidence(crash, t),
+                severity=Severity.CRITICAL if looping else None,
             )
         )
         return alerts
+
+    def _again(self, st: State, src: str, crash: dict[str, Any], t: int, line: str) -> list[Alert]:
+        """The JobManager crashed again before its incident closed: the same incident."""
+        window_ms = self.params.loop_window_s * 1000
+        earlier = crash.get("crash_times") or [crash["start_ms"]]
+        times = [x for x in [*earlier, t] if t - x <= window_ms]
+        before = sorted(st["jobs"].pop(src, {}))
+        crash.update(
+            crash_times=times[-_MAX_CRASH_TIMES:],
+            last_crash_ms=t,
+            jm_started_ms=None,
+            back_ms=None,
+            stalled=False,
+            restored={},
+            fatal_lines=int(crash["fatal_lines"]) + 1,
+            line=line[:_MAX_LINE_CHARS] or crash["line"],
+        )
+        if before:
+            crash["jobs_before"] = before[: self.params.max_jobs]
+        if len(times) < self.params.loop_crashes:
+            return []
+        return self._escalate(st, src, t, self._loop_text(times))
+
+    def _loop_text(self, times: list[int]) -> str:
+        minutes = (times[-1] - times[0]) / 60_000
+        return f"it crashed {len(times)} times in {minutes:.0f} min (a crash loop)"
+
+    def _recent(self, st: State, src: str, t: int) -> list[int]:
+        window_ms = self.params.loop_window_s * 1000
+        return [x for x in (st.get("loops") or {}).get(src, []) if t - x <= window_ms]
 
     def _crash_for(self, st: State, src: str, wanted: Any) -> dict[str, Any] | None:
         """The open crash an event about a restart belongs to (its host's, else the only one)."""
@@ -269,8 +324,8 @@ class JmK8sWatchCrash(Detector[JmK8sWatchCrashParams]):
         # would read as "restarted without state" for whichever crash is open.
         if to != "RUNNING" or (event.from_state or "CREATED") not in ("CREATED", "INITIALIZING"):
             return []
-        crash = self._crash_for(st, src, lambda c: c["start_ms"] <= t)
-        if crash is None or t - int(crash["start_ms"]) > self.params.recovery_window_s * 1000:
+        crash = self._crash_for(st, src, lambda c: _latest(c) <= t)
+        if crash is None or t - _latest(crash) > self.params.recovery_window_s * 1000:
             return []
         if job in crash["lost"]:
             return []
@@ -309,7 +364,7 @@ class JmK8sWatchCrash(Detector[JmK8sWatchCrashParams]):
             crash = st["crashes"][src]
             back = crash["back_ms"]
             if back is None:
-                deadline = int(crash["start_ms"]) + int(self.params.restart_timeout_s * 1000)
+                deadline = _latest(crash) + int(self.params.restart_timeout_s * 1000)
                 if now_ms >= deadline and crash["severity"] != Severity.CRITICAL.value:
                     after = f"{self.params.restart_timeout_s:.0f} s after the crash"
                     why = (
@@ -327,6 +382,11 @@ class JmK8sWatchCrash(Detector[JmK8sWatchCrashParams]):
 
     def _close(self, st: State, src: str, t: int, why: str) -> Alert:
         crash = st["crashes"].pop(src)
+        # Remembered for loop_window_s: the next crash of this JobManager may be one more.
+        loops = st.setdefault("loops", {})
+        loops[src] = list(crash.get("crash_times") or [crash["start_ms"]])[-_MAX_CRASH_TIMES:]
+        while len(loops) > self.params.max_jobmanagers:
+            del loops[min(loops, key=lambda s: max(loops[s], default=0))]
         view = self._view(st, src, crash)
         return self.resolve(
             view,
@@ -341,9 +401,7 @@ class JmK8sWatchCrash(Detector[JmK8sWatchCrashParams]):
         for crash in st["crashes"].values():
             if crash["back_ms"] is None:
                 if crash["severity"] != Severity.CRITICAL.value:
-                    timers.append(
-                        int(crash["start_ms"]) + int(self.params.restart_timeout_s * 1000)
-                    )
+                    timers.append(_latest(crash) + int(self.params.restart_timeout_s * 1000))
             else:
                 timers.append(int(crash["back_ms"]) + int(self.params.clear_for_s * 1000))
         return min(timers)
@@ -392,16 +450,18 @@ class JmK8sWatchCrash(Detector[JmK8sWatchCrashParams]):
             "checkpoints": {j: int(c) for j, c in sorted(crash["restored"].items())},
             "jobs_before_crash": list(crash["jobs_before"]),
             "jm_restarted": started is not None,
-            "jm_restart_s": round((int(started) - int(crash["start_ms"])) / 1000, 3)
+            "jm_restart_s": round((int(started) - _latest(crash)) / 1000, 3)
             if started is not None
             else None,
-            "recovery_s": round((int(back) - int(crash["start_ms"])) / 1000, 3)
+            "recovery_s": round((int(back) - _latest(crash)) / 1000, 3)
             if back is not None
             else None,
             "no_checkpoint_lines": int(crash["no_checkpoint"]),
             "fatal_lines": int(crash["fatal_lines"]),
             "resource_version": crash["resource_version"],
             "diagnostics": crash["line"],
+            "crashes": len(crash.get("crash_times") or [crash["start_ms"]]),
+            "crash_times_ms": list(crash.get("crash_times") or [crash["start_ms"]]),
         }
 
     # State --------------------------------------------------------------------------------

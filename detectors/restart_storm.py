@@ -172,6 +172,10 @@ class RestartStorm(Detector[RestartStormParams]):
                 # TaskManagers also log it when a job ends: only a running job fails over.
                 self._on_failover(st, t, "lost_leadership", [])
         elif event.kind == "job_restored" and event.checkpoint_id is not None:
+            if st.get("status") == "RUNNING" and st.get("down_since") is None:
+                # Restored while we saw it RUNNING: a new JobManager took it over (a
+                # crashed one restarted by Kubernetes or YARN).
+                self._on_failover(st, t, "jobmanager_restart", [])
             restored: list[int] = st["restored"]
             restored.append(event.checkpoint_id)
             del restored[:-5]
@@ -211,6 +215,10 @@ class RestartStorm(Detector[RestartStormParams]):
             self._add_restart(st, t, cause, tms)
             self._go_down(st, t)
         elif to == "RUNNING":
+            if event.from_state in _FRESH and prev == "RUNNING" and st.get("down_since") is None:
+                # CREATED -> RUNNING of a job we saw RUNNING, with nothing in between: a
+                # JobManager that crashed and came back (1.11 and older log no INITIALIZING).
+                self._on_failover(st, t, "jobmanager_restart", [])
             self._go_up(st, t)
         elif to == "SUSPENDED":
             # Its JobMaster lost leadership: down until a new leader runs it.

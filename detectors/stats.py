@@ -48,6 +48,23 @@ def median_interval(samples: list[list[Any]]) -> float | None:
     return float(median(gaps)) if gaps else None
 
 
+def learn_cadence(st: dict[str, Any], checkpoint_id: int, time_ms: int) -> None:
+    """Fold a checkpoint trigger into ``st["cadence_ms"]``: the job's checkpoint interval.
+
+    Flink triggers every interval, later only when the previous checkpoint runs long (one
+    at a time by default), so the shortest spacing of consecutive triggers is the
+    configured interval, and a creep cannot stretch it. Savepoints stay out (the caller
+    skips them); a gap in the ids (a failed trigger, a savepoint) is no spacing.
+    """
+    last = st.get("last_trigger")
+    st["last_trigger"] = [checkpoint_id, time_ms]
+    if last is None or checkpoint_id != int(last[0]) + 1 or time_ms <= int(last[1]):
+        return
+    gap = time_ms - int(last[1])
+    cadence = st.get("cadence_ms")
+    st["cadence_ms"] = gap if cadence is None else min(int(cadence), gap)
+
+
 def for_humans(seconds: float) -> str:
     """``42 min`` or ``6.5 h``."""
     if seconds < 2 * 3600:

@@ -239,7 +239,7 @@ def test_a_hanging_checkpoint_fires_on_its_timer_and_resolves_after_it_expires()
     assert alert.evidence["signals"] == ["pending"]
     assert alert.evidence["pending_checkpoints"] == [{"checkpoint_id": 110, "pending_for_s": 300}]
     assert "checkpoint 110" in alert.summary and "pending for 5.0 min" in alert.summary
-    assert len(alert.evidence["durations_ms"]) == 10 and alert.evidence["ratio"] is None
+    assert len(alert.evidence["durations_ms"]) == 10 and alert.evidence["test"] is None
     state = json.loads(json.dumps(fired.state))
     after, _ = healthy(20, 111, stuck_at + TIMEOUT + 5)
     state, later, _ = run(det, [expired(110, stuck_at + TIMEOUT), *after], state)
@@ -656,3 +656,70 @@ def test_signals_give_the_latest_duration_and_the_current_slope() -> None:
     young, _, _ = run(det, few)
     assert young is not None
     assert "checkpoint_duration_slope_seconds" not in det.signal_values(young)
+
+
+# --- against the job's own cadence (issue #13) -----------------------------------------
+
+
+def paced(durations: Iterable[int], every: int, start: int = T0) -> list[Event]:
+    """Checkpoints of a job with a short interval ``every``, Flink-style pacing."""
+    events, t = [], start
+    for cp, d in enumerate(durations, start=1):
+        events.extend([triggered(cp, t), completed(cp, t + d, d)])
+        t = max(t + every, t + d + 5)
+    return events
+
+
+def first_fire(events: list[Event]) -> Alert | None:
+    _, alerts, _ = run(default(), events)
+    return next((a for a in alerts if a.status == AlertStatus.FIRING), None)
+
+
+def test_a_young_fast_job_whose_checkpoints_outgrow_its_interval_pages_within_minutes() -> None:
+    # seed 000's story on a job checkpointing every 2 s: 300 ms growing 15 % per
+    # checkpoint, never near the 30 s absolute floor or the 20-sample trend window.
+    durations = [int(300 * 1.15**i * jitter(i, 0.1)) for i in range(40)]
+    events = paced(durations, 2 * S)
+    alert = first_fire(events)
+    assert alert is not None
+    assert alert.evidence["test"] == "cadence"
+    assert alert.evidence["checkpoint_every_s"] == 2.0
+    assert alert.evidence["intervals"] >= 3
+    assert alert.event_time_ms - T0 <= 3 * MIN
+    assert "checkpoint interval (2 s)" in alert.summary
+
+
+@pytest.mark.parametrize(
+    "durations",
+    [
+        pytest.param([int(400 * jitter(i, 0.1)) for i in range(200)], id="fast-stays-fast"),
+        pytest.param([int(7 * S * jitter(i, 0.5)) for i in range(200)], id="jittery-at-3.5x"),
+        pytest.param(
+            [int(400 * jitter(i, 0.1)) if i != 60 else 30 * S for i in range(200)],
+            id="one-slow-checkpoint",
+        ),
+        pytest.param(
+            [int(min(300 * 1.2**i, 1500) * jitter(i, 0.1)) for i in range(200)],
+            id="warm-up-levels-off",
+        ),
+    ],
+)
+def test_a_job_at_its_own_steady_pace_stays_quiet(durations: list[int]) -> None:
+    assert first_fire(paced(durations, 2 * S)) is None
+
+
+def test_the_timeout_learned_from_an_expiry_is_the_yardstick() -> None:
+    # Triggers too irregular for a cadence (every id jumps), a 20 s timeout learned from
+    # one expiry: durations growing past half of it page, on a job this young.
+    events = [triggered(1, T0), expired(1, T0 + 20 * S)]
+    t = T0 + 25 * S
+    for i in range(30):
+        cp = 3 + 2 * i
+        d = int(1 * S * 1.12**i)
+        events.extend([triggered(cp, t), completed(cp, t + d, d)])
+        t += d + 3 * S
+    alert = first_fire(events)
+    assert alert is not None and alert.evidence["test"] == "cadence"
+    assert alert.evidence["checkpoint_timeout_s"] == 20.0
+    assert alert.evidence["checkpoint_every_s"] is None
+    assert alert.evidence["timeout_share"] >= 0.5

@@ -263,3 +263,50 @@ def test_a_failover_of_another_job_during_an_open_crash_is_not_state_lost() -> N
     _, alerts = drive(det, events, until=T0 + 3600 * S)
     assert [a.severity for a in alerts] == [Severity.WARNING, Severity.WARNING]
     assert alerts[1].evidence["lost_job_ids"] == []
+
+
+def comeback(t: int) -> list[Event]:
+    """Kubernetes restarts the JobManager; with HA it restores the job (seed 003's story)."""
+    return [started(t + 20 * S), restored(t + 31 * S), running(t + 32 * S)]
+
+
+def test_a_crash_loop_is_one_incident_that_escalates_at_the_third_crash() -> None:
+    det = JmK8sWatchCrash(JmK8sWatchCrashParams())
+    events = [running(T0 - 3600 * S)]
+    for k in range(4):
+        events += [fatal(T0 + k * 300 * S), *comeback(T0 + k * 300 * S)]
+    _, alerts = drive(det, events, until=T0 + 3 * 300 * S + 100 * S)
+    assert transitions(alerts) == [
+        (AlertStatus.FIRING, Severity.WARNING, 0),
+        (AlertStatus.ESCALATED, Severity.CRITICAL, 600 * S),
+    ]
+    assert len({a.alert_id for a in alerts}) == 1
+    assert "crashed 3 times in 10 min" in alerts[1].summary
+    assert alerts[1].evidence["crashes"] == 3
+    assert alerts[1].evidence["recovery_s"] is None  # measured from the latest crash
+    _, later = drive(det, events, until=T0 + 3 * 300 * S + 3600 * S)
+    resolved = [a for a in later if a.status is AlertStatus.RESOLVED]
+    assert len(resolved) == 1 and resolved[0].evidence["crashes"] == 4
+    assert resolved[0].evidence["recovery_s"] == 32.0
+
+
+def test_crashes_spread_over_closed_incidents_still_make_a_loop() -> None:
+    # Each crash recovers and its incident closes (clear_for_s = 600 s) before the next:
+    # the third within the hour opens critical at once.
+    det = JmK8sWatchCrash(JmK8sWatchCrashParams())
+    events = [running(T0 - 3600 * S)]
+    for k in range(3):
+        events += [fatal(T0 + k * 1200 * S), *comeback(T0 + k * 1200 * S)]
+    _, alerts = drive(det, events, until=T0 + 2 * 1200 * S + 60 * S)
+    fired = [a for a in alerts if a.status is AlertStatus.FIRING]
+    assert [a.severity for a in fired] == [Severity.WARNING, Severity.WARNING, Severity.CRITICAL]
+    assert "crashed 3 times in 40 min" in fired[-1].summary
+
+
+def test_crashes_further_apart_than_the_loop_window_are_no_loop() -> None:
+    det = JmK8sWatchCrash(JmK8sWatchCrashParams())
+    events = [running(T0 - 3600 * S)]
+    for k in range(3):
+        events += [fatal(T0 + k * 4000 * S), *comeback(T0 + k * 4000 * S)]
+    _, alerts = drive(det, events, until=T0 + 3 * 4000 * S)
+    assert all(a.severity is Severity.WARNING for a in alerts)

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from detectors import REGISTRY, Alert, AlertStatus, Event, Severity
-from detectors.restart_storm import RestartStorm, RestartStormParams, _classify
+from detectors.restart_storm import _RETRACT_MS, RestartStorm, RestartStormParams, _classify
 from tests.detectors.timeline import drive
 
 JOB = "b5a0c61ab1b1495dd9c2f8e45d349957"
@@ -343,3 +343,42 @@ def test_a_job_suspended_by_lost_leadership_counts_as_down_until_it_runs_again()
     _, alerts = drive(det, events, until=T0 + 60 * MIN)
     assert alerts and alerts[0].status is AlertStatus.FIRING
     assert alerts[0].evidence["not_running_s"] == 300.0
+
+
+def restored_line(t: int, cp: int) -> Event:
+    return Event(
+        kind="job_restored",
+        time_ms=t,
+        job_id=JOB,
+        checkpoint_id=cp,
+        reason="Checkpoint",
+        message=f"Restoring job {JOB} from Checkpoint {cp} @ 1716170400000 for {JOB} located at "
+        f"s3://ckpt/{JOB}/chk-{cp}.",
+    )
+
+
+@pytest.mark.parametrize("with_restore_line", [True, False])
+def test_a_jobmanager_crash_loop_counts_each_comeback_once(with_restore_line: bool) -> None:
+    # A crashed JobManager restarted by Kubernetes logs no state change of the old run: the
+    # job comes back as CREATED -> RUNNING (1.11 wording: no INITIALIZING), with HA after
+    # its restore line. Each comeback is one restart.
+    det = RestartStorm(RestartStormParams(min_restarts=3))
+    events = [state(T0, "CREATED", "RUNNING")]
+    for k in range(1, 4):
+        t = T0 + k * 3 * MIN
+        if with_restore_line:
+            events.append(restored_line(t, 10 * k))
+        events.append(state(t + S, "CREATED", "RUNNING"))
+    _, alerts = drive(det, events, until=T0 + 12 * MIN)
+    assert [a.status for a in alerts] == [AlertStatus.FIRING]
+    assert alerts[0].event_time_ms - T0 <= 9 * MIN + S + _RETRACT_MS
+    assert alerts[0].evidence["causes"] == {"jobmanager_restart": 3}
+
+
+def test_a_restore_during_a_failover_is_not_one_more_restart() -> None:
+    det = RestartStorm(RestartStormParams(min_restarts=2))
+    events = [state(T0, "CREATED", "RUNNING"), state(T0 + MIN, "RUNNING", "RESTARTING")]
+    events += [restored_line(T0 + MIN + S, 7), state(T0 + MIN + 2 * S, "RESTARTING", "RUNNING")]
+    state_, alerts = drive(det, events, until=T0 + 30 * MIN)
+    assert alerts == []
+    assert state_ is not None and len(state_["restarts"]) == 1
