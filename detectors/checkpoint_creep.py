@@ -522,14 +522,16 @@ class CheckpointCreep(Detector[CheckpointCreepParams]):
         if stats and st["trend_on"]:
             text = (
                 f"checkpoint duration of job {who} is creeping up: recent median "
-                f"{stats['recent_median_ms'] / 1000:.1f} s, {stats['ratio']:.1f}x its "
-                f"baseline, +{stats['slope_ms_per_checkpoint'] / 1000:.1f} s per checkpoint"
+                f"{_duration(stats['recent_median_ms'])}, {stats['ratio']:.1f}x its "
+                f"baseline, +{_duration(stats['slope_ms_per_checkpoint'])} per checkpoint"
             )
             if stats["intervals"] is not None and stats["intervals"] >= 1:
                 text += (
                     f", {stats['intervals']:.0f}x its checkpoint interval "
                     f"({stats['checkpoint_every_s']:g} s)"
                 )
+            if stats["timeout_share"] >= self.params.max_timeout_share:
+                text += f", {stats['timeout_share']:.0%} of its {self._timeout_s(st):g} s timeout"
             if stats["projected_timeout_in_s"] is not None:
                 text += (
                     f"; the {self._timeout_s(st):.0f} s timeout is reached in "
@@ -604,3 +606,8 @@ class CheckpointCreep(Detector[CheckpointCreepParams]):
         for key in keys:
             evidence[key] = stats.get(key) if stats else None
         return evidence
+
+
+def _duration(ms: float) -> str:
+    """``850 ms`` or ``12.4 s``: sub-second checkpoints are common on fast jobs."""
+    return f"{ms:.0f} ms" if abs(ms) < 1000 else f"{ms / 1000:.1f} s"

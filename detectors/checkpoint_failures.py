@@ -29,7 +29,8 @@ expired or ``min_failed`` distinct checkpoints failed for a counted reason, or (
 ``min_streak`` is set) when that many counted failures came in a row without a
 completed checkpoint between them, however far apart (jobs with a long checkpoint
 interval). It resolves after ``resolve_after_completed`` checkpoints in a row
-complete, or when the job goes idle for ``idle_ttl_s``.
+complete and no counted failure came for ``clear_for_s`` (a job whose every other
+checkpoint expires stays one incident), or when the job goes idle for ``idle_ttl_s``.
 
 State per job (bounded): at most ``max_tracked`` failed checkpoints ``[time, reason]``
 inside the window, as many ids of the current streak, ``_MAX_UNCOUNTED`` failures
@@ -229,8 +230,7 @@ class CheckpointFailures(Detector[CheckpointFailuresParams]):
             if cid is None or cid not in st["savepoints"]:
                 st["completed_streak"] = int(st["completed_streak"]) + 1
                 st["streak_ids"] = []
-                if st["firing"] and st["completed_streak"] >= self.params.resolve_after_completed:
-                    alerts.append(self._resolve(st, event.time_ms, "checkpoints complete again"))
+                alerts.extend(self._recovered(st, event.time_ms))
         elif self._record_failure(st, event) and not st["firing"] and self._breached(st):
             st["firing"] = True
             st["incident_start_ms"] = event.time_ms
@@ -246,8 +246,11 @@ class CheckpointFailures(Detector[CheckpointFailuresParams]):
         return Step(state=st, alerts=tuple(alerts), timer_ms=self._next_timer(st))
 
     def on_timer(self, state: State, now_ms: int) -> Step:
-        """Age failures out of the window; evict (and resolve) an idle job."""
+        """Age failures out of the window; resolve when due; evict an idle job."""
         st = _migrated(state)
+        recovered = self._recovered(st, now_ms)
+        if recovered:
+            return Step(state=st, alerts=tuple(recovered), timer_ms=self._next_timer(st))
         self._trim(st, now_ms)
         idle_ms = now_ms - int(st["last_event_ms"])
         if idle_ms >= self.params.idle_ttl_s * 1000:
@@ -296,6 +299,7 @@ class CheckpointFailures(Detector[CheckpointFailuresParams]):
             streak.append(cid)
             del streak[: -self.params.max_tracked]
             st["completed_streak"] = 0
+            st["last_failure_ms"] = max(int(st.get("last_failure_ms") or 0), event.time_ms)
         elif was_counted and not counts(key):
             # A later line said why, and the reason is one that does not count.
             st["streak_ids"] = [x for x in streak if x != cid]
@@ -322,8 +326,33 @@ class CheckpointFailures(Detector[CheckpointFailuresParams]):
         keys = {v[1] for v in st["failed"].values()} | {u[1] for u in st["uncounted"]}
         st["examples"] = {k: v for k, v in st["examples"].items() if k in keys}
 
+    def _recovered(self, st: State, t: int) -> list[Alert]:
+        """Resolve once enough checkpoints completed in a row and failures stopped.
+
+        A job that alternates (every other checkpoint expires) must not page once per
+        pair of completions: the incident also waits ``clear_for_s`` after the last
+        counted failure. The failures of a closed incident are forgotten, so the next
+        incident is counted from scratch.
+        """
+        if not st["firing"] or int(st["completed_streak"]) < self.params.resolve_after_completed:
+            return []
+        at = self._clear_at(st)
+        if at is not None and t < at:
+            return []
+        st["failed"], st["streak_ids"] = {}, []
+        return [self._resolve(st, max(t, at or t), "checkpoints complete again")]
+
+    def _clear_at(self, st: State) -> int | None:
+        last = st.get("last_failure_ms")
+        return None if last is None else int(last) + int(self.params.clear_for_s * 1000)
+
     def _next_timer(self, st: State) -> int:
         idle_at = int(st["last_event_ms"]) + int(self.params.idle_ttl_s * 1000)
+        clear_at = self._clear_at(st)
+        streak = int(st["completed_streak"]) >= self.params.resolve_after_completed
+        if st["firing"] and streak and clear_at is not None:
+            # Due then unless a failure comes first (which resets the streak).
+            idle_at = min(idle_at, clear_at)
         times = [int(v[0]) for v in st["failed"].values()] + [int(u[0]) for u in st["uncounted"]]
         if times:
             return min(idle_at, min(times) + int(self.params.window_s * 1000) + 1)
