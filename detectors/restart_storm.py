@@ -175,7 +175,7 @@ class RestartStorm(Detector[RestartStormParams]):
             if st.get("status") == "RUNNING" and st.get("down_since") is None:
                 # Restored while we saw it RUNNING: a new JobManager took it over (a
                 # crashed one restarted by Kubernetes or YARN).
-                self._on_failover(st, t, "jobmanager_restart", [])
+                self._on_failover(st, t, "jobmanager_restart", [], seen=True)
             restored: list[int] = st["restored"]
             restored.append(event.checkpoint_id)
             del restored[:-5]
@@ -218,7 +218,7 @@ class RestartStorm(Detector[RestartStormParams]):
             if event.from_state in _FRESH and prev == "RUNNING" and st.get("down_since") is None:
                 # CREATED -> RUNNING of a job we saw RUNNING, with nothing in between: a
                 # JobManager that crashed and came back (1.11 and older log no INITIALIZING).
-                self._on_failover(st, t, "jobmanager_restart", [])
+                self._on_failover(st, t, "jobmanager_restart", [], seen=True)
             self._go_up(st, t)
         elif to == "SUSPENDED":
             # Its JobMaster lost leadership: down until a new leader runs it.
@@ -226,20 +226,30 @@ class RestartStorm(Detector[RestartStormParams]):
         elif to in _FRESH:
             if prev == "RUNNING" and st.get("down_since") is None:
                 # RUNNING again from scratch with no stop in between: its JobManager restarted.
-                self._on_failover(st, t, "jobmanager_restart", [])
+                self._on_failover(st, t, "jobmanager_restart", [], seen=True)
         elif to in _TERMINAL:
             alerts.extend(self._on_end(st, t, to))
         return alerts
 
-    def _on_failover(self, st: State, t: int, cause: str, tms: list[str]) -> None:
+    def _on_failover(
+        self, st: State, t: int, cause: str, tms: list[str], *, seen: bool = False
+    ) -> None:
+        """A failover; ``seen``: the job is back already (a comeback), so it is certain.
+
+        Leadership-loss lines come from every TaskManager and may precede a planned stop:
+        they are merged within ``failover_dedupe_s`` and confirmed later. A comeback is a
+        new JobManager running the job: each one counts, however soon after the last.
+        """
         last = st.get("failover_ms")
         dedupe = self.params.failover_dedupe_s * 1000
         if st.get("down_since") is not None and st.get("down_cause") == "failover":
             return  # already down for this failover; more TaskManagers reporting it
-        if last is not None and t - int(last) <= dedupe:
+        if not seen and last is not None and t - int(last) <= dedupe:
             return
         st["failover_ms"] = t
         self._add_restart(st, t, cause, tms, failover=True)
+        if seen:
+            st["restarts"][-1]["seen"] = True
         self._go_down(st, t, failover=True)
 
     def _add_restart(
@@ -327,7 +337,11 @@ class RestartStorm(Detector[RestartStormParams]):
     @staticmethod
     def _confirmed(st: State, t: int) -> int:
         """Restarts that count at ``t``: a leadership loss only once the job did not end."""
-        return sum(1 for r in st["restarts"] if not r["failover"] or int(r["t"]) + _RETRACT_MS <= t)
+        return sum(
+            1
+            for r in st["restarts"]
+            if not r["failover"] or r.get("seen") or int(r["t"]) + _RETRACT_MS <= t
+        )
 
     @staticmethod
     def _confirmations(st: State) -> list[int]:
@@ -336,7 +350,7 @@ class RestartStorm(Detector[RestartStormParams]):
         return sorted(
             int(r["t"]) + _RETRACT_MS
             for r in st["restarts"]
-            if r["failover"] and int(r["t"]) + _RETRACT_MS > done
+            if r["failover"] and not r.get("seen") and int(r["t"]) + _RETRACT_MS > done
         )
 
     def _fire(self, st: State, t: int, why: str) -> Alert:

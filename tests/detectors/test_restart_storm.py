@@ -7,7 +7,7 @@ import json
 import pytest
 
 from detectors import REGISTRY, Alert, AlertStatus, Event, Severity
-from detectors.restart_storm import _RETRACT_MS, RestartStorm, RestartStormParams, _classify
+from detectors.restart_storm import RestartStorm, RestartStormParams, _classify
 from tests.detectors.timeline import drive
 
 JOB = "b5a0c61ab1b1495dd9c2f8e45d349957"
@@ -364,14 +364,17 @@ def test_a_jobmanager_crash_loop_counts_each_comeback_once(with_restore_line: bo
     # its restore line. Each comeback is one restart.
     det = RestartStorm(RestartStormParams(min_restarts=3))
     events = [state(T0, "CREATED", "RUNNING")]
+    # Seen on a real Flink 2.3 run (tests/data/real/crashloop_2_3): back every 50 s, closer
+    # than failover_dedupe_s, and the last comeback too close to the end of the log for a
+    # confirmation timer: a comeback is certain, it counts at once.
     for k in range(1, 4):
-        t = T0 + k * 3 * MIN
+        t = T0 + k * 50 * S
         if with_restore_line:
             events.append(restored_line(t, 10 * k))
         events.append(state(t + S, "CREATED", "RUNNING"))
-    _, alerts = drive(det, events, until=T0 + 12 * MIN)
+    _, alerts = drive(det, events)
     assert [a.status for a in alerts] == [AlertStatus.FIRING]
-    assert alerts[0].event_time_ms - T0 <= 9 * MIN + S + _RETRACT_MS
+    assert alerts[0].event_time_ms - T0 == 150 * S + (0 if with_restore_line else S)
     assert alerts[0].evidence["causes"] == {"jobmanager_restart": 3}
 
 
