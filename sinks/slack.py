@@ -90,6 +90,17 @@ def _retry_handlers(n: int) -> list[RetryHandler]:
     ]
 
 
+def esc(text: object) -> str:
+    """Text from logs and metrics, made inert for Slack's mrkdwn.
+
+    Job names, thread names, hosts and reasons are written by whoever runs a job: a job
+    named ``<!channel>`` must not ping the channel and ``<https://x|Runbook>`` must not
+    become a link. Slack's own rule: escape ``&``, ``<`` and ``>``; everything else
+    renders as text. Only the configured mention and runbook link stay raw.
+    """
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def _when(ms: int) -> str:
     return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
@@ -100,7 +111,7 @@ def _scalar_evidence(evidence: dict[str, Any], limit: int = 8) -> list[tuple[str
     for k, v in evidence.items():
         if k in ("hint", "why") or isinstance(v, dict | list) or v is None:
             continue
-        out.append((k, f"{v:g}" if isinstance(v, float) else str(v)))
+        out.append((esc(k), f"{v:g}" if isinstance(v, float) else esc(v)))
         if len(out) == limit:
             break
     return out
@@ -115,18 +126,21 @@ def render(
     verb = {"firing": "", "escalated": " (escalated)", "resolved": " resolved"}[alert.status.value]
     where = alert.job_name or alert.job_id or alert.tm_id or alert.entity
     title = f"{alert.detector}{verb}: {where}"
-    text = f"{icon} [{alert.severity.value.upper()}] {title} - {alert.summary}"
+    summary = esc(alert.summary)
+    text = f"{icon} [{alert.severity.value.upper()}] {esc(title)} - {summary}"
     if mention and alert.severity is Severity.CRITICAL and not resolved:
         text = f"{mention} {text}"
-    fields = [f"*Cluster*\n{cluster}", f"*Severity*\n{alert.severity.value}"]
+    fields = [f"*Cluster*\n{esc(cluster)}", f"*Severity*\n{alert.severity.value}"]
     if alert.job_name or alert.job_id:
-        fields.append(f"*Job*\n{alert.job_name or '-'}\n`{alert.job_id or '-'}`")
+        fields.append(f"*Job*\n{esc(alert.job_name or '-')}\n`{esc(alert.job_id or '-')}`")
     if alert.tm_id or alert.host:
-        fields.append(f"*TaskManager*\n`{alert.tm_id or '-'}`\n{alert.host or ''}".rstrip())
+        tm = f"*TaskManager*\n`{esc(alert.tm_id or '-')}`\n{esc(alert.host or '')}"
+        fields.append(tm.rstrip())
     fields.append(f"*{'Resolved at' if resolved else 'Since'}*\n{_when(alert.event_time_ms)}")
     blocks: list[dict[str, Any]] = [
+        # plain_text is never parsed: no mention or link can hide in the header.
         {"type": "header", "text": {"type": "plain_text", "text": f"{title}"[:150]}},
-        {"type": "section", "text": {"type": "mrkdwn", "text": f"{icon} {alert.summary}"[:3000]}},
+        {"type": "section", "text": {"type": "mrkdwn", "text": f"{icon} {summary}"[:3000]}},
         {"type": "section", "fields": [{"type": "mrkdwn", "text": f[:2000]} for f in fields]},
     ]
     numbers = _scalar_evidence(alert.evidence)
@@ -150,7 +164,7 @@ def render(
     blocks.append(
         {
             "type": "context",
-            "elements": [{"type": "mrkdwn", "text": f"flinkwatch · alert `{alert.alert_id}`"}],
+            "elements": [{"type": "mrkdwn", "text": f"flinkwatch · alert `{esc(alert.alert_id)}`"}],
         }
     )
     return text[:3000], blocks
@@ -183,21 +197,22 @@ def render_incident(
     where = root.job_name or root.job_id or root.tm_id or "cluster"
     more = len(incident.members) - 1
     title = f"{root.detector}{' resolved' if resolved else ''}: {where} (+{more} related)"
-    text = f"{icon} [{incident.severity.value.upper()}] {title} - {incident.headline}"
+    headline = esc(incident.headline)
+    text = f"{icon} [{incident.severity.value.upper()}] {esc(title)} - {headline}"
     if mention and incident.severity is Severity.CRITICAL and not resolved:
         text = f"{mention} {text}"
     jobs = sorted({m.job_name or m.job_id for m in incident.members if m.job_id})
     tms = sorted({m.tm_id for m in incident.members if m.tm_id})
-    fields = [f"*Cluster*\n{cluster}", f"*Severity*\n{incident.severity.value}"]
+    fields = [f"*Cluster*\n{esc(cluster)}", f"*Severity*\n{incident.severity.value}"]
     if jobs:
-        fields.append("*Jobs*\n" + "\n".join(str(j) for j in jobs[:5]))
+        fields.append("*Jobs*\n" + "\n".join(esc(j) for j in jobs[:5]))
     if tms:
-        fields.append("*TaskManagers*\n" + "\n".join(f"`{t}`" for t in tms[:5]))
+        fields.append("*TaskManagers*\n" + "\n".join(f"`{esc(t)}`" for t in tms[:5]))
     since = min(m.first_ms for m in incident.members)
     fields.append(f"*Since*\n{_when(since)}")
     lines = [
         f"{_STATUS_ICON[m.status]} *{m.detector}* ({m.status.value}, {m.severity.value}): "
-        f"{m.summary}"
+        f"{esc(m.summary)}"
         for m in incident.members
     ]
     blocks: list[dict[str, Any]] = [
@@ -206,7 +221,7 @@ def render_incident(
             "type": "section",
             "text": {
                 "type": "mrkdwn",
-                "text": f"{icon} *Probable cause*: {incident.headline}"[:3000],
+                "text": f"{icon} *Probable cause*: {headline}"[:3000],
             },
         },
         {"type": "section", "fields": [{"type": "mrkdwn", "text": f[:2000]} for f in fields]},
@@ -219,14 +234,14 @@ def render_incident(
         blocks.append(
             {"type": "section", "text": {"type": "mrkdwn", "text": f"*What to do*: {todo}{link}"}}
         )
-    ids = ", ".join(f"`{m.alert_id}`" for m in incident.members)
+    ids = ", ".join(f"`{esc(m.alert_id)}`" for m in incident.members)
     blocks.append(
         {
             "type": "context",
             "elements": [
                 {
                     "type": "mrkdwn",
-                    "text": f"flinkwatch · incident `{incident.incident_id}` · {ids}",
+                    "text": f"flinkwatch · incident `{esc(incident.incident_id)}` · {ids}",
                 }
             ],
         }

@@ -284,3 +284,43 @@ def test_the_ledger_keeps_incidents_across_a_restart_and_migrates_old_files(
     restarted = Correlator()
     restarted.restore(again.history())
     assert restarted.incident_of("new") == "old"
+
+
+def test_log_text_cannot_ping_the_channel_or_forge_a_link() -> None:
+    import json
+
+    from detectors.correlation import Correlator
+    from sinks.slack import render_incident
+
+    hostile = alert(severity=Severity.CRITICAL).model_copy(
+        update={
+            "job_name": "<!channel> pay now",
+            "summary": "job <!channel> x: see <https://evil.example|Runbook> & co",
+            "host": "<@U123>",
+            "evidence": {"why": "x", "reason": "<!everyone>"},
+        }
+    )
+    kw = {"cluster": "prod", "runbook_url": "https://wiki/flink", "mention": "<!here>"}
+
+    def parsed(text: str, blocks: list) -> str:
+        # What Slack parses as mrkdwn: the text and every block but the plain_text header.
+        return text + json.dumps([b for b in blocks if b["type"] != "header"])
+
+    text, blocks = render(hostile, **kw)
+    out = parsed(text, blocks)
+    for raw in ("<!channel>", "<!everyone>", "<@U123>", "<https://evil"):
+        assert raw not in out
+    assert "&lt;!channel&gt; pay now" in out and "&amp; co" in out
+    # What the operator configured stays live: the mention and the runbook link.
+    assert text.startswith("<!here> ") and "<https://wiki/flink#idle_heap_growth|Runbook>" in out
+    # An incident of several alerts: its headline and every member's line likewise.
+    correlator = Correlator()
+    correlator.observe(hostile)
+    lost = alert(alert_id="lost", detector="tm_lost", severity=Severity.CRITICAL).model_copy(
+        update={"summary": "<!subteam^S1> TM lost", "evidence": {"cause": "memory_kill"}}
+    )
+    view = correlator.observe(lost)
+    assert len(view.members) == 2
+    text, blocks = render_incident(view, lost, **kw)
+    out = parsed(text, blocks)
+    assert "<!subteam" not in out and "<!channel>" not in out and "&lt;!subteam^S1&gt;" in out
