@@ -110,7 +110,7 @@ def active_detectors(cfg: AppConfig) -> list[str]:
 
 
 def wants(det: Any) -> Column:
-    """The events one detector consumes.
+    """The events one detector consumes (and, for job detectors, the job's state lines).
 
     A detector that names ``metrics`` gets only those metric events, even when ``metric``
     is among its kinds: routing every metric to it would hand the Python workers the
@@ -122,6 +122,10 @@ def wants(det: Any) -> Column:
     cond = F.col("kind").isin(*sorted(kinds)) if kinds else F.lit(False)
     if det.metrics:
         cond = cond | ((F.col("kind") == "metric") & F.col("metric").isin(*sorted(det.metrics)))
+    if det.scope == "job" and "job_state" not in kinds:
+        # A job's name is in its state lines only: the adapter keeps it for the alerts of
+        # detectors that do not read those lines (they are few: one per state change).
+        cond = cond | ((F.col("kind") == "job_state") & F.col("job_name").isNotNull())
     return cond
 
 

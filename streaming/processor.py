@@ -71,6 +71,9 @@ _TIMER_KEY = "_timer_ms"
 _SEEN_KEY = "_seen"
 #: Sources remembered per entity; a record's events come from one, an entity's from a few.
 _MAX_SOURCES = 16
+#: The job's name from its state lines (``Job NAME (ID) switched from state …``), kept by
+#: the adapter for detectors that do not read those lines: SREs know jobs by name.
+_NAME_KEY = "_job_name"
 
 
 def fresh_rows(rows: list[Any], seen: dict[str, list[int]]) -> list[Any]:
@@ -237,7 +240,12 @@ class DetectorProcessor(StatefulProcessor):
         step_state: dict[str, Any] | None,
         timer: int | None,
         seen: dict[str, list[int]] | None = None,
+        name: str | None = None,
     ) -> None:
+        if step_state is None and name is not None and timer is not None:
+            # No detector state, but the job's name for when it has some: kept until the
+            # idle timer, like any state.
+            step_state = {}
         if step_state is None:
             if old_timer is not None:
                 self._handle.deleteTimer(old_timer)
@@ -256,6 +264,8 @@ class DetectorProcessor(StatefulProcessor):
         step_state = {**step_state, _TIMER_KEY: timer}
         if seen:
             step_state[_SEEN_KEY] = seen
+        if name:
+            step_state[_NAME_KEY] = name
         self._state.update((json.dumps(step_state, separators=(",", ":")),))
 
     def handleInputRows(  # noqa: D102
@@ -263,6 +273,7 @@ class DetectorProcessor(StatefulProcessor):
     ) -> Iterator[Row]:
         state = self._load()
         seen: dict[str, list[int]] = (state or {}).pop(_SEEN_KEY, None) or {}
+        name: str | None = (state or {}).pop(_NAME_KEY, None)
         fresh = fresh_rows(list(rows), seen)
         if not fresh:
             return
@@ -279,8 +290,17 @@ class DetectorProcessor(StatefulProcessor):
                 )
             return
         old_timer = state.pop(_TIMER_KEY, None) if state else None
+        if not state:
+            state = None  # the job's name only, no detector state yet
+        names = [e.job_name for e in events if e.kind not in detector.kinds and e.job_name]
+        events = [e for e in events if e.kind in detector.kinds]
+        name = names[-1] if names else name
+        if state is not None and name:
+            state["job_name"] = name
         alerts: list[Alert] = []
         timer: int | None = old_timer
+        if timer is None and name and events == []:
+            timer = fresh[-1]["event_ms"] + int(detector.params.idle_ttl_s * 1000)
         for event in events:
             step = self._safe(detector, lambda d, s, e=event: d.on_event(s, e, max(now, 0)), state)
             if step is None:
@@ -294,9 +314,13 @@ class DetectorProcessor(StatefulProcessor):
                 # Spark allows no TTL in event-time mode, so a detector that keeps state
                 # must be woken up at some point: evict after its idle TTL at the latest.
                 timer = event.time_ms + int(detector.params.idle_ttl_s * 1000)
-        self._apply(old_timer, state, timer, seen)
+        if state is not None and name:
+            state["job_name"] = name
+        if name:
+            alerts = [a if a.job_name else a.model_copy(update={"job_name": name}) for a in alerts]
+        self._apply(old_timer, state, timer, seen, name)
         out = alert_rows(alerts)
-        if detector.signals:
+        if detector.signals and (state is not None or not names):
             out.append(signal_row(detector, key, state))
         yield from output_rows(out)
 
@@ -310,6 +334,11 @@ class DetectorProcessor(StatefulProcessor):
         fired = expiredTimerInfo.getExpiryTimeInMs()
         state.pop(_TIMER_KEY, None)
         seen = state.pop(_SEEN_KEY, None)
+        name = state.pop(_NAME_KEY, None)
+        if not state:
+            # Only the job's name, and no event since its idle timer was set: forget it.
+            self._state.clear()
+            return
         if detector is None:
             # Detector disabled since the state was written: forget the entity, and close
             # its incident so no alert stays firing forever.
@@ -325,12 +354,12 @@ class DetectorProcessor(StatefulProcessor):
         if step is None:
             # The detector raised: keep the state, but make sure it is woken up (and
             # eventually evicted) again rather than stranded without a timer.
-            self._apply(None, state, now + idle_ms, seen)
+            self._apply(None, state, now + idle_ms, seen, name)
             return
         # The fired timer is gone already; register the next one. State kept without a
         # timer would never be evicted (no TTL in event-time mode): fall back to idle TTL.
         timer = step.timer_ms if step.timer_ms is not None or step.state is None else now + idle_ms
-        self._apply(None, step.state, timer, seen)
+        self._apply(None, step.state, timer, seen, name if step.state is not None else None)
         out = alert_rows(list(step.alerts))
         if detector.signals:
             out.append(signal_row(detector, key, step.state))

@@ -209,3 +209,40 @@ def test_a_deadline_that_moves_earlier_replaces_the_timer() -> None:
     (timer,) = handle.timers
     assert timer < 10**15
     assert json.loads(handle.state.value[0])["_timer_ms"] == timer
+
+
+def test_alerts_carry_the_job_name_from_its_state_lines() -> None:
+    # Seen live: Flink logged `Job <name> (<id>) switched from state CREATED to RUNNING`
+    # before the job's checkpoints expired, and the Slack message showed only the id.
+    proc, handle = _processor()
+    key = ("checkpoint_failures", "job:" + "a" * 32)
+    t0 = 1_700_000_000_000
+    base = {"src": "logs:0", "seq": 0, "job_id": "a" * 32}
+    running = {
+        **base,
+        "kind": "job_state",
+        "event_ms": t0,
+        "offset": 1,
+        "job_name": "orders-enrichment",
+        "from_state": "CREATED",
+        "to_state": "RUNNING",
+    }
+    out = list(proc.handleInputRows(key, iter(frame([running])), _Clock(t0)))
+    assert out == []  # not this detector's event: nothing to say yet
+    assert json.loads(handle.state.value[0])["_job_name"] == "orders-enrichment"
+    assert len(handle.timers) == 1  # the name is evicted like any state
+    expiries = [
+        {
+            **base,
+            "kind": "checkpoint_expired",
+            "event_ms": t0 + i * 60_000,
+            "offset": 2 + i,
+            "checkpoint_id": 10 + i,
+        }
+        for i in range(1, 4)
+    ]
+    for e in expiries:
+        out += proc.handleInputRows(key, iter(frame([e])), _Clock(t0))
+    fired = [r for r in out if r["status"] == "firing"]
+    assert len(fired) == 1 and fired[0]["job_name"] == "orders-enrichment"
+    assert "orders-enrichment" in fired[0]["summary"]
