@@ -125,7 +125,9 @@ class ParsingConfig(_Frozen):
 
     log_timezone: str = "UTC"
     max_record_bytes: int = Field(default=1_048_576, gt=0)
-    max_future_skew_s: float = Field(default=86_400, gt=0)
+    # Minutes, not hours: one record from a host whose clock runs ahead moves the
+    # watermark, and everything after it would be dropped as late (issue #14).
+    max_future_skew_s: float = Field(default=300, gt=0)
 
 
 class OutputConfig(_Frozen):

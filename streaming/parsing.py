@@ -84,7 +84,7 @@ class ParseLimits:
 
     max_record_bytes: int = 1_048_576
     min_event_ms: int = 946_684_800_000  # 2000-01-01
-    max_future_ms: int = 86_400_000
+    max_future_ms: int = 300_000
     max_event_ms: int = 4_102_444_800_000  # 2100-01-01
     max_message_chars: int = 2000
 
@@ -237,8 +237,7 @@ _LOG_JSON_SCHEMA = StructType(
                 ]
             ),
         ),
-        # Elastic's ECS layout (log4j2 JsonTemplateLayout, `classpath:EcsLayout.json`):
-        # flat dotted keys, the stack trace in its own field.
+        # Elastic's ECS layout (log4j2 `EcsLayout.json`): flat dotted keys, the trace apart.
         StructField("log.level", StringType()),
         StructField("log.logger", StringType()),
         StructField("error.stack_trace", StringType()),
@@ -572,12 +571,8 @@ def parse_logs(records: DataFrame, limits: ParseLimits | None = None) -> DataFra
     df = df.select(
         "*", *[F.regexp_extract("_line", _LAYOUT, i).alias(f"_lay{i}") for i in (1, 2, 3, 4)]
     )
-    jmsg = F.concat_ws(
-        "\n",
-        jc["message"],
-        jc["error.stack_trace"],
-        F.when(F.col("_tail") != "", F.col("_tail")),
-    )
+    tail = F.when(F.col("_tail") != "", F.col("_tail"))
+    jmsg = F.concat_ws("\n", jc["message"], jc["error.stack_trace"], tail)
     matched = F.coalesce(F.col("_lay1") != "", F.lit(False))
     # Trailing line breaks go too (Docker's json-file driver keeps the `\n` in `log`).
     message = F.regexp_replace(
