@@ -69,6 +69,8 @@ _RETRYABLE_ERRORS = frozenset(
         "account_inactive",
     }
 )
+#: A routed channel that cannot take the message: it falls back to ``slack.channel``.
+_ROUTE_ERRORS = ("channel_not_found", "not_in_channel", "is_archived")
 EVENT_TYPE = "flinkwatch_alert"
 _CHANNEL_ID = re.compile(r"^[CGD][A-Z0-9]{6,}$")
 
@@ -99,6 +101,10 @@ def esc(text: object) -> str:
     renders as text. Only the configured mention and runbook link stay raw.
     """
     return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _note_block(text: str) -> dict[str, Any]:
+    return {"type": "context", "elements": [{"type": "mrkdwn", "text": text[:3000]}]}
 
 
 def _when(ms: int) -> str:
@@ -383,9 +389,26 @@ class SlackBotSink(_SlackSink):
             # never reached Slack (silenced before the silence ended, refused, pruned),
             # which gets a message of its own.
             channel = self._cfg().channel_for(a.detector, a.severity)
-            resp = self._call(
-                "chat_postMessage", channel=channel, text=text, blocks=blocks, metadata=meta
-            )
+            try:
+                resp = self._call(
+                    "chat_postMessage", channel=channel, text=text, blocks=blocks, metadata=meta
+                )
+            except PermanentDeliveryError as exc:
+                fallback = self._cfg().channel
+                if channel == fallback or not any(e in str(exc) for e in _ROUTE_ERRORS):
+                    raise
+                # A route to a channel that is gone, archived or without the bot must not
+                # lose the alert: the default channel gets it, saying why.
+                log.error("slack: route to %s failed (%s); posting to %s", channel, exc, fallback)
+                note = f"(route {esc(channel)} failed: {exc}) "
+                channel = fallback
+                resp = self._call(
+                    "chat_postMessage",
+                    channel=channel,
+                    text=note + text,
+                    blocks=[_note_block(note), *blocks],
+                    metadata=meta,
+                )
             self._ledger.remember(
                 self.name, t.incident_id, {"channel": resp["channel"], "ts": resp["ts"]}
             )

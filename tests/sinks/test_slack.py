@@ -324,3 +324,20 @@ def test_log_text_cannot_ping_the_channel_or_forge_a_link() -> None:
     text, blocks = render_incident(view, lost, **kw)
     out = parsed(text, blocks)
     assert "<!subteam" not in out and "<!channel>" not in out and "&lt;!subteam^S1&gt;" in out
+
+
+def test_a_route_to_a_missing_channel_falls_back_to_the_default_channel(
+    slack: SlackEmulator, tmp_path: Path
+) -> None:
+    ledger = AlertLedger(tmp_path / "l.sqlite")
+    sink = bot(slack, ledger, routes=[{"channel": "#flink-pagr", "severities": ["critical"]}])
+    deliver(ledger, sink, 1, alert(severity=Severity.CRITICAL))
+    (msg,) = slack.messages("#flink-alerts")
+    assert msg["text"].startswith(
+        "(route #flink-pagr failed: chat_postMessage: HTTP 200 channel_not_found)"
+    )
+    # The incident lives on there: its resolve updates that message.
+    deliver(ledger, sink, 2, alert(AlertStatus.RESOLVED, Severity.CRITICAL))
+    assert [r["text"].split(":")[0] for r in slack.messages("#flink-alerts")[0]["replies"]] == [
+        "resolved"
+    ]
