@@ -553,3 +553,43 @@ def sim_ms(iso: str) -> int:
     import datetime as dt
 
     return int(dt.datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp() * 1000)
+
+
+def test_a_record_from_a_clock_20h_ahead_does_not_blind_detection(spark, kafka, tmp_path) -> None:
+    """Issue #14: one heap sample from a TaskManager whose clock ran 20 h ahead moved the
+    watermark; every later record was dropped as late and the expiring job never paged."""
+    import datetime as dt
+    import time
+
+    cfg = config(kafka, "e2eskew", tmp_path / "state")
+    kafka.create_topics(cfg.kafka.logs_topic, cfg.kafka.metrics_topic)
+    now = dt.datetime.now(dt.UTC)
+    ahead = {
+        "name": "flink_taskmanager_Status_JVM_Memory_Heap_Used",
+        "value": 1.2e9,
+        "timestamp": int((time.time() + 20 * 3600) * 1000),
+        "labels": {"host": "worker_9", "tm_id": "orders_taskmanager_1_9"},
+    }
+    lines = []
+    for i, cp in enumerate((41, 42, 43)):
+        ts = (now - dt.timedelta(minutes=3 - i)).strftime("%Y-%m-%d %H:%M:%S,%f")[:-3]
+        lines.append(
+            _line(ts, "INFO", CC, f"Checkpoint {cp} of job {JOB_A} expired before completing.")
+        )
+    p = pipeline(spark, cfg, {"processingTime": "500 milliseconds"})
+    stop = threading.Event()
+    runner = threading.Thread(target=lambda: run_forever(p, should_stop=stop.is_set))
+    runner.start()
+    try:
+        wait_until(lambda: len(spark.streams.active) == 3, what="three queries")
+        kafka.produce(cfg.kafka.metrics_topic, [json.dumps(ahead)], key=b"tm-9")
+        wait_until(lambda: p.stats.dead_letters == {"bad_timestamp": 1}, what="the dead letter")
+        kafka.produce(cfg.kafka.logs_topic, lines, key=JOB_A.encode())
+        wait_until(
+            lambda: read_alerts(cfg.output.alerts_path, "checkpoint_failures"),
+            timeout=120,
+            what="the alert after the future-dated record",
+        )
+    finally:
+        stop.set()
+        runner.join(timeout=120)

@@ -37,10 +37,13 @@ def test_every_run_says_how_it_was_made() -> None:
 @pytest.mark.parametrize("run", RUNS, ids=lambda d: d.name)
 def test_a_real_run_gives_exactly_its_expected_alerts(spark, tmp_path, run: Path) -> None:
     expected = json.loads((run / "expected.json").read_text())
-    out = tmp_path / "alerts.jsonl"
-    args = ["replay", "--output", str(out), "--logs", *map(str, sorted(run.glob("*.log")))]
+    out, dead = tmp_path / "alerts.jsonl", tmp_path / "dead"
+    args = ["replay", "--output", str(out), "--deadletters", str(dead)]
+    args += ["--logs", *map(str, sorted(run.glob("*.log")))]
     args += ["--metrics", *map(str, sorted(run.glob("*.jsonl")))]
     assert main(args) == 0
+    # Every record of a real run parses, in either layout (ECS included).
+    assert not list(dead.glob("*.jsonl")), [p.read_text()[:300] for p in dead.glob("*.jsonl")]
     got = sorted(
         (a["detector"], a["status"], a["event_time"])
         for a in map(json.loads, out.read_text().splitlines())
