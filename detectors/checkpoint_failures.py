@@ -339,8 +339,9 @@ class CheckpointFailures(Detector[CheckpointFailuresParams]):
         at = self._clear_at(st)
         if at is not None and t < at:
             return []
+        resolved = self._resolve(st, max(t, at or t), "checkpoints complete again")
         st["failed"], st["streak_ids"] = {}, []
-        return [self._resolve(st, max(t, at or t), "checkpoints complete again")]
+        return [resolved]
 
     def _clear_at(self, st: State) -> int | None:
         last = st.get("last_failure_ms")

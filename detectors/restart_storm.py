@@ -66,6 +66,7 @@ _FRESH = frozenset({"CREATED", "INITIALIZING"})
 _RETRACT_MS = 30_000
 #: A FAILING transition's cause is used for the RESTARTING that follows within this long.
 _PAIR_MS = 60_000
+_RESTORE_AFTER_RUNNING_MS = 5_000  # a restore this soon after RUNNING is that run's own
 #: (cause, pattern) in priority order; the first that matches the failure text wins.
 _CAUSES: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
@@ -172,9 +173,16 @@ class RestartStorm(Detector[RestartStormParams]):
                 # TaskManagers also log it when a job ends: only a running job fails over.
                 self._on_failover(st, t, "lost_leadership", [])
         elif event.kind == "job_restored" and event.checkpoint_id is not None:
-            if st.get("status") == "RUNNING" and st.get("down_since") is None:
-                # Restored while we saw it RUNNING: a new JobManager took it over (a
-                # crashed one restarted by Kubernetes or YARN).
+            since = st.get("running_since")
+            if (
+                st.get("status") == "RUNNING"
+                and st.get("down_since") is None
+                and (since is None or t - int(since) > _RESTORE_AFTER_RUNNING_MS)
+            ):
+                # Restored while we saw it RUNNING for a while: a new JobManager took it
+                # over (a crashed one restarted by Kubernetes or YARN). A failover inside
+                # one JobManager logs RESTARTING -> RUNNING just before its restore line
+                # (1.10+), so a restore right after RUNNING is that failover's.
                 self._on_failover(st, t, "jobmanager_restart", [], seen=True)
             restored: list[int] = st["restored"]
             restored.append(event.checkpoint_id)

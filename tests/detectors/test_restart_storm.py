@@ -385,3 +385,15 @@ def test_a_restore_during_a_failover_is_not_one_more_restart() -> None:
     state_, alerts = drive(det, events, until=T0 + 30 * MIN)
     assert alerts == []
     assert state_ is not None and len(state_["restarts"]) == 1
+
+
+def test_a_restore_logged_just_after_a_failover_is_running_again_is_that_failover() -> None:
+    # 1.10+ logs RESTARTING -> RUNNING, then its restore line 40 ms later
+    # (tests/data/restart_storm/storm_tm_failures_1_17.log): one restart, not two.
+    det = RestartStorm(RestartStormParams(min_restarts=2))
+    events = [state(T0, "CREATED", "RUNNING"), state(T0 + MIN, "RUNNING", "RESTARTING")]
+    events += [state(T0 + MIN + 10 * S, "RESTARTING", "RUNNING")]
+    events += [restored_line(T0 + MIN + 10 * S + 40, 7)]
+    state_, alerts = drive(det, events, until=T0 + 30 * MIN)
+    assert alerts == []
+    assert state_ is not None and len(state_["restarts"]) == 1

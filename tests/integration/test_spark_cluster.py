@@ -219,7 +219,8 @@ def test_run_on_a_standalone_cluster_scales_out_reloads_and_survives_a_lost_work
         "metrics": {"enabled": False},
         "reload_interval_s": 1,
         "detectors": {
-            "checkpoint_failures": {"min_expired": 3},
+            # Resolve at the second completion: this test is about the cluster.
+            "checkpoint_failures": {"min_expired": 3, "clear_for_s": 0},
             "late_barrier_acks": {"enabled": False},
             "checkpoint_creep": {"enabled": False},
             "idle_heap_growth": {"enabled": False},
