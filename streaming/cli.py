@@ -689,7 +689,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     pa = sub.add_parser("parse", help="show how records parse (one JSON object per record)")
     pa.add_argument("paths", nargs="+", help="files or directories")
-    pa.add_argument("--kind", choices=["log", "metric"], default="log")
+    pa.add_argument(
+        "--kind", choices=["log", "metric"], default="log", help="what the files hold (log)"
+    )
     pa.add_argument("--config", help="YAML config (for the time zone and limits)")
     pa.set_defaults(func=cmd_parse)
 
@@ -698,8 +700,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--bootstrap", help="override kafka.bootstrap_servers")
     s.add_argument("--logs-topic", help="override kafka.logs_topic")
     s.add_argument("--metrics-topic", help="override kafka.metrics_topic")
-    s.add_argument("--jobs", type=int, default=4)
-    s.add_argument("--tms-per-job", type=int, default=2)
+    s.add_argument("--jobs", type=int, default=4, help="Flink jobs in the fleet (4)")
+    s.add_argument("--tms-per-job", type=int, default=2, help="TaskManagers per job (2)")
     s.add_argument("--duration", type=float, default=600, help="simulated seconds")
     s.add_argument("--realtime", action="store_true", help="pace records at their event time")
     s.add_argument(
@@ -719,31 +721,37 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--flink-versions", help="comma-separated, job i runs version i mod len (1.11,1.14,...)"
     )
-    s.add_argument("--checkpoint-interval", type=float, default=10.0)
-    s.add_argument("--checkpoint-timeout", type=float, default=60.0)
-    s.add_argument("--seed", type=int, default=7)
+    s.add_argument(
+        "--checkpoint-interval", type=float, default=10.0, help="the jobs' interval, s (10)"
+    )
+    s.add_argument(
+        "--checkpoint-timeout", type=float, default=60.0, help="the jobs' timeout, s (60)"
+    )
+    s.add_argument("--seed", type=int, default=7, help="random seed: same seed, same fleet (7)")
     s.add_argument("--start-ms", type=int, help="event time of the first record (default: now)")
     s.set_defaults(func=cmd_simulate)
 
     c = sub.add_parser("config", help="configuration tools")
     csub = c.add_subparsers(dest="config_command", required=True)
     cc = csub.add_parser("check", help="validate a config file")
-    cc.add_argument("file")
+    cc.add_argument("file", help="the YAML file")
     cc.set_defaults(func=cmd_config_check)
 
     k = sub.add_parser("kafka", help="Kafka tools")
     ksub = k.add_subparsers(dest="kafka_command", required=True)
     kt = ksub.add_parser("create-topics", help="create topics if missing")
-    kt.add_argument("--bootstrap", required=True)
-    kt.add_argument("--partitions", type=int, default=2)
-    kt.add_argument("topics", nargs="+")
+    kt.add_argument("--bootstrap", required=True, help="Kafka bootstrap servers")
+    kt.add_argument("--partitions", type=int, default=2, help="partitions per new topic (2)")
+    kt.add_argument("topics", nargs="+", help="topic names")
     kt.set_defaults(func=cmd_kafka_create_topics)
 
     d = sub.add_parser("demo", help="simulated fleet + the job on the local stack")
-    d.add_argument("--config")
-    d.add_argument("--state-dir", default="var/demo")
-    d.add_argument("--jobs", type=int, default=4)
-    d.add_argument("--incident-at", type=float, default=10)
+    d.add_argument("--config", help="YAML config (default: the packaged one, local stack)")
+    d.add_argument("--state-dir", default="var/demo", help="alerts, ledger, checkpoints")
+    d.add_argument("--jobs", type=int, default=4, help="Flink jobs in the fleet (4)")
+    d.add_argument(
+        "--incident-at", type=float, default=10, help="onset of job 0's expiries, s (10)"
+    )
     d.add_argument(
         "--incident",
         action="append",

@@ -149,3 +149,21 @@ def test_simulate_takes_incidents_as_kind_at_job_colon_onset(capsys) -> None:
         with pytest.raises(SystemExit):
             build_parser().parse_args(["simulate", "--incident", bad])
         assert why in capsys.readouterr().err
+
+
+def test_every_option_of_every_command_says_what_it_does() -> None:
+    import argparse
+
+    from streaming.cli import build_parser
+
+    def walk(parser: argparse.ArgumentParser, path: str) -> list[str]:
+        missing = []
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    missing += walk(sub, f"{path} {name}")
+            elif not isinstance(action, argparse._HelpAction) and not action.help:
+                missing.append(f"{path} {'/'.join(action.option_strings) or action.dest}")
+        return missing
+
+    assert walk(build_parser(), "flinkwatch") == []
