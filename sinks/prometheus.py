@@ -296,13 +296,16 @@ class FlinkwatchCollector(Collector):
             yield fam
         lag = GaugeMetricFamily(
             "flinkwatch_watermark_lag_seconds",
-            "Wall clock minus the query's event-time watermark: how far detection is behind.",
+            "Wall clock minus the query's event-time watermark: how far detection is behind "
+            "(negative: the watermark runs ahead of the clock, records stamped in the future).",
             labels=["query"],
         )
         for query, p in sorted(progress.items()):
             wm = getattr(p, "watermark_ms", None)
             if wm:
-                lag.add_metric([query], max(now_s - wm / 1000, 0.0))
+                # Signed: a watermark ahead of the wall clock means some host's clock moved
+                # event time forward, and records at the right time are being dropped.
+                lag.add_metric([query], now_s - wm / 1000)
         yield lag
         late = CounterMetricFamily(
             "flinkwatch_late_rows_dropped",

@@ -243,3 +243,24 @@ def test_pusher_puts_the_registry_under_job_and_cluster_and_survives_an_outage()
     [(method, path, body)] = got
     assert (method, path) == ("PUT", "/metrics/job/flinkwatch/cluster/prod-eu")
     assert b"flinkwatch_alerts_active{" in body and b'detector="idle_heap_growth"' in body
+
+
+def test_a_watermark_ahead_of_the_clock_shows_as_a_negative_lag() -> None:
+    reg = CollectorRegistry()
+    ahead = P(watermark_ms=1_700_000_000_000 + 3_600_000)
+    reg.register(
+        FlinkwatchCollector(
+            Sources(
+                kinds=Counter,
+                dead_letters=Counter,
+                progress=lambda: {"flinkwatch-detect": ahead},
+                reloads=lambda: (0, 0),
+                config_hash=lambda: "x",
+                active=ActiveAlerts(),
+                cluster=lambda: "c",
+                clock=lambda: 1_700_000_000.0,
+            )
+        )
+    )
+    lag = reg.get_sample_value("flinkwatch_watermark_lag_seconds", {"query": "flinkwatch-detect"})
+    assert lag == -3600.0

@@ -176,6 +176,17 @@ def test_detection_lagging_fires_on_the_detect_query_only(tmp_path: Path) -> Non
     )
 
 
+def test_a_watermark_ahead_of_the_clock_fires(tmp_path: Path) -> None:
+    lag = f'flinkwatch_watermark_lag_seconds{{{JOB}, query="flinkwatch-parse"}}'
+    check(
+        tmp_path,
+        {lag: "-3600x20"},
+        silent("1m", "FlinkwatchWatermarkAhead"),
+        firing("3m", "FlinkwatchWatermarkAhead", **WHO),
+    )
+    check(tmp_path, {lag: "30x20"}, silent("10m", "FlinkwatchWatermarkAhead"))
+
+
 def test_dead_letter_surge_needs_a_share_and_a_rate(tmp_path: Path) -> None:
     dead = f'flinkwatch_dead_letters_total{{{JOB}, reason="invalid_json"}}'
     events = f'flinkwatch_events_total{{{JOB}, kind="metric"}}'
