@@ -138,6 +138,16 @@ class OutputConfig(_Frozen):
     deadletter_dir: Path | None = None
     console: bool = True
     ledger_retention_days: float = Field(default=30.0, gt=0)
+    deadletters_max_per_batch: int = Field(
+        default=10_000, ge=1, description="dead letters kept per batch; the rest are counted"
+    )
+    deadletters_retain_mb: float = Field(
+        default=256.0, gt=0, description="dead-letter files kept, oldest deleted first (MB)"
+    )
+    alerts_file_max_mb: float = Field(
+        default=64.0, gt=0, description="the alert file is rotated at this size (MB)"
+    )
+    alerts_file_keep: int = Field(default=5, ge=0, description="rotated alert files kept")
 
     @property
     def checkpoint_dir(self) -> Path:

@@ -6,6 +6,7 @@ import datetime as dt
 import json
 import logging
 import os
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -70,9 +71,32 @@ class JsonLinesAlertSink(DeliverySink):
 
     name = "file"
 
-    def __init__(self, path: Path) -> None:
-        """Create the sink writing to ``path``."""
+    def __init__(self, path: Path, *, max_bytes: int = 64 << 20, keep: int = 5) -> None:
+        """Create the sink writing to ``path``, rotated at ``max_bytes`` (``keep`` old files)."""
         self.path = Path(path)
+        self.max_bytes = max_bytes
+        self.keep = keep
+
+    def _rotate(self) -> None:
+        # alerts.jsonl -> alerts.jsonl.1 -> ... -> alerts.jsonl.<keep>, the oldest dropped:
+        # the file shares its volume with the ledger, which must not run out of room.
+        try:
+            if self.path.stat().st_size < self.max_bytes:
+                return
+        except FileNotFoundError:
+            return
+        for i in range(self.keep, 0, -1):
+            older = self.path.with_name(f"{self.path.name}.{i}")
+            if i == self.keep:
+                older.unlink(missing_ok=True)
+            else:
+                newer = self.path.with_name(f"{self.path.name}.{i + 1}")
+                if older.exists():
+                    os.replace(older, newer)
+        if self.keep > 0:
+            os.replace(self.path, self.path.with_name(f"{self.path.name}.1"))
+        else:
+            self.path.unlink()
 
     def send(self, t: Transition) -> None:  # noqa: D102
         rec = alert_record(t.alert)
@@ -82,6 +106,7 @@ class JsonLinesAlertSink(DeliverySink):
             rec["incident_id"] = t.incident.incident_id
             rec["root_cause"] = t.incident.headline
         try:
+            self._rotate()
             _append_lines(self.path, [json.dumps(rec)])
         except OSError as exc:
             msg = f"{self.path}: {exc}"
@@ -89,12 +114,17 @@ class JsonLinesAlertSink(DeliverySink):
 
     def confirm(self, t: Transition) -> bool | None:
         """Whether the interrupted append reached the file (read from its end)."""
-        try:
-            with self.path.open("rb") as f:
-                f.seek(0, os.SEEK_END)
-                f.seek(max(f.tell() - 4_000_000, 0))
-                tail = f.read().decode("utf-8", errors="replace").splitlines()
-        except FileNotFoundError:
+        tail: list[str] = []
+        # The newest rotated file too: the append may have landed just before a rotation.
+        for path in (self.path.with_name(f"{self.path.name}.1"), self.path):
+            try:
+                with path.open("rb") as f:
+                    f.seek(0, os.SEEK_END)
+                    f.seek(max(f.tell() - 4_000_000, 0))
+                    tail += f.read().decode("utf-8", errors="replace").splitlines()
+            except FileNotFoundError:
+                continue
+        if not tail:
             return False
         for line in reversed(tail):
             try:
@@ -137,21 +167,56 @@ class DeadLetterFileSink:
     """Writes dead letters (with their Kafka coordinates) as JSON lines, one file per batch.
 
     One file per micro-batch, named by batch id and overwritten on replay, makes a
-    repeated batch harmless.
+    repeated batch harmless. Bounded on both ends: at most ``max_per_batch`` records per
+    file (the rest counted, not kept: a flood of garbage must not take the driver down),
+    and the directory pruned oldest first to ``retain_bytes`` (it shares the volume with
+    the ledger).
     """
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(
+        self, directory: Path, *, max_per_batch: int = 10_000, retain_bytes: int = 256 << 20
+    ) -> None:
         self.dir = Path(directory)
+        self.max_per_batch = max_per_batch
+        self.retain_bytes = retain_bytes
 
-    def write(self, batch_id: int, records: Sequence[dict[str, Any]]) -> Path | None:
-        """Write the batch's dead letters; returns the file, or None when there were none."""
-        if not records:
-            return None
-        self.dir.mkdir(parents=True, exist_ok=True)
+    def write(
+        self, batch_id: int, records: Iterable[dict[str, Any]]
+    ) -> tuple[Path | None, Counter[str], int]:
+        """Write the batch's dead letters: the file (None if none), reasons kept, dropped.
+
+        ``records`` is consumed lazily: a caller streaming rows from Spark never holds
+        the whole batch.
+        """
         path = self.dir / f"batch-{batch_id:08d}.jsonl"
         tmp = path.with_suffix(".tmp")
-        with tmp.open("w", encoding="utf-8") as f:
+        kept: Counter[str] = Counter()
+        dropped = 0
+        f = None
+        try:
             for r in records:
+                if sum(kept.values()) >= self.max_per_batch:
+                    dropped += 1
+                    continue
+                if f is None:
+                    self.dir.mkdir(parents=True, exist_ok=True)
+                    f = tmp.open("w", encoding="utf-8")
                 f.write(json.dumps(r, default=str) + "\n")
+                kept[str(r.get("error"))] += 1
+        finally:
+            if f is not None:
+                f.close()
+        if f is None:
+            return None, kept, dropped
         os.replace(tmp, path)
-        return path
+        self._prune(keep=path)
+        return path, kept, dropped
+
+    def _prune(self, keep: Path) -> None:
+        files = sorted(self.dir.glob("batch-*.jsonl"))
+        total = sum(p.stat().st_size for p in files)
+        for old in files:
+            if total <= self.retain_bytes or old == keep:
+                break
+            total -= old.stat().st_size
+            old.unlink(missing_ok=True)

@@ -28,7 +28,7 @@ import shutil
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -292,9 +292,9 @@ class ParseBatch:
                 rows = (
                     batch.where(F.col("error").isNotNull())
                     .select("topic", "partition", "offset", "kafka_ts", "error", "detail", "raw")
-                    .collect()
+                    .toLocalIterator()
                 )
-                write_dead_letters(self.dead_letters, batch_id, [r.asDict() for r in rows])
+                write_dead_letters(self.dead_letters, batch_id, rows)
         finally:
             batch.unpersist()
         # Counted last, once per batch id: a batch that fails above, or that Spark replays
@@ -318,20 +318,18 @@ class ParseBatch:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def write_dead_letters(
-    sink: DeadLetterFileSink, batch_id: int, rows: Sequence[dict[str, Any]]
-) -> None:
-    """Keep one batch's dead letters and say so in one line."""
-    if not rows:
+def write_dead_letters(sink: DeadLetterFileSink, batch_id: int, rows: Iterable[Any]) -> None:
+    """Keep one batch's dead letters (Spark rows, streamed) and say so in one line."""
+    path, reasons, dropped = sink.write(batch_id, (r.asDict() for r in rows))
+    if path is None:
         return
-    path = sink.write(batch_id, rows)
-    reasons = Counter(str(r["error"]) for r in rows)
     log.warning(
-        "dead letters: %d in batch %d (%s) -> %s",
-        len(rows),
+        "dead letters: %d in batch %d (%s) -> %s%s",
+        sum(reasons.values()),
         batch_id,
         ", ".join(f"{k}={v}" for k, v in sorted(reasons.items())),
         path,
+        f"; {dropped} more not kept (output.deadletters_max_per_batch)" if dropped else "",
     )
 
 
@@ -343,12 +341,14 @@ class DeadLetterBatch:
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         """Write one batch of dead letters (a replayed batch rewrites its own file)."""
+        # Streamed, one partition at a time: a batch of oversized garbage is never whole
+        # in the driver.
         rows = (
             batch.select(F.from_json(F.col("value").cast("string"), DEAD_LETTER_SCHEMA).alias("d"))
             .select("d.*")
-            .collect()
+            .toLocalIterator()
         )
-        write_dead_letters(self.sink, batch_id, [r.asDict() for r in rows])
+        write_dead_letters(self.sink, batch_id, rows)
 
 
 BusKind = Literal["kafka", "files"]
@@ -404,6 +404,14 @@ class Pipeline:
         """Where the parse query hands events to the detect query on the files bus."""
         return self.checkpoint_dir / "events"
 
+    def _dead_letter_sink(self) -> DeadLetterFileSink:
+        out = self.cfg.output
+        return DeadLetterFileSink(
+            self.deadletter_dir,
+            max_per_batch=out.deadletters_max_per_batch,
+            retain_bytes=int(out.deadletters_retain_mb * 2**20),
+        )
+
     def _kafka(self, topic: str, **options: Any) -> DataFrame:
         return kafka_records(self.spark, self.cfg.kafka, topic, **options)
 
@@ -419,9 +427,7 @@ class Pipeline:
                 parsed_events(self.logs(), self.metrics(), self.cfg)
                 .writeStream.queryName("flinkwatch-parse")
                 .foreachBatch(
-                    ParseBatch(
-                        self.cfg, self.hop_dir, DeadLetterFileSink(self.deadletter_dir), self.stats
-                    )
+                    ParseBatch(self.cfg, self.hop_dir, self._dead_letter_sink(), self.stats)
                 )
                 .option("checkpointLocation", str(self.checkpoint_dir / "parse"))
                 .trigger(**self._trigger())
@@ -507,7 +513,7 @@ class Pipeline:
                 starting_offsets="earliest",
             )
             .writeStream.queryName("flinkwatch-deadletters")
-            .foreachBatch(DeadLetterBatch(DeadLetterFileSink(self.deadletter_dir)))
+            .foreachBatch(DeadLetterBatch(self._dead_letter_sink()))
             .option("checkpointLocation", str(self.checkpoint_dir / "deadletters"))
             .trigger(**trigger)
             .start()

@@ -123,7 +123,9 @@ def run_job(
     except ValueError as exc:
         log.error("%s", exc)
         return 2
-    alerts_file = JsonLinesAlertSink(out.alerts_path)
+    alerts_file = JsonLinesAlertSink(
+        out.alerts_path, max_bytes=int(out.alerts_file_max_mb * 2**20), keep=out.alerts_file_keep
+    )
     try:
         ledger.deliver(alerts_file)  # whatever a crash left undelivered
     except RetryableDeliveryError as exc:

@@ -85,12 +85,46 @@ def test_an_append_interrupted_by_a_crash_is_confirmed_from_the_file(tmp_path) -
 def test_dead_letters_of_a_replayed_batch_replace_the_first_write(tmp_path) -> None:
     sink = DeadLetterFileSink(tmp_path)
     rec = {"topic": "flink.logs", "partition": 0, "offset": 7, "error": "invalid_json", "raw": "{"}
-    first = sink.write(3, [rec])
-    again = sink.write(3, [rec])
-    assert first == again
+    first, _, _ = sink.write(3, [rec])
+    again, kept, dropped = sink.write(3, [rec])
+    assert first == again and again is not None
+    assert (kept, dropped) == ({"invalid_json": 1}, 0)
     assert len(list(tmp_path.glob("*.jsonl"))) == 1
     assert json.loads(again.read_text()) == rec
-    assert sink.write(4, []) is None
+    assert sink.write(4, [])[0] is None
+
+
+def test_a_flood_of_dead_letters_is_capped_per_batch_and_on_disk(tmp_path) -> None:
+    sink = DeadLetterFileSink(tmp_path, max_per_batch=100, retain_bytes=30_000)
+    flood = (
+        {"topic": "flink.logs", "offset": i, "error": "too_large", "raw": "x" * 100}
+        for i in range(10**6)
+    )
+    path, kept, dropped = sink.write(1, flood)
+    assert path is not None and (kept["too_large"], dropped) == (100, 10**6 - 100)
+    assert len(path.read_text().splitlines()) == 100
+    for batch in range(2, 6):
+        sink.write(batch, [{"error": "invalid_json", "raw": "y" * 100}] * 100)
+    files = sorted(p.name for p in tmp_path.glob("*.jsonl"))
+    assert sum(p.stat().st_size for p in tmp_path.glob("*.jsonl")) <= 30_000
+    assert files[-1] == "batch-00000005.jsonl" and "batch-00000001.jsonl" not in files
+
+
+def test_the_alert_file_rotates_and_keeps_a_few(tmp_path) -> None:
+    path = tmp_path / "alerts.jsonl"
+    sink = JsonLinesAlertSink(path, max_bytes=2_000, keep=2)
+    ledger = AlertLedger(tmp_path / "ledger.sqlite")
+    for i in range(40):
+        ledger.record(i, [alert().model_copy(update={"alert_id": f"a{i}"})], [sink])
+        ledger.deliver(sink)
+    assert sorted(p.name for p in tmp_path.glob("alerts.jsonl*")) == [
+        "alerts.jsonl",
+        "alerts.jsonl.1",
+        "alerts.jsonl.2",
+    ]
+    assert path.stat().st_size < 2_000 + 1_000
+    newest = json.loads(path.read_text().splitlines()[-1])
+    assert newest["alert_id"] == "a39"
 
 
 def test_a_silenced_transition_is_written_with_its_silence(tmp_path) -> None:
