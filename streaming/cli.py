@@ -691,9 +691,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     pa = sub.add_parser("parse", help="show how records parse (one JSON object per record)")
     pa.add_argument("paths", nargs="+", help="files or directories")
-    pa.add_argument(
-        "--kind", choices=["log", "metric"], default="log", help="what the files hold (log)"
-    )
+    pa.add_argument("--kind", choices=["log", "metric"], default="log", help="what the files hold")
     pa.add_argument("--config", help="YAML config (for the time zone and limits)")
     pa.set_defaults(func=cmd_parse)
 
@@ -723,12 +721,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--flink-versions", help="comma-separated, job i runs version i mod len (1.11,1.14,...)"
     )
-    s.add_argument(
-        "--checkpoint-interval", type=float, default=10.0, help="the jobs' interval, s (10)"
-    )
-    s.add_argument(
-        "--checkpoint-timeout", type=float, default=60.0, help="the jobs' timeout, s (60)"
-    )
+    for what, default in (("interval", 10.0), ("timeout", 60.0)):
+        help_ = f"the jobs' checkpoint {what}, s ({default:g})"
+        s.add_argument(f"--checkpoint-{what}", type=float, default=default, help=help_)
     s.add_argument("--seed", type=int, default=7, help="random seed: same seed, same fleet (7)")
     s.add_argument("--start-ms", type=int, help="event time of the first record (default: now)")
     s.set_defaults(func=cmd_simulate)
@@ -751,9 +746,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--config", help="YAML config (default: the packaged one, local stack)")
     d.add_argument("--state-dir", default="var/demo", help="alerts, ledger, checkpoints")
     d.add_argument("--jobs", type=int, default=4, help="Flink jobs in the fleet (4)")
-    d.add_argument(
-        "--incident-at", type=float, default=10, help="onset of job 0's expiries, s (10)"
-    )
+    d.add_argument("--incident-at", type=float, default=10, help="job 0's expiries start, s")
     d.add_argument(
         "--incident",
         action="append",
