@@ -67,6 +67,14 @@ def _with(cfg: AppConfig, updates: dict[str, dict[str, object]]) -> AppConfig:
     )
 
 
+def _alerts_file(out: Any) -> Any:
+    """The alert file of ``output``, rotated as configured."""
+    from sinks import JsonLinesAlertSink
+
+    mb = int(out.alerts_file_max_mb * 2**20)
+    return JsonLinesAlertSink(out.alerts_path, max_bytes=mb, keep=out.alerts_file_keep)
+
+
 def run_job(
     cfg: AppConfig,
     duration: float | None = None,
@@ -81,7 +89,7 @@ def run_job(
     """
     from conf.reload import ConfigWatcher
     from detectors.correlation import Correlator
-    from sinks import AlertLedger, JsonLinesAlertSink, LogAlertSink, RetryableDeliveryError
+    from sinks import AlertLedger, LogAlertSink, RetryableDeliveryError
     from sinks.dispatch import Dispatcher
     from sinks.prometheus import ActiveAlerts, SignalBoard
     from sinks.slack import slack_sink
@@ -123,9 +131,7 @@ def run_job(
     except ValueError as exc:
         log.error("%s", exc)
         return 2
-    alerts_file = JsonLinesAlertSink(
-        out.alerts_path, max_bytes=int(out.alerts_file_max_mb * 2**20), keep=out.alerts_file_keep
-    )
+    alerts_file = _alerts_file(out)
     try:
         ledger.deliver(alerts_file)  # whatever a crash left undelivered
     except RetryableDeliveryError as exc:
