@@ -148,6 +148,15 @@ class OutputConfig(_Frozen):
         default=64.0, gt=0, description="the alert file is rotated at this size (MB)"
     )
     alerts_file_keep: int = Field(default=5, ge=0, description="rotated alert files kept")
+    page_max_age_s: float | None = Field(
+        default=3600.0,
+        gt=0,
+        description=(
+            "a transition whose event time is older than this when it is recorded is kept "
+            "(ledger, alert file, metrics) but not sent to Slack: it is marked stale; "
+            "null = page whatever the age"
+        ),
+    )
 
     @property
     def checkpoint_dir(self) -> Path:

@@ -6,7 +6,8 @@ commits the batch. If the process dies before the commit, Spark replays the batc
 and the ledger, keyed by :func:`~sinks.base.transition_key`, adds nothing twice.
 
 Delivery is a second, independent step per sink: ``pending`` → ``sending`` →
-``delivered`` (or ``failed``, or ``silenced`` for a notifying sink). ``sending`` is
+``delivered`` (or ``failed``; for a notifying sink also ``silenced``, or ``stale`` when the
+transition was already old when it was recorded). ``sending`` is
 committed before the send starts, so after a crash the ledger knows which sends may
 have happened and asks the sink (:meth:`~sinks.base.DeliverySink.confirm`) instead
 of guessing.
@@ -144,6 +145,7 @@ class AlertLedger:
         sinks: Sequence[DeliverySink],
         silencer: Silencer | None = None,
         correlate: Correlate | None = None,
+        max_age_ms: int | None = None,
     ) -> list[Transition]:
         """Record a batch's transitions and queue each for every sink, in one transaction.
 
@@ -156,11 +158,16 @@ class AlertLedger:
             silencer: Returns the name of the silence an alert falls under, or None.
             correlate: Puts each new transition into its incident; called once per new
                 transition, in order, so the caller's correlator mirrors the ledger.
+            max_age_ms: A transition whose event time is older than this (by the ledger's
+                clock) is recorded but not sent to notifying sinks (``stale``): after a
+                checkpoint reset the query reads history again, and last month's
+                incidents must not page today. ``None``: no limit.
 
         Returns:
             The transitions that were new, in order.
         """
         new: list[Transition] = []
+        withheld: Counter[str] = Counter()
         now = self._clock()
         with self._tx() as db:
             for alert in alerts:
@@ -189,13 +196,21 @@ class AlertLedger:
                         "UPDATE transitions SET incident_id = ?, incident = ? WHERE seq = ?",
                         (incident.incident_id, incident.model_dump_json(), seq),
                     )
+                stale = max_age_ms is not None and now - alert.event_time_ms > max_age_ms
                 for sink in sinks:
-                    state = "silenced" if silenced and sink.notifies else "pending"
+                    state = "pending"
+                    if sink.notifies and silenced:
+                        state = "silenced"
+                    elif sink.notifies and stale:
+                        state = "stale"
+                        withheld[sink.name] += 1
                     db.execute(
                         "INSERT INTO deliveries (sink, seq, state, updated_ms) VALUES (?, ?, ?, ?)",
                         (sink.name, seq, state, now),
                     )
                 new.append(Transition(seq, key, alert, silenced, now, incident))
+        for sink_name, n in withheld.items():
+            self.outcomes[(sink_name, "stale")] += n
         return new
 
     @staticmethod

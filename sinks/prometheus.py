@@ -132,6 +132,8 @@ class Sources:
     deliveries: Callable[[], Mapping[tuple[str, str], int]] = _nothing
     #: Transitions waiting per delivery sink.
     backlog: Callable[[], Mapping[str, int]] = _nothing
+    #: Detector calls that raised, by (detector, outcome): skipped, dropped.
+    detector_errors: Callable[[], Mapping[tuple[str, str], int]] = _nothing
     watermark_delay_s: Callable[[], float] = lambda: 0.0
     clock: Callable[[], float] = time.time
 
@@ -236,6 +238,17 @@ class FlinkwatchCollector(Collector):
         for reason, n in sorted(self.s.dead_letters().items()):
             dead.add_metric([reason], float(n))
         yield dead
+
+        errors = CounterMetricFamily(
+            "flinkwatch_detector_errors",
+            "Detector calls that raised, by detector and outcome: skipped (that event or "
+            "timer skipped, state kept) or dropped (the entity given up after repeated "
+            "failures, its open incident resolved).",
+            labels=["detector", "outcome"],
+        )
+        for (det, outcome), n in sorted(self.s.detector_errors().items()):
+            errors.add_metric([det, outcome], float(n))
+        yield errors
 
         ok, failed = self.s.reloads()
         reloads = CounterMetricFamily(

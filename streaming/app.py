@@ -43,7 +43,7 @@ from conf.silences import silence_for
 from detectors import Alert, AlertStatus, Severity
 from detectors.base import EVENT_KINDS
 from detectors.correlation import Correlator
-from sinks import AlertLedger, AlertObserver, DeadLetterFileSink, DeliverySink
+from sinks import AlertLedger, AlertObserver, DeadLetterFileSink, DeliverySink, Transition
 from sinks.dispatch import Dispatcher
 from sinks.prometheus import SignalBoard
 from streaming import catchup
@@ -57,6 +57,7 @@ from streaming.catchup import ParsePlan
 from streaming.parsing import DEAD_LETTER_REASONS, ParseLimits, parse_logs, parse_metrics
 from streaming.processor import (
     ALERT_SCHEMA,
+    DETECTOR_ERROR,
     EVENT_INPUT_COLUMNS,
     SIGNAL,
     SIGNAL_GONE,
@@ -145,6 +146,9 @@ class PipelineStats:
     kinds: Counter[str] = field(default_factory=Counter)
     dead_letters: Counter[str] = field(default_factory=Counter)
     alerts: Counter[tuple[str, str, str]] = field(default_factory=Counter)
+    #: Detector calls that raised, by (detector, outcome): ``skipped`` (the event or
+    #: timer was skipped, state kept as before) or ``dropped`` (the entity was given up).
+    detector_errors: Counter[tuple[str, str]] = field(default_factory=Counter)
     # Last batch counted per query; kept here, not in the handlers, because the handlers
     # are recreated when the queries restart and Spark then replays the last batch.
     counted: dict[str, int] = field(default_factory=dict)
@@ -221,8 +225,9 @@ class AlertDelivery:
                 has the transitions already and the replay only retries the delivery.
         """
         rows = batch.collect()
-        alert_rows = [r for r in rows if r["status"] not in (SIGNAL, SIGNAL_GONE)]
+        alert_rows = [r for r in rows if r["status"] not in (SIGNAL, SIGNAL_GONE, DETECTOR_ERROR)]
         self._signals([r for r in rows if r["status"] in (SIGNAL, SIGNAL_GONE)])
+        self._detector_errors([r for r in rows if r["status"] == DETECTOR_ERROR], batch_id)
         correlator = self.out.correlator
         if correlator is not None:
             correlator.params = self.cfg.correlation  # follows a reload
@@ -232,7 +237,9 @@ class AlertDelivery:
             self.out.delivery_sinks(),
             self._silence,
             correlator.observe if correlator is not None else None,
+            self._max_age_ms(),
         )
+        self._say_stale(new)
         for t in new:
             self.stats.alerts[(t.alert.detector, t.alert.entity, t.alert.status.value)] += 1
         for obs in self.out.observers:
@@ -252,6 +259,48 @@ class AlertDelivery:
             self.out.dispatcher.wake()
         if errors:
             raise errors[0]
+
+    def _max_age_ms(self) -> int | None:
+        age = self.cfg.output.page_max_age_s
+        return None if age is None else int(age * 1000)
+
+    def _say_stale(self, new: Sequence[Transition]) -> None:
+        # Old transitions are recorded but not paged (a checkpoint reset reads history
+        # again): one line per batch says so, so nobody wonders where the pages went.
+        limit = self._max_age_ms()
+        if limit is None or not any(s.notifies for s in self.out.delivery_sinks()):
+            return
+        stale = [t for t in new if t.recorded_ms - t.alert.event_time_ms > limit]
+        if stale:
+            oldest = min(t.alert.event_time_ms for t in stale)
+            log.warning(
+                "%d transition(s) older than output.page_max_age_s=%gs recorded, not paged "
+                "(stale; oldest from %s UTC): `flinkwatch deliveries list --state stale`",
+                len(stale),
+                self.cfg.output.page_max_age_s,
+                time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(oldest / 1000)),
+            )
+
+    def _detector_errors(self, rows: Sequence[Any], batch_id: int) -> None:
+        # Raised on an executor, told here: the driver's log is the one people read, and
+        # the counter is what an alert rule can watch. Counted once per batch id.
+        if not rows or not self.stats.first_count("detector_errors", batch_id):
+            return
+        for r in rows:
+            info = json.loads(r["evidence"] or "{}")
+            dropped = bool(info.get("dropped"))
+            self.stats.detector_errors[(r["detector"], "dropped" if dropped else "skipped")] += 1
+            log.error(
+                "detector=%s entity=%s %s raised %s (%d in a row); %s",
+                r["detector"],
+                r["entity"],
+                info.get("where", "call"),
+                r["summary"],
+                int(info.get("failures") or 1),
+                "entity dropped, its open incident resolved"
+                if dropped
+                else "skipped, state kept as before",
+            )
 
     def _signals(self, rows: Sequence[Any]) -> None:
         board = self.out.signals

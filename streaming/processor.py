@@ -17,7 +17,9 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Iterator
+import traceback
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark.sql import Row
@@ -35,7 +37,7 @@ from pyspark.sql.types import (
 )
 
 from conf import ParamsResolver
-from detectors import REGISTRY, Alert, Detector, Event, Step
+from detectors import REGISTRY, Alert, Detector, Event
 from streaming.bus import BUS_FIELDS
 
 log = logging.getLogger(__name__)
@@ -64,6 +66,12 @@ ALERT_SCHEMA = StructType(
 #: current detector signals (``evidence`` holds them), or that the entity is gone.
 SIGNAL = "signal"
 SIGNAL_GONE = "signal_gone"
+#: ``status`` of a row saying a detector raised for an entity (``summary`` says what,
+#: ``evidence`` holds ``where``, ``failures`` in a row and whether the entity was dropped).
+DETECTOR_ERROR = "detector_error"
+#: Calls in a row that may raise for one entity before its state is dropped (and its
+#: open incident resolved): a state the detector cannot handle must not stay forever.
+MAX_FAILURES = 3
 
 _STATE_SCHEMA = StructType([StructField("json", StringType())])
 _TIMER_KEY = "_timer_ms"
@@ -74,6 +82,10 @@ _MAX_SOURCES = 16
 #: The job's name from its state lines (``Job NAME (ID) switched from state …``), kept by
 #: the adapter for detectors that do not read those lines: SREs know jobs by name.
 _NAME_KEY = "_job_name"
+#: Detector calls in a row that raised for this entity.
+_FAILURES_KEY = "_failures"
+#: Retry delay of a timer whose call raised (capped by the idle TTL).
+_RETRY_MS = 60_000
 
 
 def fresh_rows(rows: list[Any], seen: dict[str, list[int]]) -> list[Any]:
@@ -198,6 +210,130 @@ def output_rows(rows: list[dict[str, Any]]) -> Iterator[Row]:
         yield Row(**{c: r.get(c) for c in _OUTPUT_COLUMNS})
 
 
+def _where(exc: BaseException) -> str:
+    """``Type: message at file:line`` of the innermost frame: enough to find the bug."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    at = f" at {frames[-1].filename.rsplit('/', 2)[-1]}:{frames[-1].lineno}" if frames else ""
+    return f"{type(exc).__name__}: {str(exc)[:300]}{at}"
+
+
+def error_row(
+    key: Any, state: dict[str, Any] | None, exc: BaseException, evidence: dict[str, Any]
+) -> dict[str, Any]:
+    """A :data:`DETECTOR_ERROR` row: the driver logs and counts it (executors cannot)."""
+    who = state or {}
+    return {
+        "alert_id": None,
+        "detector": key[0],
+        "entity": key[1],
+        "status": DETECTOR_ERROR,
+        "severity": None,
+        "event_ms": int(who.get("last_event_ms") or 0),
+        "job_id": who.get("job_id"),
+        "job_name": who.get("job_name"),
+        "tm_id": who.get("tm_id"),
+        "host": who.get("host"),
+        "summary": _where(exc),
+        "evidence": json.dumps(evidence),
+    }
+
+
+@dataclass
+class Fold:
+    """Where a key's events left it: state, timer, transitions, and the calls that raised.
+
+    Attributes:
+        state: The state to save (``None``: drop the entity).
+        timer: The next timer asked for.
+        alerts: Transitions, in order.
+        errors: :func:`error_row` rows for calls that raised.
+        failures: Calls in a row that raised (kept in the state).
+        dropped: The entity was dropped after :data:`MAX_FAILURES` failures.
+    """
+
+    state: dict[str, Any] | None
+    timer: int | None
+    alerts: list[Alert] = field(default_factory=list)
+    errors: list[dict[str, Any]] = field(default_factory=list)
+    failures: int = 0
+    dropped: bool = False
+
+
+def fold_events(
+    detector: Detector[Any],
+    key: Any,
+    start: Callable[[], dict[str, Any] | None],
+    events: list[Event],
+    now: int,
+    timer: int | None,
+    failures: int = 0,
+) -> Fold:
+    """Apply ``events`` to the state ``start()`` builds, isolating calls that raise.
+
+    Detectors change their state in place, so a call that raises may leave it half
+    changed. Such an event is skipped and the state is rebuilt from ``start()`` with the
+    events that went through (detectors are pure: the same calls give the same state),
+    which costs nothing while nothing raises. After :data:`MAX_FAILURES` in a row the
+    entity is dropped and its open incident resolved.
+    """
+    idle_ms = int(detector.params.idle_ttl_s * 1000)
+    out = Fold(start(), timer, failures=failures)
+    good: list[Event] = []
+
+    def step(event: Event) -> list[Alert]:
+        s = detector.on_event(out.state, event, now)
+        out.state, out.timer = s.state, s.timer_ms
+        if out.state is None:
+            out.timer = None  # dropped by the detector; a later event starts afresh
+        elif out.timer is None:
+            # Spark allows no TTL in event-time mode, so a detector that keeps state must
+            # be woken up at some point: evict after its idle TTL at the latest.
+            out.timer = event.time_ms + idle_ms
+        return list(s.alerts)
+
+    for event in events:
+        try:
+            out.alerts.extend(step(event))
+        except Exception as exc:  # noqa: BLE001 - one detector must not stop the query
+            log.debug("detector=%s entity=%s raised", key[0], key[1], exc_info=True)
+            out.failures += 1
+            out.state, out.timer = start(), timer
+            for e in good:
+                step(e)
+            out.dropped = out.failures >= MAX_FAILURES
+            out.errors.append(
+                error_row(
+                    key,
+                    out.state,
+                    exc,
+                    {"where": "on_event", "failures": out.failures, "dropped": out.dropped},
+                )
+            )
+            if out.dropped:
+                closing = close_incident(detector, out.state, event.time_ms, "it kept failing")
+                out.alerts.extend([closing] if closing else [])
+                out.state, out.timer, out.failures, good = None, None, 0, []
+                start, timer = (lambda: None), None
+            continue
+        out.failures = 0
+        good.append(event)
+    return out
+
+
+def close_incident(
+    detector: Detector[Any], state: dict[str, Any] | None, time_ms: int, why: str
+) -> Alert | None:
+    """A resolved transition for the entity's open incident, which flinkwatch gives up on."""
+    if not state or not state.get("firing"):
+        return None
+    return detector.resolve(
+        dict(state),
+        time_ms,
+        f"{detector.name} stopped watching this entity ({why}); closing its open incident",
+        {"reason": why},
+    )
+
+
 class DetectorProcessor(StatefulProcessor):
     """Runs the detector named by the grouping key over its entity's events."""
 
@@ -230,9 +366,29 @@ class DetectorProcessor(StatefulProcessor):
 
     def _load(self) -> dict[str, Any] | None:
         # get() answers None for a key without state: one round trip to the state server
-        # per key instead of two (exists() first).
+        # per key instead of two (exists() first). The text is kept: a detector call that
+        # raises is undone by starting again from it.
         row = self._state.get()
-        return json.loads(row[0]) if row and row[0] else None
+        self._raw: str | None = row[0] if row and row[0] else None
+        return json.loads(self._raw) if self._raw else None
+
+    def _thaw(self, name: str | None) -> Callable[[], dict[str, Any] | None]:
+        """The loaded state as a detector saw it, rebuilt on each call."""
+        raw = self._raw
+
+        def start() -> dict[str, Any] | None:
+            state = json.loads(raw) if raw else None
+            if state is None:
+                return None
+            for k in (_TIMER_KEY, _SEEN_KEY, _NAME_KEY, _FAILURES_KEY):
+                state.pop(k, None)
+            if not state:
+                return None  # the job's name only
+            if name:
+                state["job_name"] = name
+            return state
+
+        return start
 
     def _apply(
         self,
@@ -241,6 +397,7 @@ class DetectorProcessor(StatefulProcessor):
         timer: int | None,
         seen: dict[str, list[int]] | None = None,
         name: str | None = None,
+        failures: int = 0,
     ) -> None:
         if step_state is None and name is not None and timer is not None:
             # No detector state, but the job's name for when it has some: kept until the
@@ -266,6 +423,8 @@ class DetectorProcessor(StatefulProcessor):
             step_state[_SEEN_KEY] = seen
         if name:
             step_state[_NAME_KEY] = name
+        if failures:
+            step_state[_FAILURES_KEY] = failures
         self._state.update((json.dumps(step_state, separators=(",", ":")),))
 
     def handleInputRows(  # noqa: D102
@@ -290,36 +449,22 @@ class DetectorProcessor(StatefulProcessor):
                 )
             return
         old_timer = state.pop(_TIMER_KEY, None) if state else None
-        if not state:
-            state = None  # the job's name only, no detector state yet
+        failures = int(state.pop(_FAILURES_KEY, 0)) if state else 0
         names = [e.job_name for e in events if e.kind not in detector.kinds and e.job_name]
         events = [e for e in events if e.kind in detector.kinds]
         name = names[-1] if names else name
-        if state is not None and name:
-            state["job_name"] = name
-        alerts: list[Alert] = []
         timer: int | None = old_timer
         if timer is None and name and events == []:
             timer = fresh[-1]["event_ms"] + int(detector.params.idle_ttl_s * 1000)
-        for event in events:
-            step = self._safe(detector, lambda d, s, e=event: d.on_event(s, e, max(now, 0)), state)
-            if step is None:
-                continue
-            alerts.extend(step.alerts)
-            state, timer = step.state, step.timer_ms
-            if state is None:
-                # The detector dropped the entity; a later event starts it afresh.
-                timer = None
-            elif timer is None:
-                # Spark allows no TTL in event-time mode, so a detector that keeps state
-                # must be woken up at some point: evict after its idle TTL at the latest.
-                timer = event.time_ms + int(detector.params.idle_ttl_s * 1000)
+        fold = fold_events(detector, key, self._thaw(name), events, max(now, 0), timer, failures)
+        state = fold.state
         if state is not None and name:
             state["job_name"] = name
+        alerts = fold.alerts
         if name:
             alerts = [a if a.job_name else a.model_copy(update={"job_name": name}) for a in alerts]
-        self._apply(old_timer, state, timer, seen, name)
-        out = alert_rows(alerts)
+        self._apply(old_timer, state, fold.timer, seen, name, fold.failures)
+        out = [*alert_rows(alerts), *fold.errors]
         if detector.signals and (state is not None or not names):
             out.append(signal_row(detector, key, state))
         yield from output_rows(out)
@@ -335,6 +480,7 @@ class DetectorProcessor(StatefulProcessor):
         state.pop(_TIMER_KEY, None)
         seen = state.pop(_SEEN_KEY, None)
         name = state.pop(_NAME_KEY, None)
+        failures = int(state.pop(_FAILURES_KEY, 0))
         if not state:
             # Only the job's name, and no event since its idle timer was set: forget it.
             self._state.clear()
@@ -350,11 +496,12 @@ class DetectorProcessor(StatefulProcessor):
             return
         now = max(timerValues.getCurrentWatermarkInMs(), fired)
         idle_ms = int(detector.params.idle_ttl_s * 1000)
-        step = self._safe(detector, lambda d, s: d.on_timer(s, now), state)
-        if step is None:
-            # The detector raised: keep the state, but make sure it is woken up (and
-            # eventually evicted) again rather than stranded without a timer.
-            self._apply(None, state, now + idle_ms, seen, name)
+        try:
+            step = detector.on_timer(state, now)
+        except Exception as exc:  # noqa: BLE001 - one detector must not stop the query
+            yield from output_rows(
+                self._timer_failed(detector, key, exc, now, seen, name, failures)
+            )
             return
         # The fired timer is gone already; register the next one. State kept without a
         # timer would never be evicted (no TTL in event-time mode): fall back to idle TTL.
@@ -365,32 +512,40 @@ class DetectorProcessor(StatefulProcessor):
             out.append(signal_row(detector, key, step.state))
         yield from output_rows(out)
 
+    def _timer_failed(
+        self,
+        detector: Detector[Any],
+        key: Any,
+        exc: Exception,
+        now: int,
+        seen: dict[str, list[int]] | None,
+        name: str | None,
+        failures: int,
+    ) -> list[dict[str, Any]]:
+        """A timer call raised: keep the state as it was and retry soon, or give up."""
+        log.debug("detector=%s entity=%s raised on its timer", key[0], key[1], exc_info=True)
+        state = self._thaw(name)()
+        failures += 1
+        dropped = failures >= MAX_FAILURES
+        out = [
+            error_row(
+                key, state, exc, {"where": "on_timer", "failures": failures, "dropped": dropped}
+            )
+        ]
+        if not dropped:
+            retry = now + min(_RETRY_MS, int(detector.params.idle_ttl_s * 1000))
+            self._apply(None, state, retry, seen, name, failures)
+            return out
+        self._state.clear()
+        closing = close_incident(detector, state, now, "it kept failing")
+        return [*out, *alert_rows([closing] if closing else []), signal_row(None, key, None)]
+
     def _close_incident(self, name: str, state: dict[str, Any], time_ms: int) -> Alert | None:
         """A resolved transition for a firing incident whose detector was disabled."""
-        if not state.get("firing") or name not in REGISTRY or name not in self._resolver.base:
+        if name not in REGISTRY or name not in self._resolver.base:
             return None
         det = REGISTRY[name](self._resolver.base[name])
-        return det.resolve(
-            dict(state),
-            time_ms,
-            f"{name} was disabled for this entity; closing its open incident",
-            {"reason": "detector disabled"},
-        )
-
-    @staticmethod
-    def _safe(detector: Detector[Any], call: Any, state: dict[str, Any] | None) -> Step | None:
-        # One detector raising must not take the query (and every other detector) down:
-        # log it with the entity and skip the event.
-        try:
-            result: Step = call(detector, state)
-        except Exception:
-            log.exception(
-                "detector=%s entity=%s raised; event skipped",
-                detector.name,
-                (state or {}).get("entity"),
-            )
-            return None
-        return result
+        return close_incident(det, state, time_ms, "detector disabled")
 
     def close(self) -> None:  # noqa: D102
         self._instances = {}

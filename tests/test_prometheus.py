@@ -60,6 +60,7 @@ def registry_with(
                 signals=board,
                 deliveries=lambda: {("slack", "delivered"): 5, ("slack", "retry"): 2},
                 backlog=lambda: {"slack": 3, "file": 0},
+                detector_errors=lambda: {("tm_lost", "skipped"): 2, ("tm_lost", "dropped"): 1},
                 watermark_delay_s=lambda: 30.0,
                 clock=lambda: 1_700_000_012.5,
             )
@@ -187,6 +188,8 @@ def test_pipeline_health_and_reload_outcomes_are_exported() -> None:
     slack = {"sink": "slack"}
     assert reg.get_sample_value("flinkwatch_deliveries_total", {**slack, "outcome": "retry"}) == 2.0
     assert reg.get_sample_value("flinkwatch_delivery_backlog", slack) == 3.0
+    raised = {"detector": "tm_lost", "outcome": "dropped"}
+    assert reg.get_sample_value("flinkwatch_detector_errors_total", raised) == 1.0
 
 
 def test_metrics_are_served_over_http() -> None:

@@ -173,3 +173,20 @@ def test_the_dispatcher_backs_off_and_delivers_the_backlog_when_the_sink_returns
     assert sink.sent == ["a:firing", "b:firing"]
     assert errors and set(errors) == {"slack"}
     assert d.backlog == {"slack": 0}
+
+
+def test_transitions_older_than_the_page_age_are_recorded_but_not_paged(tmp_path: Path) -> None:
+    # After a checkpoint reset the query reads the topics again from `earliest`: the
+    # incidents it finds in last month's records get new ids and must not page today.
+    now = 1_700_000_000_000 + 30 * 86_400_000
+    ledger = AlertLedger(tmp_path / "l.sqlite", clock=lambda: now)
+    slack, file = Sink("slack"), Sink("file", notifies=False)
+    fresh = alert("new").model_copy(update={"event_time_ms": now - 60_000})
+    new = ledger.record(0, [alert("old"), fresh], [slack, file], max_age_ms=3_600_000)
+    assert [t.key for t in new] == ["old:firing", "new:firing"]  # both recorded
+    assert ledger.deliver(slack) == 0 and ledger.deliver(file) == 0
+    assert slack.sent == ["new:firing"]
+    assert file.sent == ["old:firing", "new:firing"]  # the record keeps everything
+    assert ledger.counts()[("slack", "stale")] == 1
+    assert ledger.outcomes[("slack", "stale")] == 1
+    assert {t.alert.alert_id for t in ledger.active()} == {"old", "new"}

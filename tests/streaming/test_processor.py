@@ -6,7 +6,7 @@ import json
 import math
 
 from conf import AppConfig, ParamsResolver
-from detectors import Alert, AlertStatus, Severity
+from detectors import REGISTRY, Alert, AlertStatus, Severity
 from streaming.processor import (
     ALERT_SCHEMA,
     EVENT_INPUT_COLUMNS,
@@ -246,3 +246,108 @@ def test_alerts_carry_the_job_name_from_its_state_lines() -> None:
     fired = [r for r in out if r["status"] == "firing"]
     assert len(fired) == 1 and fired[0]["job_name"] == "orders-enrichment"
     assert "orders-enrichment" in fired[0]["summary"]
+
+
+JOB = "b" * 32
+
+
+def _expiry(t0: int, i: int) -> dict:
+    return {
+        "src": "logs:0",
+        "seq": 0,
+        "job_id": JOB,
+        "kind": "checkpoint_expired",
+        "event_ms": t0 + i * 60_000,
+        "offset": i,
+        "checkpoint_id": 10 + i,
+    }
+
+
+def _saved(handle: _Handle) -> dict:
+    assert handle.state.value is not None
+    return {k: v for k, v in json.loads(handle.state.value[0]).items() if k != "_seen"}
+
+
+def test_an_event_that_raises_is_skipped_and_its_half_change_is_not_saved(monkeypatch) -> None:
+    t0 = 1_700_000_000_000
+    key = ("checkpoint_failures", "job:" + JOB)
+    clean, clean_handle = _processor()
+    list(clean.handleInputRows(key, iter(frame([_expiry(t0, 1), _expiry(t0, 3)])), _Clock(t0)))
+
+    cls = REGISTRY["checkpoint_failures"]
+    real = cls.on_event
+
+    def poisoned(self, state, event, now_ms):  # type: ignore[no-untyped-def]
+        if event.checkpoint_id == 12:
+            state["expired"] = "half-changed"  # then fails: a bug in the detector
+            raise ValueError("cannot handle checkpoint 12")
+        return real(self, state, event, now_ms)
+
+    monkeypatch.setattr(cls, "on_event", poisoned)
+    proc, handle = _processor()
+    rows = [_expiry(t0, i) for i in (1, 2, 3)]
+    out = list(proc.handleInputRows(key, iter(frame(rows)), _Clock(t0)))
+    (err,) = [r for r in out if r["status"] == "detector_error"]
+    assert (
+        err["entity"] == "job:" + JOB
+        and "ValueError: cannot handle checkpoint 12" in err["summary"]
+    )
+    assert json.loads(err["evidence"]) == {"where": "on_event", "failures": 1, "dropped": False}
+    # What is saved is what the other two events make, as if the bad one never came;
+    # and the event after it succeeded, so no failure is carried over.
+    assert _saved(handle) == _saved(clean_handle)
+
+
+def _firing(proc: DetectorProcessor, key: tuple[str, str], t0: int) -> list:
+    rows = [_expiry(t0, i) for i in (1, 2, 3, 4)]
+    out = list(proc.handleInputRows(key, iter(frame(rows)), _Clock(t0)))
+    assert [r["status"] for r in out if r["status"] == "firing"] == ["firing"]
+    return out
+
+
+def test_a_timer_that_always_raises_gives_the_entity_up_and_resolves_its_incident(
+    monkeypatch,
+) -> None:
+    t0 = 1_700_000_000_000
+    key = ("checkpoint_failures", "job:" + JOB)
+    proc, handle = _processor()
+    firing = [r for r in _firing(proc, key, t0) if r["status"] == "firing"][0]
+
+    def broken(self, state, now_ms):  # type: ignore[no-untyped-def]
+        state["firing"] = "half-changed"
+        raise KeyError("window")
+
+    monkeypatch.setattr(REGISTRY["checkpoint_failures"], "on_timer", broken)
+    at = t0 + 3_600_000
+    for n in (1, 2):
+        out = list(proc.handleExpiredTimer(key, _Clock(at), _Fired(at)))
+        assert [json.loads(r["evidence"])["failures"] for r in out] == [n]
+        saved = _saved(handle)
+        assert saved["firing"] is True and saved["_failures"] == n
+        assert saved["_timer_ms"] == at + 60_000  # retried soon, not after the idle TTL
+        at = saved["_timer_ms"]
+    out = list(proc.handleExpiredTimer(key, _Clock(at), _Fired(at)))
+    assert json.loads(out[0]["evidence"]) == {"where": "on_timer", "failures": 3, "dropped": True}
+    (resolved,) = [r for r in out if r["status"] == "resolved"]
+    assert resolved["alert_id"] == firing["alert_id"]
+    assert "kept failing" in resolved["summary"]
+    assert handle.state.value is None
+
+
+def test_events_that_keep_raising_drop_the_entity_after_three_in_a_row(monkeypatch) -> None:
+    t0 = 1_700_000_000_000
+    key = ("checkpoint_failures", "job:" + JOB)
+    proc, handle = _processor()
+    _firing(proc, key, t0)
+
+    def broken(self, state, event, now_ms):  # type: ignore[no-untyped-def]
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(REGISTRY["checkpoint_failures"], "on_event", broken)
+    out = list(proc.handleInputRows(key, iter(frame([_expiry(t0, 5)])), _Clock(t0)))
+    assert _saved(handle)["_failures"] == 1
+    out = list(proc.handleInputRows(key, iter(frame([_expiry(t0, 6), _expiry(t0, 7)])), _Clock(t0)))
+    errors = [json.loads(r["evidence"]) for r in out if r["status"] == "detector_error"]
+    assert [(e["failures"], e["dropped"]) for e in errors] == [(2, False), (3, True)]
+    assert [r["status"] for r in out if r["status"] == "resolved"] == ["resolved"]
+    assert handle.state.value is None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -223,3 +225,45 @@ def test_a_reloaded_trigger_interval_reaches_the_restarted_detect_query(tmp_path
     # Replay and tests pin a trigger of their own; it wins.
     p.trigger = {"availableNow": True}
     assert p._trigger() == {"availableNow": True}
+
+
+def test_detector_errors_are_logged_and_counted_once_on_the_driver(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    sink, stats = Recording("file"), PipelineStats()
+    deliver = AlertDelivery(
+        Outputs(ledger=AlertLedger(tmp_path / "l.sqlite"), sinks=[sink]), stats, cfg()
+    )
+    raised = {
+        **ROW,
+        "alert_id": None,
+        "status": "detector_error",
+        "severity": None,
+        "summary": "KeyError: 'ts' at checkpoint_failures.py:88",
+        "evidence": '{"where": "on_timer", "failures": 3, "dropped": true}',
+    }
+    with caplog.at_level(logging.ERROR, logger="streaming.app"):
+        deliver(FakeBatch([raised]), 4)  # type: ignore[arg-type]
+        deliver(FakeBatch([raised]), 4)  # type: ignore[arg-type]  # replayed
+    assert sink.sent == []
+    assert stats.detector_errors == {("checkpoint_failures", "dropped"): 1}
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert "job:7f" in line and "KeyError" in line and "entity dropped" in line
+
+
+def test_old_transitions_are_not_paged_and_the_log_says_so(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    slack = Recording("slack")
+    slack.notifies = True
+    now_ms = int(time.time() * 1000)
+    deliver = AlertDelivery(
+        Outputs(ledger=AlertLedger(tmp_path / "l.sqlite"), sinks=[slack]), PipelineStats(), cfg()
+    )
+    old = {**ROW, "alert_id": "old", "event_ms": now_ms - 2 * 86_400_000}
+    new = {**ROW, "alert_id": "new", "event_ms": now_ms - 5_000}
+    with caplog.at_level(logging.WARNING, logger="streaming.app"):
+        deliver(FakeBatch([old, new]), 0)  # type: ignore[arg-type]
+    assert slack.sent == ["new:firing"]
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert "1 transition(s) older than output.page_max_age_s=3600s" in line
