@@ -438,19 +438,25 @@ class ParamsResolver:
         return result
 
 
-def load_config(path: str | Path | None = None) -> AppConfig:
+def load_config(path: str | Path | None = None, text: str | None = None) -> AppConfig:
     """Load and validate a YAML config; ``None`` loads the packaged default.
+
+    Args:
+        path: The file, named in every error.
+        text: Its content when the caller has read it already (the reload watcher
+            validates exactly the bytes it compared).
 
     Raises:
         ConfigError: the file is missing, not YAML, or invalid; the message names
             the file and each offending field.
     """
     p = Path(path) if path else DEFAULT_CONFIG
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        msg = f"{p}: cannot read config: {exc.strerror or exc}"
-        raise ConfigError(msg) from exc
+    if text is None:
+        try:
+            text = p.read_text(encoding="utf-8")
+        except OSError as exc:
+            msg = f"{p}: cannot read config: {exc.strerror or exc}"
+            raise ConfigError(msg) from exc
     try:
         data = yaml.safe_load(text) or {}
     except yaml.YAMLError as exc:

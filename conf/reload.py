@@ -4,15 +4,26 @@ Kubernetes updates a mounted ConfigMap by swapping a symlink, which leaves the
 file's own mtime unchanged, so the watcher compares content hashes, never mtimes.
 A file that fails validation is reported (log + counters) and the running config
 stays in force.
+
+An editor or ``kubectl cp`` may be caught half way through a save, and a file cut
+between two sections is still valid YAML and a valid config: it silently drops the
+silences, routes or overrides that had not been written yet. So a changed file is
+applied only when two consecutive reads (two polls, or two reads ``settle_s`` apart
+after SIGHUP) find the same content, and a section that was there and is gone is
+logged as a warning.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 from conf import AppConfig, ConfigError, load_config
 
@@ -45,6 +56,21 @@ def content_hash(text: bytes) -> str:
     return hashlib.sha256(text).hexdigest()[:12]
 
 
+def outline(text: bytes) -> dict[str, int]:
+    """The file's sections, with their entry counts: top-level keys and ``slack.routes``."""
+    try:
+        doc: Any = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return {}
+    if not isinstance(doc, dict):
+        return {}
+    out = {str(k): len(v) if isinstance(v, dict | list) else 1 for k, v in doc.items()}
+    slack = doc.get("slack")
+    if isinstance(slack, dict) and isinstance(slack.get("routes"), list):
+        out["slack.routes"] = len(slack["routes"])
+    return out
+
+
 @dataclass
 class ReloadStats:
     """Outcome counters, exported as metrics by the delivery layer."""
@@ -63,6 +89,8 @@ class ConfigWatcher:
         path: The config file (``None``: the packaged default, never reloaded).
         current: The config in force.
         transform: Applied to every loaded config before use (command-line overrides).
+        settle_s: After SIGHUP, the pause between the two reads that must agree.
+        sleep: Waits ``settle_s`` (injected in tests).
     """
 
     def __init__(
@@ -70,21 +98,54 @@ class ConfigWatcher:
         path: str | Path | None,
         current: AppConfig,
         transform: Callable[[AppConfig], AppConfig] = lambda c: c,
+        settle_s: float = 0.5,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.path = Path(path) if path else None
         self.current = current
         self.transform = transform
+        self.settle_s = settle_s
+        self._sleep = sleep
         self.stats = ReloadStats()
-        self._seen = self._read_hash() or ""
+        text = self._read()
+        self._seen = content_hash(text) if text is not None else ""
+        self._outline = outline(text) if text is not None else {}
+        #: A changed content seen once, waiting for a second read to agree.
+        self._settling: str | None = None
         self.stats.active_hash = self._seen
 
-    def _read_hash(self) -> str | None:
+    def _read(self) -> bytes | None:
         if self.path is None:
             return None
         try:
-            return content_hash(self.path.read_bytes())
+            return self.path.read_bytes()
         except OSError:
             return None
+
+    def _settled(self, digest: str, force: bool) -> bool:
+        """Whether ``digest`` was read twice in a row (a save is not caught half way)."""
+        if force and digest != self._settling:
+            self._settling = digest
+            self._sleep(self.settle_s)
+            text = self._read()
+            digest = content_hash(text) if text is not None else ""
+        if digest == self._settling:
+            self._settling = None
+            return True
+        log.info("config reload: %s changed; applied once the next read agrees", self.path)
+        self._settling = digest
+        return False
+
+    def _say_vanished(self, new: dict[str, int]) -> None:
+        for name, n in self._outline.items():
+            if name not in new:
+                log.warning(
+                    "config reload: section %s (%d entr%s) is gone from %s; its defaults apply",
+                    name,
+                    n,
+                    "y" if n == 1 else "ies",
+                    self.path,
+                )
 
     def poll(self, force: bool = False) -> AppConfig | None:
         """Return the new config when the file changed and is valid, else ``None``.
@@ -94,17 +155,26 @@ class ConfigWatcher:
         """
         if self.path is None:
             return None
-        digest = self._read_hash()
-        if digest is None:
+        text = self._read()
+        if text is None:
             if self._seen:  # report a vanished/unreadable file once, not on every poll
                 self._fail(f"{self.path}: cannot read config; keeping the running config")
                 self._seen = ""
             return None
+        digest = content_hash(text)
         if digest == self._seen and not force:
+            self._settling = None
+            return None
+        if digest != self._seen and not self._settled(digest, force):
             return None
         self._seen = digest
         try:
-            new = self.transform(load_config(self.path))
+            decoded = text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            self._fail(f"{self.path}: not UTF-8 ({exc}); keeping the running config")
+            return None
+        try:
+            new = self.transform(load_config(self.path, decoded))
         except ConfigError as exc:
             self._fail(f"{exc}; keeping the running config (hash {self.stats.active_hash})")
             return None
@@ -117,6 +187,9 @@ class ConfigWatcher:
                 self.path,
             )
         self.stats.ignored_fields = ignored
+        sections = outline(text)
+        self._say_vanished(sections)
+        self._outline = sections
         self.stats.succeeded += 1
         self.stats.last_error = None
         self.stats.active_hash = digest

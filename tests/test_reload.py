@@ -6,13 +6,19 @@ from pathlib import Path
 
 import pytest
 
-from conf import ConfigError, load_config
+from conf import AppConfig, ConfigError, load_config
 from conf.reload import ConfigWatcher
 
 
 def write(path: Path, text: str) -> Path:
     path.write_text(text)
     return path
+
+
+def settled(w: ConfigWatcher) -> AppConfig | None:
+    """Two polls: a changed file is applied only when the second read agrees."""
+    assert w.poll() is None
+    return w.poll()
 
 
 OVERRIDES = """
@@ -65,7 +71,7 @@ def test_watcher_applies_a_valid_edit_once_and_compares_content_not_mtime(tmp_pa
     w = ConfigWatcher(f, load_config(f))
     assert w.poll() is None  # unchanged
     write(f, "detectors:\n  checkpoint_failures: {min_expired: 4}\n")
-    new = w.poll()
+    new = settled(w)
     assert new is not None and new.detector_params()["checkpoint_failures"].min_expired == 4
     assert w.poll() is None  # the same content is not applied twice
     assert w.stats.succeeded == 1 and w.stats.active_hash
@@ -76,7 +82,7 @@ def test_watcher_rejects_an_invalid_edit_and_keeps_the_running_config(tmp_path, 
     w = ConfigWatcher(f, load_config(f))
     good_hash = w.stats.active_hash
     write(f, "detectors:\n  checkpoint_failures: {min_expired: zero}\n")
-    assert w.poll() is None
+    assert settled(w) is None
     assert w.stats.failed == 1
     assert "c.yaml" in (w.stats.last_error or "")
     assert "detectors.checkpoint_failures.min_expired" in (w.stats.last_error or "")
@@ -85,14 +91,14 @@ def test_watcher_rejects_an_invalid_edit_and_keeps_the_running_config(tmp_path, 
     assert "config reload rejected" in caplog.text
     # Fixing the file applies it.
     write(f, "detectors:\n  checkpoint_failures: {min_expired: 5}\n")
-    assert w.poll() is not None and w.stats.last_error is None
+    assert settled(w) is not None and w.stats.last_error is None
 
 
 def test_restart_only_fields_are_kept_and_reported(tmp_path) -> None:
     f = write(tmp_path / "c.yaml", "kafka: {logs_topic: a}\n")
     w = ConfigWatcher(f, load_config(f))
     write(f, "kafka: {logs_topic: b}\nspark: {trigger_interval_s: 2}\n")
-    new = w.poll()
+    new = settled(w)
     assert new is not None
     assert new.kafka.logs_topic == "a"
     assert new.spark.trigger_interval_s == 2
@@ -176,7 +182,7 @@ def test_watcher_follows_a_configmap_symlink_swap_with_an_unchanged_mtime(tmp_pa
     vol.update("detectors:\n  checkpoint_failures: {min_expired: 4}\n")  # same size, same mtime
     assert vol.path.stat().st_mtime_ns == mtime
     assert vol.path.lstat().st_ino == link_before.st_ino  # the mounted path itself is untouched
-    new = w.poll()
+    new = settled(w)
     assert new is not None
     assert new.detector_params()["checkpoint_failures"].min_expired == 4
     assert w.poll() is None  # applied once
@@ -184,7 +190,7 @@ def test_watcher_follows_a_configmap_symlink_swap_with_an_unchanged_mtime(tmp_pa
     # An invalid edit arrives the same way: rejected, the running config stays.
     applied_hash = w.stats.active_hash
     vol.update("detectors:\n  checkpoint_failures: {min_expired: -1}\n")
-    assert w.poll() is None
+    assert settled(w) is None
     assert w.stats.failed == 1
     assert "detectors.checkpoint_failures.min_expired" in (w.stats.last_error or "")
     assert w.current.detector_params()["checkpoint_failures"].min_expired == 4
@@ -192,8 +198,65 @@ def test_watcher_follows_a_configmap_symlink_swap_with_an_unchanged_mtime(tmp_pa
 
     # The fix after it is applied.
     vol.update("detectors:\n  checkpoint_failures: {min_expired: 6}\n")
-    fixed = w.poll()
+    fixed = settled(w)
     assert fixed is not None and fixed.detector_params()["checkpoint_failures"].min_expired == 6
     assert [p.name for p in vol.root.iterdir() if p.name.startswith("..2026")] == [
         "..2026_11_22_08_05_00.1005"
     ]
+
+
+SAVED = """detectors:
+  checkpoint_failures: {min_expired: 3}
+silences:
+  - name: maintenance
+    matchers: {job_name: "etl-.*"}
+    starts_at: 2026-11-22T02:00:00Z
+    ends_at: 2099-01-01T00:00:00Z
+slack:
+  channel: "#flink-alerts"
+  routes:
+    - {channel: "#flink-critical", severities: [critical]}
+"""
+
+
+def test_a_save_caught_half_way_is_not_applied(tmp_path, caplog) -> None:
+    # Cut between two sections the file is valid YAML and a valid config, without the
+    # silences and routes that were still to come.
+    f = write(tmp_path / "c.yaml", SAVED)
+    w = ConfigWatcher(f, load_config(f))
+    cut = SAVED.replace("min_expired: 3", "min_expired: 4")[: SAVED.index("silences:")]
+    write(f, cut)
+    assert w.poll() is None  # seen once: maybe half a save
+    write(f, SAVED.replace("min_expired: 3", "min_expired: 4"))
+    assert w.poll() is None  # differs from the read before: still settling
+    new = w.poll()
+    assert new is not None
+    assert new.detector_params()["checkpoint_failures"].min_expired == 4
+    assert [s.name for s in new.silences] == ["maintenance"] and new.slack.routes
+    assert w.stats.succeeded == 1 and w.stats.failed == 0
+    assert "is gone" not in caplog.text
+
+
+def test_a_section_that_vanishes_is_applied_with_a_warning(tmp_path, caplog) -> None:
+    f = write(tmp_path / "c.yaml", SAVED)
+    w = ConfigWatcher(f, load_config(f))
+    write(f, SAVED[: SAVED.index("silences:")] + 'slack:\n  channel: "#flink-alerts"\n')
+    new = settled(w)
+    assert new is not None and new.silences == ()
+    assert "section silences (1 entry) is gone" in caplog.text
+    assert "section slack.routes (1 entry) is gone" in caplog.text
+
+
+def test_sighup_reads_twice_and_waits_for_a_save_in_progress(tmp_path) -> None:
+    f = write(tmp_path / "c.yaml", SAVED)
+    done = SAVED.replace("min_expired: 3", "min_expired: 5")
+
+    def finish_the_save(_s: float) -> None:
+        write(f, done)
+
+    w = ConfigWatcher(f, load_config(f), sleep=finish_the_save)
+    write(f, done[: done.index("silences:")])
+    assert w.poll(force=True) is None  # the two reads differ
+    new = w.poll()  # the next poll agrees with the finished save
+    assert new is not None and new.silences
+    assert new.detector_params()["checkpoint_failures"].min_expired == 5
