@@ -66,7 +66,16 @@ DEAD_LETTER_REASONS: tuple[str, ...] = (
     "bad_timestamp",
     "bad_type",
     "non_finite_value",
+    "invalid_id",
 )
+
+#: What a metric label naming an entity may look like. Each distinct id becomes detector
+#: state and Prometheus series, so a record whose ids are garbage (random bytes, a whole
+#: log line, 10 KB of text) is a dead letter, not a new entity. Flink job ids are 32 hex
+#: digits; TaskManager ids and hosts are YARN containers, pod names, ``host:port-xxxxxx``
+#: resource ids and host names or addresses.
+JOB_ID_PATTERN = r"^[0-9a-fA-F]{32}$"
+ENTITY_ID_PATTERN = r"^[A-Za-z0-9\[][A-Za-z0-9._:@/\[\]-]{0,127}$"
 
 
 @dataclass(frozen=True)
@@ -696,6 +705,16 @@ def parse_logs(records: DataFrame, limits: ParseLimits | None = None) -> DataFra
     )
 
 
+def _bad_ids(labels: Column) -> Column:
+    """True where the job id, TaskManager id or host label is not an id (see the patterns)."""
+    job, tm, host = labels["job_id"], labels["tm_id"], labels["host"]
+    return (
+        (job.isNotNull() & ~job.rlike(JOB_ID_PATTERN))
+        | (tm.isNotNull() & ~tm.rlike(ENTITY_ID_PATTERN))
+        | (host.isNotNull() & ~host.rlike(ENTITY_ID_PATTERN))
+    )
+
+
 # Telegraf sends `{"fields": {"value": x}}` (or gauge/counter) for a named metric, or, with
 # the prometheus input's metric_version=2, `{"name": "prometheus", "fields": {<metric>: x}}`.
 _TELEGRAF_VALUE_KEYS = ("value", "gauge", "counter")
@@ -756,6 +775,7 @@ def parse_metrics(records: DataFrame, limits: ParseLimits | None = None) -> Data
         .when(jc["timestamp"].isNull(), F.lit("missing_field"))
         .when(num.isNull(), F.lit("bad_type"))
         .when(F.isnan(num) | (F.abs(num) == float("inf")), F.lit("non_finite_value"))
+        .when(_bad_ids(F.col("_labels")), F.lit("invalid_id"))
         .otherwise(_time_error(event_ms, F.col("kafka_ts"), lim))
     )
     lab = F.col("_labels")
