@@ -194,6 +194,14 @@ class MetricsConfig(_Frozen):
     host: str = "127.0.0.1"
     port: int = Field(default=9250, ge=0, le=65535)
     pushgateway: PushgatewayConfig = PushgatewayConfig()
+    max_signal_entities: int = Field(
+        default=5000,
+        gt=0,
+        description=(
+            "entities per detector with signal series; more are refused (counted), "
+            "so a flood of ids cannot flood Prometheus"
+        ),
+    )
 
 
 class SlackRoute(_Frozen):

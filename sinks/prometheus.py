@@ -69,12 +69,18 @@ class ActiveAlerts(AlertObserver):
 class SignalBoard:
     """The detectors' latest signal values per entity, for the signal gauges.
 
-    An entity's series go away when its detector drops it (idle TTL, disabled).
+    An entity's series go away when its detector drops it (idle TTL, disabled). At most
+    ``max_entities`` entities per detector have series: a flood of (valid-looking) ids must
+    not take Prometheus down with it. An entity past the cap gets none until others go
+    away; each refused update is counted in :attr:`refused`, by detector.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, max_entities: int = 5000) -> None:
         self._lock = threading.Lock()
         self._values: dict[tuple[str, str], tuple[dict[str, str], dict[str, float]]] = {}
+        self.max_entities = max_entities
+        self._per_detector: Counter[str] = Counter()
+        self.refused: Counter[str] = Counter()
 
     def update(
         self, detector: str, entity: str, labels: dict[str, str], values: dict[str, float]
@@ -89,12 +95,25 @@ class SignalBoard:
             old = self._values.get((detector, entity))
             if old is not None:
                 labels = {**labels, **old[0]}
+            elif self._per_detector[detector] >= self.max_entities:
+                if not self.refused[detector]:
+                    log.warning(
+                        "signals: %s has %d entities with series (the cap); new entities get "
+                        "none until some go away (flinkwatch_signal_entities_refused_total)",
+                        detector,
+                        self.max_entities,
+                    )
+                self.refused[detector] += 1
+                return
+            else:
+                self._per_detector[detector] += 1
             self._values[(detector, entity)] = (labels, values)
 
     def drop(self, detector: str, entity: str) -> None:
         """Forget an entity."""
         with self._lock:
-            self._values.pop((detector, entity), None)
+            if self._values.pop((detector, entity), None) is not None:
+                self._per_detector[detector] -= 1
 
     def snapshot(self) -> list[tuple[str, dict[str, str], dict[str, float]]]:
         """(detector, labels, values) per entity."""
@@ -148,6 +167,7 @@ class FlinkwatchCollector(Collector):
         yield from self._alert_families()
         if self.s.signals is not None:
             yield from signal_families(self.s.signals, self.s.cluster())
+        yield from self._refused_family()
         yield from self._pipeline_families()
         yield from self._progress_families(self.s.progress(), self.s.clock())
 
@@ -221,6 +241,20 @@ class FlinkwatchCollector(Collector):
         for sink, n in sorted(self.s.backlog().items()):
             backlog.add_metric([sink], float(n))
         yield backlog
+
+    def _refused_family(self) -> Iterator[Metric]:
+        board = self.s.signals
+        if board is None:
+            return
+        refused = CounterMetricFamily(
+            "flinkwatch_signal_entities_refused",
+            "Signal updates of entities past metrics.max_signal_entities (per detector), "
+            "which got no series.",
+            labels=["detector"],
+        )
+        for det, n in sorted(board.refused.items()):
+            refused.add_metric([det], float(n))
+        yield refused
 
     def _pipeline_families(self) -> Iterator[Metric]:
         events = CounterMetricFamily(

@@ -156,7 +156,7 @@ def run_job(
         sinks=[alerts_file],
         observers=[active, LogAlertSink()] if out.console else [active],
         dispatcher=dispatcher,
-        signals=SignalBoard(),
+        signals=SignalBoard(cfg.metrics.max_signal_entities),
         correlator=correlator,
     )
     try:

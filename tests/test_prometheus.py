@@ -148,6 +148,24 @@ def test_signals_are_gauges_per_entity_that_go_away_with_it() -> None:
     assert reg.get_sample_value("flinkwatch_checkpoint_duration_last_seconds", labels) is None
 
 
+def test_a_flood_of_entities_gets_series_only_up_to_the_cap() -> None:
+    board = SignalBoard(max_entities=3)
+    reg = registry_with(ActiveAlerts(), board=board)
+    for i in range(10):
+        board.update("tm_lost", f"tm:{i}", {"tm_id": str(i)}, {"tm_lost": 1.0})
+    board.update("tm_lost", "tm:0", {"tm_id": "0"}, {"tm_lost": 2.0})
+    series = [s for s in reg.collect() if s.name == "flinkwatch_tm_lost"]
+    assert sorted(x.labels["tm_id"] for x in series[0].samples) == ["0", "1", "2"]
+    refused = {"detector": "tm_lost"}
+    assert reg.get_sample_value("flinkwatch_signal_entities_refused_total", refused) == 7.0
+    board.drop("tm_lost", "tm:1")  # one goes away: the next new one gets its series
+    board.update("tm_lost", "tm:9", {"tm_id": "9"}, {"tm_lost": 1.0})
+    assert (
+        reg.get_sample_value("flinkwatch_tm_lost", {"cluster": "prod-eu", "tm_id": "9", "host": ""})
+        == 1.0
+    )
+
+
 def test_a_signal_series_keeps_its_first_job_name_spelling() -> None:
     # Logs say "orders-enrich", Flink's metric reporters "orders_enrich": the series must
     # not flip between them with each batch.
