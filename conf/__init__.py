@@ -114,6 +114,14 @@ class SparkConfig(_Frozen):
     executor_cores: int | None = Field(
         default=None, gt=0, description="spark.executor.cores; null = all of a worker's cores"
     )
+    state_memory_mb: int | None = Field(
+        default=256,
+        gt=0,
+        description=(
+            "one RocksDB memory budget (memtables and block cache) shared by all detector "
+            "state of a Spark process, in MB; null = unbounded (RocksDB's per-store defaults)"
+        ),
+    )
     options: dict[str, str] = Field(
         default_factory=dict,
         description="Extra Spark settings, e.g. {spark.driver.host: 10.0.0.5}; they win.",

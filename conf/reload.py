@@ -42,6 +42,7 @@ RESTART_ONLY: tuple[tuple[str, str | None], ...] = (
     # Executors are sized when the application starts.
     ("spark", "executor_memory"),
     ("spark", "executor_cores"),
+    ("spark", "state_memory_mb"),
     ("spark", "options"),
     # The Slack client is built once; channels, routes and silences do reload.
     ("slack", "mode"),

@@ -331,7 +331,7 @@ class FlinkwatchCollector(Collector):
             ("flinkwatch_state_rows", "Rows in the query's state store.", "state_rows", 1.0),
             (
                 "flinkwatch_state_bytes",
-                "Memory used by the query's state store.",
+                "Size of the query's state store: RocksDB files on disk plus reported memory.",
                 "state_bytes",
                 1.0,
             ),

@@ -301,6 +301,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         shuffle_partitions=cfg.spark.shuffle_partitions,
         timezone=cfg.parsing.log_timezone,
         require_kafka=False,
+        state_memory_mb=cfg.spark.state_memory_mb,
     )
     deadletters = Path(args.deadletters) if args.deadletters else work / "deadletters"
     pipeline = Pipeline(

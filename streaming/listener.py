@@ -48,6 +48,16 @@ def _epoch_ms(iso: str | None) -> int | None:
     return ms or None
 
 
+def state_size(op: Any) -> int:
+    """A state operator's size: RocksDB's files plus the memory Spark reports for it.
+
+    With the shared memory budget (``spark.state_memory_mb``) Spark reports each store's
+    memory as 0, so the SST files on local disk are what shows the state growing.
+    """
+    custom = getattr(op, "customMetrics", None) or {}
+    return int(op.memoryUsedBytes or 0) + int(custom.get("rocksdbSstFileSize") or 0)
+
+
 class ProgressLogger(StreamingQueryListener):
     """Keeps :class:`QueryProgress` per query name and logs it periodically."""
 
@@ -74,7 +84,7 @@ class ProgressLogger(StreamingQueryListener):
             watermark=(p.eventTime or {}).get("watermark"),
             watermark_ms=_epoch_ms((p.eventTime or {}).get("watermark")),
             state_rows=sum(s.numRowsTotal for s in states),
-            state_bytes=sum(s.memoryUsedBytes for s in states),
+            state_bytes=sum(state_size(s) for s in states),
             durations_ms={k: int(v) for k, v in (p.durationMs or {}).items()},
         )
         if p.numInputRows and log.isEnabledFor(logging.DEBUG):

@@ -46,6 +46,7 @@ def live_session(cfg: AppConfig) -> tuple[SparkSession, AppConfig]:
         shuffle_partitions=cfg.spark.shuffle_partitions,
         timezone=cfg.parsing.log_timezone,
         extra=cluster_settings(cfg.spark),
+        state_memory_mb=cfg.spark.state_memory_mb,
     )
     if cfg.spark.parse_mode != "realtime" or cfg.spark.master.strip().startswith("local"):
         return spark, cfg

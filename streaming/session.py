@@ -101,6 +101,7 @@ def get_session(
     app_name: str = "flinkwatch",
     require_kafka: bool = True,
     extra: dict[str, str] | None = None,
+    state_memory_mb: int | None = 256,
 ) -> SparkSession:
     """Build (or return) the process's SparkSession with flinkwatch's settings.
 
@@ -147,16 +148,14 @@ def get_session(
         # Replay and parse read files only; the job itself cannot start without the jars.
         if require_kafka:
             raise
-    budget = os.environ.get("FLINKWATCH_STATE_MEMORY_MB")
-    if budget:
+    if state_memory_mb is not None:
         # Every batch rewrites each active entity's state and RocksDB's memtables keep the
-        # old versions until they flush (the benchmark saw ~20 MB a minute at a constant
-        # key count, up to RocksDB's per-instance memtable cap). One shared budget caps
-        # memtables and block cache for every instance; Spark then reports the stores'
-        # memory as 0, so flinkwatch_state_bytes reads 0 with it on.
+        # old versions until they flush: without a budget the soak saw ~5 MB a minute at a
+        # constant key count, up to RocksDB's per-instance memtable cap times the number of
+        # stores. One shared budget caps memtables and block cache for every instance.
         builder = builder.config(
             "spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage", "true"
-        ).config("spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB", budget)
+        ).config("spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB", str(state_memory_mb))
     for k, v in (extra or {}).items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()

@@ -58,3 +58,22 @@ def test_real_time_parsing_pins_a_slot_per_raw_partition() -> None:
     assert query_slots(cfg, 4) == 7
     micro = AppConfig.model_validate({"spark": {"parse_mode": "microbatch"}})
     assert query_slots(micro, 4) == 3
+
+
+def test_detector_state_memory_is_bounded_by_default(spark) -> None:
+    # The tests' session is built like the job's: with the default budget.
+    assert SparkConfig().state_memory_mb == 256
+    conf = spark.conf
+    assert conf.get("spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage") == "true"
+    assert conf.get("spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB") == "256"
+
+
+def test_state_size_counts_rocksdb_files_when_memory_reads_zero() -> None:
+    from types import SimpleNamespace
+
+    from streaming.listener import state_size
+
+    op = SimpleNamespace(memoryUsedBytes=0, customMetrics={"rocksdbSstFileSize": 7117})
+    assert state_size(op) == 7117
+    op = SimpleNamespace(memoryUsedBytes=268_756, customMetrics={"rocksdbSstFileSize": 7117})
+    assert state_size(op) == 275_873
