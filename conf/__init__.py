@@ -114,6 +114,14 @@ class SparkConfig(_Frozen):
     executor_cores: int | None = Field(
         default=None, gt=0, description="spark.executor.cores; null = all of a worker's cores"
     )
+    max_entities: int = Field(
+        default=500_000,
+        gt=0,
+        description=(
+            "detector entities (state rows of the detect query) kept; past it new entities "
+            "are refused (counted) until idle ones are evicted below 90 %"
+        ),
+    )
     state_memory_mb: int | None = Field(
         default=256,
         gt=0,

@@ -153,6 +153,8 @@ class Sources:
     backlog: Callable[[], Mapping[str, int]] = _nothing
     #: Detector calls that raised, by (detector, outcome): skipped, dropped.
     detector_errors: Callable[[], Mapping[tuple[str, str], int]] = _nothing
+    #: New entities refused past spark.max_entities, by detector.
+    entities_refused: Callable[[], Mapping[str, int]] = _nothing
     watermark_delay_s: Callable[[], float] = lambda: 0.0
     clock: Callable[[], float] = time.time
 
@@ -283,6 +285,16 @@ class FlinkwatchCollector(Collector):
         for (det, outcome), n in sorted(self.s.detector_errors().items()):
             errors.add_metric([det, outcome], float(n))
         yield errors
+
+        refused = CounterMetricFamily(
+            "flinkwatch_entities_refused",
+            "Entities seen the first time but not watched because the detect query held "
+            "spark.max_entities, by detector (counted once per micro-batch they appear in).",
+            labels=["detector"],
+        )
+        for det, n in sorted(self.s.entities_refused().items()):
+            refused.add_metric([det], float(n))
+        yield refused
 
         ok, failed = self.s.reloads()
         reloads = CounterMetricFamily(

@@ -58,6 +58,7 @@ from streaming.parsing import DEAD_LETTER_REASONS, ParseLimits, parse_logs, pars
 from streaming.processor import (
     ALERT_SCHEMA,
     DETECTOR_ERROR,
+    ENTITY_REFUSED,
     EVENT_INPUT_COLUMNS,
     SIGNAL,
     SIGNAL_GONE,
@@ -99,17 +100,17 @@ def counted(events: DataFrame) -> DataFrame:
     return events.observe(PARSE_COUNTS, *kinds, *reasons)
 
 
-def alert_stream(events: DataFrame, cfg: AppConfig) -> DataFrame:
+def alert_stream(events: DataFrame, cfg: AppConfig, admit_new: bool = True) -> DataFrame:
     """Alert transitions from the stateful detectors.
 
     ``events`` are bus events (:func:`streaming.bus.bus_events`) with a watermark on
-    ``event_time``.
+    ``event_time``; ``admit_new=False`` refuses entities not seen before.
     """
     routed = routed_events(events, cfg).select(
         "detector", "entity", "event_time", *EVENT_INPUT_COLUMNS
     )
     return routed.groupBy("detector", "entity").transformWithState(
-        statefulProcessor=DetectorProcessor(cfg.resolver()),
+        statefulProcessor=DetectorProcessor(cfg.resolver(), admit_new),
         outputStructType=ALERT_SCHEMA,
         outputMode="Append",
         timeMode="EventTime",
@@ -149,6 +150,8 @@ class PipelineStats:
     #: Detector calls that raised, by (detector, outcome): ``skipped`` (the event or
     #: timer was skipped, state kept as before) or ``dropped`` (the entity was given up).
     detector_errors: Counter[tuple[str, str]] = field(default_factory=Counter)
+    #: Entities not admitted, by detector, while the detect query held spark.max_entities.
+    entities_refused: Counter[str] = field(default_factory=Counter)
     # Last batch counted per query; kept here, not in the handlers, because the handlers
     # are recreated when the queries restart and Spark then replays the last batch.
     counted: dict[str, int] = field(default_factory=dict)
@@ -205,6 +208,10 @@ class Outputs:
         return [*self.sinks, *(self.dispatcher.sinks if self.dispatcher else [])]
 
 
+#: Rows of the detect query that are not alert transitions.
+_NOT_ALERTS = (SIGNAL, SIGNAL_GONE, DETECTOR_ERROR, ENTITY_REFUSED)
+
+
 class AlertDelivery:
     """``foreachBatch`` of the detect query: record in the ledger, then deliver."""
 
@@ -225,7 +232,10 @@ class AlertDelivery:
                 has the transitions already and the replay only retries the delivery.
         """
         rows = batch.collect()
-        alert_rows = [r for r in rows if r["status"] not in (SIGNAL, SIGNAL_GONE, DETECTOR_ERROR)]
+        alert_rows = [r for r in rows if r["status"] not in _NOT_ALERTS]
+        refused = [r for r in rows if r["status"] == ENTITY_REFUSED]
+        if refused and self.stats.first_count("entities_refused", batch_id):
+            self.stats.entities_refused.update(r["detector"] for r in refused)
         self._signals([r for r in rows if r["status"] in (SIGNAL, SIGNAL_GONE)])
         self._detector_errors([r for r in rows if r["status"] == DETECTOR_ERROR], batch_id)
         correlator = self.out.correlator
@@ -430,6 +440,8 @@ class Pipeline:
     stats: PipelineStats = field(default_factory=PipelineStats)
     #: How the running parse query was started (Kafka bus only).
     parse_plan: ParsePlan | None = None
+    #: False while the detect query holds ``spark.max_entities`` (see :meth:`admission`).
+    admit_new: bool = True
 
     def _trigger(self) -> dict[str, Any]:
         if self.trigger is not None:
@@ -543,7 +555,7 @@ class Pipeline:
         events = bus_events(self._bus()).withWatermark("event_time", delay)
         name = "detect" if self.bus == "files" else "detect-kafka"
         return (
-            alert_stream(events, self.cfg)
+            alert_stream(events, self.cfg, self.admit_new)
             .writeStream.queryName("flinkwatch-detect")
             .foreachBatch(AlertDelivery(self.outputs, self.stats, self.cfg))
             .option("checkpointLocation", str(self.checkpoint_dir / name))
@@ -577,6 +589,35 @@ class Pipeline:
     def start(self) -> list[StreamingQuery]:
         """Start every query, to run side by side."""
         return [start() for start in self.starters()]
+
+    def admission(self, queries: Sequence[StreamingQuery]) -> bool:
+        """Whether new entities must now be refused, or admitted again (then restart).
+
+        The detect query's state rows are its entities. Past ``spark.max_entities`` new
+        entities are refused; below 90 % of it they are admitted again. A processor reads
+        the switch when the query starts, so a change means restarting the queries on
+        their checkpoints, which is rare (a flood of ids) and takes seconds.
+        """
+        detect = next((q for q in queries if q.name == "flinkwatch-detect"), None)
+        last = detect.lastProgress if detect is not None else None
+        if last is None:
+            return False
+        rows = sum(s.numRowsTotal for s in last.stateOperators or [])
+        cap = self.cfg.spark.max_entities
+        if self.admit_new and rows > cap:
+            log.error(
+                "detect: %d entities held, more than spark.max_entities=%d: new entities are "
+                "refused (flinkwatch_entities_refused_total) until idle ones are evicted",
+                rows,
+                cap,
+            )
+            self.admit_new = False
+            return True
+        if not self.admit_new and rows < 0.9 * cap:
+            log.warning("detect: %d entities held; new entities are admitted again", rows)
+            self.admit_new = True
+            return True
+        return False
 
     def count_progress(self, queries: Sequence[StreamingQuery]) -> None:
         """Count what the parse query observed in the batches it finished since last asked.
@@ -667,10 +708,14 @@ def run_forever(
             failed = next((q for q in queries if not q.isActive), None)
             if failed is not None:
                 break
-            if getattr(pipeline, "catching_up", False) and time.monotonic() >= next_catchup:
+            if time.monotonic() >= next_catchup:
                 next_catchup = time.monotonic() + _CATCHUP_CHECK_S
-                switch = _caught_up(pipeline)
-                if switch:
+                if getattr(pipeline, "catching_up", False) and _caught_up(pipeline):
+                    log.info("parse: caught up; restarting the queries to parse in real time")
+                    switch = True
+                    break
+                if hasattr(pipeline, "admission") and pipeline.admission(queries):
+                    switch = True
                     break
             forced = reload_requested is not None and reload_requested.is_set()
             if watcher is not None and (forced or time.monotonic() >= next_poll):
@@ -682,7 +727,6 @@ def run_forever(
                 time.sleep(0.25)
         _stop_quietly(queries)
         if switch:
-            log.info("parse: caught up; restarting the queries to parse in real time")
             continue
         if new_cfg is not None:
             pipeline.cfg = new_cfg

@@ -241,6 +241,7 @@ def _serve_metrics(cfg: AppConfig, pipeline: Any, progress: Any, watcher: Any) -
                 kinds=lambda: pipeline.stats.kinds,
                 dead_letters=lambda: pipeline.stats.dead_letters,
                 detector_errors=lambda: pipeline.stats.detector_errors,
+                entities_refused=lambda: pipeline.stats.entities_refused,
                 progress=lambda: dict(progress.latest),
                 reloads=lambda: (
                     (watcher.stats.succeeded, watcher.stats.failed) if watcher else (0, 0)

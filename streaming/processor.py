@@ -69,6 +69,9 @@ SIGNAL_GONE = "signal_gone"
 #: ``status`` of a row saying a detector raised for an entity (``summary`` says what,
 #: ``evidence`` holds ``where``, ``failures`` in a row and whether the entity was dropped).
 DETECTOR_ERROR = "detector_error"
+#: ``status`` of a row saying an entity seen the first time was not admitted: the query
+#: holds ``spark.max_entities`` already.
+ENTITY_REFUSED = "entity_refused"
 #: Calls in a row that may raise for one entity before its state is dropped (and its
 #: open incident resolved): a state the detector cannot handle must not stay forever.
 MAX_FAILURES = 3
@@ -238,6 +241,16 @@ def error_row(
     }
 
 
+def refused_row(key: Any) -> dict[str, Any]:
+    """An :data:`ENTITY_REFUSED` row, counted on the driver."""
+    return {c: None for c in _OUTPUT_COLUMNS} | {
+        "detector": key[0],
+        "entity": key[1],
+        "status": ENTITY_REFUSED,
+        "event_ms": 0,
+    }
+
+
 @dataclass
 class Fold:
     """Where a key's events left it: state, timer, transitions, and the calls that raised.
@@ -337,8 +350,11 @@ def close_incident(
 class DetectorProcessor(StatefulProcessor):
     """Runs the detector named by the grouping key over its entity's events."""
 
-    def __init__(self, resolver: ParamsResolver) -> None:
+    def __init__(self, resolver: ParamsResolver, admit_new: bool = True) -> None:
         self._resolver = resolver
+        #: False while the query holds ``spark.max_entities``: an entity without state
+        #: gets none (a flood of ids must not grow the state without bound).
+        self._admit_new = admit_new
         self._instances: dict[tuple[str, str], Detector[Any]] = {}
 
     def init(self, handle: StatefulProcessorHandle) -> None:  # noqa: D102
@@ -431,6 +447,9 @@ class DetectorProcessor(StatefulProcessor):
         self, key: Any, rows: Iterator[Row], timerValues: TimerValues
     ) -> Iterator[Row]:
         state = self._load()
+        if state is None and not self._admit_new:
+            yield from output_rows([refused_row(key)])
+            return
         seen: dict[str, list[int]] = (state or {}).pop(_SEEN_KEY, None) or {}
         name: str | None = (state or {}).pop(_NAME_KEY, None)
         fresh = fresh_rows(list(rows), seen)

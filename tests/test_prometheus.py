@@ -61,6 +61,7 @@ def registry_with(
                 deliveries=lambda: {("slack", "delivered"): 5, ("slack", "retry"): 2},
                 backlog=lambda: {"slack": 3, "file": 0},
                 detector_errors=lambda: {("tm_lost", "skipped"): 2, ("tm_lost", "dropped"): 1},
+                entities_refused=lambda: {"idle_heap_growth": 40},
                 watermark_delay_s=lambda: 30.0,
                 clock=lambda: 1_700_000_012.5,
             )
@@ -208,6 +209,8 @@ def test_pipeline_health_and_reload_outcomes_are_exported() -> None:
     assert reg.get_sample_value("flinkwatch_delivery_backlog", slack) == 3.0
     raised = {"detector": "tm_lost", "outcome": "dropped"}
     assert reg.get_sample_value("flinkwatch_detector_errors_total", raised) == 1.0
+    refused = {"detector": "idle_heap_growth"}
+    assert reg.get_sample_value("flinkwatch_entities_refused_total", refused) == 40.0
 
 
 def test_metrics_are_served_over_http() -> None:

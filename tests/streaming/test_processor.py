@@ -351,3 +351,23 @@ def test_events_that_keep_raising_drop_the_entity_after_three_in_a_row(monkeypat
     assert [(e["failures"], e["dropped"]) for e in errors] == [(2, False), (3, True)]
     assert [r["status"] for r in out if r["status"] == "resolved"] == ["resolved"]
     assert handle.state.value is None
+
+
+def test_while_the_entity_cap_is_hit_new_entities_are_refused_and_known_ones_go_on() -> None:
+    cfg = AppConfig()
+    proc = DetectorProcessor(ParamsResolver(cfg.detector_params(), tuple(cfg.overrides)), False)
+    handle = _Handle()
+    t0 = 1_700_000_000_000
+    key = ("checkpoint_failures", "job:" + JOB)
+    handle.state.value = (json.dumps({"entity": key[1], "job_id": JOB, "firing": False}),)
+    proc.init(handle)  # type: ignore[arg-type]
+    list(proc.handleInputRows(key, iter(frame([_expiry(t0, 1)])), _Clock(t0)))
+    assert _saved(handle)["entity"] == key[1]  # known: watched as before
+    fresh = _Handle()
+    proc.init(fresh)  # type: ignore[arg-type]
+    new_key = ("checkpoint_failures", "job:" + "c" * 32)
+    out = list(proc.handleInputRows(new_key, iter(frame([_expiry(t0, 1)])), _Clock(t0)))
+    assert [(r["status"], r["detector"], r["entity"]) for r in out] == [
+        ("entity_refused", "checkpoint_failures", new_key[1])
+    ]
+    assert fresh.state.value is None and not fresh.timers

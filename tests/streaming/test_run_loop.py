@@ -267,3 +267,46 @@ def test_old_transitions_are_not_paged_and_the_log_says_so(
     assert slack.sent == ["new:firing"]
     (line,) = [r.getMessage() for r in caplog.records]
     assert "1 transition(s) older than output.page_max_age_s=3600s" in line
+
+
+class _Progress:
+    def __init__(self, rows: int) -> None:
+        self.stateOperators = [type("Op", (), {"numRowsTotal": rows})()]
+
+
+class _Detect:
+    name = "flinkwatch-detect"
+
+    def __init__(self, rows: int) -> None:
+        self.lastProgress = _Progress(rows)
+
+
+def test_past_the_entity_cap_new_entities_are_refused_until_below_90_percent(
+    tmp_path: Path,
+) -> None:
+    from streaming.app import Pipeline
+
+    conf = AppConfig.model_validate({"spark": {"max_entities": 1000}})
+    pipeline = Pipeline(
+        spark=None,  # type: ignore[arg-type]
+        cfg=conf,
+        outputs=Outputs(ledger=AlertLedger(tmp_path / "l.sqlite")),
+        checkpoint_dir=tmp_path,
+        deadletter_dir=tmp_path,
+    )
+    assert not pipeline.admission([_Detect(1000)])  # at the cap, not past it
+    assert pipeline.admission([_Detect(1001)]) and not pipeline.admit_new
+    assert not pipeline.admission([_Detect(950)])  # evictions under way: still closed
+    assert pipeline.admission([_Detect(899)]) and pipeline.admit_new
+
+
+def test_refused_entities_are_counted_once_per_batch(tmp_path: Path) -> None:
+    stats, sink = PipelineStats(), Recording("file")
+    deliver = AlertDelivery(
+        Outputs(ledger=AlertLedger(tmp_path / "l.sqlite"), sinks=[sink]), stats, cfg()
+    )
+    refused = {**ROW, "alert_id": None, "status": "entity_refused", "severity": None}
+    deliver(FakeBatch([refused, {**refused, "entity": "job:80"}]), 3)  # type: ignore[arg-type]
+    deliver(FakeBatch([refused]), 3)  # type: ignore[arg-type]  # replayed
+    assert stats.entities_refused == {"checkpoint_failures": 2}
+    assert sink.sent == []
