@@ -541,7 +541,9 @@ class Pipeline:
         return kafka_stream(
             self.spark, self.cfg.kafka, self.cfg.kafka.events_topic, starting_offsets="earliest"
         ).select(
-            F.col("key").cast("string").alias("key"), F.col("value").cast("string").alias("value")
+            F.col("key").cast("string").alias("key"),
+            F.col("value").cast("string").alias("value"),
+            F.col("timestamp").alias("bus_ts"),
         )
 
     def start_detect(self) -> StreamingQuery:

@@ -211,12 +211,25 @@ def bus_records(events: DataFrame, cfg: AppConfig, *, dead_letters: bool) -> Dat
 
 
 def bus_events(records: DataFrame) -> DataFrame:
-    """Bus records (``key``, ``value``) → events: ``entity``, ``event_time``, the fields."""
+    """Bus records (``key``, ``value``) → events: ``entity``, ``event_time``, the fields.
+
+    ``event_time`` is what the watermark follows; detectors read ``event_ms``. With the
+    bus record's Kafka timestamp (``bus_ts``: when the parse query wrote it) it is the
+    earlier of the two: one host whose clock runs minutes ahead (still within
+    ``parsing.max_future_skew_s``) would otherwise move everyone's watermark ahead with
+    its own, and every other host's records would be dropped as late. The broker's clock
+    is one clock for all; the host keeps its own times in its events.
+    """
+    event_time = F.timestamp_millis(F.col("_e.event_ms"))
+    if "bus_ts" in records.columns:
+        event_time = F.least(event_time, F.col("bus_ts"))
     return records.select(
-        F.col("key").alias("entity"), F.from_json("value", BUS_VALUE_SCHEMA).alias("_e")
+        F.col("key").alias("entity"),
+        F.from_json("value", BUS_VALUE_SCHEMA).alias("_e"),
+        *(["bus_ts"] if "bus_ts" in records.columns else []),
     ).select(
         "entity",
-        F.timestamp_millis(F.col("_e.event_ms")).alias("event_time"),
+        event_time.alias("event_time"),
         *[F.col(f"_e.{c}").alias(c) for c in BUS_FIELDS],
     )
 

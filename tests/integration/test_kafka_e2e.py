@@ -593,3 +593,54 @@ def test_a_record_from_a_clock_20h_ahead_does_not_blind_detection(spark, kafka, 
     finally:
         stop.set()
         runner.join(timeout=120)
+
+
+def test_one_host_minutes_ahead_does_not_make_everyone_else_late(spark, kafka, tmp_path) -> None:
+    """Issue #14: within the allowed skew, a host 4 min ahead moved the shared watermark
+    4 min ahead; the other hosts' records then arrived 'late' and were dropped."""
+    import datetime as dt
+    import time
+
+    cfg = config(kafka, "e2eahead", tmp_path / "state")
+    kafka.create_topics(cfg.kafka.logs_topic, cfg.kafka.metrics_topic)
+    ahead = {
+        "name": "flink_taskmanager_Status_JVM_Memory_Heap_Used",
+        "value": 1.2e9,
+        "timestamp": int((time.time() + 240) * 1000),
+        "labels": {"host": "worker_9", "tm_id": "orders_taskmanager_1_9"},
+    }
+    p = pipeline(spark, cfg, {"processingTime": "500 milliseconds"})
+    stop = threading.Event()
+    runner = threading.Thread(target=lambda: run_forever(p, should_stop=stop.is_set))
+    runner.start()
+    try:
+        wait_until(lambda: len(spark.streams.active) == 3, what="three queries")
+        kafka.produce(cfg.kafka.metrics_topic, [json.dumps(ahead)], key=b"tm-9")
+        wait_until(lambda: p.stats.kinds.get("metric") == 1, what="the sample 4 min ahead")
+
+        def watermark_moved() -> bool:
+            detect = next(q for q in spark.streams.active if q.name == "flinkwatch-detect")
+            mark = ((detect.lastProgress or {}).get("eventTime") or {}).get("watermark")
+            return bool(mark) and not mark.startswith("1970")
+
+        # The sample has reached the detectors and set the watermark before the others come.
+        wait_until(watermark_moved, what="the detect query's watermark to follow the sample")
+        now = dt.datetime.now(dt.UTC)
+        lines = [
+            _line(
+                (now - dt.timedelta(seconds=30 - 10 * i)).strftime("%Y-%m-%d %H:%M:%S,%f")[:-3],
+                "INFO",
+                CC,
+                f"Checkpoint {cp} of job {JOB_A} expired before completing.",
+            )
+            for i, cp in enumerate((41, 42, 43))
+        ]
+        kafka.produce(cfg.kafka.logs_topic, lines, key=JOB_A.encode())
+        wait_until(
+            lambda: read_alerts(cfg.output.alerts_path, "checkpoint_failures"),
+            timeout=120,
+            what="the alert despite the host ahead",
+        )
+    finally:
+        stop.set()
+        runner.join(timeout=120)
