@@ -204,7 +204,12 @@ class PushgatewayConfig(_Frozen):
 
 
 class MetricsConfig(_Frozen):
-    """The Prometheus endpoint on the driver."""
+    """The Prometheus endpoint on the driver (docs/metrics-endpoint.md).
+
+    HTTPS needs both ``tls_cert_file`` and ``tls_key_file``; ``tls_client_ca_file`` adds
+    mutual TLS. Basic auth is on when ``basic_auth_username`` is set; its password is read
+    from the environment variable ``basic_auth_password_env``, never from this file.
+    """
 
     enabled: bool = True
     host: str = "127.0.0.1"
@@ -218,6 +223,53 @@ class MetricsConfig(_Frozen):
             "so a flood of ids cannot flood Prometheus"
         ),
     )
+    tls_cert_file: Path | None = Field(
+        default=None, description="PEM certificate (chain) served over HTTPS; with tls_key_file"
+    )
+    tls_key_file: Path | None = Field(
+        default=None, description="PEM private key of tls_cert_file (unencrypted)"
+    )
+    tls_client_ca_file: Path | None = Field(
+        default=None,
+        description="PEM CA bundle; set = clients must present a certificate it signed (mTLS)",
+    )
+    basic_auth_username: str | None = Field(
+        default=None,
+        min_length=1,
+        # RFC 7617: the user-id ends at the first colon, so it cannot hold one.
+        pattern=r"^[^:]+$",
+        description="set = every request needs HTTP basic auth as this user",
+    )
+    basic_auth_password_env: str = Field(
+        default="FLINKWATCH_METRICS_PASSWORD",
+        min_length=1,
+        description="environment variable holding the basic-auth password",
+    )
+
+    @model_validator(mode="after")
+    def _tls_files_come_in_pairs(self) -> MetricsConfig:
+        # One file without the other cannot serve HTTPS; quietly serving plain HTTP
+        # instead would expose what the operator meant to protect.
+        if (self.tls_cert_file is None) != (self.tls_key_file is None):
+            have, missing = (
+                ("tls_cert_file", "tls_key_file")
+                if self.tls_cert_file is not None
+                else ("tls_key_file", "tls_cert_file")
+            )
+            msg = f"metrics.{missing} is required when metrics.{have} is set"
+            raise ValueError(msg)
+        if self.tls_client_ca_file is not None and self.tls_cert_file is None:
+            msg = (
+                "metrics.tls_client_ca_file needs metrics.tls_cert_file and "
+                "metrics.tls_key_file (client certificates are checked in the TLS handshake)"
+            )
+            raise ValueError(msg)
+        return self
+
+    @property
+    def tls(self) -> bool:
+        """Whether the endpoint serves HTTPS."""
+        return self.tls_cert_file is not None
 
 
 class SlackRoute(_Frozen):

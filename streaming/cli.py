@@ -91,6 +91,7 @@ def run_job(
     from detectors.correlation import Correlator
     from sinks import AlertLedger, LogAlertSink, RetryableDeliveryError
     from sinks.dispatch import Dispatcher
+    from sinks.metrics_server import MetricsEndpoint, MetricsEndpointError
     from sinks.prometheus import ActiveAlerts, SignalBoard
     from sinks.slack import slack_sink
     from streaming.app import Outputs, Pipeline, run_forever
@@ -123,6 +124,11 @@ def run_job(
         out.alerts_path,
         cfg.slack.mode,
     )
+    try:  # before Spark starts: a missing password or unreadable key stops the job at once
+        endpoint = MetricsEndpoint.from_config(cfg.metrics) if cfg.metrics.enabled else None
+    except MetricsEndpointError as exc:
+        log.error("%s", exc)
+        return 2
     ledger = AlertLedger(out.ledger_path)
     # Reload-aware views of the config for the driver-side sinks (routes, silences).
     current = {"cfg": cfg}
@@ -180,8 +186,8 @@ def run_job(
         log.info(
             "watching %s for changes every %.0f s (or SIGHUP)", config_path, cfg.reload_interval_s
         )
-    if cfg.metrics.enabled:
-        _serve_metrics(cfg, pipeline, progress, watcher)
+    if endpoint is not None:
+        _serve_metrics(cfg, endpoint, pipeline, progress, watcher)
     deadline = time.monotonic() + duration if duration else None
 
     def _should_stop() -> bool:
@@ -222,8 +228,10 @@ def _keep_ledger_tidy(ledger: Any, retention_days: Callable[[], float]) -> None:
     threading.Thread(target=prune, name="flinkwatch-ledger-prune", daemon=True).start()
 
 
-def _serve_metrics(cfg: AppConfig, pipeline: Any, progress: Any, watcher: Any) -> None:
-    from prometheus_client import CollectorRegistry, start_http_server
+def _serve_metrics(
+    cfg: AppConfig, endpoint: Any, pipeline: Any, progress: Any, watcher: Any
+) -> None:
+    from prometheus_client import CollectorRegistry
 
     from sinks.prometheus import FlinkwatchCollector, Pusher, Sources
 
@@ -261,7 +269,7 @@ def _serve_metrics(cfg: AppConfig, pipeline: Any, progress: Any, watcher: Any) -
         Pusher(registry, push.url, push.job, push.interval_s, lambda: pipeline.cfg.cluster).start()
         log.info("metrics: pushing to %s every %.0f s", push.url, push.interval_s)
     try:
-        start_http_server(cfg.metrics.port, addr=cfg.metrics.host, registry=registry)
+        server = endpoint.serve(registry)
     except OSError as exc:
         log.error(
             "metrics: cannot listen on %s:%d (%s); running without /metrics",
@@ -270,7 +278,7 @@ def _serve_metrics(cfg: AppConfig, pipeline: Any, progress: Any, watcher: Any) -
             exc,
         )
         return
-    log.info("metrics: http://%s:%d/metrics", cfg.metrics.host, cfg.metrics.port)
+    log.info("metrics: %s %s", server.url, endpoint.describe())
 
 
 # --- replay ------------------------------------------------------------------------

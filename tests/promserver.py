@@ -111,9 +111,12 @@ class PrometheusServer:
         rule_files: list[Path] | None = None,
         evaluation_interval_s: float = 1.0,
         alertmanagers: list[str] | None = None,
+        extra_scrape_configs: list[dict[str, Any]] | None = None,
     ) -> None:
         self.binary = Path(binary)
         self.alertmanagers = list(alertmanagers or [])
+        #: More jobs after ``flinkwatch`` (their own scheme, tls_config, basic_auth, ...).
+        self.extra_scrape_configs = list(extra_scrape_configs or [])
         self.workdir = Path(workdir)
         self.scrape_targets = list(targets)
         self.scrape_interval_s = scrape_interval_s
@@ -146,6 +149,7 @@ class PrometheusServer:
             "rule_files": [str(p) for p in self.rule_files],
             "scrape_configs": [
                 {"job_name": JOB_NAME, "static_configs": [{"targets": self.scrape_targets}]},
+                *self.extra_scrape_configs,
             ],
         }
         if self.alertmanagers:

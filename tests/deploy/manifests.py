@@ -12,6 +12,7 @@ import re
 import shlex
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from pathlib import Path
 from typing import Any
 
@@ -283,3 +284,92 @@ def promtool() -> Path | None:
         return None
     tool = binary.with_name("promtool")
     return tool if tool.is_file() else None
+
+
+# --- commented-out examples ------------------------------------------------------------
+
+
+def uncommented(path: Path, marker: str) -> str:
+    """The file's text with the comment block after the line holding ``marker`` uncommented.
+
+    The block is the run of comment lines right after the marker line; each loses its
+    first ``# `` and keeps its indentation, which is what a user does to turn it on.
+    """
+    lines = path.read_text(encoding="utf-8").splitlines()
+    (start,) = [i for i, line in enumerate(lines) if marker in line]
+    end = start + 1
+    while end < len(lines) and lines[end].lstrip().startswith("# "):
+        indent = len(lines[end]) - len(lines[end].lstrip())
+        lines[end] = lines[end][:indent] + lines[end][indent + 2 :]
+        end += 1
+    if end == start + 1:
+        raise ValueError(f"{path.name}: no commented lines after {marker!r}")
+    return "\n".join(lines) + "\n"
+
+
+# --- NetworkPolicy ---------------------------------------------------------------------
+
+
+def _selects(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
+    """A label selector (``matchLabels`` only; ``{}`` selects everything)."""
+    selector = selector or {}
+    if "matchExpressions" in selector:
+        raise NotImplementedError("matchExpressions")
+    return all(labels.get(k) == v for k, v in (selector.get("matchLabels") or {}).items())
+
+
+@dataclass(frozen=True)
+class Pod:
+    """A pod as a NetworkPolicy sees it: namespace, labels, named container ports."""
+
+    namespace: str
+    labels: Mapping[str, str]
+    ports: Mapping[str, int] = dataclass_field(default_factory=dict)
+
+    @property
+    def namespace_labels(self) -> dict[str, str]:
+        """The label every namespace carries (Kubernetes 1.21 and later)."""
+        return {"kubernetes.io/metadata.name": self.namespace}
+
+
+def policy_selects(policy: Mapping[str, Any], pod: Pod) -> bool:
+    """Whether the policy applies to ``pod`` (same namespace, pod selector matches)."""
+    meta, spec = policy["metadata"], policy["spec"]
+    return bool(meta["namespace"] == pod.namespace and _selects(spec["podSelector"], pod.labels))
+
+
+def ingress_allowed(policy: Mapping[str, Any], source: Pod, dest: Pod, port: int) -> bool:
+    """Whether ``policy`` lets ``source`` open a TCP connection to ``dest`` on ``port``.
+
+    Kubernetes' semantics for one policy selecting ``dest``: some ingress rule must match
+    both the source (one of its peers; a peer with namespaceSelector and podSelector needs
+    both) and the port (a number, or a name of ``dest``'s container ports).
+    """
+    if not policy_selects(policy, dest):
+        raise ValueError("the policy does not select the destination pod")
+    ns = policy["metadata"]["namespace"]
+
+    def peer_matches(peer: Mapping[str, Any]) -> bool:
+        if "ipBlock" in peer:
+            return False  # pod addresses are not the tests' concern
+        if "namespaceSelector" in peer:
+            in_namespace = _selects(peer["namespaceSelector"], source.namespace_labels)
+        else:
+            in_namespace = source.namespace == ns
+        return in_namespace and _selects(peer.get("podSelector"), source.labels)
+
+    def port_matches(entry: Mapping[str, Any]) -> bool:
+        if entry.get("protocol", "TCP") != "TCP":
+            return False
+        want = entry.get("port")
+        if want is None:
+            return True
+        return (dest.ports.get(want) if isinstance(want, str) else want) == port
+
+    for rule in policy["spec"].get("ingress") or []:
+        peers, ports = rule.get("from"), rule.get("ports")
+        if (not peers or any(peer_matches(p) for p in peers)) and (
+            not ports or any(port_matches(e) for e in ports)
+        ):
+            return True
+    return False

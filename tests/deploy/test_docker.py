@@ -8,6 +8,7 @@ Prometheus config goes through the real promtool.
 from __future__ import annotations
 
 import base64
+import os
 import re
 import subprocess
 import sys
@@ -16,8 +17,9 @@ import urllib.parse
 from pathlib import Path, PurePosixPath
 
 import pytest
+import yaml
 
-from conf import load_config
+from conf import AppConfig, load_config
 from tests.deploy.manifests import (
     COMPOSE,
     DOCKER,
@@ -32,6 +34,7 @@ from tests.deploy.manifests import (
     image_tag,
     load_yaml,
     promtool,
+    uncommented,
 )
 
 IMAGE = dockerfile()
@@ -248,12 +251,13 @@ def test_compose_prometheus_scrapes_the_job_and_loads_the_rules() -> None:
     assert [(DOCKER / source / r).is_file() for r in prom_config["rule_files"]] == [True]
 
 
-def test_compose_prometheus_config_passes_promtool() -> None:
+@pytest.mark.parametrize("name", ["prometheus.yml", "prometheus-tls.yml"])
+def test_compose_prometheus_config_passes_promtool(name: str) -> None:
     tool = promtool()
     if tool is None:
         pytest.fail("no promtool: run `scripts/prometheus.sh fetch` (make setup does)")
     out = subprocess.run(
-        [str(tool), "check", "config", str(DOCKER / "prometheus/prometheus.yml")],
+        [str(tool), "check", "config", str(DOCKER / "prometheus" / name)],
         capture_output=True,
         text=True,
         timeout=60,
@@ -289,3 +293,91 @@ def test_compose_publishes_ports_on_localhost_only() -> None:
     for name, service in SERVICES.items():
         for port in service.get("ports", []):
             assert port.startswith("127.0.0.1:"), f"{name} publishes {port} on every interface"
+
+
+# --- HTTPS and basic auth on /metrics (compose.metrics-tls.yaml) ----------------------------
+
+TLS_OVERRIDE = load_yaml(DOCKER / "compose.metrics-tls.yaml")["services"]
+
+
+def tls_config() -> AppConfig:
+    """docker/config/flinkwatch.yaml with its HTTPS and basic-auth lines uncommented."""
+    text = uncommented(DOCKER / "config/flinkwatch.yaml", "compose.metrics-tls.yaml")
+    return AppConfig.model_validate(yaml.safe_load(text))
+
+
+def mounted(service: dict, source: str) -> PurePosixPath:
+    """Where a service mounts ``source`` (a path relative to docker/)."""
+    (dest,) = [
+        PurePosixPath(v.split(":")[1]) for v in service["volumes"] if v.split(":")[0] == source
+    ]
+    return dest
+
+
+def test_compose_tls_override_serves_https_with_basic_auth_from_the_secrets_directory() -> None:
+    # Shipped off: compose.yaml alone serves plain HTTP, as before.
+    assert not compose_config().metrics.tls
+    on = tls_config().metrics
+    assert on.tls and on.basic_auth_username and on.tls_cert_file and on.tls_key_file
+    job = TLS_OVERRIDE["flinkwatch"]
+    secrets = mounted(job, "./secrets")
+    assert on.tls_cert_file.parent == on.tls_key_file.parent == secrets
+    assert all(v.endswith(":ro") for v in job["volumes"])
+    assert on.basic_auth_password_env in job["environment"]
+    # The certificate, key and password never reach git or the image's build context.
+    assert "docker/secrets/" in (REPO / ".gitignore").read_text().splitlines()
+    assert "docker/secrets" in (DOCKER / "Dockerfile.dockerignore").read_text().splitlines()
+
+
+def test_compose_tls_override_points_prometheus_at_https_with_the_same_credentials() -> None:
+    on = tls_config().metrics
+    base, override = SERVICES["prometheus"], TLS_OVERRIDE["prometheus"]
+    flag = next(a for a in override["command"] if a.startswith("--config.file="))
+    config_path = PurePosixPath(flag.split("=", 1)[1])
+    # The same flags but the config file, read from the directory compose.yaml mounts.
+    same = [a for a in override["command"] if a != flag]
+    assert same == [a for a in base["command"] if not a.startswith("--config.file=")]
+    assert config_path.parent == mounted(base, "./prometheus")
+    tls = load_yaml(DOCKER / "prometheus" / config_path.name)
+    (job,) = [j for j in tls["scrape_configs"] if j["job_name"] == "flinkwatch"]
+    secrets = mounted(override, "./secrets")
+    assert job["scheme"] == "https"
+    assert PurePosixPath(job["tls_config"]["ca_file"]) == secrets / on.tls_cert_file.name
+    assert PurePosixPath(job["basic_auth"]["password_file"]).parent == secrets
+    assert job["basic_auth"]["username"] == on.basic_auth_username
+    # The target's host is the compose service, a name the documented certificate holds.
+    (target,) = job["static_configs"][0]["targets"]
+    assert target.split(":")[0] in SERVICES
+    # Nothing else differs from the plain config (rules, intervals, the other jobs).
+    for key in ("scheme", "tls_config", "basic_auth"):
+        del job[key]
+    assert tls == load_yaml(DOCKER / "prometheus/prometheus.yml")
+
+
+def test_compose_tls_health_check_logs_in_over_https(tmp_path: Path) -> None:
+    """The override's health check, run for real against an endpoint with TLS and auth."""
+    from prometheus_client import CollectorRegistry, Gauge
+
+    from sinks.metrics_server import BasicAuth, MetricsEndpoint, TlsFiles
+    from tests.certs import self_signed
+
+    on = tls_config().metrics
+    assert on.basic_auth_username is not None
+    cert, key = self_signed(tmp_path)
+    registry = CollectorRegistry()
+    Gauge("flinkwatch_config_info", "The config in force.", registry=registry).set(1)
+    auth = BasicAuth(on.basic_auth_username, "s3cret")
+    endpoint = MetricsEndpoint("127.0.0.1", 0, tls=TlsFiles(cert, key), auth=auth)
+    check = TLS_OVERRIDE["flinkwatch"]["healthcheck"]["test"]
+    assert check[:2] == ["CMD", "python"]
+    with endpoint.serve(registry) as server:
+        # The check's port is the configured one; here the endpoint has a free port.
+        assert f":{on.port}/metrics" in check[-1]
+        argv = [sys.executable, *check[2:-1], check[-1].replace(f":{on.port}/", f":{server.port}/")]
+
+        def run(password: str) -> int:
+            env = {"PATH": os.environ["PATH"], on.basic_auth_password_env: password}
+            return subprocess.run(argv, env=env, capture_output=True, timeout=60).returncode
+
+        assert run("s3cret\n") == 0
+        assert run("wrong") != 0

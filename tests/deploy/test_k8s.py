@@ -18,20 +18,25 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pytest
+import yaml
 
 from conf import AppConfig, load_config
 from tests.deploy.manifests import (
     K8S,
     REPO,
+    Pod,
     compose,
     copies,
     dockerfile,
     final,
+    ingress_allowed,
     k8s_manifests,
     k8s_object,
     k8s_objects,
     load_yaml,
     pod_template,
+    policy_selects,
+    uncommented,
     yaml_docs,
 )
 
@@ -67,6 +72,7 @@ def test_every_manifest_parses_and_lives_in_the_flinkwatch_namespace() -> None:
         "storage.yaml",
         "service.yaml",
         "monitoring.yaml",
+        "networkpolicy.yaml",
         "sparkapplication.yaml",
         "slack-secret.yaml",
         "driver.yaml",
@@ -91,10 +97,15 @@ def test_kustomization_applies_the_base_and_generates_the_mounted_configmaps() -
     assert kz["namespace"] == NAMESPACE
     for res in kz["resources"]:
         assert (K8S / res).is_file()
-    # The job itself, monitoring (operator CRDs) and the secret are applied on their own.
-    assert not {"sparkapplication.yaml", "monitoring.yaml", "slack-secret.yaml"} & set(
-        kz["resources"]
-    )
+    # The job itself, monitoring (operator CRDs), the secret and the NetworkPolicy (its
+    # Prometheus selector is the cluster's to adjust) are applied on their own.
+    on_their_own = {
+        "sparkapplication.yaml",
+        "monitoring.yaml",
+        "slack-secret.yaml",
+        "networkpolicy.yaml",
+    }
+    assert not on_their_own & set(kz["resources"])
     generators = {g["name"]: g for g in kz["configMapGenerator"]}
     for g in generators.values():
         for f in g["files"]:
@@ -257,8 +268,10 @@ def test_metrics_service_reaches_the_driver_metrics_port() -> None:
     (port,) = service["spec"]["ports"]
     (named,) = [p for p in container(driver)["ports"] if p["name"] == port["targetPort"]]
     assert named["containerPort"] == CONFIG.metrics.port == port["port"]
-    probe = container(driver)["readinessProbe"]["httpGet"]
-    assert probe == {"path": "/metrics", "port": named["name"]}
+    # A TCP check: an HTTP GET would fail once HTTPS, basic auth or mutual TLS is on.
+    probe = container(driver)["readinessProbe"]
+    assert "httpGet" not in probe
+    assert probe["tcpSocket"] == {"port": named["name"]}
     annotations = service["metadata"]["annotations"]
     assert annotations["prometheus.io/scrape"] == "true"
     assert annotations["prometheus.io/port"] == str(CONFIG.metrics.port)
@@ -315,3 +328,71 @@ def test_pods_run_as_the_image_user_without_privileges() -> None:
         sc = container(template)["securityContext"]
         assert sc["allowPrivilegeEscalation"] is False
         assert sc["capabilities"]["drop"] == ["ALL"]
+
+
+def test_network_policy_admits_prometheus_to_the_metrics_port_and_executors_to_the_driver() -> None:
+    policy = k8s_object("NetworkPolicy")
+    driver_template, executor_template = pod_template("driver"), pod_template("executor")
+    named = {p["name"]: p["containerPort"] for p in container(driver_template)["ports"]}
+    driver = Pod(NAMESPACE, driver_template["metadata"]["labels"], named)
+    executor = Pod(NAMESPACE, executor_template["metadata"]["labels"])
+    assert policy_selects(policy, driver)
+    # Ingress only: egress to Kafka, Slack and the API server is left alone, and the
+    # executors (not selected) keep accepting shuffle and driver traffic.
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    assert not policy_selects(policy, executor)
+
+    metrics, rpc, block_manager = CONFIG.metrics.port, 7078, 7079
+    prometheus = Pod("monitoring", {"app.kubernetes.io/name": "prometheus"})
+    assert ingress_allowed(policy, prometheus, driver, metrics)
+    assert not ingress_allowed(policy, prometheus, driver, rpc)
+    # Neither another pod of the monitoring namespace, nor a pod that only calls itself
+    # Prometheus elsewhere, nor anything else in flinkwatch's own namespace.
+    grafana = Pod("monitoring", {"app.kubernetes.io/name": "grafana"})
+    impostor = Pod("default", {"app.kubernetes.io/name": "prometheus"})
+    neighbour = Pod(NAMESPACE, {"app": "debug-shell"})
+    for source in (grafana, impostor, neighbour):
+        assert not ingress_allowed(policy, source, driver, metrics), source
+    # The executors reach the driver's RPC and block-manager ports.
+    assert ingress_allowed(policy, executor, driver, rpc)
+    assert ingress_allowed(policy, executor, driver, block_manager)
+
+
+def test_metrics_tls_and_basic_auth_turn_on_with_secrets_the_driver_already_reads() -> None:
+    # Shipped off: plain HTTP, as before.
+    assert not CONFIG.metrics.tls and CONFIG.metrics.basic_auth_username is None
+    on = AppConfig.model_validate(
+        yaml.safe_load(uncommented(K8S / "flinkwatch.yaml", "and uncomment:"))
+    ).metrics
+    assert on.tls and on.basic_auth_username == "prometheus"
+    assert on.tls_cert_file is not None and on.tls_key_file is not None
+
+    driver = pod_template("driver")
+    # The certificate and key: files of the TLS Secret, mounted (optional) read-only.
+    tls_mount = mounts(driver)[str(on.tls_cert_file.parent)]
+    assert on.tls_key_file.parent == on.tls_cert_file.parent
+    assert tls_mount["mount"]["readOnly"] is True
+    tls_secret = tls_mount["volume"]["secret"]
+    assert tls_secret["optional"] is True  # nothing to create while TLS is off
+    assert {on.tls_cert_file.name, on.tls_key_file.name} == {"tls.crt", "tls.key"}  # type tls
+    # The password: the variable the config names, from the auth Secret (optional).
+    (var,) = [e for e in container(driver)["env"] if e["name"] == on.basic_auth_password_env]
+    password_ref = var["valueFrom"]["secretKeyRef"]
+    assert password_ref["optional"] is True
+    executor = pod_template("executor")
+    assert "metrics-tls" not in {v["name"] for v in executor["spec"]["volumes"]}
+
+    # Prometheus (the ServiceMonitor) uses the same Secrets and a name the certificate holds.
+    (monitor,) = [
+        d
+        for d in yaml.safe_load_all(uncommented(K8S / "monitoring.yaml", "uncomment:"))
+        if d and d["kind"] == "ServiceMonitor"
+    ]
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert endpoint["scheme"] == "https"
+    assert endpoint["tlsConfig"]["ca"]["secret"]["name"] == tls_secret["secretName"]
+    service = k8s_object("Service", "flinkwatch")
+    assert endpoint["tlsConfig"]["serverName"] == f"{service['metadata']['name']}.{NAMESPACE}.svc"
+    auth = endpoint["basicAuth"]
+    assert auth["password"] == {"name": password_ref["name"], "key": password_ref["key"]}
+    assert auth["username"]["name"] == password_ref["name"]

@@ -11,8 +11,10 @@ from prometheus_client import CollectorRegistry, start_http_server
 
 from detectors import Alert, AlertStatus, Severity
 from sinks import Transition, transition_key
+from sinks.metrics_server import BasicAuth, MetricsEndpoint, TlsFiles
 from sinks.prometheus import ActiveAlerts, FlinkwatchCollector, Sources
 from sinks.slack_emulator import SlackEmulator
+from tests.certs import self_signed
 from tests.conftest import wait_until
 from tests.promserver import JOB_NAME, AlertmanagerServer, PrometheusServer, find_binary
 
@@ -37,9 +39,8 @@ def need_binary() -> Path:
     return BINARY
 
 
-@pytest.fixture
-def endpoint() -> Iterator[str]:
-    """flinkwatch's collector on 127.0.0.1 with one open incident and a Slack backlog."""
+def registry() -> CollectorRegistry:
+    """flinkwatch's collector with one open incident and a Slack backlog."""
     active = ActiveAlerts()
     a = Alert(
         alert_id="a1",
@@ -68,7 +69,13 @@ def endpoint() -> Iterator[str]:
             )
         )
     )
-    server, thread = start_http_server(0, addr="127.0.0.1", registry=registry)
+    return registry
+
+
+@pytest.fixture
+def endpoint() -> Iterator[str]:
+    """flinkwatch's collector on 127.0.0.1, served by prometheus-client."""
+    server, thread = start_http_server(0, addr="127.0.0.1", registry=registry())
     try:
         yield f"127.0.0.1:{server.server_port}"
     finally:
@@ -103,6 +110,54 @@ def test_prometheus_scrapes_the_exporter_and_evaluates_a_rule_on_it(
             time.sleep(0.25)
         assert firing, f"rule not firing; alerts: {prom.alerts()}"
     assert not prom.running
+
+
+def test_prometheus_scrapes_over_https_with_basic_auth_and_not_with_a_wrong_password(
+    tmp_path: Path,
+) -> None:
+    """The documented set-up: a self-signed certificate is its own CA, the password a file."""
+    cert, key = self_signed(tmp_path / "certs")
+    (tmp_path / "password").write_text("s3cret-Pa55word\n")  # as `openssl rand` writes it
+    (tmp_path / "wrong").write_text("guess\n")
+    flinkwatch = MetricsEndpoint(
+        "127.0.0.1",
+        0,
+        tls=TlsFiles(cert, key),
+        auth=BasicAuth("prometheus", "s3cret-Pa55word"),
+    )
+
+    def job(name: str, target: str, password_file: Path, **more: object) -> dict[str, object]:
+        return {
+            "job_name": name,
+            "scheme": "https",
+            # The name Prometheus checks the certificate against, as the ServiceMonitor's
+            # serverName: the target is an address the certificate does not name.
+            "tls_config": {"ca_file": str(cert), "server_name": "flinkwatch.flinkwatch.svc"},
+            "basic_auth": {"username": "prometheus", "password_file": str(password_file)},
+            "static_configs": [{"targets": [target]}],
+            **more,
+        }
+
+    with flinkwatch.serve(registry()) as server:
+        target = f"127.0.0.1:{server.port}"
+        jobs = [
+            job("flinkwatch-tls", target, tmp_path / "password"),
+            job("flinkwatch-wrong-password", target, tmp_path / "wrong"),
+            job("flinkwatch-plain-http", target, tmp_path / "password", scheme="http"),
+        ]
+        with PrometheusServer(
+            need_binary(), tmp_path / "prom", [], extra_scrape_configs=jobs
+        ) as prom:
+            prom.wait_for('up{job="flinkwatch-tls"} == 1', timeout=30)
+            (series,) = prom.wait_for('flinkwatch_alerts_active{job="flinkwatch-tls"}')
+            assert series["metric"]["cluster"] == "prod-eu"
+            prom.wait_for('up{job="flinkwatch-wrong-password"} == 0', timeout=30)
+            prom.wait_for('up{job="flinkwatch-plain-http"} == 0', timeout=30)
+            errors = {t["labels"]["job"]: t["lastError"] for t in prom.targets()}
+            assert prom.query('flinkwatch_alerts_active{job!="flinkwatch-tls"}') == []
+    assert errors["flinkwatch-tls"] == ""
+    assert "401" in errors["flinkwatch-wrong-password"]
+    assert errors["flinkwatch-plain-http"], "plain HTTP to the HTTPS port must fail"
 
 
 def test_alertmanager_pages_the_local_slack_for_a_firing_rule(tmp_path: Path) -> None:

@@ -167,3 +167,30 @@ def test_every_option_of_every_command_says_what_it_does() -> None:
         return missing
 
     assert walk(build_parser(), "flinkwatch") == []
+
+
+@pytest.fixture
+def keep_signal_handlers():
+    """`run` installs its own SIGTERM/SIGINT/SIGHUP handlers; put pytest's back."""
+    import signal
+
+    saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    yield
+    for s, handler in saved.items():
+        signal.signal(s, handler)
+
+
+def test_run_refuses_to_start_when_the_metrics_password_is_missing(
+    tmp_path, monkeypatch, caplog, keep_signal_handlers
+) -> None:
+    monkeypatch.delenv("FLINKWATCH_METRICS_PASSWORD", raising=False)
+    cfg = tmp_path / "basic_auth_without_password.yaml"
+    # Port 1: should it get that far, the job meets no broker (nobody else's either).
+    cfg.write_text(
+        "metrics: {basic_auth_username: prometheus}\nkafka: {bootstrap_servers: '127.0.0.1:1'}\n"
+    )
+    state = tmp_path / "state"
+    assert main(["run", "--config", str(cfg), "--state-dir", str(state)]) == 2
+    assert "metrics.basic_auth_username is set but $FLINKWATCH_METRICS_PASSWORD" in caplog.text
+    # Refused before anything started: no ledger opened, no Spark session.
+    assert not state.exists()

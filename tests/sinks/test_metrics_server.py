@@ -1,0 +1,298 @@
+"""The /metrics endpoint: basic auth, HTTPS, mutual TLS, certificate renewal, stalled clients.
+
+Every test serves a fresh registry on 127.0.0.1 and talks to it over real sockets.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import os
+import shutil
+import socket
+import ssl
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from email.message import Message
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry, Gauge, generate_latest
+
+from conf import MetricsConfig
+from sinks.metrics_server import (
+    BasicAuth,
+    MetricsEndpoint,
+    MetricsEndpointError,
+    MetricsServer,
+    TlsFiles,
+)
+from tests.certs import self_signed
+
+USER, PASSWORD = "prometheus", "s3cret-ünïcode"
+
+
+@pytest.fixture
+def registry() -> CollectorRegistry:
+    reg = CollectorRegistry()
+    Gauge("flinkwatch_config_info", "The config in force.", ["hash"], registry=reg).labels(
+        "abc123"
+    ).set(1)
+    return reg
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """tls.crt/tls.key (the server) and client.crt/client.key (a client for mTLS)."""
+    d = tmp_path_factory.mktemp("certs")
+    self_signed(d, "tls")
+    self_signed(d, "client", cn="prometheus", sans="DNS:prometheus")
+    return d
+
+
+@dataclass
+class Reply:
+    status: int
+    headers: Message
+    body: bytes
+
+
+def get(
+    url: str,
+    auth: tuple[str, str] | None = None,
+    context: ssl.SSLContext | None = None,
+    header: str | None = None,
+) -> Reply:
+    """GET ``url``; a 4xx/5xx is a Reply too."""
+    req = urllib.request.Request(url)
+    if auth is not None:
+        token = base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode()
+        req.add_header("Authorization", f"Basic {token}")
+    if header is not None:
+        req.add_header("Authorization", header)
+    try:
+        with urllib.request.urlopen(req, timeout=10, context=context) as resp:
+            return Reply(resp.status, resp.headers, resp.read())
+    except urllib.error.HTTPError as e:
+        return Reply(e.code, e.headers, e.read())
+
+
+def client_context(certs: Path, with_client_cert: bool = False) -> ssl.SSLContext:
+    """Verifies the server against its own (self-signed) certificate, as Prometheus' ca_file."""
+    ctx = ssl.create_default_context(cafile=certs / "tls.crt")
+    if with_client_cert:
+        ctx.load_cert_chain(certs / "client.crt", certs / "client.key")
+    return ctx
+
+
+def serve(endpoint: MetricsEndpoint, registry: CollectorRegistry) -> Iterator[MetricsServer]:
+    with endpoint.serve(registry) as server:
+        yield server
+
+
+@pytest.fixture
+def with_auth(registry: CollectorRegistry) -> Iterator[MetricsServer]:
+    yield from serve(MetricsEndpoint("127.0.0.1", 0, auth=BasicAuth(USER, PASSWORD)), registry)
+
+
+@pytest.fixture
+def with_tls(registry: CollectorRegistry, certs: Path) -> Iterator[MetricsServer]:
+    tls = TlsFiles(certs / "tls.crt", certs / "tls.key")
+    yield from serve(MetricsEndpoint("127.0.0.1", 0, tls=tls), registry)
+
+
+# --- basic auth -------------------------------------------------------------------------
+
+
+def test_without_credentials_the_endpoint_answers_401_with_a_basic_challenge(
+    with_auth: MetricsServer,
+) -> None:
+    reply = get(with_auth.url)
+    assert reply.status == 401
+    assert reply.headers["WWW-Authenticate"] == 'Basic realm="flinkwatch", charset="UTF-8"'
+    assert b"flinkwatch_config_info" not in reply.body
+
+
+def test_the_right_credentials_get_exactly_the_registry(
+    with_auth: MetricsServer, registry: CollectorRegistry
+) -> None:
+    reply = get(with_auth.url, auth=(USER, PASSWORD))
+    assert reply.status == 200
+    assert reply.body == generate_latest(registry)
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        "Basic " + base64.b64encode(f"{USER}:wrong".encode()).decode(),
+        "Basic " + base64.b64encode(f"someone:{PASSWORD}".encode()).decode(),
+        "Basic " + base64.b64encode(f"{USER}:{PASSWORD}x".encode()).decode(),
+        "Basic " + base64.b64encode(f"{USER}{PASSWORD}".encode()).decode(),  # no colon
+        "Basic not-base64!",
+        f"Bearer {PASSWORD}",
+    ],
+    ids=["wrong_password", "wrong_user", "longer_password", "no_colon", "bad_base64", "bearer"],
+)
+def test_wrong_or_malformed_credentials_get_401(with_auth: MetricsServer, header: str) -> None:
+    reply = get(with_auth.url, header=header)
+    assert reply.status == 401
+    assert b"flinkwatch_config_info" not in reply.body
+
+
+def test_every_path_needs_the_credentials(with_auth: MetricsServer) -> None:
+    # prometheus-client answers the registry on any path; none may be a way around auth.
+    base = with_auth.url.removesuffix("/metrics")
+    assert get(f"{base}/").status == 401
+    assert get(f"{base}/anything?name[]=flinkwatch_config_info").status == 401
+
+
+# --- TLS --------------------------------------------------------------------------------
+
+
+def test_tls_serves_the_metrics_to_a_client_that_verifies_the_certificate(
+    with_tls: MetricsServer, registry: CollectorRegistry, certs: Path
+) -> None:
+    assert with_tls.url.startswith("https://127.0.0.1:")
+    reply = get(with_tls.url, context=client_context(certs))
+    assert reply.status == 200
+    assert reply.body == generate_latest(registry)
+
+
+def test_tls_never_answers_plain_http(with_tls: MetricsServer) -> None:
+    with pytest.raises((urllib.error.URLError, ConnectionError)):
+        get(with_tls.url.replace("https://", "http://"))
+
+
+def test_a_client_that_never_starts_its_handshake_does_not_stop_other_scrapes(
+    with_tls: MetricsServer, certs: Path
+) -> None:
+    # prometheus-client's own server does the handshake in its accept loop: there, this
+    # silent connection would leave the scrape below waiting forever.
+    with socket.create_connection(("127.0.0.1", with_tls.port)):
+        started = time.monotonic()
+        reply = get(with_tls.url, context=client_context(certs))
+        assert reply.status == 200
+        assert time.monotonic() - started < 5
+
+
+def test_tls_and_basic_auth_together(
+    registry: CollectorRegistry, certs: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    cfg = MetricsConfig(
+        port=0,
+        tls_cert_file=certs / "tls.crt",
+        tls_key_file=certs / "tls.key",
+        basic_auth_username=USER,
+        basic_auth_password_env="PROM_PASSWORD",
+    )
+    with caplog.at_level(logging.WARNING):
+        endpoint = MetricsEndpoint.from_config(cfg, env={"PROM_PASSWORD": f"{PASSWORD}\n"})
+    assert not caplog.records  # TLS is on: nothing to warn about
+    assert endpoint.describe() == "tls=on auth=basic"
+    with endpoint.serve(registry) as server:
+        ctx = client_context(certs)
+        assert get(server.url, context=ctx).status == 401
+        assert get(server.url, auth=(USER, "wrong"), context=ctx).status == 401
+        # The trailing newline of a password file is not part of the password.
+        assert get(server.url, auth=(USER, PASSWORD), context=ctx).status == 200
+
+
+def test_mutual_tls_serves_only_clients_with_a_certificate_the_ca_signed(
+    registry: CollectorRegistry, certs: Path
+) -> None:
+    tls = TlsFiles(certs / "tls.crt", certs / "tls.key", client_ca_file=certs / "client.crt")
+    with MetricsEndpoint("127.0.0.1", 0, tls=tls).serve(registry) as server:
+        assert get(server.url, context=client_context(certs, with_client_cert=True)).status == 200
+        with pytest.raises((urllib.error.URLError, ConnectionError, ssl.SSLError)):
+            get(server.url, context=client_context(certs))
+
+
+def test_a_renewed_certificate_is_served_without_a_restart(
+    registry: CollectorRegistry, tmp_path: Path
+) -> None:
+    live = tmp_path / "live"
+    self_signed(live)
+    with MetricsEndpoint("127.0.0.1", 0, tls=TlsFiles(live / "tls.crt", live / "tls.key")).serve(
+        registry
+    ) as server:
+        first = ssl.get_server_certificate(("127.0.0.1", server.port))
+        # Renewal the way Kubernetes updates a mounted Secret: new files moved into place.
+        self_signed(tmp_path / "renewed")
+        for name in ("tls.crt", "tls.key"):
+            os.replace(tmp_path / "renewed" / name, live / name)
+        renewed = ssl.get_server_certificate(("127.0.0.1", server.port))
+        assert renewed != first
+        assert renewed == ssl.DER_cert_to_PEM_cert(
+            ssl.PEM_cert_to_DER_cert((live / "tls.crt").read_text())
+        )
+        assert get(server.url, context=client_context(live)).status == 200
+
+
+def test_a_half_renewed_pair_keeps_the_previous_certificate(
+    registry: CollectorRegistry, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    live = tmp_path / "live"
+    self_signed(live)
+    kept = (live / "tls.crt").read_text()
+    with MetricsEndpoint("127.0.0.1", 0, tls=TlsFiles(live / "tls.crt", live / "tls.key")).serve(
+        registry
+    ) as server:
+        self_signed(tmp_path / "renewed")
+        shutil.copy(tmp_path / "renewed" / "tls.crt", live / "tls.crt")  # the key not yet
+        with caplog.at_level(logging.WARNING):
+            served = ssl.get_server_certificate(("127.0.0.1", server.port))
+        assert ssl.PEM_cert_to_DER_cert(served) == ssl.PEM_cert_to_DER_cert(kept)
+        assert "keeping the previous certificate" in caplog.text
+
+
+# --- from the config --------------------------------------------------------------------
+
+
+def test_basic_auth_without_its_password_variable_is_an_error_naming_it() -> None:
+    cfg = MetricsConfig(basic_auth_username=USER, basic_auth_password_env="PROM_PASSWORD")
+    with pytest.raises(MetricsEndpointError, match=r"\$PROM_PASSWORD is empty or unset"):
+        MetricsEndpoint.from_config(cfg, env={})
+    with pytest.raises(MetricsEndpointError, match=r"\$PROM_PASSWORD"):
+        MetricsEndpoint.from_config(cfg, env={"PROM_PASSWORD": "  \n"})
+
+
+def test_basic_auth_without_tls_works_but_warns(
+    registry: CollectorRegistry, caplog: pytest.LogCaptureFixture
+) -> None:
+    cfg = MetricsConfig(port=0, basic_auth_username=USER)
+    with caplog.at_level(logging.WARNING, logger="sinks.metrics_server"):
+        endpoint = MetricsEndpoint.from_config(cfg, env={"FLINKWATCH_METRICS_PASSWORD": PASSWORD})
+    (record,) = caplog.records
+    assert record.levelno == logging.WARNING
+    assert "clear text" in record.getMessage()
+    with endpoint.serve(registry) as server:
+        assert server.url.startswith("http://")
+        assert get(server.url, auth=(USER, PASSWORD)).status == 200
+
+
+def test_a_key_that_does_not_load_is_an_error_naming_the_setting(
+    certs: Path, tmp_path: Path
+) -> None:
+    bad = tmp_path / "not-a-key.pem"
+    bad.write_text("-----BEGIN PRIVATE KEY-----\nnope\n-----END PRIVATE KEY-----\n")
+    cfg = MetricsConfig(tls_cert_file=certs / "tls.crt", tls_key_file=bad)
+    with pytest.raises(MetricsEndpointError, match=r"metrics\.tls_key_file .*not-a-key\.pem"):
+        MetricsEndpoint.from_config(cfg, env={})
+    missing = MetricsConfig(tls_cert_file=tmp_path / "gone.crt", tls_key_file=bad)
+    with pytest.raises(MetricsEndpointError, match=r"metrics\.tls_cert_file .*gone\.crt"):
+        MetricsEndpoint.from_config(missing, env={})
+
+
+def test_the_default_config_serves_plain_http_without_credentials(
+    registry: CollectorRegistry,
+) -> None:
+    endpoint = MetricsEndpoint.from_config(MetricsConfig(port=0), env={})
+    assert endpoint.describe() == "tls=off auth=none"
+    with endpoint.serve(registry) as server:
+        assert server.url == f"http://127.0.0.1:{server.port}/metrics"
+        reply = get(server.url)
+        assert reply.status == 200
+        assert reply.body == generate_latest(registry)
