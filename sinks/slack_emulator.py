@@ -5,11 +5,18 @@ that path exercised end to end (message formatting, threads, metadata, retries d
 outage) without a workspace, a token or the network. This module serves just enough of
 Slack's HTTP surface on localhost for ``WebClient(base_url=...)`` and ``WebhookClient(url=...)``
 to run unmodified, records what arrives, and can be told to fail so outages can be rehearsed.
+
+Faults come in the shapes a client has to tell apart: a request refused before Slack did
+anything (``fail_next``), and one Slack carried out but whose answer was lost, an error
+or a stall past the client's timeout after the message was stored (``fail_next(...,
+after_store=True)``, ``stall_next``). Reads page like Slack's (``response_metadata.
+next_cursor``), with a page size that tests can make small.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import copy
 import json
 import logging
@@ -40,6 +47,8 @@ class _Reply:
     body: bytes
     content_type: str
     headers: dict[str, str] = field(default_factory=dict)
+    #: Seconds to hold the answer back (a stall fault), outside the emulator's lock.
+    stall_s: float = 0.0
 
     @classmethod
     def json(cls, payload: Any, status: int = 200, headers: dict[str, str] | None = None) -> _Reply:
@@ -57,6 +66,16 @@ class _Fault:
     status: int
     retry_after: int | None
     path_prefix: str
+    #: Carry the request out first, then fail: the client cannot tell it happened.
+    after_store: bool = False
+    #: A stall instead of an error status: the answer comes this late (the status is
+    #: the real one after a store, 504 otherwise).
+    stall_s: float = 0.0
+
+    @property
+    def name(self) -> str:
+        kind = "stall" if self.stall_s else "fail"
+        return f"{kind}_after_store" if self.after_store else kind
 
 
 def _error(code: str) -> dict[str, Any]:
@@ -67,6 +86,37 @@ def _error(code: str) -> dict[str, Any]:
 def _flag(value: Any) -> bool:
     # Booleans arrive as JSON true, or as "1"/"true" once slack_sdk form-encodes them.
     return value is True or str(value).lower() in ("1", "true")
+
+
+#: The OAuth scope each method needs, checked only when the emulator is given ``scopes``.
+_SCOPES = {
+    "chat.postMessage": "chat:write",
+    "chat.update": "chat:write",
+    "conversations.history": "channels:history",
+    "conversations.replies": "channels:history",
+    "conversations.info": "channels:read",
+    "conversations.list": "channels:read",
+}
+#: Methods that take no ``channel`` argument.
+_CHANNEL_FREE = frozenset({"auth.test", "conversations.list"})
+#: Methods that write to a channel: refused in an archived one.
+_WRITES = frozenset({"chat.postMessage", "chat.update"})
+
+
+def _cursor(ts: str) -> str:
+    # Opaque to clients, like Slack's (which also encodes the next message's ts).
+    return base64.b64encode(f"next_ts:{ts}".encode()).decode()
+
+
+def _uncursor(cursor: Any) -> float | None:
+    """The ts a cursor points at; None for no cursor. Raises ValueError if it is not ours."""
+    if not cursor:
+        return None
+    text = base64.b64decode(str(cursor), validate=True).decode()
+    if not text.startswith("next_ts:"):
+        msg = f"not a cursor: {cursor!r}"
+        raise ValueError(msg)
+    return float(text.removeprefix("next_ts:"))
 
 
 def _number(value: Any, default: float) -> float:
@@ -127,6 +177,15 @@ class SlackEmulator:
         on_message: Called with a copy of every newly stored message (posts, replies and
             webhook posts), outside the emulator's lock and possibly from several
             server threads at once.
+        archived: Channels (also created) that are archived: readable, refuse posts
+            with ``is_archived``.
+        without_bot: Channels (also created) the bot is not a member of: every method
+            but ``conversations.info``/``list`` answers ``not_in_channel``.
+        scopes: The token's OAuth scopes; a method needing another one answers
+            ``missing_scope``. None grants every scope.
+        max_page: The most items one page of ``conversations.history``/``replies``/
+            ``list`` holds, whatever ``limit`` asks (Slack caps it too); the rest
+            follows through ``response_metadata.next_cursor``.
     """
 
     def __init__(
@@ -136,14 +195,29 @@ class SlackEmulator:
         host: str = "127.0.0.1",
         channels: tuple[str, ...] = ("#alerts",),
         on_message: Callable[[Message], object] | None = None,
+        *,
+        archived: tuple[str, ...] = (),
+        without_bot: tuple[str, ...] = (),
+        scopes: tuple[str, ...] | None = None,
+        max_page: int = 1000,
     ) -> None:
+        if max_page < 1:
+            msg = f"max_page must be at least 1, got {max_page}"
+            raise ValueError(msg)
         self._token = token
         self._address = (host, port)
         self._on_message = on_message
         self._lock = threading.Lock()
         self._names: dict[str, str] = {}  # channel id -> bare name
-        for index, raw in enumerate(dict.fromkeys(c.removeprefix("#") for c in channels), 1):
+        every = (*channels, *archived, *without_bot)
+        for index, raw in enumerate(dict.fromkeys(c.removeprefix("#") for c in every), 1):
             self._names[f"C{index:07d}"] = raw
+        self._archived = {self._id_of(c) for c in archived}
+        self._without_bot = {self._id_of(c) for c in without_bot}
+        self._scopes = None if scopes is None else frozenset(scopes)
+        self._max_page = max_page
+        # Set on stop, so a stalled answer does not outlive its emulator.
+        self._stopping = threading.Event()
         self._store: dict[str, list[Message]] = {cid: [] for cid in self._names}
         self._store[WEBHOOK_CHANNEL] = []
         self._outbox: list[Message] = []
@@ -159,12 +233,19 @@ class SlackEmulator:
             "chat.update": self._update,
             "conversations.history": self._history,
             "conversations.replies": self._replies,
+            "conversations.info": self._info,
+            "conversations.list": self._list,
         }
+
+    def _id_of(self, channel: str) -> str:
+        bare = channel.removeprefix("#")
+        return next(cid for cid, name in self._names.items() if name == bare)
 
     def start(self) -> SlackEmulator:
         """Bind the socket and serve from a daemon thread; returns self."""
         if self._server is not None:
             return self
+        self._stopping.clear()
 
         class BoundHandler(_Handler):
             emulator = self
@@ -182,6 +263,7 @@ class SlackEmulator:
         server, self._server = self._server, None
         if server is None:
             return
+        self._stopping.set()
         server.shutdown()
         server.server_close()
         if self._thread is not None:
@@ -217,7 +299,13 @@ class SlackEmulator:
         return f"http://{self._address[0]}:{self.port}{WEBHOOK_PATH}"
 
     def fail_next(
-        self, count: int, status: int = 500, retry_after: int | None = None, path_prefix: str = ""
+        self,
+        count: int,
+        status: int = 500,
+        retry_after: int | None = None,
+        path_prefix: str = "",
+        *,
+        after_store: bool = False,
     ) -> None:
         """Make the next ``count`` requests whose path starts with ``path_prefix`` fail.
 
@@ -226,13 +314,40 @@ class SlackEmulator:
             status: HTTP status to answer; 429 gets Slack's ``ratelimited`` JSON body.
             retry_after: Seconds sent in a ``Retry-After`` header, if given.
             path_prefix: e.g. "/api/chat.postMessage" or "/services"; "" matches everything.
+            after_store: Carry the request out first (store the message), then answer
+                ``status``: the client sees a failure of something that happened.
         """
         if count < 0 or not 400 <= status <= 599:
             msg = f"need count >= 0 and a 4xx/5xx status, got count={count} status={status}"
             raise ValueError(msg)
         if count:
             with self._lock:
-                self._faults.append(_Fault(count, status, retry_after, path_prefix))
+                self._faults.append(
+                    _Fault(count, status, retry_after, path_prefix, after_store=after_store)
+                )
+
+    def stall_next(
+        self, count: int, seconds: float, path_prefix: str = "", *, after_store: bool = True
+    ) -> None:
+        """Hold the answer to the next ``count`` matching requests back for ``seconds``.
+
+        With a client timeout shorter than ``seconds`` the client gives up without an
+        answer: a read timeout.
+
+        Args:
+            count: How many matching requests stall.
+            seconds: How long each answer is held back.
+            path_prefix: As for :meth:`fail_next`.
+            after_store: Carry the request out first and answer it late (default); else
+                do nothing and answer HTTP 504 late.
+        """
+        if count < 0 or seconds <= 0:
+            msg = f"need count >= 0 and seconds > 0, got count={count} seconds={seconds}"
+            raise ValueError(msg)
+        if count:
+            fault = _Fault(count, 504, None, path_prefix, after_store=after_store, stall_s=seconds)
+            with self._lock:
+                self._faults.append(fault)
 
     def set_down(self, down: bool) -> None:
         """While down, every non-admin request gets HTTP 503."""
@@ -274,10 +389,9 @@ class SlackEmulator:
         if url.path.startswith(_ADMIN_PREFIX):
             return self._admin(method, url.path, body)
         with self._lock:
-            reply = self._route(method, url.path, url.query, content_type, auth, body)
-            self._log.append(
-                {"method": method, "path": url.path, "status": reply.status, "time": time.time()}
-            )
+            reply, fault = self._route(method, url.path, url.query, content_type, auth, body)
+            entry = {"method": method, "path": url.path, "status": reply.status}
+            self._log.append({**entry, "time": time.time(), "fault": fault})
             fresh, self._outbox = self._outbox, []
         # Outside the lock, so a callback may read the emulator without deadlocking.
         for message in fresh:
@@ -291,18 +405,36 @@ class SlackEmulator:
 
     def _route(
         self, method: str, path: str, query: str, content_type: str, auth: str, body: bytes
-    ) -> _Reply:
+    ) -> tuple[_Reply, str | None]:
+        """The answer, and the name of the fault that shaped it (None: no fault)."""
         if self._down:
-            return _Reply.text("service unavailable (emulated outage)", 503)
+            return _Reply.text("service unavailable (emulated outage)", 503), "down"
         fault = next((f for f in self._faults if path.startswith(f.path_prefix)), None)
-        if fault is not None:
-            fault.remaining -= 1
-            if fault.remaining <= 0:
-                self._faults.remove(fault)
-            headers = {} if fault.retry_after is None else {"Retry-After": str(fault.retry_after)}
-            if fault.status == 429:
-                return _Reply.json(_error("ratelimited"), 429, headers)
-            return _Reply.text(f"emulated failure: HTTP {fault.status}", fault.status, headers)
+        if fault is None:
+            return self._serve_path(method, path, query, content_type, auth, body), None
+        fault.remaining -= 1
+        if fault.remaining <= 0:
+            self._faults.remove(fault)
+        # After a store the request is carried out as usual, and its answer replaced
+        # (or delayed): the client cannot tell that it happened.
+        done = (
+            self._serve_path(method, path, query, content_type, auth, body)
+            if fault.after_store
+            else None
+        )
+        if fault.stall_s:
+            late = done or _Reply.text("emulated stall", 504)
+            late.stall_s = fault.stall_s
+            return late, fault.name
+        headers = {} if fault.retry_after is None else {"Retry-After": str(fault.retry_after)}
+        if fault.status == 429:
+            return _Reply.json(_error("ratelimited"), 429, headers), fault.name
+        failed = _Reply.text(f"emulated failure: HTTP {fault.status}", fault.status, headers)
+        return failed, fault.name
+
+    def _serve_path(
+        self, method: str, path: str, query: str, content_type: str, auth: str, body: bytes
+    ) -> _Reply:
         if path.startswith("/api/"):
             return _Reply.json(self._call_api(path[5:], query, content_type, auth, body))
         if path.startswith("/services/"):
@@ -320,11 +452,23 @@ class SlackEmulator:
         params = _parse_params(query, content_type, body)
         if params is None:
             return _error("invalid_json")
+        needed = _SCOPES.get(name)
+        if self._scopes is not None and needed is not None and needed not in self._scopes:
+            provided = ",".join(sorted(self._scopes))
+            return {**_error("missing_scope"), "needed": needed, "provided": provided}
         problem = _decode_nested(params)
+        if problem:
+            return _error(problem)
+        if name in _CHANNEL_FREE:
+            return api("", params)
         cid = self._resolve(params.get("channel"))
-        if problem or (cid is None and name != "auth.test"):
-            return _error(problem or "channel_not_found")
-        return api(cid or "", params)
+        if cid is None:
+            return _error("channel_not_found")
+        if cid in self._without_bot and name != "conversations.info":
+            return _error("not_in_channel")
+        if cid in self._archived and name in _WRITES:
+            return _error("is_archived")
+        return api(cid, params)
 
     def _webhook(self, method: str, path: str, body: bytes) -> _Reply:
         if path != WEBHOOK_PATH:
@@ -364,12 +508,19 @@ class SlackEmulator:
         if method == "GET" and path == "/_admin/requests":
             with self._lock:
                 return _Reply.json(self._log)
-        if method != "POST" or path not in ("/_admin/fail", "/_admin/down"):
+        if method != "POST" or path not in ("/_admin/fail", "/_admin/stall", "/_admin/down"):
             return _Reply.json(_error("unknown_admin_endpoint"), 404)
         try:
             data = json.loads(body or b"{}")
             if path == "/_admin/down":
                 self.set_down(bool(data.get("down", True)))
+            elif path == "/_admin/stall":
+                self.stall_next(
+                    int(data.get("count", 1)),
+                    float(data["seconds"]),
+                    str(data.get("path_prefix", "")),
+                    after_store=bool(data.get("after_store", True)),
+                )
             else:
                 retry_after = data.get("retry_after")
                 self.fail_next(
@@ -377,8 +528,9 @@ class SlackEmulator:
                     int(data.get("status", 500)),
                     None if retry_after is None else int(retry_after),
                     str(data.get("path_prefix", "")),
+                    after_store=bool(data.get("after_store", False)),
                 )
-        except (AttributeError, TypeError, ValueError) as exc:
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
             return _Reply.json(_error(f"bad_request: {exc}"), 400)
         return _Reply.json({"ok": True})
 
@@ -491,30 +643,92 @@ class SlackEmulator:
         view = self._view(message, with_metadata=True)
         return dict(ok=True, channel=cid, ts=message["ts"], text=message["text"], message=view)
 
+    def _page(
+        self, items: list[Message], params: dict[str, Any], default: int, newest_first: bool
+    ) -> tuple[list[Message], str] | None:
+        """One page of ``items`` (in reading order) from the cursor on, and the next cursor.
+
+        None when the cursor is not one this emulator gave out. The cursor names the ts
+        of the next item, so messages posted between two pages shift nothing.
+        """
+        try:
+            start = _uncursor(params.get("cursor"))
+        except ValueError:
+            return None
+        if start is not None:
+            items = [
+                m
+                for m in items
+                if (float(m["ts"]) <= start if newest_first else float(m["ts"]) >= start)
+            ]
+        size = min(int(_number(params.get("limit"), default)) or default, self._max_page)
+        page, rest = items[:size], items[size:]
+        return page, _cursor(rest[0]["ts"]) if rest else ""
+
     def _history(self, cid: str, params: dict[str, Any]) -> dict[str, Any]:
         oldest = _number(params.get("oldest"), 0.0)
         latest = _number(params.get("latest"), float("inf"))
         inclusive = _flag(params.get("inclusive"))
-        limit = int(_number(params.get("limit"), 100)) or 100
 
         def wanted(ts: float) -> bool:
             return oldest <= ts <= latest if inclusive else oldest < ts < latest
 
         picked = [m for m in reversed(self._store[cid]) if wanted(float(m["ts"]))]
+        paged = self._page(picked, params, 100, newest_first=True)
+        if paged is None:
+            return _error("invalid_cursor")
+        page, cursor = paged
         meta = _flag(params.get("include_all_metadata"))
-        views = [self._view(m, meta) for m in picked[:limit]]
-        return {"ok": True, "messages": views, "has_more": len(picked) > limit}
+        views = [self._view(m, meta) for m in page]
+        more = {"has_more": bool(cursor), "response_metadata": {"next_cursor": cursor}}
+        return {"ok": True, "messages": views, **more}
 
     def _replies(self, cid: str, params: dict[str, Any]) -> dict[str, Any]:
         found = self._find(cid, str(params.get("ts", "")))
         if found is None:
             return _error("thread_not_found")
         root = found[1] or found[0]
-        thread = [root, *root["replies"]]
-        limit = int(_number(params.get("limit"), 1000)) or 1000
+        paged = self._page([root, *root["replies"]], params, 1000, newest_first=False)
+        if paged is None:
+            return _error("invalid_cursor")
+        page, cursor = paged
         meta = _flag(params.get("include_all_metadata"))
-        views = [self._view(m, meta) for m in thread[:limit]]
-        return {"ok": True, "messages": views, "has_more": len(thread) > limit}
+        views = [self._view(m, meta) for m in page]
+        more = {"has_more": bool(cursor), "response_metadata": {"next_cursor": cursor}}
+        return {"ok": True, "messages": views, **more}
+
+    def _channel(self, cid: str) -> dict[str, Any]:
+        """A channel in the shape ``conversations.info``/``list`` return it."""
+        return {
+            "id": cid,
+            "name": self._names[cid],
+            "is_channel": True,
+            "is_private": False,
+            "is_archived": cid in self._archived,
+            "is_member": cid not in self._without_bot,
+        }
+
+    def _info(self, cid: str, params: dict[str, Any]) -> dict[str, Any]:
+        # Like Slack: conversations.info takes the channel id only, never a name.
+        if params.get("channel") != cid:
+            return _error("channel_not_found")
+        return {"ok": True, "channel": self._channel(cid)}
+
+    def _list(self, cid: str, params: dict[str, Any]) -> dict[str, Any]:
+        skip_archived = _flag(params.get("exclude_archived"))
+        ids = [c for c in self._names if not (skip_archived and c in self._archived)]
+        try:
+            start = int(base64.b64decode(str(params["cursor"])).decode().removeprefix("next:"))
+        except KeyError:
+            start = 0
+        except ValueError:
+            return _error("invalid_cursor")
+        size = min(int(_number(params.get("limit"), 100)) or 100, self._max_page)
+        page = ids[start : start + size]
+        rest = start + size < len(ids)
+        cursor = base64.b64encode(f"next:{start + size}".encode()).decode() if rest else ""
+        channels = [self._channel(c) for c in page]
+        return {"ok": True, "channels": channels, "response_metadata": {"next_cursor": cursor}}
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -539,13 +753,19 @@ class _Handler(BaseHTTPRequestHandler):
             self.headers.get("Authorization", ""),
             body,
         )
-        self.send_response(reply.status)
-        self.send_header("Content-Type", reply.content_type)
-        self.send_header("Content-Length", str(len(reply.body)))
-        for name, value in reply.headers.items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(reply.body)
+        if reply.stall_s and self.emulator._stopping.wait(reply.stall_s):
+            return  # stopped while stalling: the client gets no answer at all
+        try:
+            self.send_response(reply.status)
+            self.send_header("Content-Type", reply.content_type)
+            self.send_header("Content-Length", str(len(reply.body)))
+            for name, value in reply.headers.items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(reply.body)
+        except (BrokenPipeError, ConnectionResetError):
+            # A stalled answer: the client timed out and left, as the fault intends.
+            self.close_connection = True
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - base signature
         """Silenced: the request log replaces per-request lines on stderr."""

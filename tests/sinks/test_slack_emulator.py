@@ -298,3 +298,132 @@ def test_admin_api(client: WebClient, emulator: SlackEmulator) -> None:
     with pytest.raises(urllib.error.HTTPError) as bad:
         admin(emulator, "fail", {"count": 1, "status": 200})
     assert bad.value.code == 400
+
+
+def test_a_failure_after_the_store_hides_a_message_that_arrived(
+    client: WebClient, emulator: SlackEmulator, seen: list[dict[str, Any]]
+) -> None:
+    emulator.fail_next(1, 500, path_prefix="/api/chat.postMessage", after_store=True)
+    with pytest.raises(SlackApiError) as err:
+        client.chat_postMessage(channel="#alerts", text="stored anyway")
+    assert err.value.response.status_code == 500
+    assert [m["text"] for m in emulator.messages("#alerts")] == ["stored anyway"]
+    assert [m["text"] for m in seen] == ["stored anyway"]
+    log = admin(emulator, "requests")
+    assert [(e["status"], e["fault"]) for e in log] == [(500, "fail_after_store")]
+
+
+def test_a_stall_after_the_store_times_the_client_out_on_a_stored_message(
+    emulator: SlackEmulator,
+) -> None:
+    impatient = WebClient(token=TOKEN, base_url=emulator.base_url, timeout=1, retry_handlers=[])
+    emulator.stall_next(1, 3.0, path_prefix="/api/chat.postMessage")
+    with pytest.raises(TimeoutError):
+        impatient.chat_postMessage(channel="#alerts", text="stored, answer lost")
+    assert [m["text"] for m in emulator.messages("#alerts")] == ["stored, answer lost"]
+    # A stall that does not store: the same timeout, nothing in the channel.
+    emulator.stall_next(1, 3.0, path_prefix="/api/chat.postMessage", after_store=False)
+    with pytest.raises(TimeoutError):
+        impatient.chat_postMessage(channel="#alerts", text="never stored")
+    assert len(emulator.messages("#alerts")) == 1
+    assert impatient.auth_test()["ok"]  # a stall holds one answer back, not the emulator
+    faults = [e["fault"] for e in admin(emulator, "requests")]
+    assert faults == ["stall_after_store", "stall", None]
+
+
+def test_stall_and_store_faults_through_the_admin_api(emulator: SlackEmulator) -> None:
+    admin(emulator, "stall", {"seconds": 3, "path_prefix": "/api/chat"})
+    admin(emulator, "fail", {"status": 503, "after_store": True})
+    impatient = WebClient(token=TOKEN, base_url=emulator.base_url, timeout=1, retry_handlers=[])
+    with pytest.raises(TimeoutError):
+        impatient.chat_postMessage(channel="#alerts", text="one")
+    with pytest.raises(SlackApiError):
+        impatient.chat_postMessage(channel="#alerts", text="two")
+    assert [m["text"] for m in emulator.messages("#alerts")] == ["one", "two"]
+    with pytest.raises(urllib.error.HTTPError) as bad:
+        admin(emulator, "stall", {"count": 1})
+    assert bad.value.code == 400
+
+
+@pytest.fixture
+def small_pages() -> Iterator[SlackEmulator]:
+    with SlackEmulator(token=TOKEN, channels=("#alerts",), max_page=2) as emu:
+        yield emu
+
+
+def test_history_pages_follow_the_cursor_and_new_posts_shift_nothing(
+    small_pages: SlackEmulator,
+) -> None:
+    client = WebClient(token=TOKEN, base_url=small_pages.base_url, retry_handlers=[])
+    for i in range(5):
+        client.chat_postMessage(channel="#alerts", text=f"m{i}")
+    first = client.conversations_history(channel="C0000001", limit=200)
+    assert [m["text"] for m in first["messages"]] == ["m4", "m3"]  # capped at max_page
+    assert first["has_more"] is True
+    client.chat_postMessage(channel="#alerts", text="newer")  # lands before the cursor
+    texts = [m["text"] for m in first["messages"]]
+    cursor = first["response_metadata"]["next_cursor"]
+    while cursor:
+        page = client.conversations_history(channel="C0000001", limit=200, cursor=cursor)
+        texts += [m["text"] for m in page["messages"]]
+        cursor = page["response_metadata"]["next_cursor"]
+    assert texts == ["m4", "m3", "m2", "m1", "m0"]
+    with pytest.raises(SlackApiError) as err:
+        client.conversations_history(channel="C0000001", cursor="bm9wZQ==")
+    assert err.value.response["error"] == "invalid_cursor"
+
+
+def test_thread_replies_page_oldest_first(small_pages: SlackEmulator) -> None:
+    client = WebClient(token=TOKEN, base_url=small_pages.base_url, retry_handlers=[])
+    root = client.chat_postMessage(channel="#alerts", text="root")["ts"]
+    for i in range(3):
+        client.chat_postMessage(channel="#alerts", text=f"r{i}", thread_ts=root)
+    pages = []
+    cursor = None
+    while cursor != "":
+        page = client.conversations_replies(channel="C0000001", ts=root, cursor=cursor)
+        pages.append([m["text"] for m in page["messages"]])
+        cursor = page["response_metadata"]["next_cursor"]
+    assert pages == [["root", "r0"], ["r1", "r2"]]
+
+
+def test_channel_info_and_list_show_archived_and_membership() -> None:
+    with SlackEmulator(
+        token=TOKEN, channels=("#alerts",), archived=("#old",), without_bot=("#ops",), max_page=2
+    ) as emu:
+        client = WebClient(token=TOKEN, base_url=emu.base_url, retry_handlers=[])
+        info = client.conversations_info(channel="C0000002")["channel"]
+        assert (info["name"], info["is_archived"], info["is_member"]) == ("old", True, True)
+        ops = client.conversations_info(channel="C0000003")["channel"]
+        assert (ops["is_archived"], ops["is_member"]) == (False, False)
+        with pytest.raises(SlackApiError) as err:
+            client.conversations_info(channel="#alerts")  # ids only, as in Slack
+        assert err.value.response["error"] == "channel_not_found"
+        names, cursor = [], None
+        while cursor != "":
+            page = client.conversations_list(limit=100, cursor=cursor)
+            names += [c["name"] for c in page["channels"]]
+            cursor = page["response_metadata"]["next_cursor"]
+        assert names == ["alerts", "old", "ops"]
+        live = client.conversations_list(exclude_archived=True)["channels"]
+        assert [c["name"] for c in live] == ["alerts", "ops"]
+        for channel, error in (("#old", "is_archived"), ("#ops", "not_in_channel")):
+            with pytest.raises(SlackApiError) as err:
+                client.chat_postMessage(channel=channel, text="x")
+            assert err.value.response["error"] == error
+        with pytest.raises(SlackApiError) as err:
+            client.conversations_history(channel="C0000003")
+        assert err.value.response["error"] == "not_in_channel"
+        assert client.conversations_history(channel="C0000002")["ok"]  # archived: still readable
+        assert emu.messages() == []
+
+
+def test_a_token_without_a_scope_gets_missing_scope() -> None:
+    with SlackEmulator(token=TOKEN, scopes=("chat:write",)) as emu:
+        client = WebClient(token=TOKEN, base_url=emu.base_url, retry_handlers=[])
+        assert client.chat_postMessage(channel="#alerts", text="x")["ok"]
+        assert client.auth_test()["ok"]
+        with pytest.raises(SlackApiError) as err:
+            client.conversations_info(channel="C0000001")
+        assert err.value.response["error"] == "missing_scope"
+        assert err.value.response["needed"] == "channels:read"
