@@ -7,10 +7,10 @@ Slack's HTTP surface on localhost for ``WebClient(base_url=...)`` and ``WebhookC
 to run unmodified, records what arrives, and can be told to fail so outages can be rehearsed.
 
 Faults come in the shapes a client has to tell apart: a request refused before Slack did
-anything (``fail_next``), and one Slack carried out but whose answer was lost, an error
-or a stall past the client's timeout after the message was stored (``fail_next(...,
-after_store=True)``, ``stall_next``). Reads page like Slack's (``response_metadata.
-next_cursor``), with a page size that tests can make small.
+anything (``fail_next``), and one Slack carried out but whose answer was lost: an error,
+a stall past the client's timeout or a closed connection after the message was stored
+(``fail_next(..., after_store=True)``, ``stall_next``, ``cut_next``). Reads page like
+Slack's (``response_metadata.next_cursor``), with a page size tests can make small.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ BOT_ID = "B0FLINKWATCH"
 WEBHOOK_PATH = "/services/T000/B000/XXXX"
 WEBHOOK_CHANNEL = "webhook"
 _ADMIN_PREFIX = "/_admin/"
+_ADMIN_FAULTS = ("/_admin/fail", "/_admin/stall", "/_admin/cut", "/_admin/down")
 _logger = logging.getLogger(__name__)
 
 
@@ -49,6 +50,8 @@ class _Reply:
     headers: dict[str, str] = field(default_factory=dict)
     #: Seconds to hold the answer back (a stall fault), outside the emulator's lock.
     stall_s: float = 0.0
+    #: Close the connection instead of answering (a cut fault).
+    cut: bool = False
 
     @classmethod
     def json(cls, payload: Any, status: int = 200, headers: dict[str, str] | None = None) -> _Reply:
@@ -71,10 +74,12 @@ class _Fault:
     #: A stall instead of an error status: the answer comes this late (the status is
     #: the real one after a store, 504 otherwise).
     stall_s: float = 0.0
+    #: No answer at all: the connection is closed once the request is read.
+    cut: bool = False
 
     @property
     def name(self) -> str:
-        kind = "stall" if self.stall_s else "fail"
+        kind = "stall" if self.stall_s else "cut" if self.cut else "fail"
         return f"{kind}_after_store" if self.after_store else kind
 
 
@@ -349,6 +354,24 @@ class SlackEmulator:
             with self._lock:
                 self._faults.append(fault)
 
+    def cut_next(self, count: int, path_prefix: str = "", *, after_store: bool = True) -> None:
+        """Close the connection of the next ``count`` matching requests without an answer.
+
+        The client sees the connection end after it wrote its request (``RemoteDisconnected``).
+
+        Args:
+            count: How many matching requests are cut.
+            path_prefix: As for :meth:`fail_next`.
+            after_store: Carry the request out first (default), or not at all.
+        """
+        if count < 0:
+            msg = f"need count >= 0, got count={count}"
+            raise ValueError(msg)
+        if count:
+            fault = _Fault(count, 502, None, path_prefix, after_store=after_store, cut=True)
+            with self._lock:
+                self._faults.append(fault)
+
     def set_down(self, down: bool) -> None:
         """While down, every non-admin request gets HTTP 503."""
         with self._lock:
@@ -426,6 +449,8 @@ class SlackEmulator:
             late = done or _Reply.text("emulated stall", 504)
             late.stall_s = fault.stall_s
             return late, fault.name
+        if fault.cut:
+            return _Reply(fault.status, b"", "text/plain", cut=True), fault.name
         headers = {} if fault.retry_after is None else {"Retry-After": str(fault.retry_after)}
         if fault.status == 429:
             return _Reply.json(_error("ratelimited"), 429, headers), fault.name
@@ -508,12 +533,18 @@ class SlackEmulator:
         if method == "GET" and path == "/_admin/requests":
             with self._lock:
                 return _Reply.json(self._log)
-        if method != "POST" or path not in ("/_admin/fail", "/_admin/stall", "/_admin/down"):
+        if method != "POST" or path not in _ADMIN_FAULTS:
             return _Reply.json(_error("unknown_admin_endpoint"), 404)
         try:
             data = json.loads(body or b"{}")
             if path == "/_admin/down":
                 self.set_down(bool(data.get("down", True)))
+            elif path == "/_admin/cut":
+                self.cut_next(
+                    int(data.get("count", 1)),
+                    str(data.get("path_prefix", "")),
+                    after_store=bool(data.get("after_store", True)),
+                )
             elif path == "/_admin/stall":
                 self.stall_next(
                     int(data.get("count", 1)),
@@ -755,6 +786,9 @@ class _Handler(BaseHTTPRequestHandler):
         )
         if reply.stall_s and self.emulator._stopping.wait(reply.stall_s):
             return  # stopped while stalling: the client gets no answer at all
+        if reply.cut:
+            self.close_connection = True
+            return
         try:
             self.send_response(reply.status)
             self.send_header("Content-Type", reply.content_type)

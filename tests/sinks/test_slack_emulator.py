@@ -427,3 +427,18 @@ def test_a_token_without_a_scope_gets_missing_scope() -> None:
             client.conversations_info(channel="C0000001")
         assert err.value.response["error"] == "missing_scope"
         assert err.value.response["needed"] == "channels:read"
+
+
+def test_a_cut_closes_the_connection_after_the_store(
+    client: WebClient, emulator: SlackEmulator
+) -> None:
+    from http.client import RemoteDisconnected
+
+    emulator.cut_next(1, path_prefix="/api/chat.postMessage")
+    with pytest.raises(RemoteDisconnected):
+        client.chat_postMessage(channel="#alerts", text="stored, connection cut")
+    admin(emulator, "cut", {"after_store": False})
+    with pytest.raises(RemoteDisconnected):
+        client.chat_postMessage(channel="#alerts", text="cut before the store")
+    assert [m["text"] for m in emulator.messages("#alerts")] == ["stored, connection cut"]
+    assert [e["fault"] for e in admin(emulator, "requests")] == ["cut_after_store", "cut"]
