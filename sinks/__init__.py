@@ -2,6 +2,7 @@
 
 from sinks.base import (
     AlertObserver,
+    AmbiguousDeliveryError,
     DeliverySink,
     PermanentDeliveryError,
     RetryableDeliveryError,
@@ -14,6 +15,7 @@ from sinks.ledger import AlertLedger
 __all__ = [
     "AlertLedger",
     "AlertObserver",
+    "AmbiguousDeliveryError",
     "DeadLetterFileSink",
     "DeliverySink",
     "JsonLinesAlertSink",

@@ -5,8 +5,9 @@ Two kinds:
 * :class:`DeliverySink` (Slack, the alert file): each alert transition must reach it
   exactly once. The :class:`~sinks.ledger.AlertLedger` records every transition in
   step with Spark's batch commit and hands each sink its pending ones in order; the
-  sink only has to send one, and to say, after a crash in the middle of a send,
-  whether that send arrived (:meth:`DeliverySink.confirm`).
+  sink only has to send one, and to say, after a crash in the middle of a send or a
+  send whose outcome it could not learn, whether that send arrived
+  (:meth:`DeliverySink.confirm`).
 * :class:`AlertObserver` (the Prometheus view, the console): sees each new
   transition once per process; what it shows after a restart is rebuilt from the
   ledger, not redelivered.
@@ -65,7 +66,17 @@ class DeliveryError(Exception):
 
 
 class RetryableDeliveryError(DeliveryError):
-    """The receiver is down, rate limiting or failing: try again later, in order."""
+    """Not delivered (receiver down, rate limiting, unreachable): try again later, in order."""
+
+
+class AmbiguousDeliveryError(RetryableDeliveryError):
+    """The send may have arrived: the receiver failed or went silent after taking it.
+
+    An HTTP 5xx, a read timeout, a connection closed after the request was written.
+    The ledger keeps the delivery ``sending`` and asks :meth:`DeliverySink.confirm`
+    before sending it again. A subclass of :class:`RetryableDeliveryError`, so callers
+    that only back off and retry need not know the difference.
+    """
 
 
 class PermanentDeliveryError(DeliveryError):
@@ -85,14 +96,21 @@ class DeliverySink(ABC):
         """Deliver one transition.
 
         Raises:
-            RetryableDeliveryError: try again later (the ledger keeps order).
+            AmbiguousDeliveryError: it may have arrived; ask (:meth:`confirm`) before resending.
+            RetryableDeliveryError: it did not arrive; try again later (the ledger keeps order).
             PermanentDeliveryError: this transition can never be delivered.
         """
 
     def confirm(self, t: Transition) -> bool | None:
-        """After a crash during :meth:`send`: True if it arrived, False if not, None if unknown.
+        """Whether a send cut by a crash, or one with an unknown outcome, arrived.
 
-        Unknown is treated as not arrived (sent again); the default knows nothing.
+        Returns:
+            True if it arrived, False if not, None if this sink cannot tell (it is then
+            sent again, and counted as ``resent_unconfirmed``). The default cannot tell.
+
+        Raises:
+            RetryableDeliveryError: the receiver cannot be asked right now; the ledger
+                asks again later rather than send blind.
         """
         return None
 

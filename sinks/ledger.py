@@ -10,7 +10,11 @@ Delivery is a second, independent step per sink: ``pending`` → ``sending`` →
 transition was already old when it was recorded). ``sending`` is
 committed before the send starts, so after a crash the ledger knows which sends may
 have happened and asks the sink (:meth:`~sinks.base.DeliverySink.confirm`) instead
-of guessing.
+of guessing. A send that fails without saying whether it arrived
+(:class:`~sinks.base.AmbiguousDeliveryError`) is the same case without the crash: it
+stays ``sending``, with the error noted, and is asked about before any resend. A send
+that surely did not arrive (:class:`~sinks.base.RetryableDeliveryError`) goes back to
+``pending``.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from typing import Any
 from detectors import Alert, AlertStatus
 from detectors.correlation import IncidentView
 from sinks.base import (
+    AmbiguousDeliveryError,
     DeliverySink,
     PermanentDeliveryError,
     RetryableDeliveryError,
@@ -252,6 +257,14 @@ class AlertLedger:
                 (state, error, self._clock(), state, sink, seq),
             )
 
+    def _note(self, sink: str, seq: int, error: str) -> None:
+        """Record why a delivery is still open without moving it (nor counting an attempt)."""
+        with self._tx() as db:
+            db.execute(
+                "UPDATE deliveries SET error = ?, updated_ms = ? WHERE sink = ? AND seq = ?",
+                (error[:500], self._clock(), sink, seq),
+            )
+
     def deliver(self, sink: DeliverySink, limit: int = 1000) -> int:
         """Send the sink's open transitions in order until one fails retryably.
 
@@ -259,8 +272,10 @@ class AlertLedger:
             How many are still open for the sink.
 
         Raises:
-            RetryableDeliveryError: the first retryable failure; later transitions wait
-                behind it, so the sink receives them in order.
+            RetryableDeliveryError: the first retryable failure (an
+                :class:`~sinks.base.AmbiguousDeliveryError` if the send may have
+                arrived); later transitions wait behind it, so the sink receives them
+                in order.
         """
         while True:
             batch = self.pending(sink.name, limit=min(limit, 100))
@@ -268,16 +283,24 @@ class AlertLedger:
                 return 0
             for t, state in batch:
                 if state == "sending":
-                    # The process died mid-send: only the sink can tell whether it arrived.
-                    arrived = sink.confirm(t)
+                    # A crash mid-send, or a send without an answer: only the sink can
+                    # tell whether it arrived.
+                    try:
+                        arrived = sink.confirm(t)
+                    except RetryableDeliveryError as exc:
+                        # Sending blind could page twice; wait, in order, and ask again.
+                        self._note(sink.name, t.seq, f"cannot confirm yet: {exc}")
+                        self.outcomes[(sink.name, "retry")] += 1
+                        raise
                     if arrived:
-                        log.info("sink=%s %s: delivered before the restart", sink.name, t.key)
+                        log.info("sink=%s %s: found delivered, not sent again", sink.name, t.key)
                         self.mark(sink.name, t.seq, "delivered")
                         self.outcomes[(sink.name, "confirmed")] += 1
                         continue
                     if arrived is None:
                         log.warning(
-                            "sink=%s %s: interrupted send, outcome unknown; sending again",
+                            "sink=%s %s: earlier send's outcome unknown and the sink cannot "
+                            "tell; sending again",
                             sink.name,
                             t.key,
                         )
@@ -285,6 +308,18 @@ class AlertLedger:
                 self.mark(sink.name, t.seq, "sending")
                 try:
                     sink.send(t)
+                except AmbiguousDeliveryError as exc:
+                    # It may have arrived: it stays `sending`, so the next pass asks the
+                    # sink before sending it again.
+                    log.warning(
+                        "sink=%s %s: outcome unknown (%s); will confirm before resending",
+                        sink.name,
+                        t.key,
+                        exc,
+                    )
+                    self._note(sink.name, t.seq, f"outcome unknown: {exc}")
+                    self.outcomes[(sink.name, "unknown")] += 1
+                    raise
                 except RetryableDeliveryError as exc:
                     # Not sent: back to pending, so no confirm() is needed for it.
                     self.mark(sink.name, t.seq, "pending", str(exc)[:500])

@@ -147,7 +147,8 @@ class Sources:
     active: ActiveAlerts
     cluster: Callable[[], str] = lambda: "default"
     signals: SignalBoard | None = None
-    #: Sends by (sink, outcome): delivered, failed, retry, confirmed, resent_unconfirmed.
+    #: Sends by (sink, outcome): delivered, failed, retry, unknown, confirmed,
+    #: resent_unconfirmed.
     deliveries: Callable[[], Mapping[tuple[str, str], int]] = _nothing
     #: Transitions waiting per delivery sink.
     backlog: Callable[[], Mapping[str, int]] = _nothing
@@ -227,8 +228,10 @@ class FlinkwatchCollector(Collector):
         sends = CounterMetricFamily(
             "flinkwatch_deliveries",
             "Sends to delivery sinks (slack, file) by outcome: delivered, retry (sink "
-            "unavailable, kept in order), failed (refused, skipped), confirmed (found "
-            "delivered after a crash), resent_unconfirmed (sent again after a crash).",
+            "unavailable, kept in order), unknown (no answer, e.g. 5xx or timeout: asked "
+            "about before any resend), failed (refused, skipped), confirmed (found "
+            "delivered after a crash or an unknown outcome), resent_unconfirmed (sent "
+            "again without being able to ask).",
             labels=["sink", "outcome"],
         )
         for (sink, outcome), n in sorted(self.s.deliveries().items()):

@@ -8,7 +8,13 @@ from pathlib import Path
 import pytest
 
 from detectors import Alert, AlertStatus, Severity
-from sinks import AlertLedger, DeliverySink, PermanentDeliveryError, RetryableDeliveryError
+from sinks import (
+    AlertLedger,
+    AmbiguousDeliveryError,
+    DeliverySink,
+    PermanentDeliveryError,
+    RetryableDeliveryError,
+)
 from sinks.base import Transition
 from sinks.dispatch import Dispatcher
 
@@ -190,3 +196,65 @@ def test_transitions_older_than_the_page_age_are_recorded_but_not_paged(tmp_path
     assert ledger.counts()[("slack", "stale")] == 1
     assert ledger.outcomes[("slack", "stale")] == 1
     assert {t.alert.alert_id for t in ledger.active()} == {"old", "new"}
+
+
+class Unsure(Sink):
+    """A sink whose first send has an unknown outcome; what it says when asked is set."""
+
+    def __init__(self, arrived: bool | None | Exception) -> None:
+        super().__init__()
+        self.arrived = arrived
+        self.asked: list[str] = []
+        self.unsure = 1
+
+    def send(self, t: Transition) -> None:
+        if self.unsure:
+            self.unsure -= 1
+            raise AmbiguousDeliveryError("chat_postMessage: HTTP 500")
+        super().send(t)
+
+    def confirm(self, t: Transition) -> bool | None:
+        self.asked.append(t.key)
+        if isinstance(self.arrived, Exception):
+            raise self.arrived
+        return self.arrived
+
+
+@pytest.mark.parametrize(
+    ("arrived", "sent", "then"),
+    [
+        (True, [], {"confirmed": 1, "delivered": 1}),
+        (False, ["a:firing"], {"delivered": 2}),
+        (None, ["a:firing"], {"resent_unconfirmed": 1, "delivered": 2}),
+    ],
+)
+def test_a_send_with_an_unknown_outcome_stays_sending_and_is_asked_about_before_a_resend(
+    tmp_path: Path, arrived: bool | None, sent: list[str], then: dict[str, int]
+) -> None:
+    ledger, sink = AlertLedger(tmp_path / "l.sqlite"), Unsure(arrived)
+    ledger.record(0, [alert("a"), alert("b")], [sink])
+    with pytest.raises(AmbiguousDeliveryError):
+        ledger.deliver(sink)
+    assert ledger.counts()[("slack", "sending")] == 1
+    assert ledger.backlog() == {"slack": 2}  # "b" waits behind it, in order
+    assert ledger.outcomes[("slack", "unknown")] == 1
+    assert sink.asked == []
+    assert ledger.deliver(sink) == 0
+    assert sink.asked == ["a:firing"]
+    assert sink.sent == [*sent, "b:firing"]
+    assert dict(ledger.outcomes) == {("slack", k): n for k, n in {"unknown": 1, **then}.items()}
+
+
+def test_a_sink_that_cannot_be_asked_yet_holds_the_send_back(tmp_path: Path) -> None:
+    ledger = AlertLedger(tmp_path / "l.sqlite")
+    sink = Unsure(RetryableDeliveryError("conversations_history: HTTP 503"))
+    ledger.record(0, [alert("a")], [sink])
+    with pytest.raises(AmbiguousDeliveryError):
+        ledger.deliver(sink)
+    with pytest.raises(RetryableDeliveryError, match="503"):
+        ledger.deliver(sink)
+    assert sink.sent == []  # not sent blind: it may be there already
+    assert ledger.counts()[("slack", "sending")] == 1
+    sink.arrived = False
+    assert ledger.deliver(sink) == 0
+    assert sink.sent == ["a:firing"]
