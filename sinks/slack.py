@@ -9,12 +9,18 @@ middle of a send, :meth:`SlackBotSink.confirm` looks for that key in the channel
 (or the thread) instead of posting again.
 
 Webhook mode can only post: each transition is its own message, and an
-interrupted send is repeated (a webhook cannot be asked what it received).
+interrupted send, or one whose outcome is unknown, is repeated (a webhook cannot be
+asked what it received).
 
-Retries: slack-sdk's handlers retry 429 (honouring ``Retry-After``), 5xx and
-connection errors ``max_retries`` times inside one send; after that the send is a
-:class:`~sinks.base.RetryableDeliveryError` and the ledger keeps the transition
-(and everything after it) for the dispatcher's next try.
+Retries: slack-sdk retries, ``max_retries`` times inside one send, only what surely
+did not happen: a 429 (honouring ``Retry-After``) and a request that never reached
+Slack (connecting or writing it failed). Anything else that fails is either refused
+(:class:`~sinks.base.PermanentDeliveryError`), surely not done
+(:class:`~sinks.base.RetryableDeliveryError`: back to pending) or possibly done (an
+HTTP 5xx, ``internal_error``, a read timeout, a connection closed after the request
+was written: :class:`~sinks.base.AmbiguousDeliveryError`). The last stays ``sending``
+in the ledger, and the next try asks Slack (:meth:`SlackBotSink.confirm`) before
+posting again, so a message Slack stored but did not acknowledge is not posted twice.
 
 Secrets: the token and the webhook URL come from the environment and are scrubbed
 from every message this module logs or raises.
@@ -23,6 +29,7 @@ from every message this module logs or raises.
 from __future__ import annotations
 
 import datetime as dt
+import http.client
 import logging
 import os
 import re
@@ -32,18 +39,18 @@ from typing import Any
 
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
-from slack_sdk.http_retry.builtin_handlers import (
-    ConnectionErrorRetryHandler,
-    RateLimitErrorRetryHandler,
-    ServerErrorRetryHandler,
-)
+from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler
 from slack_sdk.http_retry.handler import RetryHandler
+from slack_sdk.http_retry.request import HttpRequest
+from slack_sdk.http_retry.response import HttpResponse
+from slack_sdk.http_retry.state import RetryState
 from slack_sdk.webhook import WebhookClient
 
 from conf import SlackConfig
 from detectors import REGISTRY, Alert, AlertStatus, Severity
 from detectors.correlation import IncidentView
 from sinks.base import (
+    AmbiguousDeliveryError,
     DeliverySink,
     PermanentDeliveryError,
     RetryableDeliveryError,
@@ -53,26 +60,29 @@ from sinks.ledger import AlertLedger
 
 log = logging.getLogger(__name__)
 
-#: Slack ``error`` values worth waiting out: Slack's side, or a credential an operator
-#: can fix (the backlog is delivered once they do) rather than a message to drop.
-_RETRYABLE_ERRORS = frozenset(
-    {
-        "ratelimited",
-        "fatal_error",
-        "internal_error",
-        "service_unavailable",
-        "request_timeout",
-        "invalid_auth",
-        "not_authed",
-        "token_revoked",
-        "token_expired",
-        "account_inactive",
-    }
+_AUTH_ERRORS = frozenset(
+    {"invalid_auth", "not_authed", "token_revoked", "token_expired", "account_inactive"}
 )
+#: Slack ``error`` values worth waiting out that say the request was not carried out:
+#: a rate limit, a truncated request, or a credential an operator can fix (the backlog
+#: is delivered once they do) rather than a message to drop.
+_NOT_DONE_ERRORS = frozenset({"ratelimited", "request_timeout", *_AUTH_ERRORS})
+#: Slack's side failing: its docs say of internal_error and fatal_error that "some
+#: aspect of the operation" may have succeeded; service_unavailable does not say.
+_MAYBE_DONE_ERRORS = frozenset({"fatal_error", "internal_error", "service_unavailable"})
 #: A routed channel that cannot take the message: it falls back to ``slack.channel``.
 _ROUTE_ERRORS = ("channel_not_found", "not_in_channel", "is_archived")
 EVENT_TYPE = "flinkwatch_alert"
 _CHANNEL_ID = re.compile(r"^[CGD][A-Z0-9]{6,}$")
+#: Items asked for per page of a Slack read (Slack recommends at most 200).
+_PAGE = 200
+#: Pages read before a search gives up (then the send's fate counts as unknown).
+_MAX_PAGES = 50
+
+
+class _CannotTell(Exception):
+    """Slack will not say whether a message is there (a missing scope, no access)."""
+
 
 _ICON = {
     (AlertStatus.FIRING, Severity.CRITICAL): ":red_circle:",
@@ -84,12 +94,42 @@ _ICON = {
 }
 
 
+def _never_sent(error: BaseException | None) -> bool:
+    """True when urllib failed to connect or to write the request: nothing reached Slack.
+
+    urllib wraps exactly the OSErrors of connecting and of writing the request in
+    ``URLError`` (``AbstractHTTPHandler.do_open``); what fails while waiting for or
+    reading the answer (a read timeout, a reset, a close without an answer) comes
+    unwrapped, and by then Slack may have acted on the request. slack-sdk catches
+    ``HTTPError`` (a ``URLError`` with an answer) itself.
+    """
+    return isinstance(error, urllib.error.URLError) and not isinstance(
+        error, urllib.error.HTTPError
+    )
+
+
+class _NeverSentRetryHandler(RetryHandler):
+    """Retries a request that never reached Slack, and nothing else.
+
+    slack-sdk's ``ConnectionErrorRetryHandler`` also retries ``ConnectionResetError``
+    and ``RemoteDisconnected``, which come after the request was written: Slack may
+    have stored the message, and the retry posts it again.
+    """
+
+    def _can_retry(
+        self,
+        *,
+        state: RetryState,
+        request: HttpRequest,
+        response: HttpResponse | None = None,
+        error: Exception | None = None,
+    ) -> bool:
+        return response is None and _never_sent(error)
+
+
 def _retry_handlers(n: int) -> list[RetryHandler]:
-    return [
-        RateLimitErrorRetryHandler(max_retry_count=n),
-        ServerErrorRetryHandler(max_retry_count=n),
-        ConnectionErrorRetryHandler(max_retry_count=n),
-    ]
+    # No ServerErrorRetryHandler: after a 5xx the message may exist; the ledger asks.
+    return [RateLimitErrorRetryHandler(max_retry_count=n), _NeverSentRetryHandler(n)]
 
 
 def esc(text: object) -> str:
@@ -342,13 +382,22 @@ class SlackWebhookSink(_SlackSink):
         text, blocks = self._render(t)
         try:
             resp = self._client.send(text=text, blocks=blocks)
-        except (urllib.error.URLError, OSError, SlackClientError) as exc:
+        except urllib.error.URLError as exc:
             raise RetryableDeliveryError(self._scrub(f"webhook unreachable: {exc}")) from None
+        except (OSError, http.client.HTTPException) as exc:
+            detail = self._scrub(f"webhook gave no answer: {type(exc).__name__}: {exc}")
+            raise AmbiguousDeliveryError(detail) from None
+        except SlackClientError as exc:
+            raise RetryableDeliveryError(self._scrub(f"webhook: {exc}")) from None
         if resp.status_code == 200:
             return
         detail = self._scrub(f"webhook answered HTTP {resp.status_code}: {resp.body[:200]}")
-        if resp.status_code == 429 or resp.status_code >= 500:
+        if resp.status_code == 429:
             raise RetryableDeliveryError(detail)
+        if resp.status_code >= 500:
+            # Possibly posted; a webhook cannot be asked, so the ledger sends it again
+            # (counted as resent_unconfirmed).
+            raise AmbiguousDeliveryError(detail)
         raise PermanentDeliveryError(detail)
 
 
@@ -423,6 +472,10 @@ class SlackBotSink(_SlackSink):
             )
         except PermanentDeliveryError as exc:
             log.warning("slack: could not update the incident message (%s); replying only", exc)
+        except AmbiguousDeliveryError as exc:
+            # Nothing to confirm: the reply is not posted yet, and repeating the update
+            # is harmless.
+            raise RetryableDeliveryError(str(exc)) from None
         joined = t.incident is not None and t.incident.joined
         reply = (
             f"{a.detector} {a.status.value}: {a.summary}"
@@ -447,52 +500,165 @@ class SlackBotSink(_SlackSink):
         )
 
     def _call(self, method: str, **kwargs: Any) -> Any:
+        """One Web API call; its failure typed by what it says about the request.
+
+        Raises:
+            RetryableDeliveryError: Slack surely did not carry it out (429, auth, no
+                connection); try again.
+            AmbiguousDeliveryError: it may have been carried out (5xx, internal_error,
+                no answer after the request was written).
+            PermanentDeliveryError: Slack refused it.
+        """
         try:
             return getattr(self._client, method)(**kwargs)
         except SlackApiError as exc:
             error = str(exc.response.get("error", "")) if exc.response is not None else ""
             status = exc.response.status_code if exc.response is not None else 0
             detail = self._scrub(f"{method}: HTTP {status} {error or exc}")
-            if status == 429 or status >= 500 or error in _RETRYABLE_ERRORS:
-                if error in ("invalid_auth", "not_authed", "token_revoked", "token_expired"):
+            if status == 429 or error in _NOT_DONE_ERRORS:
+                if error in _AUTH_ERRORS:
                     log.error("slack: %s; fix the token, the backlog waits for it", detail)
                 raise RetryableDeliveryError(detail) from None
+            if status >= 500 or error in _MAYBE_DONE_ERRORS:
+                raise AmbiguousDeliveryError(detail) from None
             raise PermanentDeliveryError(detail) from None
-        except (urllib.error.URLError, OSError, SlackClientError) as exc:
+        except urllib.error.URLError as exc:
+            raise RetryableDeliveryError(self._scrub(f"{method}: {exc}")) from None
+        except (OSError, http.client.HTTPException) as exc:
+            detail = self._scrub(f"{method}: no answer: {type(exc).__name__}: {exc}")
+            raise AmbiguousDeliveryError(detail) from None
+        except SlackClientError as exc:
             raise RetryableDeliveryError(self._scrub(f"{method}: {exc}")) from None
 
-    # --- after a crash ---------------------------------------------------------------
+    # --- after a crash, or a send without an answer ------------------------------------
 
     def confirm(self, t: Transition) -> bool | None:
-        """Look for the transition's metadata key in Slack (the thread, or the channel)."""
+        """Look for the transition's metadata key in Slack (the thread, or the channel).
+
+        Pages through ``conversations.replies`` / ``conversations.history`` by cursor: in
+        a busy channel the message can be far from the newest.
+
+        Returns:
+            True if found, False if surely not there, None if Slack will not say (a
+            missing scope, no access): the ledger then sends it again.
+
+        Raises:
+            RetryableDeliveryError: Slack cannot be asked now; the ledger asks later.
+        """
+        try:
+            return self._find(t)
+        except _CannotTell as exc:
+            log.warning("slack: cannot check whether %s arrived (%s); sending again", t.key, exc)
+            return None
+
+    def _find(self, t: Transition) -> bool:
         a = t.alert
         parent = self._ledger.recall(self.name, t.incident_id)
         first = a.status is AlertStatus.FIRING and (t.incident is None or t.incident.opened)
         if parent is not None and not first:
-            channel, method = parent["channel"], "conversations_replies"
-            where: dict[str, Any] = {"ts": parent["ts"]}
-        else:
-            name = self._cfg().channel_for(a.detector, a.severity)
-            known = self._ledger.recall(self.name, f"channel:{name}")
-            if known is None and not _CHANNEL_ID.match(name):
-                return None  # never posted there: no id to read the history with
-            channel, method = (known or {}).get("id", name), "conversations_history"
-            where = {"oldest": f"{t.recorded_ms / 1000 - 600:.6f}"}
-        try:
-            resp = self._call(
-                method, channel=channel, include_all_metadata=True, limit=200, **where
-            )
-        except (RetryableDeliveryError, PermanentDeliveryError) as exc:
-            log.warning("slack: cannot check whether %s arrived: %s", t.key, exc)
-            return None
-        for m in resp.get("messages", []):
-            payload = (m.get("metadata") or {}).get("event_payload") or {}
-            if payload.get("key") != t.key:
+            found = self._search(t, "conversations_replies", parent["channel"], ts=parent["ts"])
+            return found is not None
+        # A message of its own: in its routed channel, or in the default channel the
+        # send fell back to when the route failed.
+        c = self._cfg()
+        oldest = f"{t.recorded_ms / 1000 - 600:.6f}"  # 10 min of slack for clock skew
+        unknown: list[str] = []
+        for name in dict.fromkeys((c.channel_for(a.detector, a.severity), c.channel)):
+            try:
+                channel = self._channel_id(name)
+                ts = (
+                    None
+                    if channel is None
+                    else self._search(t, "conversations_history", channel, oldest=oldest)
+                )
+            except _CannotTell as exc:
+                unknown.append(f"{name}: {exc}")
                 continue
-            if method == "conversations_history":
-                self._ledger.remember(self.name, t.incident_id, {"channel": channel, "ts": m["ts"]})
-            return True
+            if channel is not None and ts is not None:
+                self._ledger.remember(self.name, t.incident_id, {"channel": channel, "ts": ts})
+                return True
+        if unknown:
+            raise _CannotTell("; ".join(unknown))
         return False
+
+    def _search(self, t: Transition, method: str, channel: str, **where: str) -> str | None:
+        """The ts of the message carrying ``t``'s key, following the cursor; None if absent.
+
+        Raises:
+            _CannotTell: Slack refused the read, or the search gave up after ``_MAX_PAGES``.
+        """
+        cursor: str | None = None
+        for _ in range(_MAX_PAGES):
+            try:
+                resp = self._call(
+                    method,
+                    channel=channel,
+                    include_all_metadata=True,
+                    limit=_PAGE,
+                    cursor=cursor,
+                    **where,
+                )
+            except PermanentDeliveryError as exc:
+                if method == "conversations_history" and "channel_not_found" in str(exc):
+                    return None  # no such channel: nothing can have arrived there
+                raise _CannotTell(str(exc)) from None
+            for m in resp.get("messages", []):
+                payload = (m.get("metadata") or {}).get("event_payload") or {}
+                if payload.get("key") == t.key:
+                    return str(m["ts"])
+            cursor = (resp.get("response_metadata") or {}).get("next_cursor") or None
+            if cursor is None:
+                return None
+        msg = f"{method}: not within {_MAX_PAGES} pages of {_PAGE}"
+        raise _CannotTell(msg)
+
+    def _channel_id(self, name: str) -> str | None:
+        """Slack's id of a configured channel (read APIs want it); None if there is none.
+
+        Raises:
+            _CannotTell: the token may not list channels.
+        """
+        known = self._ledger.recall(self.name, f"channel:{name}")
+        if known is not None:
+            return str(known["id"])
+        if _CHANNEL_ID.match(name):
+            return name
+        try:
+            found = self._lookup([name])
+        except PermanentDeliveryError as exc:
+            raise _CannotTell(str(exc)) from None
+        return found.get(name)
+
+    def _lookup(self, names: list[str]) -> dict[str, str]:
+        """Channel ids by configured name, from ``conversations.list`` (remembered).
+
+        Names not in the list are absent: no such channel, or a private one the bot is
+        not in; either way the bot cannot post there.
+
+        Raises:
+            _CannotTell: the list is longer than ``_MAX_PAGES`` pages and a name is not
+                on them.
+        """
+        wanted = {n.removeprefix("#"): n for n in names}
+        found: dict[str, str] = {}
+        cursor: str | None = None
+        for _ in range(_MAX_PAGES):
+            resp = self._call(
+                "conversations_list",
+                types="public_channel,private_channel",
+                limit=_PAGE,
+                cursor=cursor,
+            )
+            for ch in resp.get("channels", []):
+                name = wanted.get(str(ch.get("name")))
+                if name is not None:
+                    found[name] = str(ch["id"])
+                    self._ledger.remember(self.name, f"channel:{name}", {"id": found[name]})
+            cursor = (resp.get("response_metadata") or {}).get("next_cursor") or None
+            if cursor is None or len(found) == len(wanted):
+                return found
+        msg = f"conversations_list: {sorted(set(names) - set(found))} not within {_MAX_PAGES} pages"
+        raise _CannotTell(msg)
 
 
 def slack_sink(

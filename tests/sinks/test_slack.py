@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import socket
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -111,16 +113,27 @@ def test_routes_pick_the_channel_and_webhook_mode_posts_every_transition(
     assert len(texts) == 2 and "resolved" in texts[1] and "resolved" not in texts[0]
 
 
-def test_rate_limits_and_server_errors_are_retried_by_slack_sdk(
+def test_rate_limits_are_retried_by_slack_sdk_and_a_server_error_is_confirmed_first(
     slack: SlackEmulator, tmp_path: Path
 ) -> None:
     ledger = AlertLedger(tmp_path / "l.sqlite")
     sink = bot(slack, ledger)
     slack.fail_next(1, 429, retry_after=1)
     slack.fail_next(1, 500)
-    deliver(ledger, sink, 0, alert())
-    statuses = [s for p, s in slack.requests if p.endswith("chat.postMessage")]
-    assert statuses == [429, 500, 200]
+    ledger.record(0, [alert()], [sink])
+    # A 429 is Slack saying it did nothing: slack-sdk waits and sends again. After a 500
+    # the message may exist: the send stays open until Slack has been asked.
+    with pytest.raises(RetryableDeliveryError, match="HTTP 500"):
+        ledger.deliver(sink)
+    assert ledger.counts()[("slack", "sending")] == 1
+    assert ledger.deliver(sink) == 0
+    assert [(p.rsplit("/", 1)[1], s) for p, s in slack.requests] == [
+        ("chat.postMessage", 429),
+        ("chat.postMessage", 500),
+        ("conversations.list", 200),
+        ("conversations.history", 200),
+        ("chat.postMessage", 200),
+    ]
     assert len(slack.messages("#flink-alerts")) == 1
 
 
@@ -341,3 +354,146 @@ def test_a_route_to_a_missing_channel_falls_back_to_the_default_channel(
     assert [r["text"].split(":")[0] for r in slack.messages("#flink-alerts")[0]["replies"]] == [
         "resolved"
     ]
+
+
+def keys(messages: list[dict]) -> list[str]:
+    return [m["metadata"]["event_payload"]["key"] for m in messages if m.get("metadata")]
+
+
+LOST_ANSWERS: dict[str, Callable[[SlackEmulator], None]] = {
+    "500": lambda emu: emu.fail_next(1, 500, path_prefix="/api/chat.postMessage", after_store=True),
+    "timeout": lambda emu: emu.stall_next(1, 3.0, path_prefix="/api/chat.postMessage"),
+    "cut": lambda emu: emu.cut_next(1, path_prefix="/api/chat.postMessage"),
+}
+
+
+@pytest.mark.parametrize("lost", LOST_ANSWERS.values(), ids=LOST_ANSWERS.keys())
+def test_a_post_slack_stored_but_did_not_answer_is_confirmed_not_posted_again(
+    slack: SlackEmulator, tmp_path: Path, lost: Callable[[SlackEmulator], None]
+) -> None:
+    ledger = AlertLedger(tmp_path / "l.sqlite")
+    sink = bot(slack, ledger, timeout_s=1)
+    lost(slack)
+    ledger.record(0, [alert()], [sink])
+    with pytest.raises(RetryableDeliveryError):
+        ledger.deliver(sink)
+    assert ledger.counts()[("slack", "sending")] == 1  # outcome unknown: not back to pending
+    assert ledger.deliver(sink) == 0
+    assert keys(slack.messages("#flink-alerts")) == ["a1:firing"]
+    assert ledger.outcomes[("slack", "confirmed")] == 1
+    # The confirmed message is the incident's: its resolve goes into that thread.
+    deliver(ledger, sink, 1, alert(AlertStatus.RESOLVED))
+    [msg] = slack.messages("#flink-alerts")
+    assert keys(msg["replies"]) == ["a1:resolved"]
+
+
+def test_a_post_that_timed_out_before_slack_stored_it_is_sent_after_asking(
+    slack: SlackEmulator, tmp_path: Path
+) -> None:
+    ledger = AlertLedger(tmp_path / "l.sqlite")
+    sink = bot(slack, ledger, timeout_s=1)
+    slack.stall_next(1, 3.0, path_prefix="/api/chat.postMessage", after_store=False)
+    ledger.record(0, [alert()], [sink])
+    with pytest.raises(RetryableDeliveryError):
+        ledger.deliver(sink)
+    assert ledger.deliver(sink) == 0
+    assert keys(slack.messages("#flink-alerts")) == ["a1:firing"]
+    assert ledger.outcomes[("slack", "delivered")] == 1
+
+
+def test_a_thread_reply_slack_stored_but_answered_500_is_not_replied_twice(
+    slack: SlackEmulator, tmp_path: Path
+) -> None:
+    ledger = AlertLedger(tmp_path / "l.sqlite")
+    sink = bot(slack, ledger)
+    deliver(ledger, sink, 0, alert())
+    slack.fail_next(1, 500, path_prefix="/api/chat.postMessage", after_store=True)
+    ledger.record(1, [alert(AlertStatus.RESOLVED)], [sink])
+    with pytest.raises(RetryableDeliveryError):
+        ledger.deliver(sink)
+    assert ledger.deliver(sink) == 0
+    [msg] = slack.messages("#flink-alerts")
+    assert keys(msg["replies"]) == ["a1:resolved"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_a_send_that_could_not_connect_is_retried_and_sent_again_without_asking(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    port = free_port()
+    ledger = AlertLedger(tmp_path / "l.sqlite")
+    cfg = SlackConfig(
+        mode="bot", api_url=f"http://127.0.0.1:{port}/api/", channel="#flink-alerts", max_retries=1
+    )
+    sink = SlackBotSink(TOKEN, ledger, lambda: cfg, lambda: "prod-eu")
+    ledger.record(0, [alert()], [sink])
+    with pytest.raises(RetryableDeliveryError, match="Connection refused"):
+        ledger.deliver(sink)
+    # slack-sdk tried twice (max_retries=1): a request that never left is safe to repeat.
+    refused = [r for r in caplog.records if "Connection refused" in r.getMessage()]
+    assert len(refused) == 2
+    assert ledger.counts()[("slack", "pending")] == 1  # definitely not sent
+    with SlackEmulator(token=TOKEN, port=port, channels=("#flink-alerts",)) as emu:
+        assert ledger.deliver(sink) == 0
+        assert keys(emu.messages("#flink-alerts")) == ["a1:firing"]
+        assert [p for p, _ in emu.requests] == ["/api/chat.postMessage"]  # nothing to ask
+
+
+@pytest.fixture
+def busy():
+    with SlackEmulator(token=TOKEN, channels=("#flink-alerts", "#flink-pager"), max_page=2) as emu:
+        yield emu
+
+
+def test_confirming_in_a_busy_channel_follows_the_cursor(
+    busy: SlackEmulator, tmp_path: Path
+) -> None:
+    from slack_sdk import WebClient
+
+    human = WebClient(token=TOKEN, base_url=busy.base_url, retry_handlers=[])
+    ledger = AlertLedger(tmp_path / "l.sqlite")
+    sink = bot(busy, ledger, timeout_s=1)
+    busy.stall_next(1, 3.0, path_prefix="/api/chat.postMessage")
+    ledger.record(0, [alert()], [sink])
+    with pytest.raises(RetryableDeliveryError):
+        ledger.deliver(sink)
+    for i in range(5):  # the channel moves on: flinkwatch's message is on page 3 of 3
+        human.chat_postMessage(channel="#flink-alerts", text=f"chatter {i}")
+    assert ledger.deliver(sink) == 0
+    assert keys(busy.messages("#flink-alerts")) == ["a1:firing"]
+    reads = [p for p, _ in busy.requests if p.endswith("conversations.history")]
+    assert len(reads) == 3
+
+    # The same in a busy thread, read oldest first: the reply comes after the humans'
+    # and is on page 3 of conversations.replies.
+    [parent] = [m for m in busy.messages("#flink-alerts") if m.get("metadata")]
+    for i in range(3):
+        human.chat_postMessage(channel="#flink-alerts", text=f"on it {i}", thread_ts=parent["ts"])
+    busy.fail_next(1, 500, path_prefix="/api/chat.postMessage", after_store=True)
+    ledger.record(1, [alert(AlertStatus.RESOLVED)], [sink])
+    with pytest.raises(RetryableDeliveryError):
+        ledger.deliver(sink)
+    assert ledger.deliver(sink) == 0
+    [msg] = [m for m in busy.messages("#flink-alerts") if m["ts"] == parent["ts"]]
+    assert keys(msg["replies"]) == ["a1:resolved"]
+    assert len([p for p, _ in busy.requests if p.endswith("conversations.replies")]) == 3
+
+
+def test_a_webhook_cannot_be_asked_so_an_unknown_outcome_is_sent_again_and_counted(
+    slack: SlackEmulator, tmp_path: Path
+) -> None:
+    ledger = AlertLedger(tmp_path / "l.sqlite")
+    cfg = config(slack, mode="webhook")
+    hook = SlackWebhookSink(slack.webhook_url, lambda: cfg, lambda: "prod-eu")
+    slack.fail_next(1, 500, path_prefix="/services", after_store=True)
+    ledger.record(0, [alert()], [hook])
+    with pytest.raises(RetryableDeliveryError, match="HTTP 500"):
+        ledger.deliver(hook)
+    assert ledger.deliver(hook) == 0
+    assert len(slack.webhook_messages()) == 2  # the documented cost of webhook mode
+    assert ledger.outcomes[("slack", "resent_unconfirmed")] == 1
