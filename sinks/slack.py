@@ -35,6 +35,7 @@ import os
 import re
 import urllib.error
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from slack_sdk import WebClient
@@ -82,6 +83,21 @@ _MAX_PAGES = 50
 
 class _CannotTell(Exception):
     """Slack will not say whether a message is there (a missing scope, no access)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RouteProblem:
+    """A configured channel that cannot take alerts (see :meth:`SlackBotSink.check_routes`).
+
+    Attributes:
+        route: Where the channel is configured: ``slack.channel`` or ``slack.routes[i]``.
+        channel: The channel as configured.
+        problem: What is wrong: not found, archived, the bot is not a member.
+    """
+
+    route: str
+    channel: str
+    problem: str
 
 
 _ICON = {
@@ -514,7 +530,9 @@ class SlackBotSink(_SlackSink):
         except SlackApiError as exc:
             error = str(exc.response.get("error", "")) if exc.response is not None else ""
             status = exc.response.status_code if exc.response is not None else 0
-            detail = self._scrub(f"{method}: HTTP {status} {error or exc}")
+            needed = exc.response.get("needed") if exc.response is not None else None
+            why = f"{error} (needs {needed})" if needed else error
+            detail = self._scrub(f"{method}: HTTP {status} {why or exc}")
             if status == 429 or error in _NOT_DONE_ERRORS:
                 if error in _AUTH_ERRORS:
                     log.error("slack: %s; fix the token, the backlog waits for it", detail)
@@ -529,6 +547,87 @@ class SlackBotSink(_SlackSink):
             raise AmbiguousDeliveryError(detail) from None
         except SlackClientError as exc:
             raise RetryableDeliveryError(self._scrub(f"{method}: {exc}")) from None
+
+    # --- are the routes usable? ---------------------------------------------------------
+
+    def check_routes(self) -> list[RouteProblem]:
+        """Ask Slack whether every configured channel can take alerts; warn about each that cannot.
+
+        Meant for when the sink starts and after a reload that changes ``slack.channel``
+        or ``slack.routes``: a typo in a route otherwise shows only when an alert takes
+        it. Uses ``auth.test``, ``conversations.list`` (for channels given by name) and
+        ``conversations.info``. What the token has no scope for is skipped and noted at
+        info; a Slack that cannot be reached is noted and nothing is checked.
+
+        Returns:
+            The problems, in configuration order; each is also logged as a warning that
+            names the route.
+        """
+        c = self._cfg()
+        where = [("slack.channel", c.channel)]
+        where += [(f"slack.routes[{i}]", r.channel) for i, r in enumerate(c.routes)]
+        try:
+            self._call("auth_test")
+            problem_of = self._channel_problems(sorted({ch for _, ch in where}))
+        except RetryableDeliveryError as exc:
+            log.warning("slack: cannot check the routes now (%s)", exc)
+            return []
+        except PermanentDeliveryError as exc:
+            log.warning("slack: auth.test refused (%s); routes not checked", exc)
+            return []
+        out = [RouteProblem(r, ch, why) for r, ch in where if (why := problem_of.get(ch))]
+        for p in out:
+            if p.route == "slack.channel":
+                then = "alerts routed nowhere else cannot be delivered"
+            elif problem_of.get(c.channel):
+                then = f"its alerts cannot be delivered ({c.channel} cannot take them either)"
+            else:
+                then = f"its alerts go to {c.channel} instead"
+            log.warning("slack: route %s (%s): %s; %s", p.route, p.channel, p.problem, then)
+        if not out:
+            total = len({ch for _, ch in where})
+            log.info("slack: routes checked: %d of %d channel(s) fine", len(problem_of), total)
+        return out
+
+    def _channel_problems(self, channels: list[str]) -> dict[str, str | None]:
+        """What is wrong with each channel Slack let us look at (None: nothing).
+
+        A channel the token has no scope to look at is absent.
+        """
+        ids: dict[str, str | None] = {ch: ch for ch in channels if _CHANNEL_ID.match(ch)}
+        names = [ch for ch in channels if ch not in ids]
+        if names:
+            try:
+                found = self._lookup(names)
+            except (PermanentDeliveryError, _CannotTell) as exc:
+                log.info("slack: cannot look channel names up (%s); not checked: %s", exc, names)
+            else:
+                ids.update({n: found.get(n) for n in names})
+        out: dict[str, str | None] = {}
+        for ch, cid in ids.items():
+            if cid is None:
+                out[ch] = "channel not found (or private without the bot)"
+                continue
+            try:
+                info = self._call("conversations_info", channel=cid)["channel"]
+            except PermanentDeliveryError as exc:
+                if "channel_not_found" in str(exc):
+                    out[ch] = "channel not found"
+                elif "missing_scope" in str(exc):
+                    log.info("slack: cannot check %s (%s)", ch, exc)
+                else:
+                    out[ch] = str(exc)
+                continue
+            if info.get("is_archived"):
+                out[ch] = "channel is archived"
+            elif info.get("is_member") is False:
+                out[ch] = (
+                    "the bot is not a member (posts fail with not_in_channel unless the "
+                    "app has chat:write.public)"
+                )
+            else:
+                out[ch] = None
+        return out
 
     # --- after a crash, or a send without an answer ------------------------------------
 

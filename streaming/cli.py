@@ -137,6 +137,8 @@ def run_job(
     except ValueError as exc:
         log.error("%s", exc)
         return 2
+    check_routes = route_checks(slack)
+    check_routes(cfg)
     alerts_file = _alerts_file(out)
     try:
         ledger.deliver(alerts_file)  # whatever a crash left undelivered
@@ -192,6 +194,7 @@ def run_job(
 
     def _should_stop() -> bool:
         current["cfg"] = pipeline.cfg  # a reload swaps pipeline.cfg; the sinks follow
+        check_routes(pipeline.cfg)
         return stop["flag"] or (deadline is not None and time.monotonic() > deadline)
 
     try:
@@ -208,6 +211,32 @@ def run_job(
         ledger.close()
     _print_summary(pipeline.stats.alerts, pipeline.stats.kinds, pipeline.stats.dead_letters)
     return rc
+
+
+def _in_background(work: Callable[[], object]) -> None:
+    threading.Thread(target=work, name="flinkwatch-slack-routes", daemon=True).start()
+
+
+def route_checks(
+    slack: Any, run: Callable[[Callable[[], object]], None] = _in_background
+) -> Callable[[AppConfig], None]:
+    """A function that checks the Slack bot's routes when first called and on each change.
+
+    The check (:meth:`~sinks.slack.SlackBotSink.check_routes`) asks Slack over the
+    network, so ``run`` starts it in a daemon thread: neither the start nor a reload
+    waits for it. Webhook mode has no routes to check (a webhook is bound to its channel).
+    """
+    from sinks.slack import SlackBotSink
+
+    checked: list[object] = []
+
+    def check(cfg: AppConfig) -> None:
+        key = (cfg.slack.channel, cfg.slack.routes)
+        if isinstance(slack, SlackBotSink) and checked != [key]:
+            checked[:] = [key]
+            run(slack.check_routes)
+
+    return check
 
 
 def _keep_ledger_tidy(ledger: Any, retention_days: Callable[[], float]) -> None:

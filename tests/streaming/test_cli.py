@@ -194,3 +194,36 @@ def test_run_refuses_to_start_when_the_metrics_password_is_missing(
     assert "metrics.basic_auth_username is set but $FLINKWATCH_METRICS_PASSWORD" in caplog.text
     # Refused before anything started: no ledger opened, no Spark session.
     assert not state.exists()
+
+
+def test_slack_routes_are_checked_at_start_and_after_a_reload_that_changes_them(
+    tmp_path, caplog
+) -> None:
+    from conf import AppConfig
+    from sinks import AlertLedger
+    from sinks.slack import SlackBotSink
+    from sinks.slack_emulator import SlackEmulator
+    from streaming.cli import route_checks
+
+    with SlackEmulator(channels=("#flink-alerts",)) as emu:
+        slack = {"mode": "bot", "api_url": emu.base_url, "channel": "#flink-alerts"}
+        start = AppConfig.model_validate({"slack": slack})
+        current = {"cfg": start}
+        sink = SlackBotSink(
+            emu.token, AlertLedger(tmp_path / "l.sqlite"), lambda: current["cfg"].slack, lambda: "c"
+        )
+        check = route_checks(sink, run=lambda work: work())
+        check(start)
+        check(start)  # every pass of the run loop: no change, no new check
+        fixed = start.model_copy(update={"cluster": "renamed"})
+        check(fixed)  # a reload that leaves channel and routes alone
+        assert [p for p, _ in emu.requests].count("/api/auth.test") == 1
+        typo = {**slack, "routes": [{"channel": "#flink-pagr"}]}
+        current["cfg"] = AppConfig.model_validate({"slack": typo})
+        check(current["cfg"])
+        assert [p for p, _ in emu.requests].count("/api/auth.test") == 2
+    assert "slack: route slack.routes[0] (#flink-pagr): channel not found" in caplog.text
+    # Webhook mode: nothing to check, nothing started.
+    started: list[object] = []
+    route_checks(object(), run=started.append)(start)
+    assert started == []
