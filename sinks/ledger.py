@@ -27,6 +27,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +78,34 @@ CREATE TABLE IF NOT EXISTS sink_memory (
 
 #: Delivery states that still need work.
 OPEN_STATES = ("pending", "sending")
+#: Every delivery state.
+DELIVERY_STATES = ("pending", "sending", "delivered", "failed", "silenced")
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """One transition's delivery to one sink, as :meth:`AlertLedger.deliveries` lists it.
+
+    Attributes:
+        seq: The transition's position in the ledger.
+        sink: The sink's name.
+        state: One of :data:`DELIVERY_STATES`.
+        attempts: Sends started so far.
+        error: The last failure (or why it is still open), if any.
+        updated_ms: Wall-clock time of the last change (epoch ms).
+        key: The transition's key (see :func:`~sinks.base.transition_key`).
+        alert: The alert.
+    """
+
+    seq: int
+    sink: str
+    state: str
+    attempts: int
+    error: str | None
+    updated_ms: int
+    key: str
+    alert: Alert
+
 
 Silencer = Callable[[Alert], str | None]
 #: Puts a new transition into its incident (see :class:`~detectors.correlation.Correlator`).
@@ -332,6 +361,48 @@ class AlertLedger:
                     continue
                 self.mark(sink.name, t.seq, "delivered")
                 self.outcomes[(sink.name, "delivered")] += 1
+
+    def deliveries(self, states: Sequence[str] | None = None) -> list[Delivery]:
+        """Deliveries in ledger order (then by sink), of these states (None: all)."""
+        wanted = set(states if states is not None else DELIVERY_STATES)
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT d.seq, d.sink, d.state, d.attempts, d.error, d.updated_ms, t.key, t.alert "
+                "FROM deliveries d JOIN transitions t ON t.seq = d.seq ORDER BY d.seq, d.sink"
+            ).fetchall()
+        return [
+            Delivery(seq, sink, state, n, err, ms, key, Alert.model_validate_json(a))
+            for seq, sink, state, n, err, ms, key, a in rows
+            if state in wanted
+        ]
+
+    def resend(self, seqs: Sequence[int] | None) -> list[tuple[int, str]]:
+        """Move failed deliveries back to ``pending``: the next :meth:`deliver` sends them.
+
+        For an operator who fixed what made a sink refuse them (a channel, a scope).
+        Deliveries in any other state are left alone.
+
+        Args:
+            seqs: The transitions whose failed deliveries (to any sink) to resend;
+                None: every failed delivery.
+
+        Returns:
+            The (seq, sink) of each delivery moved, in order.
+        """
+        with self._tx() as db:
+            rows = db.execute(
+                "SELECT seq, sink FROM deliveries WHERE state = 'failed' ORDER BY seq, sink"
+            ).fetchall()
+            moved = [(int(q), str(k)) for q, k in rows if seqs is None or q in set(seqs)]
+            for seq, sink in moved:
+                db.execute(
+                    "UPDATE deliveries SET state = 'pending', updated_ms = ? "
+                    "WHERE sink = ? AND seq = ?",
+                    (self._clock(), sink, seq),
+                )
+        for seq, sink in moved:
+            log.info("sink=%s seq=%d: failed delivery queued again", sink, seq)
+        return moved
 
     def backlog(self) -> dict[str, int]:
         """Open (pending or sending) deliveries per sink."""

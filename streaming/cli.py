@@ -1,4 +1,4 @@
-"""``flinkwatch`` command line: run, replay, parse, simulate, config check, kafka, demo."""
+"""``flinkwatch`` command line: run, replay, parse, simulate, demo; config, kafka, deliveries."""
 
 from __future__ import annotations
 
@@ -559,6 +559,91 @@ def cmd_kafka_create_topics(args: argparse.Namespace) -> int:
     return 0
 
 
+# --- deliveries ----------------------------------------------------------------------
+
+
+def _open_ledger(args: argparse.Namespace) -> Any:
+    """The job's alert ledger (``<output.state_dir>/ledger.sqlite``); None if there is none."""
+    from sinks import AlertLedger
+
+    path = _with(_load(args.config), base_overrides(args)).output.ledger_path
+    if not path.is_file():
+        # Opening would create an empty ledger: a wrong --config must not look like "all fine".
+        print(f"no ledger at {path} (check --config / --state-dir)", file=sys.stderr)
+        return None
+    return AlertLedger(path)
+
+
+def cmd_deliveries_list(args: argparse.Namespace) -> int:
+    """Print the ledger's deliveries in one state (or all), oldest first."""
+    ledger = _open_ledger(args)
+    if ledger is None:
+        return 2
+    try:
+        rows = ledger.deliveries(None if args.state == "all" else [args.state])
+    finally:
+        ledger.close()
+    if not rows:
+        print(f"no deliveries ({args.state})", file=sys.stderr)
+        return 0
+    w_sink = max(len("sink"), *(len(d.sink) for d in rows))
+    w_key = max(len("transition"), *(len(d.key) for d in rows))
+    head = f"{'seq':>6}  {'sink':<{w_sink}}  {'state':<9}  attempts  {'transition':<{w_key}}"
+    print(f"{head}  summary")
+    for d in rows:
+        line = f"{d.seq:>6}  {d.sink:<{w_sink}}  {d.state:<9}  {d.attempts:>8}  {d.key:<{w_key}}"
+        print(f"{line}  {d.alert.summary}")
+        if d.error:
+            print(f"{'':>6}  error: {d.error}")
+    return 0
+
+
+def cmd_deliveries_resend(args: argparse.Namespace) -> int:
+    """Move failed deliveries back to pending, so they are sent again."""
+    if bool(args.seq) == args.all_failed:
+        args.usage_error("give SEQ... or --all-failed")
+    ledger = _open_ledger(args)
+    if ledger is None:
+        return 2
+    try:
+        moved = ledger.resend(None if args.all_failed else args.seq)
+    finally:
+        ledger.close()
+    for seq, sink in moved:
+        print(f"seq {seq} ({sink}): failed -> pending")
+    done = {seq for seq, _ in moved}
+    missing = [] if args.all_failed else [q for q in dict.fromkeys(args.seq) if q not in done]
+    for seq in missing:
+        print(f"seq {seq}: no failed delivery (see `flinkwatch deliveries list`)", file=sys.stderr)
+    if moved:
+        print(
+            "queued: a running job sends them in order (Slack within 30 s, the alert file "
+            "at its next batch); otherwise the next start does",
+            file=sys.stderr,
+        )
+    return 1 if missing else 0
+
+
+def _add_deliveries(sub: Any) -> None:
+    """``flinkwatch deliveries list|resend``: the alert ledger, for an operator."""
+    dl = sub.add_parser("deliveries", help="list alert deliveries; send failed ones again")
+    dsub = dl.add_subparsers(dest="deliveries_command", required=True)
+    # allow_abbrev off: `resend --state x` must not pass for --state-dir.
+    ls = dsub.add_parser("list", help="print deliveries from the ledger", allow_abbrev=False)
+    states = ["failed", "pending", "sending", "all"]
+    ls.add_argument("--state", choices=states, default="failed", help="which (default: failed)")
+    ls.set_defaults(func=cmd_deliveries_list)
+    rs = dsub.add_parser(
+        "resend", help="move failed deliveries back to pending", allow_abbrev=False
+    )
+    rs.add_argument("seq", nargs="*", type=int, metavar="SEQ", help="seq numbers, as listed")
+    rs.add_argument("--all-failed", action="store_true", help="every failed delivery")
+    rs.set_defaults(func=cmd_deliveries_resend, usage_error=rs.error)
+    for cmd in (ls, rs):
+        cmd.add_argument("--config", help="YAML config; the ledger is in its output.state_dir")
+        cmd.add_argument("--state-dir", help="override output.state_dir")
+
+
 # --- demo ----------------------------------------------------------------------------
 
 
@@ -805,6 +890,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--fresh", action="store_true", help="delete the demo state first")
     d.set_defaults(func=cmd_demo)
 
+    _add_deliveries(sub)
     se = sub.add_parser(
         "slack-emulator", help="a local Slack Web API + webhook server (demo, tests, trials)"
     )

@@ -258,3 +258,29 @@ def test_a_sink_that_cannot_be_asked_yet_holds_the_send_back(tmp_path: Path) -> 
     sink.arrived = False
     assert ledger.deliver(sink) == 0
     assert sink.sent == ["a:firing"]
+
+
+def test_deliveries_are_listed_by_state_and_failed_ones_can_be_sent_again(
+    tmp_path: Path,
+) -> None:
+    ledger, slack, file = AlertLedger(tmp_path / "l.sqlite"), Sink("slack"), Sink("file", False)
+    slack.refuse = {"a:firing", "b:firing"}
+    ledger.record(0, [alert("a"), alert("b"), alert("c")], [slack, file])
+    ledger.deliver(slack)
+    ledger.deliver(file)
+    failed = ledger.deliveries(["failed"])
+    assert [(d.seq, d.sink, d.state, d.attempts) for d in failed] == [
+        (1, "slack", "failed", 1),
+        (2, "slack", "failed", 1),
+    ]
+    assert failed[0].key == "a:firing" and failed[0].alert.summary == "3 checkpoints expired"
+    assert failed[0].error == "channel_not_found"
+    assert len(ledger.deliveries()) == 6  # every state
+
+    slack.refuse = set()
+    assert ledger.resend([1, 3]) == [(1, "slack")]  # seq 3 was delivered: left alone
+    assert ledger.counts()[("slack", "pending")] == 1
+    assert ledger.deliver(slack) == 0
+    assert slack.sent == ["c:firing", "a:firing"]
+    assert ledger.resend(None) == [(2, "slack")]  # every failed one
+    assert ledger.resend(None) == []
