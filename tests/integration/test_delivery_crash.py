@@ -197,7 +197,7 @@ def test_every_transition_reaches_slack_exactly_once_across_kills(kafka, tmp_pat
     print(  # noqa: T201
         f"  chat.postMessage 200s: {posts.count(200)}, failed requests: "
         f"{len([s for _p, s in slack.requests if s != 200])}, sends confirmed after a kill: "
-        f"{log_text.count('delivered before the restart')}"
+        f"{log_text.count('found delivered, not sent again')}"
     )
 
     # One message per incident, one resolve reply each: exactly once.
