@@ -79,7 +79,7 @@ CREATE TABLE IF NOT EXISTS sink_memory (
 #: Delivery states that still need work.
 OPEN_STATES = ("pending", "sending")
 #: Every delivery state.
-DELIVERY_STATES = ("pending", "sending", "delivered", "failed", "silenced")
+DELIVERY_STATES = ("pending", "sending", "delivered", "failed", "silenced", "stale")
 
 
 @dataclass(frozen=True, slots=True)

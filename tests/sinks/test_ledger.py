@@ -284,3 +284,11 @@ def test_deliveries_are_listed_by_state_and_failed_ones_can_be_sent_again(
     assert slack.sent == ["c:firing", "a:firing"]
     assert ledger.resend(None) == [(2, "slack")]  # every failed one
     assert ledger.resend(None) == []
+
+
+def test_every_state_is_listed_the_stale_one_included(tmp_path: Path) -> None:
+    now = 1_700_000_000_000 + 86_400_000
+    ledger, slack = AlertLedger(tmp_path / "l.sqlite", clock=lambda: now), Sink("slack")
+    ledger.record(0, [alert("old")], [slack], max_age_ms=3_600_000)
+    assert [(d.key, d.state) for d in ledger.deliveries()] == [("old:firing", "stale")]
+    assert ledger.resend(None) == []  # stale is not failed: never paged by resend
