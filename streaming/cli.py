@@ -630,7 +630,7 @@ def _add_deliveries(sub: Any) -> None:
     dsub = dl.add_subparsers(dest="deliveries_command", required=True)
     # allow_abbrev off: `resend --state x` must not pass for --state-dir.
     ls = dsub.add_parser("list", help="print deliveries from the ledger", allow_abbrev=False)
-    states = ["failed", "pending", "sending", "all"]
+    states = ["failed", "pending", "sending", "stale", "all"]
     ls.add_argument("--state", choices=states, default="failed", help="which (default: failed)")
     ls.set_defaults(func=cmd_deliveries_list)
     rs = dsub.add_parser(
