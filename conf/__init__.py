@@ -22,6 +22,7 @@ from pydantic import (
     model_validator,
 )
 
+from conf.kafka_options import check_options
 from conf.silences import Silence
 from detectors import REGISTRY, DetectorParams, Severity
 from detectors.correlation import CorrelationParams
@@ -41,17 +42,53 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
+SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+_ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
+
+
 class KafkaConfig(_Frozen):
-    """Where the Flink records come from."""
+    """Where the Flink records come from, and how to reach the brokers.
+
+    The connection settings (``bootstrap_servers`` to ``ssl_check_hostname``) serve
+    Spark's Kafka clients and the command-line tools alike; ``conf.kafka_client`` turns
+    them into each one's settings. Secrets are never in the file: the SASL password and
+    any ``${ENV_VAR}`` option value are read from the environment when a client is built.
+    """
 
     bootstrap_servers: str = "127.0.0.1:9092"
+    security_protocol: SecurityProtocol = "PLAINTEXT"
+    sasl_mechanism: SaslMechanism | None = Field(
+        default=None, description="SASL_*: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"
+    )
+    sasl_username: str | None = Field(default=None, min_length=1, description="SASL_*: the user")
+    sasl_password_env: str = Field(
+        default="FLINKWATCH_KAFKA_PASSWORD",
+        pattern=_ENV_NAME,
+        description="SASL_*: the environment variable holding the password",
+    )
+    ssl_ca_file: Path | None = Field(
+        default=None,
+        description=(
+            "SSL, SASL_SSL: PEM file of the CA certificates the brokers' certificates are "
+            "checked against; null = the JVM's and Python's default trust"
+        ),
+    )
+    ssl_check_hostname: bool = Field(
+        default=True, description="SSL, SASL_SSL: the broker certificate must name its host"
+    )
     logs_topic: str = "flink.logs"
     metrics_topic: str = "flink.metrics"
     starting_offsets: Literal["earliest", "latest"] = "earliest"
     max_offsets_per_trigger: int | None = Field(default=200_000, gt=0)
     fail_on_data_loss: bool = True
     options: dict[str, str] = Field(
-        default_factory=dict, description="Extra `kafka.*` options for the Spark source."
+        default_factory=dict,
+        description=(
+            "Kafka client settings by their Kafka names (no `kafka.` prefix) for Spark's "
+            "clients, and Spark Kafka source options (minPartitions, ...); a value "
+            "`${NAME}` is read from the environment variable NAME"
+        ),
     )
     events_topic: str | None = Field(
         default=None,
@@ -70,6 +107,42 @@ class KafkaConfig(_Frozen):
     bus_partitions: int = Field(
         default=2, gt=0, description="Partitions of both topics above when flinkwatch creates them."
     )
+
+    @field_validator("options")
+    @classmethod
+    def _known_options(cls, v: dict[str, str]) -> dict[str, str]:
+        # Spark passes on only `kafka.`-prefixed keys and its own options, and ignores
+        # any other key without a word: refuse it here, by name.
+        return check_options(v)
+
+    @model_validator(mode="after")
+    def _security_fits_protocol(self) -> KafkaConfig:
+        sasl = self.security_protocol.startswith("SASL_")
+        ssl = self.security_protocol.endswith("SSL")
+        if sasl:
+            missing = [
+                f"kafka.{f}"
+                for f in ("sasl_mechanism", "sasl_username")
+                if getattr(self, f) is None
+            ]
+            if missing:
+                msg = f"security_protocol {self.security_protocol} needs {' and '.join(missing)}"
+                raise ValueError(msg)
+        else:
+            given = [f"kafka.{f}" for f in ("sasl_mechanism", "sasl_username") if getattr(self, f)]
+            if given:
+                msg = (
+                    f"{' and '.join(given)} set, but security_protocol {self.security_protocol} "
+                    "does not use SASL (SASL_SSL or SASL_PLAINTEXT does)"
+                )
+                raise ValueError(msg)
+        if not ssl and (self.ssl_ca_file is not None or not self.ssl_check_hostname):
+            msg = (
+                f"kafka.ssl_ca_file / kafka.ssl_check_hostname set, but security_protocol "
+                f"{self.security_protocol} does not use TLS (SSL or SASL_SSL does)"
+            )
+            raise ValueError(msg)
+        return self
 
 
 class SparkConfig(_Frozen):

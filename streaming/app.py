@@ -38,6 +38,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from conf import AppConfig
+from conf.kafka_client import kafka_settings
 from conf.reload import ConfigWatcher
 from conf.silences import silence_for
 from detectors import Alert, AlertStatus, Severity
@@ -516,11 +517,9 @@ class Pipeline:
             bus_records(events, self.cfg, dead_letters=True)
             .writeStream.queryName("flinkwatch-parse")
             .format("kafka")
-            .option("kafka.bootstrap.servers", k.bootstrap_servers)
+            .options(**kafka_settings(k).spark(reader=False))
             .outputMode("update")
         )
-        for key, v in k.options.items():
-            writer = writer.option(key, v)
         trigger = (
             {"realTime": f"{int(self.cfg.spark.realtime_batch_s * 1000)} milliseconds"}
             if rt

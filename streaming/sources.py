@@ -15,6 +15,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from conf import KafkaConfig
+from conf.kafka_client import kafka_settings
 
 # A new log record starts with a timestamp (log4j layouts, optionally behind a kubectl
 # RFC 3339 prefix) or with `{` (JSON layouts); any other line continues the one before
@@ -36,11 +37,16 @@ def kafka_stream(
 
     ``realtime``: for a query in real-time mode, which refuses per-trigger limits.
     ``max_offsets`` overrides ``kafka.max_offsets_per_trigger``.
+
+    Raises:
+        KafkaSettingsError: a secret's environment variable is unset, or the CA file
+            unreadable (from :func:`conf.kafka_client.kafka_settings`).
     """
     reader = spark.readStream if stream else spark.read
     r = (
         reader.format("kafka")
-        .option("kafka.bootstrap.servers", cfg.bootstrap_servers)
+        # Connection, security and kafka.options; the keys below are refused there.
+        .options(**kafka_settings(cfg).spark(reader=True))
         .option("subscribe", topic)
         .option("startingOffsets", starting_offsets or cfg.starting_offsets)
         .option("failOnDataLoss", str(cfg.fail_on_data_loss).lower())
@@ -48,8 +54,6 @@ def kafka_stream(
     limit = max_offsets or cfg.max_offsets_per_trigger
     if stream and not realtime and limit:
         r = r.option("maxOffsetsPerTrigger", str(limit))
-    for k, v in cfg.options.items():
-        r = r.option(k, v)
     return r.load()
 
 
