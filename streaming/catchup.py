@@ -62,8 +62,13 @@ def end_offsets(cfg: KafkaConfig, topics: list[str]) -> tuple[Offsets, Offsets]:
     """The first and the next offset of every partition of ``topics``."""
     from kafka import KafkaConsumer, TopicPartition
 
-    consumer = KafkaConsumer(
-        bootstrap_servers=cfg.bootstrap_servers,
+    from conf.kafka_client import kafka_settings
+    from streaming.topics import connect
+
+    consumer = connect(
+        KafkaConsumer,
+        kafka_settings(cfg).python,
+        wait_s=0,  # one attempt: a query restart after a failure tries again
         client_id="flinkwatch-admin",
         enable_auto_commit=False,
     )

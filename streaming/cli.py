@@ -97,6 +97,7 @@ def run_job(
     from streaming.app import Outputs, Pipeline, run_forever
     from streaming.listener import ProgressLogger
     from streaming.live import live_session
+    from streaming.topics import KafkaConnectError
 
     # First of all: a stop asked for while Spark starts (a minute on a busy node) must
     # end the run cleanly, not kill it half way.
@@ -169,6 +170,12 @@ def run_job(
     )
     try:
         spark, cfg = live_session(cfg)
+    except ConfigError as exc:  # a secret's variable unset, the CA file unreadable
+        log.error("%s", exc)
+        return 2
+    except KafkaConnectError as exc:  # names the brokers and, when known, why
+        log.error("%s", exc)
+        return 1
     except Exception as exc:
         log.error("kafka at %s: %s", cfg.kafka.bootstrap_servers, exc)
         return 1
@@ -479,7 +486,14 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         log.error("simulate: %s", exc)
         return 2
     start_ms = int(args.start_ms if args.start_ms is not None else time.time() * 1000)
-    bootstrap = args.bootstrap or cfg.kafka.bootstrap_servers
+    if args.bootstrap:
+        cfg = _with(cfg, {"kafka": {"bootstrap_servers": args.bootstrap}})
+    bootstrap = cfg.kafka.bootstrap_servers
+    try:
+        settings = _kafka_settings(cfg)
+    except ConfigError as exc:
+        log.error("simulate: %s", exc)
+        return 2
     log.info(
         "simulating %d jobs x %d TaskManagers for %.0f s (%s) into %s; incidents: %s",
         spec.jobs,
@@ -497,16 +511,29 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             last["t"] = time.monotonic()
             log.info("simulate: %d records sent", n)
 
-    n = sim.produce(
-        sim.generate(spec, start_ms, args.duration),
-        bootstrap,
-        args.logs_topic or cfg.kafka.logs_topic,
-        args.metrics_topic or cfg.kafka.metrics_topic,
-        realtime=args.realtime,
-        progress=progress,
-    )
+    from streaming.topics import KafkaConnectError
+
+    try:
+        n = sim.produce(
+            sim.generate(spec, start_ms, args.duration),
+            settings.python,
+            args.logs_topic or cfg.kafka.logs_topic,
+            args.metrics_topic or cfg.kafka.metrics_topic,
+            realtime=args.realtime,
+            progress=progress,
+        )
+    except KafkaConnectError as exc:
+        log.error("simulate: %s", exc)
+        return 1
     log.info("simulate: done, %d records sent", n)
     return 0
+
+
+def _kafka_settings(cfg: AppConfig) -> Any:
+    """The Kafka client settings of ``cfg`` (secrets from the environment)."""
+    from conf.kafka_client import kafka_settings
+
+    return kafka_settings(cfg.kafka)
 
 
 # --- config / kafka ---------------------------------------------------------------------
@@ -529,16 +556,20 @@ def cmd_kafka_create_topics(args: argparse.Namespace) -> int:
     from kafka.admin import KafkaAdminClient, NewTopic
     from kafka.errors import TopicAlreadyExistsError
 
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            admin = KafkaAdminClient(bootstrap_servers=args.bootstrap, client_id="flinkwatch-admin")
-            break
-        except Exception as exc:  # the broker may still be starting
-            if time.monotonic() > deadline:
-                log.error("kafka at %s not reachable: %s", args.bootstrap, exc)
-                return 1
-            time.sleep(1)
+    from streaming.topics import KafkaConnectError, connect
+
+    cfg = _load(args.config)
+    if args.bootstrap:
+        cfg = _with(cfg, {"kafka": {"bootstrap_servers": args.bootstrap}})
+    try:
+        # The broker may still be starting: connect() waits for it.
+        admin = connect(KafkaAdminClient, _kafka_settings(cfg).python, client_id="flinkwatch-admin")
+    except ConfigError as exc:
+        log.error("%s", exc)
+        return 2
+    except KafkaConnectError as exc:
+        log.error("%s", exc)
+        return 1
     try:
         existing = set(admin.list_topics())
         missing = [t for t in args.topics if t not in existing]
@@ -694,7 +725,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         # A fresh demo starts from empty topics and state: the simulator's job ids are
         # deterministic, so records of an earlier demo would mix with this one's.
         shutil.rmtree(state, ignore_errors=True)
-        _recreate_topics(cfg.kafka.bootstrap_servers, list(DEMO_TOPICS.values()))
+        _recreate_topics(cfg, list(DEMO_TOPICS.values()))
     sim = subprocess.Popen(
         [
             sys.executable,
@@ -702,6 +733,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
             "streaming.cli",
             "simulate",
             "--realtime",
+            # The simulator reaches the broker with the config's settings (security).
+            *(["--config", args.config] if args.config else []),
             "--bootstrap",
             cfg.kafka.bootstrap_servers,
             "--logs-topic",
@@ -748,11 +781,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
         log.info("demo: alerts are in %s", cfg.output.alerts_path)
 
 
-def _recreate_topics(bootstrap: str, topics: list[str], partitions: int = 2) -> None:
+def _recreate_topics(cfg: AppConfig, topics: list[str], partitions: int = 2) -> None:
     from kafka.admin import KafkaAdminClient, NewTopic
     from kafka.errors import KafkaError
 
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="flinkwatch-demo")
+    from streaming.topics import connect
+
+    admin = connect(KafkaAdminClient, _kafka_settings(cfg).python, client_id="flinkwatch-demo")
     try:
         existing = [t for t in topics if t in set(admin.list_topics())]
         if existing:
@@ -868,7 +903,8 @@ def build_parser() -> argparse.ArgumentParser:
     k = sub.add_parser("kafka", help="Kafka tools")
     ksub = k.add_subparsers(dest="kafka_command", required=True)
     kt = ksub.add_parser("create-topics", help="create topics if missing")
-    kt.add_argument("--bootstrap", required=True, help="Kafka bootstrap servers")
+    kt.add_argument("--config", help="YAML config (for the Kafka connection and security)")
+    kt.add_argument("--bootstrap", help="override kafka.bootstrap_servers")
     kt.add_argument("--partitions", type=int, default=2, help="partitions per new topic (2)")
     kt.add_argument("topics", nargs="+", help="topic names")
     kt.set_defaults(func=cmd_kafka_create_topics)

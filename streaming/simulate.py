@@ -48,12 +48,12 @@ import random
 import re
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import lru_cache, partial
 from operator import attrgetter
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 from kafka import KafkaProducer
 
@@ -2837,7 +2837,7 @@ _PROGRESS_EVERY = 1000
 
 def produce(
     records: Iterable[SimRecord],
-    bootstrap: str,
+    bootstrap: str | Mapping[str, Any],
     logs_topic: str,
     metrics_topic: str,
     realtime: bool = False,
@@ -2850,7 +2850,9 @@ def produce(
 
     Args:
         records: What to send, usually :func:`generate`'s output.
-        bootstrap: Kafka bootstrap servers, ``host:port[,host:port]``.
+        bootstrap: Kafka bootstrap servers, ``host:port[,host:port]``, or kafka-python
+            connection settings (:attr:`conf.kafka_client.KafkaSettings.python`) for a
+            secured broker.
         logs_topic: Topic of ``stream == "log"`` records.
         metrics_topic: Topic of ``stream == "metric"`` records.
         realtime: Pace the records: each is sent at the wall-clock start plus its offset
@@ -2863,9 +2865,14 @@ def produce(
 
     Raises:
         ProduceError: Kafka rejected a record (raised after the flush).
+        KafkaConnectError: no connection to the brokers (login or TLS refused, or none
+            answered within a minute).
 
     """
-    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=20, batch_size=256 * 1024)
+    from streaming.topics import connect
+
+    settings = {"bootstrap_servers": bootstrap} if isinstance(bootstrap, str) else bootstrap
+    producer = connect(KafkaProducer, settings, linger_ms=20, batch_size=256 * 1024)
     failures: list[tuple[str, BaseException]] = []
 
     def on_error(topic: str) -> Callable[[BaseException], None]:

@@ -1,36 +1,135 @@
-"""Kafka topics flinkwatch reads and writes: create the bus, count partitions.
+"""Kafka topics flinkwatch reads and writes, through kafka-python: connect, create, count.
 
 The raw topics belong to the log and metric shippers; the event bus and the dead-letter
 topic belong to flinkwatch, which creates them when missing (brokers commonly refuse to
-create topics on first use).
+create topics on first use). The command-line tools (``kafka create-topics``, ``simulate``,
+``demo``) connect through :func:`connect` too, with the same settings as the job
+(:func:`conf.kafka_client.kafka_settings`).
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any, TypeVar
 
-from conf import KafkaConfig
+from conf import FlinkwatchError, KafkaConfig
+from conf.kafka_client import kafka_settings
 
 log = logging.getLogger(__name__)
 
 #: The bus is a hand-over, not an archive: a day covers any restart of the detectors.
 BUS_RETENTION_MS = 24 * 3600 * 1000
 
+#: How long one connection attempt may take before the next (kafka-python 3 bootstraps
+#: in the constructor, 30 s by default).
+_ATTEMPT_MS = 10_000
 
-def _admin(cfg: KafkaConfig, wait_s: float) -> object:
-    from kafka.admin import KafkaAdminClient
+T = TypeVar("T")
 
+
+class KafkaConnectError(FlinkwatchError):
+    """kafka-python could not connect: brokers unreachable, login or TLS refused.
+
+    The message names the bootstrap servers and the reason, never a secret.
+    """
+
+
+class _Refusals(logging.Handler):
+    """Authentication and TLS failures kafka-python logs while it connects.
+
+    kafka-python retries them until its bootstrap timeout and then raises a bare
+    "Unable to bootstrap": the reason is only in its log, as the logged exception.
+    Neither kind heals by waiting, so one is enough to stop trying.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(level=logging.ERROR)
+        self.reasons: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        from kafka.errors import (
+            AuthorizationError,
+            KafkaConnectionError,
+            SaslAuthenticationFailedError,
+        )
+
+        args = record.args if isinstance(record.args, tuple) else ()
+        for arg in args:
+            if isinstance(arg, SaslAuthenticationFailedError | AuthorizationError):
+                self.reasons.append(f"authentication failed: {_brief(arg)}")
+            elif isinstance(arg, KafkaConnectionError) and "Handshake failed" in str(arg):
+                self.reasons.append(f"TLS handshake failed: {_brief(arg)}")
+
+
+def _brief(exc: BaseException) -> str:
+    # kafka-python repeats the class name: "[Error 58] SaslAuthenticationFailedError:
+    # SaslAuthenticationFailedError: Authentication failed ...".
+    text = re.sub(r"^(\[Error \d+\] )?(\w+Error: )*(Handshake failed: )?", "", str(exc))
+    return text.strip() or type(exc).__name__
+
+
+@contextmanager
+def _refusals() -> Iterator[_Refusals]:
+    handler = _Refusals()
+    logger = logging.getLogger("kafka")
+    logger.addHandler(handler)
+    try:
+        yield handler
+    finally:
+        logger.removeHandler(handler)
+
+
+def connect(
+    factory: Callable[..., T],
+    settings: Mapping[str, Any],
+    *,
+    wait_s: float = 60,
+    **kwargs: Any,
+) -> T:
+    """A kafka-python client (``KafkaAdminClient``, ``KafkaConsumer``, ``KafkaProducer``).
+
+    Retries for ``wait_s`` while the brokers do not answer (they may still be starting),
+    but not after a refused login or TLS handshake: those do not heal by waiting.
+
+    Args:
+        factory: The client class.
+        settings: kafka-python connection settings (:attr:`KafkaSettings.python`).
+        wait_s: How long to keep trying an unreachable broker.
+        **kwargs: Further client arguments (``client_id``, ...).
+
+    Raises:
+        KafkaConnectError: no connection; the message says why when kafka-python did.
+    """
+    defaults = getattr(factory, "DEFAULT_CONFIG", {})
+    if "bootstrap_timeout_ms" in defaults:
+        kwargs.setdefault("bootstrap_timeout_ms", _ATTEMPT_MS)
+    where = settings.get("bootstrap_servers")
     deadline = time.monotonic() + wait_s
     while True:
-        try:
-            return KafkaAdminClient(
-                bootstrap_servers=cfg.bootstrap_servers, client_id="flinkwatch-admin"
-            )
-        except Exception:  # the broker may still be starting
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(1)
+        with _refusals() as refused:
+            try:
+                return factory(**settings, **kwargs)
+            except Exception as exc:  # kafka-python raises several kinds for "no broker"
+                last: Exception = exc
+        if refused.reasons:
+            msg = f"kafka at {where}: {refused.reasons[-1]}"
+            raise KafkaConnectError(msg) from last
+        if time.monotonic() > deadline:
+            msg = f"kafka at {where} not reachable within {wait_s:.0f} s: {last}"
+            raise KafkaConnectError(msg) from last
+        time.sleep(1)
+
+
+def _admin(cfg: KafkaConfig, wait_s: float) -> Any:
+    from kafka.admin import KafkaAdminClient
+
+    return connect(
+        KafkaAdminClient, kafka_settings(cfg).python, wait_s=wait_s, client_id="flinkwatch-admin"
+    )
 
 
 def ensure_bus_topics(cfg: KafkaConfig, wait_s: float = 60) -> list[str]:
@@ -40,11 +139,11 @@ def ensure_bus_topics(cfg: KafkaConfig, wait_s: float = 60) -> list[str]:
 
     admin = _admin(cfg, wait_s)
     try:
-        existing = set(admin.list_topics())  # type: ignore[attr-defined]
+        existing = set(admin.list_topics())
         missing = [t for t in (cfg.events_topic, cfg.deadletters_topic) if t not in existing]
         if missing:
             try:
-                admin.create_topics(  # type: ignore[attr-defined]
+                admin.create_topics(
                     [
                         NewTopic(
                             t,
@@ -60,7 +159,7 @@ def ensure_bus_topics(cfg: KafkaConfig, wait_s: float = 60) -> list[str]:
             log.info("kafka: created %s", ", ".join(missing))
         return missing
     finally:
-        admin.close()  # type: ignore[attr-defined]
+        admin.close()
 
 
 def partition_count(cfg: KafkaConfig, topics: list[str], wait_s: float = 60) -> int:
@@ -68,8 +167,10 @@ def partition_count(cfg: KafkaConfig, topics: list[str], wait_s: float = 60) -> 
     from kafka import KafkaConsumer
 
     deadline = time.monotonic() + wait_s
-    consumer = KafkaConsumer(
-        bootstrap_servers=cfg.bootstrap_servers,
+    consumer = connect(
+        KafkaConsumer,
+        kafka_settings(cfg).python,
+        wait_s=wait_s,
         client_id="flinkwatch-admin",
         enable_auto_commit=False,
     )

@@ -300,3 +300,35 @@ def test_deliveries_needs_a_ledger_and_one_way_of_choosing(tmp_path, capsys) -> 
         with pytest.raises(SystemExit):
             main([*argv, "--config", str(conf)])
         assert "give SEQ... or --all-failed" in capsys.readouterr().err
+
+
+SASL_CONFIG = (
+    "kafka:\n"
+    "  bootstrap_servers: 127.0.0.1:1\n"
+    "  security_protocol: SASL_SSL\n"
+    "  sasl_mechanism: SCRAM-SHA-512\n"
+    "  sasl_username: flinkwatch\n"
+    "  sasl_password_env: FLINKWATCH_TEST_UNSET_PASSWORD\n"
+)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["kafka", "create-topics", "flink.logs"],
+        ["simulate", "--duration", "10"],
+        ["run", "--duration", "1"],
+    ],
+)
+def test_a_tool_without_its_kafka_password_names_the_variable_before_connecting(
+    tmp_path, monkeypatch, caplog, keep_signal_handlers, command: list[str]
+) -> None:
+    monkeypatch.delenv("FLINKWATCH_TEST_UNSET_PASSWORD", raising=False)
+    monkeypatch.chdir(tmp_path)  # `run` keeps its state in ./var
+    f = tmp_path / "sasl.yaml"
+    f.write_text(SASL_CONFIG + "metrics: {enabled: false}\n")
+    assert main([*command, "--config", str(f)]) == 2
+    assert (
+        "kafka.sasl_password_env: environment variable FLINKWATCH_TEST_UNSET_PASSWORD is empty "
+        "or unset"
+    ) in caplog.text
