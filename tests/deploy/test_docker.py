@@ -230,10 +230,16 @@ def test_compose_creates_the_topics_the_job_reads() -> None:
     cmd = SERVICES["topics"]["command"]
     assert cmd[:3] == ["flinkwatch", "kafka", "create-topics"]
     assert cmd[cmd.index("--bootstrap") + 1] == cfg.kafka.bootstrap_servers
-    topics = [w for w in cmd[3:] if not w.startswith("--") and w.count(".")]
+    # The positional arguments: neither an option nor an option's value.
+    topics = [w for i, w in enumerate(cmd) if i > 2 and "--" not in (w[:2], cmd[i - 1][:2])]
     assert sorted(topics) == sorted([cfg.kafka.logs_topic, cfg.kafka.metrics_topic])
     sim = SERVICES["simulate"]["command"]
     assert PurePosixPath(sim[sim.index("--config") + 1]) == cmd_config_path()
+    # Topics are made with the job's Kafka settings (security included), from the mount.
+    assert PurePosixPath(cmd[cmd.index("--config") + 1]) == cmd_config_path()
+    assert SERVICES["topics"]["volumes"] == SERVICES["simulate"]["volumes"]
+    for name in ("topics", "flinkwatch", "simulate"):
+        assert "FLINKWATCH_KAFKA_PASSWORD" in SERVICES[name]["environment"], name
 
 
 def test_compose_prometheus_scrapes_the_job_and_loads_the_rules() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -20,7 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
-from conf import AppConfig, load_config
+from conf import AppConfig, KafkaConfig, load_config
 from tests.deploy.manifests import (
     K8S,
     REPO,
@@ -170,6 +171,43 @@ def test_slack_token_reaches_the_driver_from_the_secret() -> None:
     assert ref["optional"] is True
     # Executors never talk to Slack; the token stays on the driver.
     assert "env" not in container(pod_template("executor"))
+
+
+def kafka_security_example() -> KafkaConfig:
+    """The commented SASL_SSL example of k8s/flinkwatch.yaml, uncommented and loaded."""
+    text = (K8S / "flinkwatch.yaml").read_text()
+    section = re.search(r"^kafka:\n(.*?)^\S", text, re.M | re.S)
+    assert section is not None
+    keys = [
+        m.group(1)
+        for line in section.group(1).splitlines()
+        if (m := re.fullmatch(r"  # (\w+: \S.*)", line))
+    ]
+    return KafkaConfig.model_validate(yaml.safe_load("\n".join(keys)))
+
+
+def test_kafka_password_and_ca_reach_the_driver_from_the_secret_the_example_names() -> None:
+    example = kafka_security_example()
+    assert example.security_protocol == "SASL_SSL" and example.ssl_ca_file is not None
+    (var,) = [
+        e
+        for e in container(pod_template("driver"))["env"]
+        if e["name"] == example.sasl_password_env
+    ]
+    ref = var["valueFrom"]["secretKeyRef"]
+    secret = k8s_object("Secret", ref["name"])
+    assert ref["key"] in secret["stringData"]
+    # Optional: a plaintext Kafka needs no Secret.
+    assert ref["optional"] is True
+    ca = PurePosixPath(example.ssl_ca_file)
+    entry = mounts(pod_template("driver"))[str(ca.parent)]
+    source = entry["volume"]["secret"]
+    assert source["secretName"] == ref["name"] and source["optional"] is True
+    (item,) = [i for i in source["items"] if i["path"] == ca.name]
+    assert "BEGIN CERTIFICATE" in secret["stringData"][item["key"]]
+    # The executors get the password and the CA's content with the query's options.
+    assert str(ca.parent) not in mounts(pod_template("executor"))
+    assert "kafka-secret.yaml" not in load_yaml(K8S / "kustomization.yaml")["resources"]
 
 
 def test_spark_application_runs_the_pod_templates_of_spark_submit() -> None:
