@@ -130,6 +130,11 @@ def run_job(
     except MetricsEndpointError as exc:
         log.error("%s", exc)
         return 2
+    try:  # likewise the Kafka password's variable and the CA file
+        _kafka_settings(cfg)
+    except ConfigError as exc:
+        log.error("%s", exc)
+        return 2
     ledger = AlertLedger(out.ledger_path)
     # Reload-aware views of the config for the driver-side sinks (routes, silences).
     current = {"cfg": cfg}
@@ -170,9 +175,6 @@ def run_job(
     )
     try:
         spark, cfg = live_session(cfg)
-    except ConfigError as exc:  # a secret's variable unset, the CA file unreadable
-        log.error("%s", exc)
-        return 2
     except KafkaConnectError as exc:  # names the brokers and, when known, why
         log.error("%s", exc)
         return 1

@@ -332,3 +332,5 @@ def test_a_tool_without_its_kafka_password_names_the_variable_before_connecting(
         "kafka.sasl_password_env: environment variable FLINKWATCH_TEST_UNSET_PASSWORD is empty "
         "or unset"
     ) in caplog.text
+    # Refused before anything started: `run` opened no ledger in ./var.
+    assert not (tmp_path / "var").exists()
