@@ -36,7 +36,9 @@ def live_session(cfg: AppConfig) -> tuple[SparkSession, AppConfig]:
         The session, and ``cfg`` with ``spark.parse_mode`` as it will run.
 
     Raises:
-        Exception: the broker could not be reached (from the Kafka client).
+        KafkaConnectError: no connection to the brokers (unreachable, login or TLS refused).
+        KafkaSettingsError: the password's variable is unset or the CA file unreadable.
+        Exception: the broker refused a request (from the Kafka client).
     """
     ensure_bus_topics(cfg.kafka)
     raw_partitions = partition_count(cfg.kafka, [cfg.kafka.logs_topic, cfg.kafka.metrics_topic])
