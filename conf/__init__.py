@@ -56,8 +56,14 @@ class KafkaConfig(_Frozen):
     any ``${ENV_VAR}`` option value are read from the environment when a client is built.
     """
 
-    bootstrap_servers: str = "127.0.0.1:9092"
-    security_protocol: SecurityProtocol = "PLAINTEXT"
+    bootstrap_servers: str = Field(
+        default="127.0.0.1:9092",
+        description="Kafka bootstrap servers (host:port, comma-separated).",
+    )
+    security_protocol: SecurityProtocol = Field(
+        default="PLAINTEXT",
+        description="PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL (docs/kafka-security.md).",
+    )
     sasl_mechanism: SaslMechanism | None = Field(
         default=None, description="SASL_*: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"
     )
@@ -77,11 +83,25 @@ class KafkaConfig(_Frozen):
     ssl_check_hostname: bool = Field(
         default=True, description="SSL, SASL_SSL: the broker certificate must name its host"
     )
-    logs_topic: str = "flink.logs"
-    metrics_topic: str = "flink.metrics"
-    starting_offsets: Literal["earliest", "latest"] = "earliest"
-    max_offsets_per_trigger: int | None = Field(default=200_000, gt=0)
-    fail_on_data_loss: bool = True
+    logs_topic: str = Field(default="flink.logs", description="Topic of Flink log records.")
+    metrics_topic: str = Field(
+        default="flink.metrics", description="Topic of Flink metric records."
+    )
+    starting_offsets: Literal["earliest", "latest"] = Field(
+        default="earliest",
+        description="Where a new query starts: earliest or latest (a checkpoint wins over both).",
+    )
+    max_offsets_per_trigger: int | None = Field(
+        default=200_000,
+        gt=0,
+        description="Records per micro-batch at most, per topic; null = no limit.",
+    )
+    fail_on_data_loss: bool = Field(
+        default=True,
+        description=(
+            "Stop when offsets vanished (retention, a deleted topic) instead of skipping them."
+        ),
+    )
     options: dict[str, str] = Field(
         default_factory=dict,
         description=(
@@ -148,8 +168,21 @@ class KafkaConfig(_Frozen):
 class SparkConfig(_Frozen):
     """How the Spark job runs."""
 
-    master: str = "local[2]"
-    shuffle_partitions: int = Field(default=2, gt=0)
+    master: str = Field(
+        default="local[2]",
+        description=(
+            "Spark master URL: local[N], or spark://HOST:7077 for a standalone cluster "
+            "(docs/deployment.md)."
+        ),
+    )
+    shuffle_partitions: int = Field(
+        default=2,
+        gt=0,
+        description=(
+            "Partitions of detector state; at least the cores of the cluster; fixed once a "
+            "checkpoint exists."
+        ),
+    )
     trigger_interval_s: float = Field(
         default=0.0,
         ge=0,
@@ -176,9 +209,20 @@ class SparkConfig(_Frozen):
             "first (event time then advances evenly over the topics)."
         ),
     )
-    watermark_delay_s: float = Field(default=30.0, ge=0)
-    restart_backoff_s: float = Field(default=5.0, gt=0)
-    max_restarts: int = Field(default=100, ge=0)
+    watermark_delay_s: float = Field(
+        default=30.0,
+        ge=0,
+        description=(
+            "How late (event time) a record may arrive and still count; later rows are dropped and"
+            " counted."
+        ),
+    )
+    restart_backoff_s: float = Field(
+        default=5.0, gt=0, description="Wait before restarting failed queries (seconds)."
+    )
+    max_restarts: int = Field(
+        default=100, ge=0, description="Give up after this many query failures in a row."
+    )
     executor_memory: str | None = Field(
         default=None,
         pattern=r"^[0-9]+[kKmMgGtT]?$",
@@ -212,21 +256,48 @@ class SparkConfig(_Frozen):
 class ParsingConfig(_Frozen):
     """How records are read and when they become dead letters."""
 
-    log_timezone: str = "UTC"
-    max_record_bytes: int = Field(default=1_048_576, gt=0)
+    log_timezone: str = Field(default="UTC", description="Zone of log timestamps that carry none.")
+    max_record_bytes: int = Field(
+        default=1_048_576, gt=0, description="Longer records are dead letters (too_large)."
+    )
     # Minutes, not hours: one record from a host whose clock runs ahead moves the
     # watermark, and everything after it would be dropped as late (issue #14).
-    max_future_skew_s: float = Field(default=300, gt=0)
+    max_future_skew_s: float = Field(
+        default=300,
+        gt=0,
+        description=(
+            "Event time this far past the record's Kafka timestamp is a dead letter "
+            "(bad_timestamp): a record from a host whose clock runs ahead would move the watermark"
+            " and make the records after it late."
+        ),
+    )
 
 
 class OutputConfig(_Frozen):
     """Where state and results go."""
 
-    state_dir: Path = Path("var")
-    alerts_file: Path | None = None
-    deadletter_dir: Path | None = None
-    console: bool = True
-    ledger_retention_days: float = Field(default=30.0, gt=0)
+    state_dir: Path = Field(
+        default=Path("var"),
+        description=(
+            "Checkpoints, the alert ledger, the alert file and dead letters (and the replay's "
+            "event files)."
+        ),
+    )
+    alerts_file: Path | None = Field(
+        default=None, description="The JSON-lines alert file; null = <state_dir>/alerts.jsonl."
+    )
+    deadletter_dir: Path | None = Field(
+        default=None, description="Directory of dead-letter files; null = <state_dir>/deadletters."
+    )
+    console: bool = Field(default=True, description="Also log each transition.")
+    ledger_retention_days: float = Field(
+        default=30.0,
+        gt=0,
+        description=(
+            "The ledger forgets closed incidents whose deliveries are settled after this long "
+            "(checked at start and every 6 h)."
+        ),
+    )
     deadletters_max_per_batch: int = Field(
         default=10_000, ge=1, description="dead letters kept per batch; the rest are counted"
     )
@@ -272,8 +343,11 @@ class PushgatewayConfig(_Frozen):
     """Optional push of the same metrics to a Prometheus Pushgateway."""
 
     url: str | None = Field(default=None, description="e.g. http://pushgateway:9091; null = off")
-    job: str = "flinkwatch"
-    interval_s: float = Field(default=15.0, gt=0)
+    job: str = Field(
+        default="flinkwatch",
+        description="The Pushgateway's job grouping label (the cluster is added).",
+    )
+    interval_s: float = Field(default=15.0, gt=0, description="Seconds between pushes.")
 
 
 class MetricsConfig(_Frozen):
@@ -284,9 +358,17 @@ class MetricsConfig(_Frozen):
     from the environment variable ``basic_auth_password_env``, never from this file.
     """
 
-    enabled: bool = True
-    host: str = "127.0.0.1"
-    port: int = Field(default=9250, ge=0, le=65535)
+    enabled: bool = Field(
+        default=True, description="Serve Prometheus metrics from the driver (run and demo)."
+    )
+    host: str = Field(
+        default="127.0.0.1",
+        description=(
+            "Bind address of /metrics; 0.0.0.0 to be scraped from other hosts (see "
+            "docs/metrics-endpoint.md)."
+        ),
+    )
+    port: int = Field(default=9250, ge=0, le=65535, description="Port of /metrics.")
     pushgateway: PushgatewayConfig = PushgatewayConfig()
     max_signal_entities: int = Field(
         default=5000,
@@ -370,7 +452,12 @@ class SlackRoute(_Frozen):
 class SlackConfig(_Frozen):
     """Slack notifications. Secrets come from the environment, never from this file."""
 
-    mode: Literal["off", "webhook", "bot"] = "off"
+    mode: Literal["off", "webhook", "bot"] = Field(
+        default="off",
+        description=(
+            "off, webhook (a message per transition) or bot (one message per incident, updated)."
+        ),
+    )
     token_env: str = Field(default="SLACK_BOT_TOKEN", description="bot mode: env var of the token")
     webhook_url_env: str = Field(
         default="SLACK_WEBHOOK_URL", description="webhook mode: env var of the URL"
@@ -378,13 +465,43 @@ class SlackConfig(_Frozen):
     api_url: str | None = Field(
         default=None, description="Web API base URL; null = https://slack.com/api/"
     )
-    channel: str = "#flink-alerts"
-    routes: tuple[SlackRoute, ...] = ()
-    max_retries: int = Field(default=3, ge=0, le=20)
-    timeout_s: float = Field(default=10.0, gt=0)
-    retry_backoff_s: float = Field(default=5.0, gt=0)
-    max_backoff_s: float = Field(default=300.0, gt=0)
-    runbook_url: str | None = None
+    channel: str = Field(
+        default="#flink-alerts", description="Channel of incidents that no route takes."
+    )
+    routes: tuple[SlackRoute, ...] = Field(
+        default=(),
+        description=(
+            "[{channel, detectors: [...], severities: [...]}]: first match wins; an empty list "
+            "matches all."
+        ),
+    )
+    max_retries: int = Field(
+        default=3,
+        ge=0,
+        le=20,
+        description=(
+            "slack-sdk retries per send on 429 (honouring Retry-After) and failures to connect; a "
+            "5xx or time-out is confirmed with Slack before any resend."
+        ),
+    )
+    timeout_s: float = Field(
+        default=10.0, gt=0, description="HTTP timeout per Slack request (seconds)."
+    )
+    retry_backoff_s: float = Field(
+        default=5.0,
+        gt=0,
+        description=(
+            "After the retries, wait this long (doubling) before trying the backlog again, in "
+            "order."
+        ),
+    )
+    max_backoff_s: float = Field(
+        default=300.0, gt=0, description="Ceiling of that back-off (seconds)."
+    )
+    runbook_url: str | None = Field(
+        default=None,
+        description="Linked from each message as <runbook_url>#<detector>; null = no link.",
+    )
     mention_on_critical: str | None = Field(
         default=None, description="e.g. <!here> or <@U123>, prepended to critical alerts"
     )
@@ -493,11 +610,23 @@ class AppConfig(_Frozen):
     metrics: MetricsConfig = MetricsConfig()
     cluster: str = Field(default="default", min_length=1, description="Name of the watched cluster")
     slack: SlackConfig = SlackConfig()
-    silences: tuple[Silence, ...] = ()
+    silences: tuple[Silence, ...] = Field(
+        default=(), description="Silences and maintenance windows (docs/alerts.md#silences)."
+    )
     correlation: CorrelationParams = CorrelationParams()
     detectors: DetectorsConfig = Field(default_factory=DetectorsConfig)  # type: ignore[valid-type]
-    overrides: tuple[Override, ...] = ()
-    reload_interval_s: float = Field(default=5.0, gt=0)
+    overrides: tuple[Override, ...] = Field(
+        default=(),
+        description=(
+            "Per-job detector parameters: [{match: {job_id, job_name}, detectors: {...}}], first "
+            "match wins."
+        ),
+    )
+    reload_interval_s: float = Field(
+        default=5.0,
+        gt=0,
+        description="How often flinkwatch run --config FILE checks the file for changes (seconds).",
+    )
 
     @model_validator(mode="before")
     @classmethod

@@ -163,8 +163,10 @@ class DetectorParams(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    enabled: bool = True
-    severity: Severity = Severity.WARNING
+    enabled: bool = Field(default=True, description="Run this detector.")
+    severity: Severity = Field(
+        default=Severity.WARNING, description="Severity of its alerts: info, warning or critical."
+    )
     idle_ttl_s: float = Field(
         default=6 * 3600,
         gt=0,

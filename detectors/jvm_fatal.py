@@ -193,7 +193,9 @@ def role_of(tm_id: str | None, text: str) -> str:
 class JvmFatalParams(DetectorParams):
     """Parameters of :class:`JvmFatal`."""
 
-    severity: Severity = Severity.CRITICAL
+    severity: Severity = Field(
+        default=Severity.CRITICAL, description="Severity of its alerts: info, warning or critical."
+    )
     clear_for_s: float = Field(
         default=900,
         ge=0,

@@ -160,3 +160,19 @@ def test_tls_and_basic_auth_settings_load(tmp_path: Path) -> None:
     # Off unless asked for: the defaults serve plain HTTP without credentials.
     default = load_config(None).metrics
     assert not default.tls and default.basic_auth_username is None
+
+
+def test_the_configuration_reference_is_generated_from_the_models() -> None:
+    # docs/configuration.md holds what the models say; `python -m conf.reference` rewrites it.
+    from conf.reference import DOC, render
+
+    assert render() in DOC.read_text(encoding="utf-8")
+
+
+def test_every_config_key_says_what_it_does() -> None:
+    from conf.reference import rows
+
+    silent = [k for k, _d, meaning in rows() if len(meaning.split()) < 3]
+    assert silent == []
+    keys = [k for k, _d, _m in rows()]
+    assert "slack.max_retries" in keys and "detectors.checkpoint_creep.window" in keys
