@@ -22,6 +22,8 @@ from pydantic import (
     model_validator,
 )
 
+from conf.errors import ConfigError as ConfigError
+from conf.errors import FlinkwatchError as FlinkwatchError
 from conf.kafka_options import check_options
 from conf.silences import Silence
 from detectors import REGISTRY, DetectorParams, Severity
@@ -30,12 +32,17 @@ from detectors.correlation import CorrelationParams
 DEFAULT_CONFIG = Path(__file__).with_name("flinkwatch.yaml")
 
 
-class FlinkwatchError(Exception):
-    """Base of every error flinkwatch raises on purpose."""
+#: Field metadata of a setting that takes effect only when flinkwatch restarts (it changes
+#: where the job reads from, where its checkpoints are, the shape of its state, or a client
+#: built once); every other setting applies on a live reload. A section marked so is
+#: restart-only as a whole. ``conf.reload`` reads the marks.
+RESTART: dict[str, Any] = {"reload": "restart"}
 
 
-class ConfigError(FlinkwatchError):
-    """A config file that cannot be used; the message names the file and the field."""
+def restart_only(field: Any) -> bool:
+    """Whether a pydantic field carries the :data:`RESTART` mark."""
+    extra = field.json_schema_extra
+    return isinstance(extra, dict) and extra.get("reload") == "restart"
 
 
 class _Frozen(BaseModel):
@@ -174,6 +181,7 @@ class SparkConfig(_Frozen):
             "Spark master URL: local[N], or spark://HOST:7077 for a standalone cluster "
             "(docs/deployment.md)."
         ),
+        json_schema_extra=RESTART,
     )
     shuffle_partitions: int = Field(
         default=2,
@@ -182,6 +190,7 @@ class SparkConfig(_Frozen):
             "Partitions of detector state; at least the cores of the cluster; fixed once a "
             "checkpoint exists."
         ),
+        json_schema_extra=RESTART,
     )
     trigger_interval_s: float = Field(
         default=0.0,
@@ -195,6 +204,7 @@ class SparkConfig(_Frozen):
             "as they arrive (one task slot per source partition); microbatch: it runs on the "
             "detector trigger."
         ),
+        json_schema_extra=RESTART,
     )
     realtime_batch_s: float = Field(
         default=5.0,
@@ -227,9 +237,13 @@ class SparkConfig(_Frozen):
         default=None,
         pattern=r"^[0-9]+[kKmMgGtT]?$",
         description="spark.executor.memory on a cluster, e.g. 2g; null = Spark's 1g",
+        json_schema_extra=RESTART,
     )
     executor_cores: int | None = Field(
-        default=None, gt=0, description="spark.executor.cores; null = all of a worker's cores"
+        default=None,
+        gt=0,
+        description="spark.executor.cores; null = all of a worker's cores",
+        json_schema_extra=RESTART,
     )
     max_entities: int = Field(
         default=500_000,
@@ -246,10 +260,12 @@ class SparkConfig(_Frozen):
             "one RocksDB memory budget (memtables and block cache) shared by all detector "
             "state of a Spark process, in MB; null = unbounded (RocksDB's per-store defaults)"
         ),
+        json_schema_extra=RESTART,
     )
     options: dict[str, str] = Field(
         default_factory=dict,
         description="Extra Spark settings, e.g. {spark.driver.host: 10.0.0.5}; they win.",
+        json_schema_extra=RESTART,
     )
 
 
@@ -457,13 +473,22 @@ class SlackConfig(_Frozen):
         description=(
             "off, webhook (a message per transition) or bot (one message per incident, updated)."
         ),
+        json_schema_extra=RESTART,
     )
-    token_env: str = Field(default="SLACK_BOT_TOKEN", description="bot mode: env var of the token")
+    token_env: str = Field(
+        default="SLACK_BOT_TOKEN",
+        description="bot mode: env var of the token",
+        json_schema_extra=RESTART,
+    )
     webhook_url_env: str = Field(
-        default="SLACK_WEBHOOK_URL", description="webhook mode: env var of the URL"
+        default="SLACK_WEBHOOK_URL",
+        description="webhook mode: env var of the URL",
+        json_schema_extra=RESTART,
     )
     api_url: str | None = Field(
-        default=None, description="Web API base URL; null = https://slack.com/api/"
+        default=None,
+        description="Web API base URL; null = https://slack.com/api/",
+        json_schema_extra=RESTART,
     )
     channel: str = Field(
         default="#flink-alerts", description="Channel of incidents that no route takes."
@@ -603,11 +628,11 @@ _BUS_TOPICS = ("events_topic", "deadletters_topic")
 class AppConfig(_Frozen):
     """The whole configuration (``conf/flinkwatch.yaml``)."""
 
-    kafka: KafkaConfig = KafkaConfig()
+    kafka: KafkaConfig = Field(default=KafkaConfig(), json_schema_extra=RESTART)
     spark: SparkConfig = SparkConfig()
     parsing: ParsingConfig = ParsingConfig()
-    output: OutputConfig = OutputConfig()
-    metrics: MetricsConfig = MetricsConfig()
+    output: OutputConfig = Field(default=OutputConfig(), json_schema_extra=RESTART)
+    metrics: MetricsConfig = Field(default=MetricsConfig(), json_schema_extra=RESTART)
     cluster: str = Field(default="default", min_length=1, description="Name of the watched cluster")
     slack: SlackConfig = SlackConfig()
     silences: tuple[Silence, ...] = Field(
@@ -734,20 +759,19 @@ def load_config(path: str | Path | None = None, text: str | None = None) -> AppC
             text = p.read_text(encoding="utf-8")
         except OSError as exc:
             msg = f"{p}: cannot read config: {exc.strerror or exc}"
-            raise ConfigError(msg) from exc
+            raise ConfigError(msg, path=p) from exc
     try:
         data = yaml.safe_load(text) or {}
     except yaml.YAMLError as exc:
         msg = f"{p}: not valid YAML: {exc}"
-        raise ConfigError(msg) from exc
+        raise ConfigError(msg, path=p) from exc
     if not isinstance(data, dict):
         msg = f"{p}: top level must be a mapping, got {type(data).__name__}"
-        raise ConfigError(msg)
+        raise ConfigError(msg, path=p)
     try:
         return AppConfig.model_validate(data)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(x) for x in e['loc']) or '<root>'}: {e['msg']}" for e in exc.errors()
-        )
+        fields = [".".join(str(x) for x in e["loc"]) or "<root>" for e in exc.errors()]
+        problems = "; ".join(f"{f}: {e['msg']}" for f, e in zip(fields, exc.errors(), strict=True))
         msg = f"{p}: invalid config: {problems}"
-        raise ConfigError(msg) from exc
+        raise ConfigError(msg, path=p, fields=fields) from exc

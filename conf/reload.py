@@ -24,32 +24,28 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import BaseModel
 
-from conf import AppConfig, ConfigError, load_config
+from conf import AppConfig, ConfigError, load_config, restart_only
 
 log = logging.getLogger(__name__)
 
-#: Sections that only take effect when flinkwatch itself restarts: they change where
-#: the job reads from, where its checkpoints are, or the shape of its state.
-RESTART_ONLY: tuple[tuple[str, str | None], ...] = (
-    ("kafka", None),
-    ("output", None),
-    ("metrics", None),
-    ("spark", "master"),
-    ("spark", "shuffle_partitions"),
-    # The parse query's checkpoint belongs to its mode.
-    ("spark", "parse_mode"),
-    # Executors are sized when the application starts.
-    ("spark", "executor_memory"),
-    ("spark", "executor_cores"),
-    ("spark", "state_memory_mb"),
-    ("spark", "options"),
-    # The Slack client is built once; channels, routes and silences do reload.
-    ("slack", "mode"),
-    ("slack", "token_env"),
-    ("slack", "webhook_url_env"),
-    ("slack", "api_url"),
-)
+
+def _restart_only_fields() -> tuple[tuple[str, str | None], ...]:
+    """(section, field) of every setting marked :data:`conf.RESTART`; field None: all of it."""
+    out: list[tuple[str, str | None]] = []
+    for section, f in AppConfig.model_fields.items():
+        if restart_only(f):
+            out.append((section, None))
+            continue
+        model = f.annotation
+        if isinstance(model, type) and issubclass(model, BaseModel):
+            out += [(section, name) for name, g in model.model_fields.items() if restart_only(g)]
+    return tuple(out)
+
+
+#: Settings that only take effect when flinkwatch itself restarts, from the models' marks.
+RESTART_ONLY: tuple[tuple[str, str | None], ...] = _restart_only_fields()
 
 
 def content_hash(text: bytes) -> str:

@@ -19,6 +19,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from conf.errors import FlinkwatchError
 from detectors import Alert, AlertStatus
 from detectors.correlation import IncidentView
 
@@ -61,8 +62,8 @@ class Transition:
         return self.incident.incident_id if self.incident else self.alert.alert_id
 
 
-class DeliveryError(Exception):
-    """A send that did not happen."""
+class DeliveryError(FlinkwatchError):
+    """A send that did not happen (or may not have: :class:`AmbiguousDeliveryError`)."""
 
 
 class RetryableDeliveryError(DeliveryError):

@@ -47,7 +47,7 @@ from slack_sdk.http_retry.response import HttpResponse
 from slack_sdk.http_retry.state import RetryState
 from slack_sdk.webhook import WebhookClient
 
-from conf import SlackConfig
+from conf import ConfigError, SlackConfig
 from detectors import REGISTRY, Alert, AlertStatus, Severity
 from detectors.correlation import IncidentView
 from sinks.base import (
@@ -769,7 +769,7 @@ def slack_sink(
     """The configured Slack sink, or None when Slack is off.
 
     Raises:
-        ValueError: the mode's secret is not in the environment (names the variable).
+        ConfigError: the mode's secret is not in the environment (names the variable).
     """
     c = cfg()
     environ = os.environ if env is None else env
@@ -778,8 +778,9 @@ def slack_sink(
     var = c.token_env if c.mode == "bot" else c.webhook_url_env
     secret = environ.get(var, "").strip()
     if not secret:
-        msg = f"slack.mode is {c.mode!r} but ${var} is empty or unset"
-        raise ValueError(msg)
+        field = "slack.token_env" if c.mode == "bot" else "slack.webhook_url_env"
+        msg = f"slack.mode is {c.mode!r} but ${var} ({field}) is empty or unset"
+        raise ConfigError(msg, fields=(field,))
     if c.mode == "bot":
         return SlackBotSink(secret, ledger, cfg, cluster)
     return SlackWebhookSink(secret, cfg, cluster)

@@ -140,7 +140,7 @@ def run_job(
     current = {"cfg": cfg}
     try:
         slack = slack_sink(lambda: current["cfg"].slack, lambda: current["cfg"].cluster, ledger)
-    except ValueError as exc:
+    except ConfigError as exc:
         log.error("%s", exc)
         return 2
     check_routes = route_checks(slack)

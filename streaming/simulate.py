@@ -57,6 +57,8 @@ from typing import Any, Literal, get_args
 
 from kafka import KafkaProducer
 
+from conf.errors import FlinkwatchError
+
 __all__ = [
     "INCIDENT_KINDS",
     "FleetSpec",
@@ -320,7 +322,7 @@ class FleetSpec:
                 raise ValueError(msg)
 
 
-class ProduceError(RuntimeError):
+class ProduceError(FlinkwatchError):
     """Kafka did not accept a simulated record.
 
     Attributes:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conf import SlackConfig
+from conf import ConfigError, SlackConfig
 from detectors import Alert, AlertStatus, Severity
 from sinks import AlertLedger, PermanentDeliveryError, RetryableDeliveryError
 from sinks.slack import SlackBotSink, SlackWebhookSink, render, slack_sink
@@ -206,8 +206,9 @@ def test_secrets_never_reach_logs_or_errors(
 def test_slack_sink_needs_its_secret_in_the_environment(tmp_path: Path) -> None:
     ledger = AlertLedger(tmp_path / "l.sqlite")
     cfg = SlackConfig(mode="bot", token_env="FW_TEST_TOKEN")
-    with pytest.raises(ValueError, match=r"\$FW_TEST_TOKEN is empty or unset"):
+    with pytest.raises(ConfigError, match=r"\$FW_TEST_TOKEN \(slack.token_env\) is empty") as err:
         slack_sink(lambda: cfg, lambda: "c", ledger, env={})
+    assert err.value.fields == ("slack.token_env",)
     assert slack_sink(lambda: SlackConfig(), lambda: "c", ledger, env={}) is None
     made = slack_sink(lambda: cfg, lambda: "c", ledger, env={"FW_TEST_TOKEN": "xoxb-1"})
     assert isinstance(made, SlackBotSink)
