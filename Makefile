@@ -26,7 +26,7 @@ $(STAMP): pyproject.toml
 # + the streaming job. Alerts are logged and appended to var/demo/alerts.jsonl. Ctrl-C stops.
 demo: setup
 	@PYTHON=$(abspath $(PY)) scripts/stack.sh up
-	@$(VENV)/bin/flinkwatch demo --fresh $(DEMO_ARGS)
+	@$(PY) -m lab demo --fresh $(DEMO_ARGS)
 
 # Lint, types, then every test (unit, Spark, and integration against a real Kafka broker
 # that the tests start on a free port).

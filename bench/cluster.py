@@ -25,7 +25,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import SparkCluster, cmdline, descendants, free_port_run
+from lab.procs import SparkCluster, cmdline, descendants, free_port_run
 
 REPO = Path(__file__).resolve().parent.parent
 TICK = os.sysconf("SC_CLK_TCK")
@@ -315,7 +315,7 @@ def cluster_phase(broker: Any, args: argparse.Namespace, work: Path) -> dict[str
     """Write one backlog, then drain it with each worker count in ``args.workers``."""
     from bench.load import compile_producer, send, write_load
     from bench.run import _spec
-    from streaming.simulate import generate
+    from lab.simulate import generate
 
     prefix = "cluster"
     subprocess.run(

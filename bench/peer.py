@@ -5,7 +5,7 @@ injected at a known onset. The same records feed both sides at the same time:
 
 * **flinkwatch** (``flinkwatch run`` as a subprocess) reads the fleet's logs and metric
   records from Kafka and posts incidents to a local Slack emulator;
-* **Prometheus** (the Debian package's binary, via :mod:`tests.promserver`) scrapes the
+* **Prometheus** (the Debian package's binary, via :mod:`lab.promserver`) scrapes the
   fleet's metrics from a local HTTP endpoint that serves the latest value of every series
   in the text exposition format, as a Prometheus reporter on each JobManager and
   TaskManager would, and evaluates ``bench/peer_rules.yml`` (rules equivalent to the
@@ -51,14 +51,14 @@ from kafka import KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import TopicAlreadyExistsError
 
-from sinks.slack_emulator import WEBHOOK_CHANNEL, SlackEmulator
-from streaming.simulate import FleetSpec, Incident, SimRecord, generate, job_id, tm_id
-from tests.promserver import (
+from lab.promserver import (
     AlertmanagerServer,
     PrometheusError,
     PrometheusServer,
     find_binary,
 )
+from lab.simulate import FleetSpec, Incident, SimRecord, generate, job_id, tm_id
+from lab.slack_emulator import WEBHOOK_CHANNEL, SlackEmulator
 
 REPO = Path(__file__).resolve().parent.parent
 RULES = REPO / "bench" / "peer_rules.yml"

@@ -45,7 +45,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import children, cmdline, free_port_pair
+from lab.procs import children, cmdline, free_port_pair
 
 REPO = Path(__file__).resolve().parent.parent
 WORK = REPO / "bench" / ".work"
@@ -155,7 +155,7 @@ class RssSampler:
 
 
 def _spec(jobs: int, tms: int, incidents: list[tuple[str, int, float]], seed: int) -> Any:
-    from streaming.simulate import FleetSpec, Incident
+    from lab.simulate import FleetSpec, Incident
 
     return FleetSpec(
         jobs=jobs,
@@ -227,7 +227,7 @@ def throughput(
 ) -> dict[str, Any]:
     """Backlog of the 100-job fleet: baseline read-and-count vs the full pipeline."""
     from bench.load import compile_producer, send, write_load
-    from streaming.simulate import generate
+    from lab.simulate import generate
 
     jobs, hours = args.jobs, args.hours
     # A few incidents of each kind, so detectors do real work on the backlog too.
@@ -363,8 +363,8 @@ def latency(
     soak reuse it for an hour.
     """
     from bench.load import compile_producer, producer_command, write_load
+    from lab.simulate import generate, job_id
     from streaming.app import run_forever
-    from streaming.simulate import generate, job_id
 
     per_job = _records_per_job_per_s(args.tms)
     jobs = max(1, round(rate / per_job))
@@ -532,7 +532,7 @@ def _recorded_ms(ledger: Path) -> dict[str, float]:
 
 def _records_per_job_per_s(tms: int) -> float:
     """Records/s one simulated job emits in steady state (measured from the simulator)."""
-    from streaming.simulate import generate
+    from lab.simulate import generate
 
     spec = _spec(4, tms, [], seed=5)
     n = sum(1 for _ in generate(spec, 1_700_000_000_000, 600))
@@ -556,7 +556,7 @@ class _Slack:
     """The local Slack emulator, noting when each incident's first message arrived."""
 
     def __init__(self) -> None:
-        from sinks.slack_emulator import SlackEmulator
+        from lab.slack_emulator import SlackEmulator
 
         self.on_arrival: Any = None
         self.emulator = SlackEmulator(

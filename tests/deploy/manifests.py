@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from tests.promserver import find_binary
+from lab.promserver import find_binary
 
 REPO = Path(__file__).resolve().parents[2]
 DOCKER = REPO / "docker"

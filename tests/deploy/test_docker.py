@@ -228,6 +228,11 @@ def test_compose_kafka_is_a_kraft_broker_the_job_reaches() -> None:
 def test_compose_creates_the_topics_the_job_reads() -> None:
     cfg = compose_config()
     cmd = SERVICES["topics"]["command"]
+    assert SERVICES["simulate"]["command"][:4] == ["python", "-m", "lab", "simulate"]
+    assert SERVICES["simulate"]["environment"]["PYTHONPATH"] == "/opt/flinkwatch/tools"
+    # The demo tooling sits beside the product in the image, outside its wheel.
+    tools = [dest for srcs, dest, stage in copies(IMAGE) if stage is None and srcs == ["lab/"]]
+    assert [d.rstrip("/") for d in tools] == ["/opt/flinkwatch/tools/lab"]
     assert cmd[:3] == ["flinkwatch", "kafka", "create-topics"]
     assert cmd[cmd.index("--bootstrap") + 1] == cfg.kafka.bootstrap_servers
     # The positional arguments: neither an option nor an option's value.

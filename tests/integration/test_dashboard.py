@@ -30,7 +30,8 @@ from typing import Any
 import pytest
 import yaml
 
-from streaming.simulate import FleetSpec, Incident, generate, job_id, produce
+from lab.promserver import PrometheusServer
+from lab.simulate import FleetSpec, Incident, generate, job_id, produce
 from tests.conftest import REPO, wait_until
 from tests.deploy.manifests import (
     DOCKER,
@@ -45,7 +46,6 @@ from tests.deploy.manifests import (
     variables,
 )
 from tests.integration.test_prometheus_server import need_binary
-from tests.promserver import PrometheusServer
 
 pytestmark = [pytest.mark.kafka]
 

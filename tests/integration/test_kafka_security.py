@@ -23,7 +23,7 @@ import yaml
 
 from conf import load_config
 from conf.kafka_options import KAFKA_CLIENT_CONFIGS
-from streaming import simulate as sim
+from lab import simulate as sim
 from tests.conftest import REPO, free_port_pair
 from tests.integration.test_kafka_e2e import pipeline, read_alerts
 
@@ -228,7 +228,7 @@ def secure_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SaslSslBr
 def cli(*args: str, password: str) -> subprocess.CompletedProcess[str]:
     """``flinkwatch ARGS`` in a process of its own, the password in its environment only."""
     return subprocess.run(
-        [sys.executable, "-m", "streaming.cli", *args],
+        [sys.executable, "-m", "lab" if args[0] == "simulate" else "streaming.cli", *args],
         env={**os.environ, PASSWORD_ENV: password},
         capture_output=True,
         text=True,

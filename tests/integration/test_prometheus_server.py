@@ -10,13 +10,13 @@ import pytest
 from prometheus_client import CollectorRegistry, start_http_server
 
 from detectors import Alert, AlertStatus, Severity
+from lab.promserver import JOB_NAME, AlertmanagerServer, PrometheusServer, find_binary
+from lab.slack_emulator import SlackEmulator
 from sinks import Transition, transition_key
 from sinks.metrics_server import BasicAuth, MetricsEndpoint, TlsFiles
 from sinks.prometheus import ActiveAlerts, FlinkwatchCollector, Sources
-from sinks.slack_emulator import SlackEmulator
 from tests.certs import self_signed
 from tests.conftest import wait_until
-from tests.promserver import JOB_NAME, AlertmanagerServer, PrometheusServer, find_binary
 
 BINARY = find_binary()
 

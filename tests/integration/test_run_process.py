@@ -13,10 +13,10 @@ import urllib.request
 import pytest
 import yaml
 
+from lab.promserver import PrometheusServer
 from tests.conftest import REPO, wait_until
 from tests.integration.test_kafka_e2e import expired_cycle
 from tests.integration.test_prometheus_server import need_binary
-from tests.promserver import PrometheusServer
 
 pytestmark = [pytest.mark.kafka]
 

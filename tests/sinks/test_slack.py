@@ -11,9 +11,9 @@ import pytest
 
 from conf import ConfigError, SlackConfig
 from detectors import Alert, AlertStatus, Severity
+from lab.slack_emulator import SlackEmulator
 from sinks import AlertLedger, PermanentDeliveryError, RetryableDeliveryError
 from sinks.slack import SlackBotSink, SlackWebhookSink, render, slack_sink
-from sinks.slack_emulator import SlackEmulator
 
 TOKEN = "xoxb-0000-secret-token"
 JOB = "3f4c2a9b7d1e4f60a8b5c2d1e0f9a7b3"

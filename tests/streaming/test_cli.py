@@ -132,8 +132,8 @@ def test_config_check_accepts_the_default_and_names_the_bad_field(tmp_path, caps
 
 
 def test_simulate_takes_incidents_as_kind_at_job_colon_onset(capsys) -> None:
-    from streaming.cli import build_parser
-    from streaming.simulate import Incident
+    from lab.cli import build_parser
+    from lab.simulate import Incident
 
     args = build_parser().parse_args(
         ["simulate", "--incident", "restart_storm@2:300", "--incident", "tm_heap_oom@0:12.5"]
@@ -167,6 +167,26 @@ def test_every_option_of_every_command_says_what_it_does() -> None:
         return missing
 
     assert walk(build_parser(), "flinkwatch") == []
+    from lab.cli import build_parser as lab_parser
+
+    assert walk(lab_parser(), "python -m lab") == []
+
+
+def test_the_product_cli_does_not_carry_the_demo_tooling() -> None:
+    # `flinkwatch` is the product; the simulator and the local Slack are `python -m lab`.
+    import argparse
+    import subprocess
+    import sys
+
+    from streaming.cli import build_parser
+
+    code = (
+        "import sys, streaming.cli, streaming.app, sinks, conf; "
+        "sys.exit(any(m == 'lab' or m.startswith('lab.') for m in sys.modules))"
+    )
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    assert not {"simulate", "demo", "slack-emulator"} & set(sub.choices)
 
 
 @pytest.fixture
@@ -200,9 +220,9 @@ def test_slack_routes_are_checked_at_start_and_after_a_reload_that_changes_them(
     tmp_path, caplog
 ) -> None:
     from conf import AppConfig
+    from lab.slack_emulator import SlackEmulator
     from sinks import AlertLedger
     from sinks.slack import SlackBotSink
-    from sinks.slack_emulator import SlackEmulator
     from streaming.cli import route_checks
 
     with SlackEmulator(channels=("#flink-alerts",)) as emu:
@@ -327,7 +347,10 @@ def test_a_tool_without_its_kafka_password_names_the_variable_before_connecting(
     monkeypatch.chdir(tmp_path)  # `run` keeps its state in ./var
     f = tmp_path / "sasl.yaml"
     f.write_text(SASL_CONFIG + "metrics: {enabled: false}\n")
-    assert main([*command, "--config", str(f)]) == 2
+    from lab.cli import main as lab_main
+
+    run = lab_main if command[0] == "simulate" else main
+    assert run([*command, "--config", str(f)]) == 2
     assert (
         "kafka.sasl_password_env: environment variable FLINKWATCH_TEST_UNSET_PASSWORD is empty "
         "or unset"

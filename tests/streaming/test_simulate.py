@@ -11,8 +11,8 @@ from typing import get_args
 
 import pytest
 
-from streaming import simulate as sim
-from streaming.simulate import FleetSpec, Incident, SimRecord, generate, job_id, tm_id
+from lab import simulate as sim
+from lab.simulate import FleetSpec, Incident, SimRecord, generate, job_id, tm_id
 
 START_MS = 1_717_000_000_000  # 2024-05-29 16:26:40 UTC
 

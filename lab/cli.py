@@ -1,0 +1,326 @@
+"""``python -m lab``: the demo tooling's command line: simulate, demo, slack-emulator.
+
+Not part of the product: the ``flinkwatch`` console script and the wheel do not carry it.
+It drives the product (``streaming.cli.run_job``) and reads the same config files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import shutil
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from conf import AppConfig, ConfigError
+from streaming.cli import _kafka_settings, _load, _setup_logging, _with, run_job
+
+log = logging.getLogger("flinkwatch")
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    """Produce a simulated Flink fleet (healthy jobs + injected incidents) into Kafka."""
+    from lab import simulate as sim
+
+    cfg = _load(args.config)
+    picked = tuple(args.incident or ())
+    # --incident-jobs: checkpoint expiries on the first N jobs (1 unless --incident is used).
+    expiring = args.incident_jobs if args.incident_jobs is not None else (0 if picked else 1)
+    incidents = picked + tuple(
+        sim.Incident(kind="checkpoint_expiry", job_index=i, onset_s=args.incident_at)
+        for i in range(min(expiring, args.jobs))
+    )
+    versions = tuple(args.flink_versions.split(",")) if args.flink_versions else None
+    try:
+        spec = sim.FleetSpec(
+            jobs=args.jobs,
+            tms_per_job=args.tms_per_job,
+            checkpoint_interval_s=args.checkpoint_interval,
+            checkpoint_timeout_s=args.checkpoint_timeout,
+            seed=args.seed,
+            incidents=incidents,
+            **({"flink_versions": versions} if versions else {}),
+        )
+    except ValueError as exc:
+        log.error("simulate: %s", exc)
+        return 2
+    start_ms = int(args.start_ms if args.start_ms is not None else time.time() * 1000)
+    if args.bootstrap:
+        cfg = _with(cfg, {"kafka": {"bootstrap_servers": args.bootstrap}})
+    bootstrap = cfg.kafka.bootstrap_servers
+    try:
+        settings = _kafka_settings(cfg)
+    except ConfigError as exc:
+        log.error("simulate: %s", exc)
+        return 2
+    log.info(
+        "simulating %d jobs x %d TaskManagers for %.0f s (%s) into %s; incidents: %s",
+        spec.jobs,
+        spec.tms_per_job,
+        args.duration,
+        "real time" if args.realtime else "as fast as possible",
+        bootstrap,
+        ", ".join(f"{i.kind} on job {i.job_index} at +{i.onset_s:.0f}s" for i in incidents)
+        or "none",
+    )
+    last = {"t": time.monotonic()}
+
+    def progress(n: int) -> None:
+        if time.monotonic() - last["t"] >= 5:
+            last["t"] = time.monotonic()
+            log.info("simulate: %d records sent", n)
+
+    from streaming.topics import KafkaConnectError
+
+    try:
+        n = sim.produce(
+            sim.generate(spec, start_ms, args.duration),
+            settings.python,
+            args.logs_topic or cfg.kafka.logs_topic,
+            args.metrics_topic or cfg.kafka.metrics_topic,
+            realtime=args.realtime,
+            progress=progress,
+        )
+    except KafkaConnectError as exc:
+        log.error("simulate: %s", exc)
+        return 1
+    log.info("simulate: done, %d records sent", n)
+    return 0
+
+
+#: The demo's own topics, so it never mixes with a real fleet's on the same broker.
+DEMO_TOPICS = {
+    "logs_topic": "demo.flink.logs",
+    "metrics_topic": "demo.flink.metrics",
+    "events_topic": "demo.flinkwatch.events",
+    "deadletters_topic": "demo.flinkwatch.deadletters",
+}
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Simulated fleet (in the background, real time) plus the job, on the local stack."""
+    import subprocess
+
+    cfg = _load(args.config)
+    state = Path(args.state_dir)
+    cfg = cfg.model_copy(
+        update={
+            "kafka": cfg.kafka.model_copy(update=DEMO_TOPICS),
+            "output": cfg.output.model_copy(update={"state_dir": state}),
+        }
+    )
+    emulator = None
+    base_slack: dict[str, object] = {}
+    if cfg.slack.mode == "off":
+        # No Slack configured: bring a local one, so the demo shows the messages an
+        # on-call channel would get (one per incident, updated on resolve).
+        from lab.slack_emulator import SlackEmulator
+
+        emulator = SlackEmulator(
+            channels=(cfg.slack.channel,),
+            on_message=lambda m: log.warning(
+                "SLACK %s%s: %s",
+                "#" + str(m.get("channel_name", "")),
+                " (thread reply)" if m.get("thread_ts") else "",
+                m.get("text"),
+            ),
+        ).start()
+        os.environ[cfg.slack.token_env] = emulator.token
+        base_slack = {"mode": "bot", "api_url": emulator.base_url}
+        cfg = cfg.model_copy(update={"slack": cfg.slack.model_copy(update=base_slack)})
+        log.info(
+            "demo: local Slack emulator at %s (set slack.mode to use yours)", emulator.base_url
+        )
+    if args.fresh:
+        # A fresh demo starts from empty topics and state: the simulator's job ids are
+        # deterministic, so records of an earlier demo would mix with this one's.
+        shutil.rmtree(state, ignore_errors=True)
+        _recreate_topics(cfg, list(DEMO_TOPICS.values()))
+    sim = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "lab",
+            "simulate",
+            "--realtime",
+            # The simulator reaches the broker with the config's settings (security).
+            *(["--config", args.config] if args.config else []),
+            "--bootstrap",
+            cfg.kafka.bootstrap_servers,
+            "--logs-topic",
+            cfg.kafka.logs_topic,
+            "--metrics-topic",
+            cfg.kafka.metrics_topic,
+            "--duration",
+            str((args.duration or 86_400) + 60),
+            "--jobs",
+            str(args.jobs),
+            "--incident-at",
+            str(args.incident_at),
+            *[f"--incident={i.kind}@{i.job_index}:{i.onset_s:g}" for i in args.incident or ()],
+            *([f"--flink-versions={args.flink_versions}"] if args.flink_versions else []),
+            "--checkpoint-interval",
+            "5",
+            "--checkpoint-timeout",
+            "10",
+        ]
+    )
+    log.info(
+        "demo: simulator (pid %d) produces %d Flink jobs in real time; checkpoints of job 0 "
+        "start expiring %d s in, so a checkpoint_failures alert follows within a minute",
+        sim.pid,
+        args.jobs,
+        args.incident_at,
+    )
+    try:
+        return run_job(
+            cfg,
+            args.duration,
+            config_path=args.config,
+            base={
+                "kafka": dict(DEMO_TOPICS),
+                "output": {"state_dir": state},
+                **({"slack": base_slack} if base_slack else {}),
+            },
+        )
+    finally:
+        if emulator is not None:
+            emulator.stop()
+        sim.terminate()
+        sim.wait(timeout=30)
+        log.info("demo: alerts are in %s", cfg.output.alerts_path)
+
+
+def _recreate_topics(cfg: AppConfig, topics: list[str], partitions: int = 2) -> None:
+    from kafka.admin import KafkaAdminClient, NewTopic
+    from kafka.errors import KafkaError
+
+    from streaming.topics import connect
+
+    admin = connect(KafkaAdminClient, _kafka_settings(cfg).python, client_id="flinkwatch-demo")
+    try:
+        existing = [t for t in topics if t in set(admin.list_topics())]
+        if existing:
+            admin.delete_topics(existing)
+        deadline = time.monotonic() + 60
+        while True:  # deletion is asynchronous: creating too early says "already exists"
+            try:
+                admin.create_topics(
+                    [NewTopic(t, num_partitions=partitions, replication_factor=1) for t in topics]
+                )
+                return
+            except KafkaError as exc:
+                if time.monotonic() > deadline:
+                    msg = f"could not recreate topics {topics}: {exc}"
+                    raise RuntimeError(msg) from exc
+                time.sleep(1)
+    finally:
+        admin.close()
+
+
+def _incident_kinds() -> frozenset[str]:
+    from lab.simulate import INCIDENT_KINDS
+
+    return INCIDENT_KINDS
+
+
+def _incident(text: str) -> Any:
+    """``KIND@JOB:ONSET`` (e.g. ``restart_storm@2:300``) as a simulator Incident."""
+    from lab.simulate import Incident
+
+    kind, _, where = text.partition("@")
+    job, _, onset = where.partition(":")
+    if kind not in _incident_kinds():
+        msg = f"unknown incident kind {kind!r} in {text!r}; known: {sorted(_incident_kinds())}"
+        raise argparse.ArgumentTypeError(msg)
+    try:
+        return Incident(kind, int(job), float(onset))  # type: ignore[arg-type]
+    except ValueError as exc:
+        msg = f"{text!r} is not KIND@JOB:ONSET (job index, onset in seconds)"
+        raise argparse.ArgumentTypeError(msg) from exc
+
+
+def cmd_slack_emulator(args: argparse.Namespace) -> int:
+    """Run the local Slack emulator in the foreground."""
+    from lab.slack_emulator import main as emulator_main
+
+    return emulator_main(args.args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (also used by the CLI tests)."""
+    p = argparse.ArgumentParser(prog="python -m lab", description=__doc__)
+    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("simulate", help="produce a simulated Flink fleet into Kafka")
+    s.add_argument("--config", help="YAML config (for the Kafka settings)")
+    s.add_argument("--bootstrap", help="override kafka.bootstrap_servers")
+    s.add_argument("--logs-topic", help="override kafka.logs_topic")
+    s.add_argument("--metrics-topic", help="override kafka.metrics_topic")
+    s.add_argument("--jobs", type=int, default=4, help="Flink jobs in the fleet (4)")
+    s.add_argument("--tms-per-job", type=int, default=2, help="TaskManagers per job (2)")
+    s.add_argument("--duration", type=float, default=600, help="simulated seconds")
+    s.add_argument("--realtime", action="store_true", help="pace records at their event time")
+    s.add_argument(
+        "--incident",
+        action="append",
+        type=_incident,
+        metavar="KIND@JOB:ONSET",
+        help="inject an incident, e.g. restart_storm@2:300 (repeatable); kinds: "
+        + ", ".join(sorted(_incident_kinds())),
+    )
+    s.add_argument(
+        "--incident-jobs",
+        type=int,
+        help="jobs whose checkpoints expire (default: 1, or 0 when --incident is given)",
+    )
+    s.add_argument("--incident-at", type=float, default=30, help="their onset, seconds in")
+    s.add_argument(
+        "--flink-versions", help="comma-separated, job i runs version i mod len (1.11,1.14,...)"
+    )
+    for what, default in (("interval", 10.0), ("timeout", 60.0)):
+        help_ = f"the jobs' checkpoint {what}, s ({default:g})"
+        s.add_argument(f"--checkpoint-{what}", type=float, default=default, help=help_)
+    s.add_argument("--seed", type=int, default=7, help="random seed: same seed, same fleet (7)")
+    s.add_argument("--start-ms", type=int, help="event time of the first record (default: now)")
+    s.set_defaults(func=cmd_simulate)
+
+    d = sub.add_parser("demo", help="simulated fleet + the job on the local stack")
+    d.add_argument("--config", help="YAML config (default: the packaged one, local stack)")
+    d.add_argument("--state-dir", default="var/demo", help="alerts, ledger, checkpoints")
+    d.add_argument("--jobs", type=int, default=4, help="Flink jobs in the fleet (4)")
+    d.add_argument("--incident-at", type=float, default=10, help="job 0's expiries start, s")
+    d.add_argument(
+        "--incident",
+        action="append",
+        type=_incident,
+        metavar="KIND@JOB:ONSET",
+        help="inject this incident instead of job 0's checkpoint expiry (repeatable)",
+    )
+    d.add_argument("--flink-versions", help="as for simulate")
+    d.add_argument("--duration", type=float, help="stop after this many seconds (default: never)")
+    d.add_argument("--fresh", action="store_true", help="delete the demo state first")
+    d.set_defaults(func=cmd_demo)
+
+    se = sub.add_parser(
+        "slack-emulator", help="a local Slack Web API + webhook server (demo, tests, trials)"
+    )
+    se.add_argument("args", nargs=argparse.REMAINDER, help="--port, --token, --channel")
+    se.set_defaults(func=cmd_slack_emulator)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``python -m lab``."""
+    args = build_parser().parse_args(argv)
+    _setup_logging(args.verbose)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

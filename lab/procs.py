@@ -1,0 +1,199 @@
+"""Processes for the tests and the benchmark: free ports, process trees, a Spark cluster.
+
+Linux only (reads /proc). Shared by ``tests/`` and ``bench/``, so neither imports the other.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def free_port_pair() -> int:
+    """A port p such that p and p+1 (the KRaft controller) are free on 127.0.0.1."""
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        with socket.socket() as s2:
+            try:
+                s2.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+        return port
+    msg = "no free port pair"
+    raise RuntimeError(msg)
+
+
+def wait_until(cond: Callable[[], bool], timeout: float = 120, what: str = "condition") -> None:
+    """Poll until ``cond()`` holds; fail with ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(0.5)
+    msg = f"timed out after {timeout:.0f}s waiting for {what}"
+    raise AssertionError(msg)
+
+
+# --- Spark standalone cluster ------------------------------------------------------------
+
+
+def free_port_run(n: int) -> int:
+    """A port p such that p, p+1, ..., p+n-1 are all free on 127.0.0.1."""
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port + n > 65535:
+            continue
+        socks = []
+        try:
+            for p in range(port + 1, port + n):
+                s2 = socket.socket()
+                socks.append(s2)
+                s2.bind(("127.0.0.1", p))
+        except OSError:
+            continue
+        finally:
+            for s2 in socks:
+                s2.close()
+        return port
+    msg = f"no run of {n} free ports"
+    raise RuntimeError(msg)
+
+
+def alive(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie waiting to be reaped counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def children() -> dict[int, list[int]]:
+    """Every process's children, by parent pid (from /proc)."""
+    kids: dict[int, list[int]] = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        kids.setdefault(ppid, []).append(int(d))
+    return kids
+
+
+def descendants(pid: int) -> list[int]:
+    """``pid`` and every process below it."""
+    kids, out, todo = children(), [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(kids.get(p, []))
+    return out
+
+
+def cmdline(pid: int) -> str:
+    """The command line of ``pid`` ('' once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+class SparkCluster:
+    """A local Spark standalone master and workers, started by scripts/spark-cluster.sh.
+
+    Each daemon runs in a process group of its own, which its executor JVM and Python
+    workers share: :meth:`kill_worker` takes all of them down at once, as a lost host would.
+    """
+
+    def __init__(
+        self, work_dir: Path, *, workers: int = 2, cores: int = 1, memory: str = "1g"
+    ) -> None:
+        self.workers = workers
+        self.dir = work_dir
+        self.port = free_port_run(1)
+        self.ui_port = free_port_run(workers + 1)  # master UI, then one per worker
+        self.url = f"spark://127.0.0.1:{self.port}"
+        self.env = {
+            **os.environ,
+            "FLINKWATCH_SPARK_DIR": str(work_dir),
+            "FLINKWATCH_SPARK_PORT": str(self.port),
+            "FLINKWATCH_SPARK_UI_PORT": str(self.ui_port),
+            "FLINKWATCH_SPARK_WORKERS": str(workers),
+            "FLINKWATCH_WORKER_CORES": str(cores),
+            "FLINKWATCH_WORKER_MEMORY": memory,
+            "PYTHON": sys.executable,
+        }
+
+    def _script(self, *args: str) -> str:
+        out = subprocess.run(
+            [str(REPO / "scripts" / "spark-cluster.sh"), *args],
+            env=self.env,
+            check=True,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        return out.stdout.strip()
+
+    def up(self) -> SparkCluster:
+        """Start the master and the workers; returns once every worker is registered."""
+        url = self._script("up").splitlines()[-1]
+        if url != self.url:
+            msg = f"spark-cluster.sh printed {url!r}, expected {self.url!r}"
+            raise RuntimeError(msg)
+        return self
+
+    def down(self) -> None:
+        """Stop every daemon with its executors (logs and work dirs are kept)."""
+        self._script("down")
+
+    def worker_pid(self, i: int) -> int:
+        """Pid (and process group) of worker ``i`` (1-based)."""
+        return int((self.dir / f"worker-{i}.pid").read_text())
+
+    def worker_ui_port(self, i: int) -> int:
+        """Web UI port of worker ``i``; executor log URLs name it."""
+        return self.ui_port + i
+
+    def kill_worker(self, i: int) -> None:
+        """SIGKILL worker ``i``'s process group (worker, executor, Python workers)."""
+        pid = self.worker_pid(i)
+        os.killpg(pid, signal.SIGKILL)
+        wait_until(lambda: not alive(pid), timeout=30, what=f"worker {i} to die")
+
+    def group(self, i: int) -> list[int]:
+        """Live processes of worker ``i``'s process group (worker, executor, Python workers)."""
+        pgid, out = self.worker_pid(i), []
+        for d in os.listdir("/proc"):
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if fields[2] == str(pgid) and fields[0] != "Z":
+                out.append(int(d))
+        return out
+
+    def executors(self, i: int) -> dict[str, int]:
+        """Executor JVMs that worker ``i`` runs now: executor id → pid."""
+        out: dict[str, int] = {}
+        for pid in children().get(self.worker_pid(i), []):
+            args = cmdline(pid).split()
+            if "--executor-id" in args and alive(pid):
+                out[args[args.index("--executor-id") + 1]] = pid
+        return out
