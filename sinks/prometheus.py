@@ -257,8 +257,8 @@ class FlinkwatchCollector(Collector):
             "which got no series.",
             labels=["detector"],
         )
-        for det, n in sorted(board.refused.items()):
-            refused.add_metric([det], float(n))
+        for det in sorted(REGISTRY):
+            refused.add_metric([det], float(board.refused.get(det, 0)))
         yield refused
 
     def _pipeline_families(self) -> Iterator[Metric]:
@@ -285,8 +285,12 @@ class FlinkwatchCollector(Collector):
             "failures, its open incident resolved).",
             labels=["detector", "outcome"],
         )
-        for (det, outcome), n in sorted(self.s.detector_errors().items()):
-            errors.add_metric([det, outcome], float(n))
+        # Every series starts at 0 (labels are bounded by the registry): a rate() over a
+        # counter that appears only with its first error misses that error.
+        raised = self.s.detector_errors()
+        for det in sorted(REGISTRY):
+            for outcome in ("skipped", "dropped"):
+                errors.add_metric([det, outcome], float(raised.get((det, outcome), 0)))
         yield errors
 
         refused = CounterMetricFamily(
@@ -295,8 +299,9 @@ class FlinkwatchCollector(Collector):
             "spark.max_entities, by detector (counted once per micro-batch they appear in).",
             labels=["detector"],
         )
-        for det, n in sorted(self.s.entities_refused().items()):
-            refused.add_metric([det], float(n))
+        refusals = self.s.entities_refused()
+        for det in sorted(REGISTRY):
+            refused.add_metric([det], float(refusals.get(det, 0)))
         yield refused
 
         ok, failed = self.s.reloads()

@@ -288,3 +288,24 @@ def test_a_watermark_ahead_of_the_clock_shows_as_a_negative_lag() -> None:
     )
     lag = reg.get_sample_value("flinkwatch_watermark_lag_seconds", {"query": "flinkwatch-detect"})
     assert lag == -3600.0
+
+
+def test_error_and_refusal_counters_exist_at_zero_for_every_detector() -> None:
+    # A panel or rule with rate() needs the series before the first error, not from it.
+    from detectors import REGISTRY
+
+    reg = registry_with(ActiveAlerts(), board=SignalBoard())
+    for det in REGISTRY:
+        for outcome in ("skipped", "dropped"):
+            labels = {"detector": det, "outcome": outcome}
+            want = 1.0 if (det, outcome) == ("tm_lost", "dropped") else 0.0
+            if (det, outcome) == ("tm_lost", "skipped"):
+                want = 2.0
+            assert reg.get_sample_value("flinkwatch_detector_errors_total", labels) == want
+        assert (
+            reg.get_sample_value("flinkwatch_signal_entities_refused_total", {"detector": det})
+            == 0.0
+        )
+        assert (
+            reg.get_sample_value("flinkwatch_entities_refused_total", {"detector": det}) is not None
+        )
