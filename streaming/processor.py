@@ -185,26 +185,33 @@ def alert_rows(alerts: list[Alert]) -> list[dict[str, Any]]:
     ]
 
 
-def signal_row(
-    detector: Detector[Any] | None, key: Any, state: dict[str, Any] | None
+def entity_row(
+    key: Any, state: dict[str, Any] | None, status: str, summary: str | None, evidence: Any
 ) -> dict[str, Any]:
-    """The entity's current signals, or a ``signal_gone`` row if it was dropped."""
-    values = {} if state is None or detector is None else detector.signal_values(state)
+    """A non-alert output row about the entity ``key`` (who it is comes from its state)."""
     who = state or {}
     return {
         "alert_id": None,
         "detector": key[0],
         "entity": key[1],
-        "status": SIGNAL if state is not None else SIGNAL_GONE,
+        "status": status,
         "severity": None,
         "event_ms": int(who.get("last_event_ms") or 0),
         "job_id": who.get("job_id"),
         "job_name": who.get("job_name"),
         "tm_id": who.get("tm_id"),
         "host": who.get("host"),
-        "summary": None,
-        "evidence": json.dumps(values),
+        "summary": summary,
+        "evidence": json.dumps(evidence),
     }
+
+
+def signal_row(
+    detector: Detector[Any] | None, key: Any, state: dict[str, Any] | None
+) -> dict[str, Any]:
+    """The entity's current signals, or a ``signal_gone`` row if it was dropped."""
+    values = {} if state is None or detector is None else detector.signal_values(state)
+    return entity_row(key, state, SIGNAL if state is not None else SIGNAL_GONE, None, values)
 
 
 def output_rows(rows: list[dict[str, Any]]) -> Iterator[Row]:
@@ -224,31 +231,12 @@ def error_row(
     key: Any, state: dict[str, Any] | None, exc: BaseException, evidence: dict[str, Any]
 ) -> dict[str, Any]:
     """A :data:`DETECTOR_ERROR` row: the driver logs and counts it (executors cannot)."""
-    who = state or {}
-    return {
-        "alert_id": None,
-        "detector": key[0],
-        "entity": key[1],
-        "status": DETECTOR_ERROR,
-        "severity": None,
-        "event_ms": int(who.get("last_event_ms") or 0),
-        "job_id": who.get("job_id"),
-        "job_name": who.get("job_name"),
-        "tm_id": who.get("tm_id"),
-        "host": who.get("host"),
-        "summary": _where(exc),
-        "evidence": json.dumps(evidence),
-    }
+    return entity_row(key, state, DETECTOR_ERROR, _where(exc), evidence)
 
 
 def refused_row(key: Any) -> dict[str, Any]:
     """An :data:`ENTITY_REFUSED` row, counted on the driver."""
-    return {c: None for c in _OUTPUT_COLUMNS} | {
-        "detector": key[0],
-        "entity": key[1],
-        "status": ENTITY_REFUSED,
-        "event_ms": 0,
-    }
+    return entity_row(key, None, ENTITY_REFUSED, None, {})
 
 
 @dataclass
