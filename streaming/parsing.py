@@ -708,11 +708,12 @@ def parse_logs(records: DataFrame, limits: ParseLimits | None = None) -> DataFra
 def _bad_ids(labels: Column) -> Column:
     """True where the job id, TaskManager id or host label is not an id (see the patterns)."""
     job, tm, host = labels["job_id"], labels["tm_id"], labels["host"]
-    return (
-        (job.isNotNull() & ~job.rlike(JOB_ID_PATTERN))
-        | (tm.isNotNull() & ~tm.rlike(ENTITY_ID_PATTERN))
-        | (host.isNotNull() & ~host.rlike(ENTITY_ID_PATTERN))
-    )
+
+    def bad(label: Column, pattern: str) -> Column:
+        # An empty label is no id at all (Flink's reporter sends `host=""` in local mode).
+        return label.isNotNull() & (label != "") & ~label.rlike(pattern)
+
+    return bad(job, JOB_ID_PATTERN) | bad(tm, ENTITY_ID_PATTERN) | bad(host, ENTITY_ID_PATTERN)
 
 
 # Telegraf sends `{"fields": {"value": x}}` (or gauge/counter) for a named metric, or, with
