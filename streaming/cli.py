@@ -90,33 +90,16 @@ def run_job(
     command-line settings that win over the file.
     """
     from conf.reload import ConfigWatcher
-    from detectors.correlation import Correlator
-    from sinks import AlertLedger, LogAlertSink, RetryableDeliveryError
-    from sinks.dispatch import Dispatcher
-    from sinks.metrics_server import MetricsEndpoint, MetricsEndpointError
-    from sinks.prometheus import ActiveAlerts, SignalBoard
+    from sinks import AlertLedger
     from sinks.slack import slack_sink
-    from streaming.app import Outputs, Pipeline, run_forever
+    from streaming.app import Pipeline, run_forever
     from streaming.listener import ProgressLogger
     from streaming.live import live_session
     from streaming.topics import KafkaConnectError
 
     # First of all: a stop asked for while Spark starts (a minute on a busy node) must
     # end the run cleanly, not kill it half way.
-    stop = {"flag": False}
-    reload_requested = threading.Event()
-
-    def _stop(signum: int, _frame: object) -> None:
-        log.info("signal %d: stopping", signum)
-        stop["flag"] = True
-
-    def _hup(_signum: int, _frame: object) -> None:
-        log.info("SIGHUP: re-reading the config")
-        reload_requested.set()
-
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
-    signal.signal(signal.SIGHUP, _hup)
+    stop, reload_requested = _signals()
     out = cfg.output
     log.info(
         "starting: kafka=%s topics=%s,%s state=%s alerts=%s slack=%s",
@@ -128,12 +111,7 @@ def run_job(
         cfg.slack.mode,
     )
     try:  # before Spark starts: a missing password or unreadable key stops the job at once
-        endpoint = MetricsEndpoint.from_config(cfg.metrics) if cfg.metrics.enabled else None
-    except MetricsEndpointError as exc:
-        log.error("%s", exc)
-        return 2
-    try:  # likewise the Kafka password's variable and the CA file
-        _kafka_settings(cfg)
+        endpoint = _preflight(cfg)
     except ConfigError as exc:
         log.error("%s", exc)
         return 2
@@ -147,34 +125,9 @@ def run_job(
         return 2
     check_routes = route_checks(slack)
     check_routes(cfg)
-    alerts_file = _alerts_file(out)
-    try:
-        ledger.deliver(alerts_file)  # whatever a crash left undelivered
-    except RetryableDeliveryError as exc:
-        log.error("alert file: %s; the next batch tries again", exc)
     _keep_ledger_tidy(ledger, lambda: current["cfg"].output.ledger_retention_days)
-    active = ActiveAlerts(seed=ledger.active())
-    if active.snapshot():
-        log.info("%d incidents still open from before the restart", len(active.snapshot()))
-    dispatcher = None
-    if slack is not None:
-        dispatcher = Dispatcher(
-            ledger,
-            [slack],
-            backoff_s=cfg.slack.retry_backoff_s,
-            max_backoff_s=cfg.slack.max_backoff_s,
-        ).start()
-    # Incidents still taking members continue where the last run left them.
-    correlator = Correlator(cfg.correlation)
-    correlator.restore(ledger.history())
-    outputs = Outputs(
-        ledger=ledger,
-        sinks=[alerts_file],
-        observers=[active, LogAlertSink()] if out.console else [active],
-        dispatcher=dispatcher,
-        signals=SignalBoard(cfg.metrics.max_signal_entities),
-        correlator=correlator,
-    )
+    outputs = _outputs(cfg, ledger, slack)
+    dispatcher = outputs.dispatcher
     try:
         spark, cfg = live_session(cfg)
     except KafkaConnectError as exc:  # names the brokers and, when known, why
@@ -222,6 +175,78 @@ def run_job(
         ledger.close()
     _print_summary(pipeline.stats.alerts, pipeline.stats.kinds, pipeline.stats.dead_letters)
     return rc
+
+
+def _preflight(cfg: AppConfig) -> Any:
+    """The metrics endpoint (None when off), after checking every secret the job needs.
+
+    Raises:
+        ConfigError: a password's variable is unset, a key or CA file is unreadable.
+    """
+    from sinks.metrics_server import MetricsEndpoint, MetricsEndpointError
+
+    _kafka_settings(cfg)  # the Kafka password's variable and the CA file
+    try:
+        return MetricsEndpoint.from_config(cfg.metrics) if cfg.metrics.enabled else None
+    except MetricsEndpointError as exc:
+        raise ConfigError(str(exc), fields=("metrics",)) from exc
+
+
+def _signals() -> tuple[dict[str, bool], threading.Event]:
+    """SIGTERM/SIGINT set ``stop["flag"]``; SIGHUP sets the reload event."""
+    stop = {"flag": False}
+    reload_requested = threading.Event()
+
+    def _stop(signum: int, _frame: object) -> None:
+        log.info("signal %d: stopping", signum)
+        stop["flag"] = True
+
+    def _hup(_signum: int, _frame: object) -> None:
+        log.info("SIGHUP: re-reading the config")
+        reload_requested.set()
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    signal.signal(signal.SIGHUP, _hup)
+    return stop, reload_requested
+
+
+def _outputs(cfg: AppConfig, ledger: Any, slack: Any) -> Any:
+    """The detect query's outputs: the alert file, Prometheus views, Slack's dispatcher."""
+    from detectors.correlation import Correlator
+    from sinks import LogAlertSink, RetryableDeliveryError
+    from sinks.dispatch import Dispatcher
+    from sinks.prometheus import ActiveAlerts, SignalBoard
+    from streaming.app import Outputs
+
+    out = cfg.output
+    alerts_file = _alerts_file(out)
+    try:
+        ledger.deliver(alerts_file)  # whatever a crash left undelivered
+    except RetryableDeliveryError as exc:
+        log.error("alert file: %s; the next batch tries again", exc)
+    active = ActiveAlerts(seed=ledger.active())
+    if active.snapshot():
+        log.info("%d incidents still open from before the restart", len(active.snapshot()))
+    dispatcher = None
+    if slack is not None:
+        dispatcher = Dispatcher(
+            ledger,
+            [slack],
+            backoff_s=cfg.slack.retry_backoff_s,
+            max_backoff_s=cfg.slack.max_backoff_s,
+        ).start()
+    # Incidents still taking members continue where the last run left them.
+    correlator = Correlator(cfg.correlation)
+    correlator.restore(ledger.history())
+    return Outputs(
+        ledger=ledger,
+        sinks=[alerts_file],
+        observers=[active, LogAlertSink()] if out.console else [active],
+        dispatcher=dispatcher,
+        signals=SignalBoard(cfg.metrics.max_signal_entities),
+        correlator=correlator,
+    )
 
 
 def _in_background(work: Callable[[], object]) -> None:
