@@ -78,7 +78,8 @@ def drain(args: argparse.Namespace) -> dict[str, Any]:
     """Drain the backlog once on the cluster at ``args.master``; the driver side."""
     from conf import AppConfig
     from sinks import AlertLedger, JsonLinesAlertSink
-    from streaming.app import Outputs, Pipeline
+    from streaming.app import Pipeline
+    from streaming.delivery import Outputs
     from streaming.session import cluster_settings, get_session
     from streaming.topics import ensure_bus_topics
 

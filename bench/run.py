@@ -171,7 +171,7 @@ def _outputs(state: Path, slack_url: str) -> Any:
     from sinks.dispatch import Dispatcher
     from sinks.prometheus import ActiveAlerts, SignalBoard
     from sinks.slack import SlackBotSink
-    from streaming.app import Outputs
+    from streaming.delivery import Outputs
 
     ledger = AlertLedger(state / "ledger.sqlite")
     cfg = SlackConfig(mode="bot", api_url=slack_url, channel="#flink-alerts", max_retries=2)

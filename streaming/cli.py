@@ -217,7 +217,7 @@ def _outputs(cfg: AppConfig, ledger: Any, slack: Any) -> Any:
     from sinks import LogAlertSink, RetryableDeliveryError
     from sinks.dispatch import Dispatcher
     from sinks.prometheus import ActiveAlerts, SignalBoard
-    from streaming.app import Outputs
+    from streaming.delivery import Outputs
 
     out = cfg.output
     alerts_file = _alerts_file(out)
@@ -353,7 +353,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
     """The same parser and detectors over files, in event time; alerts as JSON lines."""
     from detectors.correlation import Correlator
     from sinks import AlertLedger, JsonLinesAlertSink
-    from streaming.app import Outputs, Pipeline
+    from streaming.app import Pipeline
+    from streaming.delivery import Outputs
     from streaming.session import get_session
     from streaming.sources import file_records, stage_files
 

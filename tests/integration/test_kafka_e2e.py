@@ -10,7 +10,8 @@ import pytest
 
 from conf import AppConfig, KafkaConfig, OutputConfig, SparkConfig
 from sinks import AlertLedger, JsonLinesAlertSink
-from streaming.app import Outputs, Pipeline, run_forever
+from streaming.app import Pipeline, run_forever
+from streaming.delivery import Outputs
 from streaming.topics import ensure_bus_topics
 from tests.conftest import KafkaBroker, wait_until
 

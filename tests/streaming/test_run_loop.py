@@ -15,7 +15,8 @@ from conf.reload import ConfigWatcher
 from detectors import AlertStatus
 from detectors.checkpoint_failures import CheckpointFailures, CheckpointFailuresParams
 from sinks import AlertLedger, DeliverySink, RetryableDeliveryError
-from streaming.app import AlertDelivery, Outputs, PipelineStats, run_forever
+from streaming.app import run_forever
+from streaming.delivery import AlertDelivery, Outputs, PipelineStats
 
 
 class FakeQuery:

@@ -1,0 +1,341 @@
+"""The detect and parse queries' ``foreachBatch`` handlers, on the driver.
+
+* :class:`AlertDelivery`: records a micro-batch's transitions in the ledger (before Spark
+  commits the batch), then delivers them; signal, error and refusal rows feed the
+  Prometheus views and the counters.
+* :class:`ParseBatch` (files bus) and :class:`DeadLetterBatch` (Kafka bus): the event
+  bus files, the counts and the dead-letter files.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from conf import AppConfig
+from conf.silences import silence_for
+from detectors import Alert, AlertStatus, Severity
+from detectors.correlation import Correlator
+from sinks import AlertLedger, AlertObserver, DeadLetterFileSink, DeliverySink, Transition
+from sinks.dispatch import Dispatcher
+from sinks.prometheus import SignalBoard
+from streaming.bus import (
+    DEAD_LETTER_SCHEMA,
+    bus_records,
+)
+from streaming.processor import (
+    DETECTOR_ERROR,
+    ENTITY_REFUSED,
+    SIGNAL,
+    SIGNAL_GONE,
+)
+
+log = logging.getLogger(__name__)
+
+#: Name of the parse query's observed counts (``StreamingQueryProgress.observedMetrics``).
+PARSE_COUNTS = "flinkwatch_parse_counts"
+
+
+def rows_to_alerts(rows: Sequence[Any]) -> list[Alert]:
+    """Collected alert rows → typed alerts, in event-time order."""
+    alerts = [
+        Alert(
+            alert_id=r["alert_id"],
+            detector=r["detector"],
+            entity=r["entity"],
+            status=AlertStatus(r["status"]),
+            severity=Severity(r["severity"]),
+            event_time_ms=int(r["event_ms"]),
+            summary=r["summary"],
+            job_id=r["job_id"],
+            job_name=r["job_name"],
+            tm_id=r["tm_id"],
+            host=r["host"],
+            evidence=json.loads(r["evidence"] or "{}"),
+        )
+        for r in rows
+    ]
+    order = {AlertStatus.FIRING: 0, AlertStatus.ESCALATED: 1, AlertStatus.RESOLVED: 2}
+    return sorted(alerts, key=lambda a: (a.event_time_ms, a.alert_id, order[a.status]))
+
+
+@dataclass
+class PipelineStats:
+    """Counters the pipeline keeps on the driver (also for the CLI summary)."""
+
+    kinds: Counter[str] = field(default_factory=Counter)
+    dead_letters: Counter[str] = field(default_factory=Counter)
+    alerts: Counter[tuple[str, str, str]] = field(default_factory=Counter)
+    #: Detector calls that raised, by (detector, outcome): ``skipped`` (the event or
+    #: timer was skipped, state kept as before) or ``dropped`` (the entity was given up).
+    detector_errors: Counter[tuple[str, str]] = field(default_factory=Counter)
+    #: Entities not admitted, by detector, while the detect query held spark.max_entities.
+    entities_refused: Counter[str] = field(default_factory=Counter)
+    # Last batch counted per query; kept here, not in the handlers, because the handlers
+    # are recreated when the queries restart and Spark then replays the last batch.
+    counted: dict[str, int] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def first_count(self, query: str, batch_id: int) -> bool:
+        """True the first time a batch of a query is counted."""
+        with self._lock:
+            if batch_id <= self.counted.get(query, -1):
+                return False
+            self.counted[query] = batch_id
+            return True
+
+    def count_observed(self, query: str, batch_id: int, observed: dict[str, Any]) -> None:
+        """Add the parse query's observed counts of one batch (once per batch id)."""
+        row = observed.get(PARSE_COUNTS)
+        if row is None or not self.first_count(query, batch_id):
+            return
+        values = row.asDict() if hasattr(row, "asDict") else dict(row)
+        with self._lock:
+            for name, n in values.items():
+                if not n:
+                    continue
+                if name.startswith("k_"):
+                    self.kinds[name[2:]] += int(n)
+                elif name.startswith("e_"):
+                    self.dead_letters[name[2:]] += int(n)
+
+
+@dataclass
+class Outputs:
+    """Where the detect query's transitions go (all on the driver).
+
+    Attributes:
+        ledger: Records each transition once, in step with the batch commit.
+        sinks: Delivery sinks drained inside the batch (the alert file): a failure
+            fails the batch, which Spark replays.
+        observers: See each new transition once (Prometheus view, console).
+        dispatcher: Drains slow sinks (Slack) in its own thread, outside the batch.
+        signals: The detectors' per-entity signal gauges.
+        correlator: Groups related transitions into incidents as the ledger records
+            them; rebuilt from the ledger after a restart (``None``: no incidents).
+    """
+
+    ledger: AlertLedger
+    sinks: Sequence[DeliverySink] = ()
+    observers: Sequence[AlertObserver] = ()
+    dispatcher: Dispatcher | None = None
+    signals: SignalBoard | None = None
+    correlator: Correlator | None = None
+
+    def delivery_sinks(self) -> list[DeliverySink]:
+        """Every sink a transition is queued for."""
+        return [*self.sinks, *(self.dispatcher.sinks if self.dispatcher else [])]
+
+
+#: Rows of the detect query that are not alert transitions.
+_NOT_ALERTS = (SIGNAL, SIGNAL_GONE, DETECTOR_ERROR, ENTITY_REFUSED)
+
+
+class AlertDelivery:
+    """``foreachBatch`` of the detect query: record in the ledger, then deliver."""
+
+    def __init__(self, outputs: Outputs, stats: PipelineStats, cfg: AppConfig) -> None:
+        self.out = outputs
+        self.stats = stats
+        self.cfg = cfg
+
+    def _silence(self, alert: Alert) -> str | None:
+        return silence_for(self.cfg.silences, alert, self.cfg.cluster)
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        """Record and deliver one micro-batch of alert transitions.
+
+        Raises:
+            Exception: the first failure of an in-batch sink, after every sink was
+                tried, so Spark does not commit the batch and replays it; the ledger
+                has the transitions already and the replay only retries the delivery.
+        """
+        rows = batch.collect()
+        alert_rows = [r for r in rows if r["status"] not in _NOT_ALERTS]
+        refused = [r for r in rows if r["status"] == ENTITY_REFUSED]
+        if refused and self.stats.first_count("entities_refused", batch_id):
+            self.stats.entities_refused.update(r["detector"] for r in refused)
+        self._signals([r for r in rows if r["status"] in (SIGNAL, SIGNAL_GONE)])
+        self._detector_errors([r for r in rows if r["status"] == DETECTOR_ERROR], batch_id)
+        correlator = self.out.correlator
+        if correlator is not None:
+            correlator.params = self.cfg.correlation  # follows a reload
+        new = self.out.ledger.record(
+            batch_id,
+            rows_to_alerts(alert_rows),
+            self.out.delivery_sinks(),
+            self._silence,
+            correlator.observe if correlator is not None else None,
+            self._max_age_ms(),
+        )
+        self._say_stale(new)
+        for t in new:
+            self.stats.alerts[(t.alert.detector, t.alert.entity, t.alert.status.value)] += 1
+        for obs in self.out.observers:
+            try:
+                obs.observe(new)
+            except Exception:
+                log.exception("observer=%s failed on batch %d", obs.name, batch_id)
+        errors: list[Exception] = []
+        for sink in self.out.sinks:
+            # One failing sink must not keep the others from delivering.
+            try:
+                self.out.ledger.deliver(sink)
+            except Exception as exc:
+                log.exception("sink=%s batch=%d delivery failed", sink.name, batch_id)
+                errors.append(exc)
+        if self.out.dispatcher is not None and new:
+            self.out.dispatcher.wake()
+        if errors:
+            raise errors[0]
+
+    def _max_age_ms(self) -> int | None:
+        age = self.cfg.output.page_max_age_s
+        return None if age is None else int(age * 1000)
+
+    def _say_stale(self, new: Sequence[Transition]) -> None:
+        # Old transitions are recorded but not paged (a checkpoint reset reads history
+        # again): one line per batch says so, so nobody wonders where the pages went.
+        limit = self._max_age_ms()
+        if limit is None or not any(s.notifies for s in self.out.delivery_sinks()):
+            return
+        stale = [t for t in new if t.recorded_ms - t.alert.event_time_ms > limit]
+        if stale:
+            oldest = min(t.alert.event_time_ms for t in stale)
+            log.warning(
+                "%d transition(s) older than output.page_max_age_s=%gs recorded, not paged "
+                "(stale; oldest from %s UTC): `flinkwatch deliveries list --state stale`",
+                len(stale),
+                self.cfg.output.page_max_age_s,
+                time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(oldest / 1000)),
+            )
+
+    def _detector_errors(self, rows: Sequence[Any], batch_id: int) -> None:
+        # Raised on an executor, told here: the driver's log is the one people read, and
+        # the counter is what an alert rule can watch. Counted once per batch id.
+        if not rows or not self.stats.first_count("detector_errors", batch_id):
+            return
+        for r in rows:
+            info = json.loads(r["evidence"] or "{}")
+            dropped = bool(info.get("dropped"))
+            self.stats.detector_errors[(r["detector"], "dropped" if dropped else "skipped")] += 1
+            log.error(
+                "detector=%s entity=%s %s raised %s (%d in a row); %s",
+                r["detector"],
+                r["entity"],
+                info.get("where", "call"),
+                r["summary"],
+                int(info.get("failures") or 1),
+                "entity dropped, its open incident resolved"
+                if dropped
+                else "skipped, state kept as before",
+            )
+
+    def _signals(self, rows: Sequence[Any]) -> None:
+        board = self.out.signals
+        if board is None:
+            return
+        for r in rows:
+            if r["status"] == SIGNAL_GONE:
+                board.drop(r["detector"], r["entity"])
+                continue
+            labels = {k: r[k] for k in ("job_id", "job_name", "tm_id", "host") if r[k]}
+            board.update(r["detector"], r["entity"], labels, json.loads(r["evidence"] or "{}"))
+
+
+class ParseBatch:
+    """``foreachBatch`` of the parse query on the files bus: bus files, counts, dead letters."""
+
+    def __init__(
+        self, cfg: AppConfig, hop_dir: Path, dead_letters: DeadLetterFileSink, stats: PipelineStats
+    ) -> None:
+        self.cfg = cfg
+        self.hop_dir = hop_dir
+        self.dead_letters = dead_letters
+        self.stats = stats
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        """Process one micro-batch of parsed records."""
+        batch = batch.persist()
+        try:
+            counts = (
+                batch.select(F.coalesce(F.col("error"), F.lit("")).alias("e"), "kind")
+                .groupBy("e", "kind")
+                .count()
+                .collect()
+            )
+            self._hop(bus_records(batch, self.cfg, dead_letters=False), batch_id)
+            dead = Counter({r["e"]: r["count"] for r in counts if r["e"]})
+            if dead:
+                rows = (
+                    batch.where(F.col("error").isNotNull())
+                    .select("topic", "partition", "offset", "kafka_ts", "error", "detail", "raw")
+                    .toLocalIterator()
+                )
+                write_dead_letters(self.dead_letters, batch_id, rows)
+        finally:
+            batch.unpersist()
+        # Counted last, once per batch id: a batch that fails above, or that Spark replays
+        # after a crash, must not count twice.
+        if not self.stats.first_count("parse", batch_id):
+            return
+        self.stats.dead_letters.update(dead)
+        for r in counts:
+            if not r["e"]:
+                self.stats.kinds[r["kind"]] += r["count"]
+
+    def _hop(self, records: DataFrame, batch_id: int) -> None:
+        # Written next to the hop directory, then moved in under a name fixed by the batch
+        # id: the detect query never sees a half-written file, and a replayed batch
+        # replaces its own file instead of adding a second copy.
+        tmp = self.hop_dir.parent / f".hop-tmp-{batch_id}"
+        records.select("key", "value").coalesce(1).write.mode("overwrite").parquet(str(tmp))
+        self.hop_dir.mkdir(parents=True, exist_ok=True)
+        for i, part in enumerate(sorted(tmp.glob("part-*.parquet"))):
+            os.replace(part, self.hop_dir / f"batch-{batch_id:010d}-{i}.parquet")
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def write_dead_letters(sink: DeadLetterFileSink, batch_id: int, rows: Iterable[Any]) -> None:
+    """Keep one batch's dead letters (Spark rows, streamed) and say so in one line."""
+    path, reasons, dropped = sink.write(batch_id, (r.asDict() for r in rows))
+    if path is None:
+        return
+    log.warning(
+        "dead letters: %d in batch %d (%s) -> %s%s",
+        sum(reasons.values()),
+        batch_id,
+        ", ".join(f"{k}={v}" for k, v in sorted(reasons.items())),
+        path,
+        f"; {dropped} more not kept (output.deadletters_max_per_batch)" if dropped else "",
+    )
+
+
+class DeadLetterBatch:
+    """``foreachBatch`` of the dead-letter query: the topic's records → dead-letter files."""
+
+    def __init__(self, sink: DeadLetterFileSink) -> None:
+        self.sink = sink
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        """Write one batch of dead letters (a replayed batch rewrites its own file)."""
+        # Streamed, one partition at a time: a batch of oversized garbage is never whole
+        # in the driver.
+        rows = (
+            batch.select(F.from_json(F.col("value").cast("string"), DEAD_LETTER_SCHEMA).alias("d"))
+            .select("d.*")
+            .toLocalIterator()
+        )
+        write_dead_letters(self.sink, batch_id, rows)
