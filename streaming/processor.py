@@ -20,6 +20,7 @@ import math
 import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from pyspark.sql import Row
@@ -249,7 +250,8 @@ class Fold:
         alerts: Transitions, in order.
         errors: :func:`error_row` rows for calls that raised.
         failures: Calls in a row that raised (kept in the state).
-        dropped: The entity was dropped after :data:`MAX_FAILURES` failures.
+        dropped: The entity was dropped (after :data:`MAX_FAILURES` failures in a row) at
+            least once in the batch.
     """
 
     state: dict[str, Any] | None
@@ -301,24 +303,34 @@ def fold_events(
             out.state, out.timer = start(), timer
             for e in good:
                 step(e)
-            out.dropped = out.failures >= MAX_FAILURES
+            # The rebuilt state is the new starting point: each event is replayed at most
+            # once, however many of the batch's events raise.
+            snapshot, timer, good = json.dumps(out.state), out.timer, []
+            start = partial(_thawed, snapshot)
+            dropped = out.failures >= MAX_FAILURES
+            out.dropped = out.dropped or dropped
             out.errors.append(
                 error_row(
                     key,
                     out.state,
                     exc,
-                    {"where": "on_event", "failures": out.failures, "dropped": out.dropped},
+                    {"where": "on_event", "failures": out.failures, "dropped": dropped},
                 )
             )
-            if out.dropped:
+            if dropped:
                 closing = close_incident(detector, out.state, event.time_ms, "it kept failing")
                 out.alerts.extend([closing] if closing else [])
-                out.state, out.timer, out.failures, good = None, None, 0, []
-                start, timer = (lambda: None), None
+                out.state, out.timer, out.failures = None, None, 0
+                start, timer = partial(_thawed, "null"), None
             continue
         out.failures = 0
         good.append(event)
     return out
+
+
+def _thawed(snapshot: str) -> dict[str, Any] | None:
+    state: dict[str, Any] | None = json.loads(snapshot)
+    return state
 
 
 def close_incident(
@@ -457,6 +469,7 @@ class DetectorProcessor(StatefulProcessor):
             return
         old_timer = state.pop(_TIMER_KEY, None) if state else None
         failures = int(state.pop(_FAILURES_KEY, 0)) if state else 0
+        had_state = bool(state)  # detector state, not only the job's name
         names = [e.job_name for e in events if e.kind not in detector.kinds and e.job_name]
         events = [e for e in events if e.kind in detector.kinds]
         name = names[-1] if names else name
@@ -472,7 +485,9 @@ class DetectorProcessor(StatefulProcessor):
             alerts = [a if a.job_name else a.model_copy(update={"job_name": name}) for a in alerts]
         self._apply(old_timer, state, fold.timer, seen, name, fold.failures)
         out = [*alert_rows(alerts), *fold.errors]
-        if detector.signals and (state is not None or not names):
+        # A batch of name lines only says nothing new; one that dropped the entity must
+        # take its series away (or the signal board keeps a slot for it).
+        if detector.signals and (state is not None or not names or had_state):
             out.append(signal_row(detector, key, state))
         yield from output_rows(out)
 

@@ -371,3 +371,48 @@ def test_while_the_entity_cap_is_hit_new_entities_are_refused_and_known_ones_go_
         ("entity_refused", "checkpoint_failures", new_key[1])
     ]
     assert fresh.state.value is None and not fresh.timers
+
+
+def test_each_event_is_replayed_at_most_once_however_many_raise(monkeypatch) -> None:
+    # Rebuilding from the batch's start after every failure was quadratic: 2,000 events
+    # with every second one raising cost half a million detector calls.
+    t0 = 1_700_000_000_000
+    key = ("checkpoint_failures", "job:" + JOB)
+    cls = REGISTRY["checkpoint_failures"]
+    real, calls = cls.on_event, {"n": 0}
+
+    def flaky(self, state, event, now_ms):  # type: ignore[no-untyped-def]
+        calls["n"] += 1
+        if event.checkpoint_id % 2:
+            raise ValueError("odd checkpoint")
+        return real(self, state, event, now_ms)
+
+    monkeypatch.setattr(cls, "on_event", flaky)
+    proc, _handle = _processor()
+    rows = [{**_expiry(t0, i), "event_ms": t0 + i * 1000} for i in range(1, 401)]
+    out = list(proc.handleInputRows(key, iter(frame(rows)), _Clock(t0)))
+    assert len([r for r in out if r["status"] == "detector_error"]) == 200
+    assert calls["n"] <= 2 * len(rows)
+
+
+def test_an_entity_dropped_in_a_batch_with_a_name_line_loses_its_series(monkeypatch) -> None:
+    t0 = 1_700_000_000_000
+    key = ("checkpoint_failures", "job:" + JOB)
+    proc, handle = _processor()
+    _firing(proc, key, t0)
+
+    def broken(self, state, event, now_ms):  # type: ignore[no-untyped-def]
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(REGISTRY["checkpoint_failures"], "on_event", broken)
+    named = {
+        **_expiry(t0, 9),
+        "kind": "job_state",
+        "job_name": "orders",
+        "from_state": "RUNNING",
+        "to_state": "RESTARTING",
+        "checkpoint_id": None,
+    }
+    rows = [_expiry(t0, 5), _expiry(t0, 6), _expiry(t0, 7), named]
+    out = list(proc.handleInputRows(key, iter(frame(rows)), _Clock(t0)))
+    assert "signal_gone" in [r["status"] for r in out]
