@@ -230,12 +230,12 @@ class AlertLedger:
                         "UPDATE transitions SET incident_id = ?, incident = ? WHERE seq = ?",
                         (incident.incident_id, incident.model_dump_json(), seq),
                     )
-                stale = max_age_ms is not None and now - alert.event_time_ms > max_age_ms
+                old = max_age_ms is not None and now - alert.event_time_ms > max_age_ms
                 for sink in sinks:
                     state = "pending"
                     if sink.notifies and silenced:
                         state = "silenced"
-                    elif sink.notifies and stale:
+                    elif sink.notifies and self._stale(db, alert, sink.name, old):
                         state = "stale"
                         withheld[sink.name] += 1
                     db.execute(
@@ -246,6 +246,25 @@ class AlertLedger:
         for sink_name, n in withheld.items():
             self.outcomes[(sink_name, "stale")] += n
         return new
+
+    @staticmethod
+    def _stale(db: sqlite3.Connection, alert: Alert, sink: str, old: bool) -> bool:
+        """Whether a transition is withheld from ``sink`` for its age.
+
+        Only a transition that opens an incident is judged by its own age. An escalation
+        or a resolve follows its firing, like a silence: withheld if the firing was (no
+        message about an incident nobody was paged for), sent if the firing was, however
+        late it comes (a message left red forever is worse than a late resolve).
+        """
+        if alert.status is not AlertStatus.FIRING:
+            row = db.execute(
+                "SELECT d.state FROM deliveries d JOIN transitions t ON t.seq = d.seq "
+                "WHERE t.alert_id = ? AND t.status = 'firing' AND d.sink = ?",
+                (alert.alert_id, sink),
+            ).fetchone()
+            if row is not None:
+                return bool(row[0] == "stale")
+        return old
 
     @staticmethod
     def _silence_of(db: sqlite3.Connection, alert: Alert, silencer: Silencer | None) -> str | None:

@@ -292,3 +292,26 @@ def test_every_state_is_listed_the_stale_one_included(tmp_path: Path) -> None:
     ledger.record(0, [alert("old")], [slack], max_age_ms=3_600_000)
     assert [(d.key, d.state) for d in ledger.deliveries()] == [("old:firing", "stale")]
     assert ledger.resend(None) == []  # stale is not failed: never paged by resend
+
+
+def test_a_resolve_follows_its_firing_whatever_its_own_age(tmp_path: Path) -> None:
+    # A paged incident whose resolve is recorded late (flinkwatch was down) still gets its
+    # resolve; an incident withheld as stale does not get a lone "resolved" message.
+    clock = {"now": 1_700_000_000_000}
+    ledger = AlertLedger(tmp_path / "l.sqlite", clock=lambda: clock["now"])
+    slack = Sink("slack")
+    hour = 3_600_000
+    paged = alert("paged").model_copy(update={"event_time_ms": clock["now"] - 60_000})
+    ledger.record(0, [paged], [slack], max_age_ms=hour)
+    clock["now"] += 2 * hour  # down for two hours; the resolve happened long ago
+    late = alert("paged", AlertStatus.RESOLVED).model_copy(
+        update={"event_time_ms": clock["now"] - 90 * 60_000}
+    )
+    old = alert("old")  # from 2023: stale
+    fresh_resolve = alert("old", AlertStatus.RESOLVED).model_copy(
+        update={"event_time_ms": clock["now"] - 1000}
+    )
+    ledger.record(1, [late, old, fresh_resolve], [slack], max_age_ms=hour)
+    assert ledger.deliver(slack) == 0
+    assert slack.sent == ["paged:firing", "paged:resolved"]
+    assert ledger.counts()[("slack", "stale")] == 2
