@@ -172,6 +172,7 @@ class AlertDelivery:
         correlator = self.out.correlator
         if correlator is not None:
             correlator.params = self.cfg.correlation  # follows a reload
+        withheld = self._withheld()
         new = self.out.ledger.record(
             batch_id,
             rows_to_alerts(alert_rows),
@@ -180,7 +181,7 @@ class AlertDelivery:
             correlator.observe if correlator is not None else None,
             self._max_age_ms(),
         )
-        self._say_stale(new)
+        self._say_stale(new, self._withheld() - withheld)
         for t in new:
             self.stats.alerts[(t.alert.detector, t.alert.entity, t.alert.status.value)] += 1
         for obs in self.out.observers:
@@ -205,42 +206,55 @@ class AlertDelivery:
         age = self.cfg.output.page_max_age_s
         return None if age is None else int(age * 1000)
 
-    def _say_stale(self, new: Sequence[Transition]) -> None:
+    def _withheld(self) -> int:
+        """Transitions the ledger has withheld from notifying sinks as stale, so far."""
+        outcomes = self.out.ledger.outcomes
+        return sum(n for (_sink, outcome), n in outcomes.items() if outcome == "stale")
+
+    def _say_stale(self, new: Sequence[Transition], withheld: int) -> None:
         # Old transitions are recorded but not paged (a checkpoint reset reads history
         # again): one line per batch says so, so nobody wonders where the pages went.
-        limit = self._max_age_ms()
-        if limit is None or not any(s.notifies for s in self.out.delivery_sinks()):
+        if not withheld:
             return
-        stale = [t for t in new if t.recorded_ms - t.alert.event_time_ms > limit]
-        if stale:
-            oldest = min(t.alert.event_time_ms for t in stale)
-            log.warning(
-                "%d transition(s) older than output.page_max_age_s=%gs recorded, not paged "
-                "(stale; oldest from %s UTC): `flinkwatch deliveries list --state stale`",
-                len(stale),
-                self.cfg.output.page_max_age_s,
-                time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(oldest / 1000)),
-            )
+        oldest = min(t.alert.event_time_ms for t in new if not t.silenced_by)
+        log.warning(
+            "%d transition(s) recorded but not paged: older than output.page_max_age_s=%gs "
+            "or of an incident that was (oldest from %s UTC); "
+            "`flinkwatch deliveries list --state stale`",
+            withheld,
+            self.cfg.output.page_max_age_s or 0,
+            time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(oldest / 1000)),
+        )
 
     def _detector_errors(self, rows: Sequence[Any], batch_id: int) -> None:
         # Raised on an executor, told here: the driver's log is the one people read, and
-        # the counter is what an alert rule can watch. Counted once per batch id.
+        # the counter is what an alert rule can watch. Counted once per batch id, and
+        # logged once per detector and batch: a detector that raises on every event must
+        # not flood the log.
         if not rows or not self.stats.first_count("detector_errors", batch_id):
             return
+        by_detector: dict[str, list[tuple[Any, dict[str, Any]]]] = {}
         for r in rows:
             info = json.loads(r["evidence"] or "{}")
-            dropped = bool(info.get("dropped"))
-            self.stats.detector_errors[(r["detector"], "dropped" if dropped else "skipped")] += 1
+            outcome = "dropped" if info.get("dropped") else "skipped"
+            self.stats.detector_errors[(r["detector"], outcome)] += 1
+            by_detector.setdefault(r["detector"], []).append((r, info))
+        for detector, seen in by_detector.items():
+            first, info = seen[0]
+            dropped = sum(1 for _r, i in seen if i.get("dropped"))
             log.error(
-                "detector=%s entity=%s %s raised %s (%d in a row); %s",
-                r["detector"],
-                r["entity"],
+                "detector=%s raised %d time(s) in batch %d (%d entities, %d dropped with their "
+                "incidents resolved); first: entity=%s %s %s (%d in a row; %s)",
+                detector,
+                len(seen),
+                batch_id,
+                len({r["entity"] for r, _i in seen}),
+                dropped,
+                first["entity"],
                 info.get("where", "call"),
-                r["summary"],
+                first["summary"],
                 int(info.get("failures") or 1),
-                "entity dropped, its open incident resolved"
-                if dropped
-                else "skipped, state kept as before",
+                "entity dropped" if info.get("dropped") else "skipped, state kept as before",
             )
 
     def _signals(self, rows: Sequence[Any]) -> None:

@@ -243,12 +243,17 @@ def test_detector_errors_are_logged_and_counted_once_on_the_driver(
         "summary": "KeyError: 'ts' at checkpoint_failures.py:88",
         "evidence": '{"where": "on_timer", "failures": 3, "dropped": true}',
     }
-    with caplog.at_level(logging.ERROR, logger="streaming.app"):
-        deliver(FakeBatch([raised]), 4)  # type: ignore[arg-type]
-        deliver(FakeBatch([raised]), 4)  # type: ignore[arg-type]  # replayed
+    again = {**raised, "entity": "job:80", "evidence": '{"where": "on_event", "failures": 1}'}
+    with caplog.at_level(logging.ERROR, logger="streaming.delivery"):
+        deliver(FakeBatch([raised, again]), 4)  # type: ignore[arg-type]
+        deliver(FakeBatch([raised, again]), 4)  # type: ignore[arg-type]  # replayed
     assert sink.sent == []
-    assert stats.detector_errors == {("checkpoint_failures", "dropped"): 1}
-    (line,) = [r.getMessage() for r in caplog.records]
+    assert stats.detector_errors == {
+        ("checkpoint_failures", "dropped"): 1,
+        ("checkpoint_failures", "skipped"): 1,
+    }
+    (line,) = [r.getMessage() for r in caplog.records]  # one line per detector and batch
+    assert "raised 2 time(s) in batch 4 (2 entities, 1 dropped" in line
     assert "job:7f" in line and "KeyError" in line and "entity dropped" in line
 
 
@@ -263,11 +268,11 @@ def test_old_transitions_are_not_paged_and_the_log_says_so(
     )
     old = {**ROW, "alert_id": "old", "event_ms": now_ms - 2 * 86_400_000}
     new = {**ROW, "alert_id": "new", "event_ms": now_ms - 5_000}
-    with caplog.at_level(logging.WARNING, logger="streaming.app"):
+    with caplog.at_level(logging.WARNING, logger="streaming.delivery"):
         deliver(FakeBatch([old, new]), 0)  # type: ignore[arg-type]
     assert slack.sent == ["new:firing"]
     (line,) = [r.getMessage() for r in caplog.records]
-    assert "1 transition(s) older than output.page_max_age_s=3600s" in line
+    assert "1 transition(s) recorded but not paged: older than output.page_max_age_s=3600s" in line
 
 
 class _Progress:
