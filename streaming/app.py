@@ -53,7 +53,8 @@ from streaming.delivery import (
     ParseBatch,
     PipelineStats,
 )
-from streaming.parsing import DEAD_LETTER_REASONS, ParseLimits, parse_logs, parse_metrics
+from streaming.metric_parsing import parse_metrics
+from streaming.parsing import DEAD_LETTER_REASONS, ParseLimits, parse_logs
 from streaming.processor import (
     ALERT_SCHEMA,
     EVENT_INPUT_COLUMNS,

@@ -452,7 +452,8 @@ def _print_incidents(alerts_file: Path) -> None:
 def cmd_parse(args: argparse.Namespace) -> int:
     """One JSON object per input record: the parsed event, or why it did not parse."""
     from streaming.app import parse_limits
-    from streaming.parsing import parse_logs, parse_metrics
+    from streaming.metric_parsing import parse_metrics
+    from streaming.parsing import parse_logs
     from streaming.session import get_session
     from streaming.sources import file_records, stage_files
 

@@ -19,7 +19,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from detectors.base import EVENT_KINDS
-from streaming.parsing import EVENT_COLUMNS, ParseLimits, parse_logs, parse_metrics
+from streaming.metric_parsing import parse_metrics
+from streaming.parsing import EVENT_COLUMNS, ParseLimits, parse_logs
 from tests.conftest import RECORD_SCHEMA, records_df
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "parsing"
