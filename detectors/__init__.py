@@ -17,7 +17,7 @@ from detectors.late_barrier_acks import LateBarrierAcks
 from detectors.restart_storm import RestartStorm
 from detectors.tm_lost import TmLost
 
-REGISTRY: dict[str, type[Detector[Any]]] = {
+REGISTRY: dict[str, type[Detector[Any, Any]]] = {
     d.name: d
     for d in (
         CheckpointCreep,

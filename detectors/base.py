@@ -1,23 +1,27 @@
 """The detector contract: plain-Python state machines over parsed Flink events.
 
-A detector never touches Spark, the clock or I/O. The Spark adapter
-(``streaming/processor.py``) groups events by ``(detector, entity)``, loads the
-detector's state, calls :meth:`Detector.on_event` for each event in event-time
-order, calls :meth:`Detector.on_timer` when the watermark passes the timer the
-detector asked for, and stores whatever state the returned :class:`Step` holds.
-The same calls run in unit tests with hand-made events and an advancing
-``now_ms``.
+A detector never touches Spark, the clock or I/O, and never checks the time itself.
+The Spark adapter (``streaming/processor.py``) groups events by ``(detector, entity)``,
+loads the detector's typed state (:meth:`Detector.load`), and calls
+:meth:`Detector.advance` for each event in event-time order: that first fires every
+timer due at or before the event (:meth:`Detector.on_timer`), then folds the event in
+(:meth:`Detector.on_event`). When the watermark passes the pending timer it calls
+:meth:`Detector.fire_due`. The base class owns the idle deadline: an entity without
+events for ``idle_ttl_s`` is dropped, its open incident resolved (:meth:`Detector.on_idle`).
+So a replay of one long batch, live micro-batches and a unit test give the same alerts,
+like bytewax's ``on_notify``.
 """
 
 from __future__ import annotations
 
 import hashlib
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, ClassVar, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 Scope = Literal["job", "tm", "cluster"]
 
@@ -139,21 +143,77 @@ class Alert(BaseModel):
     evidence: dict[str, Any] = Field(default_factory=dict)
 
 
-State = dict[str, Any]
+class Evidence(BaseModel):
+    """What an alert shows as its evidence: each detector declares its own fields.
+
+    The link fields name the other jobs and TaskManagers the alert is about, so
+    correlation can join it to their incidents without knowing the detector.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    job_ids: tuple[str, ...] | None = None
+    tm_ids: tuple[str, ...] | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The evidence as an alert carries it (JSON-ready; unset link fields left out)."""
+        out = self.model_dump(mode="json")
+        for link in ("job_ids", "tm_ids"):
+            if out.get(link) is None:
+                out.pop(link, None)
+        return out
+
+
+class DetectorState(BaseModel):
+    """The fields every detector's state has; each detector subclasses it with its own.
+
+    States are plain data that survive a JSON round trip (the adapter saves them as
+    JSON between micro-batches). A detector may change the state it is given in
+    place: the adapter hands it a fresh copy each time and keeps the saved text to
+    undo a call that raised.
+
+    Attributes:
+        v: The layout version it was written with (the detector's ``schema_version``).
+        entity: The entity key (``job:<id>``, ``tm:<id>``, ``cluster``).
+        job_id: The job, when the entity has one.
+        job_name: The job's name, when known.
+        tm_id: The TaskManager, for TaskManager entities.
+        host: The host, when known.
+        firing: An incident is open.
+        incident_start_ms: Event time the open incident fired (its ``alert_id`` comes from it).
+        clear_since_ms: Since when the condition has been false (hysteresis).
+        last_event_ms: The latest event time seen; the idle deadline counts from it.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    v: int = 1
+    entity: str
+    job_id: str | None = None
+    job_name: str | None = None
+    tm_id: str | None = None
+    host: str | None = None
+    firing: bool = False
+    incident_start_ms: int | None = None
+    clear_since_ms: int | None = None
+    last_event_ms: int = 0
+
+
+S = TypeVar("S", bound=DetectorState)
 
 
 @dataclass(frozen=True, slots=True)
-class Step:
+class Step(Generic[S]):
     """What one detector call decided.
 
     Attributes:
         state: The state to keep, or ``None`` to drop the entity's state entirely.
         alerts: Transitions to emit (firing or resolved), in order.
-        timer_ms: Event time at which :meth:`Detector.on_timer` should run next,
-            or ``None`` for no timer. It replaces any earlier timer.
+        timer_ms: Event time of the detector's own next deadline, or ``None``. The base
+            class adds the idle deadline, so a kept state is always woken up again.
     """
 
-    state: State | None
+    state: S | None
     alerts: tuple[Alert, ...] = ()
     timer_ms: int | None = None
 
@@ -170,7 +230,10 @@ class DetectorParams(BaseModel):
     idle_ttl_s: float = Field(
         default=6 * 3600,
         gt=0,
-        description="Drop an entity's state after this long without events (seconds).",
+        description=(
+            "Drop an entity's state after this long without events (seconds); an open "
+            "incident is resolved then."
+        ),
     )
     clear_for_s: float = Field(
         default=300,
@@ -183,15 +246,14 @@ class DetectorParams(BaseModel):
 
 
 class Lifecycle:
-    """Firing/resolved bookkeeping with hysteresis, kept inside a detector's state dict.
+    """Firing/resolved bookkeeping with hysteresis, on a :class:`DetectorState`.
 
     A detector evaluates its condition and calls :meth:`update`; the result is the
     transition to emit, if any. The alert fires the first time the condition holds
     and resolves once it has been false for ``clear_for_s`` without interruption.
-    State keys used: ``firing``, ``incident_start_ms``, ``clear_since_ms``.
 
     Example:
-        >>> st = {"firing": False}
+        >>> st = DetectorState(entity="job:7f")
         >>> Lifecycle.update(st, True, 1000, clear_for_ms=500)
         'firing'
         >>> Lifecycle.update(st, False, 1200, clear_for_ms=500) is None
@@ -201,43 +263,43 @@ class Lifecycle:
     """
 
     @staticmethod
-    def update(st: State, condition: bool, now_ms: int, *, clear_for_ms: int) -> str | None:
+    def update(st: DetectorState, condition: bool, now_ms: int, *, clear_for_ms: int) -> str | None:
         """Advance the lifecycle; returns ``"firing"``, ``"resolved"`` or ``None``."""
         if condition:
-            st["clear_since_ms"] = None
-            if not st.get("firing"):
-                st["firing"] = True
-                st["incident_start_ms"] = now_ms
+            st.clear_since_ms = None
+            if not st.firing:
+                st.firing = True
+                st.incident_start_ms = now_ms
                 return "firing"
             return None
-        if not st.get("firing"):
+        if not st.firing:
             return None
-        since = st.get("clear_since_ms")
-        if since is None:
-            st["clear_since_ms"] = since = now_ms
-        if now_ms - int(since) >= clear_for_ms:
-            st["firing"] = False
-            st["clear_since_ms"] = None
+        if st.clear_since_ms is None:
+            st.clear_since_ms = now_ms
+        if now_ms - st.clear_since_ms >= clear_for_ms:
+            st.firing = False
+            st.clear_since_ms = None
             return "resolved"
         return None
 
     @staticmethod
-    def resolve_deadline(st: State, clear_for_ms: int) -> int | None:
+    def resolve_deadline(st: DetectorState, clear_for_ms: int) -> int | None:
         """When a pending resolve completes if nothing changes (for the detector's timer)."""
-        since = st.get("clear_since_ms")
-        if st.get("firing") and since is not None:
-            return int(since) + clear_for_ms
+        if st.firing and st.clear_since_ms is not None:
+            return st.clear_since_ms + clear_for_ms
         return None
 
 
 P = TypeVar("P", bound=DetectorParams)
 
 
-class Detector(ABC, Generic[P]):
+class Detector(ABC, Generic[P, S]):
     """Base class of all detectors.
 
-    Subclasses set the class attributes and implement :meth:`on_event`; most also
-    implement :meth:`on_timer` to expire windows and evict idle entities.
+    Subclasses set the class attributes and implement :meth:`on_event`; those with
+    deadlines of their own (windows, grace periods, hysteresis) implement
+    :meth:`on_timer` and ask for it in :attr:`Step.timer_ms`. Idle eviction is the
+    base's: see :meth:`on_idle`.
 
     Attributes:
         name: Stable detector name; part of the output contract.
@@ -245,8 +307,22 @@ class Detector(ABC, Generic[P]):
         kinds: Event kinds routed to it.
         metrics: For ``metric`` events, the metric names routed to it.
         params_model: The pydantic model of its parameters.
+        state_model: The pydantic model of its state.
+        schema_version: The state layout's version; :meth:`migrate` upgrades older ones.
+        evidence_model: The pydantic model of its alerts' evidence.
+        causal_rank: Where its alerts sit in a chain of cause and effect, for
+            correlation: a leak (0) kills a JVM (1), which loses a TaskManager (2),
+            which fails checkpoints (3, 4) and restarts the job (5).
         runbook: What the person paged should do first (shown in Slack).
         signals: Gauges the detector exports per entity (see :meth:`signal_values`).
+
+    Example:
+        >>> from detectors.checkpoint_failures import CheckpointFailures
+        >>> det = CheckpointFailures(CheckpointFailures.params_model(min_expired=1))
+        >>> step = det.advance(None, None, Event("checkpoint_expired", 1000, job_id="7f",
+        ...                                      checkpoint_id=3))
+        >>> [a.status.value for a in step.alerts], det.dump(step.state)["firing"]
+        (['firing'], True)
     """
 
     name: ClassVar[str]
@@ -254,63 +330,151 @@ class Detector(ABC, Generic[P]):
     kinds: ClassVar[frozenset[str]]
     metrics: ClassVar[frozenset[str]] = frozenset()
     params_model: ClassVar[type[DetectorParams]]
+    state_model: ClassVar[type[DetectorState]]
     schema_version: ClassVar[int] = 1
+    evidence_model: ClassVar[type[Evidence]] = Evidence
+    causal_rank: ClassVar[int] = 3
     runbook: ClassVar[str] = ""
     #: Gauges for dashboards, per entity: metric name (``flinkwatch_`` is prefixed) → help.
     signals: ClassVar[dict[str, str]] = {}
 
     def __init__(self, params: P) -> None:
         self.params = params
+        self.idle_ms = int(params.idle_ttl_s * 1000)
+
+    # The detector's part -----------------------------------------------------------
 
     @abstractmethod
-    def on_event(self, state: State | None, event: Event, now_ms: int) -> Step:
+    def on_event(self, state: S | None, event: Event) -> Step[S]:
         """Fold one event into the state.
 
         Args:
-            state: The entity's state, ``None`` for an entity seen the first time.
-            event: The event, delivered in event-time order within a micro-batch.
-            now_ms: The current watermark (event time), never the wall clock.
+            state: The entity's state, ``None`` for an entity seen the first time. Its
+                ``last_event_ms`` and ``job_name`` already include the event.
+            event: The event. Every timer due at or before its time has fired already.
         """
 
-    def on_timer(self, state: State, now_ms: int) -> Step:
-        """Handle the timer asked for in an earlier :class:`Step`; default: evict."""
-        return Step(state=None)
+    def on_timer(self, state: S, now_ms: int) -> Step[S]:
+        """The deadline asked for in an earlier :class:`Step` is due (``now_ms``).
 
-    # Helpers shared by detectors -------------------------------------------------
-
-    def expire_idle(self, state: State | None, t: int) -> tuple[State | None, list[Alert]]:
-        """What the idle timer would have done before ``t``, had it run.
-
-        Within one micro-batch events arrive before the timers fire; a detector whose
-        entity went idle before ``t`` calls this first, so a replay of one long batch
-        gives the alerts live timers would. Needs ``last_event_ms`` in the state.
+        Default: nothing to do. The entity is not idle (:meth:`on_idle` runs then).
         """
-        if state is None:
-            return None, []
-        idle_at = int(state["last_event_ms"]) + int(self.params.idle_ttl_s * 1000)
-        if t < idle_at:
-            return state, []
-        step = self.on_timer(state, idle_at)
-        return step.state, list(step.alerts)
+        return Step(state=state)
 
-    def signal_values(self, state: State) -> dict[str, float]:
+    def on_idle(self, state: S, now_ms: int) -> tuple[Alert, ...]:
+        """The entity had no event for ``idle_ttl_s``; its state is dropped after this.
+
+        Default: resolve the open incident, if any, with :meth:`evidence`.
+        """
+        if not state.firing:
+            return ()
+        who = self.subject(state)
+        return (self.resolve(state, now_ms, f"{who}: no events any more", self.evidence(state)),)
+
+    def evidence(self, state: S) -> Evidence | Mapping[str, Any]:
+        """The evidence of the entity's current incident (for :meth:`on_idle`)."""
+        return {}
+
+    def signal_values(self, state: S) -> dict[str, float]:
         """The entity's current :attr:`signals` (a missing name means not known yet)."""
         return {}
 
-    def identity(self, event: Event) -> State:
-        """The keys every detector state starts with: version, entity, who, lifecycle."""
-        return {
-            "v": self.schema_version,
-            "entity": self.entity_of(event, self.scope),
-            "job_id": event.job_id,
-            "job_name": event.job_name,
-            "tm_id": event.tm_id,
-            "host": event.host,
-            "firing": False,
-            "incident_start_ms": None,
-            "clear_since_ms": None,
-            "last_event_ms": event.time_ms,
-        }
+    @classmethod
+    def migrate(cls, old: dict[str, Any], from_version: int) -> dict[str, Any]:
+        """A state saved with layout ``from_version`` in the current layout.
+
+        Called by :meth:`load` for an older ``v``. Default: there is no older layout.
+        """
+        msg = f"{cls.name}: no migration from state version {from_version}"
+        raise _state_error(msg, cls.name, from_version)
+
+    # The base's part: time, idleness, persistence ----------------------------------
+
+    def advance(self, state: S | None, timer: int | None, event: Event) -> Step[S]:
+        """What the entity does at ``event``: the timers due by then fire, then the event.
+
+        ``timer`` is the pending timer (``None``: none). This is the one way events
+        reach a detector, in the Spark adapter and in tests alike.
+        """
+        fired = self.fire_due(state, timer, event.time_ms)
+        step = self.handle_event(fired.state, event)
+        return Step(step.state, fired.alerts + step.alerts, step.timer_ms)
+
+    def fire_due(self, state: S | None, timer: int | None, upto: int) -> Step[S]:
+        """Fire every timer due at or before ``upto``, each at its own time."""
+        alerts: tuple[Alert, ...] = ()
+        while state is not None and timer is not None and timer <= upto:
+            step = self.handle_timer(state, timer)
+            alerts += step.alerts
+            state, timer = step.state, step.timer_ms
+        return Step(state, alerts, timer if state is not None else None)
+
+    def handle_event(self, state: S | None, event: Event) -> Step[S]:
+        """:meth:`on_event`, with ``last_event_ms`` kept and the idle deadline added."""
+        if state is not None:
+            state.last_event_ms = max(state.last_event_ms, event.time_ms)
+            state.job_name = event.job_name or state.job_name
+        return self._with_idle(self.on_event(state, event))
+
+    def handle_timer(self, state: S, now_ms: int) -> Step[S]:
+        """A timer at ``now_ms``: the idle deadline (base) or the detector's own."""
+        if now_ms >= self.idle_at(state):
+            return Step(state=None, alerts=self.on_idle(state, now_ms))
+        return self._with_idle(self.on_timer(state, now_ms))
+
+    def idle_at(self, state: S) -> int:
+        """When the entity counts as idle if no event comes."""
+        return state.last_event_ms + self.idle_ms
+
+    def _with_idle(self, step: Step[S]) -> Step[S]:
+        if step.state is None:
+            return Step(state=None, alerts=step.alerts)
+        idle_at = self.idle_at(step.state)
+        timer = idle_at if step.timer_ms is None else min(step.timer_ms, idle_at)
+        return Step(step.state, step.alerts, timer)
+
+    def load(self, data: Mapping[str, Any]) -> S:
+        """A saved state (JSON-decoded) as this detector's typed state, migrated if old.
+
+        Raises:
+            StateError: The state is of a newer version or does not fit the model.
+        """
+        version = int(data.get("v") or 1)
+        raw = dict(data)
+        if version > self.schema_version:
+            msg = f"{self.name}: state version {version} is newer than {self.schema_version}"
+            raise _state_error(msg, self.name, version)
+        if version < self.schema_version:
+            raw = self.migrate(raw, version)
+            raw["v"] = self.schema_version
+        try:
+            return self.state_model.model_validate(raw)  # type: ignore[return-value]
+        except ValidationError as exc:
+            msg = f"{self.name}: saved state does not fit version {version}: {exc}"
+            raise _state_error(msg, self.name, version) from exc
+
+    def dump(self, state: S) -> dict[str, Any]:
+        """The state as JSON-ready data (what :meth:`load` takes back)."""
+        return state.model_dump(mode="json")
+
+    def new_state(self, event: Event, **fields: Any) -> S:
+        """A state for an entity seen the first time, at ``event``.
+
+        ``fields`` are the detector's own; the identity (entity, job, TaskManager, host)
+        and lifecycle fields come from the event.
+        """
+        return self.state_model(  # type: ignore[return-value]
+            v=self.schema_version,
+            entity=self.entity_of(event, self.scope) or "",
+            job_id=event.job_id,
+            job_name=event.job_name,
+            tm_id=event.tm_id,
+            host=event.host,
+            last_event_ms=event.time_ms,
+            **fields,
+        )
+
+    # Helpers shared by detectors -------------------------------------------------------
 
     @staticmethod
     def entity_of(event: Event, scope: Scope) -> str | None:
@@ -321,12 +485,21 @@ class Detector(ABC, Generic[P]):
             return f"tm:{event.tm_id}" if event.tm_id else None
         return "cluster"
 
+    @staticmethod
+    def subject(state: DetectorState) -> str:
+        """Who the entity is, for a summary: ``job NAME``, ``TaskManager ID`` or the cluster."""
+        if state.entity.startswith("tm:"):
+            return f"TaskManager {state.tm_id or state.host}"
+        if state.entity.startswith("job:"):
+            return f"job {state.job_name or state.job_id}"
+        return "the cluster"
+
     def resolve(
         self,
-        state: State,
+        state: DetectorState,
         time_ms: int,
         summary: str,
-        evidence: dict[str, Any],
+        evidence: Evidence | Mapping[str, Any],
         severity: Severity | None = None,
     ) -> Alert:
         """The resolved transition of the open incident; closes it in ``state``.
@@ -342,29 +515,52 @@ class Detector(ABC, Generic[P]):
             evidence=evidence,
             severity=severity,
         )
-        state["firing"] = False
-        state["incident_start_ms"] = None
-        state["clear_since_ms"] = None
+        state.firing = False
+        state.incident_start_ms = None
+        state.clear_since_ms = None
         return alert
+
+    def fire(
+        self,
+        state: DetectorState,
+        time_ms: int,
+        summary: str,
+        evidence: Evidence | Mapping[str, Any],
+        severity: Severity | None = None,
+    ) -> Alert:
+        """The firing transition of a new incident starting at ``time_ms``; opens it."""
+        state.firing = True
+        state.incident_start_ms = time_ms
+        state.clear_since_ms = None
+        return self.alert(
+            state=state,
+            status=AlertStatus.FIRING,
+            event_time_ms=time_ms,
+            summary=summary,
+            evidence=evidence,
+            severity=severity,
+        )
 
     def alert(
         self,
         *,
-        state: State,
+        state: DetectorState,
         status: AlertStatus,
         event_time_ms: int,
         summary: str,
-        evidence: dict[str, Any],
+        evidence: Evidence | Mapping[str, Any],
         severity: Severity | None = None,
     ) -> Alert:
         """Build an alert whose id is stable for one incident of one entity.
 
-        The incident starts when the alert fires; ``state["incident_start_ms"]``
-        keeps that time so the resolved transition carries the same id.
+        The incident starts when the alert fires; ``state.incident_start_ms`` keeps
+        that time so the resolved transition carries the same id.
         """
-        entity = str(state["entity"])
-        start = int(state.get("incident_start_ms") or event_time_ms)
+        entity = state.entity
+        start = state.incident_start_ms or event_time_ms
         raw = f"{self.name}|{entity}|{start}".encode()
+        if isinstance(evidence, Evidence):
+            evidence = evidence.as_dict()
         return Alert(
             alert_id=hashlib.sha1(raw, usedforsecurity=False).hexdigest()[:16],
             detector=self.name,
@@ -373,9 +569,21 @@ class Detector(ABC, Generic[P]):
             severity=severity or self.params.severity,
             event_time_ms=event_time_ms,
             summary=summary,
-            job_id=state.get("job_id"),
-            job_name=state.get("job_name"),
-            tm_id=state.get("tm_id"),
-            host=state.get("host"),
-            evidence=evidence,
+            job_id=state.job_id,
+            job_name=state.job_name,
+            tm_id=state.tm_id,
+            host=state.host,
+            evidence=dict(evidence),
         )
+
+
+def _state_error(msg: str, detector: str, version: int) -> Exception:
+    # Imported here: ``conf`` imports ``detectors`` (the config union comes from the
+    # registry), so a module-level import would be circular.
+    from conf.errors import StateError
+
+    return StateError(msg, detector=detector, version=version)
+
+
+#: Transition only: the untyped state of detectors not yet moved to a state model.
+State = dict[str, Any]

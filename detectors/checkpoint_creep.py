@@ -179,7 +179,7 @@ class CheckpointCreepParams(DetectorParams):
     )
 
 
-class CheckpointCreep(Detector[CheckpointCreepParams]):
+class CheckpointCreep(Detector[CheckpointCreepParams, Any]):
     """Fire when checkpoint durations trend up significantly, or a checkpoint hangs."""
 
     name: ClassVar[str] = "checkpoint_creep"

@@ -32,11 +32,12 @@ interval). It resolves after ``resolve_after_completed`` checkpoints in a row
 complete and no counted failure came for ``clear_for_s`` (a job whose every other
 checkpoint expires stays one incident), or when the job goes idle for ``idle_ttl_s``.
 
-State per job (bounded): at most ``max_tracked`` failed checkpoints ``[time, reason]``
-inside the window, as many ids of the current streak, ``_MAX_UNCOUNTED`` failures
-without an id, ``_MAX_SAVEPOINTS`` savepoint ids, one example text per reason, and the
-alert bookkeeping: about 0.6 KB for an incident of three expiries, at most ~9 KB with
-the defaults (measured in ``tests/detectors/test_checkpoint_failures.py``).
+State per job (bounded, :class:`CheckpointFailuresState`): at most ``max_tracked``
+failed checkpoints ``(time, reason)`` inside the window, as many ids of the current
+streak, ``_MAX_UNCOUNTED`` failures without an id, ``_MAX_SAVEPOINTS`` savepoint ids,
+one example text per reason, and the alert bookkeeping: about 0.6 KB for an incident of
+three expiries, at most ~9 KB with the defaults (measured in
+``tests/detectors/test_checkpoint_failures.py``).
 """
 
 from __future__ import annotations
@@ -47,12 +48,12 @@ from pydantic import Field
 
 from detectors.base import (
     Alert,
-    AlertStatus,
     Detector,
     DetectorParams,
+    DetectorState,
     Event,
+    Evidence,
     Scope,
-    State,
     Step,
 )
 
@@ -180,11 +181,61 @@ class CheckpointFailuresParams(DetectorParams):
     )
 
 
-class CheckpointFailures(Detector[CheckpointFailuresParams]):
+class CheckpointFailuresState(DetectorState):
+    """What :class:`CheckpointFailures` keeps per job (version 2; 1 kept expirations only).
+
+    Attributes:
+        failed: Failed checkpoints inside the window: id → (first failure time, reason key).
+        uncounted: Failures without a checkpoint id, (time, reason key), for the evidence.
+        streak_ids: Ids of the counted failures since the last completed checkpoint.
+        savepoints: Ids of the latest savepoints (their failures do not count).
+        examples: One example text per reason key.
+        completed_streak: Checkpoints completed in a row since the last counted failure.
+        last_failure_ms: Time of the latest counted failure (hysteresis counts from it).
+    """
+
+    v: int = 2
+    failed: dict[str, tuple[int, str]] = {}
+    uncounted: list[tuple[int, str]] = []
+    streak_ids: list[int] = []
+    savepoints: list[int] = []
+    examples: dict[str, str] = {}
+    completed_streak: int = 0
+    last_failure_ms: int | None = None
+
+
+class CheckpointFailuresEvidence(Evidence):
+    """What a ``checkpoint_failures`` alert shows.
+
+    Attributes:
+        expired_checkpoints: Ids of the expired checkpoints inside the window.
+        failed_checkpoints: Ids of the checkpoints failed for a counted reason.
+        reasons: Counted failures per reason key, most first.
+        not_counted: Failures that did not count, per reason key.
+        examples: One example text per reason key.
+        streak: Counted failures in a row without a completed checkpoint.
+        window_s: The window the failures are counted in.
+        completed_streak: Checkpoints completed in a row since.
+    """
+
+    expired_checkpoints: list[int]
+    failed_checkpoints: list[int]
+    reasons: dict[str, int]
+    not_counted: dict[str, int]
+    examples: dict[str, str]
+    streak: int
+    window_s: float
+    completed_streak: int
+
+
+class CheckpointFailures(Detector[CheckpointFailuresParams, CheckpointFailuresState]):
     """Fire when checkpoints of a job keep expiring, being declined or failing."""
 
     name: ClassVar[str] = "checkpoint_failures"
     schema_version: ClassVar[int] = 2
+    state_model: ClassVar[type[DetectorState]] = CheckpointFailuresState
+    evidence_model: ClassVar[type[Evidence]] = CheckpointFailuresEvidence
+    causal_rank: ClassVar[int] = 4
     runbook: ClassVar[str] = (
         "Checkpoints keep failing: the job cannot recover from a recent state. Read the failure "
         "reasons in the evidence; for expirations look for backpressure or a slow subtask, for "
@@ -209,124 +260,105 @@ class CheckpointFailures(Detector[CheckpointFailuresParams]):
     )
     params_model: ClassVar[type[DetectorParams]] = CheckpointFailuresParams
 
-    def signal_values(self, state: State) -> dict[str, float]:  # noqa: D102
-        failed = _migrated(state)["failed"]
+    def signal_values(self, state: CheckpointFailuresState) -> dict[str, float]:  # noqa: D102
+        failed = state.failed.values()
         return {
-            "checkpoints_expired": float(sum(1 for v in failed.values() if v[1] == "expired")),
-            "checkpoints_failed": float(sum(1 for v in failed.values() if counts(v[1]))),
+            "checkpoints_expired": float(sum(1 for _, key in failed if key == "expired")),
+            "checkpoints_failed": float(sum(1 for _, key in failed if counts(key))),
         }
 
-    def on_event(self, state: State | None, event: Event, now_ms: int) -> Step:
+    @classmethod
+    def migrate(cls, old: dict[str, Any], from_version: int) -> dict[str, Any]:
+        """Version 1 kept ``expired``: checkpoint id → time; other failures were not kept."""
+        if from_version != 1:
+            return super().migrate(old, from_version)
+        expired = old.pop("expired", None) or {}
+        old["failed"] = {cid: [int(t), "expired"] for cid, t in expired.items()}
+        return old
+
+    def on_event(
+        self, state: CheckpointFailuresState | None, event: Event
+    ) -> Step[CheckpointFailuresState]:
         """Fold one checkpoint line in; fire at a threshold, resolve on completions."""
-        st = _migrated(state) if state else self._new_state(event)
-        st["last_event_ms"] = max(int(st.get("last_event_ms", 0)), event.time_ms)
-        st["job_name"] = event.job_name or st.get("job_name")
+        st = state or self.new_state(event)
         alerts: list[Alert] = []
         cid = event.checkpoint_id
         if event.kind == "checkpoint_triggered":
             if cid is not None and "savepoint" in (event.reason or "").lower():
-                st["savepoints"] = [*st["savepoints"], cid][-_MAX_SAVEPOINTS:]
+                st.savepoints = [*st.savepoints, cid][-_MAX_SAVEPOINTS:]
         elif event.kind == "checkpoint_completed":
-            if cid is None or cid not in st["savepoints"]:
-                st["completed_streak"] = int(st["completed_streak"]) + 1
-                st["streak_ids"] = []
+            if cid is None or cid not in st.savepoints:
+                st.completed_streak += 1
+                st.streak_ids = []
                 alerts.extend(self._recovered(st, event.time_ms))
-        elif self._record_failure(st, event) and not st["firing"] and self._breached(st):
-            st["firing"] = True
-            st["incident_start_ms"] = event.time_ms
-            alerts.append(
-                self.alert(
-                    state=st,
-                    status=AlertStatus.FIRING,
-                    event_time_ms=event.time_ms,
-                    summary=self._summary(st),
-                    evidence=self._evidence(st),
-                )
-            )
+        elif self._record_failure(st, event) and not st.firing and self._breached(st):
+            alerts.append(self.fire(st, event.time_ms, self._summary(st), self.evidence(st)))
         return Step(state=st, alerts=tuple(alerts), timer_ms=self._next_timer(st))
 
-    def on_timer(self, state: State, now_ms: int) -> Step:
-        """Age failures out of the window; resolve when due; evict an idle job."""
-        st = _migrated(state)
-        recovered = self._recovered(st, now_ms)
-        if recovered:
-            return Step(state=st, alerts=tuple(recovered), timer_ms=self._next_timer(st))
-        self._trim(st, now_ms)
-        idle_ms = now_ms - int(st["last_event_ms"])
-        if idle_ms >= self.params.idle_ttl_s * 1000:
-            alerts: tuple[Alert, ...] = ()
-            if st["firing"]:
-                alerts = (self._resolve(st, now_ms, "no events from this job any more"),)
-            return Step(state=None, alerts=alerts)
-        return Step(state=st, timer_ms=self._next_timer(st))
+    def on_timer(
+        self, state: CheckpointFailuresState, now_ms: int
+    ) -> Step[CheckpointFailuresState]:
+        """Resolve when due; age failures out of the window."""
+        recovered = self._recovered(state, now_ms)
+        if not recovered:
+            self._trim(state, now_ms)
+        return Step(state=state, alerts=tuple(recovered), timer_ms=self._next_timer(state))
+
+    def on_idle(self, state: CheckpointFailuresState, now_ms: int) -> tuple[Alert, ...]:
+        """A job gone quiet closes its incident."""
+        if not state.firing:
+            return ()
+        return (self._resolve(state, now_ms, "no events from this job any more"),)
 
     # ------------------------------------------------------------------------------
 
-    def _new_state(self, event: Event) -> State:
-        return {
-            **self.identity(event),
-            "failed": {},
-            "uncounted": [],
-            "streak_ids": [],
-            "savepoints": [],
-            "examples": {},
-            "completed_streak": 0,
-        }
-
-    def _record_failure(self, st: State, event: Event) -> bool:
+    def _record_failure(self, st: CheckpointFailuresState, event: Event) -> bool:
         """Merge one failure line into the state; ``True`` if a counted failure is new."""
         cid = event.checkpoint_id
         key = failure_reason(event)
-        if cid is not None and cid in st["savepoints"]:
+        if cid is not None and cid in st.savepoints:
             key = "savepoint"
         text = event.reason or _first_line(event.message)
-        if text and key not in st["examples"]:
-            st["examples"][key] = text[:_EXAMPLE_CHARS]
+        if text and key not in st.examples:
+            st.examples[key] = text[:_EXAMPLE_CHARS]
         if cid is None:
             # Nothing to tie it to a checkpoint: evidence only (trigger failures while
             # tasks are not running, the job-level "tolerable failure threshold").
-            st["uncounted"] = [*st["uncounted"], [event.time_ms, key]][-_MAX_UNCOUNTED:]
+            st.uncounted = [*st.uncounted, (event.time_ms, key)][-_MAX_UNCOUNTED:]
             self._trim(st, event.time_ms)
             return False
-        failed: dict[str, list[Any]] = st["failed"]
-        known = failed.get(str(cid))
+        known = st.failed.get(str(cid))
         if known is not None and (known[1] not in _GENERIC or key in _GENERIC):
             return False  # a line of a checkpoint already counted, nothing more specific
-        failed[str(cid)] = [known[0] if known else event.time_ms, key]
+        st.failed[str(cid)] = (known[0] if known else event.time_ms, key)
         was_counted = known is not None and counts(known[1])
-        streak: list[int] = st["streak_ids"]
         if counts(key) and not was_counted:
-            streak.append(cid)
-            del streak[: -self.params.max_tracked]
-            st["completed_streak"] = 0
-            st["last_failure_ms"] = max(int(st.get("last_failure_ms") or 0), event.time_ms)
+            st.streak_ids = [*st.streak_ids, cid][-self.params.max_tracked :]
+            st.completed_streak = 0
+            st.last_failure_ms = max(st.last_failure_ms or 0, event.time_ms)
         elif was_counted and not counts(key):
             # A later line said why, and the reason is one that does not count.
-            st["streak_ids"] = [x for x in streak if x != cid]
+            st.streak_ids = [x for x in st.streak_ids if x != cid]
         self._trim(st, event.time_ms)
         return counts(key) and not was_counted
 
-    def _breached(self, st: State) -> bool:
+    def _breached(self, st: CheckpointFailuresState) -> bool:
         p = self.params
-        failed = st["failed"].values()
-        expired = sum(1 for v in failed if v[1] == "expired")
-        counted = sum(1 for v in failed if counts(v[1]))
+        expired = sum(1 for _, key in st.failed.values() if key == "expired")
+        counted = sum(1 for _, key in st.failed.values() if counts(key))
         min_failed = p.min_failed if p.min_failed is not None else p.min_expired
-        streak = p.min_streak is not None and len(st["streak_ids"]) >= p.min_streak
+        streak = p.min_streak is not None and len(st.streak_ids) >= p.min_streak
         return expired >= p.min_expired or counted >= min_failed or streak
 
-    def _trim(self, st: State, now_ms: int) -> None:
+    def _trim(self, st: CheckpointFailuresState, now_ms: int) -> None:
         horizon = now_ms - self.params.window_s * 1000
-        kept = sorted(
-            ((int(cid), v) for cid, v in st["failed"].items() if int(v[0]) >= horizon),
-            key=lambda x: x[0],
-        )
-        st["failed"] = {str(cid): v for cid, v in kept[-self.params.max_tracked :]}
-        st["uncounted"] = [u for u in st["uncounted"] if int(u[0]) >= horizon]
-        keys = {v[1] for v in st["failed"].values()} | {u[1] for u in st["uncounted"]}
-        st["examples"] = {k: v for k, v in st["examples"].items() if k in keys}
+        kept = sorted((int(cid), v) for cid, v in st.failed.items() if v[0] >= horizon)
+        st.failed = {str(cid): v for cid, v in kept[-self.params.max_tracked :]}
+        st.uncounted = [u for u in st.uncounted if u[0] >= horizon]
+        keys = {key for _, key in st.failed.values()} | {key for _, key in st.uncounted}
+        st.examples = {k: v for k, v in st.examples.items() if k in keys}
 
-    def _recovered(self, st: State, t: int) -> list[Alert]:
+    def _recovered(self, st: CheckpointFailuresState, t: int) -> list[Alert]:
         """Resolve once enough checkpoints completed in a row and failures stopped.
 
         A job that alternates (every other checkpoint expires) must not page once per
@@ -334,45 +366,45 @@ class CheckpointFailures(Detector[CheckpointFailuresParams]):
         counted failure. The failures of a closed incident are forgotten, so the next
         incident is counted from scratch.
         """
-        if not st["firing"] or int(st["completed_streak"]) < self.params.resolve_after_completed:
+        if not st.firing or st.completed_streak < self.params.resolve_after_completed:
             return []
         at = self._clear_at(st)
         if at is not None and t < at:
             return []
         resolved = self._resolve(st, max(t, at or t), "checkpoints complete again")
-        st["failed"], st["streak_ids"] = {}, []
+        st.failed, st.streak_ids = {}, []
         return [resolved]
 
-    def _clear_at(self, st: State) -> int | None:
-        last = st.get("last_failure_ms")
-        return None if last is None else int(last) + int(self.params.clear_for_s * 1000)
+    def _clear_at(self, st: CheckpointFailuresState) -> int | None:
+        last = st.last_failure_ms
+        return None if last is None else last + int(self.params.clear_for_s * 1000)
 
-    def _next_timer(self, st: State) -> int:
-        idle_at = int(st["last_event_ms"]) + int(self.params.idle_ttl_s * 1000)
+    def _next_timer(self, st: CheckpointFailuresState) -> int | None:
+        """The next deadline: the resolve (if only time is missing) or a failure ageing out."""
+        due: list[int] = []
         clear_at = self._clear_at(st)
-        streak = int(st["completed_streak"]) >= self.params.resolve_after_completed
-        if st["firing"] and streak and clear_at is not None:
+        streak = st.completed_streak >= self.params.resolve_after_completed
+        if st.firing and streak and clear_at is not None:
             # Due then unless a failure comes first (which resets the streak).
-            idle_at = min(idle_at, clear_at)
-        times = [int(v[0]) for v in st["failed"].values()] + [int(u[0]) for u in st["uncounted"]]
+            due.append(clear_at)
+        times = [t for t, _ in st.failed.values()] + [t for t, _ in st.uncounted]
         if times:
-            return min(idle_at, min(times) + int(self.params.window_s * 1000) + 1)
-        return idle_at
+            due.append(min(times) + int(self.params.window_s * 1000) + 1)
+        return min(due) if due else None
 
-    def _resolve(self, st: State, time_ms: int, why: str) -> Alert:
-        summary = f"job {st.get('job_name') or st['job_id']}: {why}"
-        return self.resolve(st, time_ms, summary, self._evidence(st))
+    def _resolve(self, st: CheckpointFailuresState, time_ms: int, why: str) -> Alert:
+        return self.resolve(st, time_ms, f"{self.subject(st)}: {why}", self.evidence(st))
 
-    def _summary(self, st: State) -> str:
+    def _summary(self, st: CheckpointFailuresState) -> str:
         p = self.params
         reasons = self._reasons(st, counted=True)
         n = sum(reasons.values())
-        who = st.get("job_name") or st["job_id"]
+        who = st.job_name or st.job_id
         min_failed = p.min_failed if p.min_failed is not None else p.min_expired
         if n < min_failed and reasons.get("expired", 0) < p.min_expired:
             # Fired by the streak: fewer failures than the thresholds within the window.
             return (
-                f"{len(st['streak_ids'])} checkpoints of job {who} failed in a row without a "
+                f"{len(st.streak_ids)} checkpoints of job {who} failed in a row without a "
                 "completed checkpoint"
             )
         within = f"within {p.window_s / 60:.0f} min"
@@ -381,44 +413,26 @@ class CheckpointFailures(Detector[CheckpointFailuresParams]):
         parts = ", ".join(f"{c} {k.replace('_', ' ')}" for k, c in reasons.items())
         return f"{n} checkpoints of job {who} failed {within} ({parts})"
 
-    def _reasons(self, st: State, *, counted: bool) -> dict[str, int]:
+    def _reasons(self, st: CheckpointFailuresState, *, counted: bool) -> dict[str, int]:
         out: dict[str, int] = {}
-        for v in st["failed"].values():
-            if counts(v[1]) == counted:
-                out[v[1]] = out.get(v[1], 0) + 1
+        for _, key in st.failed.values():
+            if counts(key) == counted:
+                out[key] = out.get(key, 0) + 1
         if not counted:
-            for u in st["uncounted"]:
-                out[u[1]] = out.get(u[1], 0) + 1
+            for _, key in st.uncounted:
+                out[key] = out.get(key, 0) + 1
         return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
 
-    def _evidence(self, st: State) -> dict[str, object]:
-        failed = sorted((int(k), v) for k, v in st["failed"].items())
-        return {
-            "expired_checkpoints": [cid for cid, v in failed if v[1] == "expired"],
-            "failed_checkpoints": [cid for cid, v in failed if counts(v[1])],
-            "reasons": self._reasons(st, counted=True),
-            "not_counted": self._reasons(st, counted=False),
-            "examples": dict(sorted(st["examples"].items())),
-            "streak": len(st["streak_ids"]),
-            "window_s": self.params.window_s,
-            "completed_streak": st["completed_streak"],
-        }
-
-
-def _migrated(state: State) -> State:
-    """A copy of ``state`` in the current layout (version 1 kept expirations only)."""
-    st = dict(state)
-    if "failed" not in st:
-        st["failed"] = {k: [int(t), "expired"] for k, t in (st.pop("expired", None) or {}).items()}
-        st.setdefault("uncounted", [])
-        st.setdefault("streak_ids", [])
-        st.setdefault("savepoints", [])
-        st.setdefault("examples", {})
-        st["v"] = CheckpointFailures.schema_version
-    # Nested containers are copied too: the caller's state must not change under it.
-    st["failed"] = {k: list(v) for k, v in st["failed"].items()}
-    st["uncounted"] = [list(u) for u in st["uncounted"]]
-    st["streak_ids"] = list(st["streak_ids"])
-    st["savepoints"] = list(st["savepoints"])
-    st["examples"] = dict(st["examples"])
-    return st
+    def evidence(self, state: CheckpointFailuresState) -> CheckpointFailuresEvidence:
+        """The failures inside the window, by reason, with examples."""
+        failed = sorted((int(k), v) for k, v in state.failed.items())
+        return CheckpointFailuresEvidence(
+            expired_checkpoints=[cid for cid, v in failed if v[1] == "expired"],
+            failed_checkpoints=[cid for cid, v in failed if counts(v[1])],
+            reasons=self._reasons(state, counted=True),
+            not_counted=self._reasons(state, counted=False),
+            examples=dict(sorted(state.examples.items())),
+            streak=len(state.streak_ids),
+            window_s=self.params.window_s,
+            completed_streak=state.completed_streak,
+        )

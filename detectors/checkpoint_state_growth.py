@@ -206,7 +206,7 @@ class CheckpointStateGrowthParams(DetectorParams):
     )
 
 
-class CheckpointStateGrowth(Detector[CheckpointStateGrowthParams]):
+class CheckpointStateGrowth(Detector[CheckpointStateGrowthParams, Any]):
     """Fire when a job's checkpoint size grows steadily over a window and still grows."""
 
     name: ClassVar[str] = "checkpoint_state_growth"

@@ -209,7 +209,7 @@ class IdleHeapGrowthParams(DetectorParams):
         return self
 
 
-class IdleHeapGrowth(Detector[IdleHeapGrowthParams]):
+class IdleHeapGrowth(Detector[IdleHeapGrowthParams, Any]):
     """Fire when a TaskManager's post-GC heap floor rises for a window with zero throughput."""
 
     name: ClassVar[str] = "idle_heap_growth"

@@ -113,7 +113,7 @@ class JmK8sWatchCrashParams(DetectorParams):
     )
 
 
-class JmK8sWatchCrash(Detector[JmK8sWatchCrashParams]):
+class JmK8sWatchCrash(Detector[JmK8sWatchCrashParams, Any]):
     """Fire when a JobManager crashes on a Kubernetes watch error; escalate if state is lost."""
 
     name: ClassVar[str] = "jm_k8s_watch_crash"

@@ -212,7 +212,7 @@ class JvmFatalParams(DetectorParams):
     )
 
 
-class JvmFatal(Detector[JvmFatalParams]):
+class JvmFatal(Detector[JvmFatalParams, Any]):
     """Fire when a Flink process stops itself on an OutOfMemoryError or uncaught exception."""
 
     name: ClassVar[str] = "jvm_fatal"

@@ -129,7 +129,7 @@ class LateBarrierAcksParams(DetectorParams):
     )
 
 
-class LateBarrierAcks(Detector[LateBarrierAcksParams]):
+class LateBarrierAcks(Detector[LateBarrierAcksParams, Any]):
     """Fire when late checkpoint acks recur in ``min_checkpoints`` checkpoints of a job."""
 
     name: ClassVar[str] = "late_barrier_acks"

@@ -131,7 +131,7 @@ class RestartStormParams(DetectorParams):
     )
 
 
-class RestartStorm(Detector[RestartStormParams]):
+class RestartStorm(Detector[RestartStormParams, Any]):
     """Fire on repeated restarts/failovers of a job, or on a recovery that takes too long."""
 
     name: ClassVar[str] = "restart_storm"

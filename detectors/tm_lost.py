@@ -114,7 +114,7 @@ class TmLostParams(DetectorParams):
     )
 
 
-class TmLost(Detector[TmLostParams]):
+class TmLost(Detector[TmLostParams, Any]):
     """Fire when a TaskManager is lost (heartbeat timeout or kill), with the cause."""
 
     name: ClassVar[str] = "tm_lost"

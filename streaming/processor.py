@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from pydantic import ValidationError
 from pyspark.sql import Row
 from pyspark.sql.streaming.stateful_processor import (
     ExpiredTimerInfo,
@@ -38,7 +39,9 @@ from pyspark.sql.types import (
 )
 
 from conf import ParamsResolver
+from conf.errors import StateError
 from detectors import REGISTRY, Alert, Detector, Event
+from detectors.base import DetectorState
 from streaming.bus import BUS_FIELDS
 
 log = logging.getLogger(__name__)
@@ -187,28 +190,27 @@ def alert_rows(alerts: list[Alert]) -> list[dict[str, Any]]:
 
 
 def entity_row(
-    key: Any, state: dict[str, Any] | None, status: str, summary: str | None, evidence: Any
+    key: Any, state: DetectorState | None, status: str, summary: str | None, evidence: Any
 ) -> dict[str, Any]:
     """A non-alert output row about the entity ``key`` (who it is comes from its state)."""
-    who = state or {}
     return {
         "alert_id": None,
         "detector": key[0],
         "entity": key[1],
         "status": status,
         "severity": None,
-        "event_ms": int(who.get("last_event_ms") or 0),
-        "job_id": who.get("job_id"),
-        "job_name": who.get("job_name"),
-        "tm_id": who.get("tm_id"),
-        "host": who.get("host"),
+        "event_ms": state.last_event_ms if state else 0,
+        "job_id": state.job_id if state else None,
+        "job_name": state.job_name if state else None,
+        "tm_id": state.tm_id if state else None,
+        "host": state.host if state else None,
         "summary": summary,
         "evidence": json.dumps(evidence),
     }
 
 
 def signal_row(
-    detector: Detector[Any] | None, key: Any, state: dict[str, Any] | None
+    detector: Detector[Any, Any] | None, key: Any, state: DetectorState | None
 ) -> dict[str, Any]:
     """The entity's current signals, or a ``signal_gone`` row if it was dropped."""
     values = {} if state is None or detector is None else detector.signal_values(state)
@@ -229,7 +231,7 @@ def _where(exc: BaseException) -> str:
 
 
 def error_row(
-    key: Any, state: dict[str, Any] | None, exc: BaseException, evidence: dict[str, Any]
+    key: Any, state: DetectorState | None, exc: BaseException, evidence: dict[str, Any]
 ) -> dict[str, Any]:
     """A :data:`DETECTOR_ERROR` row: the driver logs and counts it (executors cannot)."""
     return entity_row(key, state, DETECTOR_ERROR, _where(exc), evidence)
@@ -254,7 +256,7 @@ class Fold:
             least once in the batch.
     """
 
-    state: dict[str, Any] | None
+    state: DetectorState | None
     timer: int | None
     alerts: list[Alert] = field(default_factory=list)
     errors: list[dict[str, Any]] = field(default_factory=list)
@@ -263,35 +265,29 @@ class Fold:
 
 
 def fold_events(
-    detector: Detector[Any],
+    detector: Detector[Any, Any],
     key: Any,
-    start: Callable[[], dict[str, Any] | None],
+    start: Callable[[], DetectorState | None],
     events: list[Event],
-    now: int,
     timer: int | None,
     failures: int = 0,
 ) -> Fold:
     """Apply ``events`` to the state ``start()`` builds, isolating calls that raise.
 
-    Detectors change their state in place, so a call that raises may leave it half
-    changed. Such an event is skipped and the state is rebuilt from ``start()`` with the
-    events that went through (detectors are pure: the same calls give the same state),
-    which costs nothing while nothing raises. After :data:`MAX_FAILURES` in a row the
-    entity is dropped and its open incident resolved.
+    Each event goes through :meth:`Detector.advance`: the timers due by its time fire
+    first, so one long batch gives what live micro-batches would. Detectors change
+    their state in place, so a call that raises may leave it half changed. Such an
+    event is skipped and the state is rebuilt from ``start()`` with the events that
+    went through (detectors are pure: the same calls give the same state), which costs
+    nothing while nothing raises. After :data:`MAX_FAILURES` in a row the entity is
+    dropped and its open incident resolved.
     """
-    idle_ms = int(detector.params.idle_ttl_s * 1000)
     out = Fold(start(), timer, failures=failures)
     good: list[Event] = []
 
     def step(event: Event) -> list[Alert]:
-        s = detector.on_event(out.state, event, now)
+        s = detector.advance(out.state, out.timer, event)
         out.state, out.timer = s.state, s.timer_ms
-        if out.state is None:
-            out.timer = None  # dropped by the detector; a later event starts afresh
-        elif out.timer is None:
-            # Spark allows no TTL in event-time mode, so a detector that keeps state must
-            # be woken up at some point: evict after its idle TTL at the latest.
-            out.timer = event.time_ms + idle_ms
         return list(s.alerts)
 
     for event in events:
@@ -305,8 +301,8 @@ def fold_events(
                 step(e)
             # The rebuilt state is the new starting point: each event is replayed at most
             # once, however many of the batch's events raise.
-            snapshot, timer, good = json.dumps(out.state), out.timer, []
-            start = partial(_thawed, snapshot)
+            snapshot, timer, good = _frozen(detector, out.state), out.timer, []
+            start = partial(_thawed, detector, snapshot)
             dropped = out.failures >= MAX_FAILURES
             out.dropped = out.dropped or dropped
             out.errors.append(
@@ -321,26 +317,45 @@ def fold_events(
                 closing = close_incident(detector, out.state, event.time_ms, "it kept failing")
                 out.alerts.extend([closing] if closing else [])
                 out.state, out.timer, out.failures = None, None, 0
-                start, timer = partial(_thawed, "null"), None
+                start, timer = partial(_thawed, detector, None), None
             continue
         out.failures = 0
         good.append(event)
     return out
 
 
-def _thawed(snapshot: str) -> dict[str, Any] | None:
-    state: dict[str, Any] | None = json.loads(snapshot)
+def _frozen(detector: Detector[Any, Any], state: DetectorState | None) -> str | None:
+    return None if state is None else json.dumps(detector.dump(state))
+
+
+def _thawed(detector: Detector[Any, Any], snapshot: str | None) -> DetectorState | None:
+    if snapshot is None:
+        return None
+    state: DetectorState = detector.load(json.loads(snapshot))
     return state
 
 
 def close_incident(
-    detector: Detector[Any], state: dict[str, Any] | None, time_ms: int, why: str
+    detector: Detector[Any, Any],
+    state: DetectorState | dict[str, Any] | None,
+    time_ms: int,
+    why: str,
 ) -> Alert | None:
-    """A resolved transition for the entity's open incident, which flinkwatch gives up on."""
-    if not state or not state.get("firing"):
+    """A resolved transition for the entity's open incident, which flinkwatch gives up on.
+
+    ``state`` may be a saved state the detector cannot load (a newer version, a bad
+    shape): the fields every state has are enough to close its incident.
+    """
+    if isinstance(state, dict):
+        common = {k: state[k] for k in DetectorState.model_fields if k in state}
+        try:
+            state = DetectorState.model_validate(common)
+        except ValidationError:
+            return None
+    if state is None or not state.firing:
         return None
     return detector.resolve(
-        dict(state),
+        state.model_copy(),
         time_ms,
         f"{detector.name} stopped watching this entity ({why}); closing its open incident",
         {"reason": why},
@@ -355,7 +370,7 @@ class DetectorProcessor(StatefulProcessor):
         #: False while the query holds ``spark.max_entities``: an entity without state
         #: gets none (a flood of ids must not grow the state without bound).
         self._admit_new = admit_new
-        self._instances: dict[tuple[str, str], Detector[Any]] = {}
+        self._instances: dict[tuple[str, str], Detector[Any, Any]] = {}
 
     def init(self, handle: StatefulProcessorHandle) -> None:  # noqa: D102
         self._handle = handle
@@ -363,7 +378,7 @@ class DetectorProcessor(StatefulProcessor):
 
     def _detector(
         self, name: str, state: dict[str, Any] | None, events: list[Event]
-    ) -> Detector[Any] | None:
+    ) -> Detector[Any, Any] | None:
         """The detector with the parameters in force for this entity's job, if enabled."""
         if name not in REGISTRY or name not in self._resolver.base:
             return None
@@ -388,38 +403,49 @@ class DetectorProcessor(StatefulProcessor):
         self._raw: str | None = row[0] if row and row[0] else None
         return json.loads(self._raw) if self._raw else None
 
-    def _thaw(self, name: str | None) -> Callable[[], dict[str, Any] | None]:
-        """The loaded state as a detector saw it, rebuilt on each call."""
+    def _thaw(
+        self, detector: Detector[Any, Any], name: str | None
+    ) -> Callable[[], DetectorState | None]:
+        """The loaded state as the detector's typed state, rebuilt on each call.
+
+        Raises:
+            StateError: The saved state is of a newer version or does not fit the model.
+        """
         raw = self._raw
 
-        def start() -> dict[str, Any] | None:
-            state = json.loads(raw) if raw else None
-            if state is None:
+        def start() -> DetectorState | None:
+            data = json.loads(raw) if raw else None
+            if data is None:
                 return None
             for k in (_TIMER_KEY, _SEEN_KEY, _NAME_KEY, _FAILURES_KEY):
-                state.pop(k, None)
-            if not state:
+                data.pop(k, None)
+            if not data:
                 return None  # the job's name only
+            state: DetectorState = detector.load(data)
             if name:
-                state["job_name"] = name
+                state.job_name = name
             return state
 
         return start
 
     def _apply(
         self,
+        detector: Detector[Any, Any] | None,
         old_timer: int | None,
-        step_state: dict[str, Any] | None,
+        step_state: DetectorState | None,
         timer: int | None,
         seen: dict[str, list[int]] | None = None,
         name: str | None = None,
         failures: int = 0,
     ) -> None:
-        if step_state is None and name is not None and timer is not None:
+        saved: dict[str, Any] | None = None
+        if step_state is not None and detector is not None:
+            saved = detector.dump(step_state)
+        elif name is not None and timer is not None:
             # No detector state, but the job's name for when it has some: kept until the
             # idle timer, like any state.
-            step_state = {}
-        if step_state is None:
+            saved = {}
+        if saved is None:
             if old_timer is not None:
                 self._handle.deleteTimer(old_timer)
             self._state.clear()
@@ -427,63 +453,80 @@ class DetectorProcessor(StatefulProcessor):
         if old_timer is not None and (timer is None or old_timer <= timer):
             # Keep the earlier timer: each timer call is a round trip to the JVM, and a
             # deadline that moves with every event (idle TTL, stale heap) would cost two
-            # per key per batch. Firing early is harmless: every detector's on_timer acts
-            # only on what is due by then and asks for its next deadline.
+            # per key per batch. Firing early is harmless: a timer acts only on what is
+            # due by then, and the detector asks for its next deadline.
             timer = old_timer
         elif timer is not None and timer != old_timer:
             if old_timer is not None:
                 self._handle.deleteTimer(old_timer)
             self._handle.registerTimer(timer)
-        step_state = {**step_state, _TIMER_KEY: timer}
+        saved[_TIMER_KEY] = timer
         if seen:
-            step_state[_SEEN_KEY] = seen
+            saved[_SEEN_KEY] = seen
         if name:
-            step_state[_NAME_KEY] = name
+            saved[_NAME_KEY] = name
         if failures:
-            step_state[_FAILURES_KEY] = failures
-        self._state.update((json.dumps(step_state, separators=(",", ":")),))
+            saved[_FAILURES_KEY] = failures
+        self._state.update((json.dumps(saved, separators=(",", ":")),))
+
+    def _unloadable(
+        self, detector: Detector[Any, Any], key: Any, raw: dict[str, Any], exc: StateError
+    ) -> list[dict[str, Any]]:
+        """A saved state the detector cannot load: drop it, close its incident, say so."""
+        self._state.clear()
+        closing = close_incident(
+            detector, raw, int(raw.get("last_event_ms") or 0), "its saved state is unreadable"
+        )
+        error = entity_row(key, None, DETECTOR_ERROR, _where(exc), {"where": "load"})
+        error["evidence"] = json.dumps({"where": "load", "failures": 1, "dropped": True})
+        return [error, *alert_rows([closing] if closing else []), signal_row(None, key, None)]
 
     def handleInputRows(  # noqa: D102
         self, key: Any, rows: Iterator[Row], timerValues: TimerValues
     ) -> Iterator[Row]:
-        state = self._load()
-        if state is None and not self._admit_new:
+        raw = self._load()
+        if raw is None and not self._admit_new:
             yield from output_rows([refused_row(key)])
             return
-        seen: dict[str, list[int]] = (state or {}).pop(_SEEN_KEY, None) or {}
-        name: str | None = (state or {}).pop(_NAME_KEY, None)
+        seen: dict[str, list[int]] = (raw or {}).pop(_SEEN_KEY, None) or {}
+        name: str | None = (raw or {}).pop(_NAME_KEY, None)
         fresh = fresh_rows(list(rows), seen)
         if not fresh:
             return
         events = rows_to_events(fresh)
-        now = timerValues.getCurrentWatermarkInMs()
-        detector = self._detector(key[0], state, events)
+        detector = self._detector(key[0], raw, events)
         if detector is None:
-            if state is not None:
+            if raw is not None:
                 # Disabled (reload or per-job override) while the entity had state.
                 self._state.clear()
-                closing = self._close_incident(key[0], state, events[-1].time_ms)
+                closing = self._close_incident(key[0], raw, events[-1].time_ms)
                 yield from output_rows(
                     [*alert_rows([closing] if closing else []), signal_row(None, key, None)]
                 )
             return
-        old_timer = state.pop(_TIMER_KEY, None) if state else None
-        failures = int(state.pop(_FAILURES_KEY, 0)) if state else 0
-        had_state = bool(state)  # detector state, not only the job's name
+        old_timer = raw.pop(_TIMER_KEY, None) if raw else None
+        failures = int(raw.pop(_FAILURES_KEY, 0)) if raw else 0
+        had_state = bool(raw)  # detector state, not only the job's name
         names = [e.job_name for e in events if e.kind not in detector.kinds and e.job_name]
         events = [e for e in events if e.kind in detector.kinds]
         name = names[-1] if names else name
         timer: int | None = old_timer
         if timer is None and name and events == []:
-            timer = fresh[-1]["event_ms"] + int(detector.params.idle_ttl_s * 1000)
-        fold = fold_events(detector, key, self._thaw(name), events, max(now, 0), timer, failures)
+            timer = fresh[-1]["event_ms"] + detector.idle_ms
+        start = self._thaw(detector, name)
+        try:
+            start()
+        except StateError as exc:
+            yield from output_rows(self._unloadable(detector, key, raw or {}, exc))
+            return
+        fold = fold_events(detector, key, start, events, timer, failures)
         state = fold.state
         if state is not None and name:
-            state["job_name"] = name
+            state.job_name = name
         alerts = fold.alerts
         if name:
             alerts = [a if a.job_name else a.model_copy(update={"job_name": name}) for a in alerts]
-        self._apply(old_timer, state, fold.timer, seen, name, fold.failures)
+        self._apply(detector, old_timer, state, fold.timer, seen, name, fold.failures)
         out = [*alert_rows(alerts), *fold.errors]
         # A batch of name lines only says nothing new; one that dropped the entity must
         # take its series away (or the signal board keeps a slot for it).
@@ -494,16 +537,16 @@ class DetectorProcessor(StatefulProcessor):
     def handleExpiredTimer(  # noqa: D102
         self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo
     ) -> Iterator[Row]:
-        state = self._load()
-        if state is None:
+        raw = self._load()
+        if raw is None:
             return
-        detector = self._detector(key[0], state, [])
+        detector = self._detector(key[0], raw, [])
         fired = expiredTimerInfo.getExpiryTimeInMs()
-        state.pop(_TIMER_KEY, None)
-        seen = state.pop(_SEEN_KEY, None)
-        name = state.pop(_NAME_KEY, None)
-        failures = int(state.pop(_FAILURES_KEY, 0))
-        if not state:
+        raw.pop(_TIMER_KEY, None)
+        seen = raw.pop(_SEEN_KEY, None)
+        name = raw.pop(_NAME_KEY, None)
+        failures = int(raw.pop(_FAILURES_KEY, 0))
+        if not raw:
             # Only the job's name, and no event since its idle timer was set: forget it.
             self._state.clear()
             return
@@ -511,24 +554,28 @@ class DetectorProcessor(StatefulProcessor):
             # Detector disabled since the state was written: forget the entity, and close
             # its incident so no alert stays firing forever.
             self._state.clear()
-            closing = self._close_incident(key[0], state, fired)
+            closing = self._close_incident(key[0], raw, fired)
             yield from output_rows(
                 [*alert_rows([closing] if closing else []), signal_row(None, key, None)]
             )
             return
         now = max(timerValues.getCurrentWatermarkInMs(), fired)
-        idle_ms = int(detector.params.idle_ttl_s * 1000)
         try:
-            step = detector.on_timer(state, now)
+            state = self._thaw(detector, name)()
+        except StateError as exc:
+            yield from output_rows(self._unloadable(detector, key, raw, exc))
+            return
+        try:
+            # Each due deadline at its own time, not at the watermark: a late timer must
+            # decide as a punctual one would.
+            step = detector.fire_due(state, fired, now)
         except Exception as exc:  # noqa: BLE001 - one detector must not stop the query
             yield from output_rows(
                 self._timer_failed(detector, key, exc, now, seen, name, failures)
             )
             return
-        # The fired timer is gone already; register the next one. State kept without a
-        # timer would never be evicted (no TTL in event-time mode): fall back to idle TTL.
-        timer = step.timer_ms if step.timer_ms is not None or step.state is None else now + idle_ms
-        self._apply(None, step.state, timer, seen, name if step.state is not None else None)
+        named = name if step.state is not None else None
+        self._apply(detector, None, step.state, step.timer_ms, seen, named)
         out = alert_rows(list(step.alerts))
         if detector.signals:
             out.append(signal_row(detector, key, step.state))
@@ -536,7 +583,7 @@ class DetectorProcessor(StatefulProcessor):
 
     def _timer_failed(
         self,
-        detector: Detector[Any],
+        detector: Detector[Any, Any],
         key: Any,
         exc: Exception,
         now: int,
@@ -546,7 +593,7 @@ class DetectorProcessor(StatefulProcessor):
     ) -> list[dict[str, Any]]:
         """A timer call raised: keep the state as it was and retry soon, or give up."""
         log.debug("detector=%s entity=%s raised on its timer", key[0], key[1], exc_info=True)
-        state = self._thaw(name)()
+        state = self._thaw(detector, name)()
         failures += 1
         dropped = failures >= MAX_FAILURES
         out = [
@@ -555,8 +602,8 @@ class DetectorProcessor(StatefulProcessor):
             )
         ]
         if not dropped:
-            retry = now + min(_RETRY_MS, int(detector.params.idle_ttl_s * 1000))
-            self._apply(None, state, retry, seen, name, failures)
+            retry = now + min(_RETRY_MS, detector.idle_ms)
+            self._apply(detector, None, state, retry, seen, name, failures)
             return out
         self._state.clear()
         closing = close_incident(detector, state, now, "it kept failing")

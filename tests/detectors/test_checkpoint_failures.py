@@ -10,6 +10,7 @@ from detectors import REGISTRY, AlertStatus, Event, Step
 from detectors.checkpoint_failures import (
     CheckpointFailures,
     CheckpointFailuresParams,
+    CheckpointFailuresState,
     counts,
     failure_reason,
 )
@@ -68,14 +69,10 @@ def failed(cp: int | None, t: int, reason: str | None, first_line: str | None = 
 
 
 def run(
-    det: CheckpointFailures, events: list[Event], state: dict | None = None
-) -> tuple[dict | None, list]:
-    alerts = []
-    for e in events:
-        step = det.on_event(state, e, e.time_ms)
-        state = step.state
-        alerts.extend(step.alerts)
-    return state, alerts
+    det: CheckpointFailures, events: list[Event], state: CheckpointFailuresState | None = None
+) -> tuple[CheckpointFailuresState | None, list]:
+    """Events only, no deadline passes after the last one."""
+    return drive(det, events, state=state)
 
 
 def test_registered_under_its_contract_name() -> None:
@@ -139,15 +136,16 @@ def test_timer_ages_out_the_window_then_evicts_an_idle_job_resolving_it() -> Non
     det = CheckpointFailures(params)
     state, alerts = run(det, [expired(i, T0 + i * MIN) for i in range(3)])
     assert [a.status for a in alerts] == [AlertStatus.FIRING]
-    step = det.on_event(state, completed(9, T0 + 3 * MIN), T0 + 3 * MIN)
+    step = det.advance(state, None, completed(9, T0 + 3 * MIN))
     # The next timer is when the oldest expiry leaves the window.
     assert step.timer_ms == T0 + 600_000 + 1
-    aged = det.on_timer(step.state or {}, step.timer_ms or 0)
+    aged = det.fire_due(step.state, step.timer_ms, step.timer_ms)
     assert aged.state is not None
     assert det.signal_values(aged.state)["checkpoints_expired"] == 2.0
     # Nothing more from the job: at the idle TTL the state goes and the alert resolves.
     idle_at = T0 + 3 * MIN + 3_600_000
-    final: Step = det.on_timer(aged.state, idle_at)
+    assert aged.timer_ms is not None and aged.timer_ms < idle_at
+    final: Step = det.fire_due(aged.state, aged.timer_ms, idle_at)
     assert final.state is None
     assert [(a.status, a.summary) for a in final.alerts] == [
         (AlertStatus.RESOLVED, f"job {JOB}: no events from this job any more")
@@ -165,13 +163,13 @@ def test_state_stays_bounded_under_a_flood_of_failures() -> None:
         events.append(failed(None, T0 + i * 1000 + 2, "Not all required tasks are running."))
     state, _ = run(det, events)
     assert state is not None
-    assert len(state["failed"]) == 20 and len(state["streak_ids"]) == 20
-    assert len(state["uncounted"]) <= 20 and len(state["examples"]) <= 3
+    assert len(state.failed) == 20 and len(state.streak_ids) == 20
+    assert len(state.uncounted) <= 20 and len(state.examples) <= 3
     # Measured: the worst case with the default caps stays under 10 KB.
     worst = CheckpointFailures(CheckpointFailuresParams(min_streak=10_000))
     big = [declined(10**15 + i, T0 + i, "x" * 400 + str(i), task="t" * 80) for i in range(300)]
     state, _ = run(worst, big)
-    assert len(json.dumps(state)) < 10_000
+    assert state is not None and len(json.dumps(worst.dump(state))) < 10_000
 
 
 def test_signals_count_distinct_expiries_and_counted_failures_in_the_window() -> None:
@@ -226,7 +224,7 @@ def test_a_later_line_with_a_reason_that_does_not_count_takes_the_checkpoint_bac
     events += [expired(6, T0 + MIN), expired(7, T0 + 2 * MIN)]
     state, alerts = run(det, events)
     assert alerts == [] and state is not None
-    assert state["streak_ids"] == [6, 7]
+    assert state.streak_ids == [6, 7]
     # A third counted failure fires; the decline stays listed as not counted.
     _, alerts = run(det, [expired(8, T0 + 3 * MIN)], state)
     assert alerts[0].evidence["not_counted"] == {"task_not_ready": 1}
@@ -277,7 +275,7 @@ def test_savepoint_failures_do_not_count_and_one_declined_checkpoint_stays_quiet
     # Savepoint completions are no checkpoint completions either.
     state, _ = run(det, [triggered(890, T0 + 20 * MIN, "Savepoint")], state)
     state, _ = run(det, [completed(890, T0 + 21 * MIN)], state)
-    assert state is not None and state["completed_streak"] == 0
+    assert state is not None and state.completed_streak == 0
 
 
 def test_min_failed_defaults_to_min_expired_and_can_be_set_apart() -> None:
@@ -327,10 +325,11 @@ def test_state_of_the_previous_version_is_migrated() -> None:
         "expired": {"1": T0, "2": T0 + MIN},
         "completed_streak": 0,
     }
-    assert det.signal_values(old) == {"checkpoints_expired": 2.0, "checkpoints_failed": 2.0}
-    state, alerts = run(det, [expired(3, T0 + 2 * MIN)], dict(old))
+    loaded = det.load(old)
+    assert det.signal_values(loaded) == {"checkpoints_expired": 2.0, "checkpoints_failed": 2.0}
+    state, alerts = run(det, [expired(3, T0 + 2 * MIN)], loaded)
     assert [a.evidence["expired_checkpoints"] for a in alerts] == [[1, 2, 3]]
-    assert state is not None and state["v"] == 2 and "expired" not in state
+    assert state is not None and det.dump(state)["v"] == 2 and "expired" not in det.dump(state)
 
 
 @pytest.mark.parametrize(

@@ -1,37 +1,58 @@
-"""Feeding a detector as the Spark adapter would: events in order, due timers in between."""
+"""Feeding a detector exactly as the Spark adapter does, state through JSON between calls."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from detectors import Alert, Detector, Event
 
 
-def drive(
-    det: Detector[Any], events: list[Event], *, until: int | None = None, timers: bool = True
-) -> tuple[dict | None, list[Alert]]:
-    """Feed events in order; run due timers between them (as a watermark passing would).
+def roundtrip(det: Detector[Any, Any], state: Any) -> Any:
+    """The state as the next call sees it after Spark saved it: JSON text, loaded back.
 
-    ``timers=False`` delivers every event first, as one long micro-batch does; ``until``
-    then runs the timers due up to that time.
+    A state that does not survive serialisation (a set, a datetime, a field the model
+    does not declare) fails here, in milliseconds, not under Spark.
     """
-    st: dict | None = None
-    timer: int | None = None
+    if state is None:
+        return None
+    return det.load(json.loads(json.dumps(det.dump(state))))
+
+
+def drive(
+    det: Detector[Any, Any],
+    events: list[Event],
+    *,
+    until: int | None = None,
+    state: Any = None,
+    timer: int | None = None,
+) -> tuple[Any, list[Alert]]:
+    """Feed events in order through :meth:`Detector.advance` (due timers fire first).
+
+    ``until`` then fires the timers due up to that time, as a watermark passing would.
+    ``state`` and ``timer`` continue an earlier run. Returns the final state and every
+    transition in order; :func:`drive_timer` returns the pending timer as well.
+    """
+    state, _timer, alerts = drive_timer(det, events, until=until, state=state, timer=timer)
+    return state, alerts
+
+
+def drive_timer(
+    det: Detector[Any, Any],
+    events: list[Event],
+    *,
+    until: int | None = None,
+    state: Any = None,
+    timer: int | None = None,
+) -> tuple[Any, int | None, list[Alert]]:
+    """:func:`drive`, also returning the pending timer."""
     alerts: list[Alert] = []
-
-    def run_timers(upto: int) -> None:
-        nonlocal st, timer
-        while st is not None and timer is not None and timer <= upto:
-            step = det.on_timer(st, timer)
-            alerts.extend(step.alerts)
-            st, timer = step.state, step.timer_ms
-
     for e in events:
-        if timers:
-            run_timers(e.time_ms - 1)
-        step = det.on_event(st, e, e.time_ms)
+        step = det.advance(roundtrip(det, state), timer, e)
         alerts.extend(step.alerts)
-        st, timer = step.state, step.timer_ms
+        state, timer = step.state, step.timer_ms
     if until is not None:
-        run_timers(until)
-    return st, alerts
+        step = det.fire_due(roundtrip(det, state), timer, until)
+        alerts.extend(step.alerts)
+        state, timer = step.state, step.timer_ms
+    return roundtrip(det, state), timer, alerts

@@ -277,11 +277,11 @@ def test_an_event_that_raises_is_skipped_and_its_half_change_is_not_saved(monkey
     cls = REGISTRY["checkpoint_failures"]
     real = cls.on_event
 
-    def poisoned(self, state, event, now_ms):  # type: ignore[no-untyped-def]
+    def poisoned(self, state, event):  # type: ignore[no-untyped-def]
         if event.checkpoint_id == 12:
-            state["expired"] = "half-changed"  # then fails: a bug in the detector
+            state.failed = "half-changed"  # then fails: a bug in the detector
             raise ValueError("cannot handle checkpoint 12")
-        return real(self, state, event, now_ms)
+        return real(self, state, event)
 
     monkeypatch.setattr(cls, "on_event", poisoned)
     proc, handle = _processor()
@@ -314,7 +314,7 @@ def test_a_timer_that_always_raises_gives_the_entity_up_and_resolves_its_inciden
     firing = [r for r in _firing(proc, key, t0) if r["status"] == "firing"][0]
 
     def broken(self, state, now_ms):  # type: ignore[no-untyped-def]
-        state["firing"] = "half-changed"
+        state.firing = "half-changed"
         raise KeyError("window")
 
     monkeypatch.setattr(REGISTRY["checkpoint_failures"], "on_timer", broken)
@@ -340,7 +340,7 @@ def test_events_that_keep_raising_drop_the_entity_after_three_in_a_row(monkeypat
     proc, handle = _processor()
     _firing(proc, key, t0)
 
-    def broken(self, state, event, now_ms):  # type: ignore[no-untyped-def]
+    def broken(self, state, event):  # type: ignore[no-untyped-def]
         raise RuntimeError("boom")
 
     monkeypatch.setattr(REGISTRY["checkpoint_failures"], "on_event", broken)
@@ -381,11 +381,11 @@ def test_each_event_is_replayed_at_most_once_however_many_raise(monkeypatch) -> 
     cls = REGISTRY["checkpoint_failures"]
     real, calls = cls.on_event, {"n": 0}
 
-    def flaky(self, state, event, now_ms):  # type: ignore[no-untyped-def]
+    def flaky(self, state, event):  # type: ignore[no-untyped-def]
         calls["n"] += 1
         if event.checkpoint_id % 2:
             raise ValueError("odd checkpoint")
-        return real(self, state, event, now_ms)
+        return real(self, state, event)
 
     monkeypatch.setattr(cls, "on_event", flaky)
     proc, _handle = _processor()
@@ -401,7 +401,7 @@ def test_an_entity_dropped_in_a_batch_with_a_name_line_loses_its_series(monkeypa
     proc, handle = _processor()
     _firing(proc, key, t0)
 
-    def broken(self, state, event, now_ms):  # type: ignore[no-untyped-def]
+    def broken(self, state, event):  # type: ignore[no-untyped-def]
         raise RuntimeError("boom")
 
     monkeypatch.setattr(REGISTRY["checkpoint_failures"], "on_event", broken)

@@ -195,7 +195,7 @@ def test_disabling_a_detector_mid_incident_closes_the_incident() -> None:
     # The same id the incident fired with: built from the incident's start time.
     det = CheckpointFailures(CheckpointFailuresParams())
     fired = det.alert(
-        state={**state, "incident_start_ms": 100},
+        state=det.load(state),
         status=AlertStatus.FIRING,
         event_time_ms=100,
         summary="x",
