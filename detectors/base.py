@@ -59,6 +59,7 @@ class Event:
         kind: One of :data:`EVENT_KINDS`.
         time_ms: Event time, epoch milliseconds UTC.
         job_id: Flink job id (32 hex), when the record names one.
+        job_name: Flink job name, when known.
         tm_id: TaskManager resource id (YARN container, pod name, ``host:port-xxxxxx``).
         host: Host name, from the record or its shipper.
         task: Task name or execution attempt id.
@@ -70,13 +71,13 @@ class Event:
         reason: Failure reason or error kind (e.g. ``Java heap space``).
         metric: Prometheus-style metric name for ``metric`` events.
         value: Metric value for ``metric`` events.
-        job_name: Flink job name, when known.
         message: The log message (truncated), for evidence.
     """
 
     kind: str
     time_ms: int
     job_id: str | None = None
+    job_name: str | None = None
     tm_id: str | None = None
     host: str | None = None
     task: str | None = None
@@ -88,7 +89,6 @@ class Event:
     reason: str | None = None
     metric: str | None = None
     value: float | None = None
-    job_name: str | None = None
     message: str | None = None
 
 
@@ -135,11 +135,11 @@ class Alert(BaseModel):
     status: AlertStatus
     severity: Severity
     event_time_ms: int
-    summary: str
     job_id: str | None = None
     job_name: str | None = None
     tm_id: str | None = None
     host: str | None = None
+    summary: str
     evidence: dict[str, Any] = Field(default_factory=dict)
 
 

@@ -55,11 +55,8 @@ from streaming.delivery import (
 )
 from streaming.metric_parsing import parse_metrics
 from streaming.parsing import DEAD_LETTER_REASONS, ParseLimits, parse_logs
-from streaming.processor import (
-    ALERT_SCHEMA,
-    EVENT_INPUT_COLUMNS,
-    DetectorProcessor,
-)
+from streaming.processor import DetectorProcessor
+from streaming.schemas import ALERT_SCHEMA, BUS_FIELDS
 from streaming.sources import kafka_records, kafka_stream
 
 log = logging.getLogger(__name__)
@@ -101,9 +98,7 @@ def alert_stream(events: DataFrame, cfg: AppConfig, admit_new: bool = True) -> D
     ``events`` are bus events (:func:`streaming.bus.bus_events`) with a watermark on
     ``event_time``; ``admit_new=False`` refuses entities not seen before.
     """
-    routed = routed_events(events, cfg).select(
-        "detector", "entity", "event_time", *EVENT_INPUT_COLUMNS
-    )
+    routed = routed_events(events, cfg).select("detector", "entity", "event_time", *BUS_FIELDS)
     return routed.groupBy("detector", "entity").transformWithState(
         statefulProcessor=DetectorProcessor(cfg.resolver(), admit_new),
         outputStructType=ALERT_SCHEMA,

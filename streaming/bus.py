@@ -26,73 +26,10 @@ from typing import Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import (
-    DoubleType,
-    IntegerType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-)
 
 from conf import AppConfig, ConfigError
 from detectors import REGISTRY
-from streaming.parsing import EVENT_COLUMNS
-
-_LONGS = ("offset", "checkpoint_id", "duration_ms", "size_bytes", "event_ms")
-
-#: Parsed-event columns that stay behind: where the record was (``src`` says it) and what
-#: only the parse stage and the dead letters need.
-_NOT_ON_BUS = frozenset(
-    {"topic", "partition", "kafka_ts", "event_time", "level", "logger", "error", "detail", "raw"}
-)
-
-#: The event fields a bus record carries (its value), besides the entity (its key).
-BUS_FIELDS: tuple[str, ...] = (
-    "kind",
-    "event_ms",
-    "src",
-    *[c for c in EVENT_COLUMNS if c not in _NOT_ON_BUS and c != "kind"],
-)
-
-BUS_VALUE_SCHEMA = StructType(
-    [
-        StructField(
-            c,
-            LongType()
-            if c in _LONGS
-            else IntegerType()
-            if c == "seq"
-            else DoubleType()
-            if c == "value"
-            else StringType(),
-        )
-        for c in BUS_FIELDS
-    ]
-)
-
-#: Dead-letter records: where the record was and why it was refused.
-DEAD_LETTER_FIELDS: tuple[str, ...] = (
-    "topic",
-    "partition",
-    "offset",
-    "kafka_ts",
-    "error",
-    "detail",
-    "raw",
-)
-
-DEAD_LETTER_SCHEMA = StructType(
-    [
-        StructField("topic", StringType()),
-        StructField("partition", IntegerType()),
-        StructField("offset", LongType()),
-        StructField("kafka_ts", StringType()),
-        StructField("error", StringType()),
-        StructField("detail", StringType()),
-        StructField("raw", StringType()),
-    ]
-)
+from streaming.schemas import BUS_FIELDS, BUS_VALUE_SCHEMA, DEAD_LETTER_FIELDS
 
 _SCOPE_ENTITY = {
     "job": lambda: F.concat(F.lit("job:"), F.col("job_id")),

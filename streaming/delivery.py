@@ -26,21 +26,19 @@ from pyspark.sql import functions as F
 
 from conf import AppConfig
 from conf.silences import silence_for
-from detectors import Alert, AlertStatus, Severity
+from detectors import Alert, AlertStatus
 from detectors.correlation import Correlator
 from sinks import AlertLedger, AlertObserver, DeadLetterFileSink, DeliverySink, Transition
 from sinks.dispatch import Dispatcher
 from sinks.prometheus import SignalBoard
-from streaming.bus import (
-    DEAD_LETTER_SCHEMA,
-    bus_records,
-)
+from streaming.bus import bus_records
 from streaming.processor import (
     DETECTOR_ERROR,
     ENTITY_REFUSED,
     SIGNAL,
     SIGNAL_GONE,
 )
+from streaming.schemas import DEAD_LETTER_SCHEMA, alert_of
 
 log = logging.getLogger(__name__)
 
@@ -50,23 +48,7 @@ PARSE_COUNTS = "flinkwatch_parse_counts"
 
 def rows_to_alerts(rows: Sequence[Any]) -> list[Alert]:
     """Collected alert rows → typed alerts, in event-time order."""
-    alerts = [
-        Alert(
-            alert_id=r["alert_id"],
-            detector=r["detector"],
-            entity=r["entity"],
-            status=AlertStatus(r["status"]),
-            severity=Severity(r["severity"]),
-            event_time_ms=int(r["event_ms"]),
-            summary=r["summary"],
-            job_id=r["job_id"],
-            job_name=r["job_name"],
-            tm_id=r["tm_id"],
-            host=r["host"],
-            evidence=json.loads(r["evidence"] or "{}"),
-        )
-        for r in rows
-    ]
+    alerts = [alert_of(r) for r in rows]
     order = {AlertStatus.FIRING: 0, AlertStatus.ESCALATED: 1, AlertStatus.RESOLVED: 2}
     return sorted(alerts, key=lambda a: (a.event_time_ms, a.alert_id, order[a.status]))
 

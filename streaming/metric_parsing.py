@@ -8,9 +8,13 @@ from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import DoubleType, LongType, MapType, StringType, StructField, StructType
+from pyspark.sql.types import DoubleType, MapType, StringType, StructField, StructType
 
-from streaming.parsing import _JSON_OPTS, ParseLimits, _epoch_ms_from_text, _time_error
+from streaming.parsing import JSON_OPTS, ParseLimits, epoch_ms_from_text, time_error
+from streaming.schemas import null_column
+
+#: Event columns a metric sample never fills.
+_NOT_IN_METRICS = ("checkpoint_id", "duration_ms", "size_bytes", "from_state", "to_state", "reason")
 
 #: What a metric label naming an entity may look like. Each distinct id becomes detector
 #: state and Prometheus series, so a record whose ids are garbage (random bytes, a whole
@@ -56,7 +60,7 @@ def parse_metrics(records: DataFrame, limits: ParseLimits | None = None) -> Data
     """
     lim = limits or ParseLimits()
     value = F.col("value")
-    j = F.from_json(value, _METRIC_JSON_SCHEMA, _JSON_OPTS)
+    j = F.from_json(value, _METRIC_JSON_SCHEMA, JSON_OPTS)
     df = records.select(
         "topic", "partition", "offset", "kafka_ts", value.alias("raw"), j.alias("_j")
     )
@@ -92,7 +96,7 @@ def parse_metrics(records: DataFrame, limits: ParseLimits | None = None) -> Data
     )
     # Spark's JSON reader hands a bare NaN/Infinity token to a string field as `"NaN"`.
     num = F.regexp_replace(F.col("_p.v"), r'^"(.*)"$', "$1").cast(DoubleType())
-    event_ms = _epoch_ms_from_text(jc["timestamp"])
+    event_ms = epoch_ms_from_text(jc["timestamp"])
     error = (
         F.when(F.col("raw").isNull() | F.col("raw").rlike(r"^\s*$"), F.lit("empty"))
         .when(F.length(F.col("raw")) > lim.max_record_bytes, F.lit("too_large"))
@@ -105,7 +109,7 @@ def parse_metrics(records: DataFrame, limits: ParseLimits | None = None) -> Data
         .when(num.isNull(), F.lit("bad_type"))
         .when(F.isnan(num) | (F.abs(num) == float("inf")), F.lit("non_finite_value"))
         .when(_bad_ids(F.col("_labels")), F.lit("invalid_id"))
-        .otherwise(_time_error(event_ms, F.col("kafka_ts"), lim))
+        .otherwise(time_error(event_ms, F.col("kafka_ts"), lim))
     )
     lab = F.col("_labels")
     ok = F.col("_err").isNull()
@@ -128,17 +132,12 @@ def parse_metrics(records: DataFrame, limits: ParseLimits | None = None) -> Data
             ),
             lab["operator_name"],
         ).alias("task"),
-        F.lit(None).cast(LongType()).alias("checkpoint_id"),
-        F.lit(None).cast(LongType()).alias("duration_ms"),
-        F.lit(None).cast(LongType()).alias("size_bytes"),
-        F.lit(None).cast(StringType()).alias("from_state"),
-        F.lit(None).cast(StringType()).alias("to_state"),
-        F.lit(None).cast(StringType()).alias("reason"),
+        *[null_column(c) for c in _NOT_IN_METRICS],
         F.when(ok, F.col("_p.n")).alias("metric"),
         F.when(ok, num).alias("value"),
+        null_column("message"),
         F.lit(None).cast(StringType()).alias("level"),
         F.lit(None).cast(StringType()).alias("logger"),
-        F.lit(None).cast(StringType()).alias("message"),
         F.col("_err").alias("error"),
         F.when(~ok, F.substring(F.coalesce(jc["_corrupt"], F.col("_p.v")), 1, 200)).alias("detail"),
         F.when(~ok, F.substring(F.col("raw"), 1, 65536)).alias("raw"),

@@ -4,7 +4,7 @@ Everything here builds Column expressions; no Python runs per record. The
 input of :func:`parse_logs` (and of ``streaming.metric_parsing.parse_metrics``, which
 shares the limits, the time checks and the output columns) is a DataFrame with the
 record text and its coordinates (``value``, ``topic``, ``partition``, ``offset``,
-``kafka_ts``); the output has :data:`EVENT_COLUMNS`, one row per event, with
+``kafka_ts``); the output has :data:`~streaming.schemas.EVENT_COLUMNS`, one row per event, with
 ``error`` set (and ``kind`` null) for records that go to the dead letters.
 
 Log timestamps without a zone are read in the session time zone, which
@@ -26,35 +26,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-#: Columns of every parsed DataFrame, in order (README "Parsed events").
-EVENT_COLUMNS: tuple[str, ...] = (
-    "topic",
-    "partition",
-    "offset",
-    "seq",
-    "kafka_ts",
-    "kind",
-    "event_time",
-    "job_id",
-    "job_name",
-    "tm_id",
-    "host",
-    "task",
-    "checkpoint_id",
-    "duration_ms",
-    "size_bytes",
-    "from_state",
-    "to_state",
-    "reason",
-    "metric",
-    "value",
-    "level",
-    "logger",
-    "message",
-    "error",
-    "detail",
-    "raw",
-)
+from streaming.schemas import null_column
 
 #: Why a record is a dead letter (the ``error`` column).
 DEAD_LETTER_REASONS: tuple[str, ...] = (
@@ -246,7 +218,7 @@ _LOG_JSON_SCHEMA = StructType(
     ]
 )
 
-_JSON_OPTS = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt"}
+JSON_OPTS = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt"}
 
 
 def _rx(col: Column | str, pattern: str, idx: int = 1) -> Column:
@@ -257,7 +229,7 @@ def _rx(col: Column | str, pattern: str, idx: int = 1) -> Column:
     return F.nullif(F.regexp_extract(c, pattern, idx), F.lit(""))
 
 
-def _epoch_ms_from_text(ts: Column) -> Column:
+def epoch_ms_from_text(ts: Column) -> Column:
     """Epoch ms from epoch s/ms/us/ns numbers or ISO-8601 / log4j date strings."""
     num = ts.cast(DoubleType())
     by_magnitude = (
@@ -271,7 +243,8 @@ def _epoch_ms_from_text(ts: Column) -> Column:
     return F.when(ts.rlike(r"^\s*-?\d+(\.\d+)?\s*$"), by_magnitude).otherwise(as_ts)
 
 
-def _time_error(event_ms: Column, kafka_ts: Column, limits: ParseLimits) -> Column:
+def time_error(event_ms: Column, kafka_ts: Column, limits: ParseLimits) -> Column:
+    """``bad_timestamp`` for an event time that is missing or outside the limits, else null."""
     ceiling = F.coalesce(
         F.unix_millis(kafka_ts) + F.lit(limits.max_future_ms), F.lit(limits.max_event_ms)
     )
@@ -500,7 +473,7 @@ def parse_logs(records: DataFrame, limits: ParseLimits | None = None) -> DataFra
         limits: Dead-letter bounds.
 
     Returns:
-        One row per record with :data:`EVENT_COLUMNS`.
+        One row per record with :data:`~streaming.schemas.EVENT_COLUMNS`.
     """
     lim = limits or ParseLimits()
     value = F.col("value")
@@ -524,7 +497,7 @@ def parse_logs(records: DataFrame, limits: ParseLimits | None = None) -> DataFra
     j = F.from_json(
         F.when(F.col("_is_json"), F.coalesce(json_text, F.ltrim(F.col("raw")))),
         _LOG_JSON_SCHEMA,
-        _JSON_OPTS,
+        JSON_OPTS,
     )
     df = df.select(
         "*", j.alias("_j"), F.coalesce(_group(F.col("_jsplit"), 2), F.lit("")).alias("_tail")
@@ -574,16 +547,16 @@ def parse_logs(records: DataFrame, limits: ParseLimits | None = None) -> DataFra
     df = df.select(
         "*",
         ts_text.alias("_ts_text"),
-        _epoch_ms_from_text(ts_text).alias("_ts_ms"),
+        epoch_ms_from_text(ts_text).alias("_ts_ms"),
     )
     # A record without a time of its own takes the Kafka record's or, in a file, the
     # time of the record before it (``fallback_time``, see streaming.sources).
     fallback = F.unix_millis(F.col("kafka_ts"))
     if "fallback_time" in records.columns:
-        fallback = F.coalesce(fallback, _epoch_ms_from_text(F.col("fallback_time")))
+        fallback = F.coalesce(fallback, epoch_ms_from_text(F.col("fallback_time")))
     event_ms = F.coalesce(
         F.col("_ts_ms"),
-        F.when(F.col("_is_json") & ~F.col("_flink_json"), _epoch_ms_from_text(envelope_ts)),
+        F.when(F.col("_is_json") & ~F.col("_flink_json"), epoch_ms_from_text(envelope_ts)),
         F.when(~matched & ~F.col("_flink_json"), fallback),
     )
     is_continuation = F.col("_line").rlike(_CONTINUATION)
@@ -600,7 +573,7 @@ def parse_logs(records: DataFrame, limits: ParseLimits | None = None) -> DataFra
             F.lit("unknown_layout"),
         )
         .when(F.col("_ts_text").isNotNull() & F.col("_ts_ms").isNull(), F.lit("bad_timestamp"))
-        .otherwise(_time_error(event_ms, F.col("kafka_ts"), lim))
+        .otherwise(time_error(event_ms, F.col("kafka_ts"), lim))
     )
     df = df.select(
         "*",
@@ -672,11 +645,11 @@ def parse_logs(records: DataFrame, limits: ParseLimits | None = None) -> DataFra
         fields["from_state"].alias("from_state"),
         fields["to_state"].alias("to_state"),
         F.substring(fields["reason"], 1, 500).alias("reason"),
-        F.lit(None).cast(StringType()).alias("metric"),
-        F.lit(None).cast(DoubleType()).alias("value"),
+        null_column("metric"),
+        null_column("value"),
+        F.substring(F.col("_message"), 1, lim.max_message_chars).alias("message"),
         F.when(level == "WARNING", F.lit("WARN")).otherwise(level).alias("level"),
         logger.alias("logger"),
-        F.substring(F.col("_message"), 1, lim.max_message_chars).alias("message"),
         F.col("error"),
         F.when(F.col("error").isNotNull(), F.substring(F.col("_j._corrupt"), 1, 200)).alias(
             "detail"

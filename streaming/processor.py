@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -31,40 +30,15 @@ from pyspark.sql.streaming.stateful_processor import (
     StatefulProcessorHandle,
     TimerValues,
 )
-from pyspark.sql.types import (
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-)
+from pyspark.sql.types import StringType, StructField, StructType
 
 from conf import ParamsResolver
 from conf.errors import StateError
 from detectors import REGISTRY, Alert, Detector, Event
 from detectors.base import DetectorState
-from streaming.bus import BUS_FIELDS
+from streaming.schemas import ALERT_COLUMNS, alert_row, event_of
 
 log = logging.getLogger(__name__)
-
-#: Columns of the rows handed to the adapter, besides the grouping key: a bus event's.
-EVENT_INPUT_COLUMNS: tuple[str, ...] = BUS_FIELDS
-
-ALERT_SCHEMA = StructType(
-    [
-        StructField("alert_id", StringType()),
-        StructField("detector", StringType()),
-        StructField("entity", StringType()),
-        StructField("status", StringType()),
-        StructField("severity", StringType()),
-        StructField("event_ms", LongType()),
-        StructField("job_id", StringType()),
-        StructField("job_name", StringType()),
-        StructField("tm_id", StringType()),
-        StructField("host", StringType()),
-        StructField("summary", StringType()),
-        StructField("evidence", StringType()),
-    ]
-)
 
 #: ``status`` of the non-alert rows the adapter emits for dashboards: the entity's
 #: current detector signals (``evidence`` holds them), or that the entity is gone.
@@ -128,65 +102,14 @@ def fresh_rows(rows: list[Any], seen: dict[str, list[int]]) -> list[Any]:
     return out
 
 
-def _none_if_nan(v: Any) -> Any:
-    if isinstance(v, float) and math.isnan(v):
-        return None
-    return v
-
-
-def _int_or_none(v: Any) -> int | None:
-    v = _none_if_nan(v)
-    return None if v is None else int(v)
-
-
 def rows_to_events(rows: list[Any]) -> list[Event]:
     """The rows of one key in one micro-batch → events in event-time, then offset order."""
-    ordered = sorted(rows, key=lambda r: (r["event_ms"], r["offset"] or 0))
-    return [
-        Event(
-            kind=r["kind"],
-            time_ms=int(r["event_ms"]),
-            job_id=r["job_id"],
-            tm_id=r["tm_id"],
-            host=r["host"],
-            task=r["task"],
-            checkpoint_id=_int_or_none(r["checkpoint_id"]),
-            duration_ms=_int_or_none(r["duration_ms"]),
-            size_bytes=_int_or_none(r["size_bytes"]),
-            from_state=r["from_state"],
-            to_state=r["to_state"],
-            reason=r["reason"],
-            metric=r["metric"],
-            value=_none_if_nan(r["value"]),
-            job_name=r["job_name"],
-            message=r["message"],
-        )
-        for r in ordered
-    ]
-
-
-_OUTPUT_COLUMNS = [f.name for f in ALERT_SCHEMA.fields]
+    return [event_of(r) for r in sorted(rows, key=lambda r: (r["event_ms"], r["offset"] or 0))]
 
 
 def alert_rows(alerts: list[Alert]) -> list[dict[str, Any]]:
-    """Alerts → output rows with :data:`ALERT_SCHEMA` columns."""
-    return [
-        {
-            "alert_id": a.alert_id,
-            "detector": a.detector,
-            "entity": a.entity,
-            "status": a.status.value,
-            "severity": a.severity.value,
-            "event_ms": a.event_time_ms,
-            "job_id": a.job_id,
-            "job_name": a.job_name,
-            "tm_id": a.tm_id,
-            "host": a.host,
-            "summary": a.summary,
-            "evidence": json.dumps(a.evidence, sort_keys=True, default=str),
-        }
-        for a in alerts
-    ]
+    """Alerts → output rows (:data:`~streaming.schemas.ALERT_SCHEMA` columns)."""
+    return [alert_row(a) for a in alerts]
 
 
 def entity_row(
@@ -218,9 +141,9 @@ def signal_row(
 
 
 def output_rows(rows: list[dict[str, Any]]) -> Iterator[Row]:
-    """Output dicts → Spark rows in :data:`ALERT_SCHEMA` order."""
+    """Output dicts → Spark rows in :data:`~streaming.schemas.ALERT_SCHEMA` order."""
     for r in rows:
-        yield Row(**{c: r.get(c) for c in _OUTPUT_COLUMNS})
+        yield Row(**{c: r.get(c) for c in ALERT_COLUMNS})
 
 
 def _where(exc: BaseException) -> str:

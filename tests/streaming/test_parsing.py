@@ -20,7 +20,8 @@ from pyspark.sql import functions as F
 
 from detectors.base import EVENT_KINDS
 from streaming.metric_parsing import parse_metrics
-from streaming.parsing import EVENT_COLUMNS, ParseLimits, parse_logs
+from streaming.parsing import ParseLimits, parse_logs
+from streaming.schemas import EVENT_COLUMNS
 from tests.conftest import RECORD_SCHEMA, records_df
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "parsing"

@@ -8,19 +8,18 @@ import math
 from conf import AppConfig, ParamsResolver
 from detectors import REGISTRY, Alert, AlertStatus, Severity
 from streaming.processor import (
-    ALERT_SCHEMA,
-    EVENT_INPUT_COLUMNS,
     DetectorProcessor,
     alert_rows,
     fresh_rows,
     output_rows,
     rows_to_events,
 )
+from streaming.schemas import ALERT_SCHEMA, BUS_FIELDS
 
 
 def frame(rows: list[dict]) -> list[dict]:
     """Input rows as the adapter gets them: every column, None where Spark has null."""
-    return [{c: r.get(c) for c in EVENT_INPUT_COLUMNS} for r in rows]
+    return [{c: r.get(c) for c in BUS_FIELDS} for r in rows]
 
 
 def test_events_come_out_in_event_time_then_offset_order() -> None:

@@ -1,0 +1,85 @@
+"""Every Spark schema comes from the Python models: a field added there reaches them all."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+from pyspark.sql import SparkSession
+from pyspark.sql.types import DoubleType, IntegerType, LongType, StringType
+
+from detectors import Alert, AlertStatus, Event, Severity
+from streaming.metric_parsing import parse_metrics
+from streaming.parsing import ParseLimits, parse_logs
+from streaming.schemas import (
+    ALERT_COLUMNS,
+    BUS_VALUE_SCHEMA,
+    EVENT_COLUMNS,
+    alert_of,
+    alert_row,
+    event_of,
+)
+from tests.conftest import records_df
+
+
+def test_the_bus_carries_every_event_field_with_its_type_and_the_record_position() -> None:
+    types = {f.name: f.dataType for f in BUS_VALUE_SCHEMA.fields}
+    names = {"time_ms": "event_ms"}
+    for f in dataclasses.fields(Event):
+        assert names.get(f.name, f.name) in types
+    assert types["event_ms"] == LongType() and types["checkpoint_id"] == LongType()
+    assert types["value"] == DoubleType() and types["message"] == StringType()
+    assert (types["src"], types["offset"], types["seq"]) == (
+        StringType(),
+        LongType(),
+        IntegerType(),
+    )
+
+
+def test_an_event_row_reads_back_as_the_event_with_nan_as_missing() -> None:
+    event = Event("metric", 1_000, job_id="7f", checkpoint_id=3, metric="m", value=2.5)
+    row = {"event_ms" if k == "time_ms" else k: v for k, v in dataclasses.asdict(event).items()}
+    assert event_of(row) == event
+    assert event_of({**row, "value": math.nan, "checkpoint_id": 3.0}) == dataclasses.replace(
+        event, value=None
+    )
+
+
+def test_an_alert_row_round_trips_and_keeps_the_output_columns_of_earlier_versions() -> None:
+    alert = Alert(
+        alert_id="a1",
+        detector="checkpoint_failures",
+        entity="job:7f",
+        status=AlertStatus.ESCALATED,
+        severity=Severity.CRITICAL,
+        event_time_ms=42,
+        job_id="7f",
+        summary="s",
+        evidence={"n": [1, 2]},
+    )
+    row = alert_row(alert)
+    assert alert_of(row) == alert
+    # The detect query's output columns, in the order checkpoints written before were made
+    # with: a reordered model must not reorder them.
+    assert ALERT_COLUMNS == (
+        "alert_id",
+        "detector",
+        "entity",
+        "status",
+        "severity",
+        "event_ms",
+        "job_id",
+        "job_name",
+        "tm_id",
+        "host",
+        "summary",
+        "evidence",
+    )
+
+
+@pytest.mark.spark
+def test_both_parsers_give_exactly_the_event_columns(spark: SparkSession) -> None:
+    lim = ParseLimits()
+    assert parse_logs(records_df(spark, ["x"]), lim).columns == list(EVENT_COLUMNS)
+    assert parse_metrics(records_df(spark, ["x"]), lim).columns == list(EVENT_COLUMNS)
