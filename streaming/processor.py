@@ -400,8 +400,7 @@ class DetectorProcessor(StatefulProcessor):
         closing = close_incident(
             detector, raw, int(raw.get("last_event_ms") or 0), "its saved state is unreadable"
         )
-        error = entity_row(key, None, DETECTOR_ERROR, _where(exc), {"where": "load"})
-        error["evidence"] = json.dumps({"where": "load", "failures": 1, "dropped": True})
+        error = error_row(key, None, exc, {"where": "load", "failures": 1, "dropped": True})
         return [error, *alert_rows([closing] if closing else []), signal_row(None, key, None)]
 
     def handleInputRows(  # noqa: D102

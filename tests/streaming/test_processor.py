@@ -415,3 +415,22 @@ def test_an_entity_dropped_in_a_batch_with_a_name_line_loses_its_series(monkeypa
     rows = [_expiry(t0, 5), _expiry(t0, 6), _expiry(t0, 7), named]
     out = list(proc.handleInputRows(key, iter(frame(rows)), _Clock(t0)))
     assert "signal_gone" in [r["status"] for r in out]
+
+
+def test_a_saved_state_of_a_newer_version_is_dropped_its_incident_closed_and_reported() -> None:
+    # A rollback after a release that changed a detector's state layout: the old code
+    # cannot read what the new one saved. The entity starts over rather than the query
+    # failing, and its open incident does not stay firing forever.
+    t0 = 1_700_000_000_000
+    key = ("checkpoint_failures", "job:" + JOB)
+    proc, handle = _processor()
+    _firing(proc, key, t0)
+    saved = json.loads(handle.state.value[0])
+    handle.state.value = (json.dumps({**saved, "v": 99, "shape": "of the future"}),)
+    out = list(proc.handleInputRows(key, iter(frame([_expiry(t0, 9)])), _Clock(t0)))
+    (err,) = [r for r in out if r["status"] == "detector_error"]
+    assert "StateError" in err["summary"] and "newer" in err["summary"]
+    assert json.loads(err["evidence"]) == {"where": "load", "failures": 1, "dropped": True}
+    (resolved,) = [r for r in out if r["status"] == "resolved"]
+    assert "saved state is unreadable" in resolved["summary"]
+    assert handle.state.value is None

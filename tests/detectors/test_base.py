@@ -1,0 +1,146 @@
+"""The contract every detector gets from the base: time, idleness, typed versioned state."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, ClassVar
+
+import pytest
+
+from conf.errors import FlinkwatchError, StateError
+from detectors.base import (
+    Alert,
+    Detector,
+    DetectorParams,
+    DetectorState,
+    Event,
+    Evidence,
+    Scope,
+    Step,
+)
+from tests.detectors.timeline import drive, drive_timer
+
+T0 = 1_700_000_000_000
+
+
+class CountState(DetectorState):
+    v: int = 2
+    seen: int = 0
+    deadlines: list[int] = []
+
+
+class CountEvidence(Evidence):
+    seen: int
+
+
+class Counter(Detector[DetectorParams, CountState]):
+    """Fires at the 2nd event; asks for a deadline 10 s after each event."""
+
+    name: ClassVar[str] = "counter"
+    scope: ClassVar[Scope] = "job"
+    kinds: ClassVar[frozenset[str]] = frozenset({"checkpoint_expired"})
+    params_model: ClassVar[type[DetectorParams]] = DetectorParams
+    state_model: ClassVar[type[DetectorState]] = CountState
+    schema_version: ClassVar[int] = 2
+
+    def on_event(self, state: CountState | None, event: Event) -> Step[CountState]:
+        st = state or self.new_state(event)
+        st.seen += 1
+        alerts: tuple[Alert, ...] = ()
+        if st.seen == 2:
+            alerts = (self.fire(st, event.time_ms, "two", self.evidence(st)),)
+        return Step(st, alerts, event.time_ms + 10_000)
+
+    def on_timer(self, state: CountState, now_ms: int) -> Step[CountState]:
+        state.deadlines.append(now_ms)
+        return Step(state)
+
+    def evidence(self, state: CountState) -> CountEvidence:
+        return CountEvidence(seen=state.seen)
+
+    @classmethod
+    def migrate(cls, old: dict[str, Any], from_version: int) -> dict[str, Any]:
+        if from_version == 1:
+            old["seen"] = old.pop("count")
+            return old
+        return super().migrate(old, from_version)
+
+
+def ev(t: int, **kw: Any) -> Event:
+    return Event("checkpoint_expired", t, job_id="7f", **kw)
+
+
+def det(idle_s: float = 60) -> Counter:
+    return Counter(DetectorParams(idle_ttl_s=idle_s))
+
+
+def test_a_due_timer_fires_at_its_own_time_before_the_event_at_or_past_it() -> None:
+    state, alerts = drive(det(), [ev(T0), ev(T0 + 10_000), ev(T0 + 35_000)])
+    # The deadline at T0+10s fires before the event at T0+10s; the one at T0+20s fires
+    # at T0+20s, not at the time of the event that came after it.
+    assert state.deadlines == [T0 + 10_000, T0 + 20_000]
+    assert [a.event_time_ms for a in alerts] == [T0 + 10_000]
+
+
+def test_the_base_keeps_last_event_time_and_the_job_name() -> None:
+    state, _ = drive(det(), [ev(T0, job_name="orders"), ev(T0 + 5, job_name=None)])
+    assert (state.last_event_ms, state.job_name) == (T0 + 5, "orders")
+
+
+def test_an_idle_entity_is_dropped_and_its_incident_resolved_with_the_same_id() -> None:
+    d = det(idle_s=60)
+    state, timer, alerts = drive_timer(d, [ev(T0), ev(T0 + 1_000)])
+    # The detector's own deadline first; the idle deadline always follows it.
+    assert timer == T0 + 11_000
+    state, alerts_after = drive(d, [], state=state, timer=timer, until=T0 + 61_000)
+    assert state is None
+    fired, resolved = [*alerts, *alerts_after]
+    assert (resolved.status.value, resolved.event_time_ms) == ("resolved", T0 + 61_000)
+    assert resolved.alert_id == fired.alert_id
+    assert resolved.summary == "job 7f: no events any more"
+    assert resolved.evidence == {"seen": 2}
+
+
+def test_an_event_after_the_idle_deadline_starts_a_new_entity() -> None:
+    state, alerts = drive(det(idle_s=60), [ev(T0), ev(T0 + 1), ev(T0 + 120_000)])
+    assert [a.status.value for a in alerts] == ["firing", "resolved"]
+    assert state.seen == 1 and state.firing is False
+
+
+def test_typed_evidence_leaves_unset_links_out() -> None:
+    _, (alert,) = drive(det(), [ev(T0), ev(T0 + 1)])
+    assert alert.evidence == {"seen": 2}
+    assert CountEvidence(seen=1, tm_ids=("tm-1",)).as_dict() == {"seen": 1, "tm_ids": ["tm-1"]}
+
+
+def test_a_state_survives_json_and_an_older_version_is_migrated() -> None:
+    d = det()
+    state, _ = drive(d, [ev(T0)])
+    assert d.load(json.loads(json.dumps(d.dump(state)))) == state
+    old = {k: v for k, v in d.dump(state).items() if k not in ("seen", "v")}
+    migrated = d.load({**old, "v": 1, "count": 5})
+    assert (migrated.v, migrated.seen) == (2, 5)
+
+
+@pytest.mark.parametrize(
+    ("saved", "why"),
+    [
+        ({"v": 3, "entity": "job:7f"}, "newer than 2"),
+        ({"v": 2, "entity": "job:7f", "seen": "many"}, "does not fit"),
+        ({"v": 2, "entity": "job:7f", "unknown": 1}, "does not fit"),
+    ],
+    ids=["newer-version", "bad-type", "unknown-field"],
+)
+def test_a_state_that_cannot_be_loaded_raises_a_state_error(saved: dict[str, Any], why: str) -> None:
+    with pytest.raises(StateError, match=why) as err:
+        det().load(saved)
+    assert isinstance(err.value, FlinkwatchError) and err.value.detector == "counter"
+
+
+def test_a_version_without_a_migration_raises_a_state_error() -> None:
+    class NoMigration(Counter):
+        schema_version: ClassVar[int] = 3
+
+    # Counter knows version 1; nobody wrote how version 2 becomes 3.
+    with pytest.raises(StateError, match="no migration from state version 2"):
+        NoMigration(DetectorParams()).load({"v": 2, "entity": "job:7f"})
