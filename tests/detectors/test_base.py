@@ -131,7 +131,9 @@ def test_a_state_survives_json_and_an_older_version_is_migrated() -> None:
     ],
     ids=["newer-version", "bad-type", "unknown-field"],
 )
-def test_a_state_that_cannot_be_loaded_raises_a_state_error(saved: dict[str, Any], why: str) -> None:
+def test_a_state_that_cannot_be_loaded_raises_a_state_error(
+    saved: dict[str, Any], why: str
+) -> None:
     with pytest.raises(StateError, match=why) as err:
         det().load(saved)
     assert isinstance(err.value, FlinkwatchError) and err.value.detector == "counter"
