@@ -218,6 +218,45 @@ class Step(Generic[S]):
     timer_ms: int | None = None
 
 
+class Member(BaseModel):
+    """One alert of an incident, as of its latest transition."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    alert_id: str
+    detector: str
+    status: AlertStatus
+    severity: Severity
+    summary: str
+    first_ms: int
+    last_ms: int
+    job_id: str | None = None
+    job_name: str | None = None
+    tm_id: str | None = None
+    host: str | None = None
+    evidence: dict[str, Any] = Field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Story:
+    """What the headline is told from.
+
+    Attributes:
+        root: The member the headline starts from (lowest causal rank, then earliest).
+        first: The earliest member of each detector, in the order they fired.
+        death: How a process of the incident died, as the detector that knows it best
+            tells it (``None``: nobody died).
+        dead: The member that told the death.
+        role: Which process it was (``TaskManager`` unless a detector knows better).
+    """
+
+    root: Member
+    first: dict[str, Member]
+    death: str | None = None
+    dead: Member | None = None
+    role: str = "TaskManager"
+
+
 class DetectorParams(BaseModel):
     """Parameters every detector has; each detector subclasses this with its own."""
 
@@ -387,6 +426,34 @@ class Detector(ABC, Generic[P, S]):
         """
         msg = f"{cls.name}: no migration from state version {from_version}"
         raise _state_error(msg, cls.name, from_version)
+
+    @classmethod
+    def headline(cls, story: Story) -> str:
+        """The root-cause line of an incident this detector's alert started.
+
+        Default: the detector, what it is about and the alert's summary.
+        """
+        root = story.root
+        who = (root.job_name or root.job_id) if root.job_id else (root.tm_id or root.host)
+        return f"{root.detector} on {who or '?'}: {root.summary}"
+
+    @classmethod
+    def death(cls, member: Member) -> tuple[int, str] | None:
+        """How a process died, if this detector's alert says: (rank, text), lower rank wins.
+
+        Another detector's headline tells it (``TaskManager X killed for memory after …``).
+        """
+        return None
+
+    @classmethod
+    def aftermath(cls, member: Member) -> str | None:
+        """What followed, told at the end of another detector's headline."""
+        return None
+
+    @classmethod
+    def role(cls, member: Member) -> str | None:
+        """Which process the incident is about, if this detector's alert knows."""
+        return None
 
     # The base's part: time, idleness, persistence ----------------------------------
 

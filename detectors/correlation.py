@@ -33,26 +33,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from detectors.base import Alert, AlertStatus, Severity
+from detectors import REGISTRY
+from detectors.base import Alert, AlertStatus, Detector, Member, Severity, Story
 
 _RANK = {Severity.INFO: 0, Severity.WARNING: 1, Severity.CRITICAL: 2}
 
-#: Lower comes first in a chain of cause and effect; unknown detectors sit in the middle.
-CAUSAL_ORDER: dict[str, int] = {
-    "idle_heap_growth": 0,
-    "checkpoint_state_growth": 0,
-    "jm_k8s_watch_crash": 0,
-    "jvm_fatal": 1,
-    "tm_lost": 2,
-    "checkpoint_creep": 3,
-    "late_barrier_acks": 3,
-    "checkpoint_failures": 4,
-    "restart_storm": 5,
-}
+#: Where a detector not (or no longer) registered sits in the causal order.
 _MIDDLE = 3
-
-#: ``tm_lost`` causes that mean the process ran out of memory.
-_MEMORY_CAUSES = {"memory_kill": "killed for memory", "oom_killed": "OOMKilled", "jvm_oom": "OOM"}
 
 
 class CorrelationParams(BaseModel):
@@ -74,25 +61,6 @@ class CorrelationParams(BaseModel):
     max_members: int = Field(
         default=20, ge=1, description="Alerts one incident takes at most; more open a new one."
     )
-
-
-class Member(BaseModel):
-    """One alert of an incident, as of its latest transition."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    alert_id: str
-    detector: str
-    status: AlertStatus
-    severity: Severity
-    summary: str
-    first_ms: int
-    last_ms: int
-    job_id: str | None = None
-    job_name: str | None = None
-    tm_id: str | None = None
-    host: str | None = None
-    evidence: dict[str, Any] = Field(default_factory=dict)
 
 
 class IncidentView(BaseModel):
@@ -241,7 +209,7 @@ class Correlator:
         if opened or rose:
             inc.severity = alert.severity
         members = tuple(inc.members.values())
-        root = min(members, key=lambda m: (CAUSAL_ORDER.get(m.detector, _MIDDLE), m.first_ms))
+        root = min(members, key=lambda m: (_rank(m.detector), m.first_ms))
         return IncidentView(
             incident_id=incident_id,
             headline=headline(members, root),
@@ -269,99 +237,41 @@ class Correlator:
 # --- the root-cause line ---------------------------------------------------------------
 
 
-def _num(v: object, unit: str = "") -> str:
-    if isinstance(v, int | float) and not isinstance(v, bool):
-        return f"{v:,.0f}{unit}" if abs(v) >= 10 else f"{v:g}{unit}"
-    return "?"
-
-
-def _mb(nbytes: object) -> str:
-    if isinstance(nbytes, int | float) and not isinstance(nbytes, bool):
-        return f"{nbytes / 2**20:,.0f} MB"
-    return "?"
-
-
-def _job(m: Member | None) -> str:
-    if m is None:
-        return "?"
-    return m.job_name or m.job_id or "?"
-
-
-def _tm(m: Member | None) -> str:
-    if m is None:
-        return "?"
-    return m.tm_id or m.host or "?"
-
-
-def _death(lost: Member | None, fatal: Member | None) -> str | None:
-    """How a TaskManager died, from tm_lost's cause or jvm_fatal's kind."""
-    if lost is not None:
-        cause = str(lost.evidence.get("cause") or "unknown")
-        if cause in _MEMORY_CAUSES:
-            return _MEMORY_CAUSES[cause]
-        if fatal is None:
-            return "lost (heartbeat timeout, cause unknown)" if cause == "unknown" else cause
-    if fatal is not None:
-        return f"died ({str(fatal.evidence.get('cause') or 'fatal error').replace('_', ' ')})"
-    return None
+def _rank(detector: str) -> int:
+    cls = REGISTRY.get(detector)
+    return cls.causal_rank if cls is not None else _MIDDLE
 
 
 def headline(members: tuple[Member, ...], root: Member) -> str:
-    """The root-cause line of an incident: what started it and what followed."""
+    """The root-cause line of an incident: what started it and what followed.
+
+    The root's detector words the line (:meth:`Detector.headline`), told how a process
+    died by whichever member knows best (:meth:`Detector.death`); what followed
+    (:meth:`Detector.aftermath`) and the other detectors are appended.
+    """
     first: dict[str, Member] = {}
     for m in sorted(members, key=lambda m: m.first_ms):
         first.setdefault(m.detector, m)
-    lost, fatal = first.get("tm_lost"), first.get("jvm_fatal")
-    restarts = first.get("restart_storm")
-    ev = root.evidence
-    d = root.detector
-    if d == "idle_heap_growth":
-        rate = _num(ev.get("growth_mb_per_h"), " MB/h")
-        how = _death(lost, fatal)
-        if how:
-            text = (
-                f"TaskManager {_tm(root)} {how} after its heap grew {rate} with zero input: "
-                "likely the Kafka source offsetsToCommit leak (FLINK-33231)"
-            )
-        else:
-            text = (
-                f"TaskManager {_tm(root)} heap floor grows {rate} with zero input: likely the "
-                "Kafka source offsetsToCommit leak (FLINK-33231)"
-            )
-    elif d == "checkpoint_state_growth":
-        size = _mb(ev.get("size_bytes") or ev.get("last_size_bytes"))
-        how = _death(lost, fatal)
-        died = f"; TaskManager {_tm(lost or fatal)} {how}" if how else ""
-        text = (
-            f"checkpoint state of job {_job(root)} keeps growing (now {size}){died}: state too "
-            "large for the heap; check the window shape and the state backend"
-        )
-    elif d == "jm_k8s_watch_crash":
-        restored = ev.get("restored")
-        after = {
-            "checkpoint": "jobs came back from their latest checkpoint",
-            "none": "jobs restarted WITHOUT state (no HA)",
-        }.get(str(restored), "recovery not seen yet")
-        text = f"JobManager crashed on a Kubernetes watch error (too old resource version); {after}"
-    elif d in ("jvm_fatal", "tm_lost"):
-        how = _death(lost, fatal) or "lost"
-        role = str((fatal.evidence if fatal else {}).get("role") or "TaskManager")
-        role = "JobManager" if role == "jobmanager" else "TaskManager"
-        text = f"{role} {_tm(root)} {how}"
-    elif d == "late_barrier_acks":
-        host = ev.get("concentrated_host")
-        where = f", concentrated on {host} (skew or backpressure there)" if host else ""
-        text = f"checkpoints of job {_job(root)} get barrier acks after they expired{where}"
-    elif d == "checkpoint_creep":
-        text = f"checkpoint durations of job {_job(root)} creep towards the timeout"
-    else:
-        text = f"{d} on {_job(root) if root.job_id else _tm(root)}: {root.summary}"
-    others = [x for x in first if x not in (d, "tm_lost", "jvm_fatal")]
-    if restarts is not None and d != "restart_storm":
-        n = restarts.evidence.get("restarts")
-        times = f" ({_num(n)} restarts)" if n is not None else ""
-        text += f"; job {_job(restarts)} restarting{times}"
-        others.remove("restart_storm")
+    known: dict[str, type[Detector[Any, Any]]] = {d: REGISTRY[d] for d in first if d in REGISTRY}
+    deaths = sorted(
+        (death, d) for d, cls in known.items() if (death := cls.death(first[d])) is not None
+    )
+    roles = [r for d, cls in known.items() if (r := cls.role(first[d])) is not None]
+    story = Story(
+        root=root,
+        first=first,
+        death=deaths[0][0][1] if deaths else None,
+        dead=first[deaths[0][1]] if deaths else None,
+        role=roles[0] if roles else "TaskManager",
+    )
+    told = {root.detector} | {d for _, d in deaths}
+    text = known.get(root.detector, Detector).headline(story)
+    for d, cls in known.items():
+        after = cls.aftermath(first[d]) if d not in told else None
+        if after:
+            text += f"; {after}"
+            told.add(d)
+    others = [d for d in first if d not in told]
     if others:
         text += "; also " + ", ".join(others)
     return text
