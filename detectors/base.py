@@ -480,7 +480,9 @@ class Detector(ABC, Generic[P, S]):
         """:meth:`on_event`, with ``last_event_ms`` kept and the idle deadline added."""
         if state is not None:
             state.last_event_ms = max(state.last_event_ms, event.time_ms)
-            state.job_name = event.job_name or state.job_name
+            if event.job_name and event.job_id in (None, state.job_id):
+                # A TaskManager's state may see several jobs: a name goes with its own id.
+                state.job_name = event.job_name
         return self._with_idle(self.on_event(state, event))
 
     def handle_timer(self, state: S, now_ms: int) -> Step[S]:
@@ -527,19 +529,19 @@ class Detector(ABC, Generic[P, S]):
     def new_state(self, event: Event, **fields: Any) -> S:
         """A state for an entity seen the first time, at ``event``.
 
-        ``fields`` are the detector's own; the identity (entity, job, TaskManager, host)
-        and lifecycle fields come from the event.
+        ``fields`` are the detector's own (and may override the identity: entity, job,
+        TaskManager, host), the rest comes from the event.
         """
-        return self.state_model(  # type: ignore[return-value]
-            v=self.schema_version,
-            entity=self.entity_of(event, self.scope) or "",
-            job_id=event.job_id,
-            job_name=event.job_name,
-            tm_id=event.tm_id,
-            host=event.host,
-            last_event_ms=event.time_ms,
-            **fields,
-        )
+        identity: dict[str, Any] = {
+            "v": self.schema_version,
+            "entity": self.entity_of(event, self.scope) or "",
+            "job_id": event.job_id,
+            "job_name": event.job_name,
+            "tm_id": event.tm_id,
+            "host": event.host,
+            "last_event_ms": event.time_ms,
+        }
+        return self.state_model(**(identity | fields))  # type: ignore[return-value]
 
     # Helpers shared by detectors -------------------------------------------------------
 
