@@ -22,28 +22,29 @@ pods.``, DEBUG ``HTTP_GONE``): those lines never fire.
 
 The detector is cluster-scoped: every JobManager of the fleet shares one state. Crashes
 are kept apart by the ``host`` of their log records (the node, from a shipper's
-envelope); records without one are taken as one JobManager. State (bounded): at most
-``max_jobmanagers`` crash records and job lists of at most ``max_jobs`` ids each, about
-1 KB per open crash.
+envelope); records without one are taken as one JobManager. State (bounded,
+:class:`JmK8sWatchCrashState`): at most ``max_jobmanagers`` crash records and job lists
+of at most ``max_jobs`` ids each, about 1 KB per open crash.
 """
 
 from __future__ import annotations
 
-import copy
 import re
-from typing import Any, ClassVar
+from collections.abc import Callable
+from typing import ClassVar, Literal
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from detectors.base import (
     Alert,
     AlertStatus,
     Detector,
     DetectorParams,
+    DetectorState,
     Event,
+    Evidence,
     Scope,
     Severity,
-    State,
     Step,
 )
 
@@ -55,11 +56,6 @@ _VERSIONS = re.compile(r"too old resource version: (\d+) \((\d+)\)")
 _TERMINAL = frozenset({"FINISHED", "CANCELED", "FAILED"})
 _MAX_LINE_CHARS = 300
 _MAX_CRASH_TIMES = 10  # crash times kept per JobManager
-
-
-def _latest(crash: dict[str, Any]) -> int:
-    """When the JobManager crashed last: its recovery is measured from there."""
-    return int(crash.get("last_crash_ms") or crash["start_ms"])
 
 
 class JmK8sWatchCrashParams(DetectorParams):
@@ -113,10 +109,130 @@ class JmK8sWatchCrashParams(DetectorParams):
     )
 
 
-class JmK8sWatchCrash(Detector[JmK8sWatchCrashParams, Any]):
+class JmCrash(BaseModel):
+    """One open crash of a JobManager: its incident.
+
+    Attributes:
+        start_ms: When it crashed (the incident's start; the alert id comes from it).
+        last_crash_ms: When it crashed again within the incident, the latest time.
+        crash_times: Its crashes within ``loop_window_s`` (at most ``_MAX_CRASH_TIMES``).
+        stalled: No job was back ``restart_timeout_s`` after the crash.
+        job_id: The job the alert names, once known.
+        fatal_lines: Fatal lines of the crash (ResourceManager, entrypoint, again).
+        line: The ``too old resource version`` line.
+        resource_version: The resource version the watch had.
+        jm_started_ms: When the JobManager started again.
+        restored: Jobs restored from a checkpoint: job id → checkpoint id.
+        lost: Jobs RUNNING again without a restore before: their state is lost.
+        back_ms: When the latest job came back.
+        no_checkpoint: ``No checkpoint found during restore.`` lines.
+        jobs_before: Jobs the JobManager ran before the crash.
+        severity: The incident's severity now.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    start_ms: int
+    last_crash_ms: int | None = None
+    crash_times: list[int] = []
+    stalled: bool = False
+    job_id: str | None = None
+    fatal_lines: int = 1
+    line: str = ""
+    resource_version: str | None = None
+    jm_started_ms: int | None = None
+    restored: dict[str, int] = {}
+    lost: list[str] = []
+    back_ms: int | None = None
+    no_checkpoint: int = 0
+    jobs_before: list[str] = []
+    severity: Severity
+
+    def latest(self) -> int:
+        """When the JobManager crashed last: its recovery is measured from there."""
+        return self.last_crash_ms or self.start_ms
+
+    def times(self) -> list[int]:
+        """Its crash times (the first alone if none were kept)."""
+        return list(self.crash_times or [self.start_ms])
+
+
+class JmPending(BaseModel):
+    """The pieces of a crash a shipper split, of one host, waiting for each other.
+
+    Attributes:
+        fatal_ms: When the fatal line without a cause came.
+        watch_ms: When the lone ``too old resource version`` line came.
+        line: The ``too old resource version`` line.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    fatal_ms: int | None = None
+    watch_ms: int | None = None
+    line: str | None = None
+
+
+class JmK8sWatchCrashState(DetectorState):
+    """What :class:`JmK8sWatchCrash` keeps for the whole fleet (keys are hosts, ``""``: none).
+
+    Attributes:
+        crashes: The open crash of each JobManager.
+        jobs: The jobs each JobManager runs: job id → when it last changed state.
+        pending: Split crash pieces waiting for their other half.
+        loops: Crash times of JobManagers whose incident closed (a loop counts them).
+    """
+
+    crashes: dict[str, JmCrash] = {}
+    jobs: dict[str, dict[str, int]] = {}
+    pending: dict[str, JmPending] = {}
+    loops: dict[str, list[int]] = {}
+
+
+class JmK8sWatchCrashEvidence(Evidence):
+    """What a ``jm_k8s_watch_crash`` alert shows.
+
+    Attributes:
+        restored: ``checkpoint``, ``none`` (state lost) or ``unknown`` (not seen yet).
+        restored_job_ids: Jobs restored from a checkpoint.
+        lost_job_ids: Jobs that restarted without their state.
+        checkpoints: The checkpoint each restored job came back from.
+        jobs_before_crash: Jobs the JobManager ran before the crash.
+        jm_restarted: The JobManager started again.
+        jm_restart_s: Seconds from the (latest) crash to the restart.
+        recovery_s: Seconds from the (latest) crash to the latest job back.
+        no_checkpoint_lines: ``No checkpoint found during restore.`` lines.
+        fatal_lines: Fatal lines of the crash.
+        resource_version: The resource version the watch had.
+        diagnostics: The ``too old resource version`` line.
+        crashes: Crashes of the incident within ``loop_window_s``.
+        crash_times_ms: Their times.
+        job_ids: The jobs restored or lost (link field).
+    """
+
+    restored: Literal["checkpoint", "none", "unknown"]
+    restored_job_ids: list[str]
+    lost_job_ids: list[str]
+    checkpoints: dict[str, int]
+    jobs_before_crash: list[str]
+    jm_restarted: bool
+    jm_restart_s: float | None
+    recovery_s: float | None
+    no_checkpoint_lines: int
+    fatal_lines: int
+    resource_version: str | None
+    diagnostics: str
+    crashes: int
+    crash_times_ms: list[int]
+
+
+class JmK8sWatchCrash(Detector[JmK8sWatchCrashParams, JmK8sWatchCrashState]):
     """Fire when a JobManager crashes on a Kubernetes watch error; escalate if state is lost."""
 
     name: ClassVar[str] = "jm_k8s_watch_crash"
+    state_model: ClassVar[type[DetectorState]] = JmK8sWatchCrashState
+    evidence_model: ClassVar[type[Evidence]] = JmK8sWatchCrashEvidence
+    causal_rank: ClassVar[int] = 0
     runbook: ClassVar[str] = (
         "The JobManager exited on a Kubernetes pod-watch error (too old resource version; "
         "Flink 1.10.2-1.12.1, fixed in 1.12.2 by FLINK-20417). Check that the jobs are RUNNING "
@@ -139,49 +255,51 @@ class JmK8sWatchCrash(Detector[JmK8sWatchCrashParams, Any]):
     )
     params_model: ClassVar[type[DetectorParams]] = JmK8sWatchCrashParams
 
-    def signal_values(self, state: State) -> dict[str, float]:  # noqa: D102
-        return {"jm_crashes_open": float(len(state.get("crashes") or {}))}
+    def signal_values(self, state: JmK8sWatchCrashState) -> dict[str, float]:  # noqa: D102
+        return {"jm_crashes_open": float(len(state.crashes))}
 
-    def on_event(self, state: State | None, event: Event, now_ms: int) -> Step:
+    def on_event(
+        self, state: JmK8sWatchCrashState | None, event: Event
+    ) -> Step[JmK8sWatchCrashState]:
         """Detect the crash, follow the restart and the jobs' recovery."""
-        state, expired = self.expire_idle(state, event.time_ms)
-        st = copy.deepcopy(state) if state else self._new_state(event)
+        st = state or self.new_state(event)
         t = event.time_ms
-        st["last_event_ms"] = max(int(st["last_event_ms"]), t)
-        alerts = expired + self._due(st, t)
+        alerts: list[Alert] = []
         src = event.host or ""
         kind = event.kind
         if kind in ("fatal_error", "k8s_watch_gone"):
             alerts.extend(self._on_fatal_or_watch(st, event, src))
         elif kind == "jm_started":
-            crash = self._crash_for(st, src, lambda c: c["jm_started_ms"] is None)
+            crash = self._crash_for(st, src, lambda c: c.jm_started_ms is None)
             if crash is not None:
-                crash["jm_started_ms"] = t
+                crash.jm_started_ms = t
         elif kind == "job_restored" and event.job_id:
             crash = self._crash_for(st, src, lambda c: True)
             if crash is not None and event.checkpoint_id is not None:
-                crash["restored"][event.job_id] = event.checkpoint_id
+                crash.restored[event.job_id] = event.checkpoint_id
         elif kind == "no_checkpoint_found":
             crash = self._crash_for(st, src, lambda c: True)
             if crash is not None:
-                crash["no_checkpoint"] = int(crash["no_checkpoint"]) + 1
+                crash.no_checkpoint += 1
         elif kind == "job_state" and event.job_id and event.to_state:
             alerts.extend(self._on_job_state(st, event, src))
         return Step(state=st, alerts=tuple(alerts), timer_ms=self._next_timer(st))
 
-    def on_timer(self, state: State, now_ms: int) -> Step:
-        """Escalate a JobManager that did not bring its jobs back; resolve; evict."""
-        st = copy.deepcopy(state)
-        alerts = self._due(st, now_ms)
-        if now_ms - int(st["last_event_ms"]) >= self.params.idle_ttl_s * 1000:
-            for src in list(st["crashes"]):
-                alerts.append(self._close(st, src, now_ms, "no events any more"))
-            return Step(state=None, alerts=tuple(alerts))
-        return Step(state=st, alerts=tuple(alerts), timer_ms=self._next_timer(st))
+    def on_timer(self, state: JmK8sWatchCrashState, now_ms: int) -> Step[JmK8sWatchCrashState]:
+        """Escalate a JobManager that did not bring its jobs back; resolve recovered ones."""
+        alerts = self._due(state, now_ms)
+        return Step(state=state, alerts=tuple(alerts), timer_ms=self._next_timer(state))
+
+    def on_idle(self, state: JmK8sWatchCrashState, now_ms: int) -> tuple[Alert, ...]:
+        """The fleet went quiet: every open crash closes."""
+        alerts = self._due(state, now_ms)  # a deadline at the idle time itself comes first
+        for src in list(state.crashes):
+            alerts.append(self._close(state, src, now_ms, "no events any more"))
+        return tuple(alerts)
 
     # Crash --------------------------------------------------------------------------------
 
-    def _on_fatal_or_watch(self, st: State, event: Event, src: str) -> list[Alert]:
+    def _on_fatal_or_watch(self, st: JmK8sWatchCrashState, event: Event, src: str) -> list[Alert]:
         text = f"{event.message or ''}\n{event.reason or ''}"
         too_old = _TOO_OLD in text
         jm_fatal = event.kind == "fatal_error" and _JM_FATAL.search(event.message or "")
@@ -190,98 +308,81 @@ class JmK8sWatchCrash(Detector[JmK8sWatchCrashParams, Any]):
             return []
         t = event.time_ms
         pair_ms = self.params.pair_s * 1000
-        for other_src in [s for s in st["pending"] if s != src]:
-            seen = st["pending"][other_src]
-            last = max(int(v) for v in (seen["fatal_ms"], seen["watch_ms"], 0) if v is not None)
+        for other_src in [s for s in st.pending if s != src]:
+            seen = st.pending[other_src]
+            last = max(v for v in (seen.fatal_ms, seen.watch_ms, 0) if v is not None)
             if t - last > pair_ms:
-                del st["pending"][other_src]
-        pending = st["pending"].setdefault(src, {"fatal_ms": None, "watch_ms": None, "line": None})
+                del st.pending[other_src]
+        pending = st.pending.setdefault(src, JmPending())
         if too_old:
-            pending["line"] = _too_old_line(text)
+            pending.line = _too_old_line(text)
         if jm_fatal and too_old:
-            return self._crash(st, src, t, str(pending["line"]))
+            return self._crash(st, src, t, pending.line or "")
         if jm_fatal:
-            pending["fatal_ms"] = t
-            other = pending.get("watch_ms")
+            pending.fatal_ms = t
+            other = pending.watch_ms
         else:
-            pending["watch_ms"] = t
-            other = pending.get("fatal_ms")
-        if other is not None and abs(t - int(other)) <= pair_ms:
-            return self._crash(st, src, min(t, int(other)), str(pending["line"] or ""))
+            pending.watch_ms = t
+            other = pending.fatal_ms
+        if other is not None and abs(t - other) <= pair_ms:
+            return self._crash(st, src, min(t, other), pending.line or "")
         return []
 
-    def _crash(self, st: State, src: str, t: int, line: str) -> list[Alert]:
-        st["pending"].pop(src, None)
+    def _crash(self, st: JmK8sWatchCrashState, src: str, t: int, line: str) -> list[Alert]:
+        st.pending.pop(src, None)
         alerts: list[Alert] = []
-        crash = st["crashes"].get(src)
+        crash = st.crashes.get(src)
         if crash is not None:
-            if crash["jm_started_ms"] is None:
+            if crash.jm_started_ms is None:
                 # The entrypoint's fatal line after the ResourceManager's: the same crash.
-                crash["fatal_lines"] = int(crash["fatal_lines"]) + 1
+                crash.fatal_lines += 1
                 return []
             return self._again(st, src, crash, t, line)
-        if len(st["crashes"]) >= self.params.max_jobmanagers:
-            oldest = min(st["crashes"], key=lambda s: int(st["crashes"][s]["start_ms"]))
+        if len(st.crashes) >= self.params.max_jobmanagers:
+            oldest = min(st.crashes, key=lambda s: st.crashes[s].start_ms)
             alerts.append(self._close(st, oldest, t, "too many JobManagers tracked"))
         # The crashed process's jobs are gone with it; those that come back register again.
-        before = sorted(st["jobs"].pop(src, {}))
+        before = sorted(st.jobs.pop(src, {}))
         versions = _VERSIONS.search(line)
         # Crashes of this JobManager in an incident that closed lately still count.
         times = [*self._recent(st, src, t), t]
         looping = len(times) >= self.params.loop_crashes
-        crash = {
-            "start_ms": t,
-            "stalled": False,
-            "job_id": None,
-            "fatal_lines": 1,
-            "line": line[:_MAX_LINE_CHARS],
-            "resource_version": versions.group(1) if versions else None,
-            "jm_started_ms": None,
-            "restored": {},
-            "lost": [],
-            "back_ms": None,
-            "no_checkpoint": 0,
-            "jobs_before": before[: self.params.max_jobs],
-            "severity": (Severity.CRITICAL if looping else self.params.severity).value,
-            "crash_times": times,
-        }
-        st["crashes"][src] = crash
-        view = self._view(st, src)
-        where = f" on {src}" if src else ""
-        alerts.append(
-            self.alert(
-                state=view,
-                status=AlertStatus.FIRING,
-                event_time_ms=t,
-                summary=(
-                    f"JobManager{where} crashed: Kubernetes pod watch failed with 'too old "
-                    "resource version' (fatal before Flink 1.12.2)"
-                    + (f"; {self._loop_text(times)}" if looping else "")
-                ),
-                evidence=self._evidence(crash, t),
-                severity=Severity.CRITICAL if looping else None,
-            )
+        crash = JmCrash(
+            start_ms=t,
+            line=line[:_MAX_LINE_CHARS],
+            resource_version=versions.group(1) if versions else None,
+            jobs_before=before[: self.params.max_jobs],
+            severity=Severity.CRITICAL if looping else self.params.severity,
+            crash_times=times,
         )
+        st.crashes[src] = crash
+        where = f" on {src}" if src else ""
+        summary = (
+            f"JobManager{where} crashed: Kubernetes pod watch failed with 'too old resource "
+            "version' (fatal before Flink 1.12.2)"
+            + (f"; {self._loop_text(times)}" if looping else "")
+        )
+        view = self._view(st, src)
+        alerts.append(self.fire(view, t, summary, self._evidence(crash), crash.severity))
         return alerts
 
-    def _again(self, st: State, src: str, crash: dict[str, Any], t: int, line: str) -> list[Alert]:
+    def _again(
+        self, st: JmK8sWatchCrashState, src: str, crash: JmCrash, t: int, line: str
+    ) -> list[Alert]:
         """The JobManager crashed again before its incident closed: the same incident."""
         window_ms = self.params.loop_window_s * 1000
-        earlier = crash.get("crash_times") or [crash["start_ms"]]
-        times = [x for x in [*earlier, t] if t - x <= window_ms]
-        before = sorted(st["jobs"].pop(src, {}))
-        crash.update(
-            crash_times=times[-_MAX_CRASH_TIMES:],
-            last_crash_ms=t,
-            jm_started_ms=None,
-            back_ms=None,
-            stalled=False,
-            restored={},
-            fatal_lines=int(crash["fatal_lines"]) + 1,
-            line=line[:_MAX_LINE_CHARS] or crash["line"],
-        )
+        times = [x for x in [*crash.times(), t] if t - x <= window_ms]
+        before = sorted(st.jobs.pop(src, {}))
+        crash.crash_times = times[-_MAX_CRASH_TIMES:]
+        crash.last_crash_ms = t
+        crash.jm_started_ms = None
+        crash.back_ms = None
+        crash.stalled = False
+        crash.restored = {}
+        crash.fatal_lines += 1
+        crash.line = line[:_MAX_LINE_CHARS] or crash.line
         if before:
-            crash["jobs_before"] = before[: self.params.max_jobs]
+            crash.jobs_before = before[: self.params.max_jobs]
         if len(times) < self.params.loop_crashes:
             return []
         return self._escalate(st, src, t, self._loop_text(times))
@@ -290,186 +391,170 @@ class JmK8sWatchCrash(Detector[JmK8sWatchCrashParams, Any]):
         minutes = (times[-1] - times[0]) / 60_000
         return f"it crashed {len(times)} times in {minutes:.0f} min (a crash loop)"
 
-    def _recent(self, st: State, src: str, t: int) -> list[int]:
+    def _recent(self, st: JmK8sWatchCrashState, src: str, t: int) -> list[int]:
         window_ms = self.params.loop_window_s * 1000
-        return [x for x in (st.get("loops") or {}).get(src, []) if t - x <= window_ms]
+        return [x for x in st.loops.get(src, []) if t - x <= window_ms]
 
-    def _crash_for(self, st: State, src: str, wanted: Any) -> dict[str, Any] | None:
+    @staticmethod
+    def _crash_for(
+        st: JmK8sWatchCrashState, src: str, wanted: Callable[[JmCrash], bool]
+    ) -> JmCrash | None:
         """The open crash an event about a restart belongs to (its host's, else the only one)."""
-        crash: dict[str, Any] | None = st["crashes"].get(src)
+        crash = st.crashes.get(src)
         if crash is not None and wanted(crash):
             return crash
-        candidates = [c for c in st["crashes"].values() if wanted(c)]
+        candidates = [c for c in st.crashes.values() if wanted(c)]
         return candidates[0] if len(candidates) == 1 else None
 
     # Jobs ---------------------------------------------------------------------------------
 
-    def _on_job_state(self, st: State, event: Event, src: str) -> list[Alert]:
+    def _on_job_state(self, st: JmK8sWatchCrashState, event: Event, src: str) -> list[Alert]:
         job, to, t = str(event.job_id), str(event.to_state), event.time_ms
-        jobs = st["jobs"].setdefault(src, {})
+        jobs = st.jobs.setdefault(src, {})
         if to in _TERMINAL:
             jobs.pop(job, None)
         else:
             jobs[job] = t
             if len(jobs) > self.params.max_jobs:
-                del jobs[min(jobs, key=lambda j: int(jobs[j]))]
-        if len(st["jobs"]) > self.params.max_jobmanagers:
+                del jobs[min(jobs, key=lambda j: jobs[j])]
+        if len(st.jobs) > self.params.max_jobmanagers:
             stale = min(
-                (s for s in st["jobs"] if s != src),
-                key=lambda s: max(st["jobs"][s].values(), default=0),
+                (s for s in st.jobs if s != src),
+                key=lambda s: max(st.jobs[s].values(), default=0),
             )
-            del st["jobs"][stale]
+            del st.jobs[stale]
         # Only a job the new JobManager starts counts as back: RESTARTING -> RUNNING is a
         # failover inside some JobManager (on 1.10+ logged before its restore line), and
         # would read as "restarted without state" for whichever crash is open.
         if to != "RUNNING" or (event.from_state or "CREATED") not in ("CREATED", "INITIALIZING"):
             return []
-        crash = self._crash_for(st, src, lambda c: _latest(c) <= t)
-        if crash is None or t - _latest(crash) > self.params.recovery_window_s * 1000:
+        crash = self._crash_for(st, src, lambda c: c.latest() <= t)
+        if crash is None or t - crash.latest() > self.params.recovery_window_s * 1000:
             return []
-        if job in crash["lost"]:
+        if job in crash.lost:
             return []
-        crash["back_ms"] = t
-        if job in crash["restored"]:
+        crash.back_ms = t
+        if job in crash.restored:
             return []
         # Back in RUNNING with no restore line before it: it started from nothing.
-        if len(crash["lost"]) < self.params.max_jobs:
-            crash["lost"].append(job)
-        lost = ", ".join(crash["lost"])
+        if len(crash.lost) < self.params.max_jobs:
+            crash.lost.append(job)
+        lost = ", ".join(crash.lost)
         return self._escalate(
             st, self._src_of(st, crash), t, f"job {lost} restarted WITHOUT its state (no HA)"
         )
 
     # Transitions --------------------------------------------------------------------------
 
-    def _escalate(self, st: State, src: str, t: int, why: str) -> list[Alert]:
-        crash = st["crashes"][src]
-        if crash["severity"] == Severity.CRITICAL.value:
+    def _escalate(self, st: JmK8sWatchCrashState, src: str, t: int, why: str) -> list[Alert]:
+        crash = st.crashes[src]
+        if crash.severity is Severity.CRITICAL:
             return []
-        crash["severity"] = Severity.CRITICAL.value
+        crash.severity = Severity.CRITICAL
         return [
             self.alert(
                 state=self._view(st, src),
                 status=AlertStatus.ESCALATED,
                 event_time_ms=t,
                 summary=f"JobManager crash (too old resource version): {why}",
-                evidence=self._evidence(crash, t),
+                evidence=self._evidence(crash),
                 severity=Severity.CRITICAL,
             )
         ]
 
-    def _due(self, st: State, now_ms: int) -> list[Alert]:
+    def _due(self, st: JmK8sWatchCrashState, now_ms: int) -> list[Alert]:
+        """Escalations and resolves that came due by ``now_ms``, at the time each came due."""
         alerts: list[Alert] = []
-        for src in sorted(st["crashes"], key=lambda s: int(st["crashes"][s]["start_ms"])):
-            crash = st["crashes"][src]
-            back = crash["back_ms"]
-            if back is None:
-                deadline = _latest(crash) + int(self.params.restart_timeout_s * 1000)
-                if now_ms >= deadline and crash["severity"] != Severity.CRITICAL.value:
+        for src in sorted(st.crashes, key=lambda s: st.crashes[s].start_ms):
+            crash = st.crashes[src]
+            if crash.back_ms is None:
+                deadline = crash.latest() + int(self.params.restart_timeout_s * 1000)
+                if now_ms >= deadline and crash.severity is not Severity.CRITICAL:
                     after = f"{self.params.restart_timeout_s:.0f} s after the crash"
                     why = (
                         f"no job RUNNING again {after}"
-                        if crash["jm_started_ms"] is not None
+                        if crash.jm_started_ms is not None
                         else f"the JobManager has not restarted {after}"
                     )
-                    crash["stalled"] = True
+                    crash.stalled = True
                     alerts.extend(self._escalate(st, src, deadline, why))
                 continue
-            resolve_at = int(back) + int(self.params.clear_for_s * 1000)
+            resolve_at = crash.back_ms + int(self.params.clear_for_s * 1000)
             if now_ms >= resolve_at:
                 alerts.append(self._close(st, src, resolve_at, "jobs are RUNNING again"))
         return alerts
 
-    def _close(self, st: State, src: str, t: int, why: str) -> Alert:
-        crash = st["crashes"].pop(src)
+    def _close(self, st: JmK8sWatchCrashState, src: str, t: int, why: str) -> Alert:
+        crash = st.crashes.pop(src)
         # Remembered for loop_window_s: the next crash of this JobManager may be one more.
-        loops = st.setdefault("loops", {})
-        loops[src] = list(crash.get("crash_times") or [crash["start_ms"]])[-_MAX_CRASH_TIMES:]
+        loops = st.loops
+        loops[src] = crash.times()[-_MAX_CRASH_TIMES:]
         while len(loops) > self.params.max_jobmanagers:
             del loops[min(loops, key=lambda s: max(loops[s], default=0))]
         view = self._view(st, src, crash)
-        return self.resolve(
-            view,
-            t,
-            f"JobManager crash (too old resource version): {why}",
-            self._evidence(crash, t),
-            severity=Severity(crash["severity"]),
-        )
+        summary = f"JobManager crash (too old resource version): {why}"
+        return self.resolve(view, t, summary, self._evidence(crash), crash.severity)
 
-    def _next_timer(self, st: State) -> int:
-        timers = [int(st["last_event_ms"]) + int(self.params.idle_ttl_s * 1000)]
-        for crash in st["crashes"].values():
-            if crash["back_ms"] is None:
-                if crash["severity"] != Severity.CRITICAL.value:
-                    timers.append(_latest(crash) + int(self.params.restart_timeout_s * 1000))
-            else:
-                timers.append(int(crash["back_ms"]) + int(self.params.clear_for_s * 1000))
-        return min(timers)
+    def _next_timer(self, st: JmK8sWatchCrashState) -> int | None:
+        due: list[int] = []
+        for crash in st.crashes.values():
+            if crash.back_ms is not None:
+                due.append(crash.back_ms + int(self.params.clear_for_s * 1000))
+            elif crash.severity is not Severity.CRITICAL:
+                due.append(crash.latest() + int(self.params.restart_timeout_s * 1000))
+        return min(due, default=None)
 
     # Output -------------------------------------------------------------------------------
 
     @staticmethod
-    def _src_of(st: State, crash: dict[str, Any]) -> str:
-        return str(next(s for s, c in st["crashes"].items() if c is crash))
+    def _src_of(st: JmK8sWatchCrashState, crash: JmCrash) -> str:
+        return next(s for s, c in st.crashes.items() if c is crash)
 
-    def _view(self, st: State, src: str, crash: dict[str, Any] | None = None) -> State:
+    @staticmethod
+    def _view(st: JmK8sWatchCrashState, src: str, crash: JmCrash | None = None) -> DetectorState:
         """The alert identity of one crash: one incident per crash in the shared state."""
-        c = crash if crash is not None else st["crashes"][src]
-        if c.get("job_id") is None:
+        c = crash if crash is not None else st.crashes[src]
+        if c.job_id is None:
             # The job is named once known: the only one it ran, else the first one back.
-            jobs = list(c["jobs_before"]) if len(c["jobs_before"]) == 1 else []
-            c["job_id"] = next(iter(jobs + sorted(c["restored"]) + list(c["lost"])), None)
-        return {
-            "entity": st["entity"],
-            "incident_start_ms": c["start_ms"],
-            "job_id": c["job_id"],
-            "job_name": None,
-            "tm_id": None,
-            "host": src or None,
-        }
+            jobs = list(c.jobs_before) if len(c.jobs_before) == 1 else []
+            c.job_id = next(iter(jobs + sorted(c.restored) + list(c.lost)), None)
+        return DetectorState(
+            entity=st.entity, incident_start_ms=c.start_ms, job_id=c.job_id, host=src or None
+        )
 
-    def _evidence(self, crash: dict[str, Any], t: int) -> dict[str, Any]:
-        restored_ids = sorted(crash["restored"])
-        lost = list(crash["lost"])
+    @staticmethod
+    def _evidence(crash: JmCrash) -> JmK8sWatchCrashEvidence:
+        """What one crash's alert shows: how far its recovery got."""
+        restored_ids = sorted(crash.restored)
+        lost = list(crash.lost)
+        restored: Literal["checkpoint", "none", "unknown"]
         if lost:
             restored = "none"
         elif restored_ids:
             restored = "checkpoint"
-        elif crash.get("stalled") and crash["jm_started_ms"] is not None:
+        elif crash.stalled and crash.jm_started_ms is not None:
             restored = "none"
-            lost = list(crash["jobs_before"])
+            lost = list(crash.jobs_before)
         else:
             restored = "unknown"
-        started = crash["jm_started_ms"]
-        back = crash["back_ms"]
-        return {
-            "restored": restored,
-            "job_ids": sorted(set(restored_ids) | set(lost)),
-            "restored_job_ids": restored_ids,
-            "lost_job_ids": lost,
-            "checkpoints": {j: int(c) for j, c in sorted(crash["restored"].items())},
-            "jobs_before_crash": list(crash["jobs_before"]),
-            "jm_restarted": started is not None,
-            "jm_restart_s": round((int(started) - _latest(crash)) / 1000, 3)
-            if started is not None
-            else None,
-            "recovery_s": round((int(back) - _latest(crash)) / 1000, 3)
-            if back is not None
-            else None,
-            "no_checkpoint_lines": int(crash["no_checkpoint"]),
-            "fatal_lines": int(crash["fatal_lines"]),
-            "resource_version": crash["resource_version"],
-            "diagnostics": crash["line"],
-            "crashes": len(crash.get("crash_times") or [crash["start_ms"]]),
-            "crash_times_ms": list(crash.get("crash_times") or [crash["start_ms"]]),
-        }
-
-    # State --------------------------------------------------------------------------------
-
-    def _new_state(self, event: Event) -> State:
-        st: State = self.identity(event)
-        st.update({"crashes": {}, "jobs": {}, "pending": {}})
-        return st
+        started, back, latest = crash.jm_started_ms, crash.back_ms, crash.latest()
+        return JmK8sWatchCrashEvidence(
+            restored=restored,
+            job_ids=tuple(sorted(set(restored_ids) | set(lost))),
+            restored_job_ids=restored_ids,
+            lost_job_ids=lost,
+            checkpoints=dict(sorted(crash.restored.items())),
+            jobs_before_crash=list(crash.jobs_before),
+            jm_restarted=started is not None,
+            jm_restart_s=round((started - latest) / 1000, 3) if started is not None else None,
+            recovery_s=round((back - latest) / 1000, 3) if back is not None else None,
+            no_checkpoint_lines=crash.no_checkpoint,
+            fatal_lines=crash.fatal_lines,
+            resource_version=crash.resource_version,
+            diagnostics=crash.line,
+            crashes=len(crash.times()),
+            crash_times_ms=crash.times(),
+        )
 
 
 def _too_old_line(text: str) -> str:

@@ -28,29 +28,34 @@ The incident resolves once no loss signal for the TaskManager has arrived for
 ``clear_for_s`` (a lost TaskManager id does not come back; the longer default covers the
 JobMaster's timeout, which can come minutes after the ResourceManager's).
 
-State per TaskManager (bounded): the open incident, the last kill and OOM seen (one
-each, lines cut to ``_MAX_LINE_CHARS``), the release time and at most ``max_job_ids`` job
-ids; under 2 KB serialised.
+State per TaskManager (bounded, :class:`TmLostState`): the open incident, the last kill
+and OOM seen (one each, lines cut to ``_MAX_LINE_CHARS``), the release time and at most
+``max_job_ids`` job ids; under 2 KB serialised. A timeout waiting for its cause keeps the
+state: ``grace_s`` must be shorter than ``idle_ttl_s``.
 """
 
 from __future__ import annotations
 
-import copy
 import re
-from typing import Any, ClassVar
+from dataclasses import replace
+from typing import Any, ClassVar, Literal, Self
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from detectors.base import (
     Alert,
-    AlertStatus,
     Detector,
     DetectorParams,
+    DetectorState,
     Event,
+    Evidence,
     Scope,
-    State,
     Step,
 )
+
+#: Why a TaskManager was lost (the alert's ``cause``).
+Cause = Literal["memory_kill", "oom_killed", "jvm_oom", "unknown"]
+_KILL_CAUSES = ("memory_kill", "oom_killed")
 
 #: Raw lines kept in the state and the evidence are cut to this length.
 _MAX_LINE_CHARS = 500
@@ -65,7 +70,7 @@ _EXIT_CODE = re.compile(r"Exit code is (-?\d+)|exitCode=(-?\d+)|non-zero exit co
 #: YARN's container exit status (``-104`` physical, ``-103`` virtual memory) from Flink 1.14+.
 _EXIT_STATUS = re.compile(r"Exit code:\s*(-?\d+)")
 _OOM_LINE = re.compile(r"[^\n]*OutOfMemoryError[^\n]*")
-_CAUSE_TEXT = {
+_CAUSE_TEXT: dict[Cause, str] = {
     "memory_kill": "killed by YARN for exceeding its memory limit",
     "oom_killed": "OOMKilled by Kubernetes",
     "jvm_oom": "its JVM ran out of memory (OutOfMemoryError)",
@@ -113,11 +118,121 @@ class TmLostParams(DetectorParams):
         default=10, ge=1, description="Job ids kept per TaskManager (jobs that failed with it)."
     )
 
+    @model_validator(mode="after")
+    def _grace_before_idle(self) -> Self:
+        # A timeout waiting for its cause must page before the idle TaskManager is dropped.
+        if self.grace_s >= self.idle_ttl_s:
+            msg = f"grace_s ({self.grace_s:g}) must be below idle_ttl_s ({self.idle_ttl_s:g})"
+            raise ValueError(msg)
+        return self
 
-class TmLost(Detector[TmLostParams, Any]):
+
+class TmKill(BaseModel):
+    """The last container kill of a TaskManager.
+
+    Attributes:
+        cause: ``memory_kill`` (YARN) or ``oom_killed`` (Kubernetes).
+        t: When it was logged.
+        line: The line that says why the container died.
+        exit_code: The process's exit code (143, 137), when logged.
+        exit_status: YARN's container exit status (-104, -103), when logged.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    cause: Cause
+    t: int
+    line: str
+    exit_code: int | None = None
+    exit_status: int | None = None
+
+
+class TmOom(BaseModel):
+    """The last ``OutOfMemoryError`` of a TaskManager: when, and its line."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    t: int
+    line: str
+
+
+class TmLostState(DetectorState):
+    """What :class:`TmLost` keeps per TaskManager (``job_id``: the first job it failed).
+
+    Attributes:
+        pending_until: A timeout without a cause pages (``unknown``) at this time.
+        first_ms: The incident's first loss signal.
+        last_signal_ms: The latest loss signal; the resolve counts from it.
+        cause: The open incident's cause.
+        late_cause: A cause logged after an ``unknown`` page; the resolve says it.
+        timeouts: Heartbeat timeouts of the incident.
+        timeout_line: Its first heartbeat timeout line.
+        signals: The kinds of loss signal seen in the incident.
+        kill: The last container kill.
+        oom: The last ``OutOfMemoryError``.
+        released_ms: When Flink last stopped the TaskManager on purpose.
+        suppressed: Timeouts not paged because Flink had released the TaskManager.
+        job_ids: Jobs that failed because of the TaskManager (at most ``max_job_ids``).
+    """
+
+    pending_until: int | None = None
+    first_ms: int | None = None
+    last_signal_ms: int | None = None
+    cause: Cause | None = None
+    late_cause: Cause | None = None
+    timeouts: int = 0
+    timeout_line: str | None = None
+    signals: list[str] = []
+    kill: TmKill | None = None
+    oom: TmOom | None = None
+    released_ms: int | None = None
+    suppressed: int = 0
+    job_ids: list[str] = []
+
+
+class TmLostEvidence(Evidence):
+    """What a ``tm_lost`` alert shows.
+
+    Attributes:
+        cause: ``memory_kill``, ``oom_killed``, ``jvm_oom`` or ``unknown``.
+        diagnostics: The line that shows the cause (the kill, the OOM or the timeout).
+        exit_code: The process's exit code, for a kill.
+        heartbeat_timeouts: Heartbeat timeouts of the incident.
+        signals: The kinds of loss signal seen (``container_memory_kill``,
+            ``heartbeat_timeout``).
+        first_signal_ms: The incident's first loss signal.
+        exit_status: YARN's container exit status; only for a kill.
+        timeouts_ignored_after_release: Timeouts not paged because Flink had released
+            the TaskManager; only when there were some.
+        job_ids: The jobs that failed because of the TaskManager (link field).
+    """
+
+    cause: Cause
+    diagnostics: str | None
+    exit_code: int | None
+    heartbeat_timeouts: int
+    signals: list[str]
+    first_signal_ms: int | None
+    exit_status: int | None = None
+    timeouts_ignored_after_release: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        """As the alert carries it: ``exit_status`` for a kill, the ignored count if any."""
+        out = super().as_dict()
+        if self.cause not in _KILL_CAUSES:
+            del out["exit_status"]
+        if not self.timeouts_ignored_after_release:
+            del out["timeouts_ignored_after_release"]
+        return out
+
+
+class TmLost(Detector[TmLostParams, TmLostState]):
     """Fire when a TaskManager is lost (heartbeat timeout or kill), with the cause."""
 
     name: ClassVar[str] = "tm_lost"
+    state_model: ClassVar[type[DetectorState]] = TmLostState
+    evidence_model: ClassVar[type[Evidence]] = TmLostEvidence
+    causal_rank: ClassVar[int] = 2
     runbook: ClassVar[str] = (
         "A TaskManager died and its jobs restart. memory_kill / oom_killed: the process used "
         "more than its container limit: raise taskmanager.memory.process.size or the JVM "
@@ -141,24 +256,33 @@ class TmLost(Detector[TmLostParams, Any]):
     )
     params_model: ClassVar[type[DetectorParams]] = TmLostParams
 
-    def signal_values(self, state: State) -> dict[str, float]:  # noqa: D102
-        return {"tm_lost": 1.0 if state.get("firing") else 0.0}
+    def signal_values(self, state: TmLostState) -> dict[str, float]:  # noqa: D102
+        return {"tm_lost": 1.0 if state.firing else 0.0}
 
-    def on_event(self, state: State | None, event: Event, now_ms: int) -> Step:
+    def handle_event(self, state: TmLostState | None, event: Event) -> Step[TmLostState]:
+        """The base's, but the job name is the first one a failing job's line gave.
+
+        ``job_id`` is the first job that failed with the TaskManager; the base would
+        take the name of whichever job's line came last.
+        """
+        first_name = event.kind == "job_state" and event.job_id and not (state and state.job_name)
+        if state is not None and not first_name:
+            event = replace(event, job_name=None)
+        return super().handle_event(state, event)
+
+    def on_event(self, state: TmLostState | None, event: Event) -> Step[TmLostState]:
         """Record causes, releases and losses; fire on a kill or a timeout."""
-        state, expired = self.expire_idle(state, event.time_ms)
         if state is None and not self._worth_state(event):
             # A failing job that names no TaskManager we track, an OOM of a healthy-so-far
             # JVM without an id, ...: nothing to remember.
-            return Step(state=None, alerts=tuple(expired))
-        st = copy.deepcopy(state) if state else self._new_state(event)
-        t = event.time_ms
-        st["last_event_ms"] = max(int(st["last_event_ms"]), t)
-        st["host"] = st.get("host") or _own_host(event)
-        alerts = expired + self._due(st, t)
+            return Step(state=None)
+        # The job comes from the lines of jobs failing with it, the host from its own.
+        st = state or self.new_state(replace(event, job_id=None, job_name=None, host=None))
+        st.host = st.host or _own_host(event)
+        alerts: list[Alert] = []
         kind = event.kind
         if kind == "tm_released":
-            self._on_released(st, t)
+            self._on_released(st, event.time_ms)
         elif kind == "container_memory_kill":
             alerts.extend(self._on_kill(st, event))
         elif kind in ("jvm_oom", "fatal_error"):
@@ -169,16 +293,17 @@ class TmLost(Detector[TmLostParams, Any]):
             self._on_job_failure(st, event)
         return Step(state=st, alerts=tuple(alerts), timer_ms=self._next_timer(st))
 
-    def on_timer(self, state: State, now_ms: int) -> Step:
-        """Page a pending timeout with cause unknown; resolve; evict an idle TaskManager."""
-        st = copy.deepcopy(state)
-        alerts = self._due(st, now_ms)
-        idle_ms = now_ms - int(st["last_event_ms"])
-        if idle_ms >= self.params.idle_ttl_s * 1000 and st.get("pending_until") is None:
-            if st["firing"]:
-                alerts.append(self._resolved(st, now_ms, "no events about it any more"))
-            return Step(state=None, alerts=tuple(alerts))
-        return Step(state=st, alerts=tuple(alerts), timer_ms=self._next_timer(st))
+    def on_timer(self, state: TmLostState, now_ms: int) -> Step[TmLostState]:
+        """Page a pending timeout with cause unknown; resolve once the signals stopped."""
+        alerts = self._due(state, now_ms)
+        return Step(state=state, alerts=tuple(alerts), timer_ms=self._next_timer(state))
+
+    def on_idle(self, state: TmLostState, now_ms: int) -> tuple[Alert, ...]:
+        """A TaskManager gone quiet closes its incident (with a cause logged late)."""
+        alerts = self._due(state, now_ms)  # a deadline at the idle time itself comes first
+        if state.firing:
+            alerts.append(self._resolved(state, now_ms, "no events about it any more"))
+        return tuple(alerts)
 
     # Events -----------------------------------------------------------------------------
 
@@ -190,194 +315,159 @@ class TmLost(Detector[TmLostParams, Any]):
             return _is_oom(event)
         return True
 
-    def _on_released(self, st: State, t: int) -> None:
-        st["released_ms"] = t
-        if st.get("pending_until") is not None:
+    @staticmethod
+    def _on_released(st: TmLostState, t: int) -> None:
+        st.released_ms = t
+        if st.pending_until is not None:
             # The timeout we were holding belongs to a TaskManager Flink stopped itself.
-            st["pending_until"] = None
-            st["first_ms"] = None
-            st["suppressed"] = int(st["suppressed"]) + 1
+            st.pending_until = None
+            st.first_ms = None
+            st.suppressed += 1
 
-    def _on_kill(self, st: State, event: Event) -> list[Alert]:
+    def _on_kill(self, st: TmLostState, event: Event) -> list[Alert]:
         msg = event.message or ""
         oom_killed = "oomkilled" in (event.reason or "").lower() or "OOMKilled" in msg
         line = _KILL_LINE.search(msg)
-        st["kill"] = {
-            "cause": "oom_killed" if oom_killed else "memory_kill",
-            "t": event.time_ms,
-            "line": (line.group(0) if line else msg.split("\n", 1)[0]).strip()[:_MAX_LINE_CHARS],
-            "exit_code": _exit_code(msg),
-            "exit_status": _group_int(_EXIT_STATUS.search(msg)),
-        }
+        st.kill = TmKill(
+            cause="oom_killed" if oom_killed else "memory_kill",
+            t=event.time_ms,
+            line=(line.group(0) if line else msg.split("\n", 1)[0]).strip()[:_MAX_LINE_CHARS],
+            exit_code=_exit_code(msg),
+            exit_status=_group_int(_EXIT_STATUS.search(msg)),
+        )
         self._signal(st, event.time_ms, "container_memory_kill")
-        if st["firing"]:
+        if st.firing:
             return []
         # A kill is a loss by itself: page now, whether or not a timeout follows.
-        return [self._fire(st, event.time_ms, str(st["kill"]["cause"]))]
+        return [self._fire(st, event.time_ms, st.kill.cause)]
 
-    def _on_oom(self, st: State, event: Event) -> list[Alert]:
+    def _on_oom(self, st: TmLostState, event: Event) -> list[Alert]:
         if not _is_oom(event):
             return []
         msg = event.message or ""
         line = _OOM_LINE.search(msg)
-        st["oom"] = {
-            "t": event.time_ms,
-            "line": (line.group(0) if line else msg.split("\n", 1)[0]).strip()[:_MAX_LINE_CHARS],
-        }
-        if st.get("pending_until") is not None and not st["firing"]:
+        st.oom = TmOom(
+            t=event.time_ms,
+            line=(line.group(0) if line else msg.split("\n", 1)[0]).strip()[:_MAX_LINE_CHARS],
+        )
+        if st.pending_until is not None and not st.firing:
             # The cause arrived within the grace period: page now, with it.
             return [self._fire(st, event.time_ms, "jvm_oom")]
-        if st["firing"] and st.get("cause") == "unknown":
+        if st.firing and st.cause == "unknown":
             # Too late for the page, but the resolve will say it.
-            st["late_cause"] = "jvm_oom"
+            st.late_cause = "jvm_oom"
         return []
 
-    def _on_timeout(self, st: State, event: Event) -> list[Alert]:
+    def _on_timeout(self, st: TmLostState, event: Event) -> list[Alert]:
         t = event.time_ms
-        released = st.get("released_ms")
-        if released is not None and 0 <= t - int(released) <= self.params.release_window_s * 1000:
-            st["suppressed"] = int(st["suppressed"]) + 1
+        released = st.released_ms
+        if released is not None and 0 <= t - released <= self.params.release_window_s * 1000:
+            st.suppressed += 1
             return []
-        st["timeouts"] = int(st["timeouts"]) + 1
-        if st.get("timeout_line") is None:
-            st["timeout_line"] = (event.message or "").split("\n", 1)[0][:_MAX_LINE_CHARS]
+        st.timeouts += 1
+        if st.timeout_line is None:
+            st.timeout_line = (event.message or "").split("\n", 1)[0][:_MAX_LINE_CHARS]
         self._signal(st, t, "heartbeat_timeout")
-        if st["firing"] or st.get("pending_until") is not None:
+        if st.firing or st.pending_until is not None:
             return []
         cause = self._recent_cause(st, t)
         if cause is not None:
             return [self._fire(st, t, cause)]
-        st["pending_until"] = t + int(self.params.grace_s * 1000)
+        st.pending_until = t + int(self.params.grace_s * 1000)
         if self.params.grace_s == 0:
             return self._due(st, t)
         return []
 
-    def _on_job_failure(self, st: State, event: Event) -> None:
+    def _on_job_failure(self, st: TmLostState, event: Event) -> None:
         # The parser sets tm_id on a job_state only when its cause names this TaskManager.
-        if not event.job_id or event.tm_id != st.get("tm_id"):
+        if not event.job_id or event.tm_id != st.tm_id:
             return
-        jobs: list[str] = st["job_ids"]
-        if event.job_id not in jobs and len(jobs) < self.params.max_job_ids:
-            jobs.append(event.job_id)
-        st["job_id"] = st.get("job_id") or event.job_id
-        st["job_name"] = st.get("job_name") or event.job_name
+        if event.job_id not in st.job_ids and len(st.job_ids) < self.params.max_job_ids:
+            st.job_ids.append(event.job_id)
+        st.job_id = st.job_id or event.job_id
 
     # Incident ---------------------------------------------------------------------------
 
-    def _signal(self, st: State, t: int, kind: str) -> None:
-        st["last_signal_ms"] = max(int(st.get("last_signal_ms") or t), t)
-        if st.get("first_ms") is None:
-            st["first_ms"] = t
-        if kind not in st["signals"]:
-            st["signals"].append(kind)
+    @staticmethod
+    def _signal(st: TmLostState, t: int, kind: str) -> None:
+        st.last_signal_ms = max(st.last_signal_ms or t, t)
+        if st.first_ms is None:
+            st.first_ms = t
+        if kind not in st.signals:
+            st.signals.append(kind)
 
-    def _recent_cause(self, st: State, t: int) -> str | None:
+    def _recent_cause(self, st: TmLostState, t: int) -> Cause | None:
         window = self.params.cause_window_s * 1000
-        kill = st.get("kill")
-        if kill is not None and 0 <= t - int(kill["t"]) <= window:
-            return str(kill["cause"])
-        oom = st.get("oom")
-        if oom is not None and 0 <= t - int(oom["t"]) <= window:
+        if st.kill is not None and 0 <= t - st.kill.t <= window:
+            return st.kill.cause
+        if st.oom is not None and 0 <= t - st.oom.t <= window:
             return "jvm_oom"
         return None
 
-    def _fire(self, st: State, t: int, cause: str) -> Alert:
-        st["pending_until"] = None
-        st["firing"] = True
-        st["incident_start_ms"] = t
-        st["cause"] = cause
-        st["late_cause"] = None
-        where = f" on {st['host']}" if st.get("host") else ""
-        return self.alert(
-            state=st,
-            status=AlertStatus.FIRING,
-            event_time_ms=t,
-            summary=f"TaskManager {st['tm_id']}{where} lost: {_CAUSE_TEXT[cause]}",
-            evidence=self._evidence(st),
-        )
+    def _fire(self, st: TmLostState, t: int, cause: Cause) -> Alert:
+        st.pending_until = None
+        st.cause = cause
+        st.late_cause = None
+        where = f" on {st.host}" if st.host else ""
+        summary = f"{self.subject(st)}{where} lost: {_CAUSE_TEXT[cause]}"
+        return self.fire(st, t, summary, self.evidence(st))
 
-    def _due(self, st: State, now_ms: int) -> list[Alert]:
+    def _due(self, st: TmLostState, now_ms: int) -> list[Alert]:
         """Transitions that came due by ``now_ms``, at the time each came due."""
         alerts: list[Alert] = []
-        pending = st.get("pending_until")
-        if pending is not None and now_ms >= int(pending):
-            alerts.append(self._fire(st, int(pending), "unknown"))
-        if st["firing"]:
-            deadline = int(st["last_signal_ms"]) + int(self.params.clear_for_s * 1000)
-            if now_ms >= deadline:
-                minutes = self.params.clear_for_s / 60
-                alerts.append(self._resolved(st, deadline, f"no loss signal for {minutes:.0f} min"))
+        if st.pending_until is not None and now_ms >= st.pending_until:
+            alerts.append(self._fire(st, st.pending_until, "unknown"))
+        clear_at = self._clear_at(st)
+        if clear_at is not None and now_ms >= clear_at:
+            minutes = self.params.clear_for_s / 60
+            alerts.append(self._resolved(st, clear_at, f"no loss signal for {minutes:.0f} min"))
         return alerts
 
-    def _resolved(self, st: State, t: int, why: str) -> Alert:
-        if st.get("late_cause"):
-            st["cause"] = st["late_cause"]
-        alert = self.resolve(st, t, f"TaskManager {st['tm_id']}: {why}", self._evidence(st))
-        st["first_ms"] = None
-        st["cause"] = None
-        st["late_cause"] = None
-        st["timeouts"] = 0
-        st["timeout_line"] = None
-        st["signals"] = []
+    def _clear_at(self, st: TmLostState) -> int | None:
+        """When the open incident resolves if no loss signal comes."""
+        if not st.firing or st.last_signal_ms is None:
+            return None
+        return st.last_signal_ms + int(self.params.clear_for_s * 1000)
+
+    def _resolved(self, st: TmLostState, t: int, why: str) -> Alert:
+        if st.late_cause:
+            st.cause = st.late_cause
+        alert = self.resolve(st, t, f"{self.subject(st)}: {why}", self.evidence(st))
+        st.first_ms = None
+        st.cause = None
+        st.late_cause = None
+        st.timeouts = 0
+        st.timeout_line = None
+        st.signals = []
         return alert
 
-    def _next_timer(self, st: State) -> int:
-        timers = [int(st["last_event_ms"]) + int(self.params.idle_ttl_s * 1000)]
-        if st.get("pending_until") is not None:
-            timers.append(int(st["pending_until"]))
-        if st["firing"]:
-            timers.append(int(st["last_signal_ms"]) + int(self.params.clear_for_s * 1000))
-        return min(timers)
+    def _next_timer(self, st: TmLostState) -> int | None:
+        due = [t for t in (st.pending_until, self._clear_at(st)) if t is not None]
+        return min(due, default=None)
 
-    def _evidence(self, st: State) -> dict[str, Any]:
-        cause = str(st.get("cause") or "unknown")
-        kill, oom = st.get("kill"), st.get("oom")
-        if cause in ("memory_kill", "oom_killed") and kill is not None:
-            diagnostics, exit_code = kill["line"], kill["exit_code"]
+    def evidence(self, state: TmLostState) -> TmLostEvidence:
+        """The cause, the line that shows it, the loss signals and the jobs hit."""
+        cause = state.cause or "unknown"
+        kill, oom = state.kill, state.oom
+        diagnostics: str | None
+        exit_code = exit_status = None
+        if cause in _KILL_CAUSES and kill is not None:
+            diagnostics, exit_code, exit_status = kill.line, kill.exit_code, kill.exit_status
         elif cause == "jvm_oom" and oom is not None:
-            diagnostics, exit_code = oom["line"], None
+            diagnostics = oom.line
         else:
-            diagnostics, exit_code = st.get("timeout_line"), None
-        ev: dict[str, Any] = {
-            "cause": cause,
-            "diagnostics": diagnostics,
-            "exit_code": exit_code,
-            "heartbeat_timeouts": int(st["timeouts"]),
-            "signals": list(st["signals"]),
-            "job_ids": list(st["job_ids"]),
-            "first_signal_ms": st.get("first_ms"),
-        }
-        if kill is not None and cause in ("memory_kill", "oom_killed"):
-            ev["exit_status"] = kill.get("exit_status")
-        if int(st["suppressed"]):
-            ev["timeouts_ignored_after_release"] = int(st["suppressed"])
-        return ev
-
-    # State ------------------------------------------------------------------------------
-
-    def _new_state(self, event: Event) -> State:
-        st: State = self.identity(event)
-        st.update(
-            {
-                "host": _own_host(event),
-                "job_id": None,
-                "job_name": None,
-                "pending_until": None,
-                "first_ms": None,
-                "last_signal_ms": None,
-                "cause": None,
-                "late_cause": None,
-                "timeouts": 0,
-                "timeout_line": None,
-                "signals": [],
-                "kill": None,
-                "oom": None,
-                "released_ms": None,
-                "suppressed": 0,
-                "job_ids": [],
-            }
+            diagnostics = state.timeout_line
+        return TmLostEvidence(
+            cause=cause,
+            diagnostics=diagnostics,
+            exit_code=exit_code,
+            heartbeat_timeouts=state.timeouts,
+            signals=list(state.signals),
+            job_ids=tuple(state.job_ids),
+            first_signal_ms=state.first_ms,
+            exit_status=exit_status,
+            timeouts_ignored_after_release=state.suppressed,
         )
-        return st
 
 
 def _own_host(event: Event) -> str | None:

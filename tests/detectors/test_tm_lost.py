@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
+from pydantic import ValidationError
 
 from detectors import REGISTRY, Alert, AlertStatus, Event
 from detectors.tm_lost import TmLost, TmLostParams
-from tests.detectors.timeline import drive
+from tests.detectors.timeline import drive, drive_timer
 
 TM = "container_e05_1699999999999_0042_01_000003"
 POD = "orders-enrichment-taskmanager-1-3"
@@ -157,13 +159,12 @@ def test_an_oom_long_before_is_not_the_cause() -> None:
     assert alerts[0].evidence["cause"] == "unknown"
 
 
-@pytest.mark.parametrize("timers", [True, False], ids=["timer_between", "one_batch"])
-def test_timeout_without_cause_pages_unknown_after_the_grace(timers: bool) -> None:
+def test_timeout_without_cause_pages_unknown_after_the_grace() -> None:
     det = TmLost(TmLostParams(grace_s=20))
     # The later event (another TM's job failing is not routed here; a second timeout is) comes
-    # either after the timer ran or in the same batch: the page is at the grace deadline.
+    # after the grace deadline: the page is at the deadline, before the event is folded in.
     events = [timeout(T0), timeout(T0 + 30 * S, rm=False)]
-    _, alerts = drive(det, events, timers=timers)
+    _, alerts = drive(det, events)
     assert transitions(alerts) == [(AlertStatus.FIRING, 20 * S)]
     assert alerts[0].evidence["cause"] == "unknown"
     assert alerts[0].evidence["diagnostics"].startswith("The heartbeat of TaskManager")
@@ -180,7 +181,7 @@ def test_timeout_after_flink_released_the_taskmanager_does_not_page() -> None:
     det = TmLost(TmLostParams())
     state, alerts = drive(det, [released(T0), timeout(T0 + 50 * S)], until=T0 + 200 * S)
     assert alerts == []
-    assert state is not None and state["suppressed"] == 1
+    assert state is not None and state.suppressed == 1
 
 
 def test_release_logged_within_the_grace_cancels_the_pending_page() -> None:
@@ -205,7 +206,7 @@ def test_job_failing_because_of_the_taskmanager_ties_the_job() -> None:
 
 def test_job_state_alone_keeps_no_state() -> None:
     det = TmLost(TmLostParams())
-    step = det.on_event(None, job_failing(T0), T0)
+    step = det.advance(None, None, job_failing(T0))
     assert step.state is None and step.alerts == ()
 
 
@@ -230,8 +231,8 @@ def test_state_stays_small() -> None:
     ]
     state, _ = drive(det, sorted(events, key=lambda e: e.time_ms))
     assert state is not None
-    assert len(state["job_ids"]) == 10
-    assert len(json.dumps(state)) < 2048
+    assert len(state.job_ids) == 10
+    assert len(json.dumps(det.dump(state))) < 2048
 
 
 def test_host_is_the_taskmanagers_not_the_jobmanager_shippers() -> None:
@@ -253,3 +254,119 @@ def test_host_is_the_taskmanagers_not_the_jobmanager_shippers() -> None:
     )
     _, alerts = drive(det, [jm_line, oom])
     assert [a.host for a in alerts] == ["gke-tm-node"]
+
+
+def test_job_name_is_that_of_the_first_job_not_of_the_latest() -> None:
+    det = TmLost(TmLostParams())
+    other = replace(job_failing(T0 + 2 * S, job="1" * 32), job_name="billing")
+    _, alerts = drive(det, [kill(T0), job_failing(T0 + S), other], until=T0 + 3600 * S)
+    resolved = alerts[-1]
+    assert resolved.status is AlertStatus.RESOLVED
+    assert (resolved.job_id, resolved.job_name) == (JOB, "orders-enrichment")
+    assert resolved.evidence["job_ids"] == [JOB, "1" * 32]
+
+
+def test_exit_status_only_for_a_kill_and_ignored_timeouts_only_when_some() -> None:
+    det = TmLost(TmLostParams(grace_s=10))
+    _, alerts = drive(det, [timeout(T0)], until=T0 + 60 * S)
+    assert "exit_status" not in alerts[0].evidence
+    assert "timeouts_ignored_after_release" not in alerts[0].evidence
+    events = [released(T0), timeout(T0 + S), kill(T0 + 2 * S, message="Container killed.")]
+    _, alerts = drive(det, events)
+    assert alerts[0].evidence["exit_status"] is None  # a kill without the YARN status line
+    assert alerts[0].evidence["timeouts_ignored_after_release"] == 1
+
+
+def test_without_grace_the_timeout_pages_at_once() -> None:
+    det = TmLost(TmLostParams(grace_s=0))
+    state, timer, alerts = drive_timer(det, [timeout(T0)])
+    assert transitions(alerts) == [(AlertStatus.FIRING, 0)]
+    assert state is not None and state.pending_until is None
+    assert timer == T0 + 900 * S  # the resolve
+
+
+def test_idle_taskmanager_resolves_with_the_cause_logged_after_the_page() -> None:
+    det = TmLost(TmLostParams(grace_s=10, clear_for_s=3600, idle_ttl_s=600))
+    events = [timeout(T0, POD), fatal_oom(T0 + 60 * S, POD)]
+    state, alerts = drive(det, events, until=T0 + 3600 * S)
+    assert state is None
+    assert transitions(alerts) == [(AlertStatus.FIRING, 10 * S), (AlertStatus.RESOLVED, 660 * S)]
+    assert alerts[1].summary == f"TaskManager {POD}: no events about it any more"
+    assert alerts[1].evidence["cause"] == "jvm_oom"
+
+
+def test_a_resolve_due_at_the_idle_time_itself_still_says_why() -> None:
+    det = TmLost(TmLostParams(grace_s=10, clear_for_s=600, idle_ttl_s=600))
+    state, alerts = drive(det, [timeout(T0)], until=T0 + 3600 * S)
+    assert state is None
+    assert transitions(alerts) == [(AlertStatus.FIRING, 10 * S), (AlertStatus.RESOLVED, 600 * S)]
+    assert alerts[1].summary == f"TaskManager {TM}: no loss signal for 10 min"
+
+
+def test_grace_must_end_before_the_taskmanager_counts_as_idle() -> None:
+    with pytest.raises(ValidationError, match="grace_s"):
+        TmLostParams(grace_s=600, idle_ttl_s=600)
+
+
+#: States as the dict-based version (schema 1, before typed states) saved them.
+OLD_FIRING = {
+    "v": 1,
+    "entity": f"tm:{TM}",
+    "job_id": JOB,
+    "job_name": "orders-enrichment",
+    "tm_id": TM,
+    "host": "worker-7.example.com",
+    "firing": True,
+    "incident_start_ms": T0,
+    "clear_since_ms": None,
+    "last_event_ms": T0 + 46 * S,
+    "pending_until": None,
+    "first_ms": T0,
+    "last_signal_ms": T0 + 45 * S,
+    "cause": "memory_kill",
+    "late_cause": None,
+    "timeouts": 1,
+    "timeout_line": f"The heartbeat of TaskManager with id {TM}(worker-7.example.com:8041) timed out.",
+    "signals": ["container_memory_kill", "heartbeat_timeout"],
+    "kill": {
+        "cause": "memory_kill",
+        "t": T0,
+        "line": "Container [pid=48211] is running beyond the 'PHYSICAL' memory limit.",
+        "exit_code": 143,
+        "exit_status": -104,
+    },
+    "oom": None,
+    "released_ms": None,
+    "suppressed": 0,
+    "job_ids": [JOB],
+}
+OLD_PENDING = {
+    **OLD_FIRING,
+    "entity": f"tm:{POD}",
+    "tm_id": POD,
+    "job_id": None,
+    "job_name": None,
+    "firing": False,
+    "incident_start_ms": None,
+    "last_event_ms": T0,
+    "pending_until": T0 + 20 * S,
+    "last_signal_ms": T0,
+    "cause": None,
+    "timeout_line": f"The heartbeat of TaskManager with id {POD} timed out.",
+    "signals": ["heartbeat_timeout"],
+    "kill": None,
+    "job_ids": [],
+}
+
+
+def test_states_saved_by_the_dict_version_load_and_go_on() -> None:
+    det = TmLost(TmLostParams())
+    firing = det.load(OLD_FIRING)
+    assert det.dump(firing) == OLD_FIRING
+    _, alerts = drive(det, [], state=firing, timer=T0 + 945 * S, until=T0 + 3600 * S)
+    assert transitions(alerts) == [(AlertStatus.RESOLVED, 945 * S)]
+    assert alerts[0].evidence["exit_status"] == -104 and alerts[0].job_id == JOB
+    pending = det.load(OLD_PENDING)
+    _, alerts = drive(det, [fatal_oom(T0 + 4 * S, POD)], state=pending, timer=T0 + 20 * S)
+    assert transitions(alerts) == [(AlertStatus.FIRING, 4 * S)]
+    assert alerts[0].evidence["cause"] == "jvm_oom"
