@@ -480,7 +480,7 @@ class Detector(ABC, Generic[P, S]):
         """:meth:`on_event`, with ``last_event_ms`` kept and the idle deadline added."""
         if state is not None:
             state.last_event_ms = max(state.last_event_ms, event.time_ms)
-            if event.job_name and event.job_id in (None, state.job_id):
+            if event.job_name and event.job_id in (None, state.job_id or event.job_id):
                 # A TaskManager's state may see several jobs: a name goes with its own id.
                 state.job_name = event.job_name
         return self._with_idle(self.on_event(state, event))

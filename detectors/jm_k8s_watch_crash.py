@@ -46,6 +46,7 @@ from detectors.base import (
     Scope,
     Severity,
     Step,
+    Story,
 )
 
 _TOO_OLD = "too old resource version"
@@ -257,6 +258,15 @@ class JmK8sWatchCrash(Detector[JmK8sWatchCrashParams, JmK8sWatchCrashState]):
 
     def signal_values(self, state: JmK8sWatchCrashState) -> dict[str, float]:  # noqa: D102
         return {"jm_crashes_open": float(len(state.crashes))}
+
+    @classmethod
+    def headline(cls, story: Story) -> str:
+        """The crash, and how far the jobs' recovery got."""
+        after = {
+            "checkpoint": "jobs came back from their latest checkpoint",
+            "none": "jobs restarted WITHOUT state (no HA)",
+        }.get(str(story.root.evidence.get("restored")), "recovery not seen yet")
+        return f"JobManager crashed on a Kubernetes watch error (too old resource version); {after}"
 
     def on_event(
         self, state: JmK8sWatchCrashState | None, event: Event

@@ -49,13 +49,18 @@ from detectors.base import (
     DetectorState,
     Event,
     Evidence,
+    Member,
     Scope,
     Step,
+    Story,
 )
+from detectors.story import process_headline
 
 #: Why a TaskManager was lost (the alert's ``cause``).
 Cause = Literal["memory_kill", "oom_killed", "jvm_oom", "unknown"]
 _KILL_CAUSES = ("memory_kill", "oom_killed")
+#: Causes that mean the process ran out of memory, as a headline says them.
+_MEMORY_CAUSES = {"memory_kill": "killed for memory", "oom_killed": "OOMKilled", "jvm_oom": "OOM"}
 
 #: Raw lines kept in the state and the evidence are cut to this length.
 _MAX_LINE_CHARS = 500
@@ -258,6 +263,19 @@ class TmLost(Detector[TmLostParams, TmLostState]):
 
     def signal_values(self, state: TmLostState) -> dict[str, float]:  # noqa: D102
         return {"tm_lost": 1.0 if state.firing else 0.0}
+
+    @classmethod
+    def death(cls, member: Member) -> tuple[int, str] | None:
+        """A memory cause is the best word on how it died; ``lost`` only if none knows more."""
+        cause = str(member.evidence.get("cause") or "unknown")
+        if cause in _MEMORY_CAUSES:
+            return 0, _MEMORY_CAUSES[cause]
+        return 2, "lost (heartbeat timeout, cause unknown)" if cause == "unknown" else cause
+
+    @classmethod
+    def headline(cls, story: Story) -> str:
+        """``TaskManager X killed for memory``."""
+        return process_headline(story)
 
     def handle_event(self, state: TmLostState | None, event: Event) -> Step[TmLostState]:
         """The base's, but the job name is the first one a failing job's line gave.
