@@ -1,6 +1,6 @@
 """Demo and test tooling, not the product: flinkwatch's wheel and console script leave it out.
 
-* :mod:`lab.simulate`: a simulated Flink fleet (healthy jobs, injected incidents, the wording
+* :mod:`lab.fleet`: a simulated Flink fleet (healthy jobs, injected incidents, the wording
   of several Flink versions) produced into Kafka; used by ``python -m lab demo``, the
   tests and the benchmark.
 * :mod:`lab.slack_emulator`: a local Slack Web API and webhook server with fault injection.
