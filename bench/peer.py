@@ -58,7 +58,7 @@ from lab.promserver import (
     PrometheusServer,
     find_binary,
 )
-from lab.slack_emulator import WEBHOOK_CHANNEL, SlackEmulator
+from lab.slack import WEBHOOK_CHANNEL, SlackEmulator
 
 REPO = Path(__file__).resolve().parent.parent
 RULES = REPO / "bench" / "peer_rules.yml"

@@ -558,7 +558,7 @@ class _Slack:
     """The local Slack emulator, noting when each incident's first message arrived."""
 
     def __init__(self) -> None:
-        from lab.slack_emulator import SlackEmulator
+        from lab.slack import SlackEmulator
 
         self.on_arrival: Any = None
         self.emulator = SlackEmulator(

@@ -118,7 +118,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if cfg.slack.mode == "off":
         # No Slack configured: bring a local one, so the demo shows the messages an
         # on-call channel would get (one per incident, updated on resolve).
-        from lab.slack_emulator import SlackEmulator
+        from lab.slack import SlackEmulator
 
         emulator = SlackEmulator(
             channels=(cfg.slack.channel,),
@@ -246,7 +246,7 @@ def _incident(text: str) -> Any:
 
 def cmd_slack_emulator(args: argparse.Namespace) -> int:
     """Run the local Slack emulator in the foreground."""
-    from lab.slack_emulator import main as emulator_main
+    from lab.slack import main as emulator_main
 
     return emulator_main(args.args)
 

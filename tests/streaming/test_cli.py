@@ -220,7 +220,7 @@ def test_slack_routes_are_checked_at_start_and_after_a_reload_that_changes_them(
     tmp_path, caplog
 ) -> None:
     from conf import AppConfig
-    from lab.slack_emulator import SlackEmulator
+    from lab.slack import SlackEmulator
     from sinks import AlertLedger
     from sinks.slack import SlackBotSink
     from streaming.cli import route_checks
