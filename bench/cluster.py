@@ -316,7 +316,7 @@ def cluster_phase(broker: Any, args: argparse.Namespace, work: Path) -> dict[str
     """Write one backlog, then drain it with each worker count in ``args.workers``."""
     from bench.load import compile_producer, send, write_load
     from bench.run import _spec
-    from lab.simulate import generate
+    from lab.fleet import generate
 
     prefix = "cluster"
     subprocess.run(

@@ -1,6 +1,6 @@
 """Benchmark load: the simulated fleet, pre-generated to a file, sent by a Java producer.
 
-The simulator (:mod:`lab.simulate`) writes the records of a fleet for a time range
+The simulator (:mod:`lab.fleet`) writes the records of a fleet for a time range
 into a binary file; ``bench/java/PacedProducer.java`` (compiled here with the JDK's
 ``javac`` against the broker's own kafka-clients jar) sends them, either as fast as the
 broker takes them (a backlog) or each at the wall-clock instant equal to its event time
@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from lab.simulate import SimRecord
+from lab.fleet import SimRecord
 
 REPO = Path(__file__).resolve().parent.parent
 _HEAD = struct.Struct(">qbi")

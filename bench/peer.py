@@ -51,14 +51,14 @@ from kafka import KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import TopicAlreadyExistsError
 
+from lab.fleet import FleetSpec, Incident, SimRecord, generate, job_id, tm_id
 from lab.promserver import (
     AlertmanagerServer,
     PrometheusError,
     PrometheusServer,
     find_binary,
 )
-from lab.simulate import FleetSpec, Incident, SimRecord, generate, job_id, tm_id
-from lab.slack_emulator import WEBHOOK_CHANNEL, SlackEmulator
+from lab.slack import WEBHOOK_CHANNEL, SlackEmulator
 
 REPO = Path(__file__).resolve().parent.parent
 RULES = REPO / "bench" / "peer_rules.yml"

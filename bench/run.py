@@ -155,7 +155,7 @@ class RssSampler:
 
 
 def _spec(jobs: int, tms: int, incidents: list[tuple[str, int, float]], seed: int) -> Any:
-    from lab.simulate import FleetSpec, Incident
+    from lab.fleet import FleetSpec, Incident
 
     return FleetSpec(
         jobs=jobs,
@@ -229,7 +229,7 @@ def throughput(
 ) -> dict[str, Any]:
     """Backlog of the 100-job fleet: baseline read-and-count vs the full pipeline."""
     from bench.load import compile_producer, send, write_load
-    from lab.simulate import generate
+    from lab.fleet import generate
 
     jobs, hours = args.jobs, args.hours
     # A few incidents of each kind, so detectors do real work on the backlog too.
@@ -365,7 +365,7 @@ def latency(
     soak reuse it for an hour.
     """
     from bench.load import compile_producer, producer_command, write_load
-    from lab.simulate import generate, job_id
+    from lab.fleet import generate, job_id
     from streaming.app import run_forever
 
     per_job = _records_per_job_per_s(args.tms)
@@ -534,7 +534,7 @@ def _recorded_ms(ledger: Path) -> dict[str, float]:
 
 def _records_per_job_per_s(tms: int) -> float:
     """Records/s one simulated job emits in steady state (measured from the simulator)."""
-    from lab.simulate import generate
+    from lab.fleet import generate
 
     spec = _spec(4, tms, [], seed=5)
     n = sum(1 for _ in generate(spec, 1_700_000_000_000, 600))
@@ -558,7 +558,7 @@ class _Slack:
     """The local Slack emulator, noting when each incident's first message arrived."""
 
     def __init__(self) -> None:
-        from lab.slack_emulator import SlackEmulator
+        from lab.slack import SlackEmulator
 
         self.on_arrival: Any = None
         self.emulator = SlackEmulator(

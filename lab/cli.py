@@ -24,7 +24,7 @@ log = logging.getLogger("flinkwatch")
 
 def cmd_simulate(args: argparse.Namespace) -> int:
     """Produce a simulated Flink fleet (healthy jobs + injected incidents) into Kafka."""
-    from lab import simulate as sim
+    from lab import fleet as sim
 
     cfg = _load(args.config)
     picked = tuple(args.incident or ())
@@ -118,7 +118,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if cfg.slack.mode == "off":
         # No Slack configured: bring a local one, so the demo shows the messages an
         # on-call channel would get (one per incident, updated on resolve).
-        from lab.slack_emulator import SlackEmulator
+        from lab.slack import SlackEmulator
 
         emulator = SlackEmulator(
             channels=(cfg.slack.channel,),
@@ -223,14 +223,14 @@ def _recreate_topics(cfg: AppConfig, topics: list[str], partitions: int = 2) -> 
 
 
 def _incident_kinds() -> frozenset[str]:
-    from lab.simulate import INCIDENT_KINDS
+    from lab.fleet import INCIDENT_KINDS
 
     return INCIDENT_KINDS
 
 
 def _incident(text: str) -> Any:
     """``KIND@JOB:ONSET`` (e.g. ``restart_storm@2:300``) as a simulator Incident."""
-    from lab.simulate import Incident
+    from lab.fleet import Incident
 
     kind, _, where = text.partition("@")
     job, _, onset = where.partition(":")
@@ -246,7 +246,7 @@ def _incident(text: str) -> Any:
 
 def cmd_slack_emulator(args: argparse.Namespace) -> int:
     """Run the local Slack emulator in the foreground."""
-    from lab.slack_emulator import main as emulator_main
+    from lab.slack import main as emulator_main
 
     return emulator_main(args.args)
 

@@ -30,8 +30,8 @@ from typing import Any
 import pytest
 import yaml
 
+from lab.fleet import FleetSpec, Incident, generate, job_id, produce
 from lab.promserver import PrometheusServer
-from lab.simulate import FleetSpec, Incident, generate, job_id, produce
 from tests.conftest import REPO, wait_until
 from tests.deploy.manifests import (
     DOCKER,

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lab.slack_emulator import SlackEmulator
+from lab.slack import SlackEmulator
 from tests.conftest import REPO, wait_until
 
 pytestmark = [pytest.mark.kafka]

@@ -337,7 +337,7 @@ def test_simulated_incidents_are_detected_and_healthy_jobs_stay_quiet(
 
     from conf import load_config
     from detectors import REGISTRY
-    from lab import simulate as sim
+    from lab import fleet as sim
 
     cfg = config(kafka, "e2e3", tmp_path / "state")
     # An operator tells checkpoint_creep the fleet's checkpoint timeout (120 s here) and
@@ -451,7 +451,7 @@ def test_simulated_incidents_are_detected_and_healthy_jobs_stay_quiet(
 def fleet_b_detections(spec, records, alerts: list[dict], start_ms: int) -> None:  # type: ignore[no-untyped-def]
     """Each issue #6 incident is reported, by the right detector, for the right entity, in time."""
     from detectors import REGISTRY
-    from lab import simulate as sim
+    from lab import fleet as sim
 
     onset = {(k, j): start_ms + o * 1000 for k, j, o in FLEET_B_INCIDENTS}
 

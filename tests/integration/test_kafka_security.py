@@ -23,7 +23,7 @@ import yaml
 
 from conf import load_config
 from conf.kafka_options import KAFKA_CLIENT_CONFIGS
-from lab import simulate as sim
+from lab import fleet as sim
 from tests.conftest import REPO, free_port_pair
 from tests.integration.test_kafka_e2e import pipeline, read_alerts
 

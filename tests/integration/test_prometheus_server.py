@@ -11,7 +11,7 @@ from prometheus_client import CollectorRegistry, start_http_server
 
 from detectors import Alert, AlertStatus, Severity
 from lab.promserver import JOB_NAME, AlertmanagerServer, PrometheusServer, find_binary
-from lab.slack_emulator import SlackEmulator
+from lab.slack import SlackEmulator
 from sinks import Transition, transition_key
 from sinks.metrics_server import BasicAuth, MetricsEndpoint, TlsFiles
 from sinks.prometheus import ActiveAlerts, FlinkwatchCollector, Sources

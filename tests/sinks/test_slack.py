@@ -11,7 +11,7 @@ import pytest
 
 from conf import ConfigError, SlackConfig
 from detectors import Alert, AlertStatus, Severity
-from lab.slack_emulator import SlackEmulator
+from lab.slack import SlackEmulator
 from sinks import AlertLedger, PermanentDeliveryError, RetryableDeliveryError
 from sinks.slack import SlackBotSink, SlackWebhookSink, render, slack_sink
 

@@ -20,7 +20,7 @@ from slack_sdk.http_retry.builtin_handlers import (
 )
 from slack_sdk.http_retry.builtin_interval_calculators import FixedValueRetryIntervalCalculator
 
-from lab.slack_emulator import SlackEmulator
+from lab.slack import SlackEmulator
 
 TOKEN = "xoxb-test-token"
 BLOCKS = [{"type": "section", "text": {"type": "mrkdwn", "text": "*checkpoint expired* job-a"}}]

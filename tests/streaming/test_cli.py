@@ -133,7 +133,7 @@ def test_config_check_accepts_the_default_and_names_the_bad_field(tmp_path, caps
 
 def test_simulate_takes_incidents_as_kind_at_job_colon_onset(capsys) -> None:
     from lab.cli import build_parser
-    from lab.simulate import Incident
+    from lab.fleet import Incident
 
     args = build_parser().parse_args(
         ["simulate", "--incident", "restart_storm@2:300", "--incident", "tm_heap_oom@0:12.5"]
@@ -220,7 +220,7 @@ def test_slack_routes_are_checked_at_start_and_after_a_reload_that_changes_them(
     tmp_path, caplog
 ) -> None:
     from conf import AppConfig
-    from lab.slack_emulator import SlackEmulator
+    from lab.slack import SlackEmulator
     from sinks import AlertLedger
     from sinks.slack import SlackBotSink
     from streaming.cli import route_checks

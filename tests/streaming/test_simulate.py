@@ -11,8 +11,11 @@ from typing import get_args
 
 import pytest
 
-from lab import simulate as sim
-from lab.simulate import FleetSpec, Incident, SimRecord, generate, job_id, tm_id
+from lab import fleet as sim
+from lab.fleet import FleetSpec, Incident, SimRecord, generate, job_id, tm_id
+from lab.fleet import producer as fleet_producer
+from lab.fleet.job import _Job
+from lab.fleet.metrics import _label
 
 START_MS = 1_717_000_000_000  # 2024-05-29 16:26:40 UTC
 
@@ -997,7 +1000,7 @@ def test_a_lost_taskmanager_fails_the_job_over_and_it_restarts_from_its_checkpoi
     assert len(failed) == 3 and {m[2] for _, m in failed} == {"1"}  # subtask 1 of 3 vertices
     failed_at = failed[0][0].time_ms
     assert 40_000 <= failed_at - onset_ms < 51_000
-    vertex = next(k for k in sim._Job(spec, job, START_MS, START_MS).tasks if k.subtask == 0)
+    vertex = next(k for k in _Job(spec, job, START_MS, START_MS).tasks if k.subtask == 0)
     first_attempt = failed[0][1][4]
     # Region failover: every task restarts (the keyed exchanges make the graph one region).
     if version in ("1.11", "1.14"):
@@ -1031,8 +1034,8 @@ def test_a_lost_taskmanager_fails_the_job_over_and_it_restarts_from_its_checkpoi
     resumed = [int(m[1]) for r, m in messages(logs, COMPLETED) if r.time_ms > running]
     assert resumed and resumed[0] > last_done
     used = points(records, "flink_taskmanager_Status_JVM_Memory_Heap_Used")
-    assert max(t for t, _ in used[f"{sim._label(tm)}|"]) < onset_ms
-    assert min(t for t, _ in used[f"{sim._label(new_tm)}|"]) > onset_ms
+    assert max(t for t, _ in used[f"{_label(tm)}|"]) < onset_ms
+    assert min(t for t, _ in used[f"{_label(new_tm)}|"]) > onset_ms
     attempts = {
         json.loads(r.value).get("labels", json.loads(r.value).get("tags"))["task_attempt_num"]
         for r in records
@@ -1608,7 +1611,7 @@ class FakeClock:
 @pytest.fixture
 def producer(monkeypatch: pytest.MonkeyPatch) -> type[FakeProducer]:
     FakeProducer.instances = []
-    monkeypatch.setattr(sim, "KafkaProducer", FakeProducer)
+    monkeypatch.setattr(fleet_producer, "KafkaProducer", FakeProducer)
     return FakeProducer
 
 
@@ -1631,7 +1634,7 @@ def test_produce_routes_streams_to_topics_with_keys_and_event_times(producer) ->
 
 def test_produce_in_real_time_paces_by_event_time(producer, monkeypatch) -> None:
     clock = FakeClock()
-    monkeypatch.setattr(sim, "time", clock)
+    monkeypatch.setattr(fleet_producer, "time", clock)
     records = [SimRecord("log", START_MS + offset, None, b"x") for offset in (0, 0, 1500, 4000)]
     sim.produce(records, "k:9092", "l", "m", realtime=True)
     assert clock.now == pytest.approx(104.0)
