@@ -248,7 +248,10 @@ def cmd_slack_emulator(args: argparse.Namespace) -> int:
     """Run the local Slack emulator in the foreground."""
     from lab.slack import main as emulator_main
 
-    return emulator_main(args.args)
+    argv = ["--port", str(args.port), "--token", args.token]
+    for channel in args.channel or ():
+        argv += ["--channel", channel]
+    return emulator_main(argv)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -310,7 +313,11 @@ def build_parser() -> argparse.ArgumentParser:
     se = sub.add_parser(
         "slack-emulator", help="a local Slack Web API + webhook server (demo, tests, trials)"
     )
-    se.add_argument("args", nargs=argparse.REMAINDER, help="--port, --token, --channel")
+    se.add_argument("--port", type=int, default=0, help="port to bind (0: a free one)")
+    se.add_argument("--token", default="xoxb-flinkwatch-local", help="accepted bot token")
+    se.add_argument(
+        "--channel", action="append", help="channel to create (repeatable; default #alerts)"
+    )
     se.set_defaults(func=cmd_slack_emulator)
     return p
 

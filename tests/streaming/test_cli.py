@@ -357,3 +357,16 @@ def test_a_tool_without_its_kafka_password_names_the_variable_before_connecting(
     ) in caplog.text
     # Refused before anything started: `run` opened no ledger in ./var.
     assert not (tmp_path / "var").exists()
+
+
+def test_lab_slack_emulator_takes_its_options_as_the_docs_show(monkeypatch) -> None:
+    import lab.slack
+    from lab.cli import build_parser as lab_parser
+
+    got: list[list[str]] = []
+    monkeypatch.setattr(lab.slack, "main", lambda argv: got.append(list(argv)) or 0)
+    args = lab_parser().parse_args(["slack-emulator", "--channel", "#x", "--channel", "#y"])
+    assert args.func(args) == 0
+    assert got == [
+        ["--port", "0", "--token", "xoxb-flinkwatch-local", "--channel", "#x", "--channel", "#y"]
+    ]
