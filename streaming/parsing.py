@@ -476,6 +476,13 @@ def parse_logs(records: DataFrame, limits: ParseLimits | None = None) -> DataFra
         One row per record with :data:`~streaming.schemas.EVENT_COLUMNS`.
     """
     lim = limits or ParseLimits()
+    df = _unwrapped(records)
+    df = _headed(df, lim, fallback_time="fallback_time" in records.columns)
+    return _event_columns(df, lim)
+
+
+def _unwrapped(records: DataFrame) -> DataFrame:
+    """Records with the log line to parse (``_line``) out of whatever envelope it came in."""
     value = F.col("value")
     trimmed = F.ltrim(value)
     is_json = trimmed.startswith("{")
@@ -523,11 +530,17 @@ def parse_logs(records: DataFrame, limits: ParseLimits | None = None) -> DataFra
             F.concat_ws("\n", envelope_line, F.when(F.col("_tail") != "", F.col("_tail"))),
         ),
     ).otherwise(F.col("raw"))
-    df = df.select(
+    return df.select(
         "*",
         line.alias("_line"),
         is_flink_json.alias("_flink_json"),
     )
+
+
+def _headed(df: DataFrame, lim: ParseLimits, *, fallback_time: bool) -> DataFrame:
+    """The layout's header (time, level, logger), the message, the error and the kind."""
+    jc = F.col("_j")
+    layout_ts = F.coalesce(jc["timestamp"], jc["@timestamp"])
     # Four anchored regexp_extract calls cost less than one _groups evaluation here
     # (measured: the layout matches at the first character; the cost is in copying text).
     df = df.select(
@@ -552,7 +565,7 @@ def parse_logs(records: DataFrame, limits: ParseLimits | None = None) -> DataFra
     # A record without a time of its own takes the Kafka record's or, in a file, the
     # time of the record before it (``fallback_time``, see streaming.sources).
     fallback = F.unix_millis(F.col("kafka_ts"))
-    if "fallback_time" in records.columns:
+    if fallback_time:
         fallback = F.coalesce(fallback, epoch_ms_from_text(F.col("fallback_time")))
     event_ms = F.coalesce(
         F.col("_ts_ms"),
@@ -594,7 +607,14 @@ def parse_logs(records: DataFrame, limits: ParseLimits | None = None) -> DataFra
     )
     ok = F.col("error").isNull()
     df = df.select("*", F.when(ok, F.substring_index(F.col("_message"), "\n", 1)).alias("_first"))
-    df = df.select("*", F.when(ok, _classify(F.col("_message"), F.col("_first"))).alias("kind"))
+    return df.select("*", F.when(ok, _classify(F.col("_message"), F.col("_first"))).alias("kind"))
+
+
+def _event_columns(df: DataFrame, lim: ParseLimits) -> DataFrame:
+    """The parsed event's fields from the message, in :data:`EVENT_COLUMNS` order."""
+    jc = F.col("_j")
+    ok = F.col("error").isNull()
+    matched = F.coalesce(F.col("_lay1") != "", F.lit(False))
     kind, msg = F.col("kind"), F.col("_message")
     slots = _match_slots(kind, msg)
     df = df.select("*", *[slot.alias(f"_slot{i}") for i, slot in enumerate(slots)])
