@@ -52,11 +52,11 @@ when ``Heap_Max`` is known and the floor would reach it within
 ``critical_within_h`` at the measured rate: at firing time, or later as an
 ``escalated`` transition of the same incident (once).
 
-State per TaskManager (bounded): at most ``window_s / bucket_s + 2`` buckets of
-about 110 bytes, at most ``max_series`` counter series of at most
-``_COUNTER_LEVELS`` values each, the throughput metric names seen (at most the
-8 of :data:`THROUGHPUT_METRICS`), at most ``_MAX_JOBS`` job ids and the last
-evaluation. Measured with ``len(json.dumps(state))``: about 3.3 KB for a
+State per TaskManager (bounded, :class:`IdleHeapGrowthState`): at most
+``window_s / bucket_s + 2`` buckets of about 130 bytes, at most ``max_series``
+counter series of at most ``_COUNTER_LEVELS`` values each, the throughput metric
+names seen (at most the 8 of :data:`THROUGHPUT_METRICS`), at most ``_MAX_JOBS`` job
+ids and the last evaluation. Measured as saved (JSON): about 3.4 KB for a
 TaskManager with a handful of series, about 46 KB worst case with the defaults
 (256 counter series of 8 17-digit values each, plus full buckets).
 """
@@ -64,20 +64,21 @@ TaskManager with a handful of series, about 46 KB worst case with the defaults
 from __future__ import annotations
 
 import hashlib
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Literal, Self
 
-from pydantic import Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from detectors.base import (
     Alert,
     AlertStatus,
     Detector,
     DetectorParams,
+    DetectorState,
     Event,
+    Evidence,
     Lifecycle,
     Scope,
     Severity,
-    State,
     Step,
 )
 from detectors.stats import theil_sen
@@ -209,10 +210,136 @@ class IdleHeapGrowthParams(DetectorParams):
         return self
 
 
-class IdleHeapGrowth(Detector[IdleHeapGrowthParams, Any]):
+class Bucket(BaseModel):
+    """One event-time bucket of a TaskManager's samples (short keys: a window has many).
+
+    Attributes:
+        t: Start of the bucket, epoch milliseconds.
+        n: Heap samples.
+        gc: Lowest post-GC heap sample (the bucket's floor), bytes; ``None``: no GC.
+        tp: Throughput samples.
+        act: A throughput series moved.
+        rate: Highest records-per-second rate.
+        unk: A counter could not be tracked (too many series).
+        cn: Kafka commit samples.
+        ci: The Kafka commit count moved.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    t: int
+    n: int = 0
+    gc: float | None = None
+    tp: int = 0
+    act: bool = False
+    rate: float = 0.0
+    unk: bool = False
+    cn: int = 0
+    ci: bool = False
+
+
+class HeapFloorFacts(BaseModel):
+    """What the latest verdict measured over the window (the core of the evidence).
+
+    Attributes:
+        growth_mb_per_h: Theil-Sen slope of the floors (MB per hour).
+        floor_mb: The latest floor (MB), ``None`` without a GC in the window.
+        floors_mb: The floors of the window, oldest first (MB).
+        heap_max_mb: ``Heap_Max`` (MB), when known.
+        hours_to_heap_max: When the floor reaches ``Heap_Max`` at this rate (hours).
+        rising_fraction: Share of consecutive floors that did not fall.
+        gc_buckets: Buckets of the window with a floor.
+        window_start_ms: Start of the window judged.
+        idle_s: How long the window shows the TaskManager with samples and zero throughput.
+        window_end_ms: End of the window judged (the verdict's time).
+        throughput_series: Throughput metric names seen in the window.
+        throughput_samples: Throughput samples in the window.
+        max_rate: Highest records-per-second rate in the window.
+        kafka_commits_succeeded: ``increasing``, ``flat``, or ``None`` without samples.
+        jobs: The TaskManager's jobs: id → name (when known).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    growth_mb_per_h: float
+    floor_mb: float | None
+    floors_mb: list[float]
+    heap_max_mb: float | None
+    hours_to_heap_max: float | None
+    rising_fraction: float
+    gc_buckets: int
+    window_start_ms: int
+    idle_s: int
+    window_end_ms: int
+    throughput_series: list[str]
+    throughput_samples: int
+    max_rate: float
+    kafka_commits_succeeded: Literal["increasing", "flat"] | None
+    jobs: dict[str, str | None]
+
+
+class IdleHeapGrowthState(DetectorState):
+    """What :class:`IdleHeapGrowth` keeps per TaskManager.
+
+    ``job_id`` and ``job_name`` are set only while the TaskManager is known to run a
+    single job.
+
+    Attributes:
+        jobs: Jobs seen on the TaskManager (at most ``_MAX_JOBS``): id → name.
+        buckets: The buckets of the window, oldest first; the last one is filling.
+        series: Recent values per counter label (a hash of metric and task).
+        names: Throughput metric name → time last seen.
+        last_heap: The latest heap sample (bytes), to see a GC drop.
+        last_heap_ms: Its time.
+        heap_max: ``Heap_Max`` (bytes), when known.
+        severity: The open incident's severity.
+        cond: The latest verdict.
+        why: Why, in words.
+        facts: What the latest verdict measured.
+    """
+
+    jobs: dict[str, str | None] = {}
+    buckets: list[Bucket] = []
+    series: dict[str, list[float]] = {}
+    names: dict[str, int] = {}
+    last_heap: float | None = None
+    last_heap_ms: int | None = None
+    heap_max: float | None = None
+    severity: Severity | None = None
+    cond: bool = False
+    why: str | None = None
+    facts: HeapFloorFacts | None = None
+
+
+class IdleHeapGrowthEvidence(HeapFloorFacts, Evidence):
+    """What an ``idle_heap_growth`` alert shows: the verdict's facts, with these.
+
+    Attributes:
+        hint: The likely cause and its fix.
+        window_s: The window judged (firing and escalated alerts only).
+        why: Why the incident resolved (resolved alerts only).
+    """
+
+    hint: str = HINT
+    window_s: float | None = None
+    why: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The evidence as an alert carries it (``window_s`` or ``why`` only where set)."""
+        out = super().as_dict()
+        for key in ("window_s", "why"):
+            if out[key] is None:
+                del out[key]
+        return out
+
+
+class IdleHeapGrowth(Detector[IdleHeapGrowthParams, IdleHeapGrowthState]):
     """Fire when a TaskManager's post-GC heap floor rises for a window with zero throughput."""
 
     name: ClassVar[str] = "idle_heap_growth"
+    state_model: ClassVar[type[DetectorState]] = IdleHeapGrowthState
+    evidence_model: ClassVar[type[Evidence]] = IdleHeapGrowthEvidence
+    causal_rank: ClassVar[int] = 0
     runbook: ClassVar[str] = (
         "A TaskManager's heap floor rises while it reads nothing: likely the Kafka source's "
         "offsetsToCommit leak (FLINK-33231). Upgrade flink-connector-kafka to 3.0.1 / 3.1.0 or "
@@ -234,159 +361,124 @@ class IdleHeapGrowth(Detector[IdleHeapGrowthParams, Any]):
     )
     params_model: ClassVar[type[DetectorParams]] = IdleHeapGrowthParams
 
-    def signal_values(self, state: State) -> dict[str, float]:  # noqa: D102
+    def signal_values(self, state: IdleHeapGrowthState) -> dict[str, float]:  # noqa: D102
         out: dict[str, float] = {}
-        facts = state.get("facts") or {}
-        if facts.get("growth_mb_per_h") is not None:
-            out["taskmanager_heap_floor_growth_bytes_per_hour"] = facts["growth_mb_per_h"] * _MB
-        closed = state.get("buckets", [])[:-1]  # the newest bucket is still filling
+        if state.facts is not None:
+            out["taskmanager_heap_floor_growth_bytes_per_hour"] = state.facts.growth_mb_per_h * _MB
+        closed = state.buckets[:-1]  # the newest bucket is still filling
         if closed:
-            out["taskmanager_records_per_second"] = float(closed[-1]["rate"])
+            out["taskmanager_records_per_second"] = closed[-1].rate
         return out
 
-    def on_event(self, state: State | None, event: Event, now_ms: int) -> Step:
+    def on_event(
+        self, state: IdleHeapGrowthState | None, event: Event
+    ) -> Step[IdleHeapGrowthState]:
         """Fold one sample into its bucket; judge the window whenever a bucket closes."""
-        st = state or self._new_state(event)
+        st = state or self.new_state(event)
         self._note_identity(st, event)
         alerts: list[Alert] = []
         if event.value is not None and event.metric in self.metrics:
             start = self._bucket_start(event.time_ms)
-            buckets: list[dict[str, Any]] = st["buckets"]
-            if not buckets or start > int(buckets[-1]["t"]):
-                if buckets:
+            if not st.buckets or start > st.buckets[-1].t:
+                if st.buckets:
                     alerts.extend(self._judge(st))
-                buckets.append(self._new_bucket(start))
+                st.buckets.append(Bucket(t=start))
                 self._trim(st, start)
-            bucket = next((b for b in reversed(buckets) if int(b["t"]) == start), None)
+            bucket = next((b for b in reversed(st.buckets) if b.t == start), None)
             if bucket is not None:
                 self._fold(st, bucket, event)
-        st["last_event_ms"] = max(int(st["last_event_ms"]), event.time_ms)
         return Step(state=st, alerts=tuple(alerts), timer_ms=self._next_timer(st))
 
-    def on_timer(self, state: State, now_ms: int) -> Step:
-        """Resolve a TaskManager that went silent; evict it after the idle TTL."""
-        st = dict(state)
-        alerts: list[Alert] = []
-        clear_ms = int(self.params.clear_for_s * 1000)
-        if st["firing"] and st.get("clear_since_ms") is None:
-            stale_at = self._stale_at(st)
-            if now_ms >= stale_at:
-                st["clear_since_ms"] = stale_at
-                st["why"] = "stopped sending heap metrics (killed or stopped?)"
-        deadline = Lifecycle.resolve_deadline(st, clear_ms)
-        if deadline is not None and now_ms >= deadline:
-            if Lifecycle.update(st, False, deadline, clear_for_ms=clear_ms) == "resolved":
-                alerts.append(self._resolved(st, deadline))
-        idle_at = int(st["last_event_ms"]) + int(self.params.idle_ttl_s * 1000)
-        if now_ms >= idle_at:
-            if st["firing"]:
-                st["firing"] = False
-                st["why"] = "no metrics from this TaskManager any more"
-                alerts.append(self._resolved(st, idle_at))
-            return Step(state=None, alerts=tuple(alerts))
-        return Step(state=st, alerts=tuple(alerts), timer_ms=self._next_timer(st))
+    def on_timer(self, state: IdleHeapGrowthState, now_ms: int) -> Step[IdleHeapGrowthState]:
+        """Resolve a TaskManager that went silent, or whose condition cleared long enough."""
+        alerts = self._clear_due(state, now_ms)
+        return Step(state=state, alerts=alerts, timer_ms=self._next_timer(state))
+
+    def on_idle(self, state: IdleHeapGrowthState, now_ms: int) -> tuple[Alert, ...]:
+        """A TaskManager without metrics: what is due by now, then its incident closes."""
+        alerts = self._clear_due(state, now_ms)
+        if not state.firing:
+            return alerts
+        state.why = "no metrics from this TaskManager any more"
+        return (*alerts, self._resolved(state, now_ms))
+
+    def evidence(self, state: IdleHeapGrowthState) -> IdleHeapGrowthEvidence | dict[str, Any]:
+        """The latest verdict's facts and why the incident resolves."""
+        if state.facts is None:  # no verdict yet
+            return {"why": state.why, "hint": HINT}
+        return IdleHeapGrowthEvidence(**state.facts.model_dump(), why=state.why)
 
     # --- folding samples ------------------------------------------------------------
 
-    def _new_state(self, event: Event) -> State:
-        return {
-            **self.identity(event),
-            # The job is set only once the TaskManager is known to run a single job.
-            "job_id": None,
-            "job_name": None,
-            "jobs": {},
-            "buckets": [],
-            "series": {},
-            "names": {},
-            "last_heap": None,
-            "last_heap_ms": None,
-            "heap_max": None,
-            "severity": None,
-            "cond": False,
-            "why": None,
-            "facts": None,
-        }
-
     @staticmethod
-    def _note_identity(st: State, event: Event) -> None:
-        st["host"] = event.host or st.get("host")
-        if not event.job_id:
+    def _note_identity(st: IdleHeapGrowthState, event: Event) -> None:
+        st.host = event.host or st.host
+        if not event.job_id and not event.job_name:
             return
-        jobs: dict[str, Any] = st["jobs"]
-        if event.job_id not in jobs and len(jobs) < _MAX_JOBS:
-            jobs[event.job_id] = event.job_name
-        elif event.job_id in jobs and event.job_name:
-            jobs[event.job_id] = event.job_name
+        if event.job_id and event.job_id not in st.jobs and len(st.jobs) < _MAX_JOBS:
+            st.jobs[event.job_id] = event.job_name
+        elif event.job_id in st.jobs and event.job_name:
+            st.jobs[event.job_id] = event.job_name
         # The alert names a job only when the TaskManager runs exactly one.
-        only = len(jobs) == 1
-        st["job_id"] = next(iter(jobs)) if only else None
-        st["job_name"] = next(iter(jobs.values())) if only else None
+        only = len(st.jobs) == 1
+        st.job_id = next(iter(st.jobs)) if only else None
+        st.job_name = next(iter(st.jobs.values())) if only else None
 
     def _bucket_start(self, time_ms: int) -> int:
         size = int(self.params.bucket_s * 1000)
         return time_ms - time_ms % size
 
-    @staticmethod
-    def _new_bucket(start: int) -> dict[str, Any]:
-        # n: heap samples, gc: lowest post-GC heap (the floor),
-        # tp: throughput samples, act: throughput moved, rate: highest rate,
-        # unk: a counter could not be tracked, cn/ci: commit samples / commits moved.
-        return {
-            "t": start, "n": 0, "gc": None, "tp": 0, "act": 0, "rate": 0.0,
-            "unk": 0, "cn": 0, "ci": 0,
-        }  # fmt: skip
-
-    def _trim(self, st: State, open_start: int) -> None:
+    def _trim(self, st: IdleHeapGrowthState, open_start: int) -> None:
         # Closed buckets are judged over the window before this one; keep one spare.
         horizon = open_start - int(self.params.window_s * 1000) - int(self.params.bucket_s * 1000)
-        st["buckets"] = [b for b in st["buckets"] if int(b["t"]) >= horizon]
+        st.buckets = [b for b in st.buckets if b.t >= horizon]
 
-    def _fold(self, st: State, bucket: dict[str, Any], event: Event) -> None:
+    def _fold(self, st: IdleHeapGrowthState, bucket: Bucket, event: Event) -> None:
         metric, value, t = str(event.metric), float(event.value or 0.0), event.time_ms
         if metric == HEAP_USED:
             self._fold_heap(st, bucket, value, t)
         elif metric == HEAP_MAX:
             if value > 0:
-                st["heap_max"] = value
+                st.heap_max = value
         elif metric == COMMITS_SUCCEEDED:
-            bucket["cn"] += 1
+            bucket.cn += 1
             moved = self._counter_moved(st, metric, event.task, value)
             if moved is None:
                 return
-            bucket["ci"] = max(int(bucket["ci"]), int(moved))
+            bucket.ci = bucket.ci or moved
         else:
-            bucket["tp"] += 1
-            st["names"][metric] = t
+            bucket.tp += 1
+            st.names[metric] = t
             if metric.endswith("PerSecond"):
-                bucket["rate"] = max(float(bucket["rate"]), value)
+                bucket.rate = max(bucket.rate, value)
                 if value > self.params.max_idle_rate:
-                    bucket["act"] = 1
+                    bucket.act = True
                 return
             moved = self._counter_moved(st, metric, event.task, value)
             if moved is None:
-                bucket["unk"] = 1
+                bucket.unk = True
             elif moved:
-                bucket["act"] = 1
+                bucket.act = True
 
-    def _fold_heap(self, st: State, bucket: dict[str, Any], value: float, t: int) -> None:
-        last_ms = st.get("last_heap_ms")
-        if last_ms is not None and t < int(last_ms):
+    def _fold_heap(self, st: IdleHeapGrowthState, bucket: Bucket, value: float, t: int) -> None:
+        if st.last_heap_ms is not None and t < st.last_heap_ms:
             return  # out of order: it would fake or hide a GC drop
-        bucket["n"] += 1
-        last = st.get("last_heap")
-        if last is not None and float(last) - value >= self.params.gc_drop_mb * _MB:
-            bucket["gc"] = value if bucket["gc"] is None else min(float(bucket["gc"]), value)
-        st["last_heap"], st["last_heap_ms"] = value, t
+        bucket.n += 1
+        last = st.last_heap
+        if last is not None and last - value >= self.params.gc_drop_mb * _MB:
+            bucket.gc = value if bucket.gc is None else min(bucket.gc, value)
+        st.last_heap, st.last_heap_ms = value, t
 
-    def _counter_moved(self, st: State, metric: str, task: str | None, value: float) -> bool | None:
+    def _counter_moved(
+        self, st: IdleHeapGrowthState, metric: str, task: str | None, value: float
+    ) -> bool | None:
         """Whether a counter sample is a value its label has not shown lately (None: untracked)."""
         key = hashlib.sha1(f"{metric}|{task}".encode(), usedforsecurity=False).hexdigest()[:10]
-        series: dict[str, list[float]] = st["series"]
-        levels = series.get(key)
+        levels = st.series.get(key)
         if levels is None:
-            if len(series) >= self.params.max_series:
+            if len(st.series) >= self.params.max_series:
                 return None
-            series[key] = [value]  # the first sample is a baseline, not movement
+            st.series[key] = [value]  # the first sample is a baseline, not movement
             return False
         moved = value not in levels
         if not moved:
@@ -397,59 +489,58 @@ class IdleHeapGrowth(Detector[IdleHeapGrowthParams, Any]):
 
     # --- judging the window -----------------------------------------------------------
 
-    def _judge(self, st: State) -> list[Alert]:
+    def _judge(self, st: IdleHeapGrowthState) -> list[Alert]:
         """Judge the window that ends with the bucket closing now; emit transitions.
 
         The verdict is stamped with the end of that bucket, not with the sample that
         happened to close it, so transitions fall on bucket boundaries whatever the
         scrape jitter, and a resolve by timer and one by a later sample agree.
         """
-        at_ms = int(st["buckets"][-1]["t"]) + int(self.params.bucket_s * 1000)
+        at_ms = st.buckets[-1].t + int(self.params.bucket_s * 1000)
         cond, why, facts = self._evaluate(st)
         if cond is None:
             # Too few GCs to see the floor says nothing either way: a firing alert
             # neither resolves nor flaps on an idle JVM that collects rarely.
-            if not st["firing"]:
-                st["cond"], st["why"], st["facts"] = False, why, facts
+            if not st.firing:
+                st.cond, st.why, st.facts = False, why, facts
             return []
-        st["cond"], st["why"], st["facts"] = cond, why, facts
+        st.cond, st.why, st.facts = cond, why, facts
         clear_ms = int(self.params.clear_for_s * 1000)
         transition = Lifecycle.update(st, cond, at_ms, clear_for_ms=clear_ms)
         if transition == "firing":
-            st["severity"] = self._severity(facts).value
+            st.severity = self._severity(facts)
             return [self._firing(st, at_ms, facts)]
         if transition == "resolved":
             return [self._resolved(st, at_ms)]
-        if st["firing"] and cond:
+        if st.firing and cond:
             # Heap_Max came within reach while firing: page again, once, on the same incident.
             severity = self._severity(facts)
-            if _RANK[severity] > _RANK[Severity(st["severity"] or self.params.severity)]:
-                st["severity"] = severity.value
+            if _RANK[severity] > _RANK[st.severity or self.params.severity]:
+                st.severity = severity
                 return [self._firing(st, at_ms, facts, AlertStatus.ESCALATED)]
         return []
 
-    def _evaluate(self, st: State) -> tuple[bool | None, str, dict[str, Any]]:
+    def _evaluate(self, st: IdleHeapGrowthState) -> tuple[bool | None, str, HeapFloorFacts]:
         p = self.params
         size = int(p.bucket_s * 1000)
-        closed: list[dict[str, Any]] = st["buckets"]
-        end = int(closed[-1]["t"])
+        end = st.buckets[-1].t
         start = end - (int(p.window_s // p.bucket_s) - 1) * size
-        win = [b for b in closed if int(b["t"]) >= start]
-        floors = [(int(b["t"]), float(b["gc"]) / _MB) for b in win if b["gc"] is not None]
+        win = [b for b in st.buckets if b.t >= start]
+        floors = [(b.t, b.gc / _MB) for b in win if b.gc is not None]
         growth = self._growth(floors)
         facts = self._facts(st, win, floors, growth, start, end + size)
-        if any(b["act"] for b in win):
-            return False, f"records flowing (highest rate {facts['max_rate']:g}/s)", facts
-        if any(b["unk"] for b in win):
+        if any(b.act for b in win):
+            return False, f"records flowing (highest rate {facts.max_rate:g}/s)", facts
+        if any(b.unk for b in win):
             return False, "too many throughput series to prove zero input", facts
-        covered = sum(1 for b in win if b["n"] and b["tp"])
+        covered = sum(1 for b in win if b.n and b.tp)
         if covered < p.min_buckets:
             return False, f"only {covered} buckets with heap and throughput samples", facts
         if len(floors) < p.min_gc_buckets or floors[-1][0] - floors[0][0] < p.window_s * 1000 / 2:
             return None, f"too few GCs to see the floor ({len(floors)} buckets)", facts
         if growth < p.min_growth_mb_per_h:
             return False, f"floor no longer rising ({growth:.0f} MB/h)", facts
-        if facts["rising_fraction"] < p.min_rising_fraction:
+        if facts.rising_fraction < p.min_rising_fraction:
             return False, "floor not rising steadily", facts
         n = len(floors)
         halves = (self._growth(floors[: (n + 1) // 2]), self._growth(floors[n // 2 :]))
@@ -463,45 +554,45 @@ class IdleHeapGrowth(Detector[IdleHeapGrowthParams, Any]):
 
     def _facts(
         self,
-        st: State,
-        win: list[dict[str, Any]],
+        st: IdleHeapGrowthState,
+        win: list[Bucket],
         floors: list[tuple[int, float]],
         growth: float,
         start: int,
         end: int,
-    ) -> dict[str, Any]:
+    ) -> HeapFloorFacts:
         tol = self.params.floor_tolerance_mb
         pairs = list(zip(floors, floors[1:], strict=False))
         rising = sum(1 for (_, a), (_, b) in pairs if b >= a - tol) / len(pairs) if pairs else 0.0
         floor_mb = floors[-1][1] if floors else None
-        heap_max_mb = float(st["heap_max"]) / _MB if st.get("heap_max") else None
+        heap_max_mb = st.heap_max / _MB if st.heap_max else None
         hours_left = None
         if floor_mb is not None and heap_max_mb is not None and growth > 0:
             hours_left = round(max(heap_max_mb - floor_mb, 0.0) / growth, 1)
-        commits = [b for b in win if b["cn"]]
-        seen = [int(b["t"]) for b in win if b["n"] and b["tp"]]
-        return {
-            "growth_mb_per_h": round(growth, 1),
-            "floor_mb": None if floor_mb is None else round(floor_mb, 1),
-            "floors_mb": [round(mb, 1) for _, mb in floors],
-            "heap_max_mb": None if heap_max_mb is None else round(heap_max_mb, 1),
-            "hours_to_heap_max": hours_left,
-            "rising_fraction": round(rising, 2),
-            "gc_buckets": len(floors),
-            "window_start_ms": start,
-            "idle_s": (end - min(seen)) // 1000 if seen else 0,
-            "window_end_ms": end,
-            "throughput_series": sorted(n for n, t in st["names"].items() if int(t) >= start),
-            "throughput_samples": sum(int(b["tp"]) for b in win),
-            "max_rate": max((float(b["rate"]) for b in win), default=0.0),
-            "kafka_commits_succeeded": (
-                None if not commits else "increasing" if any(b["ci"] for b in commits) else "flat"
+        commits = [b for b in win if b.cn]
+        seen = [b.t for b in win if b.n and b.tp]
+        return HeapFloorFacts(
+            growth_mb_per_h=round(growth, 1),
+            floor_mb=None if floor_mb is None else round(floor_mb, 1),
+            floors_mb=[round(mb, 1) for _, mb in floors],
+            heap_max_mb=None if heap_max_mb is None else round(heap_max_mb, 1),
+            hours_to_heap_max=hours_left,
+            rising_fraction=round(rising, 2),
+            gc_buckets=len(floors),
+            window_start_ms=start,
+            idle_s=(end - min(seen)) // 1000 if seen else 0,
+            window_end_ms=end,
+            throughput_series=sorted(n for n, t in st.names.items() if t >= start),
+            throughput_samples=sum(b.tp for b in win),
+            max_rate=max((b.rate for b in win), default=0.0),
+            kafka_commits_succeeded=(
+                None if not commits else "increasing" if any(b.ci for b in commits) else "flat"
             ),
-            "jobs": dict(st["jobs"]),
-        }
+            jobs=dict(st.jobs),
+        )
 
-    def _severity(self, facts: dict[str, Any]) -> Severity:
-        left = facts.get("hours_to_heap_max")
+    def _severity(self, facts: HeapFloorFacts) -> Severity:
+        left = facts.hours_to_heap_max
         if left is not None and left <= self.params.critical_within_h:
             return Severity.CRITICAL
         return self.params.severity
@@ -510,43 +601,51 @@ class IdleHeapGrowth(Detector[IdleHeapGrowthParams, Any]):
 
     def _firing(
         self,
-        st: State,
+        st: IdleHeapGrowthState,
         at_ms: int,
-        facts: dict[str, Any],
+        facts: HeapFloorFacts,
         status: AlertStatus = AlertStatus.FIRING,
     ) -> Alert:
-        left = facts["hours_to_heap_max"]
+        left = facts.hours_to_heap_max
         eta = f", Heap_Max in ~{left:g} h at this rate" if left is not None else ""
         return self.alert(
             state=st,
             status=status,
             event_time_ms=at_ms,
-            severity=Severity(st["severity"]),
+            severity=st.severity,
             summary=(
-                f"TaskManager {st['tm_id']}: post-GC heap floor rising "
-                f"{facts['growth_mb_per_h']:.0f} MB/h (now {facts['floor_mb']:.0f} MB{eta}) "
-                f"with zero records in/out for {facts['idle_s'] / 60:.0f} min; {HINT}"
+                f"TaskManager {st.tm_id}: post-GC heap floor rising "
+                f"{facts.growth_mb_per_h:.0f} MB/h (now {facts.floor_mb:.0f} MB{eta}) "
+                f"with zero records in/out for {facts.idle_s / 60:.0f} min; {HINT}"
             ),
-            evidence={**facts, "window_s": self.params.window_s, "hint": HINT},
+            evidence=IdleHeapGrowthEvidence(**facts.model_dump(), window_s=self.params.window_s),
         )
 
-    def _resolved(self, st: State, at_ms: int) -> Alert:
-        return self.resolve(
-            st,
-            at_ms,
-            f"TaskManager {st['tm_id']}: {st['why']}",
-            {**(st["facts"] or {}), "why": st["why"], "hint": HINT},
-            severity=Severity(st["severity"] or self.params.severity),
-        )
+    def _resolved(self, st: IdleHeapGrowthState, at_ms: int) -> Alert:
+        summary = f"TaskManager {st.tm_id}: {st.why}"
+        return self.resolve(st, at_ms, summary, self.evidence(st), severity=st.severity)
 
-    def _stale_at(self, st: State) -> int:
-        last = st.get("last_heap_ms")
-        base = int(last) if last is not None else int(st["last_event_ms"])
+    def _clear_due(self, st: IdleHeapGrowthState, now_ms: int) -> tuple[Alert, ...]:
+        """A firing TaskManager without heap samples starts to clear; resolve when due."""
+        clear_ms = int(self.params.clear_for_s * 1000)
+        if st.firing and st.clear_since_ms is None:
+            stale_at = self._stale_at(st)
+            if now_ms >= stale_at:
+                st.clear_since_ms = stale_at
+                st.why = "stopped sending heap metrics (killed or stopped?)"
+        deadline = Lifecycle.resolve_deadline(st, clear_ms)
+        if deadline is not None and now_ms >= deadline:
+            if Lifecycle.update(st, False, deadline, clear_for_ms=clear_ms) == "resolved":
+                return (self._resolved(st, deadline),)
+        return ()
+
+    def _stale_at(self, st: IdleHeapGrowthState) -> int:
+        base = st.last_heap_ms if st.last_heap_ms is not None else st.last_event_ms
         return base + int(self.params.stale_after_s * 1000)
 
-    def _next_timer(self, st: State) -> int:
-        timer = int(st["last_event_ms"]) + int(self.params.idle_ttl_s * 1000)
-        if st["firing"]:
-            deadline = Lifecycle.resolve_deadline(st, int(self.params.clear_for_s * 1000))
-            timer = min(timer, deadline if deadline is not None else self._stale_at(st))
-        return timer
+    def _next_timer(self, st: IdleHeapGrowthState) -> int | None:
+        """The resolve deadline, or when the heap samples count as stale (firing only)."""
+        if not st.firing:
+            return None
+        deadline = Lifecycle.resolve_deadline(st, int(self.params.clear_for_s * 1000))
+        return deadline if deadline is not None else self._stale_at(st)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Iterable
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
@@ -18,6 +19,7 @@ from detectors.idle_heap_growth import (
     IdleHeapGrowthParams,
 )
 from detectors.stats import theil_sen
+from tests.detectors.timeline import drive, drive_timer
 
 TM = "container_e08_1717400000000_0042_01_000002"
 HOST = "worker_7_example_com"
@@ -105,18 +107,14 @@ def merged(*streams: Iterable[Event]) -> list[Event]:
     return sorted((e for s in streams for e in s), key=lambda e: e.time_ms)
 
 
-def run(
-    det: IdleHeapGrowth, events: list[Event], state: dict | None = None, *, roundtrip: bool = True
-):
-    alerts = []
-    for i, e in enumerate(events):
-        step = det.on_event(state, e, e.time_ms)
-        state = step.state
-        if roundtrip and state is not None and i % 50 == 0:
-            # Like the adapter between micro-batches: the state must survive json.dumps.
-            state = json.loads(json.dumps(state))
-        alerts.extend(step.alerts)
-    return state, alerts
+def fold(det: IdleHeapGrowth, events: list[Event]) -> Any:
+    """The state after many events, kept in memory: ``drive`` would save it at each one."""
+    state, timer = None, None
+    for e in events:
+        step = det.advance(state, timer, e)
+        state, timer = step.state, step.timer_ms
+    assert state is not None
+    return state
 
 
 def leak(minutes: float = 120, **kw) -> list[Event]:
@@ -141,7 +139,7 @@ def test_theil_sen_ignores_an_outlier() -> None:
 
 def test_leak_fires_once_within_an_hour_with_the_evidence() -> None:
     det = IdleHeapGrowth(IdleHeapGrowthParams())
-    _, alerts = run(det, leak(minutes=180))
+    _, alerts = drive(det, leak(minutes=180))
     assert [a.status for a in alerts] == [AlertStatus.FIRING]
     a = alerts[0]
     # The tenth 5-minute bucket closes at 50 min: an hour of growth is not needed.
@@ -166,13 +164,13 @@ def test_leak_fires_once_within_an_hour_with_the_evidence() -> None:
 def test_heap_max_gives_the_time_left_and_critical_when_it_is_near() -> None:
     events = leak(minutes=60)
     events = merged(events, [metric(HEAP_MAX, e.time_ms, 2048 * MB) for e in events[:1]])
-    _, alerts = run(IdleHeapGrowth(IdleHeapGrowthParams()), events)
+    _, alerts = drive(IdleHeapGrowth(IdleHeapGrowthParams()), events)
     ev = alerts[0].evidence
     assert ev["heap_max_mb"] == 2048.0
     assert ev["hours_to_heap_max"] == pytest.approx((2048 - ev["floor_mb"]) / 200, abs=1.0)
     assert alerts[0].severity == Severity.WARNING
     near = merged(leak(minutes=60), [metric(HEAP_MAX, T0, 800 * MB)])
-    _, alerts = run(IdleHeapGrowth(IdleHeapGrowthParams()), near)
+    _, alerts = drive(IdleHeapGrowth(IdleHeapGrowthParams()), near)
     assert alerts[0].severity == Severity.CRITICAL
     assert "Heap_Max in ~" in alerts[0].summary
 
@@ -181,7 +179,7 @@ def test_a_firing_leak_escalates_once_when_heap_max_comes_within_reach() -> None
     # Floor 420 MB + 200 MB/h against a 1200 MB heap: ~3 h left when it fires at 50 min,
     # under critical_within_h (2 h) from about 115 min on.
     events = merged(leak(minutes=180), [metric(HEAP_MAX, T0, 1200 * MB)])
-    state, alerts = run(IdleHeapGrowth(IdleHeapGrowthParams()), events)
+    state, alerts = drive(IdleHeapGrowth(IdleHeapGrowthParams()), events)
     assert [(a.status, a.severity) for a in alerts] == [
         (AlertStatus.FIRING, Severity.WARNING),
         (AlertStatus.ESCALATED, Severity.CRITICAL),
@@ -202,7 +200,7 @@ def test_resolves_after_clear_for_once_records_flow_with_the_same_alert_id() -> 
         heap(minutes=60, floor_mb=430, growth_mb_h=0, start=busy_start, seed=2),
         throughput(minutes=60, rate=40.0, start=busy_start),
     )
-    _, alerts = run(det, idle + busy)
+    _, alerts = drive(det, idle + busy)
     assert [(a.status, a.event_time_ms) for a in alerts] == [
         (AlertStatus.FIRING, T0 + 50 * MIN),
         # The bucket with the first records closes at 95 min; 15 min later it resolves.
@@ -217,54 +215,86 @@ def test_a_killed_taskmanager_resolves_by_timer_then_is_evicted() -> None:
     params = IdleHeapGrowthParams(idle_ttl_s=3 * 3600)
     det = IdleHeapGrowth(params)
     events = leak(minutes=120)
-    state, alerts = run(det, events)
+    state, timer, alerts = drive_timer(det, events)
     assert [a.status for a in alerts] == [AlertStatus.FIRING]
     last = events[-1].time_ms
-    step = det.on_event(state, events[-1], last)
     # No more heap samples: stale 15 min after the last one, resolved 15 min after that.
-    assert step.timer_ms == last + 15 * MIN
-    stale = det.on_timer(step.state or {}, step.timer_ms or 0)
-    assert stale.alerts == () and stale.timer_ms == last + 30 * MIN
-    done = det.on_timer(stale.state or {}, last + 30 * MIN)
-    assert [(a.status, a.event_time_ms) for a in done.alerts] == [
-        (AlertStatus.RESOLVED, last + 30 * MIN)
-    ]
-    assert done.alerts[0].alert_id == alerts[0].alert_id
-    assert "stopped sending heap metrics" in done.alerts[0].summary
-    assert done.state is not None and done.timer_ms == last + 3 * 3_600_000
-    gone = det.on_timer(done.state, last + 3 * 3_600_000)
-    assert gone.state is None and gone.alerts == ()
+    assert timer == last + 15 * MIN
+    state, timer, stale = drive_timer(det, [], until=timer, state=state, timer=timer)
+    assert stale == [] and timer == last + 30 * MIN
+    state, timer, done = drive_timer(det, [], until=last + 30 * MIN, state=state, timer=timer)
+    assert [(a.status, a.event_time_ms) for a in done] == [(AlertStatus.RESOLVED, last + 30 * MIN)]
+    assert done[0].alert_id == alerts[0].alert_id
+    assert "stopped sending heap metrics" in done[0].summary
+    assert state is not None and timer == last + 3 * 3_600_000
+    state, timer, gone = drive_timer(det, [], until=last + 3 * 3_600_000, state=state, timer=timer)
+    assert state is None and timer is None and gone == []
 
 
-def test_a_late_timer_resolves_at_the_deadline_in_one_call() -> None:
+def test_a_late_timer_resolves_at_the_deadline() -> None:
     # In a replay the watermark jumps far ahead: the resolve still carries its own time.
     det = IdleHeapGrowth(IdleHeapGrowthParams())
     events = leak(minutes=120)
-    state, _ = run(det, events)
-    step = det.on_timer(state or {}, events[-1].time_ms + 5 * 3_600_000)
-    assert [(a.status, a.event_time_ms) for a in step.alerts] == [
+    state, timer, _ = drive_timer(det, events)
+    until = events[-1].time_ms + 5 * 3_600_000
+    _, alerts = drive(det, [], until=until, state=state, timer=timer)
+    assert [(a.status, a.event_time_ms) for a in alerts] == [
         (AlertStatus.RESOLVED, events[-1].time_ms + 30 * MIN)
     ]
 
 
+def test_heap_samples_that_stop_while_throughput_goes_on_clear_from_the_stale_deadline() -> None:
+    # The stale deadline fires at its own time between two samples of one batch, as it
+    # does live: the resolve comes clear_for_s after it (30 min after the last heap
+    # sample). One long batch used to fold the samples only and resolve 15 s later, at the
+    # first bucket close whose verdict was false.
+    det = IdleHeapGrowth(IdleHeapGrowthParams())
+    events = merged(heap(minutes=90, floor_mb=420, growth_mb_h=200), throughput(minutes=150))
+    last_heap = max(e.time_ms for e in events if e.metric == HEAP_USED)
+    _, alerts = drive(det, events)
+    assert [(a.status, a.event_time_ms) for a in alerts] == [
+        (AlertStatus.FIRING, T0 + 50 * MIN),
+        (AlertStatus.RESOLVED, last_heap + 30 * MIN),
+    ]
+    assert alerts[0].alert_id == alerts[1].alert_id
+
+
 def test_idle_ttl_evicts_a_quiet_entity_and_resolves_a_firing_one() -> None:
     det = IdleHeapGrowth(IdleHeapGrowthParams(idle_ttl_s=600, stale_after_s=3600))
-    state, _ = run(det, heap(minutes=20, floor_mb=300, growth_mb_h=0))
-    step = det.on_timer(state or {}, T0 + 20 * MIN + 600_000)
-    assert step.state is None and step.alerts == ()
-    state, alerts = run(det, leak(minutes=60))
+    state, timer, _ = drive_timer(det, heap(minutes=20, floor_mb=300, growth_mb_h=0))
+    until = T0 + 20 * MIN + 600_000
+    state, alerts = drive(det, [], until=until, state=state, timer=timer)
+    assert state is None and alerts == []
+    state, timer, alerts = drive_timer(det, leak(minutes=60))
     assert alerts and state is not None
-    step = det.on_timer(state, int(state["last_event_ms"]) + 600_000)
-    assert step.state is None
-    assert [a.status for a in step.alerts] == [AlertStatus.RESOLVED]
-    assert "no metrics from this TaskManager" in step.alerts[0].summary
+    until = state.last_event_ms + 600_000
+    state, alerts = drive(det, [], until=until, state=state, timer=timer)
+    assert state is None
+    assert [(a.status, a.event_time_ms) for a in alerts] == [(AlertStatus.RESOLVED, until)]
+    assert "no metrics from this TaskManager" in alerts[0].summary
+    assert alerts[0].evidence["why"] == "no metrics from this TaskManager any more"
+    assert "window_s" not in alerts[0].evidence
+
+
+def test_a_resolve_due_with_the_idle_deadline_keeps_its_own_reason() -> None:
+    # stale (15 min) + clear_for (15 min) == idle_ttl (30 min): both at the same instant.
+    det = IdleHeapGrowth(IdleHeapGrowthParams(idle_ttl_s=1800))
+    events = leak(minutes=60)
+    state, timer, alerts = drive_timer(det, events)
+    last = events[-1].time_ms
+    state, resolved = drive(det, [], until=last + 30 * MIN, state=state, timer=timer)
+    assert state is None
+    assert [(a.status, a.event_time_ms) for a in resolved] == [
+        (AlertStatus.RESOLVED, last + 30 * MIN)
+    ]
+    assert "stopped sending heap metrics" in resolved[0].summary
 
 
 # --- false-positive traps ------------------------------------------------------------
 
 
 def quiet(events: list[Event], **params: float) -> None:
-    _, alerts = run(IdleHeapGrowth(IdleHeapGrowthParams(**params)), events)
+    _, alerts = drive(IdleHeapGrowth(IdleHeapGrowthParams(**params)), events)
     assert alerts == []
 
 
@@ -350,7 +380,7 @@ def test_constant_counters_of_chained_operators_sharing_a_task_label_are_idle() 
         for i in range(120 * 4)
         for k, value in enumerate((0.0, 5_000.0, 4_990.0, 4_990.0))
     ]
-    _, alerts = run(IdleHeapGrowth(IdleHeapGrowthParams()), merged(leak(minutes=120), ops))
+    _, alerts = drive(IdleHeapGrowth(IdleHeapGrowthParams()), merged(leak(minutes=120), ops))
     assert [a.status for a in alerts] == [AlertStatus.FIRING]
     assert OP_IN in alerts[0].evidence["throughput_series"]
 
@@ -361,7 +391,7 @@ def test_a_slowly_collecting_leaking_jvm_is_still_caught() -> None:
         heap(minutes=180, floor_mb=400, growth_mb_h=150, alloc_mb_s=0.12, young_mb=90),
         throughput(minutes=180),
     )
-    _, alerts = run(IdleHeapGrowth(IdleHeapGrowthParams()), events)
+    _, alerts = drive(IdleHeapGrowth(IdleHeapGrowthParams()), events)
     assert [a.status for a in alerts] == [AlertStatus.FIRING]
     assert alerts[0].event_time_ms <= T0 + 90 * MIN
 
@@ -371,10 +401,10 @@ def test_a_slowly_collecting_leaking_jvm_is_still_caught() -> None:
 
 def test_an_out_of_order_heap_sample_is_ignored() -> None:
     det = IdleHeapGrowth(IdleHeapGrowthParams())
-    state, _ = run(det, [metric(HEAP_USED, T0 + 30_000, 500 * MB)])
-    state, _ = run(det, [metric(HEAP_USED, T0, 100 * MB)], state)
+    state, _ = drive(det, [metric(HEAP_USED, T0 + 30_000, 500 * MB)])
+    state, _ = drive(det, [metric(HEAP_USED, T0, 100 * MB)], state=state)
     assert state is not None
-    assert state["last_heap"] == 500 * MB and state["buckets"][0]["gc"] is None
+    assert state.last_heap == 500 * MB and state.buckets[0].gc is None
 
 
 def test_state_stays_bounded_under_a_flood_of_series_and_time() -> None:
@@ -388,15 +418,54 @@ def test_state_stays_bounded_under_a_flood_of_series_and_time() -> None:
         for i in range(400)
         for j in range(10)
     ]
-    state, _ = run(det, merged(events, flood), roundtrip=False)
-    assert state is not None
-    assert len(state["series"]) == 256
-    assert max(len(levels) for levels in state["series"].values()) == 8
-    assert len(state["buckets"]) <= 3600 // 300 + 2
+    state = fold(det, merged(events, flood))
+    assert len(state.series) == 256
+    assert max(len(levels) for levels in state.series.values()) == 8
+    assert len(state.buckets) <= 3600 // 300 + 2
     # Worst case documented in the module docstring.
-    assert len(json.dumps(state)) < 48_000
-    typical, _ = run(IdleHeapGrowth(IdleHeapGrowthParams()), leak(minutes=600), roundtrip=False)
-    assert len(json.dumps(typical)) < 4_000
+    assert len(json.dumps(det.dump(state))) < 48_000
+    typical = fold(det, leak(minutes=600))
+    assert len(json.dumps(det.dump(typical))) < 4_000
+
+
+#: A firing state as the untyped version wrote it (trimmed to two buckets and one series).
+OLD_STATE = {
+    "v": 1, "entity": f"tm:{TM}", "job_id": JOB, "job_name": "orders_audit", "tm_id": TM,
+    "host": HOST, "firing": True, "incident_start_ms": 1717403100000, "clear_since_ms": None,
+    "last_event_ms": 1717403685000, "jobs": {JOB: "orders_audit"},
+    "buckets": [
+        {"t": 1717403100000, "n": 20, "gc": 620604098.1250657, "tp": 80, "act": 0,
+         "rate": 0.0, "unk": 0, "cn": 5, "ci": 0},
+        {"t": 1717403400000, "n": 20, "gc": 635310190.0936261, "tp": 80, "act": 0,
+         "rate": 0.0, "unk": 0, "cn": 5, "ci": 0},
+    ],
+    "series": {"557ccacb23": [0.0]}, "names": {IN: 1717403685000, OUT: 1717403685000},
+    "last_heap": 769237442.4446923, "last_heap_ms": 1717403685000, "heap_max": None,
+    "severity": "warning", "cond": True, "why": "floor rising with zero throughput",
+    "facts": {
+        "growth_mb_per_h": 197.7, "floor_mb": 591.9, "floors_mb": [426.8, 591.9],
+        "heap_max_mb": None, "hours_to_heap_max": None, "rising_fraction": 1.0,
+        "gc_buckets": 11, "window_start_ms": 1717399800000, "idle_s": 3300,
+        "window_end_ms": 1717403400000, "throughput_series": [IN, OUT],
+        "throughput_samples": 880, "max_rate": 0.0, "kafka_commits_succeeded": "flat",
+        "jobs": {JOB: "orders_audit"},
+    },
+}  # fmt: skip
+
+
+def test_a_state_saved_by_the_untyped_version_loads_and_goes_on() -> None:
+    det = IdleHeapGrowth(IdleHeapGrowthParams())
+    state = det.load(OLD_STATE)
+    assert set(det.dump(state)) == set(OLD_STATE)
+    assert state.buckets[-1].gc == 635310190.0936261 and not state.buckets[-1].act
+    assert state.severity is Severity.WARNING and state.facts is not None
+    last = OLD_STATE["last_heap_ms"]
+    _, alerts = drive(det, [], until=last + 30 * MIN, state=state, timer=last + 15 * MIN)
+    assert [(a.status, a.event_time_ms) for a in alerts] == [
+        (AlertStatus.RESOLVED, last + 30 * MIN)
+    ]
+    assert alerts[0].evidence["floors_mb"] == [426.8, 591.9]
+    assert alerts[0].evidence["why"].startswith("stopped sending heap metrics")
 
 
 def test_too_many_counter_series_leave_idleness_unproven() -> None:
