@@ -39,26 +39,26 @@ Every fatal exit of a process belongs to its open incident (``fatal_exits`` coun
 exits at least a minute apart: a crash loop of a pod that keeps its name); the
 incident resolves ``clear_for_s`` after the last one.
 
-State per process: the open incident's facts (texts cut to ``_TEXT_CHARS``), one
-pending fatal line and one recent OOM line: at most ~1.5 KB.
+State per process (:class:`JvmFatalState`): the open incident's facts (texts cut to
+``_TEXT_CHARS``), one pending fatal line and one recent OOM line: at most ~1.5 KB.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any, ClassVar
+from typing import ClassVar
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from detectors.base import (
     Alert,
-    AlertStatus,
     Detector,
     DetectorParams,
+    DetectorState,
     Event,
+    Evidence,
     Scope,
     Severity,
-    State,
     Step,
 )
 
@@ -166,9 +166,9 @@ def _oom_line(text: str | None) -> tuple[str, str | None] | None:
     return ("other", None) if bare else None
 
 
-def _fallback_cause(fatal: dict[str, Any]) -> str:
+def _fallback_cause(fatal: FatalLine) -> str:
     """The cause of a fatal exit whose exception is no OutOfMemoryError."""
-    return "fatal_exit" if fatal["how"] == "fatal_exit_handler" else "other"
+    return "fatal_exit" if fatal.how == "fatal_exit_handler" else "other"
 
 
 def role_of(tm_id: str | None, text: str) -> str:
@@ -212,13 +212,112 @@ class JvmFatalParams(DetectorParams):
     )
 
 
-class JvmFatal(Detector[JvmFatalParams, Any]):
+class FatalLine(BaseModel):
+    """How a process ended, as its fatal line (and the OutOfMemoryError, once known) say.
+
+    Attributes:
+        how: Which fatal line (``fatal_exit_handler``, ``task_terminating_jvm``, ...).
+        line: The fatal line, cut to ``_TEXT_CHARS``.
+        thread: The thread an uncaught exception killed, when the line names it.
+        role: ``taskmanager``, ``jobmanager`` or ``unknown``.
+        cause: The OOM kind or ``fatal_exit`` (``None`` while not known).
+        oom: The OutOfMemoryError's line, when there is one.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    how: str
+    line: str
+    thread: str | None = None
+    role: str
+    cause: str | None = None
+    oom: str | None = None
+
+
+class PendingFatal(FatalLine):
+    """A fatal line without its exception, waiting ``cause_wait_s`` for an OOM line.
+
+    Attributes:
+        t: When it was logged.
+        always: The line always ends the process (it fires without an OOM).
+        bare_oom: A line named an OutOfMemoryError without its detail.
+    """
+
+    t: int
+    always: bool
+    bare_oom: bool = False
+
+
+class ExitFacts(FatalLine):
+    """The open incident's exit (the first one) and when the latest came.
+
+    Attributes:
+        first_exit_ms: When the first fatal exit of the incident came.
+        last_exit_ms: When the latest one came.
+    """
+
+    first_exit_ms: int
+    last_exit_ms: int
+
+
+class JvmFatalState(DetectorState):
+    """What :class:`JvmFatal` keeps per process.
+
+    Attributes:
+        clock_ms: The latest event or deadline time seen (an earlier line is stamped so).
+        pending: A fatal line waiting for its OOM line.
+        oom: The latest OOM line without a fatal line yet: (time, cause, line).
+        exits: Fatal exits of the open incident (a minute apart at least).
+        last_exit_ms: When the latest fatal exit came.
+        facts: The open incident's exit.
+    """
+
+    clock_ms: int = 0
+    pending: PendingFatal | None = None
+    oom: tuple[int, str, str] | None = None
+    exits: int = 0
+    last_exit_ms: int | None = None
+    facts: ExitFacts | None = None
+
+
+class JvmFatalEvidence(Evidence):
+    """What a ``jvm_fatal`` alert shows.
+
+    Attributes:
+        cause: The OOM kind (``heap_space``, ``metaspace``, ...) or ``fatal_exit``.
+        role: ``taskmanager``, ``jobmanager`` or ``unknown``.
+        exit: Which fatal line ended the process.
+        fatal_line: That line.
+        thread: The thread an uncaught exception killed.
+        oom: The OutOfMemoryError's line.
+        fatal_exits: Fatal exits of the process in the incident.
+        first_exit_ms: When the first came.
+        last_exit_ms: When the latest came.
+        hint: What the cause usually means and what to do.
+    """
+
+    cause: str = "other"
+    role: str = "unknown"
+    exit: str | None = None
+    fatal_line: str | None = None
+    thread: str | None = None
+    oom: str | None = None
+    fatal_exits: int
+    first_exit_ms: int | None = None
+    last_exit_ms: int | None = None
+    hint: str = _HINTS["other"]
+
+
+class JvmFatal(Detector[JvmFatalParams, JvmFatalState]):
     """Fire when a Flink process stops itself on an OutOfMemoryError or uncaught exception."""
 
     name: ClassVar[str] = "jvm_fatal"
     scope: ClassVar[Scope] = "tm"
     kinds: ClassVar[frozenset[str]] = frozenset({"fatal_error", "jvm_oom"})
     params_model: ClassVar[type[DetectorParams]] = JvmFatalParams
+    state_model: ClassVar[type[DetectorState]] = JvmFatalState
+    evidence_model: ClassVar[type[Evidence]] = JvmFatalEvidence
+    causal_rank: ClassVar[int] = 1
     runbook: ClassVar[str] = (
         "A Flink JVM stopped itself. Read `cause` and the hint in the evidence; for heap OOMs "
         "check the job's checkpoint size (checkpoint_state_growth) and state backend, for "
@@ -232,201 +331,179 @@ class JvmFatal(Detector[JvmFatalParams, Any]):
         ),
     }
 
-    def signal_values(self, state: State) -> dict[str, float]:  # noqa: D102
-        return {"process_fatal_exits": float(state["exits"] if state.get("firing") else 0)}
+    def signal_values(self, state: JvmFatalState) -> dict[str, float]:  # noqa: D102
+        return {"process_fatal_exits": float(state.exits if state.firing else 0)}
 
-    def on_event(self, state: State | None, event: Event, now_ms: int) -> Step:
+    def on_event(self, state: JvmFatalState | None, event: Event) -> Step[JvmFatalState]:
         """Fold a fatal or OOM line in; fire when a process is known to have died of it."""
-        st = dict(state) if state else self._new_state(event)
-        st["host"] = st.get("host") or event.host
-        at = max(int(st["clock_ms"]), event.time_ms)
-        st["last_event_ms"] = max(int(st["last_event_ms"]), event.time_ms)
-        alerts = self._advance(st, at)
+        st = state or self.new_state(event, clock_ms=event.time_ms)
+        st.host = st.host or event.host
+        at = self._tick(st, event.time_ms)
+        alerts: list[Alert] = []
         text = event.message or event.reason or ""
         if event.kind == "jvm_oom":
             cause, line = _oom_line(text) or ("other", None)
             line = line or text.split("\n", 1)[0]
-            pending = st["pending"]
-            if pending is not None:
-                st["pending"] = None
-                alerts.extend(self._exit(st, at, {**pending, "cause": cause, "oom": line}))
+            if st.pending is not None:
+                pending, st.pending = st.pending, None
+                alerts.extend(self._exit(st, at, pending, cause, line))
             else:
-                st["oom"] = [at, cause, line[:_TEXT_CHARS]]
+                st.oom = (at, cause, line[:_TEXT_CHARS])
         elif event.kind == "fatal_error":
             alerts.extend(self._on_fatal(st, at, text))
-        return Step(state=st, alerts=tuple(alerts), timer_ms=self._next_timer(st))
+        return Step(state=st, alerts=tuple(alerts), timer_ms=min(self._due(st), default=None))
 
-    def on_timer(self, state: State, now_ms: int) -> Step:
-        """Decide a fatal line that waited for its cause; resolve; evict an idle process."""
-        st = dict(state)
-        idle_at = int(st["last_event_ms"]) + int(self.params.idle_ttl_s * 1000)
-        alerts = self._advance(st, min(now_ms, idle_at))
-        if now_ms >= idle_at:
-            if st["firing"]:
-                alerts.append(self._resolved(st, idle_at))
-            return Step(state=None, alerts=tuple(alerts))
-        return Step(state=st, alerts=tuple(alerts), timer_ms=self._next_timer(st))
+    def on_timer(self, state: JvmFatalState, now_ms: int) -> Step[JvmFatalState]:
+        """Decide a fatal line that waited for its cause; resolve."""
+        alerts = self._decide(state, now_ms)
+        return Step(state=state, alerts=alerts, timer_ms=min(self._due(state), default=None))
+
+    def on_idle(self, state: JvmFatalState, now_ms: int) -> tuple[Alert, ...]:
+        """A process without lines: what is due by now, then its open incident closes."""
+        alerts = self._decide(state, now_ms)
+        return (*alerts, self._resolved(state, now_ms)) if state.firing else alerts
+
+    def evidence(self, state: JvmFatalState) -> JvmFatalEvidence:
+        """The open incident's exit, cause and hint."""
+        f = state.facts
+        if f is None:  # no incident open
+            return JvmFatalEvidence(fatal_exits=state.exits)
+        cause = f.cause or "other"
+        return JvmFatalEvidence(
+            cause=cause,
+            role=f.role,
+            exit=f.how,
+            fatal_line=f.line,
+            thread=f.thread,
+            oom=f.oom,
+            fatal_exits=state.exits,
+            first_exit_ms=f.first_exit_ms,
+            last_exit_ms=f.last_exit_ms,
+            hint=_HINTS.get(cause, _HINTS["other"]),
+        )
 
     # --- events ------------------------------------------------------------------
 
-    def _new_state(self, event: Event) -> State:
-        return {
-            **self.identity(event),
-            "clock_ms": event.time_ms,
-            "pending": None,
-            "oom": None,
-            "exits": 0,
-            "last_exit_ms": None,
-            "facts": None,
-        }
-
-    def _on_fatal(self, st: State, at: int, text: str) -> list[Alert]:
+    def _on_fatal(self, st: JvmFatalState, at: int, text: str) -> list[Alert]:
         first = text.split("\n", 1)[0]
         how, always = next(
             ((how, always) for needle, how, always in _EXITS if needle in first),
             ("fatal_error", False),
         )
         thread = _THREAD.match(first)
-        fatal: dict[str, Any] = {
-            "t": at,
-            "how": how,
-            "always": always,
-            "line": first[:_TEXT_CHARS],
-            "thread": thread[1][:_TEXT_CHARS] if thread else None,
-            "role": role_of(st.get("tm_id"), text),
-            "cause": None,
-            "oom": None,
-        }
+        fatal = PendingFatal(
+            t=at,
+            how=how,
+            always=always,
+            line=first[:_TEXT_CHARS],
+            thread=thread[1][:_TEXT_CHARS] if thread else None,
+            role=role_of(st.tm_id, text),
+        )
         found = _oom_line(text)
         if found is not None and found[1] is not None:
-            return self._exit(st, at, {**fatal, "cause": found[0], "oom": found[1]})
-        recent = st["oom"]
-        if recent is not None and at - int(recent[0]) <= self.params.cause_wait_s * 1000:
-            st["oom"] = None
-            return self._exit(st, at, {**fatal, "cause": recent[1], "oom": recent[2]})
+            return self._exit(st, at, fatal, found[0], found[1])
+        recent = st.oom
+        if recent is not None and at - recent[0] <= self.params.cause_wait_s * 1000:
+            st.oom = None
+            return self._exit(st, at, fatal, recent[1], recent[2])
         if "\n" in text.strip():
             # The record carries its exception, and it is no OutOfMemoryError with a detail.
             if found is not None:
-                return self._exit(st, at, {**fatal, "cause": "other", "oom": first})
+                return self._exit(st, at, fatal, "other", first)
             if always:
-                return self._exit(st, at, {**fatal, "cause": _fallback_cause(fatal)})
+                return self._exit(st, at, fatal, _fallback_cause(fatal), None)
             return []  # a shutdown for another reason: other detectors' business
         # The exception was shipped apart (or not at all): wait for an OOM line. A second
         # fatal line of the same exit (the runner after the handler) joins the first.
-        pending = st["pending"] or {**fatal, "bare_oom": False}
-        pending["always"] = bool(pending["always"] or always)
-        pending["bare_oom"] = bool(pending["bare_oom"] or found is not None)
-        if pending["role"] == "unknown":
-            pending["role"] = fatal["role"]
-        st["pending"] = pending
+        pending = st.pending or fatal
+        pending.always = pending.always or always
+        pending.bare_oom = pending.bare_oom or found is not None
+        if pending.role == "unknown":
+            pending.role = fatal.role
+        st.pending = pending
         return []
 
-    def _exit(self, st: State, at: int, fatal: dict[str, Any]) -> list[Alert]:
+    def _exit(
+        self, st: JvmFatalState, at: int, fatal: FatalLine, cause: str, oom: str | None
+    ) -> list[Alert]:
         """Record one fatal exit; the first of an incident fires."""
-        last = st["last_exit_ms"]
-        if last is None or at - int(last) >= _SAME_CRASH_MS:
-            st["exits"] = int(st["exits"]) + 1
-        st["last_exit_ms"] = at
-        oom = fatal.get("oom")
-        fatal = {k: v for k, v in fatal.items() if k not in ("t", "always", "bare_oom")}
-        fatal["oom"] = str(oom)[:_TEXT_CHARS] if oom else None
-        if fatal["role"] == "unknown" and oom:
-            fatal["role"] = role_of(st.get("tm_id"), str(oom))
-        if st["firing"]:
-            facts = st["facts"] or {}
-            if facts.get("role") == "unknown" and fatal["role"] != "unknown":
-                facts["role"] = fatal["role"]
-            st["facts"] = {**facts, "last_exit_ms": at}
+        if st.last_exit_ms is None or at - st.last_exit_ms >= _SAME_CRASH_MS:
+            st.exits += 1
+        st.last_exit_ms = at
+        oom = oom[:_TEXT_CHARS] if oom else None
+        role = fatal.role
+        if role == "unknown" and oom:
+            role = role_of(st.tm_id, oom)
+        facts = st.facts
+        if st.firing and facts is not None:
+            if facts.role == "unknown":
+                facts.role = role
+            facts.last_exit_ms = at
             return []
-        st["facts"] = {**fatal, "first_exit_ms": at, "last_exit_ms": at}
-        st["firing"] = True
-        st["incident_start_ms"] = at
-        st["clear_since_ms"] = None
-        return [
-            self.alert(
-                state=st,
-                status=AlertStatus.FIRING,
-                event_time_ms=at,
-                summary=self._summary(st),
-                evidence=self._evidence(st),
-            )
-        ]
+        st.facts = facts = ExitFacts(
+            how=fatal.how,
+            line=fatal.line,
+            thread=fatal.thread,
+            role=role,
+            cause=cause,
+            oom=oom,
+            first_exit_ms=at,
+            last_exit_ms=at,
+        )
+        return [self.fire(st, at, self._summary(st, facts), self.evidence(st))]
 
     # --- time --------------------------------------------------------------------
 
-    def _due(self, st: State) -> list[int]:
+    def _tick(self, st: JvmFatalState, now_ms: int) -> int:
+        """Move the clock on; forget an OOM line too old to explain a fatal line."""
+        st.clock_ms = max(st.clock_ms, now_ms)
+        if st.oom is not None and st.clock_ms - st.oom[0] > self.params.cause_wait_s * 1000:
+            st.oom = None
+        return st.clock_ms
+
+    def _due(self, st: JvmFatalState) -> list[int]:
         times = []
-        if st["pending"] is not None:
-            times.append(int(st["pending"]["t"]) + int(self.params.cause_wait_s * 1000))
-        if st["firing"] and st["last_exit_ms"] is not None:
-            times.append(int(st["last_exit_ms"]) + int(self.params.clear_for_s * 1000))
+        if st.pending is not None:
+            times.append(st.pending.t + int(self.params.cause_wait_s * 1000))
+        if st.firing and st.last_exit_ms is not None:
+            times.append(st.last_exit_ms + int(self.params.clear_for_s * 1000))
         return sorted(times)
 
-    def _advance(self, st: State, until_ms: int) -> list[Alert]:
+    def _decide(self, st: JvmFatalState, until_ms: int) -> tuple[Alert, ...]:
         """Decide what fell due up to ``until_ms``, one due time after the other."""
         alerts: list[Alert] = []
         wait_ms = int(self.params.cause_wait_s * 1000)
-        while True:
-            due = [t for t in self._due(st) if t <= until_ms]
-            if not due:
-                break
-            pending = st["pending"]
-            if pending is not None and int(pending["t"]) + wait_ms == due[0]:
+        while due := [t for t in self._due(st) if t <= until_ms]:
+            pending = st.pending
+            if pending is not None and pending.t + wait_ms == due[0]:
                 # No OOM line came: a fatal line that always ends the process still does.
-                st["pending"] = None
-                if pending["always"] or pending["bare_oom"]:
-                    cause = "other" if pending["bare_oom"] else _fallback_cause(pending)
-                    alerts.extend(self._exit(st, due[0], {**pending, "cause": cause}))
+                st.pending = None
+                if pending.always or pending.bare_oom:
+                    cause = "other" if pending.bare_oom else _fallback_cause(pending)
+                    alerts.extend(self._exit(st, due[0], pending, cause, None))
             else:
                 alerts.append(self._resolved(st, due[0]))
-        if st["oom"] is not None and until_ms - int(st["oom"][0]) > self.params.cause_wait_s * 1000:
-            st["oom"] = None
-        st["clock_ms"] = max(int(st["clock_ms"]), until_ms)
-        return alerts
-
-    def _next_timer(self, st: State) -> int:
-        idle_at = int(st["last_event_ms"]) + int(self.params.idle_ttl_s * 1000)
-        return min([idle_at, *self._due(st)])
+        self._tick(st, until_ms)
+        return tuple(alerts)
 
     # --- alerts ------------------------------------------------------------------
 
-    def _who(self, st: State) -> str:
-        role = (st["facts"] or {}).get("role", "unknown")
+    def _who(self, st: JvmFatalState) -> str:
+        role = st.facts.role if st.facts else "unknown"
         name = {"taskmanager": "TaskManager", "jobmanager": "JobManager"}.get(role, "process")
-        where = f" on {st['host']}" if st.get("host") and st["host"] != st.get("tm_id") else ""
-        return f"{name} {st.get('tm_id')}{where}"
+        where = f" on {st.host}" if st.host and st.host != st.tm_id else ""
+        return f"{name} {st.tm_id}{where}"
 
-    def _summary(self, st: State) -> str:
-        f = st["facts"]
-        if f["cause"] == "fatal_exit":
-            what = f"an uncaught exception in thread '{f['thread']}'"
+    def _summary(self, st: JvmFatalState, f: ExitFacts) -> str:
+        if f.cause == "fatal_exit":
+            what = f"an uncaught exception in thread '{f.thread}'"
         else:
-            what = f["oom"] or f"an OutOfMemoryError ({f['cause']})"
+            what = f.oom or f"an OutOfMemoryError ({f.cause})"
         return f"{self._who(st)} stopped on {what}"
 
-    def _resolved(self, st: State, at: int) -> Alert:
+    def _resolved(self, st: JvmFatalState, at: int) -> Alert:
         minutes = self.params.clear_for_s / 60
-        alert = self.resolve(
-            st,
-            at,
-            f"{self._who(st)}: no fatal exit for {minutes:.0f} min",
-            self._evidence(st),
-        )
-        st["exits"], st["last_exit_ms"], st["facts"] = 0, None, None
+        summary = f"{self._who(st)}: no fatal exit for {minutes:.0f} min"
+        alert = self.resolve(st, at, summary, self.evidence(st))
+        st.exits, st.last_exit_ms, st.facts = 0, None, None
         return alert
-
-    def _evidence(self, st: State) -> dict[str, Any]:
-        f = st["facts"] or {}
-        cause = f.get("cause") or "other"
-        return {
-            "cause": cause,
-            "role": f.get("role", "unknown"),
-            "exit": f.get("how"),
-            "fatal_line": f.get("line"),
-            "thread": f.get("thread"),
-            "oom": f.get("oom"),
-            "fatal_exits": st["exits"],
-            "first_exit_ms": f.get("first_exit_ms"),
-            "last_exit_ms": f.get("last_exit_ms"),
-            "hint": _HINTS.get(cause, _HINTS["other"]),
-        }

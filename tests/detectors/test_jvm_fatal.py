@@ -8,6 +8,7 @@ import pytest
 
 from detectors import REGISTRY, AlertStatus, Event, Severity
 from detectors.jvm_fatal import JvmFatal, JvmFatalParams, oom_cause, role_of
+from tests.detectors.timeline import drive, drive_timer
 
 TM = "container_1597960565773_0003_01_000002"
 POD = "orders-enrichment-taskmanager-1-3"
@@ -52,15 +53,6 @@ def oom(t: int, line: str, tm: str = TM) -> Event:
     return Event(
         kind="jvm_oom", time_ms=t, tm_id=tm, host="ip-172-31-20-14", reason=detail, message=line
     )
-
-
-def run(det: JvmFatal, events: list[Event], state: dict | None = None) -> tuple[dict | None, list]:
-    alerts = []
-    for e in events:
-        step = det.on_event(state, e, e.time_ms)
-        state = step.state
-        alerts.extend(step.alerts)
-    return state, alerts
 
 
 def test_registered_under_its_contract_name_per_process() -> None:
@@ -123,7 +115,9 @@ def test_roles(tm_id: str, text: str, role: str) -> None:
 
 def test_an_uncaught_oom_with_its_trace_fires_at_once_with_cause_role_and_thread() -> None:
     det = JvmFatal(JvmFatalParams())
-    _, alerts = run(det, [fatal(T0, f"{SEED_FATAL}\n{HEAP_TRACE}", tm=POD, host="gke-pool-1-4f2a")])
+    _, alerts = drive(
+        det, [fatal(T0, f"{SEED_FATAL}\n{HEAP_TRACE}", tm=POD, host="gke-pool-1-4f2a")]
+    )
     assert [(a.status, a.event_time_ms, a.severity) for a in alerts] == [
         (AlertStatus.FIRING, T0, Severity.CRITICAL)
     ]
@@ -147,31 +141,31 @@ def test_seed_000_fatal_line_and_oom_shipped_apart_fire_when_the_oom_arrives() -
         fatal(T0, SEED_FATAL),
         oom(T0 + 168, "java.lang.OutOfMemoryError: GC overhead limit exceeded"),
     ]
-    state, alerts = run(det, events)
+    state, alerts = drive(det, events)
     assert [(a.status, a.event_time_ms) for a in alerts] == [(AlertStatus.FIRING, T0 + 168)]
     assert alerts[0].evidence["cause"] == "gc_overhead"
     assert alerts[0].evidence["role"] == "taskmanager"  # a YARN container other than _000001
     assert alerts[0].evidence["fatal_line"] == SEED_FATAL
-    assert state is not None and state["pending"] is None
+    assert state is not None and state.pending is None
 
 
 def test_an_oom_line_just_before_the_fatal_line_is_its_cause() -> None:
     det = JvmFatal(JvmFatalParams())
     events = [oom(T0 - 2 * S, "java.lang.OutOfMemoryError: Metaspace"), fatal(T0, SEED_FATAL)]
-    _, alerts = run(det, events)
+    _, alerts = drive(det, events)
     assert [(a.event_time_ms, a.evidence["cause"]) for a in alerts] == [(T0, "metaspace")]
 
 
 def test_an_uncaught_exception_without_trace_fires_as_fatal_exit_when_the_wait_ends() -> None:
     det = JvmFatal(JvmFatalParams(cause_wait_s=10))
-    step = det.on_event(None, fatal(T0, SEED_FATAL), T0)
-    assert step.alerts == () and step.timer_ms == T0 + 10 * S
-    fired = det.on_timer(step.state or {}, T0 + 10 * S)
-    assert [(a.status, a.event_time_ms, a.evidence["cause"]) for a in fired.alerts] == [
+    state, timer, alerts = drive_timer(det, [fatal(T0, SEED_FATAL)])
+    assert alerts == [] and timer == T0 + 10 * S
+    _, fired = drive(det, [], until=T0 + 10 * S, state=state, timer=timer)
+    assert [(a.status, a.event_time_ms, a.evidence["cause"]) for a in fired] == [
         (AlertStatus.FIRING, T0 + 10 * S, "fatal_exit")
     ]
     # The same decision when a later event, not the timer, notices the deadline first.
-    _, alerts = run(det, [fatal(T0, SEED_FATAL), oom(T0 + 30 * S, HEAP_TRACE)])
+    _, alerts = drive(det, [fatal(T0, SEED_FATAL), oom(T0 + 30 * S, HEAP_TRACE)])
     assert [(a.event_time_ms, a.evidence["cause"]) for a in alerts] == [(T0 + 10 * S, "fatal_exit")]
 
 
@@ -182,7 +176,7 @@ def test_a_non_oom_uncaught_exception_fires_as_fatal_exit() -> None:
         "an uncaught exception. Stopping the process...\njava.lang.Error: This indicates that a "
         "fatal error has happened and caused the coordinator executor thread to exit."
     )
-    _, alerts = run(det, [fatal(T0, msg, tm="cdc-5f7d8c9b6-m4k2p", host="node-3")])
+    _, alerts = drive(det, [fatal(T0, msg, tm="cdc-5f7d8c9b6-m4k2p", host="node-3")])
     ev = alerts[0].evidence
     assert (ev["cause"], ev["role"], ev["oom"]) == ("fatal_exit", "jobmanager", None)
     assert alerts[0].summary.startswith(
@@ -198,14 +192,15 @@ def test_oom_lines_alone_never_fire_a_task_failure_cause_or_a_client_trace() -> 
         oom(T0 + 600 * S, "Caused by: java.lang.OutOfMemoryError: Java heap space", tm=POD),
         oom(T0 + 601 * S, HEAP_JM, tm=POD),
     ]
-    state, alerts = run(det, events)
+    state, timer, alerts = drive_timer(det, events)
     assert alerts == []
     # A fatal line much later is not explained by an OOM long gone.
-    state, alerts = run(det, [fatal(T0 + 900 * S, SEED_FATAL, tm=POD)], state)
+    late = [fatal(T0 + 900 * S, SEED_FATAL, tm=POD)]
+    state, timer, alerts = drive_timer(det, late, state=state, timer=timer)
     assert alerts == []
     assert state is not None
-    step = det.on_timer(state, T0 + 910 * S)
-    assert [a.evidence["cause"] for a in step.alerts] == ["fatal_exit"]
+    _, alerts = drive(det, [], until=T0 + 910 * S, state=state, timer=timer)
+    assert [a.evidence["cause"] for a in alerts] == ["fatal_exit"]
 
 
 def test_shutdowns_for_other_reasons_are_left_to_other_detectors() -> None:
@@ -226,18 +221,20 @@ def test_shutdowns_for_other_reasons_are_left_to_other_detectors() -> None:
         fatal(T0 + 9, f"Fatal error occurred in ResourceManager.\n{watch}"),
         fatal(T0 + 12, f"Fatal error occurred in the cluster entrypoint.\n{watch}"),
     ]
-    state, alerts = run(det, events)
+    state, timer, alerts = drive_timer(det, events)
     assert alerts == []
     # A runner line without its trace waits for an OOM; none comes, so nothing fires.
-    state, alerts = run(det, [fatal(T0 + 60 * S, RUNNER)], state)
-    assert state is not None and alerts == []
-    assert det.on_timer(state, T0 + 70 * S).alerts == ()
+    runner = [fatal(T0 + 60 * S, RUNNER)]
+    state, timer, alerts = drive_timer(det, runner, state=state, timer=timer)
+    assert state is not None and state.pending is not None and alerts == []
+    state, alerts = drive(det, [], until=T0 + 70 * S, state=state, timer=timer)
+    assert alerts == [] and state.pending is None
 
 
 def test_a_runner_line_whose_trace_came_apart_fires_on_the_oom() -> None:
     det = JvmFatal(JvmFatalParams())
     events = [fatal(T0, RUNNER, tm="ip-10-0-0-1"), oom(T0 + 40, METASPACE_TM, tm="ip-10-0-0-1")]
-    _, alerts = run(det, events)
+    _, alerts = drive(det, events)
     ev = alerts[0].evidence
     assert (ev["cause"], ev["role"], ev["exit"]) == (
         "metaspace",
@@ -251,17 +248,18 @@ def test_a_runner_line_whose_trace_came_apart_fires_on_the_oom() -> None:
 def test_task_terminating_the_jvm_names_the_oom_kind_from_its_trace_or_waits_for_it() -> None:
     det = JvmFatal(JvmFatalParams())
     head = "Encountered fatal error java.lang.OutOfMemoryError - terminating the JVM"
-    _, alerts = run(
+    _, alerts = drive(
         det, [fatal(T0, f"{head}\njava.lang.OutOfMemoryError: GC overhead limit exceeded")]
     )
     assert [a.evidence["cause"] for a in alerts] == ["gc_overhead"]
-    _, alerts = run(
+    _, alerts = drive(
         det, [fatal(T0, head), oom(T0 + 3, "java.lang.OutOfMemoryError: Java heap space")]
     )
     assert [(a.event_time_ms, a.evidence["cause"]) for a in alerts] == [(T0 + 3, "heap_space")]
-    state, alerts = run(det, [fatal(T0, head)])
+    state, timer, alerts = drive_timer(det, [fatal(T0, head)])
     assert alerts == [] and state is not None
-    assert [a.evidence["cause"] for a in det.on_timer(state, T0 + 10 * S).alerts] == ["other"]
+    _, alerts = drive(det, [], until=T0 + 10 * S, state=state, timer=timer)
+    assert [a.evidence["cause"] for a in alerts] == ["other"]
 
 
 def test_one_crash_logged_twice_counts_once_a_crash_loop_counts_each_and_resolves_once() -> None:
@@ -271,22 +269,23 @@ def test_one_crash_logged_twice_counts_once_a_crash_loop_counts_each_and_resolve
         fatal(T0 + 7, f"{RUNNER}\n{HEAP_TRACE}", tm=POD),
     ]
     again = [fatal(T0 + 343 * S, f"{SEED_FATAL}\n{HEAP_TRACE}", tm=POD)]
-    state, alerts = run(det, crash + again)
+    state, timer, alerts = drive_timer(det, crash + again)
     assert [a.status for a in alerts] == [AlertStatus.FIRING]
-    assert state is not None and state["exits"] == 2
+    assert state is not None and state.exits == 2
     assert det.signal_values(state) == {"process_fatal_exits": 2.0}
-    step = det.on_event(state, oom(T0 + 400 * S, HEAP_TRACE, tm=POD), T0 + 400 * S)
-    assert step.timer_ms == T0 + 343 * S + 900 * S
-    resolved = det.on_timer(step.state or {}, step.timer_ms or 0)
-    assert [(a.status, a.alert_id, a.evidence["fatal_exits"]) for a in resolved.alerts] == [
+    state, timer, _ = drive_timer(
+        det, [oom(T0 + 400 * S, HEAP_TRACE, tm=POD)], state=state, timer=timer
+    )
+    assert timer == T0 + 343 * S + 900 * S
+    state, timer, resolved = drive_timer(det, [], until=timer, state=state, timer=timer)
+    assert [(a.status, a.alert_id, a.evidence["fatal_exits"]) for a in resolved] == [
         (AlertStatus.RESOLVED, alerts[0].alert_id, 2)
     ]
-    assert resolved.state is not None
-    assert det.signal_values(resolved.state) == {"process_fatal_exits": 0.0}
+    assert state is not None
+    assert det.signal_values(state) == {"process_fatal_exits": 0.0}
     # The next crash of the same process is a new incident.
-    _, later = run(
-        det, [fatal(T0 + 3600 * S, f"{SEED_FATAL}\n{HEAP_TRACE}", tm=POD)], resolved.state
-    )
+    next_crash = [fatal(T0 + 3600 * S, f"{SEED_FATAL}\n{HEAP_TRACE}", tm=POD)]
+    _, later = drive(det, next_crash, state=state, timer=timer)
     assert [a.status for a in later] == [AlertStatus.FIRING]
     assert later[0].alert_id != alerts[0].alert_id
     assert later[0].evidence["fatal_exits"] == 1
@@ -298,7 +297,7 @@ def test_jobmanager_heap_oom_of_the_cluster_entrypoint() -> None:
     msg = (
         f"Fatal error occurred in the cluster entrypoint.\n{HEAP_JM}\n\tat java.util.HashMap.resize"
     )
-    _, alerts = run(det, [fatal(T0, msg, tm=jm, host="gke-pool-1-9c1d")])
+    _, alerts = drive(det, [fatal(T0, msg, tm=jm, host="gke-pool-1-9c1d")])
     ev = alerts[0].evidence
     assert (ev["cause"], ev["role"], ev["exit"]) == (
         "heap_space",
@@ -311,24 +310,106 @@ def test_jobmanager_heap_oom_of_the_cluster_entrypoint() -> None:
 def test_idle_process_is_evicted_and_state_stays_small() -> None:
     det = JvmFatal(JvmFatalParams(idle_ttl_s=3600, clear_for_s=900))
     huge = f"FATAL: Thread '{'x' * 5000}' produced an uncaught exception. Stopping the process..."
-    state, alerts = run(det, [fatal(T0, f"{huge}\n{HEAP_TRACE}{'y' * 5000}")])
+    state, timer, alerts = drive_timer(det, [fatal(T0, f"{huge}\n{HEAP_TRACE}{'y' * 5000}")])
     assert state is not None and len(alerts) == 1
-    assert len(json.dumps(state)) < 2000
-    state, _ = run(det, [oom(T0 + S, "java.lang.OutOfMemoryError: " + "z" * 5000)], state)
-    assert state is not None and len(json.dumps(state)) < 2000
-    step = det.on_timer(state, T0 + 900 * S)
-    assert [a.status for a in step.alerts] == [AlertStatus.RESOLVED]
-    assert step.state is not None and step.timer_ms == T0 + S + 3600 * S
-    assert det.on_timer(step.state, T0 + S + 3600 * S).state is None
+    assert len(json.dumps(det.dump(state))) < 2000
+    big_oom = [oom(T0 + S, "java.lang.OutOfMemoryError: " + "z" * 5000)]
+    state, timer, _ = drive_timer(det, big_oom, state=state, timer=timer)
+    assert state is not None and len(json.dumps(det.dump(state))) < 2000
+    state, timer, alerts = drive_timer(det, [], until=T0 + 900 * S, state=state, timer=timer)
+    assert [a.status for a in alerts] == [AlertStatus.RESOLVED]
+    assert state is not None and timer == T0 + S + 3600 * S
+    state, alerts = drive(det, [], until=T0 + S + 3600 * S, state=state, timer=timer)
+    assert state is None and alerts == []
 
 
 def test_two_fatal_lines_of_one_exit_without_traces_wait_together() -> None:
     # The handler's line then the runner's, both shipped without their exception: the
     # first one's verdict (it always ends the process) is not lost to the second.
     det = JvmFatal(JvmFatalParams())
-    state, alerts = run(det, [fatal(T0, SEED_FATAL), fatal(T0 + 4, RUNNER)])
+    state, timer, alerts = drive_timer(det, [fatal(T0, SEED_FATAL), fatal(T0 + 4, RUNNER)])
     assert alerts == [] and state is not None
-    step = det.on_timer(state, T0 + 10 * S)
-    assert [(a.event_time_ms, a.evidence["cause"], a.evidence["exit"]) for a in step.alerts] == [
+    _, alerts = drive(det, [], until=T0 + 10 * S, state=state, timer=timer)
+    assert [(a.event_time_ms, a.evidence["cause"], a.evidence["exit"]) for a in alerts] == [
         (T0 + 10 * S, "fatal_exit", "fatal_exit_handler")
     ]
+
+
+def test_an_idle_process_resolves_its_incident_in_its_own_words() -> None:
+    det = JvmFatal(JvmFatalParams(idle_ttl_s=600, clear_for_s=900))
+    state, alerts = drive(
+        det, [fatal(T0, f"{SEED_FATAL}\n{HEAP_TRACE}", tm=POD)], until=T0 + 600 * S
+    )
+    assert state is None
+    assert [(a.status, a.event_time_ms) for a in alerts] == [
+        (AlertStatus.FIRING, T0),
+        (AlertStatus.RESOLVED, T0 + 600 * S),
+    ]
+    assert alerts[1].summary == f"TaskManager {POD} on ip-172-31-20-14: no fatal exit for 15 min"
+    assert alerts[1].evidence == alerts[0].evidence
+
+
+#: States as the untyped version wrote them: firing with a runner line waiting for its
+#: OOM line, and an OOM line waiting for its fatal line.
+OLD_FIRING = {
+    "v": 1,
+    "entity": f"tm:{POD}",
+    "job_id": None,
+    "job_name": None,
+    "tm_id": POD,
+    "host": "ip-172-31-20-14",
+    "firing": True,
+    "incident_start_ms": T0,
+    "clear_since_ms": None,
+    "last_event_ms": T0 + 400 * S,
+    "clock_ms": T0 + 400 * S,
+    "pending": {
+        "t": T0 + 400 * S,
+        "how": "taskmanager_runner",
+        "always": False,
+        "line": RUNNER,
+        "thread": None,
+        "role": "taskmanager",
+        "cause": None,
+        "oom": None,
+        "bare_oom": False,
+    },
+    "oom": None,
+    "exits": 1,
+    "last_exit_ms": T0,
+    "facts": {
+        "how": "fatal_exit_handler",
+        "line": SEED_FATAL,
+        "thread": "flink-akka.actor.default-dispatcher-628",
+        "role": "taskmanager",
+        "cause": "heap_space",
+        "oom": "java.lang.OutOfMemoryError: Java heap space",
+        "first_exit_ms": T0,
+        "last_exit_ms": T0,
+    },
+}
+OLD_OOM = {
+    "v": 1, "entity": f"tm:{POD}", "job_id": None, "job_name": None, "tm_id": POD,
+    "host": "ip-172-31-20-14", "firing": False, "incident_start_ms": None,
+    "clear_since_ms": None, "last_event_ms": T0, "clock_ms": T0, "pending": None,
+    "oom": [T0, "metaspace", "java.lang.OutOfMemoryError: Metaspace"], "exits": 0,
+    "last_exit_ms": None, "facts": None,
+}  # fmt: skip
+
+
+def test_states_saved_by_the_untyped_version_load_and_go_on() -> None:
+    det = JvmFatal(JvmFatalParams())
+    state = det.load(OLD_FIRING)
+    assert det.dump(state) == OLD_FIRING
+    assert state.pending is not None and state.pending.how == "taskmanager_runner"
+    # The runner line waits in vain (it alone does not end the process); the incident
+    # resolves 15 min after its only exit.
+    _, alerts = drive(det, [], until=T0 + 900 * S, state=state, timer=T0 + 410 * S)
+    assert [(a.status, a.event_time_ms, a.evidence["fatal_exits"]) for a in alerts] == [
+        (AlertStatus.RESOLVED, T0 + 900 * S, 1)
+    ]
+    assert alerts[0].evidence["cause"] == "heap_space"
+    state = det.load(OLD_OOM)
+    assert state.oom == (T0, "metaspace", "java.lang.OutOfMemoryError: Metaspace")
+    _, alerts = drive(det, [fatal(T0 + 2 * S, SEED_FATAL, tm=POD)], state=state, timer=None)
+    assert [(a.event_time_ms, a.evidence["cause"]) for a in alerts] == [(T0 + 2 * S, "metaspace")]
