@@ -379,11 +379,7 @@ class IdleHeapGrowth(Detector[IdleHeapGrowthParams, IdleHeapGrowthState]):
         alerts: list[Alert] = []
         if event.value is not None and event.metric in self.metrics:
             start = self._bucket_start(event.time_ms)
-            if not st.buckets or start > st.buckets[-1].t:
-                if st.buckets:
-                    alerts.extend(self._judge(st))
-                st.buckets.append(Bucket(t=start))
-                self._trim(st, start)
+            alerts.extend(self._open_bucket(st, start))
             bucket = next((b for b in reversed(st.buckets) if b.t == start), None)
             if bucket is not None:
                 self._fold(st, bucket, event)
@@ -427,6 +423,15 @@ class IdleHeapGrowth(Detector[IdleHeapGrowthParams, IdleHeapGrowthState]):
     def _bucket_start(self, time_ms: int) -> int:
         size = int(self.params.bucket_s * 1000)
         return time_ms - time_ms % size
+
+    def _open_bucket(self, st: IdleHeapGrowthState, start: int) -> list[Alert]:
+        """Open the bucket starting at ``start`` if it is new; judge the one it closes."""
+        if st.buckets and start <= st.buckets[-1].t:
+            return []
+        alerts = self._judge(st) if st.buckets else []
+        st.buckets.append(Bucket(t=start))
+        self._trim(st, start)
+        return alerts
 
     def _trim(self, st: IdleHeapGrowthState, open_start: int) -> None:
         # Closed buckets are judged over the window before this one; keep one spare.
@@ -634,9 +639,17 @@ class IdleHeapGrowth(Detector[IdleHeapGrowthParams, IdleHeapGrowthState]):
                 st.clear_since_ms = stale_at
                 st.why = "stopped sending heap metrics (killed or stopped?)"
         deadline = Lifecycle.resolve_deadline(st, clear_ms)
-        if deadline is not None and now_ms >= deadline:
-            if Lifecycle.update(st, False, deadline, clear_for_ms=clear_ms) == "resolved":
-                return (self._resolved(st, deadline),)
+        if deadline is None or now_ms < deadline:
+            return ()
+        if st.buckets and deadline == st.buckets[-1].t + int(self.params.bucket_s * 1000):
+            # Due when the filling bucket ends: that bucket is complete, and its verdict
+            # (what the sample closing it would bring) decides first.
+            judged = self._open_bucket(st, deadline)
+            deadline = Lifecycle.resolve_deadline(st, clear_ms)
+            if deadline is None:  # resolved by the verdict, or the condition holds again
+                return tuple(judged)
+        if Lifecycle.update(st, False, deadline, clear_for_ms=clear_ms) == "resolved":
+            return (self._resolved(st, deadline),)
         return ()
 
     def _stale_at(self, st: IdleHeapGrowthState) -> int:

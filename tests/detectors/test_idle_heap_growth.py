@@ -209,6 +209,13 @@ def test_resolves_after_clear_for_once_records_flow_with_the_same_alert_id() -> 
     assert alerts[0].alert_id == alerts[1].alert_id
     assert alerts[1].evidence["max_rate"] == 40.0
     assert "records flowing" in alerts[1].summary
+    # The resolve is due when a bucket ends: it carries that bucket's verdict, whether the
+    # timer or the sample that closes the bucket comes first.
+    assert alerts[1].evidence["window_end_ms"] == T0 + 110 * MIN
+    _, by_timer = drive(
+        det, idle + [e for e in busy if e.time_ms < T0 + 110 * MIN], until=T0 + 110 * MIN
+    )
+    assert by_timer == alerts
 
 
 def test_a_killed_taskmanager_resolves_by_timer_then_is_evicted() -> None:
