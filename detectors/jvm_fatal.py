@@ -339,7 +339,10 @@ class JvmFatal(Detector[JvmFatalParams, JvmFatalState]):
         st = state or self.new_state(event, clock_ms=event.time_ms)
         st.host = st.host or event.host
         at = self._tick(st, event.time_ms)
-        alerts: list[Alert] = []
+        # A line out of order is stamped with the clock. What fell due by then but after
+        # the line's own time has not fired (only with a zero cause_wait_s or clear_for_s)
+        # goes first, as it did when the line came in order.
+        alerts = list(self._decide(st, at)) if at > event.time_ms else []
         text = event.message or event.reason or ""
         if event.kind == "jvm_oom":
             cause, line = _oom_line(text) or ("other", None)

@@ -413,3 +413,13 @@ def test_states_saved_by_the_untyped_version_load_and_go_on() -> None:
     assert state.oom == (T0, "metaspace", "java.lang.OutOfMemoryError: Metaspace")
     _, alerts = drive(det, [fatal(T0 + 2 * S, SEED_FATAL, tm=POD)], state=state, timer=None)
     assert [(a.event_time_ms, a.evidence["cause"]) for a in alerts] == [(T0 + 2 * S, "metaspace")]
+
+
+def test_a_line_out_of_order_comes_after_what_was_due_by_the_latest_line() -> None:
+    # Without a wait the fatal line's verdict is due at once: an OOM line logged earlier
+    # but read after it is stamped with the latest time and does not change that verdict.
+    det = JvmFatal(JvmFatalParams(cause_wait_s=0))
+    events = [fatal(T0 + 5 * S, SEED_FATAL), oom(T0, HEAP_TRACE)]
+    state, alerts = drive(det, events)
+    assert [(a.event_time_ms, a.evidence["cause"]) for a in alerts] == [(T0 + 5 * S, "fatal_exit")]
+    assert state is not None and state.oom is not None and state.oom[0] == T0 + 5 * S
