@@ -80,8 +80,10 @@ from detectors.base import (
     Scope,
     Severity,
     Step,
+    Story,
 )
 from detectors.stats import theil_sen
+from detectors.story import num, tm
 
 HEAP_USED = "flink_taskmanager_Status_JVM_Memory_Heap_Used"
 HEAP_MAX = "flink_taskmanager_Status_JVM_Memory_Heap_Max"
@@ -100,10 +102,8 @@ THROUGHPUT_METRICS: frozenset[str] = frozenset(
     }
 )
 
-HINT = (
-    "likely the Kafka source offsetsToCommit leak (FLINK-33231): "
-    "upgrade flink-connector-kafka to 3.0.1 / 3.1.0 or later"
-)
+LEAK = "likely the Kafka source offsetsToCommit leak (FLINK-33231)"
+HINT = f"{LEAK}: upgrade flink-connector-kafka to 3.0.1 / 3.1.0 or later"
 
 _MB = 1024 * 1024
 _HOUR_MS = 3_600_000
@@ -397,6 +397,15 @@ class IdleHeapGrowth(Detector[IdleHeapGrowthParams, IdleHeapGrowthState]):
             return alerts
         state.why = "no metrics from this TaskManager any more"
         return (*alerts, self._resolved(state, now_ms))
+
+    @classmethod
+    def headline(cls, story: Story) -> str:
+        """``TaskManager X killed for memory after its heap grew N MB/h with zero input: …``."""
+        who = f"TaskManager {tm(story.root)}"
+        rate = num(story.root.evidence.get("growth_mb_per_h"), " MB/h")
+        if story.death:
+            return f"{who} {story.death} after its heap grew {rate} with zero input: {LEAK}"
+        return f"{who} heap floor grows {rate} with zero input: {LEAK}"
 
     def evidence(self, state: IdleHeapGrowthState) -> IdleHeapGrowthEvidence | dict[str, Any]:
         """The latest verdict's facts and why the incident resolves."""

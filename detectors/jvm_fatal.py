@@ -57,10 +57,13 @@ from detectors.base import (
     DetectorState,
     Event,
     Evidence,
+    Member,
     Scope,
     Severity,
     Step,
+    Story,
 )
+from detectors.story import process_headline
 
 _TEXT_CHARS = 300  # evidence texts are cut to this
 _SAME_CRASH_MS = 60_000  # fatal lines closer than this are one exit (runner + handler)
@@ -365,6 +368,24 @@ class JvmFatal(Detector[JvmFatalParams, JvmFatalState]):
         """A process without lines: what is due by now, then its open incident closes."""
         alerts = self._decide(state, now_ms)
         return (*alerts, self._resolved(state, now_ms)) if state.firing else alerts
+
+    @classmethod
+    def death(cls, member: Member) -> tuple[int, str] | None:
+        """``died (gc overhead)``: after a kill for memory, before a heartbeat timeout."""
+        cause = str(member.evidence.get("cause") or "fatal error").replace("_", " ")
+        return 1, f"died ({cause})"
+
+    @classmethod
+    def role(cls, member: Member) -> str | None:
+        """The process that stopped, when its wording or id told."""
+        return {"taskmanager": "TaskManager", "jobmanager": "JobManager"}.get(
+            str(member.evidence.get("role"))
+        )
+
+    @classmethod
+    def headline(cls, story: Story) -> str:
+        """``TaskManager X died (heap space)``."""
+        return process_headline(story)
 
     def evidence(self, state: JvmFatalState) -> JvmFatalEvidence:
         """The open incident's exit, cause and hint."""

@@ -11,10 +11,12 @@ import pytest
 from pydantic import ValidationError
 
 from detectors import AlertStatus, Event, Severity
+from detectors.correlation import Correlator
 from detectors.idle_heap_growth import (
     HEAP_MAX,
     HEAP_USED,
     HINT,
+    LEAK,
     IdleHeapGrowth,
     IdleHeapGrowthParams,
 )
@@ -295,6 +297,26 @@ def test_a_resolve_due_with_the_idle_deadline_keeps_its_own_reason() -> None:
         (AlertStatus.RESOLVED, last + 30 * MIN)
     ]
     assert "stopped sending heap metrics" in resolved[0].summary
+
+
+def test_its_alert_roots_the_incident_headline_told_with_the_death() -> None:
+    _, (fired,) = drive(IdleHeapGrowth(IdleHeapGrowthParams()), leak(minutes=60))
+    rate = f"{fired.evidence['growth_mb_per_h']:,.0f} MB/h"
+    c = Correlator()
+    assert c.observe(fired).headline == (
+        f"TaskManager {TM} heap floor grows {rate} with zero input: {LEAK}"
+    )
+    died = fired.model_copy(
+        update={
+            "alert_id": "f",
+            "detector": "jvm_fatal",
+            "event_time_ms": fired.event_time_ms + MIN,
+            "evidence": {"cause": "heap_space", "role": "taskmanager"},
+        }
+    )
+    assert c.observe(died).headline == (
+        f"TaskManager {TM} died (heap space) after its heap grew {rate} with zero input: {LEAK}"
+    )
 
 
 # --- false-positive traps ------------------------------------------------------------

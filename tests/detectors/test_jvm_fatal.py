@@ -7,6 +7,7 @@ import json
 import pytest
 
 from detectors import REGISTRY, AlertStatus, Event, Severity
+from detectors.correlation import Correlator
 from detectors.jvm_fatal import JvmFatal, JvmFatalParams, oom_cause, role_of
 from tests.detectors.timeline import drive, drive_timer
 
@@ -423,3 +424,11 @@ def test_a_line_out_of_order_comes_after_what_was_due_by_the_latest_line() -> No
     state, alerts = drive(det, events)
     assert [(a.event_time_ms, a.evidence["cause"]) for a in alerts] == [(T0 + 5 * S, "fatal_exit")]
     assert state is not None and state.oom is not None and state.oom[0] == T0 + 5 * S
+
+
+def test_its_alert_tells_the_incident_headline_which_process_died_and_how() -> None:
+    det = JvmFatal(JvmFatalParams())
+    jm = "orders-enrichment-7c9d6b5f4-q2wzx"
+    msg = f"Fatal error occurred in the cluster entrypoint.\n{HEAP_JM}"
+    _, (fired,) = drive(det, [fatal(T0, msg, tm=jm, host="gke-pool-1-9c1d")])
+    assert Correlator().observe(fired).headline == f"JobManager {jm} died (heap space)"
