@@ -487,8 +487,10 @@ class Detector(ABC, Generic[P, S]):
 
     def handle_timer(self, state: S, now_ms: int) -> Step[S]:
         """A timer at ``now_ms``: the idle deadline (base) or the detector's own."""
-        if now_ms >= self.idle_at(state):
-            return Step(state=None, alerts=self.on_idle(state, now_ms))
+        idle_at = self.idle_at(state)
+        if now_ms >= idle_at:
+            # A late timer (a retry after a failure) still closes at the idle deadline.
+            return Step(state=None, alerts=self.on_idle(state, idle_at))
         return self._with_idle(self.on_timer(state, now_ms))
 
     def idle_at(self, state: S) -> int:
