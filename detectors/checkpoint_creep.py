@@ -40,16 +40,18 @@ pending checkpoint without outcome after 2 x the timeout is forgotten (the job o
 its log went away).
 
 Transitions are evaluated at the event time they are due (pending deadline, end of
-the hysteresis), whichever of an event or the timer notices first, so a replay
-gives the same alerts as the live job. The incident resolves once the trend is gone
-and no checkpoint is overdue for ``clear_for_s``, and not while a checkpoint is in
-flight (a job whose every checkpoint hangs would otherwise page once per expiry).
+the hysteresis): each is a timer, which fires at its own time before any later
+event, so a replay gives the same alerts as the live job. The incident resolves once
+the trend is gone and no checkpoint is overdue for ``clear_for_s``, and not while a
+checkpoint is in flight (a job whose every checkpoint hangs would otherwise page once
+per expiry).
 
-State per job (bounded): at most ``window`` samples ``[time, id, duration, size,
-source]``, ``baseline_checkpoints / (window / 6)`` block medians, 16 pending
-checkpoints and 8 savepoint ids, plus scalars and the alert bookkeeping. Serialised
+State per job (bounded, :class:`CheckpointCreepState`): at most ``window`` samples
+``[time, id, duration, size, source]``, ``baseline_checkpoints / (window / 6)`` block
+medians, 16 pending checkpoints and 8 savepoint ids, plus scalars and the alert
+bookkeeping. Serialised
 with the defaults (measured in ``tests/detectors/test_checkpoint_creep.py``): about
-0.7 KB after 5 checkpoints, 3.4 KB once the window and the baseline are full, 5.2 KB
+0.8 KB after 5 checkpoints, 3.5 KB once the window and the baseline are full, 5.2 KB
 worst case (16-digit ids and sizes, 16 pending checkpoints); each window slot adds
 about 50 B.
 """
@@ -58,22 +60,22 @@ from __future__ import annotations
 
 import math
 from statistics import median
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal, NamedTuple
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from detectors.base import (
     Alert,
-    AlertStatus,
     Detector,
     DetectorParams,
+    DetectorState,
     Event,
+    Evidence,
     Lifecycle,
     Scope,
-    State,
     Step,
 )
-from detectors.stats import for_humans, learn_cadence, mann_kendall_z, median_interval
+from detectors.stats import for_humans, mann_kendall_z, median_interval, next_cadence
 
 DURATION_METRIC = "flink_jobmanager_job_lastCheckpointDuration"
 SIZE_METRIC = "flink_jobmanager_job_lastCheckpointSize"
@@ -87,8 +89,15 @@ _MIN_FRESH_MS = 60_000  # logs count as live for at least this long after a comp
 # (one-sided p < 0.01); the ratio to the job's early level guards against jitter.
 _CADENCE_Z = 2.33
 
-# A sample: [time_ms, checkpoint_id | None, duration_ms, size_bytes | None, "l" | "m"].
-_T, _ID, _DUR, _SIZE, _SRC = range(5)
+
+class Sample(NamedTuple):
+    """One completed checkpoint, saved as ``[time, id, duration, size, source]``."""
+
+    time_ms: int
+    checkpoint_id: int | None
+    duration_ms: int
+    size_bytes: int | None
+    source: Literal["l", "m"]  # log line or metric
 
 
 class CheckpointCreepParams(DetectorParams):
@@ -179,10 +188,120 @@ class CheckpointCreepParams(DetectorParams):
     )
 
 
-class CheckpointCreep(Detector[CheckpointCreepParams, Any]):
+class CheckpointCreepState(DetectorState):
+    """What :class:`CheckpointCreep` keeps per job.
+
+    Attributes:
+        samples: The newest ``window`` completed checkpoints, oldest first.
+        history: Block medians of the durations (one per ``window / 6`` samples), for
+            the baseline.
+        since_block: Samples added since the last block median.
+        pending: Checkpoints triggered and not finished: id → trigger time.
+        savepoints: Ids of the latest savepoints (their completion is no sample).
+        max_triggered: The latest trigger ``(id, time)`` of this run of the job.
+        last_completed: The latest completion ``(id, time)`` of this run of the job.
+        last_log_ms: Time of the latest completion log line (logs win over metrics).
+        metric_duration: The latest ``lastCheckpointDuration`` value.
+        metric_size: The latest ``lastCheckpointSize`` value and its time.
+        restarts: New runs of the job seen (checkpoint ids starting again).
+        trend_on: The trend (or cadence) test held at the latest sample.
+        clock_ms: The latest time the condition was evaluated at (never goes back).
+        timeout_ms: The job's checkpoint timeout, learned from an expiry.
+        last_trigger: The latest trigger ``(id, time)``, for the cadence.
+        cadence_ms: The job's checkpoint interval, learned from its triggers.
+    """
+
+    samples: list[Sample] = []
+    history: list[int] = []
+    since_block: int = 0
+    pending: dict[int, int] = {}
+    savepoints: list[int] = []
+    max_triggered: tuple[int, int] | None = None
+    last_completed: tuple[int, int] | None = None
+    last_log_ms: int | None = None
+    metric_duration: float | None = None
+    metric_size: tuple[float, int] | None = None
+    restarts: int = 0
+    trend_on: bool = False
+    clock_ms: int = 0
+    timeout_ms: int | None = None
+    last_trigger: tuple[int, int] | None = None
+    cadence_ms: int | None = None
+
+
+class PendingCheckpoint(BaseModel):
+    """A checkpoint pending longer than ``pending_share`` of the timeout."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    checkpoint_id: int
+    pending_for_s: int
+
+
+class CheckpointCreepEvidence(Evidence):
+    """What a ``checkpoint_creep`` alert shows.
+
+    The statistics (from ``test`` on) are ``None`` before ``min(min_samples,
+    cadence_samples)`` checkpoints completed.
+
+    Attributes:
+        signals: What holds: ``trend`` (durations creep), ``pending`` (a checkpoint hangs).
+        durations_ms: Durations of the newest samples (at most 60), oldest first.
+        sizes_bytes: Their checkpoint sizes, when known.
+        checkpoint_ids: Their checkpoint ids (``None`` for metric samples).
+        source: Where the samples come from: ``log``, ``metric`` or ``mixed``.
+        checkpoint_timeout_s: The checkpoint timeout (learned from an expiry, else the
+            configured one).
+        restarts_seen: New runs of the job seen.
+        pending_checkpoints: The overdue pending checkpoints.
+        test: Which test found the creep: ``trend``, ``cadence`` or none.
+        checkpoint_every_s: The job's checkpoint interval learned from its triggers.
+        intervals: The recent median duration in checkpoint intervals.
+        timeout_share: The recent median duration as a share of the timeout.
+        samples: Samples in the window.
+        baseline_checkpoints: Checkpoints the baseline's block medians cover.
+        mann_kendall_z: Mann-Kendall z of the durations in the window.
+        baseline_median_ms: The baseline median duration.
+        recent_median_ms: The median duration of the newest sixth of the window.
+        ratio: ``recent_median_ms / baseline_median_ms``.
+        slope_ms_per_checkpoint: Theil-Sen slope over the newest half of the window.
+        slope_ms_per_hour: The same slope per hour, at the samples' spacing.
+        checkpoint_interval_s: Median spacing of the newest samples.
+        projected_timeout_in_s: When the timeout is reached at that slope, linearly.
+    """
+
+    signals: list[Literal["trend", "pending"]]
+    durations_ms: list[int]
+    sizes_bytes: list[int | None]
+    checkpoint_ids: list[int | None]
+    source: Literal["log", "metric", "mixed"] | None
+    checkpoint_timeout_s: float
+    restarts_seen: int
+    pending_checkpoints: list[PendingCheckpoint]
+    test: Literal["trend", "cadence"] | None = None
+    checkpoint_every_s: float | None = None
+    intervals: float | None = None
+    timeout_share: float | None = None
+    samples: int | None = None
+    baseline_checkpoints: int | None = None
+    mann_kendall_z: float | None = None
+    baseline_median_ms: int | None = None
+    recent_median_ms: int | None = None
+    ratio: float | None = None
+    slope_ms_per_checkpoint: float | None = None
+    slope_ms_per_hour: int | None = None
+    checkpoint_interval_s: float | None = None
+    projected_timeout_in_s: int | None = None
+
+
+class CheckpointCreep(Detector[CheckpointCreepParams, CheckpointCreepState]):
     """Fire when checkpoint durations trend up significantly, or a checkpoint hangs."""
 
     name: ClassVar[str] = "checkpoint_creep"
+    schema_version: ClassVar[int] = 1
+    state_model: ClassVar[type[DetectorState]] = CheckpointCreepState
+    evidence_model: ClassVar[type[Evidence]] = CheckpointCreepEvidence
+    causal_rank: ClassVar[int] = 3
     runbook: ClassVar[str] = (
         "Checkpoints are slowing towards the timeout. Check backpressure and busy/idle time of "
         "the slowest subtask, state size growth, and the checkpoint storage's latency; unaligned "
@@ -211,254 +330,211 @@ class CheckpointCreep(Detector[CheckpointCreepParams, Any]):
 
     # --- entry points ------------------------------------------------------------
 
-    def signal_values(self, state: State) -> dict[str, float]:  # noqa: D102
+    def signal_values(self, state: CheckpointCreepState) -> dict[str, float]:  # noqa: D102
         out: dict[str, float] = {}
-        if state["samples"]:
-            out["checkpoint_duration_last_seconds"] = float(state["samples"][-1][_DUR]) / 1000
+        if state.samples:
+            out["checkpoint_duration_last_seconds"] = state.samples[-1].duration_ms / 1000
         stats = self._trend(state)
         if stats is not None:
             out["checkpoint_duration_slope_seconds"] = stats["slope_ms_per_checkpoint"] / 1000
         return out
 
-    def on_event(self, state: State | None, event: Event, now_ms: int) -> Step:
+    def on_event(
+        self, state: CheckpointCreepState | None, event: Event
+    ) -> Step[CheckpointCreepState]:
         """Fold one checkpoint line or metric sample in; fire or resolve when due."""
-        st = state or self._new_state(event)
-        st["last_event_ms"] = max(int(st["last_event_ms"]), event.time_ms)
-        st["job_name"] = event.job_name or st.get("job_name")
-        st["host"] = event.host or st.get("host")
-        at = max(int(st["clock_ms"]), event.time_ms)
-        # Deadlines that passed before this event are decided at their own time first.
-        alerts = self._advance(st, at)
+        st = state or self.new_state(event, clock_ms=event.time_ms)
+        st.host = event.host or st.host
         if event.kind == "checkpoint_triggered":
             self._on_triggered(st, event)
         elif event.kind == "checkpoint_completed":
             self._on_completed(st, event)
         elif event.kind in ("checkpoint_expired", "checkpoint_declined", "checkpoint_failed"):
             if event.checkpoint_id is not None:
-                trig = st["pending"].pop(str(event.checkpoint_id), None)
+                trig = st.pending.pop(event.checkpoint_id, None)
                 if event.kind == "checkpoint_expired" and trig is not None:
                     # Flink expires a checkpoint when its timeout runs out: this job's timeout.
-                    st["timeout_ms"] = max(event.time_ms - int(trig), 1)
+                    st.timeout_ms = max(event.time_ms - trig, 1)
         elif event.kind == "metric":
             self._on_metric(st, event)
-        alerts.extend(self._evaluate(st, at))
+        # A late event is folded in at the latest time already evaluated.
+        alerts = self._evaluate(st, max(st.clock_ms, event.time_ms))
         return Step(state=st, alerts=tuple(alerts), timer_ms=self._next_timer(st))
 
-    def on_timer(self, state: State, now_ms: int) -> Step:
-        """Fire for a checkpoint pending too long, finish a resolve, evict an idle job."""
-        st = dict(state)
-        idle_at = int(st["last_event_ms"]) + int(self.params.idle_ttl_s * 1000)
-        alerts = self._advance(st, min(now_ms, idle_at))
-        if now_ms >= idle_at:
-            if st.get("firing"):
-                alerts.append(self._resolved(st, idle_at, "no events from this job any more"))
-            return Step(state=None, alerts=tuple(alerts))
-        return Step(state=st, alerts=tuple(alerts), timer_ms=self._next_timer(st))
+    def on_timer(self, state: CheckpointCreepState, now_ms: int) -> Step[CheckpointCreepState]:
+        """Fire for a checkpoint pending too long, forget an abandoned one, finish a resolve."""
+        alerts = self._evaluate(state, now_ms)
+        return Step(state=state, alerts=tuple(alerts), timer_ms=self._next_timer(state))
+
+    def on_idle(self, state: CheckpointCreepState, now_ms: int) -> tuple[Alert, ...]:
+        """A job gone quiet closes its incident."""
+        if not state.firing:
+            return ()
+        return (self._resolved(state, now_ms, "no events from this job any more"),)
 
     # --- events ------------------------------------------------------------------
 
-    def _new_state(self, event: Event) -> State:
-        return {
-            **self.identity(event),
-            "samples": [],
-            "history": [],
-            "since_block": 0,
-            "pending": {},
-            "savepoints": [],
-            "max_triggered": None,
-            "last_completed": None,
-            "last_log_ms": None,
-            "metric_duration": None,
-            "metric_size": None,
-            "restarts": 0,
-            "trend_on": False,
-            "clock_ms": event.time_ms,
-            "last_event_ms": event.time_ms,
-            "firing": False,
-            "incident_start_ms": None,
-            "clear_since_ms": None,
-        }
-
-    def _on_triggered(self, st: State, event: Event) -> None:
+    def _on_triggered(self, st: CheckpointCreepState, event: Event) -> None:
         cid = event.checkpoint_id
-        if cid is None or not self._next_id(st, "max_triggered", cid, event.time_ms):
+        if cid is None or not self._is_next(st, st.max_triggered, cid, event.time_ms):
             return
+        st.max_triggered = (cid, event.time_ms)
         if "avepoint" in (event.reason or "").lower():
-            st["savepoints"] = [*st["savepoints"], cid][-_MAX_SAVEPOINTS:]
+            st.savepoints = [*st.savepoints, cid][-_MAX_SAVEPOINTS:]
             return
-        learn_cadence(st, cid, event.time_ms)
-        pending = {int(k): int(v) for k, v in st["pending"].items()}
-        pending[cid] = event.time_ms
-        kept = sorted(pending.items())[-_MAX_PENDING:]
-        st["pending"] = {str(k): v for k, v in kept}
+        st.cadence_ms = next_cadence(st.last_trigger, st.cadence_ms, cid, event.time_ms)
+        st.last_trigger = (cid, event.time_ms)
+        st.pending[cid] = event.time_ms
+        st.pending = dict(sorted(st.pending.items())[-_MAX_PENDING:])
 
-    def _on_completed(self, st: State, event: Event) -> None:
+    def _on_completed(self, st: CheckpointCreepState, event: Event) -> None:
         cid, duration = event.checkpoint_id, event.duration_ms
         if cid is not None:
-            if cid in st["savepoints"]:
+            if cid in st.savepoints:
                 # Savepoints are never subsumed and may complete after later checkpoints.
-                st["savepoints"] = [x for x in st["savepoints"] if x != cid]
+                st.savepoints = [x for x in st.savepoints if x != cid]
                 return
-            if not self._next_id(st, "last_completed", cid, event.time_ms):
+            if not self._is_next(st, st.last_completed, cid, event.time_ms):
                 return
+            st.last_completed = (cid, event.time_ms)
             # Completing a checkpoint subsumes every older pending one.
-            st["pending"] = {k: v for k, v in st["pending"].items() if int(k) > cid}
+            st.pending = {k: v for k, v in st.pending.items() if k > cid}
         if duration is None or duration < 0:
             return
-        st["last_log_ms"] = event.time_ms
-        self._add_sample(st, [event.time_ms, cid, duration, event.size_bytes, "l"])
+        st.last_log_ms = event.time_ms
+        self._add_sample(st, Sample(event.time_ms, cid, duration, event.size_bytes, "l"))
 
-    def _next_id(self, st: State, key: str, cid: int, time_ms: int) -> bool:
-        """Record a trigger/completion id; ``False`` for a repeated or stale line.
+    def _is_next(
+        self, st: CheckpointCreepState, last: tuple[int, int] | None, cid: int, time_ms: int
+    ) -> bool:
+        """Whether a trigger/completion id is new (after ``last``); ``False`` for a repeat.
 
         Within one run of a job, triggers and completions both come in increasing id
         order. A lower (or equal) id with a newer time is a new run of the job whose
         ids start again; with the same or an older time it is a line delivered twice.
         """
-        last = st[key]
-        if last is not None:
-            last_id, last_ms = int(last[0]), int(last[1])
-            if cid <= last_id:
-                if time_ms <= last_ms:
-                    return False
-                self._restarted(st)
-        st[key] = [cid, time_ms]
+        if last is not None and cid <= last[0]:
+            if time_ms <= last[1]:
+                return False
+            self._restarted(st)
         return True
 
-    def _on_metric(self, st: State, event: Event) -> None:
+    def _on_metric(self, st: CheckpointCreepState, event: Event) -> None:
         value = event.value
         if value is None or not math.isfinite(value):
             return
         if event.metric == SIZE_METRIC:
-            st["metric_size"] = [value, event.time_ms]
-            samples = st["samples"]
-            if samples and samples[-1][_SRC] == "m" and samples[-1][_T] == event.time_ms:
-                samples[-1][_SIZE] = int(value) if value >= 0 else None
+            st.metric_size = (value, event.time_ms)
+            last = st.samples[-1] if st.samples else None
+            if last is not None and last.source == "m" and last.time_ms == event.time_ms:
+                st.samples[-1] = last._replace(size_bytes=int(value) if value >= 0 else None)
             return
         if event.metric != DURATION_METRIC:
             return
-        previous, st["metric_duration"] = st["metric_duration"], value
+        previous, st.metric_duration = st.metric_duration, value
         # -1 before the first checkpoint; an unchanged value is the same checkpoint.
         if value < 0 or value == previous or self._logs_live(st, event.time_ms):
             return
         # The size scraped at the same time, if it came first; else it fills in later.
-        size = st["metric_size"]
+        size = st.metric_size
         same_scrape = size is not None and size[1] == event.time_ms and size[0] >= 0
-        size_bytes = int(size[0]) if same_scrape else None
-        self._add_sample(st, [event.time_ms, None, int(value), size_bytes, "m"])
+        size_bytes = int(size[0]) if size is not None and same_scrape else None
+        self._add_sample(st, Sample(event.time_ms, None, int(value), size_bytes, "m"))
 
-    def _logs_live(self, st: State, time_ms: int) -> bool:
-        last = st["last_log_ms"]
-        if last is None:
+    def _logs_live(self, st: CheckpointCreepState, time_ms: int) -> bool:
+        if st.last_log_ms is None:
             return False
-        interval = median_interval(st["samples"])
+        interval = median_interval(st.samples)
         fresh = max(_MIN_FRESH_MS, 2 * interval) if interval else _MIN_FRESH_MS
-        return time_ms - int(last) <= fresh
+        return time_ms - st.last_log_ms <= fresh
 
-    def _restarted(self, st: State) -> None:
+    def _restarted(self, st: CheckpointCreepState) -> None:
         # A new run of the job: its old pending checkpoints will never finish and its
         # ids start again. Samples stay; the trend is indexed by sample, not by id.
-        st["restarts"] = int(st["restarts"]) + 1
-        st["pending"] = {}
-        st["savepoints"] = []
-        st["max_triggered"] = None
-        st["last_completed"] = None
+        st.restarts += 1
+        st.pending = {}
+        st.savepoints = []
+        st.max_triggered = None
+        st.last_completed = None
 
-    def _add_sample(self, st: State, sample: list[Any]) -> None:
-        st["samples"] = samples = [*st["samples"], sample][-self.params.window :]
+    def _add_sample(self, st: CheckpointCreepState, sample: Sample) -> None:
+        st.samples = samples = [*st.samples, sample][-self.params.window :]
         block = self._block()
-        st["since_block"] = int(st["since_block"]) + 1
-        if st["since_block"] >= block and len(samples) >= block:
+        st.since_block += 1
+        if st.since_block >= block and len(samples) >= block:
             # One median per block of checkpoints: a long baseline in a few numbers.
-            block_median = round(median(s[_DUR] for s in samples[-block:]))
+            block_median = round(median(s.duration_ms for s in samples[-block:]))
             cap = max(1, self.params.baseline_checkpoints // block)
-            st["history"] = [*st["history"], block_median][-cap:]
-            st["since_block"] = 0
+            st.history = [*st.history, block_median][-cap:]
+            st.since_block = 0
         stats = self._trend(st)
-        st["trend_on"] = bool(stats and stats["creeping"])
+        st.trend_on = stats is not None and stats["test"] is not None
 
     def _block(self) -> int:
         return max(5, self.params.window // 6)
 
     # --- time --------------------------------------------------------------------
 
-    def _due_times(self, st: State) -> list[int]:
-        """Future event times at which the condition or the lifecycle may change."""
+    def _next_timer(self, st: CheckpointCreepState) -> int | None:
+        """The next event time at which the condition or the lifecycle may change."""
         timeout_ms = self.params.checkpoint_timeout_s * 1000
         times = []
-        for trig in st["pending"].values():
-            times.append(int(trig) + int(self.params.pending_share * timeout_ms))
-            times.append(int(trig) + int(_ABANDON_AFTER * timeout_ms))
+        for trig in st.pending.values():
+            times.append(trig + int(self.params.pending_share * timeout_ms))
+            times.append(trig + int(_ABANDON_AFTER * timeout_ms))
         resolve = Lifecycle.resolve_deadline(st, self._clear_ms())
         if resolve is not None:
             times.append(resolve)
-        clock = int(st["clock_ms"])
-        return sorted(t for t in times if t > clock)
+        return min((t for t in times if t > st.clock_ms), default=None)
 
-    def _advance(self, st: State, until_ms: int) -> list[Alert]:
-        """Evaluate at every due time up to ``until_ms``, in order."""
-        alerts: list[Alert] = []
-        while True:
-            due = [t for t in self._due_times(st) if t <= until_ms]
-            if not due:
-                break
-            alerts.extend(self._evaluate(st, due[0]))
-        st["clock_ms"] = max(int(st["clock_ms"]), until_ms)
-        return alerts
-
-    def _evaluate(self, st: State, at_ms: int) -> list[Alert]:
-        st["clock_ms"] = max(int(st["clock_ms"]), at_ms)
+    def _evaluate(self, st: CheckpointCreepState, at_ms: int) -> list[Alert]:
+        st.clock_ms = max(st.clock_ms, at_ms)
         abandon_ms = _ABANDON_AFTER * self.params.checkpoint_timeout_s * 1000
-        st["pending"] = {k: v for k, v in st["pending"].items() if at_ms - int(v) < abandon_ms}
+        st.pending = {k: v for k, v in st.pending.items() if at_ms - v < abandon_ms}
         overdue = self._overdue(st, at_ms)
-        condition = bool(st["trend_on"]) or bool(overdue)
-        if st.get("firing") and not condition and st["pending"]:
+        condition = st.trend_on or bool(overdue)
+        if st.firing and not condition and st.pending:
             # A checkpoint is in flight: whether it completes or hangs like the last one
             # decides the incident, so it does not resolve before that checkpoint ends
             # (a job whose every checkpoint expires would otherwise page once per expiry).
-            if st.get("clear_since_ms") is None:
-                st["clear_since_ms"] = at_ms
+            if st.clear_since_ms is None:
+                st.clear_since_ms = at_ms
             return []
-        transition = Lifecycle.update(st, condition, at_ms, clear_for_ms=self._clear_ms())
-        if transition == "firing":
+        if condition and not st.firing:
             return [self._firing(st, at_ms, overdue)]
-        if transition == "resolved":
-            return [
-                self._resolved(
-                    st, at_ms, "checkpoint durations no longer creeping and none overdue"
-                )
-            ]
+        if Lifecycle.update(st, condition, at_ms, clear_for_ms=self._clear_ms()) == "resolved":
+            why = "checkpoint durations no longer creeping and none overdue"
+            return [self._resolved(st, at_ms, why)]
         return []
 
-    def _overdue(self, st: State, at_ms: int) -> list[tuple[int, int]]:
+    def _overdue(self, st: CheckpointCreepState, at_ms: int) -> list[tuple[int, int]]:
         """Pending ``(checkpoint id, trigger time)`` older than share x timeout."""
         limit = self.params.pending_share * self.params.checkpoint_timeout_s * 1000
-        return sorted((int(k), int(v)) for k, v in st["pending"].items() if at_ms - int(v) >= limit)
+        return sorted((k, v) for k, v in st.pending.items() if at_ms - v >= limit)
 
-    def _next_timer(self, st: State) -> int:
-        idle_at = int(st["last_event_ms"]) + int(self.params.idle_ttl_s * 1000)
-        return min([idle_at, *self._due_times(st)])
-
-    def _timeout_s(self, st: State) -> float:
-        learned = st.get("timeout_ms")
-        return float(learned) / 1000 if learned else self.params.checkpoint_timeout_s
+    def _timeout_s(self, st: CheckpointCreepState) -> float:
+        return st.timeout_ms / 1000 if st.timeout_ms else float(self.params.checkpoint_timeout_s)
 
     def _clear_ms(self) -> int:
         return int(self.params.clear_for_s * 1000)
 
     # --- statistics --------------------------------------------------------------
 
-    def _trend(self, st: State) -> dict[str, Any] | None:
-        """Robust trend statistics over the window, or ``None`` when too few samples."""
+    def _trend(self, st: CheckpointCreepState) -> dict[str, Any] | None:
+        """Robust trend statistics over the window, or ``None`` when too few samples.
+
+        The keys are the statistics fields of :class:`CheckpointCreepEvidence`; ``test``
+        names the test that finds a creep (``None``: no creep).
+        """
         p = self.params
-        samples = st["samples"]
+        samples = st.samples
         n = len(samples)
         if n < min(p.min_samples, p.cadence_samples):
             return None
-        y = [float(s[_DUR]) for s in samples]
+        y = [float(s.duration_ms) for s in samples]
         k = max(5, n // 6)
         recent = median(y[-k:])
-        history = st["history"]
+        history = st.history
         baseline = float(median(history)) if history else median(y[:k])
         ratio = recent / max(baseline, 1.0)
         z = mann_kendall_z(y)
@@ -470,11 +546,11 @@ class CheckpointCreep(Detector[CheckpointCreepParams, Any]):
         level = median(newest[i] - slope * i for i in range(m)) + slope * (m - 1)
         interval = median_interval(samples[-m:])
         per_hour = slope * 3_600_000 / interval if interval else None
-        timeout_ms = float(st.get("timeout_ms") or p.checkpoint_timeout_s * 1000)
+        timeout_ms = float(st.timeout_ms or p.checkpoint_timeout_s * 1000)
         projected: float | None = None
         if slope > 0 and interval:
             projected = max(0.0, (timeout_ms - level) / slope * interval / 1000)
-        cadence = st.get("cadence_ms")
+        cadence = st.cadence_ms
         trend = (
             n >= p.min_samples
             and z >= p.min_trend_z
@@ -496,7 +572,6 @@ class CheckpointCreep(Detector[CheckpointCreepParams, Any]):
             and mann_kendall_z(y[-max(p.cadence_samples, n // 2) :]) >= _CADENCE_Z
         )
         return {
-            "creeping": trend or paced,
             "test": "trend" if trend else "cadence" if paced else None,
             "checkpoint_every_s": None if cadence is None else round(float(cadence) / 1000, 1),
             "intervals": None if not cadence else round(recent / float(cadence), 1),
@@ -515,11 +590,13 @@ class CheckpointCreep(Detector[CheckpointCreepParams, Any]):
 
     # --- alerts ------------------------------------------------------------------
 
-    def _firing(self, st: State, at_ms: int, overdue: list[tuple[int, int]]) -> Alert:
-        who = st.get("job_name") or st["job_id"]
+    def _firing(
+        self, st: CheckpointCreepState, at_ms: int, overdue: list[tuple[int, int]]
+    ) -> Alert:
+        who = st.job_name or st.job_id
         stats = self._trend(st)
         parts = []
-        if stats and st["trend_on"]:
+        if stats and st.trend_on:
             text = (
                 f"checkpoint duration of job {who} is creeping up: recent median "
                 f"{_duration(stats['recent_median_ms'])}, {stats['ratio']:.1f}x its "
@@ -544,68 +621,40 @@ class CheckpointCreep(Detector[CheckpointCreepParams, Any]):
                 f"checkpoint {cid} of job {who} pending for {(at_ms - trig) / 60_000:.1f} min "
                 f"without completing (timeout {self.params.checkpoint_timeout_s:.0f} s)"
             )
-        return self.alert(
-            state=st,
-            status=AlertStatus.FIRING,
-            event_time_ms=at_ms,
-            summary="; ".join(parts),
-            evidence=self._evidence(st, at_ms, overdue, stats),
-        )
+        return self.fire(st, at_ms, "; ".join(parts), self._evidence(st, at_ms, stats))
 
-    def _resolved(self, st: State, at_ms: int, why: str) -> Alert:
-        return self.resolve(
-            st,
-            at_ms,
-            f"job {st.get('job_name') or st['job_id']}: {why}",
-            self._evidence(st, at_ms, self._overdue(st, at_ms), self._trend(st)),
-        )
+    def _resolved(self, st: CheckpointCreepState, at_ms: int, why: str) -> Alert:
+        evidence = self._evidence(st, at_ms, self._trend(st))
+        return self.resolve(st, at_ms, f"{self.subject(st)}: {why}", evidence)
+
+    def evidence(self, state: CheckpointCreepState) -> CheckpointCreepEvidence:
+        """The samples, the trend and the overdue checkpoints, as of ``state.clock_ms``."""
+        return self._evidence(state, state.clock_ms, self._trend(state))
 
     def _evidence(
-        self,
-        st: State,
-        at_ms: int,
-        overdue: list[tuple[int, int]],
-        stats: dict[str, Any] | None,
-    ) -> dict[str, Any]:
-        samples = st["samples"][-_EVIDENCE_CAP:]
-        sources = {s[_SRC] for s in samples}
-        evidence: dict[str, Any] = {
-            "signals": [
-                *(["trend"] if st["trend_on"] else []),
-                *(["pending"] if overdue else []),
-            ],
-            "durations_ms": [s[_DUR] for s in samples],
-            "sizes_bytes": [s[_SIZE] for s in samples],
-            "checkpoint_ids": [s[_ID] for s in samples],
-            "source": {"l": "log", "m": "metric"}.get("".join(sorted(sources)), "mixed")
-            if sources
-            else None,
-            "checkpoint_timeout_s": self._timeout_s(st),
-            "restarts_seen": st["restarts"],
-            "pending_checkpoints": [
-                {"checkpoint_id": cid, "pending_for_s": round((at_ms - trig) / 1000)}
+        self, st: CheckpointCreepState, at_ms: int, stats: dict[str, Any] | None
+    ) -> CheckpointCreepEvidence:
+        samples = st.samples[-_EVIDENCE_CAP:]
+        sources = {s.source for s in samples}
+        overdue = self._overdue(st, at_ms)
+        signals: list[Literal["trend", "pending"]] = ["trend"] if st.trend_on else []
+        return CheckpointCreepEvidence(
+            signals=[*signals, "pending"] if overdue else signals,
+            durations_ms=[s.duration_ms for s in samples],
+            sizes_bytes=[s.size_bytes for s in samples],
+            checkpoint_ids=[s.checkpoint_id for s in samples],
+            source=_SOURCES.get("".join(sorted(sources)), "mixed") if sources else None,
+            checkpoint_timeout_s=self._timeout_s(st),
+            restarts_seen=st.restarts,
+            pending_checkpoints=[
+                PendingCheckpoint(checkpoint_id=cid, pending_for_s=round((at_ms - trig) / 1000))
                 for cid, trig in overdue[:_MAX_PENDING]
             ],
-        }
-        keys = (
-            "test",
-            "checkpoint_every_s",
-            "intervals",
-            "timeout_share",
-            "samples",
-            "baseline_checkpoints",
-            "mann_kendall_z",
-            "baseline_median_ms",
-            "recent_median_ms",
-            "ratio",
-            "slope_ms_per_checkpoint",
-            "slope_ms_per_hour",
-            "checkpoint_interval_s",
-            "projected_timeout_in_s",
+            **(stats or {}),
         )
-        for key in keys:
-            evidence[key] = stats.get(key) if stats else None
-        return evidence
+
+
+_SOURCES: dict[str, Literal["log", "metric"]] = {"l": "log", "m": "metric"}
 
 
 def _duration(ms: float) -> str:

@@ -30,13 +30,13 @@ Tasks are grouped by the attempt id the line prints. Flink 1.16+ prints
 so restarts of one subtask add up. Flink 1.4-1.8 print a bare 32-hex attempt id
 and no location, so hosts and TaskManagers stay empty for those versions.
 
-State per job (bounded): at most ``max_checkpoints`` checkpoint attempts in the
-window (about 140 bytes each), and per-task / per-TaskManager / per-host
+State per job (bounded, :class:`LateBarrierAcksState`): at most ``max_checkpoints``
+checkpoint attempts in the window (about 140 bytes each), and per-task / per-TaskManager / per-host
 counters capped at ``max_tasks`` / ``max_hosts`` / ``max_hosts`` keys, each a
 map of at most ``max_checkpoints`` attempt numbers (renumbered before they
 reach 4 digits) to ack counts, keys cut to ``_MAX_KEY_CHARS``. When a map is
 full the key seen in the fewest checkpoints is dropped, so the repeat offenders
-stay. Serialised with ``json.dumps``: about 1.5-2 KB during a typical incident
+stay. Serialised as JSON: about 1.5-2 KB during a typical incident
 (3-5 late checkpoints, 5 tasks, 2 hosts) and at most about 34 KB with the
 default caps (measured in the unit tests: 30 tracked checkpoints with 3-digit
 attempt numbers, each late on all 32 tasks, 16 TaskManagers and 16 hosts, every
@@ -45,21 +45,20 @@ name at the 120-character cut).
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any, ClassVar
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from detectors.base import (
     Alert,
-    AlertStatus,
     Detector,
     DetectorParams,
+    DetectorState,
     Event,
+    Evidence,
     Lifecycle,
     Scope,
-    State,
     Step,
 )
 
@@ -71,8 +70,6 @@ _RENUMBER_AT = 1000
 _MAX_EVIDENCE_IDS = 20
 #: Flink 1.16+ ExecutionAttemptID: ``<graph id>_<vertex id>_<subtask>_<attempt number>``.
 _ATTEMPT_ID_116 = re.compile(r"^[0-9a-f]{32}_([0-9a-f]{32})_(\d+)_\d+$")
-#: Counter maps kept per job, with the evidence key naming each entry.
-_COUNTERS: tuple[tuple[str, str], ...] = (("tasks", "task"), ("tms", "tm_id"), ("hosts", "host"))
 
 
 class LateBarrierAcksParams(DetectorParams):
@@ -129,10 +126,103 @@ class LateBarrierAcksParams(DetectorParams):
     )
 
 
-class LateBarrierAcks(Detector[LateBarrierAcksParams, Any]):
+class Attempt(BaseModel):
+    """One attempt of a checkpoint (ids restart, so one id may have several).
+
+    Attributes:
+        seq: The attempt's number in this job's state (the offender counters refer to it).
+        id: The checkpoint id.
+        first_ms: The first line of the attempt.
+        last_ms: The latest line of the attempt.
+        late_acks: Its late acks.
+        located_acks: Its late acks that name a host.
+        expired: It expired.
+        aborted: It was declined or failed for another reason (its late acks do not count).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    seq: int
+    id: int
+    first_ms: int
+    last_ms: int
+    late_acks: int = 0
+    located_acks: int = 0
+    expired: bool = False
+    aborted: bool = False
+
+
+class Offender(BaseModel):
+    """A task, TaskManager or host that acked late.
+
+    Attributes:
+        cps: Attempt number (:attr:`Attempt.seq`) → its late acks from this offender.
+        last_ms: The offender's latest late ack.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    cps: dict[int, int] = {}
+    last_ms: int
+
+
+class LateBarrierAcksState(DetectorState):
+    """What :class:`LateBarrierAcks` keeps per job.
+
+    Attributes:
+        checkpoints: The checkpoint attempts in the window, oldest first.
+        next_seq: The number of the next attempt.
+        tasks: Late tasks by ``<vertex>/<subtask>`` (or attempt id).
+        tms: Late TaskManagers by resource id.
+        hosts: Late hosts by name.
+    """
+
+    checkpoints: list[Attempt] = []
+    next_seq: int = 0
+    tasks: dict[str, Offender] = {}
+    tms: dict[str, Offender] = {}
+    hosts: dict[str, Offender] = {}
+
+
+class LateBarrierAcksEvidence(Evidence):
+    """What a ``late_barrier_acks`` alert shows.
+
+    Attributes:
+        late_checkpoints: Checkpoint attempts with late acks in the window (not aborted).
+        checkpoint_ids: Their checkpoint ids, the newest 20.
+        expired_checkpoints: Tracked attempts that expired.
+        late_acks: The late acks of those checkpoints.
+        window_s: The window they are counted in.
+        top_tasks: The tasks late in the most checkpoints, ``top_n`` rows ``{"task",
+            "checkpoints", "late_acks", "share"}``; the share is of all late acks.
+        top_tms: The same per TaskManager (``"tm_id"``); the share is of the located acks.
+        top_hosts: The same per host (``"host"``); the share is of the located acks.
+        located_late_acks: The late acks that name a location.
+        concentrated: One host sent at least ``concentration_share`` of the located acks.
+        concentrated_host: That host.
+    """
+
+    late_checkpoints: int
+    checkpoint_ids: list[int]
+    expired_checkpoints: int
+    late_acks: int
+    window_s: float
+    top_tasks: list[dict[str, Any]]
+    top_tms: list[dict[str, Any]]
+    top_hosts: list[dict[str, Any]]
+    located_late_acks: int
+    concentrated: bool
+    concentrated_host: str | None
+
+
+class LateBarrierAcks(Detector[LateBarrierAcksParams, LateBarrierAcksState]):
     """Fire when late checkpoint acks recur in ``min_checkpoints`` checkpoints of a job."""
 
     name: ClassVar[str] = "late_barrier_acks"
+    schema_version: ClassVar[int] = 1
+    state_model: ClassVar[type[DetectorState]] = LateBarrierAcksState
+    evidence_model: ClassVar[type[Evidence]] = LateBarrierAcksEvidence
+    causal_rank: ClassVar[int] = 3
     runbook: ClassVar[str] = (
         "Barriers reach some tasks after their checkpoint expired. If one host dominates, look at "
         "that host (disk, network, noisy neighbour) or move its TaskManagers; otherwise look for "
@@ -148,31 +238,25 @@ class LateBarrierAcks(Detector[LateBarrierAcksParams, Any]):
     )
     params_model: ClassVar[type[DetectorParams]] = LateBarrierAcksParams
 
-    def signal_values(self, state: State) -> dict[str, float]:  # noqa: D102
-        live = [r for r in state["checkpoints"] if not r["aborted"]]
+    def signal_values(self, state: LateBarrierAcksState) -> dict[str, float]:  # noqa: D102
+        live = [r for r in state.checkpoints if not r.aborted]
         return {
-            "late_ack_checkpoints": float(sum(1 for r in live if int(r["late_acks"]) > 0)),
-            "late_acks": float(sum(int(r["late_acks"]) for r in live)),
+            "late_ack_checkpoints": float(sum(1 for r in live if r.late_acks > 0)),
+            "late_acks": float(sum(r.late_acks for r in live)),
         }
 
-    def on_event(self, state: State | None, event: Event, now_ms: int) -> Step:
+    def on_event(
+        self, state: LateBarrierAcksState | None, event: Event
+    ) -> Step[LateBarrierAcksState]:
         """Attach the event to its checkpoint attempt; fire at the threshold."""
-        st = _copy(state) if state else self._new_state(event)
+        st = state or self.new_state(event)
         t = event.time_ms
-        st["last_event_ms"] = max(int(st["last_event_ms"]), t)
-        st["job_name"] = event.job_name or st.get("job_name")
         alerts: list[Alert] = []
-        # A resolve that came due before this event (its timer has not run yet).
-        resolved = self._resolve_if_due(st, t)
-        if resolved is not None:
-            alerts.append(resolved)
         self._prune(st, t)
         cp = event.checkpoint_id
         if cp is not None:
             if event.kind == "checkpoint_late_ack":
-                fired = self._on_late_ack(st, event, cp)
-                if fired is not None:
-                    alerts.append(fired)
+                alerts.extend(self._on_late_ack(st, event, cp))
             elif event.kind == "checkpoint_expired" or (
                 event.kind == "checkpoint_failed" and "expired" in (event.reason or "").lower()
             ):
@@ -181,136 +265,116 @@ class LateBarrierAcks(Detector[LateBarrierAcksParams, Any]):
                 event.kind == "checkpoint_failed" and event.reason
             ):
                 self._on_aborted(st, cp, t)
-        return Step(state=st, alerts=tuple(alerts), timer_ms=self._next_timer(st))
+        return Step(state=st, alerts=tuple(alerts), timer_ms=self._resolve_at(st))
 
-    def on_timer(self, state: State, now_ms: int) -> Step:
-        """Resolve once late acks stopped; evict (and resolve) an idle job."""
-        st = _copy(state)
-        alerts: list[Alert] = []
-        resolved = self._resolve_if_due(st, now_ms)
-        if resolved is not None:
-            alerts.append(resolved)
-        self._prune(st, now_ms)
-        if now_ms - int(st["last_event_ms"]) >= self.params.idle_ttl_s * 1000:
-            if st["firing"]:
-                Lifecycle.update(st, False, now_ms, clear_for_ms=0)
-                alerts.append(self._resolved(st, now_ms, "no events from this job any more"))
-            return Step(state=None, alerts=tuple(alerts))
-        return Step(state=st, alerts=tuple(alerts), timer_ms=self._next_timer(st))
+    def on_timer(self, state: LateBarrierAcksState, now_ms: int) -> Step[LateBarrierAcksState]:
+        """Resolve once late acks stopped for ``clear_for_s``."""
+        alerts = self._resolve_if_due(state, now_ms)
+        self._prune(state, now_ms)
+        return Step(state=state, alerts=tuple(alerts), timer_ms=self._resolve_at(state))
+
+    def on_idle(self, state: LateBarrierAcksState, now_ms: int) -> tuple[Alert, ...]:
+        """A job gone quiet closes its incident, with the late acks still in the window."""
+        if not state.firing:
+            return ()
+        self._prune(state, now_ms)
+        return (self._resolved(state, now_ms, "no events from this job any more"),)
 
     # Checkpoint attempts --------------------------------------------------------------
 
-    def _on_late_ack(self, st: State, event: Event, cp: int) -> Alert | None:
+    def _on_late_ack(self, st: LateBarrierAcksState, event: Event, cp: int) -> list[Alert]:
         t = event.time_ms
         rec = self._find(st, cp, t) or self._new_record(st, cp, t)
-        rec["first_ms"] = min(int(rec["first_ms"]), t)
-        rec["last_ms"] = max(int(rec["last_ms"]), t)
-        rec["late_acks"] = int(rec["late_acks"]) + 1
-        if rec["aborted"]:
-            return None
-        seq, cap_tasks, cap_hosts = int(rec["seq"]), self.params.max_tasks, self.params.max_hosts
+        rec.first_ms = min(rec.first_ms, t)
+        rec.last_ms = max(rec.last_ms, t)
+        rec.late_acks += 1
+        if rec.aborted:
+            return []
+        seq, cap_tasks, cap_hosts = rec.seq, self.params.max_tasks, self.params.max_hosts
         if event.task:
-            self._bump(st["tasks"], _task_key(event.task), seq, t, cap_tasks)
+            self._bump(st.tasks, _task_key(event.task), seq, t, cap_tasks)
         if event.tm_id:
-            self._bump(st["tms"], event.tm_id[:_MAX_KEY_CHARS], seq, t, cap_hosts)
+            self._bump(st.tms, event.tm_id[:_MAX_KEY_CHARS], seq, t, cap_hosts)
         if event.host:
-            rec["located_acks"] = int(rec["located_acks"]) + 1
-            self._bump(st["hosts"], event.host[:_MAX_KEY_CHARS], seq, t, cap_hosts)
-        clear_for_ms = int(self.params.clear_for_s * 1000)
-        if not st["firing"] and self._late_count(st) < self.params.min_checkpoints:
-            return None
-        transition = Lifecycle.update(st, True, t, clear_for_ms=clear_for_ms)
+            rec.located_acks += 1
+            self._bump(st.hosts, event.host[:_MAX_KEY_CHARS], seq, t, cap_hosts)
+        if not st.firing and self._late_count(st) < self.params.min_checkpoints:
+            return []
+        alerts = []
+        if not st.firing:
+            ev = self.evidence(st)
+            alerts.append(self.fire(st, t, self._firing_summary(st, ev), ev))
         # "Late acks keep arriving" is true at this instant only: the clear period starts now
         # and the next late ack restarts it.
-        st["clear_since_ms"] = t
-        if transition != "firing":
-            return None
-        ev = self._evidence(st)
-        return self.alert(
-            state=st,
-            status=AlertStatus.FIRING,
-            event_time_ms=t,
-            summary=self._firing_summary(st, ev),
-            evidence=ev,
-        )
+        st.clear_since_ms = t
+        return alerts
 
-    def _on_expired(self, st: State, cp: int, t: int) -> None:
+    def _on_expired(self, st: LateBarrierAcksState, cp: int, t: int) -> None:
         rec = self._find(st, cp, t)
-        if rec is None or int(rec["late_acks"]) > 0 or rec["aborted"]:
+        if rec is None or rec.late_acks > 0 or rec.aborted:
             # Late acks only follow an expiry, so an expiry after them is another attempt.
             rec = self._new_record(st, cp, t)
-        rec["expired"] = True
+        rec.expired = True
 
-    def _on_aborted(self, st: State, cp: int, t: int) -> None:
+    def _on_aborted(self, st: LateBarrierAcksState, cp: int, t: int) -> None:
         rec = self._find(st, cp, t)
-        if rec is None or (rec["expired"] and not rec["aborted"]):
+        if rec is None or (rec.expired and not rec.aborted):
             # An expired attempt is over; an abort with its id belongs to a newer attempt.
             rec = self._new_record(st, cp, t)
-        elif not rec["aborted"] and int(rec["late_acks"]) > 0:
-            self._drop_seq(st, int(rec["seq"]))
-        rec["aborted"] = True
-        rec["last_ms"] = max(int(rec["last_ms"]), t)
+        elif not rec.aborted and rec.late_acks > 0:
+            self._drop_seq(st, rec.seq)
+        rec.aborted = True
+        rec.last_ms = max(rec.last_ms, t)
 
-    def _find(self, st: State, cp: int, t: int) -> dict[str, Any] | None:
+    def _find(self, st: LateBarrierAcksState, cp: int, t: int) -> Attempt | None:
         gap_ms = self.params.attempt_gap_s * 1000
-        for rec in reversed(st["checkpoints"]):
-            if int(rec["id"]) == cp and t - int(rec["last_ms"]) <= gap_ms:
-                found: dict[str, Any] = rec
-                return found
+        for rec in reversed(st.checkpoints):
+            if rec.id == cp and t - rec.last_ms <= gap_ms:
+                return rec
         return None
 
-    def _new_record(self, st: State, cp: int, t: int) -> dict[str, Any]:
-        if int(st["next_seq"]) >= max(_RENUMBER_AT, 2 * self.params.max_checkpoints):
+    def _new_record(self, st: LateBarrierAcksState, cp: int, t: int) -> Attempt:
+        if st.next_seq >= max(_RENUMBER_AT, 2 * self.params.max_checkpoints):
             self._renumber(st)
-        rec: dict[str, Any] = {
-            "seq": int(st["next_seq"]),
-            "id": cp,
-            "first_ms": t,
-            "last_ms": t,
-            "late_acks": 0,
-            "located_acks": 0,
-            "expired": False,
-            "aborted": False,
-        }
-        st["next_seq"] = int(st["next_seq"]) + 1
-        records: list[dict[str, Any]] = st["checkpoints"]
-        records.append(rec)
-        while len(records) > self.params.max_checkpoints:
-            self._drop_seq(st, int(records.pop(0)["seq"]))
+        rec = Attempt(seq=st.next_seq, id=cp, first_ms=t, last_ms=t)
+        st.next_seq += 1
+        st.checkpoints.append(rec)
+        while len(st.checkpoints) > self.params.max_checkpoints:
+            self._drop_seq(st, st.checkpoints.pop(0).seq)
         return rec
 
     @staticmethod
-    def _renumber(st: State) -> None:
+    def _renumber(st: LateBarrierAcksState) -> None:
         """Number the tracked attempts 0..n-1 again, so attempt numbers stay short."""
-        new_of = {str(r["seq"]): str(i) for i, r in enumerate(st["checkpoints"])}
-        for i, rec in enumerate(st["checkpoints"]):
-            rec["seq"] = i
-        for name, _label in _COUNTERS:
-            for entry in st[name].values():
-                entry["cps"] = {new_of[k]: n for k, n in entry["cps"].items() if k in new_of}
-        st["next_seq"] = len(st["checkpoints"])
+        new_of = {rec.seq: i for i, rec in enumerate(st.checkpoints)}
+        for i, rec in enumerate(st.checkpoints):
+            rec.seq = i
+        for counters in (st.tasks, st.tms, st.hosts):
+            for entry in counters.values():
+                entry.cps = {new_of[k]: n for k, n in entry.cps.items() if k in new_of}
+        st.next_seq = len(st.checkpoints)
 
-    def _prune(self, st: State, now_ms: int) -> None:
+    def _prune(self, st: LateBarrierAcksState, now_ms: int) -> None:
         horizon = now_ms - self.params.window_s * 1000
         kept = []
-        for rec in st["checkpoints"]:
-            if int(rec["last_ms"]) >= horizon:
+        for rec in st.checkpoints:
+            if rec.last_ms >= horizon:
                 kept.append(rec)
             else:
-                self._drop_seq(st, int(rec["seq"]))
-        st["checkpoints"] = kept
+                self._drop_seq(st, rec.seq)
+        st.checkpoints = kept
         if not kept:
             # Nothing refers to attempt numbers any more: keep them short.
-            st["next_seq"] = 0
+            st.next_seq = 0
 
     @staticmethod
-    def _late_count(st: State) -> int:
-        return sum(1 for r in st["checkpoints"] if int(r["late_acks"]) > 0 and not r["aborted"])
+    def _late_count(st: LateBarrierAcksState) -> int:
+        return sum(1 for r in st.checkpoints if r.late_acks > 0 and not r.aborted)
 
     # Offender counters ------------------------------------------------------------------
 
     @staticmethod
-    def _bump(counters: dict[str, Any], key: str, seq: int, t: int, cap: int) -> None:
+    def _bump(counters: dict[str, Offender], key: str, seq: int, t: int, cap: int) -> None:
         entry = counters.get(key)
         if entry is None:
             if len(counters) >= cap:
@@ -318,119 +382,100 @@ class LateBarrierAcks(Detector[LateBarrierAcksParams, Any]):
                 victim = min(
                     counters,
                     key=lambda k: (
-                        len(counters[k]["cps"]),
-                        sum(counters[k]["cps"].values()),
-                        counters[k]["last_ms"],
+                        len(counters[k].cps),
+                        sum(counters[k].cps.values()),
+                        counters[k].last_ms,
                     ),
                 )
                 del counters[victim]
-            entry = counters[key] = {"cps": {}, "last_ms": t}
-        cps = entry["cps"]
-        cps[str(seq)] = int(cps.get(str(seq), 0)) + 1
-        entry["last_ms"] = max(int(entry["last_ms"]), t)
+            entry = counters[key] = Offender(last_ms=t)
+        entry.cps[seq] = entry.cps.get(seq, 0) + 1
+        entry.last_ms = max(entry.last_ms, t)
 
     @staticmethod
-    def _drop_seq(st: State, seq: int) -> None:
-        for name, _label in _COUNTERS:
-            counters = st[name]
+    def _drop_seq(st: LateBarrierAcksState, seq: int) -> None:
+        for counters in (st.tasks, st.tms, st.hosts):
             for key in list(counters):
-                counters[key]["cps"].pop(str(seq), None)
-                if not counters[key]["cps"]:
+                counters[key].cps.pop(seq, None)
+                if not counters[key].cps:
                     del counters[key]
 
     # Lifecycle ----------------------------------------------------------------------------
 
-    def _resolve_if_due(self, st: State, now_ms: int) -> Alert | None:
-        clear_for_ms = int(self.params.clear_for_s * 1000)
-        deadline = Lifecycle.resolve_deadline(st, clear_for_ms)
-        if deadline is None or now_ms < deadline:
-            return None
-        # Resolve at the deadline itself, not at whenever the timer or next event ran.
-        Lifecycle.update(st, False, deadline, clear_for_ms=clear_for_ms)
-        minutes = self.params.clear_for_s / 60
-        return self._resolved(st, deadline, f"no late checkpoint acks for {minutes:.0f} min")
+    def _resolve_at(self, st: LateBarrierAcksState) -> int | None:
+        return Lifecycle.resolve_deadline(st, int(self.params.clear_for_s * 1000))
 
-    def _resolved(self, st: State, time_ms: int, why: str) -> Alert:
-        summary = f"job {st.get('job_name') or st['job_id']}: {why}"
-        alert = self.resolve(st, time_ms, summary, self._evidence(st))
+    def _resolve_if_due(self, st: LateBarrierAcksState, now_ms: int) -> list[Alert]:
+        deadline = self._resolve_at(st)
+        if deadline is None or now_ms < deadline:
+            return []
+        # Resolve at the deadline itself, even when the timer runs late.
+        minutes = self.params.clear_for_s / 60
+        return [self._resolved(st, deadline, f"no late checkpoint acks for {minutes:.0f} min")]
+
+    def _resolved(self, st: LateBarrierAcksState, time_ms: int, why: str) -> Alert:
+        alert = self.resolve(st, time_ms, f"{self.subject(st)}: {why}", self.evidence(st))
         # A new incident needs min_checkpoints late checkpoints of its own.
         self._reset_tracking(st)
         return alert
 
-    def _next_timer(self, st: State) -> int:
-        idle_at = int(st["last_event_ms"]) + int(self.params.idle_ttl_s * 1000)
-        deadline = Lifecycle.resolve_deadline(st, int(self.params.clear_for_s * 1000))
-        return idle_at if deadline is None else min(idle_at, deadline)
+    @staticmethod
+    def _reset_tracking(st: LateBarrierAcksState) -> None:
+        st.checkpoints, st.next_seq = [], 0
+        st.tasks, st.tms, st.hosts = {}, {}, {}
 
     # Output -------------------------------------------------------------------------------
 
-    def _evidence(self, st: State) -> dict[str, Any]:
-        late = [r for r in st["checkpoints"] if int(r["late_acks"]) > 0 and not r["aborted"]]
-        total = sum(int(r["late_acks"]) for r in late)
-        ev: dict[str, Any] = {
-            "late_checkpoints": len(late),
-            "checkpoint_ids": [int(r["id"]) for r in late][-_MAX_EVIDENCE_IDS:],
-            "expired_checkpoints": sum(1 for r in st["checkpoints"] if r["expired"]),
-            "late_acks": total,
-            "window_s": self.params.window_s,
-        }
+    def evidence(self, state: LateBarrierAcksState) -> LateBarrierAcksEvidence:
+        """The late checkpoints in the window and who was late most often."""
+        late = [r for r in state.checkpoints if r.late_acks > 0 and not r.aborted]
+        total = sum(r.late_acks for r in late)
         # Host and TaskManager shares are of the late acks that name a location (none
         # before Flink 1.9, and `Unknown location` is possible later).
-        located = sum(int(r["located_acks"]) for r in late)
-        for name, label in _COUNTERS:
-            rows = self._top(st[name], label)
-            denominator = total if name == "tasks" else located
-            for row in rows:
-                row["share"] = round(row["late_acks"] / denominator, 3) if denominator else 0.0
-            ev[f"top_{name}"] = rows[: self.params.top_n]
-        top_hosts = ev["top_hosts"]
+        located = sum(r.located_acks for r in late)
+        top_hosts = self._top(state.hosts, "host", located)
         concentrated = bool(top_hosts) and top_hosts[0]["share"] >= self.params.concentration_share
-        ev["located_late_acks"] = located
-        ev["concentrated"] = concentrated
-        ev["concentrated_host"] = top_hosts[0]["host"] if concentrated else None
-        return ev
+        return LateBarrierAcksEvidence(
+            late_checkpoints=len(late),
+            checkpoint_ids=[r.id for r in late][-_MAX_EVIDENCE_IDS:],
+            expired_checkpoints=sum(1 for r in state.checkpoints if r.expired),
+            late_acks=total,
+            window_s=self.params.window_s,
+            top_tasks=self._top(state.tasks, "task", total),
+            top_tms=self._top(state.tms, "tm_id", located),
+            top_hosts=top_hosts,
+            located_late_acks=located,
+            concentrated=concentrated,
+            concentrated_host=top_hosts[0]["host"] if concentrated else None,
+        )
 
-    @staticmethod
-    def _top(counters: dict[str, Any], label: str) -> list[dict[str, Any]]:
+    def _top(self, counters: dict[str, Offender], label: str, of: int) -> list[dict[str, Any]]:
+        """The ``top_n`` offenders: most checkpoints, then most late acks; shares of ``of``."""
         counted = sorted(
-            (-len(entry["cps"]), -sum(int(n) for n in entry["cps"].values()), key)
-            for key, entry in counters.items()
+            (-len(entry.cps), -sum(entry.cps.values()), key) for key, entry in counters.items()
         )
-        return [{label: key, "checkpoints": -c, "late_acks": -n} for c, n, key in counted]
+        return [
+            {
+                label: key,
+                "checkpoints": -c,
+                "late_acks": -n,
+                "share": round(-n / of, 3) if of else 0.0,
+            }
+            for c, n, key in counted[: self.params.top_n]
+        ]
 
-    def _firing_summary(self, st: State, ev: dict[str, Any]) -> str:
-        job = st.get("job_name") or st["job_id"]
+    def _firing_summary(self, st: LateBarrierAcksState, ev: LateBarrierAcksEvidence) -> str:
         head = (
-            f"job {job}: late checkpoint acks in {ev['late_checkpoints']} checkpoints within "
-            f"{self.params.window_s / 60:.0f} min"
+            f"{self.subject(st)}: late checkpoint acks in {ev.late_checkpoints} checkpoints "
+            f"within {self.params.window_s / 60:.0f} min"
         )
-        if ev["concentrated"]:
-            share = ev["top_hosts"][0]["share"]
-            return f"{head}; {share:.0%} of them from host {ev['concentrated_host']}"
-        if ev["top_tasks"]:
-            top = ev["top_tasks"][0]
+        if ev.concentrated:
+            share = ev.top_hosts[0]["share"]
+            return f"{head}; {share:.0%} of them from host {ev.concentrated_host}"
+        if ev.top_tasks:
+            top = ev.top_tasks[0]
             return f"{head}; most often task {top['task']} ({top['checkpoints']} checkpoints)"
         return head
-
-    # State --------------------------------------------------------------------------------
-
-    def _new_state(self, event: Event) -> State:
-        st: State = self.identity(event)
-        self._reset_tracking(st)
-        return st
-
-    @staticmethod
-    def _reset_tracking(st: State) -> None:
-        st["checkpoints"] = []
-        st["next_seq"] = 0
-        for name, _label in _COUNTERS:
-            st[name] = {}
-
-
-def _copy(state: State) -> State:
-    """A deep copy, so the caller's state is never changed (JSON data: a round trip is fastest)."""
-    copied: State = json.loads(json.dumps(state))
-    return copied
 
 
 def _task_key(task: str) -> str:

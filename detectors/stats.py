@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from statistics import median
 from typing import Any
 
@@ -39,7 +40,7 @@ def mann_kendall_z(y: list[float]) -> float:
     return (s - 1 if s > 0 else s + 1) / math.sqrt(var)
 
 
-def median_interval(samples: list[list[Any]]) -> float | None:
+def median_interval(samples: Sequence[Sequence[Any]]) -> float | None:
     """Median time between consecutive samples whose first item is their time (ms).
 
     ``None`` without two distinct times.
@@ -51,18 +52,34 @@ def median_interval(samples: list[list[Any]]) -> float | None:
 def learn_cadence(st: dict[str, Any], checkpoint_id: int, time_ms: int) -> None:
     """Fold a checkpoint trigger into ``st["cadence_ms"]``: the job's checkpoint interval.
 
+    The same as :func:`next_cadence`, for a state kept as a dict (``st["last_trigger"]``
+    is the previous trigger).
+    """
+    last = st.get("last_trigger")
+    st["last_trigger"] = [checkpoint_id, time_ms]
+    cadence = next_cadence(last, st.get("cadence_ms"), checkpoint_id, time_ms)
+    if cadence is not None:
+        st["cadence_ms"] = cadence
+
+
+def next_cadence(
+    last_trigger: Sequence[int] | None, cadence_ms: int | None, checkpoint_id: int, time_ms: int
+) -> int | None:
+    """The job's checkpoint interval once a trigger ``(checkpoint_id, time_ms)`` is seen.
+
     Flink triggers every interval, later only when the previous checkpoint runs long (one
     at a time by default), so the shortest spacing of consecutive triggers is the
     configured interval, and a creep cannot stretch it. Savepoints stay out (the caller
     skips them); a gap in the ids (a failed trigger, a savepoint) is no spacing.
+
+    Example:
+        >>> next_cadence((7, 1000), None, 8, 61000), next_cadence((7, 1000), 30000, 9, 2000)
+        (60000, 30000)
     """
-    last = st.get("last_trigger")
-    st["last_trigger"] = [checkpoint_id, time_ms]
-    if last is None or checkpoint_id != int(last[0]) + 1 or time_ms <= int(last[1]):
-        return
-    gap = time_ms - int(last[1])
-    cadence = st.get("cadence_ms")
-    st["cadence_ms"] = gap if cadence is None else min(int(cadence), gap)
+    if last_trigger is None or checkpoint_id != last_trigger[0] + 1 or time_ms <= last_trigger[1]:
+        return cadence_ms
+    gap = time_ms - last_trigger[1]
+    return gap if cadence_ms is None else min(cadence_ms, gap)
 
 
 def for_humans(seconds: float) -> str:

@@ -1,4 +1,8 @@
-"""late_barrier_acks as a plain state machine: events in, steps out, time injected."""
+"""late_barrier_acks as a plain state machine: events in, steps out, time injected.
+
+Events and timers go through :mod:`tests.detectors.timeline`, which saves the state as
+JSON between calls like the Spark adapter.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,13 @@ from pydantic import ValidationError
 
 from detectors import AlertStatus, Event
 from detectors.base import Alert
-from detectors.late_barrier_acks import LateBarrierAcks, LateBarrierAcksParams
+from detectors.late_barrier_acks import (
+    LateBarrierAcks,
+    LateBarrierAcksEvidence,
+    LateBarrierAcksParams,
+    LateBarrierAcksState,
+)
+from tests.detectors.timeline import drive_timer
 
 JOB = "5b7e0c4d9a2f4e18b6c3d1a0f8e7d6c5"
 SEC = 1_000
@@ -71,14 +81,19 @@ def skewed_checkpoint(cp: int, t: int, acks: int = 5) -> list[Event]:
 
 
 def run(
-    det: LateBarrierAcks, events: list[Event], state: dict | None = None
-) -> tuple[dict | None, list[Alert], int | None]:
-    alerts: list[Alert] = []
-    timer = None
-    for e in events:
-        step = det.on_event(state, e, e.time_ms)
-        state, timer = step.state, step.timer_ms
-        alerts.extend(step.alerts)
+    det: LateBarrierAcks,
+    events: list[Event],
+    state: LateBarrierAcksState | None = None,
+    timer: int | None = None,
+    *,
+    until: int | None = None,
+) -> tuple[LateBarrierAcksState | None, list[Alert], int | None]:
+    """Events in order (due timers first), then the timers due by ``until``.
+
+    Returns the state, the transitions and the pending timer; pass the last two back
+    in to carry on.
+    """
+    state, timer, alerts = drive_timer(det, events, until=until, state=state, timer=timer)
     return state, alerts, timer
 
 
@@ -116,12 +131,12 @@ def test_resolves_at_the_clear_deadline_with_the_same_alert_id() -> None:
     state, alerts, timer = run(det, incident())
     assert state is not None and timer is not None
     # The watermark may be well past the deadline when the timer runs.
-    step = det.on_timer(state, timer + 7 * MIN)
-    assert [(a.status, a.event_time_ms) for a in step.alerts] == [(AlertStatus.RESOLVED, timer)]
-    assert step.alerts[0].alert_id == alerts[0].alert_id
-    assert step.alerts[0].summary == f"job {JOB}: no late checkpoint acks for 30 min"
-    assert step.state is not None and step.state["checkpoints"] == []
-    assert step.timer_ms == T0 + 50 * MIN + 30 * SEC + 6 * 3600 * SEC
+    state, resolved, idle_timer = run(det, [], state, timer, until=timer + 7 * MIN)
+    assert [(a.status, a.event_time_ms) for a in resolved] == [(AlertStatus.RESOLVED, timer)]
+    assert resolved[0].alert_id == alerts[0].alert_id
+    assert resolved[0].summary == f"job {JOB}: no late checkpoint acks for 30 min"
+    assert state is not None and state.checkpoints == []
+    assert idle_timer == T0 + 50 * MIN + 30 * SEC + 6 * 3600 * SEC
 
 
 def test_evidence_names_the_hot_host_tms_and_tasks() -> None:
@@ -213,7 +228,7 @@ def test_one_isolated_late_checkpoint_with_many_late_acks_stays_quiet() -> None:
     events += [late(224, T0 + 22 * SEC + k * 10, f"{k:032x}", f"w{k}", f"c{k}") for k in range(10)]
     state, alerts, _ = run(det, events)
     assert alerts == []
-    assert state is not None and len(state["tasks"]) == 10
+    assert state is not None and len(state.tasks) == 10
 
 
 def test_expired_checkpoints_without_late_acks_do_not_count() -> None:
@@ -236,7 +251,7 @@ def test_three_late_checkpoints_spread_wider_than_the_window_stay_quiet() -> Non
     events = [e for i in range(4) for e in skewed_checkpoint(300 + 8 * i, T0 + i * 45 * MIN)]
     state, alerts, _ = run(det, events)
     assert alerts == []
-    assert state is not None and [r["id"] for r in state["checkpoints"]] == [316, 324]
+    assert state is not None and [r.id for r in state.checkpoints] == [316, 324]
 
 
 def test_a_restart_that_resets_checkpoint_ids_stays_quiet() -> None:
@@ -246,7 +261,7 @@ def test_a_restart_that_resets_checkpoint_ids_stays_quiet() -> None:
     events = skewed_checkpoint(812, T0) + skewed_checkpoint(3, T0 + 9 * MIN)
     state, alerts, _ = run(det, events)
     assert alerts == []
-    assert state is not None and [r["id"] for r in state["checkpoints"]] == [812, 3]
+    assert state is not None and [r.id for r in state.checkpoints] == [812, 3]
 
 
 def test_acks_of_two_checkpoints_interleaving_are_not_a_restart() -> None:
@@ -256,7 +271,7 @@ def test_acks_of_two_checkpoints_interleaving_are_not_a_restart() -> None:
     events += [late(100, T0 + 72 * SEC, attempt(3)), late(101, T0 + 73 * SEC, attempt(1))]
     state, alerts, _ = run(det, events)
     assert alerts == []
-    assert state is not None and len(state["checkpoints"]) == 2
+    assert state is not None and len(state.checkpoints) == 2
 
 
 def test_an_id_reused_after_a_restart_is_another_checkpoint() -> None:
@@ -289,7 +304,7 @@ def test_late_acks_of_declined_or_aborted_checkpoints_do_not_count() -> None:
         events += [late(40 + i, t + k * SEC, attempt(k), HOT) for k in range(1, 4)]
     state, alerts, _ = run(det, events)
     assert alerts == []
-    assert state is not None and state["tasks"] == {} and state["hosts"] == {}
+    assert state is not None and state.tasks == {} and state.hosts == {}
 
 
 def test_a_decline_logged_after_late_acks_takes_the_checkpoint_back() -> None:
@@ -297,12 +312,12 @@ def test_a_decline_logged_after_late_acks_takes_the_checkpoint_back() -> None:
     events = skewed_checkpoint(1, T0) + skewed_checkpoint(2, T0 + 10 * MIN)
     # Out of order: a late ack of checkpoint 3, then the decline that aborted it.
     events += [late(3, T0 + 20 * MIN, attempt(7), "worker-9"), declined(3, T0 + 20 * MIN + 5)]
-    state, alerts, _ = run(det, events)
+    state, alerts, timer = run(det, events)
     assert alerts == []
     assert state is not None and LateBarrierAcks._late_count(state) == 2
-    assert "worker-9" not in state["hosts"] and f"{VERTEX}/7" not in state["tasks"]
+    assert "worker-9" not in state.hosts and f"{VERTEX}/7" not in state.tasks
     events = skewed_checkpoint(4, T0 + 30 * MIN) + skewed_checkpoint(5, T0 + 40 * MIN)
-    _, alerts, _ = run(det, events, state)
+    _, alerts, _ = run(det, events, state, timer)
     assert [(a.status, a.event_time_ms) for a in alerts] == [
         (AlertStatus.FIRING, T0 + 40 * MIN + 2 * SEC)
     ]
@@ -321,7 +336,7 @@ def test_an_expiry_reported_as_checkpoint_failed_counts_like_an_expiry() -> None
         events += [late(60 + i, t + 3 * SEC, attempt(1), HOT)]
     state, alerts, _ = run(det, events)
     assert [a.status for a in alerts] == [AlertStatus.FIRING]
-    assert state is not None and len(state["checkpoints"]) == 3
+    assert state is not None and len(state.checkpoints) == 3
 
 
 # Lifecycle ---------------------------------------------------------------------------------
@@ -338,9 +353,10 @@ def test_a_late_ack_after_the_deadline_resolves_first_and_needs_a_fresh_streak()
     det = LateBarrierAcks(LateBarrierAcksParams())
     state, alerts, timer = run(det, incident(n=3))
     assert timer is not None
-    # The timer has not run yet when a new late checkpoint arrives past the deadline.
+    # No watermark passed the deadline when a new late checkpoint arrives after it: the
+    # resolve comes first, at the deadline.
     later = skewed_checkpoint(500, timer + 5 * MIN)
-    state, more, _ = run(det, later, state)
+    state, more, next_timer = run(det, later, state, timer)
     assert [(a.status, a.event_time_ms) for a in more] == [(AlertStatus.RESOLVED, timer)]
     assert more[0].alert_id == alerts[0].alert_id
     # Two more late checkpoints make a new incident with a new id.
@@ -348,6 +364,7 @@ def test_a_late_ack_after_the_deadline_resolves_first_and_needs_a_fresh_streak()
         det,
         skewed_checkpoint(501, timer + 15 * MIN) + skewed_checkpoint(502, timer + 25 * MIN),
         state,
+        next_timer,
     )
     assert [(a.status, a.event_time_ms) for a in again] == [
         (AlertStatus.FIRING, timer + 25 * MIN + 2 * SEC)
@@ -363,32 +380,149 @@ def test_timer_evicts_an_idle_job_and_resolves_a_firing_alert() -> None:
     last = T0 + 20 * MIN + 30 * SEC
     assert timer == last + 600 * SEC
     assert state is not None
-    step = det.on_timer(state, last + 600 * SEC)
-    assert step.state is None
-    assert [(a.status, a.event_time_ms, a.summary) for a in step.alerts] == [
+    final, resolved, _ = run(det, [], state, timer, until=last + 600 * SEC)
+    assert final is None
+    assert [(a.status, a.event_time_ms, a.summary) for a in resolved] == [
         (AlertStatus.RESOLVED, last + 600 * SEC, f"job {JOB}: no events from this job any more")
     ]
-    assert step.alerts[0].alert_id == alerts[0].alert_id
+    assert resolved[0].alert_id == alerts[0].alert_id
+    # Its evidence: the late checkpoints still in the window then (all three).
+    assert resolved[0].evidence["late_checkpoints"] == 3
 
 
 def test_timer_evicts_a_quiet_idle_job_silently() -> None:
     det = LateBarrierAcks(LateBarrierAcksParams())
     state, _, timer = run(det, skewed_checkpoint(1, T0))
+    # No incident, so no deadline of its own: the idle one.
     assert state is not None and timer == T0 + 30 * SEC + 6 * 3600 * SEC
-    early = det.on_timer(state, T0 + 3700 * SEC)
-    assert early.state is not None and early.state["checkpoints"] == []
-    assert early.timer_ms == timer
-    final = det.on_timer(early.state, timer)
-    assert final.state is None and final.alerts == ()
+    early, alerts, early_timer = run(det, [], state, timer, until=T0 + 3700 * SEC)
+    assert early is not None and alerts == [] and early_timer == timer
+    final, alerts, _ = run(det, [], early, timer, until=timer)
+    assert final is None and alerts == []
 
 
-def test_calls_do_not_mutate_the_state_passed_in() -> None:
+def test_the_timer_hook_prunes_the_window_when_nothing_is_due() -> None:
+    # Only the idle deadline is due then (and the base drops the state): pruning keeps a
+    # timer at any other time, a retry after a failure say, true to the window.
     det = LateBarrierAcks(LateBarrierAcksParams())
-    state, _, _ = run(det, incident(n=2))
-    before = json.dumps(state, sort_keys=True)
-    det.on_event(state, late(9, T0 + 30 * MIN, attempt(1), HOT), T0 + 30 * MIN)
-    det.on_timer(state or {}, T0 + 30 * 3600 * SEC)
-    assert json.dumps(state, sort_keys=True) == before
+    state, _, timer = run(det, skewed_checkpoint(1, T0))
+    assert state is not None
+    step = det.on_timer(state, T0 + 3700 * SEC)
+    assert step.state is not None and step.state.checkpoints == [] and step.alerts == ()
+    assert step.timer_ms is None
+
+
+#: A state as the release with dict states saved it: three late checkpoints (firing since
+#: the third), one declined attempt.
+SAVED_BEFORE_TYPED_STATES = {
+    "v": 1,
+    "entity": f"job:{JOB}",
+    "job_id": JOB,
+    "job_name": None,
+    "tm_id": None,
+    "host": None,
+    "firing": True,
+    "incident_start_ms": T0 + 1202 * SEC,
+    "clear_since_ms": T0 + 1202 * SEC,
+    "last_event_ms": T0 + 1800 * SEC,
+    "checkpoints": [
+        {
+            "seq": 0,
+            "id": 420,
+            "first_ms": T0,
+            "last_ms": T0 + 3 * SEC,
+            "late_acks": 2,
+            "located_acks": 2,
+            "expired": True,
+            "aborted": False,
+        },
+        {
+            "seq": 1,
+            "id": 421,
+            "first_ms": T0 + 600 * SEC,
+            "last_ms": T0 + 602 * SEC,
+            "late_acks": 1,
+            "located_acks": 1,
+            "expired": True,
+            "aborted": False,
+        },
+        {
+            "seq": 2,
+            "id": 422,
+            "first_ms": T0 + 1200 * SEC,
+            "last_ms": T0 + 1202 * SEC,
+            "late_acks": 1,
+            "located_acks": 1,
+            "expired": True,
+            "aborted": False,
+        },
+        {
+            "seq": 3,
+            "id": 423,
+            "first_ms": T0 + 1800 * SEC,
+            "last_ms": T0 + 1800 * SEC,
+            "late_acks": 0,
+            "located_acks": 0,
+            "expired": False,
+            "aborted": True,
+        },
+    ],
+    "next_seq": 4,
+    "tasks": {
+        "t1": {"cps": {"0": 1, "1": 1, "2": 1}, "last_ms": T0 + 1202 * SEC},
+        "t2": {"cps": {"0": 1}, "last_ms": T0 + 3 * SEC},
+    },
+    "tms": {
+        "c7": {"cps": {"0": 2, "2": 1}, "last_ms": T0 + 1202 * SEC},
+        "c3": {"cps": {"1": 1}, "last_ms": T0 + 602 * SEC},
+    },
+    "hosts": {
+        "worker-7": {"cps": {"0": 2, "2": 1}, "last_ms": T0 + 1202 * SEC},
+        "worker-3": {"cps": {"1": 1}, "last_ms": T0 + 602 * SEC},
+    },
+}
+
+
+def test_a_state_saved_before_typed_states_loads_and_carries_on_alike() -> None:
+    det = LateBarrierAcks(LateBarrierAcksParams())
+    saved = SAVED_BEFORE_TYPED_STATES
+    state = det.load(saved)
+    assert det.dump(state) == saved
+    # What the dict-state release did next: a fourth late checkpoint moves the deadline,
+    # which resolves the incident with the fourth counted in.
+    ack = late(424, T0 + 1900 * SEC, "t1", "worker-7", "c7")
+    state, alerts, timer = run(det, [ack], state, T0 + 3002 * SEC)
+    assert alerts == [] and timer == T0 + 3700 * SEC
+    assert state is not None and state.hosts["worker-7"].cps == {0: 2, 2: 1, 4: 1}
+    _, alerts, _ = run(det, [], state, timer, until=timer)
+    assert [(a.status, a.event_time_ms, a.alert_id) for a in alerts] == [
+        (AlertStatus.RESOLVED, T0 + 3700 * SEC, "9987e8e514788768")
+    ]
+    want = {
+        "late_checkpoints": 4,
+        "checkpoint_ids": [420, 421, 422, 424],
+        "expired_checkpoints": 3,
+        "late_acks": 5,
+        "window_s": 3600,
+        "top_tasks": [
+            {"task": "t1", "checkpoints": 4, "late_acks": 4, "share": 0.8},
+            {"task": "t2", "checkpoints": 1, "late_acks": 1, "share": 0.2},
+        ],
+        "top_tms": [
+            {"tm_id": "c7", "checkpoints": 3, "late_acks": 4, "share": 0.8},
+            {"tm_id": "c3", "checkpoints": 1, "late_acks": 1, "share": 0.2},
+        ],
+        "top_hosts": [
+            {"host": "worker-7", "checkpoints": 3, "late_acks": 4, "share": 0.8},
+            {"host": "worker-3", "checkpoints": 1, "late_acks": 1, "share": 0.2},
+        ],
+        "located_late_acks": 5,
+        "concentrated": True,
+        "concentrated_host": "worker-7",
+    }
+    # The same keys in the same order (Slack shows the first few scalars).
+    assert alerts[0].evidence == want and list(alerts[0].evidence) == list(want)
+    assert LateBarrierAcksEvidence.model_validate(want).as_dict() == alerts[0].evidence
 
 
 # Bounds ------------------------------------------------------------------------------------
@@ -408,10 +542,10 @@ def test_state_stays_bounded_and_serialisable_under_a_flood() -> None:
     state, alerts, _ = run(det, events)
     assert [a.status for a in alerts] == [AlertStatus.FIRING]
     assert state is not None
-    assert len(state["checkpoints"]) == params.max_checkpoints
-    assert len(state["tasks"]) == params.max_tasks
-    assert len(state["hosts"]) == params.max_hosts and len(state["tms"]) == params.max_hosts
-    size = len(json.dumps(state))
+    assert len(state.checkpoints) == params.max_checkpoints
+    assert len(state.tasks) == params.max_tasks
+    assert len(state.hosts) == params.max_hosts and len(state.tms) == params.max_hosts
+    size = len(json.dumps(det.dump(state)))
     assert size < 20_000, size  # documented worst case for these keys in the module docstring
 
 
@@ -421,25 +555,25 @@ def test_worst_case_state_size_with_default_caps() -> None:
     det = LateBarrierAcks(params)
     pad = "y" * 200
     # The longest attempt numbers kept: 3 digits (renumbered at 1000).
-    state, _, _ = run(det, [late(1, T0 - MIN)])
+    state, _, timer = run(det, [late(1, T0 - MIN)])
     assert state is not None
-    state["next_seq"] = 940
+    state.next_seq = 940
     events = []
     for i in range(60):
         t = T0 + i * 5 * SEC
         for k in range(params.max_tasks):
             h = k % params.max_hosts
             events.append(late(10_000 + i, t + k, f"t{k}{pad}", f"h{h}{pad}", f"m{h}{pad}"))
-    state, _, _ = run(det, events, state)
-    assert state is not None and state["next_seq"] == 1000
-    size = len(json.dumps(state))
+    state, _, _ = run(det, events, state, timer)
+    assert state is not None and state.next_seq == 1000
+    size = len(json.dumps(det.dump(state)))
     assert 30_000 < size < 35_000, size
 
 
 def test_typical_incident_state_is_small() -> None:
     det = LateBarrierAcks(LateBarrierAcksParams())
     state, _, _ = run(det, incident(n=5))
-    assert len(json.dumps(state)) < 2_500
+    assert state is not None and len(json.dumps(det.dump(state))) < 2_500
 
 
 def test_a_threshold_of_one_checkpoint_is_rejected() -> None:
@@ -451,13 +585,12 @@ def test_attempt_numbers_are_renumbered_keeping_the_counts() -> None:
     det = LateBarrierAcks(LateBarrierAcksParams())
     events = [late(i, T0 + i * 10 * SEC, attempt(i % 2), HOT, HOT_TM) for i in range(1100)]
     state, alerts, _ = run(det, events)
-    assert state is not None and int(state["next_seq"]) < 1000
-    seqs = [str(r["seq"]) for r in state["checkpoints"]]
-    assert sorted(state["hosts"][HOT]["cps"], key=int) == seqs
+    assert state is not None and state.next_seq < 1000
+    assert sorted(state.hosts[HOT].cps) == [r.seq for r in state.checkpoints]
     assert alerts[0].status == AlertStatus.FIRING
-    ev = det._evidence(state)
-    assert ev["top_hosts"][0]["checkpoints"] == 30
-    assert ev["top_tasks"][0]["checkpoints"] == 15
+    ev = det.evidence(state)
+    assert ev.top_hosts[0]["checkpoints"] == 30
+    assert ev.top_tasks[0]["checkpoints"] == 15
 
 
 def test_host_shares_are_of_the_acks_that_name_a_location() -> None:
@@ -470,11 +603,11 @@ def test_host_shares_are_of_the_acks_that_name_a_location() -> None:
         events += [late(70 + i, t + 2 * SEC, attempt(2)), late(70 + i, t + 3 * SEC, attempt(3))]
     state, alerts, _ = run(det, events)
     assert state is not None
-    ev = det._evidence(state)
-    assert ev["late_acks"] == 9 and ev["located_late_acks"] == 3
-    assert ev["top_hosts"] == [{"host": HOT, "checkpoints": 3, "late_acks": 3, "share": 1.0}]
-    assert ev["top_tasks"][0]["share"] == round(3 / 9, 3)
-    assert ev["concentrated_host"] == HOT
+    ev = det.evidence(state)
+    assert ev.late_acks == 9 and ev.located_late_acks == 3
+    assert ev.top_hosts == [{"host": HOT, "checkpoints": 3, "late_acks": 3, "share": 1.0}]
+    assert ev.top_tasks[0]["share"] == round(3 / 9, 3)
+    assert ev.concentrated_host == HOT
 
 
 def test_signals_count_late_checkpoints_and_acks_in_the_window() -> None:
