@@ -74,8 +74,10 @@ from detectors.base import (
     Lifecycle,
     Scope,
     Step,
+    Story,
 )
 from detectors.stats import for_humans, mann_kendall_z, median_interval, next_cadence
+from detectors.story import job
 
 DURATION_METRIC = "flink_jobmanager_job_lastCheckpointDuration"
 SIZE_METRIC = "flink_jobmanager_job_lastCheckpointSize"
@@ -365,6 +367,11 @@ class CheckpointCreep(Detector[CheckpointCreepParams, CheckpointCreepState]):
         """Fire for a checkpoint pending too long, forget an abandoned one, finish a resolve."""
         alerts = self._evaluate(state, now_ms)
         return Step(state=state, alerts=tuple(alerts), timer_ms=self._next_timer(state))
+
+    @classmethod
+    def headline(cls, story: Story) -> str:
+        """``checkpoint durations of job J creep towards the timeout``."""
+        return f"checkpoint durations of job {job(story.root)} creep towards the timeout"
 
     def on_idle(self, state: CheckpointCreepState, now_ms: int) -> tuple[Alert, ...]:
         """A job gone quiet closes its incident."""

@@ -60,7 +60,9 @@ from detectors.base import (
     Lifecycle,
     Scope,
     Step,
+    Story,
 )
+from detectors.story import job
 
 #: Longer task / TaskManager / host names are cut to this many characters in the state.
 _MAX_KEY_CHARS = 120
@@ -272,6 +274,13 @@ class LateBarrierAcks(Detector[LateBarrierAcksParams, LateBarrierAcksState]):
         alerts = self._resolve_if_due(state, now_ms)
         self._prune(state, now_ms)
         return Step(state=state, alerts=tuple(alerts), timer_ms=self._resolve_at(state))
+
+    @classmethod
+    def headline(cls, story: Story) -> str:
+        """``checkpoints of job J get barrier acks after they expired[, concentrated on H]``."""
+        host = story.root.evidence.get("concentrated_host")
+        where = f", concentrated on {host} (skew or backpressure there)" if host else ""
+        return f"checkpoints of job {job(story.root)} get barrier acks after they expired{where}"
 
     def on_idle(self, state: LateBarrierAcksState, now_ms: int) -> tuple[Alert, ...]:
         """A job gone quiet closes its incident, with the late acks still in the window."""
