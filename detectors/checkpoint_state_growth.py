@@ -58,10 +58,11 @@ evidence projects when the state reaches ``heap_share`` of that heap, and the
 severity is critical when it has or will within ``critical_within_h`` (at firing,
 or later as one ``escalated`` transition).
 
-State per job (bounded): at most ``max_samples`` samples ``[time, bytes, source]`` of
-about 30 B, the newest 10 checkpoints and 7 early levels for the surge test, 8 savepoint
-ids, the peak before the last drop and the last verdict: ~3.4 KB with the defaults,
-measured in ``tests/detectors/test_checkpoint_state_growth.py``.
+State per job (bounded, :class:`CheckpointStateGrowthState`): at most ``max_samples``
+samples ``[time, bytes, source]`` of about 30 B, the newest 10 checkpoints and 7 early
+levels for the surge test, 8 savepoint ids, the peak before the last drop and the last
+verdict: ~3.4 KB with the defaults, measured in
+``tests/detectors/test_checkpoint_state_growth.py``.
 A verdict costs O(``max_samples``²) comparisons (Mann-Kendall and Theil-Sen pairs),
 about 2,000 with the defaults, once per kept sample.
 """
@@ -70,30 +71,25 @@ from __future__ import annotations
 
 import math
 from statistics import median
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, NamedTuple
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from detectors.base import (
     Alert,
     AlertStatus,
     Detector,
     DetectorParams,
+    DetectorState,
     Event,
+    Evidence,
     Lifecycle,
     Scope,
     Severity,
-    State,
     Step,
 )
 from detectors.checkpoint_creep import SIZE_METRIC
-from detectors.stats import (
-    for_humans,
-    learn_cadence,
-    mann_kendall_z,
-    median_interval,
-    theil_sen,
-)
+from detectors.stats import for_humans, mann_kendall_z, median_interval, next_cadence, theil_sen
 
 _MB = 1024 * 1024
 _HOUR_MS = 3_600_000
@@ -111,8 +107,6 @@ _SURGE_DURATION_RATIO = 3.0  # durations must have grown this much since the anc
 _SURGE_Z = 2.33  # Mann-Kendall z of the newest checkpoints' sizes: still growing (p < 0.01)
 _SURGE_MIN_DURATION_MS = 1000  # without a known interval, the durations must reach this
 
-# A sample: [time_ms, size_bytes, "l" (log) | "m" (metric)].
-_T, _SIZE, _SRC = range(3)
 _RANK = {Severity.INFO: 0, Severity.WARNING: 1, Severity.CRITICAL: 2}
 
 
@@ -206,7 +200,148 @@ class CheckpointStateGrowthParams(DetectorParams):
     )
 
 
-class CheckpointStateGrowth(Detector[CheckpointStateGrowthParams, Any]):
+class Sample(NamedTuple):
+    """One checkpoint size, saved as ``[time_ms, size_bytes, source]``."""
+
+    t: int
+    size: int
+    src: str  # "l" (a log line) or "m" (the metric)
+
+
+class Checkpoint(NamedTuple):
+    """A completed checkpoint for the surge test, saved as ``[time_ms, size, duration]``."""
+
+    t: int
+    size: int
+    duration: int | None
+
+
+class Level(NamedTuple):
+    """An early level for the surge test (medians of 5), as ``[time_ms, size, duration]``."""
+
+    t: int
+    size: float
+    duration: float | None
+
+
+class CheckpointStateGrowthState(DetectorState):
+    """What :class:`CheckpointStateGrowth` keeps per job.
+
+    Attributes:
+        samples: The window's sizes, one before it and the provisional newest one.
+        peak: The largest size before the last drop: a new series has to pass it.
+        last_id: The newest checkpoint id of a completion line.
+        savepoints: Ids of triggered savepoints whose completion is still to come.
+        last_log_ms: Time of the newest completion line (logs win while fresh).
+        metric_size: The size metric's last value (a new sample when it changes).
+        recent: The newest checkpoints, unthinned, for the surge test.
+        anchors: Early levels for the surge test, one per ``surge_within_s / 6``.
+        last_trigger: The latest checkpoint trigger, ``(id, time)``.
+        cadence_ms: The job's checkpoint interval, learned from its triggers.
+        cond: The last verdict's condition: growing (sustained, while firing) or a surge.
+        slope: The newest half-window's slope, bytes per hour (a signal).
+        facts: The last verdict, as the evidence shows it (``None`` before one).
+        severity: The open incident's severity.
+    """
+
+    samples: list[Sample] = []
+    peak: int | None = None
+    last_id: int | None = None
+    savepoints: list[int] = []
+    last_log_ms: int | None = None
+    metric_size: float | None = None
+    recent: list[Checkpoint] = []
+    anchors: list[Level] = []
+    last_trigger: tuple[int, int] | None = None
+    cadence_ms: int | None = None
+    cond: bool = False
+    slope: int | None = None
+    facts: dict[str, Any] | None = None
+    severity: Severity | None = None
+
+
+class Surge(BaseModel):
+    """Orders of magnitude in minutes, durations following (see the module docstring).
+
+    Attributes:
+        size_bytes: The newest 5 checkpoints' median size.
+        since_bytes: The early level's size.
+        ratio: The first over the second.
+        duration_ms: The newest 5 checkpoints' median duration.
+        since_duration_ms: The early level's duration.
+        checkpoint_every_s: The job's checkpoint interval, when learned.
+        over_s: How long ago the early level was.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    size_bytes: int
+    since_bytes: int
+    ratio: float
+    duration_ms: int
+    since_duration_ms: int
+    checkpoint_every_s: float | None
+    over_s: int
+
+
+class CheckpointStateGrowthEvidence(Evidence):
+    """What a ``checkpoint_state_growth`` alert shows.
+
+    The verdict's fields (``growing`` to ``surge``) are there once one was reached: a job
+    judged over its window has them all, a young job that surged only ``surge``.
+
+    Attributes:
+        growing: The window's growth opens an incident.
+        sustained: The window's growth holds an open incident.
+        size_bytes: The recent size: the median of the newest quarter of the samples.
+        window_start_size_bytes: The median of the oldest quarter.
+        growth_ratio: The recent size over the window's start.
+        mann_kendall_z: The rise's significance (only computed when the rest holds).
+        slope_bytes_per_hour: Theil-Sen slope of the newest half-window.
+        middle_size_bytes: The median of the middle quarter.
+        newest_quarter_vs_window_slope: The newest quarter's slope over the window's.
+        samples: Samples in the window.
+        peak_before_drop_bytes: The peak the size had to pass after a drop.
+        heap_share_now: The recent size's share of ``state_heap_mb``.
+        heap_share_in_s: When the size reaches ``heap_share`` of the heap (0: it has).
+        surge: The surge, if the newest checkpoints surged.
+        sizes_bytes: The newest sizes, at most 60.
+        times_ms: Their times.
+        source: Where they came from: ``log``, ``metric`` or ``mixed``.
+        window_s: The ``window_s`` parameter.
+        state_backend: The ``state_backend`` parameter.
+        state_heap_mb: The ``state_heap_mb`` parameter.
+        hint: What usually makes state grow, and what to do.
+    """
+
+    growing: bool | None = None
+    sustained: bool | None = None
+    size_bytes: int | None = None
+    window_start_size_bytes: int | None = None
+    growth_ratio: float | None = None
+    mann_kendall_z: float | None = None
+    slope_bytes_per_hour: int | None = None
+    middle_size_bytes: int | None = None
+    newest_quarter_vs_window_slope: float | None = None
+    samples: int | None = None
+    peak_before_drop_bytes: int | None = None
+    heap_share_now: float | None = None
+    heap_share_in_s: int | None = None
+    surge: Surge | None = None
+    sizes_bytes: list[int]
+    times_ms: list[int]
+    source: str | None
+    window_s: float
+    state_backend: str
+    state_heap_mb: float | None
+    hint: str
+
+    def as_dict(self) -> dict[str, Any]:
+        """The fields given: a verdict not reached leaves its fields out."""
+        return self.model_dump(mode="json", exclude_unset=True)
+
+
+class CheckpointStateGrowth(Detector[CheckpointStateGrowthParams, CheckpointStateGrowthState]):
     """Fire when a job's checkpoint size grows steadily over a window and still grows."""
 
     name: ClassVar[str] = "checkpoint_state_growth"
@@ -216,6 +351,9 @@ class CheckpointStateGrowth(Detector[CheckpointStateGrowthParams, Any]):
     )
     metrics: ClassVar[frozenset[str]] = frozenset({SIZE_METRIC})
     params_model: ClassVar[type[DetectorParams]] = CheckpointStateGrowthParams
+    state_model: ClassVar[type[DetectorState]] = CheckpointStateGrowthState
+    evidence_model: ClassVar[type[Evidence]] = CheckpointStateGrowthEvidence
+    causal_rank: ClassVar[int] = 0
     runbook: ClassVar[str] = (
         "The job's state keeps growing. Look for windows whose slide is much smaller than their "
         "size (each record is kept size/slide times), keyed state without TTL, and a key space "
@@ -232,115 +370,99 @@ class CheckpointStateGrowth(Detector[CheckpointStateGrowthParams, Any]):
 
     # --- entry points ------------------------------------------------------------
 
-    def signal_values(self, state: State) -> dict[str, float]:  # noqa: D102
+    def signal_values(self, state: CheckpointStateGrowthState) -> dict[str, float]:  # noqa: D102
         out: dict[str, float] = {}
-        if state["samples"]:
-            out["checkpoint_size_bytes"] = float(state["samples"][-1][_SIZE])
-        if state.get("slope") is not None:
-            out["checkpoint_size_growth_bytes_per_hour"] = float(state["slope"])
+        if state.samples:
+            out["checkpoint_size_bytes"] = float(state.samples[-1].size)
+        if state.slope is not None:
+            out["checkpoint_size_growth_bytes_per_hour"] = float(state.slope)
         return out
 
-    def on_event(self, state: State | None, event: Event, now_ms: int) -> Step:
+    def on_event(
+        self, state: CheckpointStateGrowthState | None, event: Event
+    ) -> Step[CheckpointStateGrowthState]:
         """Fold one checkpoint line or size sample in; judge the window on a new sample."""
-        st = state or self._new_state(event)
-        st["last_event_ms"] = max(int(st["last_event_ms"]), event.time_ms)
-        st["job_name"] = event.job_name or st.get("job_name")
+        st = state or self.new_state(event)
         alerts: list[Alert] = []
-        sample: list[Any] | None = None
+        sample: Sample | None = None
+        cid = event.checkpoint_id
         if event.kind == "checkpoint_triggered":
-            if event.checkpoint_id is not None and "savepoint" in (event.reason or "").lower():
-                st["savepoints"] = [*st["savepoints"], event.checkpoint_id][-_MAX_SAVEPOINTS:]
-            elif event.checkpoint_id is not None:
-                learn_cadence(st, event.checkpoint_id, event.time_ms)
+            if cid is not None and "savepoint" in (event.reason or "").lower():
+                st.savepoints = [*st.savepoints, cid][-_MAX_SAVEPOINTS:]
+            elif cid is not None:
+                st.cadence_ms = next_cadence(st.last_trigger, st.cadence_ms, cid, event.time_ms)
+                st.last_trigger = (cid, event.time_ms)
         elif event.kind == "checkpoint_completed":
             sample = self._log_sample(st, event)
         elif event.kind == "metric" and event.metric == SIZE_METRIC:
             sample = self._metric_sample(st, event)
         if sample is not None and self._add(st, sample):
             alerts.extend(self._judge(st, event.time_ms))
-        elif st["firing"]:
-            alerts.extend(self._lifecycle_only(st, event.time_ms))
-        return Step(state=st, alerts=tuple(alerts), timer_ms=self._next_timer(st))
+        return Step(state=st, alerts=tuple(alerts), timer_ms=self._resolve_at(st))
 
-    def on_timer(self, state: State, now_ms: int) -> Step:
-        """Finish a pending resolve; evict an idle job (resolving its incident)."""
-        st = dict(state)
-        idle_at = int(st["last_event_ms"]) + int(self.params.idle_ttl_s * 1000)
-        at = min(now_ms, idle_at)
-        alerts = self._lifecycle_only(st, at) if st["firing"] else []
-        if now_ms >= idle_at:
-            if st["firing"]:
-                alerts.append(self._resolved(st, idle_at, "no checkpoints from this job any more"))
-            return Step(state=None, alerts=tuple(alerts))
-        return Step(state=st, alerts=tuple(alerts), timer_ms=self._next_timer(st))
+    def on_timer(
+        self, state: CheckpointStateGrowthState, now_ms: int
+    ) -> Step[CheckpointStateGrowthState]:
+        """Finish a pending resolve: the condition has been false for ``clear_for_s``."""
+        alerts = self._resolve_due(state, now_ms)
+        return Step(state=state, alerts=tuple(alerts), timer_ms=self._resolve_at(state))
+
+    def on_idle(self, state: CheckpointStateGrowthState, now_ms: int) -> tuple[Alert, ...]:
+        """A job without checkpoints any more closes its incident (a resolve due first)."""
+        alerts = self._resolve_due(state, now_ms)
+        if state.firing:
+            alerts.append(self._resolved(state, now_ms, "no checkpoints from this job any more"))
+        return tuple(alerts)
 
     # --- samples -----------------------------------------------------------------
 
-    def _new_state(self, event: Event) -> State:
-        return {
-            **self.identity(event),
-            "samples": [],
-            "peak": None,
-            "last_id": None,
-            "savepoints": [],
-            "last_log_ms": None,
-            "metric_size": None,
-            "cond": False,
-            "slope": None,
-            "facts": None,
-            "severity": None,
-        }
-
-    def _log_sample(self, st: State, event: Event) -> list[Any] | None:
+    def _log_sample(self, st: CheckpointStateGrowthState, event: Event) -> Sample | None:
         if event.size_bytes is None or event.size_bytes < 0:
             return None
-        if event.checkpoint_id is not None and event.checkpoint_id in st["savepoints"]:
-            st["savepoints"] = [x for x in st["savepoints"] if x != event.checkpoint_id]
+        cid = event.checkpoint_id
+        if cid is not None and cid in st.savepoints:
+            st.savepoints = [x for x in st.savepoints if x != cid]
             return None
-        st["last_log_ms"] = event.time_ms
-        cid, last = event.checkpoint_id, st["last_id"]
+        st.last_log_ms = event.time_ms
         if cid is not None:
-            if last is not None and cid < int(last):
+            if st.last_id is not None and cid < st.last_id:
                 # Ids start again: a new run of the job, its old state and peak are gone.
-                st["samples"], st["peak"] = [], None
-                st["recent"], st["anchors"] = [], []
-            st["last_id"] = cid
-        self._note_recent(st, event.time_ms, int(event.size_bytes), event.duration_ms)
-        return [event.time_ms, int(event.size_bytes), "l"]
+                st.samples, st.peak = [], None
+                st.recent, st.anchors = [], []
+            st.last_id = cid
+        self._note_recent(st, Checkpoint(event.time_ms, event.size_bytes, event.duration_ms))
+        return Sample(event.time_ms, event.size_bytes, "l")
 
-    def _note_recent(self, st: State, t: int, size: int, duration: int | None) -> None:
+    def _note_recent(self, st: CheckpointStateGrowthState, checkpoint: Checkpoint) -> None:
         """Every checkpoint, unthinned, for the surge test; an early level now and then."""
-        recent = [*(st.get("recent") or []), [t, size, duration]][-_RECENT:]
-        st["recent"] = recent
+        st.recent = recent = [*st.recent, checkpoint][-_RECENT:]
         if len(recent) < 5:
             return
-        anchors = st.get("anchors") or []
         every_ms = self.params.surge_within_s * 1000 / 6
-        if not anchors or t - int(anchors[-1][0]) >= every_ms:
-            durations = [r[2] for r in recent[-5:] if r[2] is not None]
-            level = [
-                t,
-                median(r[1] for r in recent[-5:]),
+        if not st.anchors or checkpoint.t - st.anchors[-1].t >= every_ms:
+            durations = [r.duration for r in recent[-5:] if r.duration is not None]
+            level = Level(
+                checkpoint.t,
+                median(r.size for r in recent[-5:]),
                 median(durations) if durations else None,
-            ]
-            st["anchors"] = [*anchors, level][-_ANCHORS:]
+            )
+            st.anchors = [*st.anchors, level][-_ANCHORS:]
 
-    def _metric_sample(self, st: State, event: Event) -> list[Any] | None:
+    def _metric_sample(self, st: CheckpointStateGrowthState, event: Event) -> Sample | None:
         value = event.value
         if value is None or not math.isfinite(value) or value < 0:
             return None
-        previous, st["metric_size"] = st["metric_size"], value
+        previous, st.metric_size = st.metric_size, value
         if value == previous:
             return None  # the same checkpoint, scraped again
-        last_log = st["last_log_ms"]
-        if last_log is not None:
-            interval = median_interval(st["samples"])
+        if st.last_log_ms is not None:
+            interval = median_interval(st.samples)
             fresh = max(_MIN_FRESH_MS, 2 * interval) if interval else _MIN_FRESH_MS
-            if event.time_ms - int(last_log) <= fresh:
+            if event.time_ms - st.last_log_ms <= fresh:
                 return None  # the log lines carry the same checkpoints
-        return [event.time_ms, int(value), "m"]
+        return Sample(event.time_ms, int(value), "m")
 
-    def _add(self, st: State, sample: list[Any]) -> bool:
+    def _add(self, st: CheckpointStateGrowthState, sample: Sample) -> bool:
         """Add a sample; ``True`` if the window gained one and is worth judging again.
 
         The newest sample is provisional while it is closer than ``window_s / max_samples``
@@ -348,70 +470,71 @@ class CheckpointStateGrowth(Detector[CheckpointStateGrowthParams, Any]):
         and is not judged again, the window barely moved.
         A late sample (older than the newest) is ignored: the trend is in event time.
         """
-        samples: list[list[Any]] = st["samples"]
-        if samples and sample[_T] < samples[-1][_T]:
+        samples = st.samples
+        if samples and sample.t < samples[-1].t:
             return False
-        if samples and sample[_SIZE] < _RESET_DROP * samples[-1][_SIZE]:
+        if samples and sample.size < _RESET_DROP * samples[-1].size:
             # The state dropped (a window cleared all its keys): a new series, which has to
             # pass the old peak before its refilling counts as growth.
-            st["peak"] = max([s[_SIZE] for s in samples] + [int(st["peak"] or 0)])
+            st.peak = max([s.size for s in samples] + [st.peak or 0])
             samples = []
         spacing = self.params.window_s * 1000 / self.params.max_samples
-        appended = not (len(samples) >= 2 and samples[-1][_T] - samples[-2][_T] < spacing)
+        appended = not (len(samples) >= 2 and samples[-1].t - samples[-2].t < spacing)
         if appended:
             samples.append(sample)
         else:
             samples[-1] = sample
-        horizon = sample[_T] - int(self.params.window_s * 1000)
+        horizon = sample.t - int(self.params.window_s * 1000)
         # Keep one sample at or before the window's start, so coverage can be complete.
-        start = max(0, next((i for i, s in enumerate(samples) if s[_T] > horizon), 0) - 1)
+        start = max(0, next((i for i, s in enumerate(samples) if s.t > horizon), 0) - 1)
         # The window's samples, one before it and the provisional newest one.
-        st["samples"] = samples[start:][-(self.params.max_samples + 2) :]
+        st.samples = samples[start:][-(self.params.max_samples + 2) :]
         return appended
 
     # --- judging -----------------------------------------------------------------
 
-    def _judge(self, st: State, at_ms: int) -> list[Alert]:
+    def _judge(self, st: CheckpointStateGrowthState, at_ms: int) -> list[Alert]:
         facts = self._evaluate(st) or {}
         surge = self._surge(st, at_ms)
-        facts = {**facts, "surge": surge} if facts or surge else {}
-        key = "sustained" if st["firing"] else "growing"
-        st["cond"] = bool(facts.get(key)) or surge is not None
-        st["slope"] = facts.get("slope_bytes_per_hour")
-        st["facts"] = facts or None
-        transition = Lifecycle.update(st, st["cond"], at_ms, clear_for_ms=self._clear_ms())
+        if facts or surge:
+            facts["surge"] = surge.model_dump() if surge else None
+        key = "sustained" if st.firing else "growing"
+        st.cond = bool(facts.get(key)) or surge is not None
+        st.slope = facts.get("slope_bytes_per_hour")
+        st.facts = facts or None
+        transition = Lifecycle.update(st, st.cond, at_ms, clear_for_ms=self._clear_ms())
         if transition == "firing":
-            st["severity"] = self._severity(facts).value
+            st.severity = self._severity(facts)
             return [self._firing(st, at_ms, AlertStatus.FIRING)]
         if transition == "resolved":
             return [self._resolved(st, at_ms, "checkpoint size no longer growing")]
-        if st["firing"] and st["cond"]:
+        if st.firing and st.cond:
             severity = self._severity(facts)
-            if _RANK[severity] > _RANK[Severity(st["severity"] or self.params.severity)]:
-                st["severity"] = severity.value
+            if _RANK[severity] > _RANK[st.severity or self.params.severity]:
+                st.severity = severity
                 return [self._firing(st, at_ms, AlertStatus.ESCALATED)]
         return []
 
-    def _lifecycle_only(self, st: State, at_ms: int) -> list[Alert]:
-        """Complete a resolve that fell due without a new sample."""
-        transition = Lifecycle.update(st, bool(st["cond"]), at_ms, clear_for_ms=self._clear_ms())
-        if transition == "resolved":
-            return [self._resolved(st, at_ms, "checkpoint size no longer growing")]
-        return []
+    def _resolve_due(self, st: CheckpointStateGrowthState, now_ms: int) -> list[Alert]:
+        """The resolve due by ``now_ms`` (no sample held the incident), at its deadline."""
+        deadline = Lifecycle.resolve_deadline(st, self._clear_ms())
+        if deadline is None or now_ms < deadline:
+            return []
+        return [self._resolved(st, deadline, "checkpoint size no longer growing")]
 
-    def _evaluate(self, st: State) -> dict[str, Any] | None:
-        """Trend statistics over the window, or ``None`` before it is covered."""
+    def _evaluate(self, st: CheckpointStateGrowthState) -> dict[str, Any] | None:
+        """The window's trend statistics (the evidence's verdict); ``None`` before it is covered."""
         p = self.params
-        samples = st["samples"]
+        samples = st.samples
         if len(samples) < 2:
             return None
-        end = int(samples[-1][_T])
-        span = end - int(samples[0][_T])
-        win = [s for s in samples if s[_T] >= end - p.window_s * 1000]
+        end = samples[-1].t
+        span = end - samples[0].t
+        win = [s for s in samples if s.t >= end - p.window_s * 1000]
         if span < _MIN_COVERAGE * p.window_s * 1000 or len(win) < p.min_samples:
             return None
-        t = [float(s[_T]) for s in win]
-        y = [float(s[_SIZE]) for s in win]
+        t = [float(s.t) for s in win]
+        y = [float(s.size) for s in win]
         n = len(y)
         q = max(3, n // 4)
         start_size, recent = median(y[:q]), median(y[-q:])
@@ -429,7 +552,7 @@ class CheckpointStateGrowth(Detector[CheckpointStateGrowthParams, Any]):
         slope_half = theil_sen(list(zip(t[h:], y[h:], strict=True)))
         slope_quarter = theil_sen(list(zip(t[-q:], y[-q:], strict=True)))
         per_h = slope_half * _HOUR_MS
-        peak = st["peak"]
+        peak = st.peak
         # Rising significantly, all along, and still now: holds an open incident. Opening
         # one also takes a relative rise (min_growth_ratio) or the heap coming into reach:
         # a big state growing by a fixed amount an hour rises less and less in relative terms.
@@ -465,7 +588,7 @@ class CheckpointStateGrowth(Detector[CheckpointStateGrowthParams, Any]):
         facts.update(heap)
         return facts
 
-    def _surge(self, st: State, at_ms: int) -> dict[str, Any] | None:
+    def _surge(self, st: CheckpointStateGrowthState, at_ms: int) -> Surge | None:
         """Orders of magnitude in minutes, durations following, still growing: or None.
 
         Judged on the newest checkpoints against the earliest level of the last
@@ -474,36 +597,35 @@ class CheckpointStateGrowth(Detector[CheckpointStateGrowthParams, Any]):
         fast fails the duration test.
         """
         p = self.params
-        recent = st.get("recent") or []
-        anchors = [
-            a for a in st.get("anchors") or [] if at_ms - int(a[0]) <= p.surge_within_s * 1000
-        ]
-        if len(recent) < _RECENT or not anchors or anchors[0][2] is None:
+        recent = st.recent
+        anchors = [a for a in st.anchors if at_ms - a.t <= p.surge_within_s * 1000]
+        early = anchors[0] if anchors else None
+        if len(recent) < _RECENT or early is None or early.duration is None:
             return None
-        _, early_size, early_dur = anchors[0]
-        sizes = [float(r[1]) for r in recent]
-        durations = [r[2] for r in recent[-5:] if r[2] is not None]
+        early_dur = early.duration
+        sizes = [float(r.size) for r in recent]
+        durations = [r.duration for r in recent[-5:] if r.duration is not None]
         if not durations:
             return None
         size_now, dur_now = median(sizes[-5:]), median(durations)
-        cadence = st.get("cadence_ms")
+        cadence = st.cadence_ms
         dur_floor = p.surge_duration_share * cadence if cadence else _SURGE_MIN_DURATION_MS
         if (
-            size_now < p.surge_ratio * max(float(early_size), 1.0)
-            or dur_now < max(_SURGE_DURATION_RATIO * float(early_dur), dur_floor)
+            size_now < p.surge_ratio * max(early.size, 1.0)
+            or dur_now < max(_SURGE_DURATION_RATIO * early_dur, dur_floor)
             or median(sizes[:5]) >= size_now
             or mann_kendall_z(sizes) < _SURGE_Z
         ):
             return None
-        return {
-            "size_bytes": round(size_now),
-            "since_bytes": round(float(early_size)),
-            "ratio": round(size_now / max(float(early_size), 1.0), 1),
-            "duration_ms": round(dur_now),
-            "since_duration_ms": round(float(early_dur)),
-            "checkpoint_every_s": None if not cadence else round(float(cadence) / 1000, 1),
-            "over_s": round((at_ms - int(anchors[0][0])) / 1000),
-        }
+        return Surge(
+            size_bytes=round(size_now),
+            since_bytes=round(early.size),
+            ratio=round(size_now / max(early.size, 1.0), 1),
+            duration_ms=round(dur_now),
+            since_duration_ms=round(early_dur),
+            checkpoint_every_s=None if not cadence else round(cadence / 1000, 1),
+            over_s=round((at_ms - early.t) / 1000),
+        )
 
     def _heap(self, size: float, per_h: float) -> dict[str, Any]:
         p = self.params
@@ -529,78 +651,69 @@ class CheckpointStateGrowth(Detector[CheckpointStateGrowthParams, Any]):
             return Severity.CRITICAL
         return self.params.severity
 
-    def _next_timer(self, st: State) -> int:
-        idle_at = int(st["last_event_ms"]) + int(self.params.idle_ttl_s * 1000)
-        resolve = Lifecycle.resolve_deadline(st, self._clear_ms())
-        return min(idle_at, resolve) if resolve is not None else idle_at
+    def _resolve_at(self, st: CheckpointStateGrowthState) -> int | None:
+        """Just after a pending resolve's deadline: a sample stamped with it is judged first."""
+        deadline = Lifecycle.resolve_deadline(st, self._clear_ms())
+        return None if deadline is None else deadline + 1
 
     def _clear_ms(self) -> int:
         return int(self.params.clear_for_s * 1000)
 
     # --- alerts ------------------------------------------------------------------
 
-    def _firing(self, st: State, at_ms: int, status: AlertStatus) -> Alert:
-        f = st["facts"]
-        who = st.get("job_name") or st["job_id"]
-        surge = f.get("surge")
-        if f.get("growing") or f.get("sustained") or not surge:
+    def _firing(self, st: CheckpointStateGrowthState, at_ms: int, status: AlertStatus) -> Alert:
+        ev = self.evidence(st)
+        who = st.job_name or st.job_id
+        surge = ev.surge
+        if ev.growing or ev.sustained or not surge:
             text = (
-                f"checkpoint size of job {who} keeps growing: {_mb(f['size_bytes'])} now, "
-                f"{f['growth_ratio']:.1f}x in {self.params.window_s / 60:.0f} min, "
-                f"+{_mb(f['slope_bytes_per_hour'])}/h"
+                f"checkpoint size of job {who} keeps growing: {_mb(ev.size_bytes or 0)} now, "
+                f"{ev.growth_ratio or 0:.1f}x in {self.params.window_s / 60:.0f} min, "
+                f"+{_mb(ev.slope_bytes_per_hour or 0)}/h"
             )
         else:
             text = (
-                f"checkpoint size of job {who} surged {surge['ratio']:.0f}x in "
-                f"{surge['over_s'] / 60:.0f} min ({_mb(surge['since_bytes'])} -> "
-                f"{_mb(surge['size_bytes'])}) and is still growing; checkpoints take "
-                f"{surge['duration_ms'] / 1000:.1f} s "
-                f"(were {surge['since_duration_ms'] / 1000:.1f} s)"
+                f"checkpoint size of job {who} surged {surge.ratio:.0f}x in "
+                f"{surge.over_s / 60:.0f} min ({_mb(surge.since_bytes)} -> "
+                f"{_mb(surge.size_bytes)}) and is still growing; checkpoints take "
+                f"{surge.duration_ms / 1000:.1f} s (were {surge.since_duration_ms / 1000:.1f} s)"
             )
-            if surge["checkpoint_every_s"]:
-                text += f", interval {surge['checkpoint_every_s']:g} s"
-        if f.get("heap_share_in_s") is not None:
+            if surge.checkpoint_every_s:
+                text += f", interval {surge.checkpoint_every_s:g} s"
+        if ev.heap_share_in_s is not None:
             share = f"{self.params.heap_share:.0%} of the {self.params.state_heap_mb:.0f} MB heap"
-            if f["heap_share_in_s"] == 0:
+            if ev.heap_share_in_s == 0:
                 text += f"; already above {share}"
             else:
-                text += f"; reaches {share} in ~{for_humans(f['heap_share_in_s'])}"
+                text += f"; reaches {share} in ~{for_humans(ev.heap_share_in_s)}"
         return self.alert(
             state=st,
             status=status,
             event_time_ms=at_ms,
             summary=text,
-            evidence=self._evidence(st),
-            severity=Severity(st["severity"]) if st["severity"] else None,
+            evidence=ev,
+            severity=st.severity,
         )
 
-    def _resolved(self, st: State, at_ms: int, why: str) -> Alert:
-        alert = self.resolve(
-            st,
-            at_ms,
-            f"job {st.get('job_name') or st['job_id']}: {why}",
-            self._evidence(st),
-            severity=Severity(st["severity"]) if st["severity"] else None,
-        )
-        st["severity"] = None
-        return alert
+    def _resolved(self, st: CheckpointStateGrowthState, at_ms: int, why: str) -> Alert:
+        severity, st.severity = st.severity, None
+        return self.resolve(st, at_ms, f"{self.subject(st)}: {why}", self.evidence(st), severity)
 
-    def _evidence(self, st: State) -> dict[str, Any]:
+    def evidence(self, state: CheckpointStateGrowthState) -> CheckpointStateGrowthEvidence:
+        """The last verdict, the newest sizes and the parameters they were judged with."""
         p = self.params
-        samples = st["samples"][-_EVIDENCE_CAP:]
-        sources = {s[_SRC] for s in samples}
-        return {
-            **(st["facts"] or {}),
-            "sizes_bytes": [s[_SIZE] for s in samples],
-            "times_ms": [s[_T] for s in samples],
-            "source": {"l": "log", "m": "metric"}.get("".join(sorted(sources)), "mixed")
-            if sources
-            else None,
-            "window_s": p.window_s,
-            "state_backend": p.state_backend,
-            "state_heap_mb": p.state_heap_mb,
-            "hint": _hint(p.state_backend),
-        }
+        samples = state.samples[-_EVIDENCE_CAP:]
+        sources = "".join(sorted({s.src for s in samples}))
+        return CheckpointStateGrowthEvidence(
+            **(state.facts or {}),
+            sizes_bytes=[s.size for s in samples],
+            times_ms=[s.t for s in samples],
+            source={"l": "log", "m": "metric"}.get(sources, "mixed") if sources else None,
+            window_s=p.window_s,
+            state_backend=p.state_backend,
+            state_heap_mb=p.state_heap_mb,
+            hint=_hint(p.state_backend),
+        )
 
 
 def _hint(backend: str) -> str:

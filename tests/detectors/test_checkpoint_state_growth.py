@@ -13,7 +13,12 @@ import pytest
 
 from detectors import REGISTRY, AlertStatus, Event, Severity
 from detectors.checkpoint_creep import SIZE_METRIC
-from detectors.checkpoint_state_growth import CheckpointStateGrowth, CheckpointStateGrowthParams
+from detectors.checkpoint_state_growth import (
+    CheckpointStateGrowth,
+    CheckpointStateGrowthParams,
+    CheckpointStateGrowthState,
+)
+from tests.detectors.timeline import drive, drive_timer
 
 JOB = "0039825bafae26bc34db88e037a1dae3"
 MB = 1024 * 1024
@@ -46,14 +51,12 @@ def jitter(values: list[float], share: float, seed: int = 7) -> list[float]:
 
 
 def run(
-    det: CheckpointStateGrowth, events: list[Event], state: dict | None = None
-) -> tuple[dict | None, list]:
-    alerts = []
-    for e in events:
-        step = det.on_event(state, e, e.time_ms)
-        state = step.state
-        alerts.extend(step.alerts)
-    return state, alerts
+    det: CheckpointStateGrowth,
+    events: list[Event],
+    state: CheckpointStateGrowthState | None = None,
+) -> tuple[CheckpointStateGrowthState | None, list]:
+    """Events only (their due timers included), no deadline passes after the last one."""
+    return drive(det, events, state=state)
 
 
 def default(**kw: object) -> CheckpointStateGrowth:
@@ -81,12 +84,15 @@ def test_steady_growth_after_a_flat_history_fires_and_resolves_once_it_levels() 
     # It levels at minute 360; the newest quarter stops rising, then clear_for_s (30 min).
     assert 380 <= got[1][1] <= 430
     assert alerts[0].alert_id == alerts[1].alert_id
+    # The resolve falls due exactly when a judged sample comes (every 2 min here): that
+    # sample is judged first, and the resolve carries its verdict.
+    assert alerts[1].evidence["times_ms"][-1] == alerts[1].event_time_ms
     ev = alerts[0].evidence
     assert ev["growth_ratio"] >= 1.2 and ev["mann_kendall_z"] >= 3.0
     assert 140 * MB <= ev["slope_bytes_per_hour"] <= 220 * MB
     assert ev["state_backend"] == "unknown" and "sliding window" in ev["hint"]
     assert alerts[0].summary.startswith(f"checkpoint size of job {JOB} keeps growing: ")
-    assert state is not None and not state["firing"]
+    assert state is not None and not state.firing
 
 
 @pytest.mark.parametrize(
@@ -117,7 +123,7 @@ def test_a_new_run_of_the_job_forgets_the_old_peak() -> None:
     det = default()
     saw = checkpoints([50 + 950 * (i % 60) / 59 for i in range(180)])
     state, alerts = run(det, saw)
-    assert alerts == [] and state is not None and state["peak"] is not None
+    assert alerts == [] and state is not None and state.peak is not None
     fresh = checkpoints(
         jitter([100 + 2.5 * i for i in range(240)], 0.02), start=T0 + 181 * MIN, first_id=1
     )
@@ -155,7 +161,7 @@ def test_savepoints_are_left_out() -> None:
             events.append(completed(sp, e.time_ms + 20 * S, 2500 * MB))
     state, alerts = run(det, events)
     assert alerts == [] and state is not None
-    assert max(s[1] for s in state["samples"]) < 450 * MB and state["peak"] is None
+    assert max(s.size for s in state.samples) < 450 * MB and state.peak is None
 
 
 def test_heap_backend_projection_makes_it_critical_and_escalates_once() -> None:
@@ -190,10 +196,10 @@ def test_metric_samples_count_when_the_value_changes_and_logs_win() -> None:
     state, _ = run(
         det, [metric(T0, -1), metric(T0 + 15 * S, 100 * MB), metric(T0 + 30 * S, 100 * MB)]
     )
-    assert state is not None and [s[1] for s in state["samples"]] == [100 * MB]
+    assert state is not None and [s.size for s in state.samples] == [100 * MB]
     # A log completion makes metric samples redundant while logs are fresh.
     state, _ = run(det, [completed(7, T0 + 60 * S, 110 * MB), metric(T0 + 75 * S, 111 * MB)], state)
-    assert state is not None and [s[2] for s in state["samples"]] == ["m", "l"]
+    assert state is not None and [s.src for s in state.samples] == ["m", "l"]
 
 
 def test_fast_checkpoints_are_thinned_and_state_stays_bounded() -> None:
@@ -202,26 +208,79 @@ def test_fast_checkpoints_are_thinned_and_state_stays_bounded() -> None:
     state, _ = run(det, events)
     assert state is not None
     # The window's samples, one before it and the provisional newest one.
-    assert len(state["samples"]) <= det.params.max_samples + 2
-    gaps = [b[0] - a[0] for a, b in zip(state["samples"], state["samples"][1:], strict=False)]
+    assert len(state.samples) <= det.params.max_samples + 2
+    gaps = [b.t - a.t for a, b in zip(state.samples, state.samples[1:], strict=False)]
     assert min(gaps[:-1]) >= det.params.window_s * 1000 / det.params.max_samples
     # The newest sample is always kept.
-    assert state["samples"][-1][0] == events[-1].time_ms
-    assert len(json.dumps(state)) < 3600
+    assert state.samples[-1].t == events[-1].time_ms
+    assert len(json.dumps(det.dump(state))) < 3600
 
 
 def test_timer_resolves_a_levelled_job_and_evicts_an_idle_one() -> None:
     det = default(idle_ttl_s=6 * 3600)
     grow = checkpoints(jitter([240 + 3.0 * i for i in range(200)], 0.01))
-    state, alerts = run(det, grow)
+    state, timer, alerts = drive_timer(det, grow)
     assert [a.status for a in alerts] == [AlertStatus.FIRING]
     # No checkpoint completes any more (the job died): the alert stays until the idle TTL.
-    assert state is not None
-    step = det.on_timer(state, grow[-1].time_ms + 6 * H)
+    assert state is not None and timer == grow[-1].time_ms + 6 * H
+    step = det.fire_due(state, timer, grow[-1].time_ms + 6 * H)
     assert step.state is None
     assert [(a.status, a.summary) for a in step.alerts] == [
         (AlertStatus.RESOLVED, f"job {JOB}: no checkpoints from this job any more")
     ]
+
+
+def test_a_state_saved_by_the_previous_version_loads_and_closes_its_incident() -> None:
+    # Written by the untyped version (trimmed): a young job whose surge fired.
+    old = {
+        "v": 1,
+        "entity": f"job:{JOB}",
+        "job_id": JOB,
+        "job_name": None,
+        "tm_id": None,
+        "host": None,
+        "firing": True,
+        "incident_start_ms": T0 + 122_920,
+        "clear_since_ms": None,
+        "last_event_ms": T0 + 240_427,
+        "samples": [[T0 + 74, 515051, "l"], [T0 + 240_427, 386032168, "l"]],
+        "peak": None,
+        "last_id": 120,
+        "savepoints": [],
+        "last_log_ms": T0 + 240_427,
+        "metric_size": None,
+        "cond": True,
+        "slope": None,
+        "facts": {
+            "surge": {
+                "size_bytes": 187817537,
+                "since_bytes": 6918617,
+                "ratio": 27.1,
+                "duration_ms": 997,
+                "since_duration_ms": 103,
+                "checkpoint_every_s": 2.0,
+                "over_s": 115,
+            }
+        },
+        "severity": "warning",
+        "last_trigger": [120, T0 + 238_340],
+        "recent": [[T0 + 238_335, 385641603, 2127], [T0 + 240_427, 386032168, 2087]],
+        "cadence_ms": 2000,
+        "anchors": [[T0 + 8142, 6918617, 103]],
+    }
+    det = default()
+    state = det.load(old)
+    assert det.signal_values(state) == {"checkpoint_size_bytes": 386032168.0}
+    assert {k: v for k, v in det.dump(state).items() if k in old} == old
+    # Its idle deadline closes the incident it had open: same alert_id, same verdict.
+    idle_at = T0 + 240_427 + 6 * H
+    step = det.fire_due(state, idle_at, idle_at)
+    assert step.state is None
+    [resolved] = step.alerts
+    assert resolved.alert_id == "573a5381bf7a1a76"  # what the previous version fired with
+    assert resolved.summary == f"job {JOB}: no checkpoints from this job any more"
+    # A surge on a young job has no window verdict: its evidence names none of its fields.
+    assert resolved.evidence["surge"]["ratio"] == 27.1 and "growing" not in resolved.evidence
 
 
 def test_signals_give_the_latest_size_and_the_slope_once_covered() -> None:
@@ -306,16 +365,7 @@ def replay_scenarios() -> list[dict[str, str | None]]:
     got = []
     for events in by_job.values():
         events.sort(key=lambda e: e.time_ms)
-        state: dict | None = None
-        timer = None
-        for e in events:
-            step = det.on_event(state, e, e.time_ms)
-            state, timer = step.state, step.timer_ms
-            got.extend(step.alerts)
-        while state is not None and timer is not None and timer <= end:
-            step = det.on_timer(state, timer)
-            state, timer = step.state, step.timer_ms
-            got.extend(step.alerts)
+        got.extend(drive(det, events, until=end)[1])
     got.sort(key=lambda a: (a.event_time_ms, a.status != AlertStatus.FIRING))
     return [
         {"status": a.status.value, "job_id": a.job_id, "event_time": _iso(a.event_time_ms)}
