@@ -29,30 +29,30 @@ fires escalates it to critical (its restarts are exhausted).
 Region failovers that restart only part of a job do not change the job's state and name
 no job id in their log lines, so they are not counted.
 
-State per job (bounded): at most ``max_tracked`` restarts in the window (time, cause and
-up to two TaskManager ids each), the current and longest not-RUNNING episode, at most
-``max_tm_ids`` TaskManager ids and 5 restored checkpoint ids: about 1 KB typical,
-under 8 KB with the default caps.
+State per job (bounded, :class:`RestartStormState`): at most ``max_tracked`` restarts in
+the window (time, cause and up to two TaskManager ids each), the current and longest
+not-RUNNING episode, at most ``max_tm_ids`` TaskManager ids and 5 restored checkpoint
+ids: about 1 KB typical, under 8 KB with the default caps.
 """
 
 from __future__ import annotations
 
-import copy
 import re
 from collections import Counter
-from typing import Any, ClassVar
+from typing import ClassVar, Literal
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from detectors.base import (
     Alert,
     AlertStatus,
     Detector,
     DetectorParams,
+    DetectorState,
     Event,
+    Evidence,
     Scope,
     Severity,
-    State,
     Step,
 )
 
@@ -131,7 +131,101 @@ class RestartStormParams(DetectorParams):
     )
 
 
-class RestartStorm(Detector[RestartStormParams, Any]):
+class Restart(BaseModel):
+    """One restart or failover of the job.
+
+    Attributes:
+        t: When it happened.
+        cause: What caused it (see :func:`_classify`).
+        tms: Up to two TaskManagers its cause names.
+        failover: A JobManager failover (lost leadership, a comeback), not a restart.
+        seen: The job came back already: certain, it needs no confirmation.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    t: int
+    cause: str
+    tms: list[str]
+    failover: bool
+    seen: bool = False
+
+
+class PendingFailure(BaseModel):
+    """A legacy ``FAILING`` transition whose cause the ``RESTARTING`` after it takes."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    t: int
+    cause: str
+    tms: list[str]
+
+
+class RestartStormState(DetectorState):
+    """What :class:`RestartStorm` keeps per job.
+
+    Attributes:
+        status: The job's latest state.
+        down_since: Since when it is out of RUNNING after a failure or failover.
+        down_cause: ``failure`` or ``failover``, while down.
+        running_since: Since when it is RUNNING.
+        last_down_ms: How long the last not-RUNNING episode lasted.
+        longest_down_ms: The longest episode of the incident.
+        restarts: Restarts and failovers in the window, the newest ``max_tracked``.
+        last_restart_ms: Time of the latest restart.
+        failover_ms: Time of the latest failover (leadership-loss lines are merged).
+        pending_failure: A ``FAILING`` transition waiting for its ``RESTARTING``.
+        tm_ids: TaskManagers named in the causes, the newest ``max_tm_ids``.
+        restored: The newest 5 checkpoint ids the job was restored from.
+        severity: The open incident's severity.
+        fired_for: Why the open incident fired: ``restarts`` or ``slow_recovery``.
+        evaluated_ms: Up to when the restart count was judged (confirmations after it).
+    """
+
+    status: str | None = None
+    down_since: int | None = None
+    down_cause: Literal["failure", "failover"] | None = None
+    running_since: int | None = None
+    last_down_ms: int | None = None
+    longest_down_ms: int = 0
+    restarts: list[Restart] = []
+    last_restart_ms: int | None = None
+    failover_ms: int | None = None
+    pending_failure: PendingFailure | None = None
+    tm_ids: list[str] = []
+    restored: list[int] = []
+    severity: Severity | None = None
+    fired_for: Literal["restarts", "slow_recovery"] | None = None
+    evaluated_ms: int | None = None
+
+
+class RestartStormEvidence(Evidence):
+    """What a ``restart_storm`` alert shows (``tm_ids``: the TaskManagers its causes name).
+
+    Attributes:
+        restarts: Restarts and failovers within the window.
+        failovers: How many of them were failovers.
+        not_running_s: The current not-RUNNING episode, or else the last one (s).
+        longest_not_running_s: The incident's longest episode (s).
+        causes: Restarts per cause, most first.
+        status: The job's latest state.
+        fired_for: Why the incident fired: ``restarts`` or ``slow_recovery``.
+        restored_checkpoints: The checkpoints the job was restored from, the newest 5.
+        window_s: The ``window_s`` parameter.
+    """
+
+    restarts: int
+    failovers: int
+    not_running_s: float
+    longest_not_running_s: float
+    causes: dict[str, int]
+    status: str | None
+    fired_for: str | None
+    restored_checkpoints: list[int]
+    window_s: float
+
+
+class RestartStorm(Detector[RestartStormParams, RestartStormState]):
     """Fire on repeated restarts/failovers of a job, or on a recovery that takes too long."""
 
     name: ClassVar[str] = "restart_storm"
@@ -148,82 +242,83 @@ class RestartStorm(Detector[RestartStormParams, Any]):
     scope: ClassVar[Scope] = "job"
     kinds: ClassVar[frozenset[str]] = frozenset({"job_state", "leadership_lost", "job_restored"})
     params_model: ClassVar[type[DetectorParams]] = RestartStormParams
+    state_model: ClassVar[type[DetectorState]] = RestartStormState
+    evidence_model: ClassVar[type[Evidence]] = RestartStormEvidence
+    causal_rank: ClassVar[int] = 5
 
-    def signal_values(self, state: State) -> dict[str, float]:  # noqa: D102
-        down = state.get("down_since")
-        last = int(state.get("last_event_ms") or 0)
+    def signal_values(self, state: RestartStormState) -> dict[str, float]:  # noqa: D102
+        down = state.down_since
         return {
-            "job_restarts": float(len(state.get("restarts") or [])),
-            "job_not_running_seconds": max(0.0, (last - int(down)) / 1000) if down else 0.0,
+            "job_restarts": float(len(state.restarts)),
+            "job_not_running_seconds": (
+                max(0.0, (state.last_event_ms - down) / 1000) if down else 0.0
+            ),
         }
 
-    def on_event(self, state: State | None, event: Event, now_ms: int) -> Step:
+    def on_event(self, state: RestartStormState | None, event: Event) -> Step[RestartStormState]:
         """Count restarts and failovers, track the not-RUNNING episode, fire and resolve."""
-        state, expired = self.expire_idle(state, event.time_ms)
-        st = copy.deepcopy(state) if state else self._new_state(event)
+        st = state or self.new_state(event)
         t = event.time_ms
-        st["last_event_ms"] = max(int(st["last_event_ms"]), t)
-        st["job_name"] = event.job_name or st.get("job_name")
-        alerts = expired + self._due(st, t)
+        alerts: list[Alert] = []
         self._prune(st, t)
         if event.kind == "job_state" and event.to_state:
             alerts.extend(self._on_transition(st, event))
         elif event.kind == "leadership_lost":
-            if st.get("status") not in _TERMINAL | {"CANCELLING"}:
+            if st.status not in _TERMINAL | {"CANCELLING"}:
                 # TaskManagers also log it when a job ends: only a running job fails over.
                 self._on_failover(st, t, "lost_leadership", [])
         elif event.kind == "job_restored" and event.checkpoint_id is not None:
-            since = st.get("running_since")
+            since = st.running_since
             if (
-                st.get("status") == "RUNNING"
-                and st.get("down_since") is None
-                and (since is None or t - int(since) > _RESTORE_AFTER_RUNNING_MS)
+                st.status == "RUNNING"
+                and st.down_since is None
+                and (since is None or t - since > _RESTORE_AFTER_RUNNING_MS)
             ):
                 # Restored while we saw it RUNNING for a while: a new JobManager took it
                 # over (a crashed one restarted by Kubernetes or YARN). A failover inside
                 # one JobManager logs RESTARTING -> RUNNING just before its restore line
                 # (1.10+), so a restore right after RUNNING is that failover's.
                 self._on_failover(st, t, "jobmanager_restart", [], seen=True)
-            restored: list[int] = st["restored"]
-            restored.append(event.checkpoint_id)
-            del restored[:-5]
+            st.restored = [*st.restored, event.checkpoint_id][-5:]
         fired = self._evaluate(st, t)
         if fired is not None:
             alerts.append(fired)
         return Step(state=st, alerts=tuple(alerts), timer_ms=self._next_timer(st))
 
-    def on_timer(self, state: State, now_ms: int) -> Step:
-        """Fire a recovery that is taking too long; resolve; evict an idle job."""
-        st = copy.deepcopy(state)
-        alerts = self._due(st, now_ms)
-        self._prune(st, now_ms)
-        if now_ms - int(st["last_event_ms"]) >= self.params.idle_ttl_s * 1000:
-            if st["firing"]:
-                alerts.append(self._resolved(st, now_ms, "no events from this job any more"))
-            return Step(state=None, alerts=tuple(alerts))
-        return Step(state=st, alerts=tuple(alerts), timer_ms=self._next_timer(st))
+    def on_timer(self, state: RestartStormState, now_ms: int) -> Step[RestartStormState]:
+        """Confirm failovers, fire a recovery that is taking too long, resolve."""
+        alerts = self._due(state, now_ms)
+        self._prune(state, now_ms)
+        return Step(state=state, alerts=tuple(alerts), timer_ms=self._next_timer(state))
+
+    def on_idle(self, state: RestartStormState, now_ms: int) -> tuple[Alert, ...]:
+        """What is due by now, then a job gone quiet closes its incident."""
+        alerts = list(self.on_timer(state, now_ms).alerts)
+        if state.firing:
+            alerts.append(self._resolved(state, now_ms, "no events from this job any more"))
+        return tuple(alerts)
 
     # Transitions ------------------------------------------------------------------------
 
-    def _on_transition(self, st: State, event: Event) -> list[Alert]:
-        t, to, prev = event.time_ms, str(event.to_state), st.get("status")
-        st["status"] = to
+    def _on_transition(self, st: RestartStormState, event: Event) -> list[Alert]:
+        t, to, prev = event.time_ms, str(event.to_state), st.status
+        st.status = to
         text = event.message or event.reason or ""
         alerts: list[Alert] = []
         if to == "FAILING":
             cause, tms = _classify(text)
-            st["pending_failure"] = {"t": t, "cause": cause, "tms": tms}
+            st.pending_failure = PendingFailure(t=t, cause=cause, tms=tms)
             self._go_down(st, t)
         elif to == "RESTARTING":
             cause, tms = _classify(text)
-            pending = st.get("pending_failure")
-            if (cause == "unknown" or not text) and pending and t - int(pending["t"]) <= _PAIR_MS:
-                cause, tms = str(pending["cause"]), list(pending["tms"])
-            st["pending_failure"] = None
+            pending = st.pending_failure
+            if (cause == "unknown" or not text) and pending and t - pending.t <= _PAIR_MS:
+                cause, tms = pending.cause, list(pending.tms)
+            st.pending_failure = None
             self._add_restart(st, t, cause, tms)
             self._go_down(st, t)
         elif to == "RUNNING":
-            if event.from_state in _FRESH and prev == "RUNNING" and st.get("down_since") is None:
+            if event.from_state in _FRESH and prev == "RUNNING" and st.down_since is None:
                 # CREATED -> RUNNING of a job we saw RUNNING, with nothing in between: a
                 # JobManager that crashed and came back (1.11 and older log no INITIALIZING).
                 self._on_failover(st, t, "jobmanager_restart", [], seen=True)
@@ -232,7 +327,7 @@ class RestartStorm(Detector[RestartStormParams, Any]):
             # Its JobMaster lost leadership: down until a new leader runs it.
             self._on_failover(st, t, "suspended", [])
         elif to in _FRESH:
-            if prev == "RUNNING" and st.get("down_since") is None:
+            if prev == "RUNNING" and st.down_since is None:
                 # RUNNING again from scratch with no stop in between: its JobManager restarted.
                 self._on_failover(st, t, "jobmanager_restart", [], seen=True)
         elif to in _TERMINAL:
@@ -240,7 +335,7 @@ class RestartStorm(Detector[RestartStormParams, Any]):
         return alerts
 
     def _on_failover(
-        self, st: State, t: int, cause: str, tms: list[str], *, seen: bool = False
+        self, st: RestartStormState, t: int, cause: str, tms: list[str], *, seen: bool = False
     ) -> None:
         """A failover; ``seen``: the job is back already (a comeback), so it is certain.
 
@@ -248,146 +343,139 @@ class RestartStorm(Detector[RestartStormParams, Any]):
         they are merged within ``failover_dedupe_s`` and confirmed later. A comeback is a
         new JobManager running the job: each one counts, however soon after the last.
         """
-        last = st.get("failover_ms")
+        last = st.failover_ms
         dedupe = self.params.failover_dedupe_s * 1000
-        if st.get("down_since") is not None and st.get("down_cause") == "failover":
+        if st.down_since is not None and st.down_cause == "failover":
             return  # already down for this failover; more TaskManagers reporting it
-        if not seen and last is not None and t - int(last) <= dedupe:
+        if not seen and last is not None and t - last <= dedupe:
             return
-        st["failover_ms"] = t
-        self._add_restart(st, t, cause, tms, failover=True)
-        if seen:
-            st["restarts"][-1]["seen"] = True
+        st.failover_ms = t
+        self._add_restart(st, t, cause, tms, failover=True, seen=seen)
         self._go_down(st, t, failover=True)
 
     def _add_restart(
-        self, st: State, t: int, cause: str, tms: list[str], *, failover: bool = False
+        self,
+        st: RestartStormState,
+        t: int,
+        cause: str,
+        tms: list[str],
+        *,
+        failover: bool = False,
+        seen: bool = False,
     ) -> None:
-        restarts: list[dict[str, Any]] = st["restarts"]
-        restarts.append({"t": t, "cause": cause, "tms": tms[:2], "failover": failover})
-        del restarts[: -self.params.max_tracked]
-        known: list[str] = st["tm_ids"]
+        restart = Restart(t=t, cause=cause, tms=tms[:2], failover=failover, seen=seen)
+        st.restarts = [*st.restarts, restart][-self.params.max_tracked :]
         for tm in tms:
-            if tm not in known:
-                known.append(tm)
-        del known[: -self.params.max_tm_ids]
-        st["last_restart_ms"] = t
+            if tm not in st.tm_ids:
+                st.tm_ids.append(tm)
+        st.tm_ids = st.tm_ids[-self.params.max_tm_ids :]
+        st.last_restart_ms = t
 
     @staticmethod
-    def _go_down(st: State, t: int, *, failover: bool = False) -> None:
-        if st.get("down_since") is None:
-            st["down_since"] = t
-            st["down_cause"] = "failover" if failover else "failure"
+    def _go_down(st: RestartStormState, t: int, *, failover: bool = False) -> None:
+        if st.down_since is None:
+            st.down_since = t
+            st.down_cause = "failover" if failover else "failure"
 
     @staticmethod
-    def _go_up(st: State, t: int) -> None:
-        since = st.get("down_since")
+    def _go_up(st: RestartStormState, t: int) -> None:
+        since = st.down_since
         if since is not None:
-            st["last_down_ms"] = t - int(since)
-            st["longest_down_ms"] = max(int(st["longest_down_ms"]), t - int(since))
-        st["down_since"] = None
-        st["down_cause"] = None
-        st["running_since"] = t
+            st.last_down_ms = t - since
+            st.longest_down_ms = max(st.longest_down_ms, t - since)
+        st.down_since = None
+        st.down_cause = None
+        st.running_since = t
 
-    def _on_end(self, st: State, t: int, to: str) -> list[Alert]:
-        failover = st.get("failover_ms")
+    def _on_end(self, st: RestartStormState, t: int, to: str) -> list[Alert]:
+        failover = st.failover_ms
         if (
-            st.get("down_cause") == "failover"
+            st.down_cause == "failover"
             and failover is not None
-            and t - int(failover) <= _RETRACT_MS
-            and st["restarts"]
-            and st["restarts"][-1]["failover"]
+            and t - failover <= _RETRACT_MS
+            and st.restarts
+            and st.restarts[-1].failover
         ):
             # The leadership loss was the job ending (TaskManagers log it too, and their
             # clocks may run ahead of the JobManager's): not a failover after all.
-            st["restarts"].pop()
-            st["failover_ms"] = None
-            st["down_since"] = None
-            st["down_cause"] = None
+            st.restarts.pop()
+            st.failover_ms = None
+            st.down_since = None
+            st.down_cause = None
         self._go_up(st, t)
-        st["running_since"] = None
-        st["pending_failure"] = None
-        if not st["firing"]:
+        st.running_since = None
+        st.pending_failure = None
+        if not st.firing:
             if to != "FAILED":
                 # A planned stop: the next run starts with a clean slate.
-                st["restarts"] = []
-                st["tm_ids"] = []
+                st.restarts = []
+                st.tm_ids = []
             return []
         if to == "FAILED":
-            if st.get("severity") == Severity.CRITICAL.value:
+            if st.severity == Severity.CRITICAL:
                 return []
-            st["severity"] = Severity.CRITICAL.value
+            st.severity = Severity.CRITICAL
             return [
                 self.alert(
                     state=st,
                     status=AlertStatus.ESCALATED,
                     event_time_ms=t,
-                    summary=f"job {self._job(st)} FAILED after {self._count(st)} restarts",
-                    evidence=self._evidence(st, t),
+                    summary=f"job {self._job(st)} FAILED after {len(st.restarts)} restarts",
+                    evidence=self.evidence(st, t),
                     severity=Severity.CRITICAL,
                 )
             ]
         alert = self._resolved(st, t, f"job was stopped ({to})")
-        st["restarts"] = []
-        st["tm_ids"] = []
+        st.restarts = []
+        st.tm_ids = []
         return [alert]
 
     # Incident ---------------------------------------------------------------------------
 
-    def _evaluate(self, st: State, t: int) -> Alert | None:
-        st["evaluated_ms"] = max(int(st.get("evaluated_ms") or t), t)
-        if st["firing"]:
+    def _evaluate(self, st: RestartStormState, t: int) -> Alert | None:
+        st.evaluated_ms = max(st.evaluated_ms or t, t)
+        if st.firing:
             return None
         if self._confirmed(st, t) >= self.params.min_restarts:
             return self._fire(st, t, "restarts")
         return None
 
     @staticmethod
-    def _confirmed(st: State, t: int) -> int:
+    def _confirmed(st: RestartStormState, t: int) -> int:
         """Restarts that count at ``t``: a leadership loss only once the job did not end."""
-        return sum(
-            1
-            for r in st["restarts"]
-            if not r["failover"] or r.get("seen") or int(r["t"]) + _RETRACT_MS <= t
-        )
+        return sum(1 for r in st.restarts if not r.failover or r.seen or r.t + _RETRACT_MS <= t)
 
     @staticmethod
-    def _confirmations(st: State) -> list[int]:
+    def _confirmations(st: RestartStormState) -> list[int]:
         """Times at which leadership losses not yet evaluated become failovers for sure."""
-        done = int(st.get("evaluated_ms") or 0)
+        done = st.evaluated_ms or 0
         return sorted(
-            int(r["t"]) + _RETRACT_MS
-            for r in st["restarts"]
-            if r["failover"] and not r.get("seen") and int(r["t"]) + _RETRACT_MS > done
+            r.t + _RETRACT_MS
+            for r in st.restarts
+            if r.failover and not r.seen and r.t + _RETRACT_MS > done
         )
 
-    def _fire(self, st: State, t: int, why: str) -> Alert:
-        st["firing"] = True
-        st["incident_start_ms"] = t
-        st["fired_for"] = why
-        st["severity"] = self.params.severity.value
+    def _fire(
+        self, st: RestartStormState, t: int, why: Literal["restarts", "slow_recovery"]
+    ) -> Alert:
+        st.fired_for = why
+        st.severity = self.params.severity
         job = self._job(st)
         if why == "restarts":
             summary = (
-                f"job {job} restarted {self._count(st)} times within "
+                f"job {job} restarted {len(st.restarts)} times within "
                 f"{self.params.window_s / 60:.0f} min"
             )
         else:
-            down = (t - int(st["down_since"])) / 1000
-            what = "failover" if st.get("down_cause") == "failover" else "failure"
+            down = (t - (st.down_since or t)) / 1000
+            what = "failover" if st.down_cause == "failover" else "failure"
             summary = f"job {job} not RUNNING for {down:.0f} s after a {what}"
-        top = self._top_cause(st)
-        if top:
-            summary += f" (mostly {top.replace('_', ' ')})"
-        return self.alert(
-            state=st,
-            status=AlertStatus.FIRING,
-            event_time_ms=t,
-            summary=summary,
-            evidence=self._evidence(st, t),
-        )
+        counted = Counter(r.cause for r in st.restarts).most_common(1)
+        if counted:
+            summary += f" (mostly {counted[0][0].replace('_', ' ')})"
+        return self.fire(st, t, summary, self.evidence(st, t))
 
-    def _due(self, st: State, now_ms: int) -> list[Alert]:
+    def _due(self, st: RestartStormState, now_ms: int) -> list[Alert]:
         """Transitions that came due by ``now_ms``, each at the time it came due."""
         alerts: list[Alert] = []
         for confirm_at in self._confirmations(st):
@@ -396,9 +484,9 @@ class RestartStorm(Detector[RestartStormParams, Any]):
             fired = self._evaluate(st, confirm_at)
             if fired is not None:
                 alerts.append(fired)
-        down = st.get("down_since")
-        if not st["firing"] and down is not None:
-            deadline = int(down) + int(self.params.max_recovery_s * 1000)
+        down = st.down_since
+        if not st.firing and down is not None:
+            deadline = down + int(self.params.max_recovery_s * 1000)
             if now_ms >= deadline:
                 alerts.append(self._fire(st, deadline, "slow_recovery"))
         deadline_r = self._resolve_deadline(st)
@@ -409,98 +497,67 @@ class RestartStorm(Detector[RestartStormParams, Any]):
             )
         return alerts
 
-    def _resolve_deadline(self, st: State) -> int | None:
-        if not st["firing"] or st.get("down_since") is not None:
+    def _resolve_deadline(self, st: RestartStormState) -> int | None:
+        if not st.firing or st.down_since is not None or st.running_since is None:
             return None
-        since = st.get("running_since")
-        if since is None:
-            return None
-        start = max(int(since), int(st.get("last_restart_ms") or 0))
+        start = max(st.running_since, st.last_restart_ms or 0)
         return start + int(self.params.clear_for_s * 1000)
 
-    def _resolved(self, st: State, t: int, why: str) -> Alert:
-        severity = Severity(st.get("severity") or self.params.severity.value)
+    def _resolved(self, st: RestartStormState, t: int, why: str) -> Alert:
+        severity = st.severity or self.params.severity
         alert = self.resolve(
-            st, t, f"job {self._job(st)}: {why}", self._evidence(st, t), severity=severity
+            st, t, f"job {self._job(st)}: {why}", self.evidence(st, t), severity=severity
         )
-        st["severity"] = None
-        st["fired_for"] = None
-        st["longest_down_ms"] = 0
+        st.severity = None
+        st.fired_for = None
+        st.longest_down_ms = 0
         return alert
 
-    def _prune(self, st: State, now_ms: int) -> None:
+    def _prune(self, st: RestartStormState, now_ms: int) -> None:
         horizon = now_ms - self.params.window_s * 1000
-        st["restarts"] = [r for r in st["restarts"] if int(r["t"]) >= horizon]
+        st.restarts = [r for r in st.restarts if r.t >= horizon]
 
-    def _next_timer(self, st: State) -> int:
-        timers = [int(st["last_event_ms"]) + int(self.params.idle_ttl_s * 1000)]
-        down = st.get("down_since")
-        if not st["firing"] and down is not None:
-            timers.append(int(down) + int(self.params.max_recovery_s * 1000))
-        if not st["firing"]:
+    def _next_timer(self, st: RestartStormState) -> int | None:
+        """The next deadline: a failover confirmed, a recovery too slow, or the resolve."""
+        timers: list[int] = []
+        if not st.firing:
+            if st.down_since is not None:
+                timers.append(st.down_since + int(self.params.max_recovery_s * 1000))
             timers.extend(self._confirmations(st)[:1])
         deadline = self._resolve_deadline(st)
         if deadline is not None:
             timers.append(deadline)
-        return min(timers)
+        return min(timers, default=None)
 
     # Output -----------------------------------------------------------------------------
 
     @staticmethod
-    def _count(st: State) -> int:
-        return len(st["restarts"])
+    def _job(st: RestartStormState) -> str:
+        return str(st.job_name or st.job_id)
 
-    @staticmethod
-    def _job(st: State) -> str:
-        return str(st.get("job_name") or st.get("job_id"))
+    def evidence(self, state: RestartStormState, t: int | None = None) -> RestartStormEvidence:
+        """The restarts in the window and the not-RUNNING episodes, as of ``t``.
 
-    @staticmethod
-    def _top_cause(st: State) -> str | None:
-        counted = Counter(str(r["cause"]) for r in st["restarts"])
-        return counted.most_common(1)[0][0] if counted else None
-
-    def _evidence(self, st: State, t: int) -> dict[str, Any]:
-        down = st.get("down_since")
-        current = (t - int(down)) / 1000 if down is not None else None
-        longest = max(int(st["longest_down_ms"]) / 1000, current or 0.0)
-        last = st.get("last_down_ms")
-        return {
-            "restarts": self._count(st),
-            "failovers": sum(1 for r in st["restarts"] if r["failover"]),
-            "not_running_s": round(current if current is not None else (last or 0) / 1000, 3),
-            "longest_not_running_s": round(longest, 3),
-            "causes": dict(Counter(str(r["cause"]) for r in st["restarts"]).most_common()),
-            "tm_ids": list(st["tm_ids"]),
-            "status": st.get("status"),
-            "fired_for": st.get("fired_for"),
-            "restored_checkpoints": list(st["restored"]),
-            "window_s": self.params.window_s,
-        }
-
-    # State ------------------------------------------------------------------------------
-
-    def _new_state(self, event: Event) -> State:
-        st: State = self.identity(event)
-        st.update(
-            {
-                "status": None,
-                "down_since": None,
-                "down_cause": None,
-                "running_since": None,
-                "last_down_ms": None,
-                "longest_down_ms": 0,
-                "restarts": [],
-                "last_restart_ms": None,
-                "failover_ms": None,
-                "pending_failure": None,
-                "tm_ids": [],
-                "restored": [],
-                "severity": None,
-                "fired_for": None,
-                "evaluated_ms": None,
-            }
+        ``t`` defaults to the job's latest event.
+        """
+        t = state.last_event_ms if t is None else t
+        down = state.down_since
+        current = (t - down) / 1000 if down is not None else None
+        longest = max(state.longest_down_ms / 1000, current or 0.0)
+        return RestartStormEvidence(
+            restarts=len(state.restarts),
+            failovers=sum(1 for r in state.restarts if r.failover),
+            not_running_s=round(
+                current if current is not None else (state.last_down_ms or 0) / 1000, 3
+            ),
+            longest_not_running_s=round(longest, 3),
+            causes=dict(Counter(r.cause for r in state.restarts).most_common()),
+            tm_ids=tuple(state.tm_ids),
+            status=state.status,
+            fired_for=state.fired_for,
+            restored_checkpoints=list(state.restored),
+            window_s=self.params.window_s,
         )
-        return st
 
 
 def _classify(text: str) -> tuple[str, list[str]]:

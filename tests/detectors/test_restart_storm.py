@@ -106,12 +106,11 @@ def test_restarts_spread_wider_than_the_window_stay_quiet() -> None:
     assert alerts == []
 
 
-@pytest.mark.parametrize("timers", [True, False], ids=["timer_between", "one_batch"])
-def test_recovery_slower_than_max_recovery_fires_at_the_deadline(timers: bool) -> None:
+def test_recovery_slower_than_max_recovery_fires_at_the_deadline() -> None:
     det = RestartStorm(RestartStormParams(max_recovery_s=300))
     events = [state(T0, "CREATED", "RUNNING"), state(T0 + MIN, "RUNNING", "RESTARTING")]
     events.append(state(T0 + 11 * MIN, "RESTARTING", "RUNNING"))
-    _, alerts = drive(det, events, timers=timers)
+    _, alerts = drive(det, events)
     assert transitions(alerts) == [(AlertStatus.FIRING, MIN + 300 * S)]
     assert alerts[0].evidence["fired_for"] == "slow_recovery"
     assert alerts[0].evidence["not_running_s"] == 300.0
@@ -179,15 +178,14 @@ def test_leadership_loss_logged_just_before_a_cancel_does_not_tip_the_count() ->
     assert alerts == []
 
 
-@pytest.mark.parametrize("timers", [True, False], ids=["timer_between", "one_batch"])
-def test_failovers_fire_once_confirmed(timers: bool) -> None:
+def test_failovers_fire_once_confirmed() -> None:
     det = RestartStorm(RestartStormParams(min_restarts=3, max_recovery_s=3600))
     events = [state(T0, "CREATED", "RUNNING")]
     for i in range(3):
         t = T0 + (i + 1) * 5 * MIN
         events += [lost_leadership(t), state(t + 20 * S, "CREATED", "RUNNING")]
     events.append(Event(kind="job_restored", time_ms=T0 + 30 * MIN, job_id=JOB, checkpoint_id=9))
-    _, alerts = drive(det, events, timers=timers)
+    _, alerts = drive(det, events)
     assert transitions(alerts)[:1] == [(AlertStatus.FIRING, 15 * MIN + 30 * S)]
     assert alerts[0].evidence["failovers"] == 3
 
@@ -198,7 +196,7 @@ def test_leadership_loss_just_before_a_finish_is_retracted() -> None:
     events += [state(T0 + MIN + 2 * S, "RUNNING", "FINISHED"), *restart(T0 + 3 * MIN)]
     state_, alerts = drive(det, events, until=T0 + 30 * MIN)
     assert alerts == []
-    assert state_ is not None and len(state_["restarts"]) == 1
+    assert state_ is not None and len(state_.restarts) == 1
 
 
 def test_jobmanager_restart_without_notice_counts_as_a_failover() -> None:
@@ -312,23 +310,21 @@ def test_state_stays_bounded() -> None:
         events += restart(T0 + i * 5 * S, cause, back_after=S)
     st, _ = drive(det, events)
     assert st is not None
-    assert len(st["restarts"]) == 50 and len(st["tm_ids"]) == 10
-    assert len(json.dumps(st)) < 8192
+    assert len(st.restarts) == 50 and len(st.tm_ids) == 10
+    assert len(json.dumps(det.dump(st))) < 8192
 
 
-@pytest.mark.parametrize("timers", [True, False], ids=["timer_between", "one_batch"])
-def test_a_job_idle_longer_than_the_ttl_starts_afresh(timers: bool) -> None:
-    # Evicted after idle_ttl_s: a run seen hours later is a new run, not a failover, whether
-    # the eviction timer ran between the two events or both came in one batch.
+def test_a_job_idle_longer_than_the_ttl_starts_afresh() -> None:
+    # Evicted after idle_ttl_s: a run seen hours later is a new run, not a failover.
     det = RestartStorm(RestartStormParams(idle_ttl_s=3600, min_restarts=2))
     events = [state(T0, "CREATED", "RUNNING"), *restart(T0 + MIN)]
     events += [
         state(T0 + 300 * MIN, "INITIALIZING", "CREATED"),
         state(T0 + 300 * MIN + 9, "CREATED", "RUNNING"),
     ]
-    st, alerts = drive(det, events, timers=timers)
+    st, alerts = drive(det, events)
     assert alerts == []
-    assert st is not None and st["restarts"] == []
+    assert st is not None and st.restarts == []
 
 
 def test_a_job_suspended_by_lost_leadership_counts_as_down_until_it_runs_again() -> None:
@@ -384,7 +380,7 @@ def test_a_restore_during_a_failover_is_not_one_more_restart() -> None:
     events += [restored_line(T0 + MIN + S, 7), state(T0 + MIN + 2 * S, "RESTARTING", "RUNNING")]
     state_, alerts = drive(det, events, until=T0 + 30 * MIN)
     assert alerts == []
-    assert state_ is not None and len(state_["restarts"]) == 1
+    assert state_ is not None and len(state_.restarts) == 1
 
 
 def test_a_restore_logged_just_after_a_failover_is_running_again_is_that_failover() -> None:
@@ -396,4 +392,62 @@ def test_a_restore_logged_just_after_a_failover_is_running_again_is_that_failove
     events += [restored_line(T0 + MIN + 10 * S + 40, 7)]
     state_, alerts = drive(det, events, until=T0 + 30 * MIN)
     assert alerts == []
-    assert state_ is not None and len(state_["restarts"]) == 1
+    assert state_ is not None and len(state_.restarts) == 1
+
+
+def test_a_state_saved_by_the_previous_version_loads_and_goes_on() -> None:
+    # Written by the untyped version: firing on three restarts (one a JobManager comeback),
+    # down again with a legacy FAILING whose cause waits for its RESTARTING.
+    old = {
+        "v": 1,
+        "entity": f"job:{JOB}",
+        "job_id": JOB,
+        "job_name": NAME,
+        "tm_id": None,
+        "host": None,
+        "firing": True,
+        "incident_start_ms": T0 + 180_010,
+        "clear_since_ms": None,
+        "last_event_ms": T0 + 4 * MIN,
+        "status": "FAILING",
+        "down_since": T0 + 4 * MIN,
+        "down_cause": "failure",
+        "running_since": T0 + 180_020,
+        "last_down_ms": 20,
+        "longest_down_ms": 2000,
+        "restarts": [
+            {"t": T0 + MIN, "cause": "tm_heartbeat_timeout", "tms": [TM], "failover": False},
+            {
+                "t": T0 + 2 * MIN,
+                "cause": "jobmanager_restart",
+                "tms": [],
+                "failover": True,
+                "seen": True,
+            },
+            {"t": T0 + 180_010, "cause": "tm_heartbeat_timeout", "tms": [TM], "failover": False},
+        ],
+        "last_restart_ms": T0 + 180_010,
+        "failover_ms": T0 + 2 * MIN,
+        "pending_failure": {"t": T0 + 4 * MIN, "cause": "rpc_timeout", "tms": []},
+        "tm_ids": [TM],
+        "restored": [7],
+        "severity": "warning",
+        "fired_for": "restarts",
+        "evaluated_ms": T0 + 4 * MIN,
+    }
+    det = RestartStorm(RestartStormParams(min_restarts=3))
+    loaded = det.load(old)
+    # Saved again the same, but for the "seen" every restart now names.
+    assert det.dump(loaded) == {**old, "restarts": [{"seen": False, **r} for r in old["restarts"]]}
+    assert det.signal_values(loaded) == {"job_restarts": 3.0, "job_not_running_seconds": 0.0}
+    events = [state(T0 + 4 * MIN + 10, "FAILING", "RESTARTING")]
+    events.append(state(T0 + 5 * MIN, "RESTARTING", "RUNNING"))
+    _, alerts = drive(det, events, until=T0 + 60 * MIN, state=loaded)
+    # The incident it had open resolves with its id; the pending cause was kept.
+    assert transitions(alerts) == [(AlertStatus.RESOLVED, 5 * MIN + 10 * MIN)]
+    assert alerts[0].alert_id == "2671707c74df242c"  # what the previous version fired with
+    assert alerts[0].evidence["causes"] == {
+        "tm_heartbeat_timeout": 2,
+        "jobmanager_restart": 1,
+        "rpc_timeout": 1,
+    }
