@@ -87,9 +87,11 @@ from detectors.base import (
     Scope,
     Severity,
     Step,
+    Story,
 )
 from detectors.checkpoint_creep import SIZE_METRIC
 from detectors.stats import for_humans, mann_kendall_z, median_interval, next_cadence, theil_sen
+from detectors.story import job, mb, tm
 
 _MB = 1024 * 1024
 _HOUR_MS = 3_600_000
@@ -369,6 +371,16 @@ class CheckpointStateGrowth(Detector[CheckpointStateGrowthParams, CheckpointStat
     }
 
     # --- entry points ------------------------------------------------------------
+
+    @classmethod
+    def headline(cls, story: Story) -> str:
+        """The growth, and the TaskManager it killed if one died: too large for the heap."""
+        size = mb(story.root.evidence.get("size_bytes"))
+        died = f"; TaskManager {tm(story.dead)} {story.death}" if story.death else ""
+        return (
+            f"checkpoint state of job {job(story.root)} keeps growing (now {size}){died}: state "
+            "too large for the heap; check the window shape and the state backend"
+        )
 
     def signal_values(self, state: CheckpointStateGrowthState) -> dict[str, float]:  # noqa: D102
         out: dict[str, float] = {}

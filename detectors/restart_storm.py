@@ -51,10 +51,12 @@ from detectors.base import (
     DetectorState,
     Event,
     Evidence,
+    Member,
     Scope,
     Severity,
     Step,
 )
+from detectors.story import job, num
 
 #: States that end a run on purpose or for good.
 # SUSPENDED is not here: Flink suspends a job when its JobMaster loses leadership, and the
@@ -245,6 +247,12 @@ class RestartStorm(Detector[RestartStormParams, RestartStormState]):
     state_model: ClassVar[type[DetectorState]] = RestartStormState
     evidence_model: ClassVar[type[Evidence]] = RestartStormEvidence
     causal_rank: ClassVar[int] = 5
+
+    @classmethod
+    def aftermath(cls, member: Member) -> str | None:
+        """``job X restarting (3 restarts)``, after the cause's line."""
+        n = member.evidence.get("restarts")
+        return f"job {job(member)} restarting" + (f" ({num(n)} restarts)" if n is not None else "")
 
     def signal_values(self, state: RestartStormState) -> dict[str, float]:  # noqa: D102
         down = state.down_since

@@ -18,6 +18,7 @@ from detectors.checkpoint_state_growth import (
     CheckpointStateGrowthParams,
     CheckpointStateGrowthState,
 )
+from detectors.correlation import Correlator
 from tests.detectors.timeline import drive, drive_timer
 
 JOB = "0039825bafae26bc34db88e037a1dae3"
@@ -445,3 +446,25 @@ def test_no_surge_without_sustained_growth_and_durations_that_follow(
     # The window test (2 h) cannot judge runs this short: any alert would be the surge's.
     _, alerts = run(default(), paced(sizes, durations))
     assert alerts == []
+
+
+def test_an_incident_it_started_tells_the_growth_and_the_taskmanager_it_killed() -> None:
+    flat, grow = [300.0] * 180, [300 + 3.0 * i for i in range(180)]
+    _, [growth] = run(default(), checkpoints(jitter(flat + grow, 0.02)))
+    c = Correlator()
+    assert c.observe(growth).headline.startswith(f"checkpoint state of job {JOB} keeps growing")
+    killed = growth.model_copy(
+        update={
+            "alert_id": "lost",
+            "detector": "tm_lost",
+            "entity": "tm:tm-1",
+            "tm_id": "tm-1",
+            "event_time_ms": growth.event_time_ms + MIN,
+            "evidence": {"cause": "memory_kill"},
+        }
+    )
+    size = f"{growth.evidence['size_bytes'] / MB:,.0f} MB"
+    assert c.observe(killed).headline == (
+        f"checkpoint state of job {JOB} keeps growing (now {size}); TaskManager tm-1 killed "
+        "for memory: state too large for the heap; check the window shape and the state backend"
+    )

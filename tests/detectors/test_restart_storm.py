@@ -7,6 +7,7 @@ import json
 import pytest
 
 from detectors import REGISTRY, Alert, AlertStatus, Event, Severity
+from detectors.correlation import Correlator
 from detectors.restart_storm import RestartStorm, RestartStormParams, _classify
 from tests.detectors.timeline import drive
 
@@ -451,3 +452,29 @@ def test_a_state_saved_by_the_previous_version_loads_and_goes_on() -> None:
         "jobmanager_restart": 1,
         "rpc_timeout": 1,
     }
+
+
+def test_an_incident_a_lost_taskmanager_started_tells_the_restarts_after_it() -> None:
+    det = RestartStorm(RestartStormParams())
+    events = [state(T0, "CREATED", "RUNNING")]
+    events += restart(T0 + 5 * MIN) + restart(T0 + 9 * MIN) + restart(T0 + 12 * MIN)
+    _, [storm] = drive(det, events)
+    lost = storm.model_copy(
+        update={
+            "alert_id": "lost",
+            "detector": "tm_lost",
+            "entity": f"tm:{TM}",
+            "job_id": None,
+            "job_name": None,
+            "tm_id": TM,
+            "event_time_ms": T0 + 5 * MIN,
+            "evidence": {"cause": "memory_kill"},
+        }
+    )
+    c = Correlator()
+    c.observe(lost)
+    view = c.observe(storm)  # joins through the TaskManager its causes name
+    assert view.incident_id == "lost"
+    assert (
+        view.headline == f"TaskManager {TM} killed for memory; job {NAME} restarting (3 restarts)"
+    )
