@@ -655,6 +655,3 @@ def _state_error(msg: str, detector: str, version: int) -> Exception:
 
     return StateError(msg, detector=detector, version=version)
 
-
-#: Transition only: the untyped state of detectors not yet moved to a state model.
-State = dict[str, Any]
