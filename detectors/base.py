@@ -15,6 +15,7 @@ like bytewax's ``on_notify``.
 from __future__ import annotations
 
 import hashlib
+import typing
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -345,10 +346,10 @@ class Detector(ABC, Generic[P, S]):
         scope: Which entity the detector keys on.
         kinds: Event kinds routed to it.
         metrics: For ``metric`` events, the metric names routed to it.
-        params_model: The pydantic model of its parameters.
-        state_model: The pydantic model of its state.
-        schema_version: The state layout's version; :meth:`migrate` upgrades older ones.
-        evidence_model: The pydantic model of its alerts' evidence.
+        params_model: The pydantic model of its parameters (from ``Detector[P, S]``).
+        state_model: The pydantic model of its state (from ``Detector[P, S]``).
+        schema_version: The state layout's version: the default of the state model's
+            ``v``; :meth:`migrate` upgrades older ones.
         causal_rank: Where its alerts sit in a chain of cause and effect, for
             correlation: a leak (0) kills a JVM (1), which loses a TaskManager (2),
             which fails checkpoints (3, 4) and restarts the job (5).
@@ -371,11 +372,21 @@ class Detector(ABC, Generic[P, S]):
     params_model: ClassVar[type[DetectorParams]]
     state_model: ClassVar[type[DetectorState]]
     schema_version: ClassVar[int] = 1
-    evidence_model: ClassVar[type[Evidence]] = Evidence
     causal_rank: ClassVar[int] = 3
     runbook: ClassVar[str] = ""
     #: Gauges for dashboards, per entity: metric name (``flinkwatch_`` is prefixed) → help.
     signals: ClassVar[dict[str, str]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # One source for each model: the class's own type arguments, Detector[P, S].
+        for parent in cls.__dict__.get("__orig_bases__", ()):
+            if typing.get_origin(parent) is Detector:
+                params, state = typing.get_args(parent)
+                if isinstance(state, type) and issubclass(state, DetectorState):
+                    cls.params_model = params
+                    cls.state_model = state
+                    cls.schema_version = int(state.model_fields["v"].default)
 
     def __init__(self, params: P) -> None:
         self.params = params
@@ -654,4 +665,3 @@ def _state_error(msg: str, detector: str, version: int) -> Exception:
     from conf.errors import StateError
 
     return StateError(msg, detector=detector, version=version)
-

@@ -60,7 +60,7 @@ from __future__ import annotations
 
 import math
 from statistics import median
-from typing import Any, ClassVar, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -72,7 +72,6 @@ from detectors.base import (
     Event,
     Evidence,
     Lifecycle,
-    Scope,
     Step,
     Story,
 )
@@ -299,25 +298,22 @@ class CheckpointCreepEvidence(Evidence):
 class CheckpointCreep(Detector[CheckpointCreepParams, CheckpointCreepState]):
     """Fire when checkpoint durations trend up significantly, or a checkpoint hangs."""
 
-    name: ClassVar[str] = "checkpoint_creep"
-    schema_version: ClassVar[int] = 1
-    state_model: ClassVar[type[DetectorState]] = CheckpointCreepState
-    evidence_model: ClassVar[type[Evidence]] = CheckpointCreepEvidence
-    causal_rank: ClassVar[int] = 3
-    runbook: ClassVar[str] = (
+    name = "checkpoint_creep"
+    causal_rank = 3
+    runbook = (
         "Checkpoints are slowing towards the timeout. Check backpressure and busy/idle time of "
         "the slowest subtask, state size growth, and the checkpoint storage's latency; unaligned "
         "checkpoints or more parallelism buy time, a timeout raise only hides it."
     )
-    signals: ClassVar[dict[str, str]] = {
+    signals = {
         "checkpoint_duration_last_seconds": "Duration of the job's latest completed checkpoint.",
         "checkpoint_duration_slope_seconds": (
             "Theil-Sen slope of checkpoint durations, seconds per checkpoint (newest half of "
             "the window; known once min_samples checkpoints completed)."
         ),
     }
-    scope: ClassVar[Scope] = "job"
-    kinds: ClassVar[frozenset[str]] = frozenset(
+    scope = "job"
+    kinds = frozenset(
         {
             "checkpoint_triggered",
             "checkpoint_completed",
@@ -327,8 +323,7 @@ class CheckpointCreep(Detector[CheckpointCreepParams, CheckpointCreepState]):
             "metric",
         }
     )
-    metrics: ClassVar[frozenset[str]] = frozenset({DURATION_METRIC, SIZE_METRIC})
-    params_model: ClassVar[type[DetectorParams]] = CheckpointCreepParams
+    metrics = frozenset({DURATION_METRIC, SIZE_METRIC})
 
     # --- entry points ------------------------------------------------------------
 

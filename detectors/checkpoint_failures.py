@@ -42,7 +42,7 @@ three expiries, at most ~9 KB with the defaults (measured in
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
 from pydantic import Field
 
@@ -53,7 +53,6 @@ from detectors.base import (
     DetectorState,
     Event,
     Evidence,
-    Scope,
     Step,
 )
 
@@ -231,25 +230,22 @@ class CheckpointFailuresEvidence(Evidence):
 class CheckpointFailures(Detector[CheckpointFailuresParams, CheckpointFailuresState]):
     """Fire when checkpoints of a job keep expiring, being declined or failing."""
 
-    name: ClassVar[str] = "checkpoint_failures"
-    schema_version: ClassVar[int] = 2
-    state_model: ClassVar[type[DetectorState]] = CheckpointFailuresState
-    evidence_model: ClassVar[type[Evidence]] = CheckpointFailuresEvidence
-    causal_rank: ClassVar[int] = 4
-    runbook: ClassVar[str] = (
+    name = "checkpoint_failures"
+    causal_rank = 4
+    runbook = (
         "Checkpoints keep failing: the job cannot recover from a recent state. Read the failure "
         "reasons in the evidence; for expirations look for backpressure or a slow subtask, for "
         "declines the task's exception in the TaskManager log."
     )
-    signals: ClassVar[dict[str, str]] = {
+    signals = {
         "checkpoints_expired": "Distinct checkpoints of the job that expired within window_s.",
         "checkpoints_failed": (
             "Distinct checkpoints of the job that failed for a counted reason (expired "
             "included) within window_s."
         ),
     }
-    scope: ClassVar[Scope] = "job"
-    kinds: ClassVar[frozenset[str]] = frozenset(
+    scope = "job"
+    kinds = frozenset(
         {
             "checkpoint_triggered",
             "checkpoint_completed",
@@ -258,7 +254,6 @@ class CheckpointFailures(Detector[CheckpointFailuresParams, CheckpointFailuresSt
             "checkpoint_failed",
         }
     )
-    params_model: ClassVar[type[DetectorParams]] = CheckpointFailuresParams
 
     def signal_values(self, state: CheckpointFailuresState) -> dict[str, float]:  # noqa: D102
         failed = state.failed.values()

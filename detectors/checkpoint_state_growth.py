@@ -71,7 +71,7 @@ from __future__ import annotations
 
 import math
 from statistics import median
-from typing import Any, ClassVar, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -84,7 +84,6 @@ from detectors.base import (
     Event,
     Evidence,
     Lifecycle,
-    Scope,
     Severity,
     Step,
     Story,
@@ -346,23 +345,18 @@ class CheckpointStateGrowthEvidence(Evidence):
 class CheckpointStateGrowth(Detector[CheckpointStateGrowthParams, CheckpointStateGrowthState]):
     """Fire when a job's checkpoint size grows steadily over a window and still grows."""
 
-    name: ClassVar[str] = "checkpoint_state_growth"
-    scope: ClassVar[Scope] = "job"
-    kinds: ClassVar[frozenset[str]] = frozenset(
-        {"checkpoint_triggered", "checkpoint_completed", "metric"}
-    )
-    metrics: ClassVar[frozenset[str]] = frozenset({SIZE_METRIC})
-    params_model: ClassVar[type[DetectorParams]] = CheckpointStateGrowthParams
-    state_model: ClassVar[type[DetectorState]] = CheckpointStateGrowthState
-    evidence_model: ClassVar[type[Evidence]] = CheckpointStateGrowthEvidence
-    causal_rank: ClassVar[int] = 0
-    runbook: ClassVar[str] = (
+    name = "checkpoint_state_growth"
+    scope = "job"
+    kinds = frozenset({"checkpoint_triggered", "checkpoint_completed", "metric"})
+    metrics = frozenset({SIZE_METRIC})
+    causal_rank = 0
+    runbook = (
         "The job's state keeps growing. Look for windows whose slide is much smaller than their "
         "size (each record is kept size/slide times), keyed state without TTL, and a key space "
         "that grows (ids, timestamps as keys). With a heap state backend the TaskManager will "
         "die in GC (seed 000): move state to RocksDB or add heap before the projected time."
     )
-    signals: ClassVar[dict[str, str]] = {
+    signals = {
         "checkpoint_size_bytes": "Size of the job's latest completed checkpoint.",
         "checkpoint_size_growth_bytes_per_hour": (
             "Theil-Sen slope of the checkpoint size over the newest half of window_s, bytes "

@@ -64,7 +64,7 @@ TaskManager with a handful of series, about 46 KB worst case with the defaults
 from __future__ import annotations
 
 import hashlib
-from typing import Any, ClassVar, Literal, Self
+from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -77,7 +77,6 @@ from detectors.base import (
     Event,
     Evidence,
     Lifecycle,
-    Scope,
     Severity,
     Step,
     Story,
@@ -336,17 +335,15 @@ class IdleHeapGrowthEvidence(HeapFloorFacts, Evidence):
 class IdleHeapGrowth(Detector[IdleHeapGrowthParams, IdleHeapGrowthState]):
     """Fire when a TaskManager's post-GC heap floor rises for a window with zero throughput."""
 
-    name: ClassVar[str] = "idle_heap_growth"
-    state_model: ClassVar[type[DetectorState]] = IdleHeapGrowthState
-    evidence_model: ClassVar[type[Evidence]] = IdleHeapGrowthEvidence
-    causal_rank: ClassVar[int] = 0
-    runbook: ClassVar[str] = (
+    name = "idle_heap_growth"
+    causal_rank = 0
+    runbook = (
         "A TaskManager's heap floor rises while it reads nothing: likely the Kafka source's "
         "offsetsToCommit leak (FLINK-33231). Upgrade flink-connector-kafka to 3.0.1 / 3.1.0 or "
         "later, or restart the TaskManager before it reaches Heap_Max (heap dump first if "
         "unsure)."
     )
-    signals: ClassVar[dict[str, str]] = {
+    signals = {
         "taskmanager_heap_floor_growth_bytes_per_hour": (
             "Theil-Sen slope of the post-GC heap floor over window_s (at the last closed bucket)."
         ),
@@ -354,12 +351,9 @@ class IdleHeapGrowth(Detector[IdleHeapGrowthParams, IdleHeapGrowthState]):
             "Highest records-in/out rate of the TaskManager in its last closed bucket."
         ),
     }
-    scope: ClassVar[Scope] = "tm"
-    kinds: ClassVar[frozenset[str]] = frozenset({"metric"})
-    metrics: ClassVar[frozenset[str]] = frozenset(
-        {HEAP_USED, HEAP_MAX, COMMITS_SUCCEEDED} | THROUGHPUT_METRICS
-    )
-    params_model: ClassVar[type[DetectorParams]] = IdleHeapGrowthParams
+    scope = "tm"
+    kinds = frozenset({"metric"})
+    metrics = frozenset({HEAP_USED, HEAP_MAX, COMMITS_SUCCEEDED} | THROUGHPUT_METRICS)
 
     def signal_values(self, state: IdleHeapGrowthState) -> dict[str, float]:  # noqa: D102
         out: dict[str, float] = {}

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import ClassVar, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -43,7 +43,6 @@ from detectors.base import (
     DetectorState,
     Event,
     Evidence,
-    Scope,
     Severity,
     Step,
     Story,
@@ -230,21 +229,19 @@ class JmK8sWatchCrashEvidence(Evidence):
 class JmK8sWatchCrash(Detector[JmK8sWatchCrashParams, JmK8sWatchCrashState]):
     """Fire when a JobManager crashes on a Kubernetes watch error; escalate if state is lost."""
 
-    name: ClassVar[str] = "jm_k8s_watch_crash"
-    state_model: ClassVar[type[DetectorState]] = JmK8sWatchCrashState
-    evidence_model: ClassVar[type[Evidence]] = JmK8sWatchCrashEvidence
-    causal_rank: ClassVar[int] = 0
-    runbook: ClassVar[str] = (
+    name = "jm_k8s_watch_crash"
+    causal_rank = 0
+    runbook = (
         "The JobManager exited on a Kubernetes pod-watch error (too old resource version; "
         "Flink 1.10.2-1.12.1, fixed in 1.12.2 by FLINK-20417). Check that the jobs are RUNNING "
         "again; restored: none means they restarted without state: restore them from the last "
         "retained checkpoint or savepoint, enable HA and upgrade Flink."
     )
-    signals: ClassVar[dict[str, str]] = {
+    signals = {
         "jm_crashes_open": "JobManager crash incidents still open (recovery not finished).",
     }
-    scope: ClassVar[Scope] = "cluster"
-    kinds: ClassVar[frozenset[str]] = frozenset(
+    scope = "cluster"
+    kinds = frozenset(
         {
             "fatal_error",
             "k8s_watch_gone",
@@ -254,7 +251,6 @@ class JmK8sWatchCrash(Detector[JmK8sWatchCrashParams, JmK8sWatchCrashState]):
             "job_state",
         }
     )
-    params_model: ClassVar[type[DetectorParams]] = JmK8sWatchCrashParams
 
     def signal_values(self, state: JmK8sWatchCrashState) -> dict[str, float]:  # noqa: D102
         return {"jm_crashes_open": float(len(state.crashes))}

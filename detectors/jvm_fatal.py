@@ -46,7 +46,6 @@ State per process (:class:`JvmFatalState`): the open incident's facts (texts cut
 from __future__ import annotations
 
 import re
-from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -58,7 +57,6 @@ from detectors.base import (
     Event,
     Evidence,
     Member,
-    Scope,
     Severity,
     Step,
     Story,
@@ -314,20 +312,17 @@ class JvmFatalEvidence(Evidence):
 class JvmFatal(Detector[JvmFatalParams, JvmFatalState]):
     """Fire when a Flink process stops itself on an OutOfMemoryError or uncaught exception."""
 
-    name: ClassVar[str] = "jvm_fatal"
-    scope: ClassVar[Scope] = "tm"
-    kinds: ClassVar[frozenset[str]] = frozenset({"fatal_error", "jvm_oom"})
-    params_model: ClassVar[type[DetectorParams]] = JvmFatalParams
-    state_model: ClassVar[type[DetectorState]] = JvmFatalState
-    evidence_model: ClassVar[type[Evidence]] = JvmFatalEvidence
-    causal_rank: ClassVar[int] = 1
-    runbook: ClassVar[str] = (
+    name = "jvm_fatal"
+    scope = "tm"
+    kinds = frozenset({"fatal_error", "jvm_oom"})
+    causal_rank = 1
+    runbook = (
         "A Flink JVM stopped itself. Read `cause` and the hint in the evidence; for heap OOMs "
         "check the job's checkpoint size (checkpoint_state_growth) and state backend, for "
         "metaspace a class-loading leak across restarts. Then check the job restarted and "
         "restored from a checkpoint, and whether the same process keeps dying (fatal_exits)."
     )
-    signals: ClassVar[dict[str, str]] = {
+    signals = {
         "process_fatal_exits": (
             "Fatal exits of the process (OutOfMemoryError or uncaught exception) in its open "
             "incident; 0 when none is open."

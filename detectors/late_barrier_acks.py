@@ -46,7 +46,7 @@ name at the 120-character cut).
 from __future__ import annotations
 
 import re
-from typing import Any, ClassVar
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -58,7 +58,6 @@ from detectors.base import (
     Event,
     Evidence,
     Lifecycle,
-    Scope,
     Step,
     Story,
 )
@@ -220,25 +219,21 @@ class LateBarrierAcksEvidence(Evidence):
 class LateBarrierAcks(Detector[LateBarrierAcksParams, LateBarrierAcksState]):
     """Fire when late checkpoint acks recur in ``min_checkpoints`` checkpoints of a job."""
 
-    name: ClassVar[str] = "late_barrier_acks"
-    schema_version: ClassVar[int] = 1
-    state_model: ClassVar[type[DetectorState]] = LateBarrierAcksState
-    evidence_model: ClassVar[type[Evidence]] = LateBarrierAcksEvidence
-    causal_rank: ClassVar[int] = 3
-    runbook: ClassVar[str] = (
+    name = "late_barrier_acks"
+    causal_rank = 3
+    runbook = (
         "Barriers reach some tasks after their checkpoint expired. If one host dominates, look at "
         "that host (disk, network, noisy neighbour) or move its TaskManagers; otherwise look for "
         "data skew or backpressure on the late tasks."
     )
-    signals: ClassVar[dict[str, str]] = {
+    signals = {
         "late_ack_checkpoints": "Checkpoints of the job with late barrier acks within window_s.",
         "late_acks": "Late barrier acks of the job within window_s.",
     }
-    scope: ClassVar[Scope] = "job"
-    kinds: ClassVar[frozenset[str]] = frozenset(
+    scope = "job"
+    kinds = frozenset(
         {"checkpoint_late_ack", "checkpoint_expired", "checkpoint_declined", "checkpoint_failed"}
     )
-    params_model: ClassVar[type[DetectorParams]] = LateBarrierAcksParams
 
     def signal_values(self, state: LateBarrierAcksState) -> dict[str, float]:  # noqa: D102
         live = [r for r in state.checkpoints if not r.aborted]

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from typing import ClassVar, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -52,7 +52,6 @@ from detectors.base import (
     Event,
     Evidence,
     Member,
-    Scope,
     Severity,
     Step,
 )
@@ -230,23 +229,20 @@ class RestartStormEvidence(Evidence):
 class RestartStorm(Detector[RestartStormParams, RestartStormState]):
     """Fire on repeated restarts/failovers of a job, or on a recovery that takes too long."""
 
-    name: ClassVar[str] = "restart_storm"
-    runbook: ClassVar[str] = (
+    name = "restart_storm"
+    runbook = (
         "The job keeps restarting or cannot get back to RUNNING. Read the counted causes: a "
         "TaskManager named in tm_ids died (see tm_lost for why); rpc/registration timeouts or "
         "lost leadership point at the JobManager, ZooKeeper or the network; an exception "
         "class points at the job's code or data. Until it is fixed the job makes no progress."
     )
-    signals: ClassVar[dict[str, str]] = {
+    signals = {
         "job_restarts": "Restarts and failovers of the job within window_s.",
         "job_not_running_seconds": "How long the job has been out of RUNNING (0 when RUNNING).",
     }
-    scope: ClassVar[Scope] = "job"
-    kinds: ClassVar[frozenset[str]] = frozenset({"job_state", "leadership_lost", "job_restored"})
-    params_model: ClassVar[type[DetectorParams]] = RestartStormParams
-    state_model: ClassVar[type[DetectorState]] = RestartStormState
-    evidence_model: ClassVar[type[Evidence]] = RestartStormEvidence
-    causal_rank: ClassVar[int] = 5
+    scope = "job"
+    kinds = frozenset({"job_state", "leadership_lost", "job_restored"})
+    causal_rank = 5
 
     @classmethod
     def aftermath(cls, member: Member) -> str | None:

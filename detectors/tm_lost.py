@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
-from typing import Any, ClassVar, Literal, Self
+from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -50,7 +50,6 @@ from detectors.base import (
     Event,
     Evidence,
     Member,
-    Scope,
     Step,
     Story,
 )
@@ -234,22 +233,20 @@ class TmLostEvidence(Evidence):
 class TmLost(Detector[TmLostParams, TmLostState]):
     """Fire when a TaskManager is lost (heartbeat timeout or kill), with the cause."""
 
-    name: ClassVar[str] = "tm_lost"
-    state_model: ClassVar[type[DetectorState]] = TmLostState
-    evidence_model: ClassVar[type[Evidence]] = TmLostEvidence
-    causal_rank: ClassVar[int] = 2
-    runbook: ClassVar[str] = (
+    name = "tm_lost"
+    causal_rank = 2
+    runbook = (
         "A TaskManager died and its jobs restart. memory_kill / oom_killed: the process used "
         "more than its container limit: raise taskmanager.memory.process.size or the JVM "
         "overhead, or look for native/off-heap growth (RocksDB, a leak). jvm_oom: heap or "
         "metaspace exhausted: check state size and GC in its log. unknown: look at the host "
         "(node lost, long GC pause, network) around the time of the timeout."
     )
-    signals: ClassVar[dict[str, str]] = {
+    signals = {
         "tm_lost": "1 while the TaskManager's loss incident is open, else 0.",
     }
-    scope: ClassVar[Scope] = "tm"
-    kinds: ClassVar[frozenset[str]] = frozenset(
+    scope = "tm"
+    kinds = frozenset(
         {
             "heartbeat_timeout",
             "container_memory_kill",
@@ -259,7 +256,6 @@ class TmLost(Detector[TmLostParams, TmLostState]):
             "job_state",
         }
     )
-    params_model: ClassVar[type[DetectorParams]] = TmLostParams
 
     def signal_values(self, state: TmLostState) -> dict[str, float]:  # noqa: D102
         return {"tm_lost": 1.0 if state.firing else 0.0}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 
@@ -15,7 +15,6 @@ from detectors.base import (
     DetectorState,
     Event,
     Evidence,
-    Scope,
     Step,
 )
 from tests.detectors.timeline import drive, drive_timer
@@ -36,12 +35,9 @@ class CountEvidence(Evidence):
 class Counter(Detector[DetectorParams, CountState]):
     """Fires at the 2nd event; asks for a deadline 10 s after each event."""
 
-    name: ClassVar[str] = "counter"
-    scope: ClassVar[Scope] = "job"
-    kinds: ClassVar[frozenset[str]] = frozenset({"checkpoint_expired"})
-    params_model: ClassVar[type[DetectorParams]] = DetectorParams
-    state_model: ClassVar[type[DetectorState]] = CountState
-    schema_version: ClassVar[int] = 2
+    name = "counter"
+    scope = "job"
+    kinds = frozenset({"checkpoint_expired"})
 
     def on_event(self, state: CountState | None, event: Event) -> Step[CountState]:
         st = state or self.new_state(event)
@@ -113,6 +109,11 @@ def test_typed_evidence_leaves_unset_links_out() -> None:
     assert CountEvidence(seen=1, tm_ids=("tm-1",)).as_dict() == {"seen": 1, "tm_ids": ["tm-1"]}
 
 
+def test_the_models_and_the_version_come_from_the_type_arguments() -> None:
+    assert (Counter.params_model, Counter.state_model) == (DetectorParams, CountState)
+    assert Counter.schema_version == 2  # the default of CountState.v
+
+
 def test_a_state_survives_json_and_an_older_version_is_migrated() -> None:
     d = det()
     state, _ = drive(d, [ev(T0)])
@@ -141,7 +142,7 @@ def test_a_state_that_cannot_be_loaded_raises_a_state_error(
 
 def test_a_version_without_a_migration_raises_a_state_error() -> None:
     class NoMigration(Counter):
-        schema_version: ClassVar[int] = 3
+        schema_version = 3
 
     # Counter knows version 1; nobody wrote how version 2 becomes 3.
     with pytest.raises(StateError, match="no migration from state version 2"):
