@@ -350,6 +350,7 @@ class Detector(ABC, Generic[P, S]):
         state_model: The pydantic model of its state (from ``Detector[P, S]``).
         schema_version: The state layout's version: the default of the state model's
             ``v``; :meth:`migrate` upgrades older ones.
+        idle_words: What the resolve of an entity gone idle says (:meth:`on_idle`).
         causal_rank: Where its alerts sit in a chain of cause and effect, for
             correlation: a leak (0) kills a JVM (1), which loses a TaskManager (2),
             which fails checkpoints (3, 4) and restarts the job (5).
@@ -373,6 +374,8 @@ class Detector(ABC, Generic[P, S]):
     state_model: ClassVar[type[DetectorState]]
     schema_version: ClassVar[int] = 1
     causal_rank: ClassVar[int] = 3
+    #: What an idle entity's resolve says after who it is.
+    idle_words: ClassVar[str] = "no events any more"
     runbook: ClassVar[str] = ""
     #: Gauges for dashboards, per entity: metric name (``flinkwatch_`` is prefixed) → help.
     signals: ClassVar[dict[str, str]] = {}
@@ -414,12 +417,16 @@ class Detector(ABC, Generic[P, S]):
     def on_idle(self, state: S, now_ms: int) -> tuple[Alert, ...]:
         """The entity had no event for ``idle_ttl_s``; its state is dropped after this.
 
-        Default: resolve the open incident, if any, with :meth:`evidence`.
+        Runs after :meth:`on_timer` at the same time (a deadline due then comes first).
+        Default: :meth:`closing` the open incident, if any, saying :attr:`idle_words`.
         """
         if not state.firing:
             return ()
-        who = self.subject(state)
-        return (self.resolve(state, now_ms, f"{who}: no events any more", self.evidence(state)),)
+        return (self.closing(state, now_ms, self.idle_words),)
+
+    def closing(self, state: S, time_ms: int, why: str) -> Alert:
+        """The resolve of the open incident: ``{who}: {why}``, with :meth:`evidence`."""
+        return self.resolve(state, time_ms, f"{self.subject(state)}: {why}", self.evidence(state))
 
     def evidence(self, state: S) -> Evidence | Mapping[str, Any]:
         """The evidence of the entity's current incident (for :meth:`on_idle`)."""
@@ -500,8 +507,12 @@ class Detector(ABC, Generic[P, S]):
         """A timer at ``now_ms``: the idle deadline (base) or the detector's own."""
         idle_at = self.idle_at(state)
         if now_ms >= idle_at:
-            # A late timer (a retry after a failure) still closes at the idle deadline.
-            return Step(state=None, alerts=self.on_idle(state, idle_at))
+            # A deadline due at the idle time itself comes first; a late timer (a retry
+            # after a failure) still closes at the idle deadline.
+            due = self.on_timer(state, idle_at)
+            if due.state is None:
+                return Step(state=None, alerts=due.alerts)
+            return Step(state=None, alerts=due.alerts + self.on_idle(due.state, idle_at))
         return self._with_idle(self.on_timer(state, now_ms))
 
     def idle_at(self, state: S) -> int:

@@ -299,6 +299,7 @@ class CheckpointCreep(Detector[CheckpointCreepParams, CheckpointCreepState]):
     """Fire when checkpoint durations trend up significantly, or a checkpoint hangs."""
 
     name = "checkpoint_creep"
+    idle_words = "no events from this job any more"
     causal_rank = 3
     runbook = (
         "Checkpoints are slowing towards the timeout. Check backpressure and busy/idle time of "
@@ -367,12 +368,6 @@ class CheckpointCreep(Detector[CheckpointCreepParams, CheckpointCreepState]):
     def headline(cls, story: Story) -> str:
         """``checkpoint durations of job J creep towards the timeout``."""
         return f"checkpoint durations of job {job(story.root)} creep towards the timeout"
-
-    def on_idle(self, state: CheckpointCreepState, now_ms: int) -> tuple[Alert, ...]:
-        """A job gone quiet closes its incident."""
-        if not state.firing:
-            return ()
-        return (self._resolved(state, now_ms, "no events from this job any more"),)
 
     # --- events ------------------------------------------------------------------
 
@@ -506,7 +501,7 @@ class CheckpointCreep(Detector[CheckpointCreepParams, CheckpointCreepState]):
             return [self._firing(st, at_ms, overdue)]
         if Lifecycle.update(st, condition, at_ms, clear_for_ms=self._clear_ms()) == "resolved":
             why = "checkpoint durations no longer creeping and none overdue"
-            return [self._resolved(st, at_ms, why)]
+            return [self.closing(st, at_ms, why)]
         return []
 
     def _overdue(self, st: CheckpointCreepState, at_ms: int) -> list[tuple[int, int]]:
@@ -625,9 +620,10 @@ class CheckpointCreep(Detector[CheckpointCreepParams, CheckpointCreepState]):
             )
         return self.fire(st, at_ms, "; ".join(parts), self._evidence(st, at_ms, stats))
 
-    def _resolved(self, st: CheckpointCreepState, at_ms: int, why: str) -> Alert:
-        evidence = self._evidence(st, at_ms, self._trend(st))
-        return self.resolve(st, at_ms, f"{self.subject(st)}: {why}", evidence)
+    def closing(self, state: CheckpointCreepState, time_ms: int, why: str) -> Alert:
+        """The resolve, with the evidence as of its own time (not the detector's clock)."""
+        evidence = self._evidence(state, time_ms, self._trend(state))
+        return self.resolve(state, time_ms, f"{self.subject(state)}: {why}", evidence)
 
     def evidence(self, state: CheckpointCreepState) -> CheckpointCreepEvidence:
         """The samples, the trend and the overdue checkpoints, as of ``state.clock_ms``."""

@@ -46,15 +46,7 @@ from typing import Any
 
 from pydantic import Field
 
-from detectors.base import (
-    Alert,
-    Detector,
-    DetectorParams,
-    DetectorState,
-    Event,
-    Evidence,
-    Step,
-)
+from detectors.base import Alert, Detector, DetectorParams, DetectorState, Event, Evidence, Step
 
 _MAX_SAVEPOINTS = 8  # savepoint ids remembered, to leave their failures out
 _MAX_UNCOUNTED = 20  # failures without a checkpoint id kept for the evidence
@@ -231,6 +223,7 @@ class CheckpointFailures(Detector[CheckpointFailuresParams, CheckpointFailuresSt
     """Fire when checkpoints of a job keep expiring, being declined or failing."""
 
     name = "checkpoint_failures"
+    idle_words = "no events from this job any more"
     causal_rank = 4
     runbook = (
         "Checkpoints keep failing: the job cannot recover from a recent state. Read the failure "
@@ -299,12 +292,6 @@ class CheckpointFailures(Detector[CheckpointFailuresParams, CheckpointFailuresSt
             self._trim(state, now_ms)
         return Step(state=state, alerts=tuple(recovered), timer_ms=self._next_timer(state))
 
-    def on_idle(self, state: CheckpointFailuresState, now_ms: int) -> tuple[Alert, ...]:
-        """A job gone quiet closes its incident."""
-        if not state.firing:
-            return ()
-        return (self._resolve(state, now_ms, "no events from this job any more"),)
-
     # ------------------------------------------------------------------------------
 
     def _record_failure(self, st: CheckpointFailuresState, event: Event) -> bool:
@@ -366,7 +353,7 @@ class CheckpointFailures(Detector[CheckpointFailuresParams, CheckpointFailuresSt
         at = self._clear_at(st)
         if at is not None and t < at:
             return []
-        resolved = self._resolve(st, max(t, at or t), "checkpoints complete again")
+        resolved = self.closing(st, max(t, at or t), "checkpoints complete again")
         st.failed, st.streak_ids = {}, []
         return [resolved]
 
@@ -386,9 +373,6 @@ class CheckpointFailures(Detector[CheckpointFailuresParams, CheckpointFailuresSt
         if times:
             due.append(min(times) + int(self.params.window_s * 1000) + 1)
         return min(due) if due else None
-
-    def _resolve(self, st: CheckpointFailuresState, time_ms: int, why: str) -> Alert:
-        return self.resolve(st, time_ms, f"{self.subject(st)}: {why}", self.evidence(st))
 
     def _summary(self, st: CheckpointFailuresState) -> str:
         p = self.params

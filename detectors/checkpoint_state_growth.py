@@ -346,6 +346,7 @@ class CheckpointStateGrowth(Detector[CheckpointStateGrowthParams, CheckpointStat
     """Fire when a job's checkpoint size grows steadily over a window and still grows."""
 
     name = "checkpoint_state_growth"
+    idle_words = "no checkpoints from this job any more"
     scope = "job"
     kinds = frozenset({"checkpoint_triggered", "checkpoint_completed", "metric"})
     metrics = frozenset({SIZE_METRIC})
@@ -412,13 +413,6 @@ class CheckpointStateGrowth(Detector[CheckpointStateGrowthParams, CheckpointStat
         """Finish a pending resolve: the condition has been false for ``clear_for_s``."""
         alerts = self._resolve_due(state, now_ms)
         return Step(state=state, alerts=tuple(alerts), timer_ms=self._resolve_at(state))
-
-    def on_idle(self, state: CheckpointStateGrowthState, now_ms: int) -> tuple[Alert, ...]:
-        """A job without checkpoints any more closes its incident (a resolve due first)."""
-        alerts = self._resolve_due(state, now_ms)
-        if state.firing:
-            alerts.append(self._resolved(state, now_ms, "no checkpoints from this job any more"))
-        return tuple(alerts)
 
     # --- samples -----------------------------------------------------------------
 
@@ -513,7 +507,7 @@ class CheckpointStateGrowth(Detector[CheckpointStateGrowthParams, CheckpointStat
             st.severity = self._severity(facts)
             return [self._firing(st, at_ms, AlertStatus.FIRING)]
         if transition == "resolved":
-            return [self._resolved(st, at_ms, "checkpoint size no longer growing")]
+            return [self.closing(st, at_ms, "checkpoint size no longer growing")]
         if st.firing and st.cond:
             severity = self._severity(facts)
             if _RANK[severity] > _RANK[st.severity or self.params.severity]:
@@ -526,7 +520,7 @@ class CheckpointStateGrowth(Detector[CheckpointStateGrowthParams, CheckpointStat
         deadline = Lifecycle.resolve_deadline(st, self._clear_ms())
         if deadline is None or now_ms < deadline:
             return []
-        return [self._resolved(st, deadline, "checkpoint size no longer growing")]
+        return [self.closing(st, deadline, "checkpoint size no longer growing")]
 
     def _evaluate(self, st: CheckpointStateGrowthState) -> dict[str, Any] | None:
         """The window's trend statistics (the evidence's verdict); ``None`` before it is covered."""
@@ -701,9 +695,11 @@ class CheckpointStateGrowth(Detector[CheckpointStateGrowthParams, CheckpointStat
             severity=st.severity,
         )
 
-    def _resolved(self, st: CheckpointStateGrowthState, at_ms: int, why: str) -> Alert:
-        severity, st.severity = st.severity, None
-        return self.resolve(st, at_ms, f"{self.subject(st)}: {why}", self.evidence(st), severity)
+    def closing(self, state: CheckpointStateGrowthState, time_ms: int, why: str) -> Alert:
+        """The resolve, at the severity the incident reached."""
+        severity, state.severity = state.severity, None
+        summary = f"{self.subject(state)}: {why}"
+        return self.resolve(state, time_ms, summary, self.evidence(state), severity)
 
     def evidence(self, state: CheckpointStateGrowthState) -> CheckpointStateGrowthEvidence:
         """The last verdict, the newest sizes and the parameters they were judged with."""

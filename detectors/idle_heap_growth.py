@@ -385,12 +385,11 @@ class IdleHeapGrowth(Detector[IdleHeapGrowthParams, IdleHeapGrowthState]):
         return Step(state=state, alerts=alerts, timer_ms=self._next_timer(state))
 
     def on_idle(self, state: IdleHeapGrowthState, now_ms: int) -> tuple[Alert, ...]:
-        """A TaskManager without metrics: what is due by now, then its incident closes."""
-        alerts = self._clear_due(state, now_ms)
+        """A TaskManager without metrics: its incident closes."""
         if not state.firing:
-            return alerts
+            return ()
         state.why = "no metrics from this TaskManager any more"
-        return (*alerts, self._resolved(state, now_ms))
+        return (self._resolved(state, now_ms),)
 
     @classmethod
     def headline(cls, story: Story) -> str:

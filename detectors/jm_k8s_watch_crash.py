@@ -298,10 +298,9 @@ class JmK8sWatchCrash(Detector[JmK8sWatchCrashParams, JmK8sWatchCrashState]):
 
     def on_idle(self, state: JmK8sWatchCrashState, now_ms: int) -> tuple[Alert, ...]:
         """The fleet went quiet: every open crash closes."""
-        alerts = self._due(state, now_ms)  # a deadline at the idle time itself comes first
-        for src in list(state.crashes):
-            alerts.append(self._close(state, src, now_ms, "no events any more"))
-        return tuple(alerts)
+        return tuple(
+            self._close(state, src, now_ms, self.idle_words) for src in list(state.crashes)
+        )
 
     # Crash --------------------------------------------------------------------------------
 

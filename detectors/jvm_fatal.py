@@ -360,9 +360,8 @@ class JvmFatal(Detector[JvmFatalParams, JvmFatalState]):
         return Step(state=state, alerts=alerts, timer_ms=min(self._due(state), default=None))
 
     def on_idle(self, state: JvmFatalState, now_ms: int) -> tuple[Alert, ...]:
-        """A process without lines: what is due by now, then its open incident closes."""
-        alerts = self._decide(state, now_ms)
-        return (*alerts, self._resolved(state, now_ms)) if state.firing else alerts
+        """A process without lines: its open incident closes."""
+        return (self._resolved(state, now_ms),) if state.firing else ()
 
     @classmethod
     def death(cls, member: Member) -> tuple[int, str] | None:

@@ -220,6 +220,7 @@ class LateBarrierAcks(Detector[LateBarrierAcksParams, LateBarrierAcksState]):
     """Fire when late checkpoint acks recur in ``min_checkpoints`` checkpoints of a job."""
 
     name = "late_barrier_acks"
+    idle_words = "no events from this job any more"
     causal_rank = 3
     runbook = (
         "Barriers reach some tasks after their checkpoint expired. If one host dominates, look at "
@@ -279,10 +280,8 @@ class LateBarrierAcks(Detector[LateBarrierAcksParams, LateBarrierAcksState]):
 
     def on_idle(self, state: LateBarrierAcksState, now_ms: int) -> tuple[Alert, ...]:
         """A job gone quiet closes its incident, with the late acks still in the window."""
-        if not state.firing:
-            return ()
         self._prune(state, now_ms)
-        return (self._resolved(state, now_ms, "no events from this job any more"),)
+        return super().on_idle(state, now_ms)
 
     # Checkpoint attempts --------------------------------------------------------------
 
@@ -415,12 +414,12 @@ class LateBarrierAcks(Detector[LateBarrierAcksParams, LateBarrierAcksState]):
             return []
         # Resolve at the deadline itself, even when the timer runs late.
         minutes = self.params.clear_for_s / 60
-        return [self._resolved(st, deadline, f"no late checkpoint acks for {minutes:.0f} min")]
+        return [self.closing(st, deadline, f"no late checkpoint acks for {minutes:.0f} min")]
 
-    def _resolved(self, st: LateBarrierAcksState, time_ms: int, why: str) -> Alert:
-        alert = self.resolve(st, time_ms, f"{self.subject(st)}: {why}", self.evidence(st))
-        # A new incident needs min_checkpoints late checkpoints of its own.
-        self._reset_tracking(st)
+    def closing(self, state: LateBarrierAcksState, time_ms: int, why: str) -> Alert:
+        """The resolve; a new incident then needs ``min_checkpoints`` late ones of its own."""
+        alert = super().closing(state, time_ms, why)
+        self._reset_tracking(state)
         return alert
 
     @staticmethod

@@ -230,6 +230,7 @@ class RestartStorm(Detector[RestartStormParams, RestartStormState]):
     """Fire on repeated restarts/failovers of a job, or on a recovery that takes too long."""
 
     name = "restart_storm"
+    idle_words = "no events from this job any more"
     runbook = (
         "The job keeps restarting or cannot get back to RUNNING. Read the counted causes: a "
         "TaskManager named in tm_ids died (see tm_lost for why); rpc/registration timeouts or "
@@ -294,13 +295,6 @@ class RestartStorm(Detector[RestartStormParams, RestartStormState]):
         alerts = self._due(state, now_ms)
         self._prune(state, now_ms)
         return Step(state=state, alerts=tuple(alerts), timer_ms=self._next_timer(state))
-
-    def on_idle(self, state: RestartStormState, now_ms: int) -> tuple[Alert, ...]:
-        """What is due by now, then a job gone quiet closes its incident."""
-        alerts = list(self.on_timer(state, now_ms).alerts)
-        if state.firing:
-            alerts.append(self._resolved(state, now_ms, "no events from this job any more"))
-        return tuple(alerts)
 
     # Transitions ------------------------------------------------------------------------
 
@@ -429,7 +423,7 @@ class RestartStorm(Detector[RestartStormParams, RestartStormState]):
                     severity=Severity.CRITICAL,
                 )
             ]
-        alert = self._resolved(st, t, f"job was stopped ({to})")
+        alert = self.closing(st, t, f"job was stopped ({to})")
         st.restarts = []
         st.tm_ids = []
         return [alert]
@@ -497,7 +491,7 @@ class RestartStorm(Detector[RestartStormParams, RestartStormState]):
         if deadline_r is not None and now_ms >= deadline_r:
             minutes = self.params.clear_for_s / 60
             alerts.append(
-                self._resolved(st, deadline_r, f"RUNNING for {minutes:.0f} min without a restart")
+                self.closing(st, deadline_r, f"RUNNING for {minutes:.0f} min without a restart")
             )
         return alerts
 
@@ -507,14 +501,14 @@ class RestartStorm(Detector[RestartStormParams, RestartStormState]):
         start = max(st.running_since, st.last_restart_ms or 0)
         return start + int(self.params.clear_for_s * 1000)
 
-    def _resolved(self, st: RestartStormState, t: int, why: str) -> Alert:
-        severity = st.severity or self.params.severity
-        alert = self.resolve(
-            st, t, f"job {self._job(st)}: {why}", self.evidence(st, t), severity=severity
-        )
-        st.severity = None
-        st.fired_for = None
-        st.longest_down_ms = 0
+    def closing(self, state: RestartStormState, time_ms: int, why: str) -> Alert:
+        """The resolve, at the severity the incident reached; the storm's facts reset."""
+        severity = state.severity or self.params.severity
+        summary = f"job {self._job(state)}: {why}"
+        alert = self.resolve(state, time_ms, summary, self.evidence(state, time_ms), severity)
+        state.severity = None
+        state.fired_for = None
+        state.longest_down_ms = 0
         return alert
 
     def _prune(self, st: RestartStormState, now_ms: int) -> None:

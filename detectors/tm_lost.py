@@ -234,6 +234,7 @@ class TmLost(Detector[TmLostParams, TmLostState]):
     """Fire when a TaskManager is lost (heartbeat timeout or kill), with the cause."""
 
     name = "tm_lost"
+    idle_words = "no events about it any more"
     causal_rank = 2
     runbook = (
         "A TaskManager died and its jobs restart. memory_kill / oom_killed: the process used "
@@ -311,13 +312,6 @@ class TmLost(Detector[TmLostParams, TmLostState]):
         """Page a pending timeout with cause unknown; resolve once the signals stopped."""
         alerts = self._due(state, now_ms)
         return Step(state=state, alerts=tuple(alerts), timer_ms=self._next_timer(state))
-
-    def on_idle(self, state: TmLostState, now_ms: int) -> tuple[Alert, ...]:
-        """A TaskManager gone quiet closes its incident (with a cause logged late)."""
-        alerts = self._due(state, now_ms)  # a deadline at the idle time itself comes first
-        if state.firing:
-            alerts.append(self._resolved(state, now_ms, "no events about it any more"))
-        return tuple(alerts)
 
     # Events -----------------------------------------------------------------------------
 
@@ -434,7 +428,7 @@ class TmLost(Detector[TmLostParams, TmLostState]):
         clear_at = self._clear_at(st)
         if clear_at is not None and now_ms >= clear_at:
             minutes = self.params.clear_for_s / 60
-            alerts.append(self._resolved(st, clear_at, f"no loss signal for {minutes:.0f} min"))
+            alerts.append(self.closing(st, clear_at, f"no loss signal for {minutes:.0f} min"))
         return alerts
 
     def _clear_at(self, st: TmLostState) -> int | None:
@@ -443,16 +437,17 @@ class TmLost(Detector[TmLostParams, TmLostState]):
             return None
         return st.last_signal_ms + int(self.params.clear_for_s * 1000)
 
-    def _resolved(self, st: TmLostState, t: int, why: str) -> Alert:
-        if st.late_cause:
-            st.cause = st.late_cause
-        alert = self.resolve(st, t, f"{self.subject(st)}: {why}", self.evidence(st))
-        st.first_ms = None
-        st.cause = None
-        st.late_cause = None
-        st.timeouts = 0
-        st.timeout_line = None
-        st.signals = []
+    def closing(self, state: TmLostState, time_ms: int, why: str) -> Alert:
+        """The resolve, with a cause that was logged too late for the page."""
+        if state.late_cause:
+            state.cause = state.late_cause
+        alert = super().closing(state, time_ms, why)
+        state.first_ms = None
+        state.cause = None
+        state.late_cause = None
+        state.timeouts = 0
+        state.timeout_line = None
+        state.signals = []
         return alert
 
     def _next_timer(self, st: TmLostState) -> int | None:
