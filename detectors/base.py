@@ -261,28 +261,18 @@ class Story:
 class DetectorParams(BaseModel):
     """Parameters every detector has; each detector subclasses this with its own."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
-    enabled: bool = Field(default=True, description="Run this detector.")
-    severity: Severity = Field(
-        default=Severity.WARNING, description="Severity of its alerts: info, warning or critical."
-    )
-    idle_ttl_s: float = Field(
-        default=6 * 3600,
-        gt=0,
-        description=(
-            "Drop an entity's state after this long without events (seconds); an open "
-            "incident is resolved then."
-        ),
-    )
-    clear_for_s: float = Field(
-        default=300,
-        ge=0,
-        description=(
-            "Hysteresis: a firing alert resolves only after its condition has been false "
-            "this long (event-time seconds), so a flapping condition pages once."
-        ),
-    )
+    enabled: bool = Field(default=True)
+    """Run this detector."""
+    severity: Severity = Field(default=Severity.WARNING)
+    """Severity of its alerts: info, warning or critical."""
+    idle_ttl_s: float = Field(default=6 * 3600, gt=0)
+    """Drop an entity's state after this long without events (seconds); an open incident is resolved
+    then."""
+    clear_for_s: float = Field(default=300, ge=0)
+    """Hysteresis: a firing alert resolves only after its condition has been false this long
+    (event-time seconds), so a flapping condition pages once."""
 
 
 class Lifecycle:

@@ -104,89 +104,36 @@ class Sample(NamedTuple):
 class CheckpointCreepParams(DetectorParams):
     """Thresholds of :class:`CheckpointCreep`."""
 
-    window: int = Field(
-        default=60,
-        ge=12,
-        le=200,
-        description="Completed checkpoints the trend is computed over (checkpoints).",
-    )
-    min_samples: int = Field(
-        default=20,
-        ge=8,
-        description="Completed checkpoints needed before the trend is judged (checkpoints).",
-    )
-    min_trend_z: float = Field(
-        default=3.5,
-        gt=0,
-        description=(
-            "Mann-Kendall z score the upward trend over the window must reach (unitless; "
-            "3.5 is p < 0.0003 one-sided)."
-        ),
-    )
-    min_ratio: float = Field(
-        default=2.0,
-        ge=1.0,
-        description=(
-            "Recent median over the baseline median that makes a creep (ratio; recent = "
-            "newest sixth of the window, baseline = median of block medians over "
-            "baseline_checkpoints)."
-        ),
-    )
-    baseline_checkpoints: int = Field(
-        default=360,
-        ge=20,
-        le=2000,
-        description="How far back the baseline median reaches (checkpoints).",
-    )
-    min_duration_ms: float = Field(
-        default=30_000,
-        ge=0,
-        description="Recent median duration below which the trend never fires (ms).",
-    )
-    checkpoint_timeout_s: float = Field(
-        default=600,
-        gt=0,
-        description=(
-            "Flink's execution.checkpointing.timeout of the monitored jobs; logs do not "
-            "carry it (seconds)."
-        ),
-    )
-    max_intervals: float = Field(
-        default=3.0,
-        gt=1.0,
-        description=(
-            "Recent median duration, in the job's own checkpoint intervals (learned from the "
-            "spacing of its triggers), that is a creep while durations keep growing, whatever "
-            "the absolute duration or the job's age (intervals)."
-        ),
-    )
-    max_timeout_share: float = Field(
-        default=0.5,
-        gt=0,
-        le=1.0,
-        description=(
-            "Recent median duration, as a share of the checkpoint timeout (learned from the "
-            "job's expiries, else checkpoint_timeout_s), that is a creep while durations keep "
-            "growing (fraction)."
-        ),
-    )
-    cadence_samples: int = Field(
-        default=10,
-        ge=6,
-        description=(
-            "Completed checkpoints needed before the cadence test (max_intervals, "
-            "max_timeout_share) is judged (checkpoints)."
-        ),
-    )
-    pending_share: float = Field(
-        default=0.5,
-        gt=0,
-        le=1.0,
-        description=(
-            "A checkpoint pending longer than this share of checkpoint_timeout_s is "
-            "overdue (fraction)."
-        ),
-    )
+    window: int = Field(default=60, ge=12, le=200)
+    """Completed checkpoints the trend is computed over (checkpoints)."""
+    min_samples: int = Field(default=20, ge=8)
+    """Completed checkpoints needed before the trend is judged (checkpoints)."""
+    min_trend_z: float = Field(default=3.5, gt=0)
+    """Mann-Kendall z score the upward trend over the window must reach (unitless; 3.5 is p < 0.0003
+    one-sided)."""
+    min_ratio: float = Field(default=2.0, ge=1.0)
+    """Recent median over the baseline median that makes a creep (ratio; recent = newest sixth of
+    the window, baseline = median of block medians over baseline_checkpoints)."""
+    baseline_checkpoints: int = Field(default=360, ge=20, le=2000)
+    """How far back the baseline median reaches (checkpoints)."""
+    min_duration_ms: float = Field(default=30_000, ge=0)
+    """Recent median duration below which the trend never fires (ms)."""
+    checkpoint_timeout_s: float = Field(default=600, gt=0)
+    """Flink's execution.checkpointing.timeout of the monitored jobs; logs do not carry it
+    (seconds)."""
+    max_intervals: float = Field(default=3.0, gt=1.0)
+    """Recent median duration, in the job's own checkpoint intervals (learned from the spacing of
+    its triggers), that is a creep while durations keep growing, whatever the absolute duration
+    or the job's age (intervals)."""
+    max_timeout_share: float = Field(default=0.5, gt=0, le=1.0)
+    """Recent median duration, as a share of the checkpoint timeout (learned from the job's
+    expiries, else checkpoint_timeout_s), that is a creep while durations keep growing
+    (fraction)."""
+    cadence_samples: int = Field(default=10, ge=6)
+    """Completed checkpoints needed before the cadence test (max_intervals, max_timeout_share) is
+    judged (checkpoints)."""
+    pending_share: float = Field(default=0.5, gt=0, le=1.0)
+    """A checkpoint pending longer than this share of checkpoint_timeout_s is overdue (fraction)."""
 
 
 class CheckpointCreepState(DetectorState):

@@ -142,34 +142,20 @@ def _first_line(message: str | None) -> str | None:
 class CheckpointFailuresParams(DetectorParams):
     """Thresholds of :class:`CheckpointFailures`."""
 
-    min_expired: int = Field(
-        default=3, ge=1, description="Distinct expired checkpoints that make an incident."
-    )
-    min_failed: int | None = Field(
-        default=None,
-        ge=1,
-        description=(
-            "Distinct checkpoints failed for a counted reason (expired, declined, async "
-            "failure, ...) that make an incident; null: the same as min_expired."
-        ),
-    )
-    min_streak: int | None = Field(
-        default=None,
-        ge=1,
-        description=(
-            "Counted failures in a row, without a completed checkpoint between them and "
-            "however far apart, that make an incident; null: off."
-        ),
-    )
-    window_s: float = Field(
-        default=1800, gt=0, description="Failures older than this (seconds) no longer count."
-    )
-    resolve_after_completed: int = Field(
-        default=2, ge=1, description="Completed checkpoints in a row that resolve the incident."
-    )
-    max_tracked: int = Field(
-        default=50, ge=1, description="Failed checkpoints kept per job at most."
-    )
+    min_expired: int = Field(default=3, ge=1)
+    """Distinct expired checkpoints that make an incident."""
+    min_failed: int | None = Field(default=None, ge=1)
+    """Distinct checkpoints failed for a counted reason (expired, declined, async failure, ...) that
+    make an incident; null: the same as min_expired."""
+    min_streak: int | None = Field(default=None, ge=1)
+    """Counted failures in a row, without a completed checkpoint between them and however far apart,
+    that make an incident; null: off."""
+    window_s: float = Field(default=1800, gt=0)
+    """Failures older than this (seconds) no longer count."""
+    resolve_after_completed: int = Field(default=2, ge=1)
+    """Completed checkpoints in a row that resolve the incident."""
+    max_tracked: int = Field(default=50, ge=1)
+    """Failed checkpoints kept per job at most."""
 
 
 class CheckpointFailuresState(DetectorState):

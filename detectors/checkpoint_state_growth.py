@@ -114,91 +114,40 @@ _RANK = {Severity.INFO: 0, Severity.WARNING: 1, Severity.CRITICAL: 2}
 class CheckpointStateGrowthParams(DetectorParams):
     """Thresholds of :class:`CheckpointStateGrowth`."""
 
-    clear_for_s: float = Field(
-        default=1800,
-        ge=0,
-        description="Resolve after the growth condition has been false this long (s).",
-    )
-    window_s: float = Field(
-        default=7200,
-        ge=300,
-        description=(
-            "How long the checkpoint size must keep growing (seconds); above the period "
-            "of the job's longest window, whose first fill looks like growth."
-        ),
-    )
-    min_samples: int = Field(
-        default=10, ge=6, description="Checkpoint sizes in the window needed for a verdict."
-    )
-    max_samples: int = Field(
-        default=60,
-        ge=20,
-        le=1000,
-        description="Sizes kept per job; faster checkpoints are thinned to this many per window.",
-    )
-    min_trend_z: float = Field(
-        default=3.0,
-        gt=0,
-        description="Mann-Kendall z the rise over the window must reach (3.0: p < 0.0014).",
-    )
-    min_growth_ratio: float = Field(
-        default=1.2,
-        gt=1.0,
-        description="Recent size over the size at the window's start (medians of quarters).",
-    )
-    min_growth_mb_per_h: float = Field(
-        default=50.0, gt=0, description="Theil-Sen slope of the newest half-window (MB/h)."
-    )
-    min_size_mb: float = Field(
-        default=100.0, ge=0, description="A recent size below this never fires (MB)."
-    )
-    surge_ratio: float = Field(
-        default=10.0,
-        gt=1.0,
-        description=(
-            "Growth of the size over its level up to surge_within_s ago that pages at once, "
-            "without waiting for window_s, while checkpoint durations follow (ratio)."
-        ),
-    )
-    surge_within_s: float = Field(
-        default=1800,
-        ge=60,
-        description="How far back the surge test looks for the early level (seconds).",
-    )
-    surge_duration_share: float = Field(
-        default=0.1,
-        gt=0,
-        description=(
-            "A surge also needs the recent checkpoint duration at this share of the job's "
-            "checkpoint interval (learned from its triggers; 1 s when unknown) and 3x its "
-            "early level (fraction)."
-        ),
-    )
-    state_backend: Literal["unknown", "heap", "rocksdb"] = Field(
-        default="unknown",
-        description=(
-            "The jobs' state backend (logs do not tie it to a job): heap (hashmap, "
-            "filesystem, memory) or rocksdb; set it per job in overrides."
-        ),
-    )
-    state_heap_mb: float | None = Field(
-        default=None,
-        gt=0,
-        description=(
-            "Heap the job's state may use, summed over its TaskManagers (MB); null: unknown."
-        ),
-    )
-    heap_share: float = Field(
-        default=0.5,
-        gt=0,
-        le=1.0,
-        description="Checkpoint size over state_heap_mb that counts as large for the heap.",
-    )
-    critical_within_h: float = Field(
-        default=2.0,
-        ge=0,
-        description="Critical when the size reaches heap_share of the heap within this (h).",
-    )
+    clear_for_s: float = Field(default=1800, ge=0)
+    """Resolve after the growth condition has been false this long (s)."""
+    window_s: float = Field(default=7200, ge=300)
+    """How long the checkpoint size must keep growing (seconds); above the period of the job's
+    longest window, whose first fill looks like growth."""
+    min_samples: int = Field(default=10, ge=6)
+    """Checkpoint sizes in the window needed for a verdict."""
+    max_samples: int = Field(default=60, ge=20, le=1000)
+    """Sizes kept per job; faster checkpoints are thinned to this many per window."""
+    min_trend_z: float = Field(default=3.0, gt=0)
+    """Mann-Kendall z the rise over the window must reach (3.0: p < 0.0014)."""
+    min_growth_ratio: float = Field(default=1.2, gt=1.0)
+    """Recent size over the size at the window's start (medians of quarters)."""
+    min_growth_mb_per_h: float = Field(default=50.0, gt=0)
+    """Theil-Sen slope of the newest half-window (MB/h)."""
+    min_size_mb: float = Field(default=100.0, ge=0)
+    """A recent size below this never fires (MB)."""
+    surge_ratio: float = Field(default=10.0, gt=1.0)
+    """Growth of the size over its level up to surge_within_s ago that pages at once, without
+    waiting for window_s, while checkpoint durations follow (ratio)."""
+    surge_within_s: float = Field(default=1800, ge=60)
+    """How far back the surge test looks for the early level (seconds)."""
+    surge_duration_share: float = Field(default=0.1, gt=0)
+    """A surge also needs the recent checkpoint duration at this share of the job's checkpoint
+    interval (learned from its triggers; 1 s when unknown) and 3x its early level (fraction)."""
+    state_backend: Literal["unknown", "heap", "rocksdb"] = Field(default="unknown")
+    """The jobs' state backend (logs do not tie it to a job): heap (hashmap, filesystem, memory) or
+    rocksdb; set it per job in overrides."""
+    state_heap_mb: float | None = Field(default=None, gt=0)
+    """Heap the job's state may use, summed over its TaskManagers (MB); null: unknown."""
+    heap_share: float = Field(default=0.5, gt=0, le=1.0)
+    """Checkpoint size over state_heap_mb that counts as large for the heap."""
+    critical_within_h: float = Field(default=2.0, ge=0)
+    """Critical when the size reaches heap_share of the heap within this (h)."""
 
 
 class Sample(NamedTuple):

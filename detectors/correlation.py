@@ -45,22 +45,15 @@ _MIDDLE = 3
 class CorrelationParams(BaseModel):
     """How alerts are grouped into incidents (config section ``correlation``)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
-    enabled: bool = Field(
-        default=True, description="Group related alerts into incidents (one message each)."
-    )
-    window_s: float = Field(
-        default=3600,
-        ge=0,
-        description=(
-            "A related alert joins an incident while a member is firing or up to this long "
-            "(event-time seconds) after the incident resolved."
-        ),
-    )
-    max_members: int = Field(
-        default=20, ge=1, description="Alerts one incident takes at most; more open a new one."
-    )
+    enabled: bool = Field(default=True)
+    """Group related alerts into incidents (one message each)."""
+    window_s: float = Field(default=3600, ge=0)
+    """A related alert joins an incident while a member is firing or up to this long (event-time
+    seconds) after the incident resolved."""
+    max_members: int = Field(default=20, ge=1)
+    """Alerts one incident takes at most; more open a new one."""
 
 
 class IncidentView(BaseModel):

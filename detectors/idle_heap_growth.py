@@ -118,84 +118,36 @@ _MAX_WINDOW_BUCKETS = 288
 class IdleHeapGrowthParams(DetectorParams):
     """Thresholds of :class:`IdleHeapGrowth`."""
 
-    clear_for_s: float = Field(
-        default=900,
-        ge=0,
-        description=(
-            "Hysteresis: a firing alert resolves only after its condition has been false "
-            "this long (event-time seconds); the condition is judged once per bucket."
-        ),
-    )
-    bucket_s: float = Field(
-        default=300,
-        ge=10,
-        description="Event-time bucket length; a bucket's post-GC minimum is its floor (seconds).",
-    )
-    window_s: float = Field(
-        default=3600,
-        gt=0,
-        description="How long the floor must rise with zero throughput (seconds).",
-    )
-    min_buckets: int = Field(
-        default=10,
-        ge=2,
-        description="Buckets of the window that must carry both heap and throughput samples.",
-    )
-    min_gc_buckets: int = Field(
-        default=3,
-        ge=3,
-        description="Buckets of the window with a GC (a floor point), spread over half of it.",
-    )
-    min_growth_mb_per_h: float = Field(
-        default=50.0,
-        gt=0,
-        description="Theil-Sen slope of the floor that counts as a leak (MB per hour).",
-    )
-    min_rising_fraction: float = Field(
-        default=0.8,
-        ge=0,
-        le=1,
-        description="Share of consecutive floors that must be non-decreasing (fraction).",
-    )
-    floor_tolerance_mb: float = Field(
-        default=8.0,
-        ge=0,
-        description="A floor this much below the previous one still counts as non-decreasing (MB).",
-    )
-    min_half_growth_ratio: float = Field(
-        default=0.4,
-        ge=0,
-        le=1,
-        description=(
-            "Each half of the window must grow at least this share of the whole window's "
-            "growth, so a single step up is not a leak (fraction)."
-        ),
-    )
-    gc_drop_mb: float = Field(
-        default=1.0,
-        gt=0,
-        description="A drop in heap used at least this large marks a GC (MB).",
-    )
-    max_idle_rate: float = Field(
-        default=0.0,
-        ge=0,
-        description="A records-per-second rate at or below this counts as zero (records/s).",
-    )
-    stale_after_s: float = Field(
-        default=900,
-        gt=0,
-        description="A firing TaskManager without heap samples this long is cleared (seconds).",
-    )
-    critical_within_h: float = Field(
-        default=2.0,
-        ge=0,
-        description="Critical, not `severity`, if the floor reaches Heap_Max within this (hours).",
-    )
-    max_series: int = Field(
-        default=256,
-        ge=1,
-        description="Counter series tracked per TaskManager; beyond, idleness is unproven (count).",
-    )
+    clear_for_s: float = Field(default=900, ge=0)
+    """Hysteresis: a firing alert resolves only after its condition has been false this long
+    (event-time seconds); the condition is judged once per bucket."""
+    bucket_s: float = Field(default=300, ge=10)
+    """Event-time bucket length; a bucket's post-GC minimum is its floor (seconds)."""
+    window_s: float = Field(default=3600, gt=0)
+    """How long the floor must rise with zero throughput (seconds)."""
+    min_buckets: int = Field(default=10, ge=2)
+    """Buckets of the window that must carry both heap and throughput samples."""
+    min_gc_buckets: int = Field(default=3, ge=3)
+    """Buckets of the window with a GC (a floor point), spread over half of it."""
+    min_growth_mb_per_h: float = Field(default=50.0, gt=0)
+    """Theil-Sen slope of the floor that counts as a leak (MB per hour)."""
+    min_rising_fraction: float = Field(default=0.8, ge=0, le=1)
+    """Share of consecutive floors that must be non-decreasing (fraction)."""
+    floor_tolerance_mb: float = Field(default=8.0, ge=0)
+    """A floor this much below the previous one still counts as non-decreasing (MB)."""
+    min_half_growth_ratio: float = Field(default=0.4, ge=0, le=1)
+    """Each half of the window must grow at least this share of the whole window's growth, so a
+    single step up is not a leak (fraction)."""
+    gc_drop_mb: float = Field(default=1.0, gt=0)
+    """A drop in heap used at least this large marks a GC (MB)."""
+    max_idle_rate: float = Field(default=0.0, ge=0)
+    """A records-per-second rate at or below this counts as zero (records/s)."""
+    stale_after_s: float = Field(default=900, gt=0)
+    """A firing TaskManager without heap samples this long is cleared (seconds)."""
+    critical_within_h: float = Field(default=2.0, ge=0)
+    """Critical, not `severity`, if the floor reaches Heap_Max within this (hours)."""
+    max_series: int = Field(default=256, ge=1)
+    """Counter series tracked per TaskManager; beyond, idleness is unproven (count)."""
 
     @model_validator(mode="after")
     def _window_fits_buckets(self) -> Self:

@@ -61,52 +61,26 @@ _MAX_CRASH_TIMES = 10  # crash times kept per JobManager
 class JmK8sWatchCrashParams(DetectorParams):
     """Thresholds of :class:`JmK8sWatchCrash`."""
 
-    pair_s: float = Field(
-        default=10,
-        ge=0,
-        description=(
-            "A fatal-error line and a lone 'too old resource version' line this close "
-            "(seconds) are one crash (a shipper split the stack trace)."
-        ),
-    )
-    restart_timeout_s: float = Field(
-        default=600,
-        gt=0,
-        description=(
-            "Escalate to critical when no job of the crashed JobManager is RUNNING again "
-            "this long (seconds) after the crash."
-        ),
-    )
-    recovery_window_s: float = Field(
-        default=1800,
-        gt=0,
-        description=(
-            "Restores and jobs reaching RUNNING up to this long (seconds) after the crash "
-            "belong to its recovery."
-        ),
-    )
-    clear_for_s: float = Field(
-        default=600,
-        ge=0,
-        description="Resolve this long (event-time seconds) after the last job came back.",
-    )
-    loop_crashes: int = Field(
-        default=3,
-        ge=2,
-        description=(
-            "Crashes of one JobManager within loop_window_s that make a crash loop: its "
-            "incident (one for the whole loop) escalates to critical."
-        ),
-    )
-    loop_window_s: float = Field(
-        default=3600,
-        gt=0,
-        description="How far back crashes of one JobManager count towards a loop (seconds).",
-    )
-    max_jobs: int = Field(default=20, ge=1, description="Job ids tracked per JobManager.")
-    max_jobmanagers: int = Field(
-        default=8, ge=1, description="JobManagers (crashes and job lists) tracked at most."
-    )
+    pair_s: float = Field(default=10, ge=0)
+    """A fatal-error line and a lone 'too old resource version' line this close (seconds) are one
+    crash (a shipper split the stack trace)."""
+    restart_timeout_s: float = Field(default=600, gt=0)
+    """Escalate to critical when no job of the crashed JobManager is RUNNING again this long
+    (seconds) after the crash."""
+    recovery_window_s: float = Field(default=1800, gt=0)
+    """Restores and jobs reaching RUNNING up to this long (seconds) after the crash belong to its
+    recovery."""
+    clear_for_s: float = Field(default=600, ge=0)
+    """Resolve this long (event-time seconds) after the last job came back."""
+    loop_crashes: int = Field(default=3, ge=2)
+    """Crashes of one JobManager within loop_window_s that make a crash loop: its incident (one for
+    the whole loop) escalates to critical."""
+    loop_window_s: float = Field(default=3600, gt=0)
+    """How far back crashes of one JobManager count towards a loop (seconds)."""
+    max_jobs: int = Field(default=20, ge=1)
+    """Job ids tracked per JobManager."""
+    max_jobmanagers: int = Field(default=8, ge=1)
+    """JobManagers (crashes and job lists) tracked at most."""
 
 
 class JmCrash(BaseModel):

@@ -194,23 +194,13 @@ def role_of(tm_id: str | None, text: str) -> str:
 class JvmFatalParams(DetectorParams):
     """Parameters of :class:`JvmFatal`."""
 
-    severity: Severity = Field(
-        default=Severity.CRITICAL, description="Severity of its alerts: info, warning or critical."
-    )
-    clear_for_s: float = Field(
-        default=900,
-        ge=0,
-        description="The incident resolves this long after the process's last fatal exit (s).",
-    )
-    cause_wait_s: float = Field(
-        default=10,
-        ge=0,
-        le=300,
-        description=(
-            "How long a fatal line without its exception waits for the process's "
-            "OutOfMemoryError line (a shipper that sends the trace apart), event time (s)."
-        ),
-    )
+    severity: Severity = Field(default=Severity.CRITICAL)
+    """Severity of its alerts: info, warning or critical."""
+    clear_for_s: float = Field(default=900, ge=0)
+    """The incident resolves this long after the process's last fatal exit (s)."""
+    cause_wait_s: float = Field(default=10, ge=0, le=300)
+    """How long a fatal line without its exception waits for the process's OutOfMemoryError line (a
+    shipper that sends the trace apart), event time (s)."""
 
 
 class FatalLine(BaseModel):

@@ -76,55 +76,29 @@ _ATTEMPT_ID_116 = re.compile(r"^[0-9a-f]{32}_([0-9a-f]{32})_(\d+)_\d+$")
 class LateBarrierAcksParams(DetectorParams):
     """Thresholds of :class:`LateBarrierAcks`."""
 
-    min_checkpoints: int = Field(
-        default=3,
-        ge=2,
-        description="Distinct checkpoints with late acks within the window that make an incident.",
-    )
-    window_s: float = Field(
-        default=3600,
-        gt=0,
-        description=(
-            "Late checkpoints older than this (seconds) no longer count; wide enough for three "
-            "checkpoint timeouts of 10 min plus the checkpoint interval."
-        ),
-    )
-    clear_for_s: float = Field(
-        default=1800,
-        ge=0,
-        description=(
-            "Resolve once no late ack has arrived for this long (event-time seconds); longer "
-            "than a checkpoint timeout, since late acks of an ongoing incident come only once "
-            "per expired checkpoint."
-        ),
-    )
-    attempt_gap_s: float = Field(
-        default=1200,
-        gt=0,
-        description=(
-            "Late acks of the same checkpoint id further apart than this (seconds) belong to "
-            "different attempts (ids restart after a JobManager restart without HA)."
-        ),
-    )
-    concentration_share: float = Field(
-        default=0.6,
-        gt=0,
-        le=1,
-        description=(
-            "Share of the located late acks (fraction) from one host that flags the incident "
-            "as concentrated on that host."
-        ),
-    )
-    top_n: int = Field(
-        default=5, ge=1, le=20, description="Tasks, TaskManagers and hosts listed in the evidence."
-    )
-    max_checkpoints: int = Field(
-        default=30, ge=2, description="Checkpoint attempts tracked per job at most."
-    )
-    max_tasks: int = Field(default=32, ge=1, description="Tasks counted per job at most.")
-    max_hosts: int = Field(
-        default=16, ge=1, description="Hosts, and TaskManagers, counted per job at most."
-    )
+    min_checkpoints: int = Field(default=3, ge=2)
+    """Distinct checkpoints with late acks within the window that make an incident."""
+    window_s: float = Field(default=3600, gt=0)
+    """Late checkpoints older than this (seconds) no longer count; wide enough for three checkpoint
+    timeouts of 10 min plus the checkpoint interval."""
+    clear_for_s: float = Field(default=1800, ge=0)
+    """Resolve once no late ack has arrived for this long (event-time seconds); longer than a
+    checkpoint timeout, since late acks of an ongoing incident come only once per expired
+    checkpoint."""
+    attempt_gap_s: float = Field(default=1200, gt=0)
+    """Late acks of the same checkpoint id further apart than this (seconds) belong to different
+    attempts (ids restart after a JobManager restart without HA)."""
+    concentration_share: float = Field(default=0.6, gt=0, le=1)
+    """Share of the located late acks (fraction) from one host that flags the incident as
+    concentrated on that host."""
+    top_n: int = Field(default=5, ge=1, le=20)
+    """Tasks, TaskManagers and hosts listed in the evidence."""
+    max_checkpoints: int = Field(default=30, ge=2)
+    """Checkpoint attempts tracked per job at most."""
+    max_tasks: int = Field(default=32, ge=1)
+    """Tasks counted per job at most."""
+    max_hosts: int = Field(default=16, ge=1)
+    """Hosts, and TaskManagers, counted per job at most."""
 
 
 class Attempt(BaseModel):

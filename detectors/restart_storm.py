@@ -95,41 +95,22 @@ _EXCEPTION = re.compile(r"(?m)^(?:Caused by: )?(?:[\w$]+\.)*([\w$]*(?:Exception|
 class RestartStormParams(DetectorParams):
     """Thresholds of :class:`RestartStorm`."""
 
-    min_restarts: int = Field(
-        default=3,
-        ge=2,
-        description="Restarts and failovers within window_s that make an incident.",
-    )
-    window_s: float = Field(
-        default=1800, gt=0, description="Restarts older than this (seconds) no longer count."
-    )
-    max_recovery_s: float = Field(
-        default=300,
-        gt=0,
-        description=(
-            "A job out of RUNNING longer than this (seconds) after a failure or failover "
-            "fires, however few restarts it had."
-        ),
-    )
-    clear_for_s: float = Field(
-        default=600,
-        ge=0,
-        description=(
-            "Resolve once the job has been RUNNING this long (event-time seconds) with no restart."
-        ),
-    )
-    failover_dedupe_s: float = Field(
-        default=120,
-        ge=0,
-        description=(
-            "Leadership-loss lines of one job this close together (seconds) are one "
-            "failover (every TaskManager logs its own)."
-        ),
-    )
-    max_tracked: int = Field(default=50, ge=2, description="Restarts kept per job at most.")
-    max_tm_ids: int = Field(
-        default=10, ge=1, description="TaskManager ids named in failure causes kept per job."
-    )
+    min_restarts: int = Field(default=3, ge=2)
+    """Restarts and failovers within window_s that make an incident."""
+    window_s: float = Field(default=1800, gt=0)
+    """Restarts older than this (seconds) no longer count."""
+    max_recovery_s: float = Field(default=300, gt=0)
+    """A job out of RUNNING longer than this (seconds) after a failure or failover fires, however
+    few restarts it had."""
+    clear_for_s: float = Field(default=600, ge=0)
+    """Resolve once the job has been RUNNING this long (event-time seconds) with no restart."""
+    failover_dedupe_s: float = Field(default=120, ge=0)
+    """Leadership-loss lines of one job this close together (seconds) are one failover (every
+    TaskManager logs its own)."""
+    max_tracked: int = Field(default=50, ge=2)
+    """Restarts kept per job at most."""
+    max_tm_ids: int = Field(default=10, ge=1)
+    """TaskManager ids named in failure causes kept per job."""
 
 
 class Restart(BaseModel):

@@ -85,42 +85,20 @@ _CAUSE_TEXT: dict[Cause, str] = {
 class TmLostParams(DetectorParams):
     """Thresholds of :class:`TmLost`."""
 
-    grace_s: float = Field(
-        default=20,
-        ge=0,
-        description=(
-            "After a heartbeat timeout with no cause logged yet, wait this long (event-time "
-            "seconds) for one before paging with cause unknown."
-        ),
-    )
-    cause_window_s: float = Field(
-        default=300,
-        gt=0,
-        description=(
-            "An OutOfMemoryError or container kill of the TaskManager at most this long "
-            "(seconds) before its heartbeat timeout is taken as the cause; covers "
-            "heartbeat.timeout settings up to 5 min."
-        ),
-    )
-    release_window_s: float = Field(
-        default=600,
-        ge=0,
-        description=(
-            "A heartbeat timeout up to this long (seconds) after Flink stopped the "
-            "TaskManager on purpose (idle, no longer needed) is expected and does not page."
-        ),
-    )
-    clear_for_s: float = Field(
-        default=900,
-        ge=0,
-        description=(
-            "Resolve once no loss signal (timeout, kill) for the TaskManager has arrived for "
-            "this long (event-time seconds)."
-        ),
-    )
-    max_job_ids: int = Field(
-        default=10, ge=1, description="Job ids kept per TaskManager (jobs that failed with it)."
-    )
+    grace_s: float = Field(default=20, ge=0)
+    """After a heartbeat timeout with no cause logged yet, wait this long (event-time seconds) for
+    one before paging with cause unknown."""
+    cause_window_s: float = Field(default=300, gt=0)
+    """An OutOfMemoryError or container kill of the TaskManager at most this long (seconds) before
+    its heartbeat timeout is taken as the cause; covers heartbeat.timeout settings up to 5 min."""
+    release_window_s: float = Field(default=600, ge=0)
+    """A heartbeat timeout up to this long (seconds) after Flink stopped the TaskManager on purpose
+    (idle, no longer needed) is expected and does not page."""
+    clear_for_s: float = Field(default=900, ge=0)
+    """Resolve once no loss signal (timeout, kill) for the TaskManager has arrived for this long
+    (event-time seconds)."""
+    max_job_ids: int = Field(default=10, ge=1)
+    """Job ids kept per TaskManager (jobs that failed with it)."""
 
     @model_validator(mode="after")
     def _grace_before_idle(self) -> Self:
