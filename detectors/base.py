@@ -100,6 +100,11 @@ class Severity(StrEnum):
     WARNING = "warning"
     CRITICAL = "critical"
 
+    @property
+    def rank(self) -> int:
+        """Urgency in order: info 0, warning 1, critical 2."""
+        return list(Severity).index(self)
+
 
 class AlertStatus(StrEnum):
     """An alert is firing until its condition clears, then resolved once.
@@ -199,6 +204,43 @@ class DetectorState(BaseModel):
     clear_since_ms: int | None = None
     last_event_ms: int = 0
 
+    def hysteresis(self, condition: bool, now_ms: int, *, clear_for_ms: int) -> str | None:
+        """Fire the first time ``condition`` holds; resolve once false for ``clear_for_ms``.
+
+        Returns the transition to emit, ``"firing"`` or ``"resolved"``, or ``None``.
+
+        Example:
+            >>> st = DetectorState(entity="job:7f")
+            >>> st.hysteresis(True, 1000, clear_for_ms=500)
+            'firing'
+            >>> st.hysteresis(False, 1200, clear_for_ms=500) is None
+            True
+            >>> st.hysteresis(False, 1700, clear_for_ms=500)
+            'resolved'
+        """
+        if condition:
+            self.clear_since_ms = None
+            if not self.firing:
+                self.firing = True
+                self.incident_start_ms = now_ms
+                return "firing"
+            return None
+        if not self.firing:
+            return None
+        if self.clear_since_ms is None:
+            self.clear_since_ms = now_ms
+        if now_ms - self.clear_since_ms >= clear_for_ms:
+            self.firing = False
+            self.clear_since_ms = None
+            return "resolved"
+        return None
+
+    def resolve_deadline(self, clear_for_ms: int) -> int | None:
+        """When a pending resolve completes if nothing changes (for the detector's timer)."""
+        if self.firing and self.clear_since_ms is not None:
+            return self.clear_since_ms + clear_for_ms
+        return None
+
 
 S = TypeVar("S", bound=DetectorState)
 
@@ -273,51 +315,6 @@ class DetectorParams(BaseModel):
     clear_for_s: float = Field(default=300, ge=0)
     """Hysteresis: a firing alert resolves only after its condition has been false this long
     (event-time seconds), so a flapping condition pages once."""
-
-
-class Lifecycle:
-    """Firing/resolved bookkeeping with hysteresis, on a :class:`DetectorState`.
-
-    A detector evaluates its condition and calls :meth:`update`; the result is the
-    transition to emit, if any. The alert fires the first time the condition holds
-    and resolves once it has been false for ``clear_for_s`` without interruption.
-
-    Example:
-        >>> st = DetectorState(entity="job:7f")
-        >>> Lifecycle.update(st, True, 1000, clear_for_ms=500)
-        'firing'
-        >>> Lifecycle.update(st, False, 1200, clear_for_ms=500) is None
-        True
-        >>> Lifecycle.update(st, False, 1700, clear_for_ms=500)
-        'resolved'
-    """
-
-    @staticmethod
-    def update(st: DetectorState, condition: bool, now_ms: int, *, clear_for_ms: int) -> str | None:
-        """Advance the lifecycle; returns ``"firing"``, ``"resolved"`` or ``None``."""
-        if condition:
-            st.clear_since_ms = None
-            if not st.firing:
-                st.firing = True
-                st.incident_start_ms = now_ms
-                return "firing"
-            return None
-        if not st.firing:
-            return None
-        if st.clear_since_ms is None:
-            st.clear_since_ms = now_ms
-        if now_ms - st.clear_since_ms >= clear_for_ms:
-            st.firing = False
-            st.clear_since_ms = None
-            return "resolved"
-        return None
-
-    @staticmethod
-    def resolve_deadline(st: DetectorState, clear_for_ms: int) -> int | None:
-        """When a pending resolve completes if nothing changes (for the detector's timer)."""
-        if st.firing and st.clear_since_ms is not None:
-            return st.clear_since_ms + clear_for_ms
-        return None
 
 
 P = TypeVar("P", bound=DetectorParams)

@@ -71,7 +71,6 @@ from detectors.base import (
     DetectorState,
     Event,
     Evidence,
-    Lifecycle,
     Step,
     Story,
 )
@@ -426,7 +425,7 @@ class CheckpointCreep(Detector[CheckpointCreepParams, CheckpointCreepState]):
         for trig in st.pending.values():
             times.append(trig + int(self.params.pending_share * timeout_ms))
             times.append(trig + int(_ABANDON_AFTER * timeout_ms))
-        resolve = Lifecycle.resolve_deadline(st, self._clear_ms())
+        resolve = st.resolve_deadline(self._clear_ms())
         if resolve is not None:
             times.append(resolve)
         return min((t for t in times if t > st.clock_ms), default=None)
@@ -446,7 +445,7 @@ class CheckpointCreep(Detector[CheckpointCreepParams, CheckpointCreepState]):
             return []
         if condition and not st.firing:
             return [self._firing(st, at_ms, overdue)]
-        if Lifecycle.update(st, condition, at_ms, clear_for_ms=self._clear_ms()) == "resolved":
+        if st.hysteresis(condition, at_ms, clear_for_ms=self._clear_ms()) == "resolved":
             why = "checkpoint durations no longer creeping and none overdue"
             return [self.closing(st, at_ms, why)]
         return []

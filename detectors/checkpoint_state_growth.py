@@ -83,7 +83,6 @@ from detectors.base import (
     DetectorState,
     Event,
     Evidence,
-    Lifecycle,
     Severity,
     Step,
     Story,
@@ -107,8 +106,6 @@ _ANCHORS = 7  # early levels kept for the surge test, one per surge_within_s / 6
 _SURGE_DURATION_RATIO = 3.0  # durations must have grown this much since the anchor
 _SURGE_Z = 2.33  # Mann-Kendall z of the newest checkpoints' sizes: still growing (p < 0.01)
 _SURGE_MIN_DURATION_MS = 1000  # without a known interval, the durations must reach this
-
-_RANK = {Severity.INFO: 0, Severity.WARNING: 1, Severity.CRITICAL: 2}
 
 
 class CheckpointStateGrowthParams(DetectorParams):
@@ -451,7 +448,7 @@ class CheckpointStateGrowth(Detector[CheckpointStateGrowthParams, CheckpointStat
         st.cond = bool(facts.get(key)) or surge is not None
         st.slope = facts.get("slope_bytes_per_hour")
         st.facts = facts or None
-        transition = Lifecycle.update(st, st.cond, at_ms, clear_for_ms=self._clear_ms())
+        transition = st.hysteresis(st.cond, at_ms, clear_for_ms=self._clear_ms())
         if transition == "firing":
             st.severity = self._severity(facts)
             return [self._firing(st, at_ms, AlertStatus.FIRING)]
@@ -459,14 +456,14 @@ class CheckpointStateGrowth(Detector[CheckpointStateGrowthParams, CheckpointStat
             return [self.closing(st, at_ms, "checkpoint size no longer growing")]
         if st.firing and st.cond:
             severity = self._severity(facts)
-            if _RANK[severity] > _RANK[st.severity or self.params.severity]:
+            if severity.rank > (st.severity or self.params.severity).rank:
                 st.severity = severity
                 return [self._firing(st, at_ms, AlertStatus.ESCALATED)]
         return []
 
     def _resolve_due(self, st: CheckpointStateGrowthState, now_ms: int) -> list[Alert]:
         """The resolve due by ``now_ms`` (no sample held the incident), at its deadline."""
-        deadline = Lifecycle.resolve_deadline(st, self._clear_ms())
+        deadline = st.resolve_deadline(self._clear_ms())
         if deadline is None or now_ms < deadline:
             return []
         return [self.closing(st, deadline, "checkpoint size no longer growing")]
@@ -602,7 +599,7 @@ class CheckpointStateGrowth(Detector[CheckpointStateGrowthParams, CheckpointStat
 
     def _resolve_at(self, st: CheckpointStateGrowthState) -> int | None:
         """Just after a pending resolve's deadline: a sample stamped with it is judged first."""
-        deadline = Lifecycle.resolve_deadline(st, self._clear_ms())
+        deadline = st.resolve_deadline(self._clear_ms())
         return None if deadline is None else deadline + 1
 
     def _clear_ms(self) -> int:

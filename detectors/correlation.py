@@ -36,8 +36,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from detectors import REGISTRY
 from detectors.base import Alert, AlertStatus, Detector, Member, Severity, Story
 
-_RANK = {Severity.INFO: 0, Severity.WARNING: 1, Severity.CRITICAL: 2}
-
 #: Where a detector not (or no longer) registered sits in the causal order.
 _MIDDLE = 3
 
@@ -198,7 +196,7 @@ class Correlator:
         )
         inc.links |= links(alert)
         self._of_alert[alert.alert_id] = incident_id
-        rose = _RANK[alert.severity] > _RANK[inc.severity] and not opened
+        rose = alert.severity.rank > inc.severity.rank and not opened
         if opened or rose:
             inc.severity = alert.severity
         members = tuple(inc.members.values())

@@ -76,7 +76,6 @@ from detectors.base import (
     DetectorState,
     Event,
     Evidence,
-    Lifecycle,
     Severity,
     Step,
     Story,
@@ -106,7 +105,6 @@ HINT = f"{LEAK}: upgrade flink-connector-kafka to 3.0.1 / 3.1.0 or later"
 
 _MB = 1024 * 1024
 _HOUR_MS = 3_600_000
-_RANK = {Severity.INFO: 0, Severity.WARNING: 1, Severity.CRITICAL: 2}
 #: Distinct recent values remembered per counter label (chained operators share one label).
 _COUNTER_LEVELS = 8
 #: Job ids remembered per TaskManager (a session cluster TM may run several jobs).
@@ -465,7 +463,7 @@ class IdleHeapGrowth(Detector[IdleHeapGrowthParams, IdleHeapGrowthState]):
             return []
         st.cond, st.why, st.facts = cond, why, facts
         clear_ms = int(self.params.clear_for_s * 1000)
-        transition = Lifecycle.update(st, cond, at_ms, clear_for_ms=clear_ms)
+        transition = st.hysteresis(cond, at_ms, clear_for_ms=clear_ms)
         if transition == "firing":
             st.severity = self._severity(facts)
             return [self._firing(st, at_ms, facts)]
@@ -474,7 +472,7 @@ class IdleHeapGrowth(Detector[IdleHeapGrowthParams, IdleHeapGrowthState]):
         if st.firing and cond:
             # Heap_Max came within reach while firing: page again, once, on the same incident.
             severity = self._severity(facts)
-            if _RANK[severity] > _RANK[st.severity or self.params.severity]:
+            if severity.rank > (st.severity or self.params.severity).rank:
                 st.severity = severity
                 return [self._firing(st, at_ms, facts, AlertStatus.ESCALATED)]
         return []
@@ -592,17 +590,17 @@ class IdleHeapGrowth(Detector[IdleHeapGrowthParams, IdleHeapGrowthState]):
             if now_ms >= stale_at:
                 st.clear_since_ms = stale_at
                 st.why = "stopped sending heap metrics (killed or stopped?)"
-        deadline = Lifecycle.resolve_deadline(st, clear_ms)
+        deadline = st.resolve_deadline(clear_ms)
         if deadline is None or now_ms < deadline:
             return ()
         if st.buckets and deadline == st.buckets[-1].t + int(self.params.bucket_s * 1000):
             # Due when the filling bucket ends: that bucket is complete, and its verdict
             # (what the sample closing it would bring) decides first.
             judged = self._open_bucket(st, deadline)
-            deadline = Lifecycle.resolve_deadline(st, clear_ms)
+            deadline = st.resolve_deadline(clear_ms)
             if deadline is None:  # resolved by the verdict, or the condition holds again
                 return tuple(judged)
-        if Lifecycle.update(st, False, deadline, clear_for_ms=clear_ms) == "resolved":
+        if st.hysteresis(False, deadline, clear_for_ms=clear_ms) == "resolved":
             return (self._resolved(st, deadline),)
         return ()
 
@@ -614,5 +612,5 @@ class IdleHeapGrowth(Detector[IdleHeapGrowthParams, IdleHeapGrowthState]):
         """The resolve deadline, or when the heap samples count as stale (firing only)."""
         if not st.firing:
             return None
-        deadline = Lifecycle.resolve_deadline(st, int(self.params.clear_for_s * 1000))
+        deadline = st.resolve_deadline(int(self.params.clear_for_s * 1000))
         return deadline if deadline is not None else self._stale_at(st)

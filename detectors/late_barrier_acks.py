@@ -57,7 +57,6 @@ from detectors.base import (
     DetectorState,
     Event,
     Evidence,
-    Lifecycle,
     Step,
     Story,
 )
@@ -380,7 +379,7 @@ class LateBarrierAcks(Detector[LateBarrierAcksParams, LateBarrierAcksState]):
     # Lifecycle ----------------------------------------------------------------------------
 
     def _resolve_at(self, st: LateBarrierAcksState) -> int | None:
-        return Lifecycle.resolve_deadline(st, int(self.params.clear_for_s * 1000))
+        return st.resolve_deadline(int(self.params.clear_for_s * 1000))
 
     def _resolve_if_due(self, st: LateBarrierAcksState, now_ms: int) -> list[Alert]:
         deadline = self._resolve_at(st)
