@@ -18,7 +18,7 @@ import json
 import logging
 import traceback
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
@@ -248,13 +248,13 @@ def fold_events(
 
 
 def _frozen(detector: Detector[Any, Any], state: DetectorState | None) -> str | None:
-    return None if state is None else json.dumps(detector.dump(state))
+    return None if state is None else detector.dump_json(state)
 
 
 def _thawed(detector: Detector[Any, Any], snapshot: str | None) -> DetectorState | None:
     if snapshot is None:
         return None
-    state: DetectorState = detector.load(json.loads(snapshot))
+    state: DetectorState = detector.load_json(snapshot)
     return state
 
 
@@ -285,6 +285,59 @@ def close_incident(
     )
 
 
+@dataclass
+class Saved:
+    """An entity's saved value: the adapter's header, then the detector's state as JSON.
+
+    Stored as one string, ``header JSON`` + newline + ``state JSON`` (JSON text has no
+    raw newline): the state is parsed by its own model, without a detour through dicts,
+    which is most of what a key costs.
+
+    Attributes:
+        timer: The registered timer.
+        seen: Per source, the position of the last record applied (see :func:`fresh_rows`).
+        name: The job's name from its state lines, for detectors that do not read them.
+        failures: Detector calls in a row that raised.
+        state: The detector's state as JSON text; empty when only the name is kept.
+    """
+
+    timer: int | None = None
+    seen: dict[str, list[int]] = field(default_factory=dict)
+    name: str | None = None
+    failures: int = 0
+    state: str = ""
+
+    @classmethod
+    def parse(cls, text: str) -> Saved:
+        """The saved value, also as written before the header and the state were split."""
+        head, split, body = text.partition("\n")
+        data: dict[str, Any] = json.loads(head)
+        if not split:
+            # One JSON object: the adapter's keys among the detector's fields.
+            header = {
+                k: data.pop(k, None) for k in (_TIMER_KEY, _SEEN_KEY, _NAME_KEY, _FAILURES_KEY)
+            }
+            data, body = header, json.dumps(data) if data else ""
+        return cls(
+            timer=data.get(_TIMER_KEY),
+            seen=data.get(_SEEN_KEY) or {},
+            name=data.get(_NAME_KEY),
+            failures=int(data.get(_FAILURES_KEY) or 0),
+            state=body,
+        )
+
+    def text(self) -> str:
+        """The value to store."""
+        header: dict[str, Any] = {_TIMER_KEY: self.timer}
+        if self.seen:
+            header[_SEEN_KEY] = self.seen
+        if self.name:
+            header[_NAME_KEY] = self.name
+        if self.failures:
+            header[_FAILURES_KEY] = self.failures
+        return json.dumps(header, separators=(",", ":")) + "\n" + self.state
+
+
 class DetectorProcessor(StatefulProcessor):
     """Runs the detector named by the grouping key over its entity's events."""
 
@@ -300,13 +353,15 @@ class DetectorProcessor(StatefulProcessor):
         self._state = handle.getValueState("detector_state", _STATE_SCHEMA)
 
     def _detector(
-        self, name: str, state: dict[str, Any] | None, events: list[Event]
+        self, name: str, state: DetectorState | None, events: list[Event]
     ) -> Detector[Any, Any] | None:
         """The detector with the parameters in force for this entity's job, if enabled."""
         if name not in REGISTRY or name not in self._resolver.base:
             return None
-        job_id = (state or {}).get("job_id") or next((e.job_id for e in events if e.job_id), None)
-        job_name = (state or {}).get("job_name") or next(
+        job_id = (state.job_id if state else None) or next(
+            (e.job_id for e in events if e.job_id), None
+        )
+        job_name = (state.job_name if state else None) or next(
             (e.job_name for e in events if e.job_name), None
         )
         params = self._resolver.params(name, job_id, job_name)
@@ -318,61 +373,48 @@ class DetectorProcessor(StatefulProcessor):
             det = self._instances[key] = REGISTRY[name](params)
         return det
 
-    def _load(self) -> dict[str, Any] | None:
+    def _load(self) -> Saved | None:
         # get() answers None for a key without state: one round trip to the state server
-        # per key instead of two (exists() first). The text is kept: a detector call that
-        # raises is undone by starting again from it.
+        # per key instead of two (exists() first).
         row = self._state.get()
-        self._raw: str | None = row[0] if row and row[0] else None
-        return json.loads(self._raw) if self._raw else None
+        return Saved.parse(row[0]) if row and row[0] else None
 
-    def _thaw(
-        self, detector: Detector[Any, Any], name: str | None
-    ) -> Callable[[], DetectorState | None]:
-        """The loaded state as the detector's typed state, rebuilt on each call.
+    @staticmethod
+    def _start(name: str, saved: Saved | None) -> Callable[[], DetectorState | None]:
+        """The saved state as the detector's typed state, rebuilt on each call.
+
+        A detector call that raises is undone by starting again from the saved text.
 
         Raises:
             StateError: The saved state is of a newer version or does not fit the model.
         """
-        raw = self._raw
+        cls, text = REGISTRY[name], saved.state if saved else ""
 
         def start() -> DetectorState | None:
-            data = json.loads(raw) if raw else None
-            if data is None:
-                return None
-            for k in (_TIMER_KEY, _SEEN_KEY, _NAME_KEY, _FAILURES_KEY):
-                data.pop(k, None)
-            if not data:
-                return None  # the job's name only
-            state: DetectorState = detector.load(data)
-            if name:
-                state.job_name = name
+            if not text:
+                return None  # a new entity, or the job's name only
+            state: DetectorState = cls.load_json(text)
+            if saved and saved.name:
+                state.job_name = saved.name
             return state
 
         return start
 
     def _apply(
         self,
-        detector: Detector[Any, Any] | None,
+        detector: Detector[Any, Any],
         old_timer: int | None,
-        step_state: DetectorState | None,
-        timer: int | None,
-        seen: dict[str, list[int]] | None = None,
-        name: str | None = None,
-        failures: int = 0,
+        state: DetectorState | None,
+        after: Saved,
     ) -> None:
-        saved: dict[str, Any] | None = None
-        if step_state is not None and detector is not None:
-            saved = detector.dump(step_state)
-        elif name is not None and timer is not None:
-            # No detector state, but the job's name for when it has some: kept until the
-            # idle timer, like any state.
-            saved = {}
-        if saved is None:
+        """Save ``state`` with the header ``after`` (its timer is the one asked for)."""
+        timer = after.timer
+        if state is None and not (after.name is not None and timer is not None):
             if old_timer is not None:
                 self._handle.deleteTimer(old_timer)
             self._state.clear()
             return
+        # Without detector state the job's name is kept until the idle timer, like any state.
         if old_timer is not None and (timer is None or old_timer <= timer):
             # Keep the earlier timer: each timer call is a round trip to the JVM, and a
             # deadline that moves with every event (idle TTL, stale heap) would cost two
@@ -383,121 +425,122 @@ class DetectorProcessor(StatefulProcessor):
             if old_timer is not None:
                 self._handle.deleteTimer(old_timer)
             self._handle.registerTimer(timer)
-        saved[_TIMER_KEY] = timer
-        if seen:
-            saved[_SEEN_KEY] = seen
-        if name:
-            saved[_NAME_KEY] = name
-        if failures:
-            saved[_FAILURES_KEY] = failures
-        self._state.update((json.dumps(saved, separators=(",", ":")),))
+        after.timer = timer
+        after.state = detector.dump_json(state) if state is not None else ""
+        self._state.update((after.text(),))
 
-    def _unloadable(
-        self, detector: Detector[Any, Any], key: Any, raw: dict[str, Any], exc: StateError
-    ) -> list[dict[str, Any]]:
+    def _unloadable(self, key: Any, saved: Saved, exc: StateError) -> list[dict[str, Any]]:
         """A saved state the detector cannot load: drop it, close its incident, say so."""
         self._state.clear()
-        closing = close_incident(
-            detector, raw, int(raw.get("last_event_ms") or 0), "its saved state is unreadable"
-        )
+        try:
+            raw: dict[str, Any] = json.loads(saved.state)
+        except ValueError:
+            raw = {}
+        at = int(raw.get("last_event_ms") or 0)
+        closing = self._close_incident(key[0], raw, at, "its saved state is unreadable")
         error = error_row(key, None, exc, {"where": "load", "failures": 1, "dropped": True})
         return [error, *alert_rows([closing] if closing else []), signal_row(None, key, None)]
+
+    def _gone(self, key: Any, state: DetectorState | None, time_ms: int) -> list[dict[str, Any]]:
+        """Forget an entity whose detector was disabled (reload or per-job override).
+
+        Its open incident is closed, so no alert stays firing forever.
+        """
+        self._state.clear()
+        closing = self._close_incident(key[0], state, time_ms)
+        return [*alert_rows([closing] if closing else []), signal_row(None, key, None)]
 
     def handleInputRows(  # noqa: D102
         self, key: Any, rows: Iterator[Row], timerValues: TimerValues
     ) -> Iterator[Row]:
-        raw = self._load()
-        if raw is None and not self._admit_new:
+        saved = self._load()
+        if saved is None and not self._admit_new:
             yield from output_rows([refused_row(key)])
             return
-        seen: dict[str, list[int]] = (raw or {}).pop(_SEEN_KEY, None) or {}
-        name: str | None = (raw or {}).pop(_NAME_KEY, None)
-        fresh = fresh_rows(list(rows), seen)
+        after = Saved(seen=saved.seen if saved else {}, name=saved.name if saved else None)
+        fresh = fresh_rows(list(rows), after.seen)
         if not fresh:
             return
-        events = rows_to_events(fresh)
-        detector = self._detector(key[0], raw, events)
-        if detector is None:
-            if raw is not None:
-                # Disabled (reload or per-job override) while the entity had state.
-                self._state.clear()
-                closing = self._close_incident(key[0], raw, events[-1].time_ms)
-                yield from output_rows(
-                    [*alert_rows([closing] if closing else []), signal_row(None, key, None)]
-                )
+        if key[0] not in REGISTRY:
+            yield from output_rows(self._gone(key, None, 0) if saved is not None else [])
             return
-        old_timer = raw.pop(_TIMER_KEY, None) if raw else None
-        failures = int(raw.pop(_FAILURES_KEY, 0)) if raw else 0
-        had_state = bool(raw)  # detector state, not only the job's name
+        events = rows_to_events(fresh)
+        start = self._start(key[0], saved)
+        try:
+            loaded = start()
+        except StateError as exc:
+            yield from output_rows(self._unloadable(key, saved or Saved(), exc))
+            return
+        detector = self._detector(key[0], loaded, events)
+        if detector is None:
+            if saved is not None:
+                yield from output_rows(self._gone(key, loaded, events[-1].time_ms))
+            return
+        old_timer = saved.timer if saved else None
         names = [e.job_name for e in events if e.kind not in detector.kinds and e.job_name]
         events = [e for e in events if e.kind in detector.kinds]
-        name = names[-1] if names else name
+        after.name = names[-1] if names else after.name
         timer: int | None = old_timer
-        if timer is None and name and events == []:
+        if timer is None and after.name and events == []:
             timer = fresh[-1]["event_ms"] + detector.idle_ms
-        start = self._thaw(detector, name)
-        try:
-            start()
-        except StateError as exc:
-            yield from output_rows(self._unloadable(detector, key, raw or {}, exc))
-            return
+        if after.name and saved is not None and after.name != saved.name:
+            start = self._start(key[0], replace(saved, name=after.name))
+        failures = saved.failures if saved else 0
         fold = fold_events(detector, key, start, events, timer, failures)
         state = fold.state
-        if state is not None and name:
-            state.job_name = name
+        if state is not None and after.name:
+            state.job_name = after.name
         alerts = fold.alerts
-        if name:
+        if after.name:
+            name = after.name
             alerts = [a if a.job_name else a.model_copy(update={"job_name": name}) for a in alerts]
-        self._apply(detector, old_timer, state, fold.timer, seen, name, fold.failures)
+        after.timer, after.failures = fold.timer, fold.failures
+        self._apply(detector, old_timer, state, after)
         out = [*alert_rows(alerts), *fold.errors]
         # A batch of name lines only says nothing new; one that dropped the entity must
         # take its series away (or the signal board keeps a slot for it).
-        if detector.signals and (state is not None or not names or had_state):
+        if detector.signals and (state is not None or not names or loaded is not None):
             out.append(signal_row(detector, key, state))
         yield from output_rows(out)
 
     def handleExpiredTimer(  # noqa: D102
         self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo
     ) -> Iterator[Row]:
-        raw = self._load()
-        if raw is None:
+        saved = self._load()
+        if saved is None:
             return
-        detector = self._detector(key[0], raw, [])
-        fired = expiredTimerInfo.getExpiryTimeInMs()
-        raw.pop(_TIMER_KEY, None)
-        seen = raw.pop(_SEEN_KEY, None)
-        name = raw.pop(_NAME_KEY, None)
-        failures = int(raw.pop(_FAILURES_KEY, 0))
-        if not raw:
+        if key[0] not in REGISTRY:
+            yield from output_rows(self._gone(key, None, 0))  # a detector since removed
+            return
+        if not saved.state:
             # Only the job's name, and no event since its idle timer was set: forget it.
             self._state.clear()
             return
+        fired = expiredTimerInfo.getExpiryTimeInMs()
+        start = self._start(key[0], saved)
+        try:
+            state = start()
+        except StateError as exc:
+            yield from output_rows(self._unloadable(key, saved, exc))
+            return
+        detector = self._detector(key[0], state, [])
         if detector is None:
-            # Detector disabled since the state was written: forget the entity, and close
-            # its incident so no alert stays firing forever.
-            self._state.clear()
-            closing = self._close_incident(key[0], raw, fired)
-            yield from output_rows(
-                [*alert_rows([closing] if closing else []), signal_row(None, key, None)]
-            )
+            yield from output_rows(self._gone(key, state, fired))
             return
         now = max(timerValues.getCurrentWatermarkInMs(), fired)
-        try:
-            state = self._thaw(detector, name)()
-        except StateError as exc:
-            yield from output_rows(self._unloadable(detector, key, raw, exc))
-            return
         try:
             # Each due deadline at its own time, not at the watermark: a late timer must
             # decide as a punctual one would.
             step = detector.fire_due(state, fired, now)
         except Exception as exc:  # noqa: BLE001 - one detector must not stop the query
-            yield from output_rows(
-                self._timer_failed(detector, key, exc, now, seen, name, failures)
-            )
+            yield from output_rows(self._timer_failed(detector, key, exc, now, start, saved))
             return
-        named = name if step.state is not None else None
-        self._apply(detector, None, step.state, step.timer_ms, seen, named)
+        after = Saved(
+            timer=step.timer_ms,
+            seen=saved.seen,
+            name=saved.name if step.state is not None else None,
+        )
+        self._apply(detector, None, step.state, after)
         out = alert_rows(list(step.alerts))
         if detector.signals:
             out.append(signal_row(detector, key, step.state))
@@ -509,14 +552,13 @@ class DetectorProcessor(StatefulProcessor):
         key: Any,
         exc: Exception,
         now: int,
-        seen: dict[str, list[int]] | None,
-        name: str | None,
-        failures: int,
+        start: Callable[[], DetectorState | None],
+        saved: Saved,
     ) -> list[dict[str, Any]]:
         """A timer call raised: keep the state as it was and retry soon, or give up."""
         log.debug("detector=%s entity=%s raised on its timer", key[0], key[1], exc_info=True)
-        state = self._thaw(detector, name)()
-        failures += 1
+        state = start()
+        failures = saved.failures + 1
         dropped = failures >= MAX_FAILURES
         out = [
             error_row(
@@ -525,18 +567,25 @@ class DetectorProcessor(StatefulProcessor):
         ]
         if not dropped:
             retry = now + min(_RETRY_MS, detector.idle_ms)
-            self._apply(detector, None, state, retry, seen, name, failures)
+            after = Saved(timer=retry, seen=saved.seen, name=saved.name, failures=failures)
+            self._apply(detector, None, state, after)
             return out
         self._state.clear()
         closing = close_incident(detector, state, now, "it kept failing")
         return [*out, *alert_rows([closing] if closing else []), signal_row(None, key, None)]
 
-    def _close_incident(self, name: str, state: dict[str, Any], time_ms: int) -> Alert | None:
-        """A resolved transition for a firing incident whose detector was disabled."""
+    def _close_incident(
+        self,
+        name: str,
+        state: DetectorState | dict[str, Any] | None,
+        time_ms: int,
+        why: str = "detector disabled",
+    ) -> Alert | None:
+        """A resolved transition for a firing incident flinkwatch stops watching."""
         if name not in REGISTRY or name not in self._resolver.base:
             return None
         det = REGISTRY[name](self._resolver.base[name])
-        return close_incident(det, state, time_ms, "detector disabled")
+        return close_incident(det, state, time_ms, why)
 
     def close(self) -> None:  # noqa: D102
         self._instances = {}

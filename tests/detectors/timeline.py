@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from detectors import Alert, Detector, Event
@@ -16,7 +15,7 @@ def roundtrip(det: Detector[Any, Any], state: Any) -> Any:
     """
     if state is None:
         return None
-    return det.load(json.loads(json.dumps(det.dump(state))))
+    return det.load_json(det.dump_json(state))
 
 
 def drive(

@@ -207,7 +207,7 @@ def test_a_deadline_that_moves_earlier_replaces_the_timer() -> None:
     list(proc.handleInputRows(key, iter(_heap(t0, 1)), _Clock(t0)))
     (timer,) = handle.timers
     assert timer < 10**15
-    assert json.loads(handle.state.value[0])["_timer_ms"] == timer
+    assert _saved(handle)["_timer_ms"] == timer
 
 
 def test_alerts_carry_the_job_name_from_its_state_lines() -> None:
@@ -228,7 +228,7 @@ def test_alerts_carry_the_job_name_from_its_state_lines() -> None:
     }
     out = list(proc.handleInputRows(key, iter(frame([running])), _Clock(t0)))
     assert out == []  # not this detector's event: nothing to say yet
-    assert json.loads(handle.state.value[0])["_job_name"] == "orders-enrichment"
+    assert _saved(handle)["_job_name"] == "orders-enrichment"
     assert len(handle.timers) == 1  # the name is evicted like any state
     expiries = [
         {
@@ -263,8 +263,11 @@ def _expiry(t0: int, i: int) -> dict:
 
 
 def _saved(handle: _Handle) -> dict:
+    """The saved header and state as one dict (``_seen`` left out)."""
     assert handle.state.value is not None
-    return {k: v for k, v in json.loads(handle.state.value[0]).items() if k != "_seen"}
+    head, _, body = handle.state.value[0].partition("\n")
+    both = {**json.loads(head), **(json.loads(body) if body else {})}
+    return {k: v for k, v in both.items() if k != "_seen"}
 
 
 def test_an_event_that_raises_is_skipped_and_its_half_change_is_not_saved(monkeypatch) -> None:
@@ -425,7 +428,7 @@ def test_a_saved_state_of_a_newer_version_is_dropped_its_incident_closed_and_rep
     key = ("checkpoint_failures", "job:" + JOB)
     proc, handle = _processor()
     _firing(proc, key, t0)
-    saved = json.loads(handle.state.value[0])
+    saved = _saved(handle)
     handle.state.value = (json.dumps({**saved, "v": 99, "shape": "of the future"}),)
     out = list(proc.handleInputRows(key, iter(frame([_expiry(t0, 9)])), _Clock(t0)))
     (err,) = [r for r in out if r["status"] == "detector_error"]
@@ -434,3 +437,20 @@ def test_a_saved_state_of_a_newer_version_is_dropped_its_incident_closed_and_rep
     (resolved,) = [r for r in out if r["status"] == "resolved"]
     assert "saved state is unreadable" in resolved["summary"]
     assert handle.state.value is None
+
+
+def test_a_value_saved_in_the_one_object_layout_carries_on() -> None:
+    # Before the header and the state were split, the adapter's keys sat among the
+    # detector's fields in one JSON object; checkpoints written then must keep working.
+    t0 = 1_700_000_000_000
+    key = ("checkpoint_failures", "job:" + JOB)
+    proc, handle = _processor()
+    firing = [r for r in _firing(proc, key, t0) if r["status"] == "firing"][0]
+    handle.state.value = (json.dumps(_saved(handle)),)
+    rows = [{**_expiry(t0, 40 + i), "kind": "checkpoint_completed"} for i in range(2)]
+    later = [{**r, "event_ms": t0 + 3_600_000 + i} for i, r in enumerate(rows)]
+    out = list(proc.handleInputRows(key, iter(frame(later)), _Clock(t0)))
+    assert [(r["status"], r["alert_id"]) for r in out if r["alert_id"]] == [
+        ("resolved", firing["alert_id"])
+    ]
+    assert "\n" in handle.state.value[0]  # saved again in the split layout
