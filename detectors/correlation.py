@@ -8,7 +8,7 @@ notifier can keep one message per incident and say what probably started it.
 Rules:
 
 * An alert is linked to the jobs and TaskManagers it names: its own ``job_id`` and
-  ``tm_id`` plus the ones in its evidence (``job_ids``, ``jobs``, ``tm_ids``), so a
+  ``tm_id`` plus the ones in its evidence (the link fields ``job_ids`` and ``tm_ids``), so a
   restart whose cause names a lost TaskManager joins that TaskManager's incident.
 * A firing alert joins the oldest incident that shares a link and is still open
   (a member not resolved) or closed less than ``window_s`` ago, in event time;
@@ -92,7 +92,7 @@ def links(alert: Alert) -> frozenset[str]:
     """The jobs and TaskManagers an alert is about (``job:<id>``, ``tm:<id>``)."""
     ev = alert.evidence or {}
     out: set[str] = set()
-    jobs = [alert.job_id, *_strings(ev.get("job_ids")), *_strings(ev.get("jobs"))]
+    jobs = [alert.job_id, *_strings(ev.get("job_ids"))]
     tms = [alert.tm_id, *_strings(ev.get("tm_ids"))]
     out.update(f"job:{j}" for j in jobs if j)
     out.update(f"tm:{t}" for t in tms if t)

@@ -273,6 +273,14 @@ class IdleHeapGrowthEvidence(HeapFloorFacts, Evidence):
     window_s: float | None = None
     why: str | None = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _linked(cls, data: Any) -> Any:
+        # The TaskManager's jobs are what the alert links to (correlation joins them).
+        if isinstance(data, dict) and data.get("jobs") and data.get("job_ids") is None:
+            return {**data, "job_ids": tuple(data["jobs"])}
+        return data
+
     def as_dict(self) -> dict[str, Any]:
         """The evidence as an alert carries it (``window_s`` or ``why`` only where set)."""
         out = super().as_dict()

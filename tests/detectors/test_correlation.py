@@ -50,7 +50,11 @@ def seed_001_chain() -> list[Alert]:
             "idle_heap_growth",
             T0,
             tm_id=TM,
-            evidence={"growth_mb_per_h": 420.0, "jobs": {JOB: "orders-enrich"}},
+            evidence={
+                "growth_mb_per_h": 420.0,
+                "jobs": {JOB: "orders-enrich"},
+                "job_ids": [JOB],
+            },
         ),
         alert(
             "lost",

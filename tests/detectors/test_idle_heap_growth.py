@@ -160,6 +160,7 @@ def test_leak_fires_once_within_an_hour_with_the_evidence() -> None:
     assert ev["window_end_ms"] - ev["window_start_ms"] == 3_600_000
     assert ev["window_end_ms"] == a.event_time_ms
     assert ev["jobs"] == {JOB: "orders_audit"}
+    assert ev["job_ids"] == [JOB]  # the link correlation joins on
     assert ev["hint"] == HINT and "FLINK-33231" in a.summary and "3.0.1" in a.summary
 
 
