@@ -56,6 +56,9 @@ MAX_FAILURES = 3
 
 _STATE_SCHEMA = StructType([StructField("json", StringType())])
 _TIMER_KEY = "_timer_ms"
+#: The detector's own next deadline. The registered timer may be earlier (one kept to
+#: save a round trip to the JVM): firing it again must not replay a deadline it passed.
+_DUE_KEY = "_due_ms"
 #: Per source (raw topic:partition or file), the position of the last record applied.
 _SEEN_KEY = "_seen"
 #: Sources remembered per entity; a record's events come from one, an entity's from a few.
@@ -295,6 +298,7 @@ class Saved:
 
     Attributes:
         timer: The registered timer.
+        due: The detector's next deadline (the registered timer may be earlier).
         seen: Per source, the position of the last record applied (see :func:`fresh_rows`).
         name: The job's name from its state lines, for detectors that do not read them.
         failures: Detector calls in a row that raised.
@@ -302,6 +306,7 @@ class Saved:
     """
 
     timer: int | None = None
+    due: int | None = None
     seen: dict[str, list[int]] = field(default_factory=dict)
     name: str | None = None
     failures: int = 0
@@ -320,6 +325,7 @@ class Saved:
             data, body = header, json.dumps(data) if data else ""
         return cls(
             timer=data.get(_TIMER_KEY),
+            due=data.get(_DUE_KEY, data.get(_TIMER_KEY)),
             seen=data.get(_SEEN_KEY) or {},
             name=data.get(_NAME_KEY),
             failures=int(data.get(_FAILURES_KEY) or 0),
@@ -329,6 +335,8 @@ class Saved:
     def text(self) -> str:
         """The value to store."""
         header: dict[str, Any] = {_TIMER_KEY: self.timer}
+        if self.due != self.timer:
+            header[_DUE_KEY] = self.due
         if self.seen:
             header[_SEEN_KEY] = self.seen
         if self.name:
@@ -406,9 +414,13 @@ class DetectorProcessor(StatefulProcessor):
         old_timer: int | None,
         state: DetectorState | None,
         after: Saved,
+        wake: int | None = None,
     ) -> None:
-        """Save ``state`` with the header ``after`` (its timer is the one asked for)."""
-        timer = after.timer
+        """Save ``state`` with the header ``after``; wake the entity at ``after.due``.
+
+        ``wake`` is an earlier wake-up than the deadline (a retry after a failure).
+        """
+        timer = wake if wake is not None else after.due
         if state is None and not (after.name is not None and timer is not None):
             if old_timer is not None:
                 self._handle.deleteTimer(old_timer)
@@ -418,8 +430,8 @@ class DetectorProcessor(StatefulProcessor):
         if old_timer is not None and (timer is None or old_timer <= timer):
             # Keep the earlier timer: each timer call is a round trip to the JVM, and a
             # deadline that moves with every event (idle TTL, stale heap) would cost two
-            # per key per batch. Firing early is harmless: a timer acts only on what is
-            # due by then, and the detector asks for its next deadline.
+            # per key per batch. Firing early is harmless: the header keeps the detector's
+            # own deadline, and a timer that fires before it only registers it.
             timer = old_timer
         elif timer is not None and timer != old_timer:
             if old_timer is not None:
@@ -480,7 +492,7 @@ class DetectorProcessor(StatefulProcessor):
         names = [e.job_name for e in events if e.kind not in detector.kinds and e.job_name]
         events = [e for e in events if e.kind in detector.kinds]
         after.name = names[-1] if names else after.name
-        timer: int | None = old_timer
+        timer: int | None = saved.due if saved else None
         if timer is None and after.name and events == []:
             timer = fresh[-1]["event_ms"] + detector.idle_ms
         if after.name and saved is not None and after.name != saved.name:
@@ -494,7 +506,7 @@ class DetectorProcessor(StatefulProcessor):
         if after.name:
             name = after.name
             alerts = [a if a.job_name else a.model_copy(update={"job_name": name}) for a in alerts]
-        after.timer, after.failures = fold.timer, fold.failures
+        after.due, after.failures = fold.timer, fold.failures
         self._apply(detector, old_timer, state, after)
         out = [*alert_rows(alerts), *fold.errors]
         # A batch of name lines only says nothing new; one that dropped the entity must
@@ -528,15 +540,17 @@ class DetectorProcessor(StatefulProcessor):
             yield from output_rows(self._gone(key, state, fired))
             return
         now = max(timerValues.getCurrentWatermarkInMs(), fired)
+        # The detector's own deadline: a timer kept from earlier may fire before it.
+        due = saved.due if saved.due is not None else fired
         try:
             # Each due deadline at its own time, not at the watermark: a late timer must
             # decide as a punctual one would.
-            step = detector.fire_due(state, fired, now)
+            step = detector.fire_due(state, due, now)
         except Exception as exc:  # noqa: BLE001 - one detector must not stop the query
             yield from output_rows(self._timer_failed(detector, key, exc, now, start, saved))
             return
         after = Saved(
-            timer=step.timer_ms,
+            due=step.timer_ms,
             seen=saved.seen,
             name=saved.name if step.state is not None else None,
         )
@@ -567,8 +581,8 @@ class DetectorProcessor(StatefulProcessor):
         ]
         if not dropped:
             retry = now + min(_RETRY_MS, detector.idle_ms)
-            after = Saved(timer=retry, seen=saved.seen, name=saved.name, failures=failures)
-            self._apply(detector, None, state, after)
+            after = Saved(due=saved.due, seen=saved.seen, name=saved.name, failures=failures)
+            self._apply(detector, None, state, after, wake=retry)
             return out
         self._state.clear()
         closing = close_incident(detector, state, now, "it kept failing")

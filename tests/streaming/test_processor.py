@@ -454,3 +454,54 @@ def test_a_value_saved_in_the_one_object_layout_carries_on() -> None:
         ("resolved", firing["alert_id"])
     ]
     assert "\n" in handle.state.value[0]  # saved again in the split layout
+
+
+def test_a_timer_kept_from_an_earlier_batch_does_not_replay_a_passed_deadline() -> None:
+    # The adapter keeps an earlier registered timer rather than moving it (a JVM round trip
+    # per key per batch). When it fires, the detector's own deadline is what counts: before
+    # the header kept it, checkpoint_creep re-judged a hanging checkpoint at the stale time,
+    # resolved it, and paged again for the same hang.
+    job = "c" * 32
+    t0 = 1_700_000_000_000
+    key = ("checkpoint_creep", "job:" + job)
+    offset = iter(range(1, 1000))
+
+    def ev(kind: str, t: int, cid: int | None = None, dur: int | None = None) -> dict:
+        return {
+            "src": "logs:0",
+            "offset": next(offset),
+            "seq": 0,
+            "job_id": job,
+            "kind": kind,
+            "event_ms": t,
+            "checkpoint_id": cid,
+            "duration_ms": dur,
+            "size_bytes": 1000 if dur else None,
+        }
+
+    at = [t0 + 60_000 * i for i in range(11)]
+    first = [ev("checkpoint_triggered", at[9], 109)]
+    for i in range(9):
+        first[:0] = [ev("checkpoint_triggered", at[i], 100 + i)]
+        first[1:1] = [ev("checkpoint_completed", at[i] + 3000, 100 + i, 3000)]
+    batches = [
+        sorted(first, key=lambda r: r["event_ms"]),
+        [
+            ev("checkpoint_completed", at[9] + 3000, 109, 3000),
+            ev("checkpoint_triggered", at[10], 110),
+        ],
+        [ev("checkpoint_failed", at[10] + 400_000)],
+        [ev("checkpoint_completed", at[10] + 500_000, 110, 500_000)],
+        [ev("checkpoint_triggered", at[10] + 560_000, 111)],
+        [ev("checkpoint_failed", at[10] + 900_000)],
+    ]
+    proc, handle = _processor()
+    watermark, pages = 0, []
+    for rows in batches:
+        out = list(proc.handleInputRows(key, iter(frame(rows)), _Clock(watermark)))
+        for t in sorted(t for t in handle.timers if t <= watermark):  # as Spark: rows, then timers
+            handle.timers.discard(t)
+            out += proc.handleExpiredTimer(key, _Clock(watermark), _Fired(t))
+        pages += [(r["status"], r["alert_id"]) for r in out if r["alert_id"]]
+        watermark = max(r["event_ms"] for r in rows) - 30_000
+    assert [status for status, _ in pages] == ["firing"]
