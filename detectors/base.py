@@ -521,13 +521,22 @@ class Detector(ABC, Generic[P, S]):
         Raises:
             StateError: The state is of a newer version or does not fit the model.
         """
+        if not isinstance(data, Mapping) or not isinstance(data.get("v", 1), int):
+            msg = f"{cls.name}: saved state is not a versioned object: {str(data)[:200]}"
+            raise _state_error(msg, cls.name, None)
         version = int(data.get("v") or 1)
         raw = dict(data)
         if version > cls.schema_version:
             msg = f"{cls.name}: state version {version} is newer than {cls.schema_version}"
             raise _state_error(msg, cls.name, version)
         if version < cls.schema_version:
-            raw = cls.migrate(raw, version)
+            try:
+                raw = cls.migrate(raw, version)
+            except Exception as exc:
+                if _is_state_error(exc):
+                    raise
+                msg = f"{cls.name}: migrating state version {version} failed: {exc!r}"
+                raise _state_error(msg, cls.name, version) from exc
             raw["v"] = cls.schema_version
         try:
             return cls.state_model.model_validate(raw)  # type: ignore[return-value]
@@ -549,7 +558,12 @@ class Detector(ABC, Generic[P, S]):
             state = None
         if state is not None and state.v == cls.schema_version and "v" in state.model_fields_set:
             return state  # type: ignore[return-value]
-        return cls.load(json.loads(text))
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            msg = f"{cls.name}: saved state is not JSON: {exc}"
+            raise _state_error(msg, cls.name, None) from exc
+        return cls.load(data)
 
     @staticmethod
     def dump(state: DetectorState) -> dict[str, Any]:
@@ -681,9 +695,15 @@ class Detector(ABC, Generic[P, S]):
         )
 
 
-def _state_error(msg: str, detector: str, version: int) -> Exception:
+def _state_error(msg: str, detector: str, version: int | None) -> Exception:
     # Imported here: ``conf`` imports ``detectors`` (the config union comes from the
     # registry), so a module-level import would be circular.
     from conf.errors import StateError
 
     return StateError(msg, detector=detector, version=version)
+
+
+def _is_state_error(exc: BaseException) -> bool:
+    from conf.errors import StateError
+
+    return isinstance(exc, StateError)

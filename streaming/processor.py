@@ -478,15 +478,20 @@ class DetectorProcessor(StatefulProcessor):
             return
         events = rows_to_events(fresh)
         start = self._start(key[0], saved)
+        gave_up: list[dict[str, Any]] = []
         try:
             loaded = start()
         except StateError as exc:
-            yield from output_rows(self._unloadable(key, saved or Saved(), exc))
-            return
+            # Dropped and reported; the entity starts over with this batch's events.
+            saved = saved or Saved()
+            gave_up = self._unloadable(key, saved, exc)
+            saved = replace(saved, state="", due=None, failures=0)
+            start, loaded = self._start(key[0], saved), None
         detector = self._detector(key[0], loaded, events)
         if detector is None:
-            if saved is not None:
-                yield from output_rows(self._gone(key, loaded, events[-1].time_ms))
+            if saved is not None and not gave_up:
+                gave_up = self._gone(key, loaded, events[-1].time_ms)
+            yield from output_rows(gave_up)
             return
         old_timer = saved.timer if saved else None
         names = [e.job_name for e in events if e.kind not in detector.kinds and e.job_name]
@@ -508,7 +513,7 @@ class DetectorProcessor(StatefulProcessor):
             alerts = [a if a.job_name else a.model_copy(update={"job_name": name}) for a in alerts]
         after.due, after.failures = fold.timer, fold.failures
         self._apply(detector, old_timer, state, after)
-        out = [*alert_rows(alerts), *fold.errors]
+        out = [*gave_up, *alert_rows(alerts), *fold.errors]
         # A batch of name lines only says nothing new; one that dropped the entity must
         # take its series away (or the signal board keeps a slot for it).
         if detector.signals and (state is not None or not names or loaded is not None):

@@ -147,3 +147,15 @@ def test_a_version_without_a_migration_raises_a_state_error() -> None:
     # Counter knows version 1; nobody wrote how version 2 becomes 3.
     with pytest.raises(StateError, match="no migration from state version 2"):
         NoMigration(DetectorParams()).load({"v": 2, "entity": "job:7f"})
+
+
+@pytest.mark.parametrize(
+    "text",
+    ['{"v": 1, "entity": "job:7f"}', "not json", "[1, 2]", '{"v": "two"}'],
+    ids=["migration-raises", "not-json", "not-an-object", "bad-version"],
+)
+def test_whatever_goes_wrong_loading_a_state_is_a_state_error(text: str) -> None:
+    # Anything else would fail the micro-batch, and again after every restart: the bad
+    # state is still there. Version 1 lacks "count", so the migration raises KeyError.
+    with pytest.raises(StateError):
+        det().load_json(text)
