@@ -171,7 +171,25 @@ class Evidence(BaseModel):
         return out
 
 
-class DetectorState(BaseModel):
+class Record(BaseModel):
+    """A mutable part of a detector's state (the state itself, or a record inside it).
+
+    Fields are written on every event: the checks pydantic makes on assignment (frozen
+    models, validation, private attributes) do not apply here and cost as much as the
+    detector's own work, so a declared field is set directly.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        fields = self.__dict__
+        if name in fields:
+            fields[name] = value
+        else:
+            super().__setattr__(name, value)  # not a field: pydantic says so
+
+
+class DetectorState(Record):
     """The fields every detector's state has; each detector subclasses it with its own.
 
     States are plain data that survive a JSON round trip (the adapter saves them as
@@ -191,8 +209,6 @@ class DetectorState(BaseModel):
         clear_since_ms: Since when the condition has been false (hysteresis).
         last_event_ms: The latest event time seen; the idle deadline counts from it.
     """
-
-    model_config = ConfigDict(extra="forbid")
 
     v: int = 1
     entity: str
@@ -469,6 +485,8 @@ class Detector(ABC, Generic[P, S]):
         ``timer`` is the pending timer (``None``: none). This is the one way events
         reach a detector, in the Spark adapter and in tests alike.
         """
+        if state is None or timer is None or timer > event.time_ms:
+            return self.handle_event(state, event)  # nothing due: most events
         fired = self.fire_due(state, timer, event.time_ms)
         step = self.handle_event(fired.state, event)
         return Step(step.state, fired.alerts + step.alerts, step.timer_ms)
@@ -511,8 +529,9 @@ class Detector(ABC, Generic[P, S]):
         if step.state is None:
             return Step(state=None, alerts=step.alerts)
         idle_at = self.idle_at(step.state)
-        timer = idle_at if step.timer_ms is None else min(step.timer_ms, idle_at)
-        return Step(step.state, step.alerts, timer)
+        if step.timer_ms is not None and step.timer_ms <= idle_at:
+            return step
+        return Step(step.state, step.alerts, idle_at)
 
     @classmethod
     def load(cls, data: Mapping[str, Any]) -> S:

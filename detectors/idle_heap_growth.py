@@ -76,6 +76,7 @@ from detectors.base import (
     DetectorState,
     Event,
     Evidence,
+    Record,
     Severity,
     Step,
     Story,
@@ -159,7 +160,7 @@ class IdleHeapGrowthParams(DetectorParams):
         return self
 
 
-class Bucket(BaseModel):
+class Bucket(Record):
     """One event-time bucket of a TaskManager's samples (short keys: a window has many).
 
     Attributes:
@@ -173,8 +174,6 @@ class Bucket(BaseModel):
         cn: Kafka commit samples.
         ci: The Kafka commit count moved.
     """
-
-    model_config = ConfigDict(extra="forbid")
 
     t: int
     n: int = 0

@@ -33,7 +33,7 @@ import re
 from collections.abc import Callable
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from detectors.base import (
     Alert,
@@ -43,6 +43,7 @@ from detectors.base import (
     DetectorState,
     Event,
     Evidence,
+    Record,
     Severity,
     Step,
     Story,
@@ -83,7 +84,7 @@ class JmK8sWatchCrashParams(DetectorParams):
     """JobManagers (crashes and job lists) tracked at most."""
 
 
-class JmCrash(BaseModel):
+class JmCrash(Record):
     """One open crash of a JobManager: its incident.
 
     Attributes:
@@ -103,8 +104,6 @@ class JmCrash(BaseModel):
         jobs_before: Jobs the JobManager ran before the crash.
         severity: The incident's severity now.
     """
-
-    model_config = ConfigDict(extra="forbid")
 
     start_ms: int
     last_crash_ms: int | None = None
@@ -131,7 +130,7 @@ class JmCrash(BaseModel):
         return list(self.crash_times or [self.start_ms])
 
 
-class JmPending(BaseModel):
+class JmPending(Record):
     """The pieces of a crash a shipper split, of one host, waiting for each other.
 
     Attributes:
@@ -139,8 +138,6 @@ class JmPending(BaseModel):
         watch_ms: When the lone ``too old resource version`` line came.
         line: The ``too old resource version`` line.
     """
-
-    model_config = ConfigDict(extra="forbid")
 
     fatal_ms: int | None = None
     watch_ms: int | None = None

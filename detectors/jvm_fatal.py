@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import re
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from detectors.base import (
     Alert,
@@ -57,6 +57,7 @@ from detectors.base import (
     Event,
     Evidence,
     Member,
+    Record,
     Severity,
     Step,
     Story,
@@ -203,7 +204,7 @@ class JvmFatalParams(DetectorParams):
     shipper that sends the trace apart), event time (s)."""
 
 
-class FatalLine(BaseModel):
+class FatalLine(Record):
     """How a process ended, as its fatal line (and the OutOfMemoryError, once known) say.
 
     Attributes:
@@ -214,8 +215,6 @@ class FatalLine(BaseModel):
         cause: The OOM kind or ``fatal_exit`` (``None`` while not known).
         oom: The OutOfMemoryError's line, when there is one.
     """
-
-    model_config = ConfigDict(extra="forbid")
 
     how: str
     line: str

@@ -48,7 +48,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from detectors.base import (
     Alert,
@@ -57,6 +57,7 @@ from detectors.base import (
     DetectorState,
     Event,
     Evidence,
+    Record,
     Step,
     Story,
 )
@@ -100,7 +101,7 @@ class LateBarrierAcksParams(DetectorParams):
     """Hosts, and TaskManagers, counted per job at most."""
 
 
-class Attempt(BaseModel):
+class Attempt(Record):
     """One attempt of a checkpoint (ids restart, so one id may have several).
 
     Attributes:
@@ -114,8 +115,6 @@ class Attempt(BaseModel):
         aborted: It was declined or failed for another reason (its late acks do not count).
     """
 
-    model_config = ConfigDict(extra="forbid")
-
     seq: int
     id: int
     first_ms: int
@@ -126,15 +125,13 @@ class Attempt(BaseModel):
     aborted: bool = False
 
 
-class Offender(BaseModel):
+class Offender(Record):
     """A task, TaskManager or host that acked late.
 
     Attributes:
         cps: Attempt number (:attr:`Attempt.seq`) → its late acks from this offender.
         last_ms: The offender's latest late ack.
     """
-
-    model_config = ConfigDict(extra="forbid")
 
     cps: dict[int, int] = {}
     last_ms: int

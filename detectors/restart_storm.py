@@ -41,7 +41,7 @@ import re
 from collections import Counter
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from detectors.base import (
     Alert,
@@ -52,6 +52,7 @@ from detectors.base import (
     Event,
     Evidence,
     Member,
+    Record,
     Severity,
     Step,
 )
@@ -113,7 +114,7 @@ class RestartStormParams(DetectorParams):
     """TaskManager ids named in failure causes kept per job."""
 
 
-class Restart(BaseModel):
+class Restart(Record):
     """One restart or failover of the job.
 
     Attributes:
@@ -124,8 +125,6 @@ class Restart(BaseModel):
         seen: The job came back already: certain, it needs no confirmation.
     """
 
-    model_config = ConfigDict(extra="forbid")
-
     t: int
     cause: str
     tms: list[str]
@@ -133,10 +132,8 @@ class Restart(BaseModel):
     seen: bool = False
 
 
-class PendingFailure(BaseModel):
+class PendingFailure(Record):
     """A legacy ``FAILING`` transition whose cause the ``RESTARTING`` after it takes."""
-
-    model_config = ConfigDict(extra="forbid")
 
     t: int
     cause: str

@@ -40,7 +40,7 @@ import re
 from dataclasses import replace
 from typing import Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from detectors.base import (
     Alert,
@@ -50,6 +50,7 @@ from detectors.base import (
     Event,
     Evidence,
     Member,
+    Record,
     Step,
     Story,
 )
@@ -109,7 +110,7 @@ class TmLostParams(DetectorParams):
         return self
 
 
-class TmKill(BaseModel):
+class TmKill(Record):
     """The last container kill of a TaskManager.
 
     Attributes:
@@ -120,8 +121,6 @@ class TmKill(BaseModel):
         exit_status: YARN's container exit status (-104, -103), when logged.
     """
 
-    model_config = ConfigDict(extra="forbid")
-
     cause: Cause
     t: int
     line: str
@@ -129,10 +128,8 @@ class TmKill(BaseModel):
     exit_status: int | None = None
 
 
-class TmOom(BaseModel):
+class TmOom(Record):
     """The last ``OutOfMemoryError`` of a TaskManager: when, and its line."""
-
-    model_config = ConfigDict(extra="forbid")
 
     t: int
     line: str

@@ -159,3 +159,12 @@ def test_whatever_goes_wrong_loading_a_state_is_a_state_error(text: str) -> None
     # state is still there. Version 1 lacks "count", so the migration raises KeyError.
     with pytest.raises(StateError):
         det().load_json(text)
+
+
+def test_a_state_refuses_a_field_it_does_not_declare() -> None:
+    # Assignment skips pydantic's checks for speed, but a typo must not vanish silently.
+    state = CountState(entity="job:7f")
+    state.seen = 3
+    assert state.seen == 3
+    with pytest.raises(ValueError, match="no field"):
+        state.sen = 4  # type: ignore[attr-defined]
