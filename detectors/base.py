@@ -278,23 +278,19 @@ class Step(Generic[S]):
     timer_ms: int | None = None
 
 
-class Member(BaseModel):
-    """One alert of an incident, as of its latest transition."""
+class Member(Alert):
+    """One alert of an incident, as of its latest transition (``event_time_ms``).
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    Attributes:
+        first_ms: When the alert first joined the incident (its firing, usually).
+    """
 
-    alert_id: str
-    detector: str
-    status: AlertStatus
-    severity: Severity
-    summary: str
     first_ms: int
-    last_ms: int
-    job_id: str | None = None
-    job_name: str | None = None
-    tm_id: str | None = None
-    host: str | None = None
-    evidence: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def last_ms(self) -> int:
+        """The time of its latest transition."""
+        return self.event_time_ms
 
 
 @dataclass(frozen=True)
@@ -644,14 +640,7 @@ class Detector(ABC, Generic[P, S]):
         The alert carries the incident's ``alert_id`` (it is built before the incident's
         start time is cleared); afterwards the state is ready for a new incident.
         """
-        alert = self.alert(
-            state=state,
-            status=AlertStatus.RESOLVED,
-            event_time_ms=time_ms,
-            summary=summary,
-            evidence=evidence,
-            severity=severity,
-        )
+        alert = self.alert(state, AlertStatus.RESOLVED, time_ms, summary, evidence, severity)
         state.firing = False
         state.incident_start_ms = None
         state.clear_since_ms = None
@@ -669,18 +658,10 @@ class Detector(ABC, Generic[P, S]):
         state.firing = True
         state.incident_start_ms = time_ms
         state.clear_since_ms = None
-        return self.alert(
-            state=state,
-            status=AlertStatus.FIRING,
-            event_time_ms=time_ms,
-            summary=summary,
-            evidence=evidence,
-            severity=severity,
-        )
+        return self.alert(state, AlertStatus.FIRING, time_ms, summary, evidence, severity)
 
     def alert(
         self,
-        *,
         state: DetectorState,
         status: AlertStatus,
         event_time_ms: int,

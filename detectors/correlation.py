@@ -181,18 +181,15 @@ class Correlator:
         joined = not opened and alert.alert_id not in inc.members
         prev = inc.members.get(alert.alert_id)
         inc.members[alert.alert_id] = Member(
-            alert_id=alert.alert_id,
-            detector=alert.detector,
-            status=alert.status,
-            severity=alert.severity,
-            summary=alert.summary,
-            first_ms=prev.first_ms if prev else alert.event_time_ms,
-            last_ms=alert.event_time_ms,
-            job_id=alert.job_id or (prev.job_id if prev else None),
-            job_name=alert.job_name or (prev.job_name if prev else None),
-            tm_id=alert.tm_id or (prev.tm_id if prev else None),
-            host=alert.host or (prev.host if prev else None),
-            evidence=alert.evidence,
+            **{
+                **dict(alert),
+                "first_ms": prev.first_ms if prev else alert.event_time_ms,
+                # A later transition may not name what an earlier one did.
+                "job_id": alert.job_id or (prev.job_id if prev else None),
+                "job_name": alert.job_name or (prev.job_name if prev else None),
+                "tm_id": alert.tm_id or (prev.tm_id if prev else None),
+                "host": alert.host or (prev.host if prev else None),
+            }
         )
         inc.links |= links(alert)
         self._of_alert[alert.alert_id] = incident_id
