@@ -219,3 +219,28 @@ def test_headlines_of_the_other_roots() -> None:
     assert fatal.root_alert_id == "g"
     assert "900 MB" in fatal.headline and "died (gc overhead)" in fatal.headline
     assert "state backend" in fatal.headline
+
+
+def test_a_new_detector_takes_its_place_in_the_story_from_its_class_alone(monkeypatch) -> None:
+    # Adding a detector is one module and one registry line: correlation reads its causal
+    # rank and its headline from the class, with no edit of its own.
+    from detectors import REGISTRY
+    from detectors.base import Story
+    from detectors.checkpoint_failures import CheckpointFailures
+
+    class SinkStall(CheckpointFailures):
+        name = "sink_stall"
+        causal_rank = 0  # before everything else
+
+        @classmethod
+        def headline(cls, story: Story) -> str:
+            return f"the sink of job {story.root.job_id} stalled"
+
+    monkeypatch.setitem(REGISTRY, "sink_stall", SinkStall)
+    c = Correlator()
+    c.observe(alert("restarts", "restart_storm", T0, job_id=JOB, evidence={"restarts": 4}))
+    view = c.observe(alert("stall", "sink_stall", T0 + 60_000, job_id=JOB))
+    assert view.root_alert_id == "stall"
+    assert (
+        view.headline == f"the sink of job {JOB} stalled; job orders-enrich restarting (4 restarts)"
+    )
