@@ -404,8 +404,8 @@ def _no_triggers(rec: SimRecord) -> bool:
 
 def _commits(state_dir: Path) -> int:
     """Micro-batches the detect query has committed (its checkpoint's commit log)."""
-    commits = state_dir / "checkpoints" / "detect-kafka" / "commits"
-    return sum(1 for p in commits.iterdir() if p.name.isdigit()) if commits.is_dir() else 0
+    dirs = (state_dir / "checkpoints").glob("detect-kafka*/commits")
+    return sum(1 for d in dirs for p in d.iterdir() if p.name.isdigit())
 
 
 # --- flinkwatch as a process ------------------------------------------------------------

@@ -292,7 +292,9 @@ def throughput(
     pipe.count_progress([q])
     parse_s = time.monotonic() - t0
     # What the detectors get (outside the timed window): rows per detector after routing.
-    from streaming.bus import bus_events, routed_events
+    from detectors import Event
+    from streaming.bus import active_detectors, bus_events
+    from streaming.routes import Routes, scope_of
     from streaming.sources import kafka_stream
 
     bus = bus_events(
@@ -300,11 +302,15 @@ def throughput(
             "cast(key as string) key", "cast(value as string) value"
         )
     )
-    bus_records = bus.count()
-    routed = {
-        r["detector"]: r["count"]
-        for r in routed_events(bus, cfg).groupBy("detector").count().collect()
-    }
+    routes = Routes(active_detectors(cfg))
+    routed: dict[str, int] = {}
+    bus_records = 0
+    scoped = bus.selectExpr("substring_index(entity, ':', 1) as scope", "kind", "metric")
+    for r in scoped.groupBy("scope", "kind", "metric").count().collect():
+        bus_records += r["count"]
+        event = Event(r["kind"], 0, metric=r["metric"])
+        for name in routes.of(scope_of(r["scope"] + ":"), event):
+            routed[name] = routed.get(name, 0) + r["count"]
     t1 = time.monotonic()
     q = pipe.start_detect()
     q.awaitTermination()

@@ -219,6 +219,26 @@ class SparkConfig(_Frozen):
             "first (event time then advances evenly over the topics)."
         ),
     )
+    state_shards: int = Field(
+        default=32,
+        ge=1,
+        le=4096,
+        description=(
+            "Detector state is kept per shard (a hash of the entity), a micro-batch costs a call "
+            "per shard with work; at least a few per core. Another count is another checkpoint: "
+            "state is then rebuilt from the event bus."
+        ),
+        json_schema_extra=RESTART,
+    )
+    deadline_grace_s: float | None = Field(
+        default=2.0,
+        ge=0,
+        description=(
+            "A deadline (a checkpoint pending too long, a resolve after quiet) is judged once the "
+            "newest event time on the bus is this far past it, plus how late the entity's records "
+            "usually arrive; null = only when the watermark passes it (watermark_delay_s later)."
+        ),
+    )
     watermark_delay_s: float = Field(
         default=30.0,
         ge=0,

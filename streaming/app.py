@@ -22,6 +22,7 @@ is skipped and no state is lost.
 from __future__ import annotations
 
 import logging
+import secrets
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -39,11 +40,7 @@ from conf.reload import ConfigWatcher
 from detectors.base import EVENT_KINDS
 from sinks import DeadLetterFileSink
 from streaming import catchup
-from streaming.bus import (
-    bus_events,
-    bus_records,
-    routed_events,
-)
+from streaming.bus import active_detectors, bus_records, detect_input
 from streaming.catchup import ParsePlan
 from streaming.delivery import (
     PARSE_COUNTS,
@@ -55,8 +52,8 @@ from streaming.delivery import (
 )
 from streaming.metric_parsing import parse_metrics
 from streaming.parsing import DEAD_LETTER_REASONS, ParseLimits, parse_logs
-from streaming.processor import DetectorProcessor
-from streaming.schemas import ALERT_SCHEMA, BUS_FIELDS
+from streaming.processor import ShardProcessor
+from streaming.schemas import ALERT_SCHEMA
 from streaming.sources import kafka_records, kafka_stream
 
 log = logging.getLogger(__name__)
@@ -92,15 +89,27 @@ def counted(events: DataFrame) -> DataFrame:
     return events.observe(PARSE_COUNTS, *kinds, *reasons)
 
 
-def alert_stream(events: DataFrame, cfg: AppConfig, admit_new: bool = True) -> DataFrame:
-    """Alert transitions from the stateful detectors.
+def alert_stream(
+    rows: DataFrame, cfg: AppConfig, admit_new: bool = True, token: str = ""
+) -> DataFrame:
+    """Alert transitions (and signal, error and refusal rows) from the detectors.
 
-    ``events`` are bus events (:func:`streaming.bus.bus_events`) with a watermark on
-    ``event_time``; ``admit_new=False`` refuses entities not seen before.
+    ``rows`` are the detect query's input (:func:`streaming.bus.detect_input`) with a
+    watermark on ``event_time``; ``admit_new=False`` refuses entities not seen before;
+    ``token`` names this run of the query.
     """
-    routed = routed_events(events, cfg).select("detector", "entity", "event_time", *BUS_FIELDS)
-    return routed.groupBy("detector", "entity").transformWithState(
-        statefulProcessor=DetectorProcessor(cfg.resolver(), admit_new),
+    sp = cfg.spark
+    grace = None if sp.deadline_grace_s is None else int(sp.deadline_grace_s * 1000)
+    processor = ShardProcessor(
+        cfg.resolver(),
+        active_detectors(cfg),
+        admit_new=admit_new,
+        token=token,
+        delay_ms=int(sp.watermark_delay_s * 1000),
+        grace_ms=grace,
+    )
+    return rows.groupBy("shard").transformWithStateInPandas(
+        statefulProcessor=processor,
         outputStructType=ALERT_SCHEMA,
         outputMode="Append",
         timeMode="EventTime",
@@ -246,10 +255,14 @@ class Pipeline:
         # hold the global watermark at zero and no timer would ever fire. The cost: a
         # topic lagging the other by more than the watermark delay loses its late rows,
         # which the progress log and flinkwatch_late_rows_dropped_total make visible.
-        events = bus_events(self._bus()).withWatermark("event_time", delay)
+        rows = detect_input(self._bus(), self.cfg.spark.state_shards)
+        rows = rows.withWatermark("event_time", delay)
+        # The state is keyed by shard: another shard count is another layout, rebuilt from
+        # the bus (which a new detect query reads from its start).
         name = "detect" if self.bus == "files" else "detect-kafka"
+        name = f"{name}-shards{self.cfg.spark.state_shards}"
         return (
-            alert_stream(events, self.cfg, self.admit_new)
+            alert_stream(rows, self.cfg, self.admit_new, secrets.token_hex(2))
             .writeStream.queryName("flinkwatch-detect")
             .foreachBatch(AlertDelivery(self.outputs, self.stats, self.cfg))
             .option("checkpointLocation", str(self.checkpoint_dir / name))

@@ -3,8 +3,8 @@
 The parse query turns records into events and puts each event on the bus once per
 *entity scope* that some enabled detector reads it for (``job:<id>``, ``tm:<id>``,
 ``cluster``): key = the entity, value = the event as JSON. The detect query reads the
-bus, fans each event out to the detectors of its scope that want its kind, and groups
-by ``(detector, entity)``.
+bus and groups it by shard (a hash of the entity); the runner (:mod:`streaming.runner`)
+hands each of an entity's events to the detectors of its scope that read it.
 
 * Live runs (``run``, ``demo``): the bus is a Kafka topic (``kafka.events_topic``), and
   malformed records go to a second topic (``kafka.deadletters_topic``) with their Kafka
@@ -15,9 +15,9 @@ by ``(detector, entity)``.
 
 All of an entity's events share one key, so they share one Kafka partition, in the order
 the parse query wrote them. A Kafka sink delivers at least once: after a restart the
-parse query writes up to one batch again. The adapter drops those repeats by the
+parse query writes up to one batch again. The runner drops those repeats by the
 position of the record they came from (``src``, ``offset``, ``seq``), see
-:mod:`streaming.processor`.
+:mod:`streaming.runner`.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from pyspark.sql import functions as F
 
 from conf import AppConfig, ConfigError
 from detectors import REGISTRY
+from streaming.routes import interest
 from streaming.schemas import BUS_FIELDS, BUS_VALUE_SCHEMA, DEAD_LETTER_FIELDS
 
 _SCOPE_ENTITY = {
@@ -47,21 +48,12 @@ def active_detectors(cfg: AppConfig) -> list[str]:
 
 
 def wants(det: Any) -> Column:
-    """The events one detector consumes (and, for job detectors, the job's state lines).
-
-    A detector that names ``metrics`` gets only those metric events, even when ``metric``
-    is among its kinds: routing every metric to it would hand the Python workers the
-    whole metric stream (92 % of a fleet's records) only to be ignored there.
-    """
-    kinds = set(det.kinds)
-    if det.metrics:
-        kinds.discard("metric")
-    cond = F.col("kind").isin(*sorted(kinds)) if kinds else F.lit(False)
-    if det.metrics:
-        cond = cond | ((F.col("kind") == "metric") & F.col("metric").isin(*sorted(det.metrics)))
-    if det.scope == "job" and "job_state" not in kinds:
-        # A job's name is in its state lines only: the adapter keeps it for the alerts of
-        # detectors that do not read those lines (they are few: one per state change).
+    """The events one detector's entity must get, as a Spark condition (see :func:`interest`)."""
+    want = interest(det)
+    cond = F.col("kind").isin(*sorted(want.kinds)) if want.kinds else F.lit(False)
+    if want.metrics:
+        cond = cond | ((F.col("kind") == "metric") & F.col("metric").isin(*sorted(want.metrics)))
+    if want.names:
         cond = cond | ((F.col("kind") == "job_state") & F.col("job_name").isNotNull())
     return cond
 
@@ -171,18 +163,26 @@ def bus_events(records: DataFrame) -> DataFrame:
     )
 
 
-def routed_events(events: DataFrame, cfg: AppConfig) -> DataFrame:
-    """Bus events → one row per enabled detector of the entity's scope that wants it.
+def detect_input(records: DataFrame, shards: int) -> DataFrame:
+    """Bus records (``key``, ``value``, optional ``bus_ts``) → the detect query's rows.
 
-    One projection and an ``explode`` (not a union of one filter per detector): one pass
-    over the batch, and a plan Spark re-plans in milliseconds at every micro-batch.
+    ``shard`` (what the state is keyed by), ``entity``, ``value`` (the event as the bus
+    carries it: the runner reads it in Python, a column at a time is what the Python
+    state API costs), ``bus_ms`` (when it reached the bus; null on the files bus) and
+    ``event_time``, which the watermark follows: with the bus record's Kafka timestamp it
+    is the earlier of the two, so one host whose clock runs minutes ahead (still within
+    ``parsing.max_future_skew_s``) cannot move everyone's watermark ahead with its own and
+    make every other host's records late. The host keeps its own times in its events.
     """
-    names = []
-    for name in active_detectors(cfg):
-        det = REGISTRY[name]
-        prefix = "cluster" if det.scope == "cluster" else f"{det.scope}:"
-        names.append(F.when(F.col("entity").startswith(prefix) & wants(det), F.lit(name)))
-    if not names:
-        msg = "every detector is disabled: nothing to run"
-        raise ConfigError(msg)
-    return events.select(F.explode(F.array_compact(F.array(*names))).alias("detector"), "*")
+    event_ms = F.from_json("value", "event_ms long")["event_ms"]
+    event_time = F.timestamp_millis(event_ms)
+    has_bus = "bus_ts" in records.columns
+    if has_bus:
+        event_time = F.least(event_time, F.col("bus_ts"))
+    return records.where(event_ms.isNotNull()).select(
+        F.pmod(F.xxhash64("key"), F.lit(shards)).cast("int").alias("shard"),
+        F.col("key").alias("entity"),
+        "value",
+        (F.unix_millis("bus_ts") if has_bus else F.lit(None).cast("long")).alias("bus_ms"),
+        event_time.alias("event_time"),
+    )

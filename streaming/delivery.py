@@ -32,12 +32,7 @@ from sinks import AlertLedger, AlertObserver, DeadLetterFileSink, DeliverySink, 
 from sinks.dispatch import Dispatcher
 from sinks.prometheus import SignalBoard
 from streaming.bus import bus_records
-from streaming.processor import (
-    DETECTOR_ERROR,
-    ENTITY_REFUSED,
-    SIGNAL,
-    SIGNAL_GONE,
-)
+from streaming.entity import DETECTOR_ERROR, ENTITY_REFUSED, SIGNAL, SIGNAL_GONE
 from streaming.schemas import DEAD_LETTER_SCHEMA, alert_of
 
 log = logging.getLogger(__name__)

@@ -13,7 +13,8 @@ import pytest
 from conf import AppConfig
 from detectors.checkpoint_creep import DURATION_METRIC
 from detectors.idle_heap_growth import HEAP_USED
-from streaming.bus import bus_events, bus_records, routed_events
+from streaming.bus import active_detectors, bus_records
+from streaming.routes import Routes, decode, scope_of
 
 pytestmark = pytest.mark.spark
 
@@ -68,9 +69,12 @@ def test_metric_events_reach_only_the_detectors_that_name_them(spark) -> None:
         (cfg.kafka.events_topic, f"job:{JOB}"),
         (cfg.kafka.events_topic, f"tm:{TM}"),
     ]
+    routes = Routes(active_detectors(cfg))
     got = sorted(
-        (r["detector"], r["kind"], r["metric"])
-        for r in routed_events(bus_events(bus), cfg).collect()
+        (name, e.event.kind, e.event.metric)
+        for r in bus.collect()
+        for e in [decode(r["value"])]
+        for name in routes.of(scope_of(r["key"]), e.event)
     )
     assert got == [
         ("checkpoint_creep", "checkpoint_expired", None),

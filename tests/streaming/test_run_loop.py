@@ -181,11 +181,13 @@ def test_signal_rows_feed_the_board_and_never_reach_the_sinks(tmp_path: Path) ->
 
 
 def test_disabling_a_detector_mid_incident_closes_the_incident() -> None:
-    from streaming.processor import DetectorProcessor
+    from streaming.bus import active_detectors
+    from streaming.routes import Routes
+    from streaming.runner import EntityRunner
 
-    proc = DetectorProcessor(cfg().resolver())
+    proc = EntityRunner(cfg().resolver(), Routes(active_detectors(cfg())))
     state = {"entity": "job:7f", "job_id": "7f", "firing": True, "incident_start_ms": 100}
-    closing = proc._close_incident("checkpoint_failures", state, 500)
+    closing = proc._close("checkpoint_failures", state, 500)
     assert closing is not None
     assert (closing.status, closing.event_time_ms, closing.job_id) == (
         AlertStatus.RESOLVED,
@@ -203,7 +205,7 @@ def test_disabling_a_detector_mid_incident_closes_the_incident() -> None:
     )
     assert closing.alert_id == fired.alert_id
     assert state["firing"] is True  # the adapter's copy of the state is not touched
-    assert proc._close_incident("checkpoint_failures", {**state, "firing": False}, 500) is None
+    assert proc._close("checkpoint_failures", {**state, "firing": False}, 500) is None
 
 
 def test_a_reloaded_trigger_interval_reaches_the_restarted_detect_query(tmp_path: Path) -> None:

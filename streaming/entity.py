@@ -1,0 +1,239 @@
+"""What an entity keeps between micro-batches, and the rows the detect query emits.
+
+An entity (``job:<id>``, ``tm:<id>``, ``cluster``) is saved as one value: a header the
+runner owns (:class:`Header`) and, per detector that has state for it, that detector's
+state as its own JSON. Saved as text, one line each, so a detector's state is parsed only
+when one of its events or deadlines comes: most micro-batches touch one or two of an
+entity's detectors.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import traceback
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from detectors import Alert, Detector
+from detectors.base import DetectorState
+from streaming.schemas import alert_row
+
+#: ``status`` of the non-alert rows the runner emits for dashboards: the entity's
+#: current detector signals (``evidence`` holds them), or that the entity is gone.
+SIGNAL = "signal"
+SIGNAL_GONE = "signal_gone"
+#: ``status`` of a row saying a detector raised for an entity (``summary`` says what,
+#: ``evidence`` holds ``where``, ``failures`` in a row and whether the entity was dropped).
+DETECTOR_ERROR = "detector_error"
+#: ``status`` of a row saying an entity seen the first time was not admitted: the query
+#: holds ``spark.max_entities`` already.
+ENTITY_REFUSED = "entity_refused"
+
+#: Layout version of the saved value (the header's ``v``).
+LAYOUT = 2
+#: Sources remembered per entity at most (the oldest go first). Repeats come from the
+#: parse query's last batch before a restart, so a source silent for an hour of the
+#: entity's event time can no longer repeat; this bound only caps a flood.
+MAX_SOURCES = 1024
+#: A source last seen this long (entity event time) before the entity's newest event is
+#: forgotten.
+SOURCE_HORIZON_MS = 3_600_000
+#: Width of the event-time windows over which the entity's delivery lag is tracked.
+LAG_WINDOW_MS = 300_000
+
+
+@dataclass
+class Header:
+    """What the runner keeps per entity beside the detectors' states.
+
+    Attributes:
+        seen: Per source, ``[offset, seq, event ms]`` of the last record applied: a
+            record at or before it is a repeat from the at-least-once bus.
+        name: The job's name from its state lines (job entities).
+        t: The entity's newest event time.
+        lag: ``[window start, max lag in it, max lag in the window before]``: how long
+            the entity's records take from their event time to the bus (their host's
+            clock and its shipper), see :meth:`lag_ms`.
+        due: Per detector, its own next deadline.
+        retry: Per detector, when a deadline whose call raised is tried again.
+        fail: Per detector, calls in a row that raised.
+        sig: Per detector, the run and a hash of the signal values last emitted.
+    """
+
+    seen: dict[str, list[int]] = field(default_factory=dict)
+    name: str | None = None
+    t: int = 0
+    lag: list[int] | None = None
+    due: dict[str, int] = field(default_factory=dict)
+    retry: dict[str, int] = field(default_factory=dict)
+    fail: dict[str, int] = field(default_factory=dict)
+    sig: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, text: str) -> Header:
+        """The header from its JSON line (unknown keys of a newer layout are ignored)."""
+        d: dict[str, Any] = json.loads(text)
+        return cls(
+            seen=d.get("seen") or {},
+            name=d.get("name"),
+            t=int(d.get("t") or 0),
+            lag=d.get("lag"),
+            due=d.get("due") or {},
+            retry=d.get("retry") or {},
+            fail=d.get("fail") or {},
+            sig=d.get("sig") or {},
+        )
+
+    def text(self) -> str:
+        """The header as one JSON line (empty parts left out)."""
+        d: dict[str, Any] = {"v": LAYOUT, "t": self.t}
+        for key in ("seen", "name", "lag", "due", "retry", "fail", "sig"):
+            value = getattr(self, key)
+            if value:
+                d[key] = value
+        return json.dumps(d, separators=(",", ":"))
+
+    def forget(self, detector: str) -> None:
+        """Drop what the header keeps for one detector."""
+        for part in (self.due, self.retry, self.fail, self.sig):
+            part.pop(detector, None)
+
+    def note_lag(self, event_ms: int, lag: int) -> None:
+        """Fold one record's delivery lag (bus time minus event time) in."""
+        window = event_ms - event_ms % LAG_WINDOW_MS
+        if self.lag is None or window > self.lag[0] + LAG_WINDOW_MS:
+            self.lag = [window, lag, lag]
+        elif window > self.lag[0]:
+            self.lag = [window, lag, self.lag[1]]
+        elif window == self.lag[0]:
+            self.lag[1] = max(self.lag[1], lag)
+        else:
+            self.lag[2] = max(self.lag[2], lag)
+
+    def lag_ms(self) -> int | None:
+        """The largest delivery lag of the entity's records in the last two windows."""
+        return None if self.lag is None else max(self.lag[1], self.lag[2])
+
+
+def parse_saved(text: str | None) -> tuple[Header, dict[str, str]]:
+    """A saved value → its header and each detector's state text.
+
+    Raises:
+        ValueError: the header is not JSON (the value is not of this layout).
+    """
+    if not text:
+        return Header(), {}
+    head, _, rest = text.partition("\n")
+    texts: dict[str, str] = {}
+    for line in rest.split("\n") if rest else ():
+        name, _, body = line.partition("\t")
+        texts[name] = body
+    return Header.parse(head), texts
+
+
+def saved_text(header: Header, texts: dict[str, str]) -> str:
+    """The value to save: the header line, then one ``detector<TAB>state`` line each."""
+    # JSON text has no raw newline or tab, and detector names have neither.
+    return "\n".join([header.text(), *(f"{n}\t{t}" for n, t in sorted(texts.items()))])
+
+
+# Output rows ----------------------------------------------------------------------------
+
+
+def entity_row(
+    detector: str,
+    entity: str,
+    state: DetectorState | None,
+    status: str,
+    summary: str | None,
+    evidence: Any,
+) -> dict[str, Any]:
+    """A non-alert output row about an entity (who it is comes from its state)."""
+    return {
+        "alert_id": None,
+        "detector": detector,
+        "entity": entity,
+        "status": status,
+        "severity": None,
+        "event_ms": state.last_event_ms if state else 0,
+        "job_id": state.job_id if state else None,
+        "job_name": state.job_name if state else None,
+        "tm_id": state.tm_id if state else None,
+        "host": state.host if state else None,
+        "summary": summary,
+        "evidence": json.dumps(evidence),
+    }
+
+
+def signal_row(detector: Detector[Any, Any], entity: str, state: DetectorState) -> dict[str, Any]:
+    """The entity's current signals for one detector."""
+    return entity_row(detector.name, entity, state, SIGNAL, None, detector.signal_values(state))
+
+
+def gone_row(detector: str, entity: str) -> dict[str, Any]:
+    """The entity's signals of one detector are gone (the state was dropped)."""
+    return entity_row(detector, entity, None, SIGNAL_GONE, None, {})
+
+
+def where(exc: BaseException) -> str:
+    """``Type: message at file:line`` of the innermost frame: enough to find the bug."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    at = f" at {frames[-1].filename.rsplit('/', 2)[-1]}:{frames[-1].lineno}" if frames else ""
+    return f"{type(exc).__name__}: {str(exc)[:300]}{at}"
+
+
+def error_row(
+    detector: str,
+    entity: str,
+    state: DetectorState | None,
+    exc: BaseException,
+    evidence: dict[str, Any],
+) -> dict[str, Any]:
+    """A :data:`DETECTOR_ERROR` row: the driver logs and counts it (executors cannot)."""
+    return entity_row(detector, entity, state, DETECTOR_ERROR, where(exc), evidence)
+
+
+def refused_row(detector: str, entity: str) -> dict[str, Any]:
+    """An :data:`ENTITY_REFUSED` row, counted on the driver."""
+    return entity_row(detector, entity, None, ENTITY_REFUSED, None, {})
+
+
+def alert_rows(alerts: list[Alert]) -> list[dict[str, Any]]:
+    """Alerts → output rows (:data:`~streaming.schemas.ALERT_SCHEMA` columns)."""
+    return [alert_row(a) for a in alerts]
+
+
+def signature(token: str, values: dict[str, float]) -> str:
+    """The run and a short hash of signal values: emitted again when either changes."""
+    text = json.dumps(values, sort_keys=True)
+    return f"{token}:{hashlib.blake2b(text.encode(), digest_size=4).hexdigest()}"
+
+
+def close_incident(
+    detector: Detector[Any, Any],
+    state: DetectorState | dict[str, Any] | None,
+    time_ms: int,
+    why: str,
+) -> Alert | None:
+    """A resolved transition for the entity's open incident, which flinkwatch gives up on.
+
+    ``state`` may be a saved state the detector cannot load (a newer version, a bad
+    shape): the fields every state has are enough to close its incident.
+    """
+    if isinstance(state, dict):
+        common = {k: state[k] for k in DetectorState.model_fields if k in state}
+        try:
+            state = DetectorState.model_validate(common)
+        except ValidationError:
+            return None
+    if state is None or not state.firing:
+        return None
+    return detector.resolve(
+        state.model_copy(),
+        time_ms,
+        f"{detector.name} stopped watching this entity ({why}); closing its open incident",
+        {"reason": why},
+    )

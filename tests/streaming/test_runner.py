@@ -1,0 +1,474 @@
+"""The detect stage without Spark: entities, their detectors, repeats, failures, wake-ups."""
+
+from __future__ import annotations
+
+import json
+
+from conf import AppConfig
+from detectors import REGISTRY, Alert, AlertStatus, Severity
+from streaming.bus import active_detectors
+from streaming.entity import Header, alert_rows, parse_saved
+from streaming.routes import BusEvent, Routes, decode
+from streaming.runner import Clock, EntityRunner, ShardRunner, fresh
+from streaming.schemas import ALERT_COLUMNS
+
+T0 = 1_700_000_000_000
+JOB = "b" * 32
+JOB_KEY = "job:" + JOB
+
+
+class Store:
+    """A shard's map state, in memory."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, str] = {}
+        self.reads = 0
+
+    def get(self, entity: str) -> str | None:
+        self.reads += 1
+        return self.values.get(entity)
+
+    def put(self, entity: str, text: str) -> None:
+        self.values[entity] = text
+
+    def delete(self, entity: str) -> None:
+        self.values.pop(entity, None)
+
+
+class Shard:
+    """One shard as the Spark shell drives it: rows, then the shard's timer."""
+
+    def __init__(self, cfg: AppConfig | None = None, **kwargs: object) -> None:
+        cfg = cfg or AppConfig()
+        self.runner = EntityRunner(cfg.resolver(), Routes(active_detectors(cfg)), **kwargs)  # type: ignore[arg-type]
+        self.shard = ShardRunner(self.runner)
+        self.store = Store()
+        self.wakes: dict[str, int] = {}
+
+    def batch(self, rows: list[dict], watermark: int = 0, **clock: int | None) -> list[dict]:
+        values = [(r.pop("entity", JOB_KEY), json.dumps(r), r.pop("_bus", None)) for r in rows]
+        out = self.shard.run(self.store, self.wakes, values, Clock(watermark, **clock))  # type: ignore[arg-type]
+        return out.rows
+
+    def timer(self) -> int | None:
+        return min(self.wakes.values()) if self.wakes else None
+
+    def saved(self, entity: str = JOB_KEY) -> tuple[Header, dict[str, dict]]:
+        header, texts = parse_saved(self.store.values.get(entity))
+        return header, {n: json.loads(t) for n, t in texts.items()}
+
+
+def _expiry(i: int, **extra: object) -> dict:
+    return {
+        "src": "logs:0",
+        "seq": 0,
+        "job_id": JOB,
+        "kind": "checkpoint_expired",
+        "event_ms": T0 + i * 60_000,
+        "offset": i,
+        "checkpoint_id": 10 + i,
+        **extra,
+    }
+
+
+def _statuses(rows: list[dict], detector: str | None = None) -> list[str]:
+    return [
+        r["status"]
+        for r in rows
+        if r["alert_id"] and (detector is None or r["detector"] == detector)
+    ]
+
+
+def test_a_bus_value_decodes_to_its_event_and_position() -> None:
+    value = json.dumps({**_expiry(3), "duration_ms": 1200, "value": 5e8})
+    e = decode(value, 42)
+    assert (e.src, e.offset, e.seq, e.bus_ms) == ("logs:0", 3, 0, 42)
+    assert (e.event.kind, e.event.time_ms, e.event.checkpoint_id) == (
+        "checkpoint_expired",
+        T0 + 180_000,
+        13,
+    )
+    assert isinstance(e.event.checkpoint_id, int) and e.event.job_name is None
+
+
+def test_a_field_a_newer_release_added_is_ignored() -> None:
+    e = decode(json.dumps({**_expiry(1), "zone": "eu-1"}))
+    assert e.event.checkpoint_id == 11
+
+
+def test_output_rows_match_the_output_schema() -> None:
+    a = Alert(
+        alert_id="x1",
+        detector="checkpoint_failures",
+        entity="job:7f",
+        status=AlertStatus.RESOLVED,
+        severity=Severity.CRITICAL,
+        event_time_ms=42,
+        summary="ok again",
+        evidence={"n": 3},
+    )
+    (row,) = alert_rows([a])
+    assert list(row) == list(ALERT_COLUMNS)
+    assert (row["status"], row["severity"], row["event_ms"]) == ("resolved", "critical", 42)
+    assert json.loads(row["evidence"]) == {"n": 3}
+
+
+def _bus(src: str, offset: int, seq: int = 0, t: int = T0) -> BusEvent:
+    return decode(
+        json.dumps({"kind": "metric", "event_ms": t, "src": src, "offset": offset, "seq": seq})
+    )
+
+
+def _positions(events: list[BusEvent]) -> list[tuple[str | None, int, int]]:
+    return sorted((e.src, e.offset, e.seq) for e in events)
+
+
+def test_repeats_of_applied_records_are_dropped_per_source() -> None:
+    header = Header()
+    first = [_bus("logs:0", 10), _bus("metrics:1", 7, 0), _bus("metrics:1", 7, 1)]
+    assert len(fresh(first, header)) == 3
+    assert {s: v[:2] for s, v in header.seen.items()} == {"logs:0": [10, 0], "metrics:1": [7, 1]}
+    # After a restart the parse query writes its last batch again, then goes on.
+    again = [
+        _bus("logs:0", 10),
+        _bus("metrics:1", 7, 1),
+        _bus("metrics:1", 7, 2),
+        _bus("logs:0", 11),
+        _bus("logs:0", 11),  # twice in one batch
+        _bus("logs:1", 3),  # a source not seen yet
+    ]
+    assert _positions(fresh(again, header)) == [
+        ("logs:0", 11, 0),
+        ("logs:1", 3, 0),
+        ("metrics:1", 7, 2),
+    ]
+
+
+def test_repeats_are_dropped_whatever_the_number_of_source_partitions() -> None:
+    # A keyless shipper spreads one entity's records over every raw partition: with only
+    # the last 16 sources remembered, 8 of 24 repeats were applied again (issue #22).
+    header = Header()
+    first = [_bus(f"flink.logs:{p}", 100 + p) for p in range(48)]
+    assert len(fresh(first, header)) == 48
+    assert fresh(first, header) == []
+
+
+def test_a_source_silent_for_an_hour_of_event_time_is_forgotten() -> None:
+    header = Header()
+    fresh([_bus("old:0", 1, t=T0), _bus("live:0", 1, t=T0)], header)
+    fresh([_bus("live:0", 2, t=T0 + 3_600_001)], header)
+    assert set(header.seen) == {"live:0"}
+
+
+def test_events_reach_their_detectors_in_event_time_then_offset_order(monkeypatch) -> None:
+    seen: list[tuple[int, int | None]] = []
+    cls = REGISTRY["checkpoint_failures"]
+    real = cls.on_event
+
+    def spy(self, state, event):  # type: ignore[no-untyped-def]
+        seen.append((event.time_ms, event.checkpoint_id))
+        return real(self, state, event)
+
+    monkeypatch.setattr(cls, "on_event", spy)
+    Shard().batch(
+        [
+            {
+                **_expiry(0),
+                "kind": "checkpoint_completed",
+                "event_ms": T0 + 2000,
+                "offset": 5,
+                "checkpoint_id": 8,
+            },
+            {**_expiry(0), "event_ms": T0 + 1000, "offset": 9, "checkpoint_id": 7},
+            {**_expiry(0), "event_ms": T0 + 1000, "offset": 3, "checkpoint_id": 6},
+        ]
+    )
+    assert seen == [(T0 + 1000, 6), (T0 + 1000, 7), (T0 + 2000, 8)]
+
+
+def test_an_entity_keeps_every_detector_of_its_scope_in_one_value() -> None:
+    shard = Shard()
+    out = shard.batch([_expiry(i) for i in (1, 2, 3)])
+    assert _statuses(out) == ["firing"]  # checkpoint_failures: 3 expired
+    _header, states = shard.saved()
+    assert set(states) == {"checkpoint_creep", "checkpoint_failures", "late_barrier_acks"}
+    assert list(shard.store.values) == [JOB_KEY]
+
+
+def test_alerts_carry_the_job_name_from_its_state_lines() -> None:
+    # Seen live: Flink logged `Job <name> (<id>) switched from state CREATED to RUNNING`
+    # before the job's checkpoints expired, and the Slack message showed only the id.
+    shard = Shard()
+    running = {
+        **_expiry(0),
+        "kind": "job_state",
+        "job_name": "orders-enrichment",
+        "from_state": "CREATED",
+        "to_state": "RUNNING",
+        "checkpoint_id": None,
+    }
+    out = shard.batch([running])
+    assert [r for r in out if r["detector"] == "checkpoint_failures"] == []
+    header, _states = shard.saved()
+    assert header.name == "orders-enrichment"
+    out = [r for i in (1, 2, 3) for r in shard.batch([_expiry(i)])]
+    fired = [r for r in out if r["status"] == "firing" and r["detector"] == "checkpoint_failures"]
+    assert len(fired) == 1 and fired[0]["job_name"] == "orders-enrichment"
+    assert "orders-enrichment" in fired[0]["summary"]
+
+
+def test_a_name_alone_is_kept_until_the_idle_deadline() -> None:
+    shard = Shard()
+    running = {**_expiry(0), "kind": "job_state", "job_name": "orders", "to_state": "RUNNING"}
+    shard.batch([running])
+    idle = int(AppConfig().detectors.checkpoint_failures.idle_ttl_s * 1000)
+    assert shard.timer() == T0 + idle
+    shard.batch([], watermark=T0 + idle)
+    assert shard.store.values == {} and shard.wakes == {}
+
+
+def test_an_event_that_raises_is_skipped_and_its_half_change_is_not_saved(monkeypatch) -> None:
+    clean = Shard()
+    clean.batch([_expiry(1), _expiry(3)])
+    cls = REGISTRY["checkpoint_failures"]
+    real = cls.on_event
+
+    def poisoned(self, state, event):  # type: ignore[no-untyped-def]
+        if event.checkpoint_id == 12:
+            state.failed = "half-changed"  # then fails: a bug in the detector
+            raise ValueError("cannot handle checkpoint 12")
+        return real(self, state, event)
+
+    monkeypatch.setattr(cls, "on_event", poisoned)
+    shard = Shard()
+    out = shard.batch([_expiry(i) for i in (1, 2, 3)])
+    (err,) = [r for r in out if r["status"] == "detector_error"]
+    assert err["entity"] == JOB_KEY and "ValueError: cannot handle checkpoint 12" in err["summary"]
+    assert json.loads(err["evidence"]) == {"where": "on_event", "failures": 1, "dropped": False}
+    # What is saved is what the other two events make, as if the bad one never came;
+    # and the event after it succeeded, so no failure is carried over.
+    assert shard.saved()[1]["checkpoint_failures"] == clean.saved()[1]["checkpoint_failures"]
+    assert shard.saved()[0].fail == {}
+
+
+def _firing(shard: Shard) -> dict:
+    out = shard.batch([_expiry(i) for i in (1, 2, 3, 4)])
+    (fired,) = [
+        r for r in out if r["status"] == "firing" and r["detector"] == "checkpoint_failures"
+    ]
+    return fired
+
+
+def test_a_deadline_that_always_raises_gives_the_detector_up_and_resolves_its_incident(
+    monkeypatch,
+) -> None:
+    shard = Shard()
+    firing = _firing(shard)
+
+    def broken(self, state, now_ms):  # type: ignore[no-untyped-def]
+        state.firing = "half-changed"
+        raise KeyError("window")
+
+    monkeypatch.setattr(REGISTRY["checkpoint_failures"], "on_timer", broken)
+    at = shard.saved()[0].due["checkpoint_failures"]
+    for n in (1, 2):
+        out = shard.batch([], watermark=at)
+        errors = [json.loads(r["evidence"]) for r in out if r["status"] == "detector_error"]
+        assert [e["failures"] for e in errors] == [n]
+        header, states = shard.saved()
+        assert states["checkpoint_failures"]["firing"] is True
+        assert header.fail["checkpoint_failures"] == n
+        assert shard.timer() == at + 60_000  # retried soon, not after the idle TTL
+        at = shard.timer()
+    out = shard.batch([], watermark=at)
+    errors = [json.loads(r["evidence"]) for r in out if r["status"] == "detector_error"]
+    assert errors == [{"where": "on_timer", "failures": 3, "dropped": True}]
+    (resolved,) = [r for r in out if r["status"] == "resolved"]
+    assert resolved["alert_id"] == firing["alert_id"]
+    assert "kept failing" in resolved["summary"]
+    assert "checkpoint_failures" not in shard.saved()[1]
+
+
+def test_events_that_keep_raising_drop_the_detector_after_three_in_a_row(monkeypatch) -> None:
+    shard = Shard()
+    _firing(shard)
+
+    def broken(self, state, event):  # type: ignore[no-untyped-def]
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(REGISTRY["checkpoint_failures"], "on_event", broken)
+    shard.batch([_expiry(5)])
+    assert shard.saved()[0].fail["checkpoint_failures"] == 1
+    out = shard.batch([_expiry(6), _expiry(7)])
+    errors = [
+        json.loads(r["evidence"])
+        for r in out
+        if r["status"] == "detector_error" and r["detector"] == "checkpoint_failures"
+    ]
+    assert [(e["failures"], e["dropped"]) for e in errors] == [(2, False), (3, True)]
+    assert _statuses(out, "checkpoint_failures") == ["resolved"]
+    assert "signal_gone" in [r["status"] for r in out if r["detector"] == "checkpoint_failures"]
+    # The entity's other detectors go on.
+    assert "checkpoint_failures" not in shard.saved()[1] and "checkpoint_creep" in shard.saved()[1]
+
+
+def test_while_the_entity_cap_is_hit_new_entities_are_refused_and_known_ones_go_on() -> None:
+    shard = Shard()
+    shard.batch([_expiry(1)])
+    shard.runner.admit_new = False
+    before = dict(shard.store.values)
+    out = shard.batch([_expiry(2)])
+    assert [r for r in out if r["status"] == "entity_refused"] == []
+    assert shard.store.values[JOB_KEY] != before[JOB_KEY]  # known: watched as before
+    other = "c" * 32
+    out = shard.batch([{**_expiry(1, job_id=other), "entity": "job:" + other}])
+    assert sorted((r["status"], r["detector"]) for r in out) == [
+        ("entity_refused", "checkpoint_creep"),
+        ("entity_refused", "checkpoint_failures"),
+        ("entity_refused", "late_barrier_acks"),
+    ]
+    assert set(shard.store.values) == {JOB_KEY} and set(shard.wakes) == {JOB_KEY}
+
+
+def test_each_event_is_replayed_at_most_once_however_many_raise(monkeypatch) -> None:
+    # Rebuilding from the batch's start after every failure was quadratic: 2,000 events
+    # with every second one raising cost half a million detector calls.
+    cls = REGISTRY["checkpoint_failures"]
+    real, calls = cls.on_event, {"n": 0}
+
+    def flaky(self, state, event):  # type: ignore[no-untyped-def]
+        calls["n"] += 1
+        if event.checkpoint_id % 2:
+            raise ValueError("odd checkpoint")
+        return real(self, state, event)
+
+    monkeypatch.setattr(cls, "on_event", flaky)
+    rows = [{**_expiry(i), "event_ms": T0 + i * 1000} for i in range(1, 401)]
+    out = Shard().batch(rows)
+    errors = [r for r in out if r["status"] == "detector_error"]
+    assert len(errors) == 200
+    assert calls["n"] <= 2 * len(rows)
+
+
+def test_a_saved_state_of_a_newer_version_is_dropped_its_incident_closed_and_reported() -> None:
+    # A rollback after a release that changed a detector's state layout: the old code
+    # cannot read what the new one saved. The detector starts over rather than the query
+    # failing, and its open incident does not stay firing forever.
+    shard = Shard()
+    _firing(shard)
+    header, texts = parse_saved(shard.store.values[JOB_KEY])
+    future = {**json.loads(texts["checkpoint_failures"]), "v": 99, "shape": "of the future"}
+    texts["checkpoint_failures"] = json.dumps(future)
+    from streaming.entity import saved_text
+
+    shard.store.values[JOB_KEY] = saved_text(header, texts)
+    out = shard.batch([_expiry(9)])
+    (err,) = [r for r in out if r["status"] == "detector_error"]
+    assert "StateError" in err["summary"] and "newer" in err["summary"]
+    assert json.loads(err["evidence"]) == {"where": "load", "failures": 1, "dropped": True}
+    (resolved,) = [r for r in out if r["status"] == "resolved"]
+    assert "saved state is unreadable" in resolved["summary"]
+    # It starts over with the batch's event, in the current layout.
+    state = shard.saved()[1]["checkpoint_failures"]
+    assert state["v"] == 2 and state["failed"] == {"19": [T0 + 540_000, "expired"]}
+
+
+def test_a_detector_disabled_by_a_reload_closes_its_incident_and_forgets_its_state() -> None:
+    shard = Shard()
+    _firing(shard)
+    off = AppConfig.model_validate({"detectors": {"checkpoint_failures": {"enabled": False}}})
+    shard.runner = EntityRunner(off.resolver(), Routes(active_detectors(off)))
+    shard.shard = ShardRunner(shard.runner)
+    out = shard.batch([{**_expiry(8), "kind": "checkpoint_triggered"}])
+    assert _statuses(out, "checkpoint_failures") == ["resolved"]
+    assert "checkpoint_failures" not in shard.saved()[1]
+
+
+def test_an_entity_is_woken_at_its_earliest_deadline_and_the_shard_at_its_earliest_entity() -> None:
+    shard = Shard()
+    _firing(shard)
+    other = "c" * 32
+    shard.batch([{**_expiry(20, job_id=other), "entity": "job:" + other}])
+    header, _ = shard.saved()
+    assert shard.wakes[JOB_KEY] == min(header.due.values()) < shard.wakes["job:" + other]
+    assert shard.timer() == min(shard.wakes.values())
+    # Only the due entity is read when the shard is woken.
+    shard.store.reads = 0
+    shard.batch([], watermark=shard.wakes[JOB_KEY])
+    assert shard.store.reads == 1
+
+
+def test_a_deadline_fires_once_the_fleet_clock_is_past_it_not_a_watermark_delay_later() -> None:
+    # A checkpoint pending past half its timeout: with only the watermark it paged
+    # watermark_delay_s (30 s) after the deadline; the bus's newest event time says sooner.
+    delay, grace = 30_000, 2_000
+    shard = Shard()
+    trig = {**_expiry(0), "kind": "checkpoint_triggered", "checkpoint_id": 50, "_bus": T0 + 50}
+    for i in range(1, 10):  # a history of fast checkpoints, one a minute
+        t = T0 + i * 60_000
+        shard.batch(
+            [
+                {**trig, "event_ms": t, "offset": 2 * i, "checkpoint_id": i, "_bus": t + 50},
+                {
+                    **trig,
+                    "kind": "checkpoint_completed",
+                    "event_ms": t + 1000,
+                    "offset": 2 * i + 1,
+                    "checkpoint_id": i,
+                    "duration_ms": 1000,
+                    "_bus": t + 1050,
+                },
+            ],
+            watermark=t - delay,
+            delay_ms=delay,
+            grace_ms=grace,
+        )
+    start = T0 + 600_000
+    shard.batch(
+        [{**trig, "event_ms": start, "offset": 99, "checkpoint_id": 10, "_bus": start + 50}],
+        watermark=start - delay,
+        delay_ms=delay,
+        grace_ms=grace,
+    )
+    creep = shard.saved()[0].due["checkpoint_creep"]
+    # The shard is woken once the bus's newest event time (watermark + delay) is the grace
+    # and the entity's lag (50 ms) past the deadline.
+    assert shard.wakes[JOB_KEY] == creep - (delay - grace - 50)
+    out = shard.batch([], watermark=creep - delay + grace + 49, delay_ms=delay, grace_ms=grace)
+    assert _statuses(out) == []
+    out = shard.batch([], watermark=creep - delay + grace + 50, delay_ms=delay, grace_ms=grace)
+    assert _statuses(out, "checkpoint_creep") == ["firing"]
+    (fired,) = [r for r in out if r["alert_id"]]
+    assert fired["event_ms"] == creep  # stamped with the deadline, as a punctual timer would
+
+
+def test_without_a_bus_time_deadlines_wait_for_the_watermark() -> None:
+    shard = Shard()
+    _firing(shard)
+    header, _ = shard.saved()
+    assert shard.wakes[JOB_KEY] == min(header.due.values())
+
+
+def test_signals_are_emitted_when_they_change_and_again_after_a_restart() -> None:
+    shard = Shard(token="run1")
+    out = shard.batch([_expiry(1)])
+    assert "signal" in [r["status"] for r in out if r["detector"] == "checkpoint_failures"]
+    out = shard.batch(
+        [{**_expiry(1), "kind": "checkpoint_triggered", "offset": 50, "checkpoint_id": 90}]
+    )
+    assert [r for r in out if r["detector"] == "checkpoint_failures"] == []  # nothing new
+    restarted = Shard(token="run2")
+    restarted.store, restarted.wakes = shard.store, shard.wakes
+    out = restarted.batch(
+        [{**_expiry(1), "kind": "checkpoint_triggered", "offset": 51, "checkpoint_id": 91}]
+    )
+    assert "signal" in [r["status"] for r in out if r["detector"] == "checkpoint_failures"]
+
+
+def test_an_unreadable_bus_value_is_reported_and_the_rest_goes_on() -> None:
+    shard = Shard()
+    rows = [(JOB_KEY, "not json", None), (JOB_KEY, json.dumps(_expiry(1)), None)]
+    out = shard.shard.run(shard.store, shard.wakes, rows, Clock(0))
+    (err,) = [r for r in out.rows if r["status"] == "detector_error"]
+    assert err["detector"] == "bus" and json.loads(err["evidence"])["where"] == "decode"
+    assert out.bad == 1 and JOB_KEY in shard.store.values
