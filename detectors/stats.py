@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from bisect import bisect_left, bisect_right, insort
 from collections.abc import Sequence
 from statistics import median
 from typing import Any
@@ -24,13 +25,28 @@ def theil_sen(points: list[tuple[float, float]]) -> float:
     return float(median(slopes)) if slopes else 0.0
 
 
+def mann_kendall_s(y: list[float]) -> int:
+    """Mann–Kendall S: pairs ``i < j`` with ``y[j] > y[i]`` less those with ``y[j] < y[i]``.
+
+    Counted with a sorted prefix (``bisect``), O(n log n): the detectors judge it at every
+    checkpoint of every job, and the pairwise double loop cost 0.3 ms at n = 60.
+
+    Example:
+        >>> mann_kendall_s([1, 2, 2, 3]), mann_kendall_s([3, 1, 2])
+        (5, -1)
+    """
+    before: list[float] = []
+    s = 0
+    for i, v in enumerate(y):
+        s += bisect_left(before, v) - (i - bisect_right(before, v))
+        insort(before, v)
+    return s
+
+
 def mann_kendall_z(y: list[float]) -> float:
     """Mann–Kendall trend statistic as a z score (positive = upward), tie-corrected."""
     n = len(y)
-    s = 0
-    for i in range(n):
-        for j in range(i + 1, n):
-            s += (y[j] > y[i]) - (y[j] < y[i])
+    s = mann_kendall_s(y)
     ties: dict[float, int] = {}
     for v in y:
         ties[v] = ties.get(v, 0) + 1

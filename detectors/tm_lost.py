@@ -37,7 +37,6 @@ state: ``grace_s`` must be shorter than ``idle_ttl_s``.
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 from typing import Any, Literal, Self
 
 from pydantic import Field, model_validator
@@ -257,7 +256,7 @@ class TmLost(Detector[TmLostParams, TmLostState]):
         """
         first_name = event.kind == "job_state" and event.job_id and not (state and state.job_name)
         if state is not None and not first_name:
-            event = replace(event, job_name=None)
+            event = event._replace(job_name=None)
         return super().handle_event(state, event)
 
     def on_event(self, state: TmLostState | None, event: Event) -> Step[TmLostState]:
@@ -267,7 +266,7 @@ class TmLost(Detector[TmLostParams, TmLostState]):
             # JVM without an id, ...: nothing to remember.
             return Step(state=None)
         # The job comes from the lines of jobs failing with it, the host from its own.
-        st = state or self.new_state(replace(event, job_id=None, job_name=None, host=None))
+        st = state or self.new_state(event._replace(job_id=None, job_name=None, host=None))
         st.host = st.host or _own_host(event)
         alerts: list[Alert] = []
         kind = event.kind

@@ -9,9 +9,9 @@ entity's detectors.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import traceback
+import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -207,9 +207,11 @@ def alert_rows(alerts: list[Alert]) -> list[dict[str, Any]]:
 
 
 def signature(token: str, values: dict[str, float]) -> str:
-    """The run and a short hash of signal values: emitted again when either changes."""
-    text = json.dumps(values, sort_keys=True)
-    return f"{token}:{hashlib.blake2b(text.encode(), digest_size=4).hexdigest()}"
+    """The run and a short hash of signal values: emitted again when either changes.
+
+    CRC-32, not Python's ``hash``: string hashes differ between worker processes.
+    """
+    return f"{token}:{zlib.crc32(repr(sorted(values.items())).encode()):08x}"
 
 
 def close_incident(

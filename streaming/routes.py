@@ -119,7 +119,7 @@ class BusEvent(NamedTuple):
     bus_ms: int | None
 
 
-_EVENT_FIELDS = frozenset(Event.__dataclass_fields__) - {"time_ms"}
+_EVENT_FIELDS = frozenset(Event._fields) - {"time_ms"}
 
 
 def decode(value: str, bus_ms: int | None = None) -> BusEvent:

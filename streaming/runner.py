@@ -116,6 +116,7 @@ def fold_events(
     events: list[Event],
     timer: int | None,
     failures: int = 0,
+    first: DetectorState | None = None,
 ) -> Fold:
     """Apply ``events`` to the state ``start()`` builds, isolating calls that raise.
 
@@ -125,9 +126,10 @@ def fold_events(
     skipped and the state is rebuilt from ``start()`` with the events that went through
     (detectors are pure: the same calls give the same state), which costs nothing while
     nothing raises. After :data:`MAX_FAILURES` in a row the state is dropped and its open
-    incident resolved.
+    incident resolved. ``first`` is ``start()``'s result when the caller has it already
+    (parsing a state is most of what a few events cost).
     """
-    out = Fold(start(), timer, failures=failures)
+    out = Fold(first if first is not None else start(), timer, failures=failures)
     good: list[Event] = []
 
     def step(event: Event) -> list[Alert]:
@@ -382,7 +384,7 @@ class EntityRunner:
                 self._gone(turn, name, loaded, events[-1].time_ms if events else header.t)
             return
         due, failures = header.due.get(name), header.fail.get(name, 0)
-        fold = fold_events(det, entity, start, events, due, failures)
+        fold = fold_events(det, entity, start, events, due, failures, loaded)
         turn.rows.extend(fold.errors)
         alerts = fold.alerts
         state, failures = fold.state, fold.failures

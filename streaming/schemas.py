@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from enum import Enum
 from typing import Any
 
@@ -55,6 +54,8 @@ def _fields(model: type) -> list[tuple[str, Any]]:
     hints = typing.get_type_hints(model)
     if dataclasses.is_dataclass(model):
         return [(f.name, hints[f.name]) for f in dataclasses.fields(model)]
+    if issubclass(model, tuple):  # a NamedTuple
+        return [(name, hints[name]) for name in model._fields]  # type: ignore[attr-defined]
     return [(name, hints[name]) for name in model.model_fields]  # type: ignore[attr-defined]
 
 
@@ -124,36 +125,7 @@ def null_column(name: str) -> Any:
     return F.lit(None).cast(_EVENT_TYPES[name]).alias(name)
 
 
-# Rows → models --------------------------------------------------------------------------
-
-
-def _none_if_nan(v: Any) -> Any:
-    if isinstance(v, float) and math.isnan(v):
-        return None
-    return v
-
-
-def _int_or_none(v: Any) -> int | None:
-    v = _none_if_nan(v)
-    return None if v is None else int(v)
-
-
-def _converter(t: DataType) -> Callable[[Any], Any]:
-    if isinstance(t, LongType):
-        return _int_or_none
-    if isinstance(t, DoubleType):
-        return _none_if_nan
-    return lambda v: v
-
-
-_EVENT_READERS: tuple[tuple[str, str, Callable[[Any], Any]], ...] = tuple(
-    (name, _COLUMN.get(name, name), _converter(spark_type(t))) for name, t in _fields(Event)
-)
-
-
-def event_of(row: Mapping[str, Any]) -> Event:
-    """An event from a row with the event columns (Spark row or dict)."""
-    return Event(**{name: read(row[col]) for name, col, read in _EVENT_READERS})
+# Models ↔ rows ---------------------------------------------------------------------------
 
 
 def alert_row(alert: Alert) -> dict[str, Any]:

@@ -579,7 +579,7 @@ def test_a_state_saved_before_typed_states_loads_and_carries_on_alike() -> None:
     det = default()
     saved = SAVED_BEFORE_TYPED_STATES
     state = det.load(saved)
-    assert det.dump(state) == saved
+    assert det.dump(state) == {**saved, "slope_ms": None}  # a field added since
     # Keys written only once learned may be missing.
     unlearned = {k: v for k, v in saved.items() if k not in ("timeout_ms", "cadence_ms")}
     assert det.load(unlearned).timeout_ms is None

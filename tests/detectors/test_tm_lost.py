@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 
 import pytest
 from pydantic import ValidationError
@@ -258,7 +257,7 @@ def test_host_is_the_taskmanagers_not_the_jobmanager_shippers() -> None:
 
 def test_job_name_is_that_of_the_first_job_not_of_the_latest() -> None:
     det = TmLost(TmLostParams())
-    other = replace(job_failing(T0 + 2 * S, job="1" * 32), job_name="billing")
+    other = job_failing(T0 + 2 * S, job="1" * 32)._replace(job_name="billing")
     _, alerts = drive(det, [kill(T0), job_failing(T0 + S), other], until=T0 + 3600 * S)
     resolved = alerts[-1]
     assert resolved.status is AlertStatus.RESOLVED
