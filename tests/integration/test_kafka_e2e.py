@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
 from pathlib import Path
 
@@ -645,3 +646,52 @@ def test_one_host_minutes_ahead_does_not_make_everyone_else_late(spark, kafka, t
     finally:
         stop.set()
         runner.join(timeout=120)
+
+
+def test_a_parse_restart_repeats_nothing_to_the_detectors_whatever_the_partitions(
+    spark, kafka, tmp_path
+) -> None:
+    """Issue #22: keyless records over 48 raw partitions, and a parse batch written twice.
+
+    A shipper without a key spreads one job's lines over every partition of the raw topic;
+    the parse query, restarted between writing a batch and committing it, writes the batch
+    to the bus again. Two real restarts of the job must stay two: with the last 16 sources
+    remembered per entity, a third of the repeats counted again and restart_storm paged.
+    """
+    from kafka import KafkaProducer
+
+    cfg = config(kafka, "e2erep", tmp_path / "state")
+    # Live, the repeats are one real-time batch (5 s) old, well inside the watermark; here
+    # the batch spans the job's 12 minutes, so the watermark must reach back as far.
+    cfg = cfg.model_copy(update={"spark": cfg.spark.model_copy(update={"watermark_delay_s": 3600})})
+    kafka.create_topics(cfg.kafka.logs_topic, partitions=48)
+    kafka.create_topics(cfg.kafka.metrics_topic)
+    text = Path("tests/data/restart_storm/storm_tm_failures_1_17.log").read_text()
+    # Records as a multiline-aware shipper sends them: a stack trace stays with its line.
+    records = re.split(r"\n(?=\d{4}-\d\d-\d\d )", text.strip())
+    third = next(i for i, x in enumerate(records) if x.startswith("2024-04-02 13:13:05,463"))
+    lines = records[:third]  # the job comes up and restarts twice (the third would page)
+    assert sum("RUNNING to RESTARTING" in x for x in lines) == 2
+    producer = KafkaProducer(bootstrap_servers=kafka.bootstrap, acks="all")
+    try:
+        for i, x in enumerate(lines):
+            producer.send(cfg.kafka.logs_topic, value=x.encode(), partition=i % 48)
+        producer.flush(timeout=30)
+    finally:
+        producer.close()
+
+    p = pipeline(spark, cfg, {"availableNow": True})
+    p.run_once()
+    (commits,) = cfg.output.checkpoint_dir.glob("parse-*/commits")
+    last = max(commits.glob("[0-9]*"), key=lambda f: int(f.name))
+    # The crash: the parse batch reached the bus, its commit did not.
+    last.unlink()
+    (commits / f".{last.name}.crc").unlink(missing_ok=True)
+    p.run_once()
+
+    from streaming.sources import kafka_stream
+
+    bus = kafka_stream(spark, cfg.kafka, cfg.kafka.events_topic, stream=False)
+    on_bus = bus.where("cast(key as string) like 'job:%'").count()
+    assert on_bus >= 2 * sum(" switched from state " in x for x in lines)  # written twice
+    assert read_alerts(cfg.output.alerts_path, "restart_storm") == []
