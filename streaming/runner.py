@@ -324,9 +324,9 @@ class EntityRunner:
         names |= {n for n in texts if header.retry.get(n, header.due.get(n, 0)) <= turn.now}
         for name in sorted(names):
             self._detector_turn(turn, name, mine.get(name, []))
-        return self._outcome(turn, scope, clock, bool(events))
+        return self._outcome(turn, scope, clock)
 
-    def _outcome(self, turn: _Turn, scope: str, clock: Clock, had_events: bool) -> Outcome:
+    def _outcome(self, turn: _Turn, scope: str, clock: Clock) -> Outcome:
         header, texts = turn.header, turn.texts
         wakes = [header.retry.get(n, header.due.get(n, header.t)) for n in texts]
         if not texts:
