@@ -66,14 +66,37 @@ class ProgressLogger(StreamingQueryListener):
         self.latest: dict[str, QueryProgress] = {}
         self._rows_since: dict[str, int] = {}
         self._last_log: dict[str, float] = {}
+        #: Per query run, when it started (until its first batch with data).
+        self._started: dict[str, float] = {}
+        #: Per query name, seconds from its latest start to its first batch with data.
+        self.first_batch_s: dict[str, float] = {}
         self._lock = threading.Lock()
 
     def onQueryStarted(self, event: Any) -> None:  # noqa: D102, N802
         log.info("query %s started (id=%s)", event.name, event.id)
+        with self._lock:
+            self._started[str(event.runId)] = time.monotonic()
+
+    def _first_batch(self, p: Any, name: str) -> None:
+        """Log when a run of a query finished its first micro-batch with data, once."""
+        with self._lock:
+            started = self._started.pop(str(p.runId), None) if p.numInputRows else None
+            if started is None:
+                return
+            took = time.monotonic() - started
+            self.first_batch_s[name] = took
+        log.info(
+            "query=%s first batch with data done %.1f s after the start (batch=%d rows=%d)",
+            name,
+            took,
+            p.batchId,
+            p.numInputRows,
+        )
 
     def onQueryProgress(self, event: Any) -> None:  # noqa: D102, N802
         p = event.progress
         name = p.name or str(p.id)
+        self._first_batch(p, name)
         states = p.stateOperators or []
         qp = QueryProgress(
             batch_id=p.batchId,
