@@ -27,7 +27,7 @@ def _progress(batch: int, rows: int, run: str = "r1") -> SimpleNamespace:
 
 def test_the_first_batch_with_data_after_each_start_is_logged_once(caplog) -> None:
     listener = ProgressLogger(every_s=3600)
-    caplog.set_level(logging.INFO, logger="streaming.listener")
+    caplog.set_level(logging.INFO, logger="flinkwatch.progress")
     listener.onQueryStarted(SimpleNamespace(name="flinkwatch-detect", id="q1", runId="r1"))
     listener.onQueryProgress(_progress(0, 0))  # no data yet: not the one
     listener.onQueryProgress(_progress(1, 40))
