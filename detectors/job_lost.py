@@ -13,9 +13,10 @@ A job is watched from its ``job_state`` line to RUNNING until a terminal state
 (``CANCELED``, ``FINISHED``, ``FAILED``: those end the watch quietly; a FAILED job is
 ``restart_storm``'s to tell). While watched, its *telemetry* is every record of it the
 JobManager writes or exports: state, checkpoint and restore lines, and the per-job gauges
-``flink_jobmanager_job_uptime`` and ``flink_jobmanager_job_numRestarts`` (exported while
-the job runs, whatever its checkpointing). The alert fires, once per incident, at the
-first of these deadlines (event time, through :attr:`~detectors.base.Step.timer_ms`):
+``flink_jobmanager_job_uptime``, ``…_numRestarts`` and ``…_lastCheckpointDuration``
+(exported at every scrape, whatever the job's checkpointing). The alert fires, once per
+incident, at the first of these deadlines (event time, through
+:attr:`~detectors.base.Step.timer_ms`):
 
 - a TaskManager reported the job's JobManager lost (``jm_heartbeat_timeout`` with the job
   id) and no telemetry came for ``confirm_s`` after it, or for the job's usual rhythm if
@@ -25,10 +26,16 @@ first of these deadlines (event time, through :attr:`~detectors.base.Step.timer_
   job runs on elsewhere) and no telemetry came for as long, once the job has a rhythm;
 - no telemetry at all for ``silence_s``.
 
-Jobs whose telemetry is sparse are not paged for their own rhythm: every deadline is at
-least ``gap_factor`` times the longest of the job's last gaps between records (and at most
-``max_silence_s``), and the silence deadline starts only once the job sent something after
-its RUNNING line (a job that exports and logs nothing periodic cannot be told silent).
+Jobs whose telemetry is sparse are not paged for their own rhythm. The rhythm is learned
+from the job's periodic series, each gauge and the checkpoint attempts (triggers, and
+triggers that failed before getting an id): every deadline is at least ``gap_factor``
+times the period (longest recent interval) of its liveliest series still alive (and at
+most ``max_silence_s``), and silence counts only once one of them has shown its period: a
+job that exports and logs nothing periodic cannot be told silent, and one just started or
+restarted has not shown it yet (a RUNNING line and a restore line a few ms apart say
+nothing of a 3-minute checkpoint interval). A series that stops while the others go on (a
+pipeline that no longer ships it) pages once, like a lost JobManager would, and then no
+longer counts.
 
 The alert names what was last seen: the job's state and since when, its last record and
 when, and the TaskManagers that reported the JobManager lost (their pod or host, from the
@@ -38,8 +45,8 @@ stays for ``clear_for_s``, or when the job reaches a terminal state; an entity i
 ``idle_ttl_s`` closes as the base does. Severity is critical by default.
 
 State per job (bounded, :class:`JobLostState`): the latest state and record, the last
-``_GAPS`` gaps, one TaskManager report and at most ``max_reporters`` reporter names:
-under 1 KB.
+``_INTERVALS`` intervals of at most four series, one TaskManager report and at most
+``max_reporters`` reporter names: under 1 KB.
 """
 
 from __future__ import annotations
@@ -66,14 +73,19 @@ from detectors.story import job
 
 #: States that end a job for good.
 _TERMINAL = frozenset({"CANCELED", "FINISHED", "FAILED"})
-#: The JobManager's per-job gauges read as the job's heartbeat.
+#: The JobManager's per-job gauges read as the job's heartbeat: exported for every job at
+#: every scrape, whatever its checkpointing (``lastCheckpointDuration`` reads -1 until a
+#: checkpoint completes, and is on the bus for checkpoint_creep already).
 UPTIME = "flink_jobmanager_job_uptime"
 NUM_RESTARTS = "flink_jobmanager_job_numRestarts"
-HEARTBEAT_METRICS = frozenset({UPTIME, NUM_RESTARTS})
+LAST_CHECKPOINT_DURATION = "flink_jobmanager_job_lastCheckpointDuration"
+HEARTBEAT_METRICS = frozenset({UPTIME, NUM_RESTARTS, LAST_CHECKPOINT_DURATION})
 #: TaskManager records about the job's JobManager: reports, not the job's own telemetry.
 _REPORTS = frozenset({"jm_heartbeat_timeout", "job_released"})
-#: Gaps between the job's records kept to learn its rhythm.
-_GAPS = 8
+#: Intervals kept per periodic series to learn the job's rhythm.
+_INTERVALS = 4
+#: The series of checkpoint attempts (a trigger, or a trigger that failed before an id).
+_CHECKPOINTS = "checkpoints"
 _MAX_LINE_CHARS = 300
 
 Why = Literal["jm_lost", "released", "silence"]
@@ -91,8 +103,8 @@ class JobLostParams(DetectorParams):
     """After a TaskManager reported the job's JobManager lost, page if the job shows no sign of
     life for this long (seconds); with HA, above the time a standby takes to recover a job."""
     gap_factor: float = Field(default=3, ge=1)
-    """No deadline is shorter than this many times the longest of the job's recent gaps between
-    records: jobs with sparse telemetry are not paged for their own rhythm."""
+    """No deadline is shorter than this many times the period of the job's liveliest periodic
+    telemetry (a gauge, its checkpoint attempts): sparse telemetry is not silence."""
     max_silence_s: float = Field(default=1800, gt=0)
     """The longest a job may stay silent before it pages, however sparse its telemetry
     (seconds)."""
@@ -130,6 +142,18 @@ class LossReport(Record):
     line: str = ""
 
 
+class Series(Record):
+    """One periodic series of the job (a gauge, or its checkpoint attempts).
+
+    Attributes:
+        last: Its latest sample.
+        intervals: Its last intervals (ms), outages of an incident left out.
+    """
+
+    last: int
+    intervals: list[int] = []
+
+
 class JobLostState(DetectorState):
     """What :class:`JobLost` keeps per job.
 
@@ -139,7 +163,7 @@ class JobLostState(DetectorState):
         running_ms: When it last switched to RUNNING (the watch starts there).
         seen_ms: The job's latest record (a TaskManager's report is not one).
         seen_what: What that record was.
-        gaps: The last gaps between the job's records (ms), for its rhythm.
+        series: The job's periodic series by name, for its rhythm.
         report: The first TaskManager report since ``seen_ms``.
         reporters: TaskManagers that reported the JobManager lost in the incident.
         why: Why the open incident fired.
@@ -150,7 +174,7 @@ class JobLostState(DetectorState):
     running_ms: int | None = None
     seen_ms: int = 0
     seen_what: str = ""
-    gaps: list[int] = []
+    series: dict[str, Series] = {}
     report: LossReport | None = None
     reporters: list[str] = []
     why: Why | None = None
@@ -285,20 +309,42 @@ class JobLost(Detector[JobLostParams, JobLostState]):
             return "uptime -1: no longer running", None  # the JobManager says it ended
         if t < st.seen_ms:
             return None, None  # older than what we saw (another host's late record)
-        gap = t - st.seen_ms
+        self._sample(st, event)
         if st.firing:
-            back = self._back(st, t, silent_again=gap >= self._threshold(st))
+            back = self._back(st, t, silent_again=t - st.seen_ms >= self._threshold(st))
         else:
             back = None
-            if st.seen_ms and gap > 0:
-                # A gap that did not page is part of the job's rhythm.
-                st.gaps = [*st.gaps, gap][-_GAPS:]
             if st.report is not None and t >= st.report.t:
                 # The job showed itself after a TaskManager's report: it was not lost.
                 st.report = None
                 st.reporters = []
         st.seen_ms, st.seen_what = t, _what(event)
         return None, back
+
+    @staticmethod
+    def _sample(st: JobLostState, event: Event) -> None:
+        """A sample of one of the job's periodic series: its interval is part of the rhythm.
+
+        While the job counts as lost the series only move on: an outage is no interval.
+        """
+        if event.kind == "metric":
+            key = event.metric
+        elif event.kind == "checkpoint_triggered" or (
+            event.kind == "checkpoint_failed" and event.checkpoint_id is None
+        ):
+            key = _CHECKPOINTS
+        else:
+            return
+        if key is None:
+            return
+        t = event.time_ms
+        series = st.series.get(key)
+        if series is None:
+            st.series[key] = Series(last=t)
+        elif t > series.last:
+            if not st.firing:
+                series.intervals = [*series.intervals, t - series.last][-_INTERVALS:]
+            series.last = t
 
     def _on_report(self, st: JobLostState, event: Event) -> None:
         if event.time_ms < st.seen_ms:
@@ -323,8 +369,18 @@ class JobLost(Detector[JobLostParams, JobLostState]):
     # Deadlines --------------------------------------------------------------------------
 
     def _rhythm_ms(self, st: JobLostState) -> int:
-        """The shortest silence the job's own rhythm allows: gap_factor x its longest gap."""
-        return int(self.params.gap_factor * max(st.gaps, default=0))
+        """The shortest silence the job's rhythm allows: gap_factor x its liveliest period.
+
+        A series' period is its longest recent interval. The liveliest series still alive
+        at the job's latest record sets the rhythm (gauges every 15 s, not checkpoints every
+        10 min: a JobManager that is alive keeps them all going); a series that stopped
+        while the others went on (a pipeline that no longer ships it) does not.
+        """
+        factor = self.params.gap_factor
+        periods = {k: max(s.intervals) for k, s in st.series.items() if s.intervals}
+        live = [p for k, p in periods.items() if st.seen_ms - st.series[k].last <= factor * p]
+        chosen = live or list(periods.values())
+        return int(factor * min(chosen, default=0))
 
     def _threshold(self, st: JobLostState) -> int:
         """How long the job may be silent before it pages."""
@@ -336,7 +392,7 @@ class JobLost(Detector[JobLostParams, JobLostState]):
         if st.firing or st.running_ms is None:
             return None
         due: list[tuple[int, Why]] = []
-        armed = bool(st.gaps)  # something came after its RUNNING line
+        armed = any(s.intervals for s in st.series.values())  # a series showed its period
         if armed:
             due.append((st.seen_ms + self._threshold(st), "silence"))
         report = st.report

@@ -14,7 +14,13 @@ from pydantic import ValidationError
 from detectors import REGISTRY, AlertStatus, Event, Severity
 from detectors.base import EVENT_KINDS
 from detectors.correlation import Correlator
-from detectors.job_lost import NUM_RESTARTS, UPTIME, JobLost, JobLostParams
+from detectors.job_lost import (
+    LAST_CHECKPOINT_DURATION,
+    NUM_RESTARTS,
+    UPTIME,
+    JobLost,
+    JobLostParams,
+)
 from tests.detectors.timeline import drive, drive_timer
 
 JOB = "016ba2f5c82eb9472e74954d863dbbbb"
@@ -91,7 +97,7 @@ def test_registered_with_its_contract() -> None:
     assert REGISTRY["job_lost"] is JobLost
     assert JobLost.scope == "job"
     assert JobLost.kinds <= set(EVENT_KINDS)
-    assert JobLost.metrics == {UPTIME, NUM_RESTARTS}
+    assert JobLost.metrics == {UPTIME, NUM_RESTARTS, LAST_CHECKPOINT_DURATION}
     assert JobLostParams().severity is Severity.CRITICAL
 
 
@@ -223,12 +229,12 @@ def test_a_job_without_periodic_telemetry_pages_only_on_a_taskmanager_report() -
     assert [a.event_time_ms for a in alerts] == [T0 + 3 * 3600 * S + 1 + 30 * S]
 
 
-@pytest.mark.parametrize(("max_silence_s", "deadline_s"), [(1800, 1799.1), (1200, 1200)])
+@pytest.mark.parametrize(("max_silence_s", "deadline_s"), [(1800, 1800), (1200, 1200)])
 def test_sparse_telemetry_sets_a_longer_deadline_up_to_max_silence_s(
     max_silence_s: float, deadline_s: float
 ) -> None:
     # No metrics shipped and a checkpoint every 10 min: its own rhythm is no silence. Its
-    # longest gap (completed to next trigger) is 599.7 s: 3 x that, or max_silence_s.
+    # period is 600 s: 3 x that, or max_silence_s.
     det = JobLost(JobLostParams(silence_s=180, max_silence_s=max_silence_s))
     events = [state(T0, "RUNNING")]
     for k in range(1, 7):
@@ -317,7 +323,8 @@ def test_a_new_run_of_the_same_job_id_is_watched_afresh() -> None:
     events += [state(later, "RUNNING"), *healthy(later, 30)]
     st, alerts = drive(det, events, until=later + 31 * S)
     assert alerts == [] and st is not None and st.running_ms == later
-    assert st.gaps and max(st.gaps) < 10 * S  # the old run's silence is not its rhythm
+    periods = [max(s.intervals) for s in st.series.values() if s.intervals]
+    assert periods and max(periods) <= 15 * S  # the old run's silence is not its rhythm
 
 
 @pytest.mark.parametrize(
@@ -338,7 +345,8 @@ def test_state_stays_small_and_bounded() -> None:
     last = T0 + 600 * S + 7
     reports = [jm_timeout(last + 20 * S + k, tm=f"tm-{k:04d}-" + "x" * 40) for k in range(50)]
     st, _ = drive(det, [*running_for(600), *reports])
-    assert len(st.reporters) == 5 and len(st.gaps) <= 8
+    assert len(st.reporters) == 5 and len(st.series) <= 4
+    assert all(len(s.intervals) <= 4 for s in st.series.values())
     assert len(json.dumps(det.dump(st))) < 2048
 
 
@@ -392,3 +400,58 @@ def test_a_late_record_from_before_the_report_does_not_clear_it() -> None:
     _, alerts = drive(det, events, until=LAST + 600 * S)
     assert [a.event_time_ms for a in alerts] == [LAST + 50 * S]
     assert alerts[0].evidence["last_seen"] == "checkpoint 13 completed"
+
+
+def test_the_last_checkpoint_duration_gauge_is_a_heartbeat_too() -> None:
+    # A job that never completed a checkpoint still has its gauge exported (-1).
+    det = JobLost(JobLostParams())
+    gauges = [gauge(T0 + k * 15 * S, -1, LAST_CHECKPOINT_DURATION) for k in range(1, 41)]
+    last = gauges[-1].time_ms
+    _, alerts = drive(det, [state(T0, "RUNNING"), *gauges], until=last + 3600 * S)
+    assert [a.event_time_ms - last for a in alerts] == [180 * S]
+
+
+def test_a_watch_that_starts_at_a_restart_waits_for_the_jobs_period() -> None:
+    # The log starts mid-life (tests/data/incidents/seed_001): the first RUNNING line seen
+    # is a restart's, a restore 41 ms after it, and the next record comes with the next
+    # failover 5 min later (checkpoints every 3 min, no JobManager gauges shipped). A few
+    # ms between two one-off lines are no period.
+    det = JobLost(JobLostParams())
+    events = [
+        state(T0, "RUNNING", frm="RESTARTING"),
+        Event("job_restored", T0 + 41, job_id=JOB, checkpoint_id=55),
+        state(T0 + 300 * S + 85, "RESTARTING", frm="RUNNING"),
+        state(T0 + 310 * S + 90, "RUNNING", frm="RESTARTING"),
+    ]
+    _, alerts = drive(det, events, until=T0 + 312 * S)
+    assert alerts == []
+
+
+def test_the_liveliest_series_sets_the_rhythm_not_the_slowest() -> None:
+    # Checkpoints every 10 min and gauges every 15 s: a JobManager that is alive keeps its
+    # gauges going, so a silence of silence_s is one, however slow the checkpoints.
+    det = JobLost(JobLostParams(silence_s=180))
+    events = [state(T0, "RUNNING")]
+    for k in range(1, 81):
+        events.append(gauge(T0 + k * 15 * S, k * 15_000))
+        if k % 40 == 0:
+            events.append(checkpoint(T0 + k * 15 * S + 3, k // 40, "checkpoint_triggered"))
+    last = T0 + 80 * 15 * S + 3
+    st, timer, _ = drive_timer(det, sorted(events, key=lambda e: e.time_ms))
+    assert timer == last + 180 * S
+
+
+def test_a_series_that_stopped_while_the_others_go_on_no_longer_sets_the_rhythm() -> None:
+    # The gauges stop being shipped; checkpoints every 10 min go on. The first silence
+    # cannot be told from a lost JobManager and pages; the next checkpoint resolves it, and
+    # from then on the checkpoints set the rhythm.
+    det = JobLost(JobLostParams(silence_s=180, max_silence_s=3600, clear_for_s=0))
+    events = [state(T0, "RUNNING")]
+    events += [gauge(T0 + k * 15 * S, k * 15_000) for k in range(1, 88)]  # until 1305 s
+    events += [checkpoint(T0 + k * 600 * S, k, "checkpoint_triggered") for k in range(1, 6)]
+    st, timer, alerts = drive_timer(det, sorted(events, key=lambda e: e.time_ms))
+    assert [(a.status.value, a.event_time_ms - T0) for a in alerts] == [
+        ("firing", 1305 * S + 180 * S),
+        ("resolved", 1800 * S),
+    ]
+    assert timer == T0 + 3000 * S + 1800 * S  # 3 x 600 s after the last checkpoint

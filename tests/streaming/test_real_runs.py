@@ -91,7 +91,8 @@ def test_a_cluster_stopped_altogether_pages_at_its_silence_deadline_once_time_mo
     names = [f.name for f in dataclasses.fields(Event) if f.name not in ("kind", "time_ms")]
     events = [Event(r["kind"], r["ms"], **{n: r[n] for n in names}) for r in rows]
     last = events[-1].time_ms  # the last scrape of its gauges, after its last checkpoint line
-    assert events[0].to_state == "RUNNING" and last >= _ms("2026-11-23T04:43:17.656Z")
+    assert any(e.to_state == "RUNNING" for e in events)
+    assert last >= _ms("2026-11-23T04:43:17.656Z")
     _, alerts = drive(det, events, until=last + 3600 * 1000)
     assert [(a.status.value, a.event_time_ms - last) for a in alerts] == [("firing", 180_000)]
     assert alerts[0].evidence["why"] == "silence"
