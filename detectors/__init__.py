@@ -12,6 +12,7 @@ from detectors.checkpoint_failures import CheckpointFailures
 from detectors.checkpoint_state_growth import CheckpointStateGrowth
 from detectors.idle_heap_growth import IdleHeapGrowth
 from detectors.jm_k8s_watch_crash import JmK8sWatchCrash
+from detectors.job_lost import JobLost
 from detectors.jvm_fatal import JvmFatal
 from detectors.late_barrier_acks import LateBarrierAcks
 from detectors.restart_storm import RestartStorm
@@ -28,6 +29,7 @@ REGISTRY: dict[str, type[Detector[Any, Any]]] = {
         LateBarrierAcks,
         TmLost,
         JmK8sWatchCrash,
+        JobLost,
         RestartStorm,
     )
 }

@@ -36,6 +36,8 @@ EVENT_KINDS: tuple[str, ...] = (
     "checkpoint_declined",
     "checkpoint_failed",
     "heartbeat_timeout",
+    "jm_heartbeat_timeout",
+    "job_released",
     "container_memory_kill",
     "jvm_oom",
     "fatal_error",

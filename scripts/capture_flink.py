@@ -34,10 +34,11 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-#: Metric families kept from each scrape: what flinkwatch's detectors read.
+#: Metric families kept from each scrape: what flinkwatch's detectors read (``uptime`` and
+#: ``numRestarts``: the job's heartbeat for ``job_lost``).
 KEEP = re.compile(
     r"^flink_(jobmanager_job_(lastCheckpoint(Duration|Size|FullSize)|numberOf(Completed|Failed)"
-    r"Checkpoints|numRestarts)|taskmanager_Status_JVM_Memory_Heap_(Used|Max)"
+    r"Checkpoints|numRestarts|uptime)|taskmanager_Status_JVM_Memory_Heap_(Used|Max)"
     r"|taskmanager_job_task_numRecords(In|Out)(PerSecond)?)$"
 )
 _SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)")

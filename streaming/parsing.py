@@ -70,12 +70,13 @@ _BARE_HEX_NOT_JOB = (
     "checkpoint_declined",
     "checkpoint_late_ack",
     "heartbeat_timeout",
+    "jm_heartbeat_timeout",
     "tm_released",
 )
 
 # Kinds a process logs about itself (no process id in the text): their tm_id comes from the
-# shipper's envelope, see parse_logs.
-_SELF_REPORTED = ("fatal_error", "jvm_oom")
+# shipper's envelope, see parse_logs. A TaskManager's word on its JobManager is its own too.
+_SELF_REPORTED = ("fatal_error", "jvm_oom", "jm_heartbeat_timeout", "job_released")
 # A YARN container's log directory in a shipper's file path (JSON may escape the slashes).
 _YARN_LOG_DIR = r"[/\\]+(container_(?:e\d+_)?\d+_\d+_\d+_\d+)[/\\]+[\w.-]+\.(?:log|out|err)\b"
 
@@ -137,6 +138,15 @@ _KIND_RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         r"with id \S+\s+timed out|^TaskManager with id \S+ is no longer reachable",
         ("eartbeat of TaskManager with id", "TaskManager with id"),
     ),
+    # The TaskManager's (or ResourceManager's) view of a JobManager that stopped answering:
+    # the log line, or the exception alone when a shipper split the trace.
+    (
+        "jm_heartbeat_timeout",
+        r"^(?:Caused by: )?(?:(?:java\.util\.concurrent\.)?TimeoutException: )?The heartbeat of "
+        r"JobManager with id \S+ timed out|^(?:Caused by: )?(?:[\w$.]+: )?JobManager with id \S+ "
+        r"is no longer reachable",
+        ("heartbeat of JobManager with id", "JobManager with id "),
+    ),
     (
         "fatal_error",
         r"^FATAL: Thread '|^Fatal error occurred in |^Encountered fatal error |"
@@ -176,12 +186,28 @@ _KIND_RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         (),
     ),
     ("no_checkpoint_found", r"^No checkpoint found during restore", ()),
+    ("job_released", rf"^Remove job {J} from job leader monitoring", ()),
     (
         "job_state",
         r"^Job .* \([0-9a-f]{32}\) switched from state \w+ to \w+",
         ("switched from state",),
     ),
     ("task_state", r"^.+ \([0-9a-f_]+\) switched from \w+ to \w+", (" switched from ",)),
+)
+
+# Task failures classified by their cause rather than their first line: (kind, pattern on the
+# whole message, guards). A TaskManager failing its tasks because their JobManager stopped
+# answering says which job in the cause (``Disconnect from JobManager responsible for J.``,
+# ``JobManager responsible for J lost the leadership.`` before 1.13) and why further down
+# (``Caused by: …TimeoutException: The heartbeat of JobManager with id R timed out.``): the one
+# record that ties the lost JobManager to its job.
+_TASK_CAUSE_RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    (
+        "jm_heartbeat_timeout",
+        rf"JobManager responsible for {J}[\s\S]*(?:heartbeat of JobManager with id \S+ timed out"
+        r"|JobManager with id \S+ is no longer reachable)",
+        ("JobManager responsible for ",),
+    ),
 )
 
 _LOG_JSON_SCHEMA = StructType(
@@ -283,6 +309,18 @@ def _match_rules(text: Column) -> Column:
     return expr
 
 
+def _by_cause(kind: Column, msg: Column) -> Column:
+    """A task failure's kind by its cause (:data:`_TASK_CAUSE_RULES`), else ``kind``.
+
+    Only task transitions are looked at again, and only those whose text has a guard.
+    """
+    expr = kind
+    for k, pattern, guards in _TASK_CAUSE_RULES:
+        cond = (kind == "task_state") & _guarded(msg, pattern, guards)
+        expr = F.when(cond, F.lit(k)).otherwise(expr)
+    return expr
+
+
 def _classify(msg: Column, first_line: Column) -> Column:
     """The kind of a message: the rules on its first line, else on all of it.
 
@@ -339,6 +377,7 @@ _COMPLETED = r"^Completed checkpoint (\d+)(?: for job (\S+))? \((\d+) bytes(?: i
 _LATE = rf"^Received late message for now expired checkpoint attempt (\d+) from (?:task )?(\S+) of job {J}{TM_LOC}"
 _DECLINED = rf"^Decline checkpoint (\d+) by task (\S+?)(?: of job {J})?{TM_LOC}\.?(?:\s|$)"
 _HEARTBEAT = r"[Hh]eartbeat of TaskManager with id ([^\s(]+)(?:\(([^:)\s]+)(?::\d+)?\))?|^TaskManager with id (\S+) is no longer"
+_JM_HEARTBEAT = r"(The heartbeat of JobManager with id \S+ timed out|JobManager with id \S+ is no longer reachable)"
 _TASK_LINE = (
     r"^(.+?) \(([0-9a-f_]+)\) switched from (\w+) to (\w+)(?: on (\S+) @ ([^\s(]*[^\s(.]))?"
 )
@@ -386,6 +425,11 @@ _FIELD_RULES: dict[str, tuple[tuple[str, dict[str, int | tuple[int, ...]]], ...]
         ),
     ),
     "heartbeat_timeout": ((_HEARTBEAT, {"tm_id": (1, 3), "host": 2}),),
+    "jm_heartbeat_timeout": (
+        (_JM_HEARTBEAT, {"reason": 1}),
+        (rf"JobManager responsible for {J}", {"job_id": 1}),
+        (_TASK_LINE, {"task": 1}),
+    ),
     "task_state": (
         (_TASK_LINE, {"task": 1, "from_state": 3, "to_state": 4, "tm_id": 5, "host": 6}),
         (r"(?:failure cause: ?|\n)([^\n]+)", {"reason": 1}),
@@ -607,7 +651,8 @@ def _headed(df: DataFrame, lim: ParseLimits, *, fallback_time: bool) -> DataFram
     )
     ok = F.col("error").isNull()
     df = df.select("*", F.when(ok, F.substring_index(F.col("_message"), "\n", 1)).alias("_first"))
-    return df.select("*", F.when(ok, _classify(F.col("_message"), F.col("_first"))).alias("kind"))
+    df = df.select("*", F.when(ok, _classify(F.col("_message"), F.col("_first"))).alias("_kind"))
+    return df.select("*", _by_cause(F.col("_kind"), F.col("_message")).alias("kind"))
 
 
 def _event_columns(df: DataFrame, lim: ParseLimits) -> DataFrame:

@@ -382,7 +382,9 @@ def test_simulated_incidents_are_detected_and_healthy_jobs_stay_quiet(
     records = list(
         heapq.merge(
             sim.generate(spec, start_ms, 5400),
-            sim.generate(spec_b, start_ms, 3600),
+            # As long as the first: a fleet that stops while the other goes on reporting is
+            # a lost cluster to job_lost, not a healthy one.
+            sim.generate(spec_b, start_ms, 5400),
             key=attrgetter("time_ms"),
         )
     )

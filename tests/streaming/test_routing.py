@@ -81,6 +81,9 @@ def test_metric_events_reach_only_the_detectors_that_name_them(spark) -> None:
         ("checkpoint_creep", "metric", DURATION_METRIC),
         ("checkpoint_failures", "checkpoint_expired", None),
         ("idle_heap_growth", "metric", HEAP_USED),
+        # The job's own records: it is alive.
+        ("job_lost", "checkpoint_expired", None),
+        ("job_lost", "metric", DURATION_METRIC),
         ("late_barrier_acks", "checkpoint_expired", None),
     ]
 
