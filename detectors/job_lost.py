@@ -51,7 +51,6 @@ State per job (bounded, :class:`JobLostState`): the latest state and record, the
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Literal, Self
 
 from pydantic import Field, model_validator
@@ -263,7 +262,7 @@ class JobLost(Detector[JobLostParams, JobLostState]):
         ``orders_enrichment``); the job's state line names it as Flink does.
         """
         if state is not None and state.job_name and event.kind == "metric":
-            event = replace(event, job_name=None)
+            event = event._replace(job_name=None)
         return super().handle_event(state, event)
 
     def on_event(self, state: JobLostState | None, event: Event) -> Step[JobLostState]:

@@ -325,6 +325,7 @@ def test_while_the_entity_cap_is_hit_new_entities_are_refused_and_known_ones_go_
     assert sorted((r["status"], r["detector"]) for r in out) == [
         ("entity_refused", "checkpoint_creep"),
         ("entity_refused", "checkpoint_failures"),
+        ("entity_refused", "job_lost"),
         ("entity_refused", "late_barrier_acks"),
     ]
     assert set(shard.store.values) == {JOB_KEY} and set(shard.wakes) == {JOB_KEY}
