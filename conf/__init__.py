@@ -239,6 +239,15 @@ class SparkConfig(_Frozen):
             "usually arrive; null = only when the watermark passes it (watermark_delay_s later)."
         ),
     )
+    tick_interval_s: float | None = Field(
+        default=5.0,
+        gt=0,
+        description=(
+            "How often the driver writes a tick to the event bus (every record the raw topics "
+            "held then is on the bus), so deadlines pass when nothing at all arrives; null = "
+            "no ticks: a whole cluster falling silent is then seen only with other data."
+        ),
+    )
     watermark_delay_s: float = Field(
         default=30.0,
         ge=0,

@@ -55,6 +55,7 @@ from streaming.parsing import DEAD_LETTER_REASONS, ParseLimits, parse_logs
 from streaming.processor import ShardProcessor
 from streaming.schemas import ALERT_SCHEMA
 from streaming.sources import kafka_records, kafka_stream
+from streaming.ticks import TICK_KEY, Ticker
 
 log = logging.getLogger(__name__)
 
@@ -145,6 +146,8 @@ class Pipeline:
     parse_plan: ParsePlan | None = None
     #: False while the detect query holds ``spark.max_entities`` (see :meth:`admission`).
     admit_new: bool = True
+    #: Writes ticks to the event bus (Kafka bus only; see :mod:`streaming.ticks`).
+    ticker: Ticker | None = None
 
     def _trigger(self) -> dict[str, Any]:
         if self.trigger is not None:
@@ -326,6 +329,18 @@ class Pipeline:
             return True
         return False
 
+    def tick(self, queries: Sequence[StreamingQuery]) -> None:
+        """Give the ticker the parse query's progress (Kafka bus, ``spark.tick_interval_s``)."""
+        if self.bus != "kafka" or not self.cfg.spark.tick_interval_s:
+            return
+        parse = next((q for q in queries if q.name == "flinkwatch-parse"), None)
+        if parse is None:
+            return
+        if self.ticker is None:
+            self.ticker = _kafka_ticker(self.cfg)
+        self.ticker.interval_s = self.cfg.spark.tick_interval_s
+        self.ticker.poll(parse.lastProgress)
+
     def count_progress(self, queries: Sequence[StreamingQuery]) -> None:
         """Count what the parse query observed in the batches it finished since last asked.
 
@@ -412,6 +427,8 @@ def run_forever(
         switch = False
         while failed is None and new_cfg is None and not switch and not should_stop():
             pipeline.count_progress(queries)
+            if hasattr(pipeline, "tick"):
+                pipeline.tick(queries)
             failed = next((q for q in queries if not q.isActive), None)
             if failed is not None:
                 break
@@ -462,6 +479,31 @@ def run_forever(
         )
         if _sleep_unless(should_stop, spark_cfg.restart_backoff_s):
             return 0
+
+
+def _kafka_ticker(cfg: AppConfig) -> Ticker:
+    """A ticker reading the raw topics and writing the event bus of ``cfg.kafka``."""
+    from kafka import KafkaProducer
+
+    from streaming.topics import connect
+
+    k = cfg.kafka
+    producer: Any = None
+
+    def send(value: str) -> None:
+        nonlocal producer
+        if producer is None:
+            producer = connect(
+                KafkaProducer, kafka_settings(k).python, wait_s=0, client_id="flinkwatch-ticks"
+            )
+        producer.send(k.events_topic, key=TICK_KEY.encode(), value=value.encode())
+        producer.flush(timeout=10)
+
+    return Ticker(
+        end_offsets=lambda: catchup.end_offsets(k, [k.logs_topic, k.metrics_topic])[1],
+        send=send,
+        interval_s=cfg.spark.tick_interval_s or 0,
+    )
 
 
 #: How often a catching-up parse query is checked for having caught up (seconds).

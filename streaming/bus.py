@@ -31,6 +31,7 @@ from conf import AppConfig, ConfigError
 from detectors import REGISTRY
 from streaming.routes import interest
 from streaming.schemas import BUS_FIELDS, BUS_VALUE_SCHEMA, DEAD_LETTER_FIELDS
+from streaming.ticks import TICK_KEY
 
 _SCOPE_ENTITY = {
     "job": lambda: F.concat(F.lit("job:"), F.col("job_id")),
@@ -182,10 +183,15 @@ def detect_input(records: DataFrame, shards: int) -> DataFrame:
     has_bus = "bus_ts" in records.columns
     if has_bus:
         event_time = F.least(event_time, F.col("bus_ts"))
+    # A tick (streaming.ticks) goes to every shard, and has no event time of its own for
+    # the watermark: it bounds the frontier for deadlines, it must not make records late.
+    tick = F.col("key") == TICK_KEY
+    shard = F.pmod(F.xxhash64("key"), F.lit(shards)).cast("int")
+    every = F.sequence(F.lit(0), F.lit(shards - 1))
     return records.where(event_ms.isNotNull()).select(
-        F.pmod(F.xxhash64("key"), F.lit(shards)).cast("int").alias("shard"),
+        F.explode(F.when(tick, every).otherwise(F.array(shard))).alias("shard"),
         F.col("key").alias("entity"),
         "value",
         (F.unix_millis("bus_ts") if has_bus else F.lit(None).cast("long")).alias("bus_ms"),
-        event_time.alias("event_time"),
+        F.when(~tick, event_time).alias("event_time"),
     )

@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, Protocol
 
@@ -49,6 +49,7 @@ from streaming.entity import (
     signature,
 )
 from streaming.routes import BusEvent, Routes, decode, scope_of
+from streaming.ticks import TICK_KEY
 
 log = logging.getLogger(__name__)
 
@@ -70,11 +71,21 @@ class Clock:
             batch before) less ``delay_ms``.
         delay_ms: ``spark.watermark_delay_s``.
         grace_ms: ``spark.deadline_grace_s``; ``None`` waits for the watermark only.
+        tick_ms: The latest tick in the batch (:mod:`streaming.ticks`): every record the
+            raw topics held at that time is on the bus.
     """
 
     watermark_ms: int
     delay_ms: int = 0
     grace_ms: int | None = None
+    tick_ms: int | None = None
+
+    @property
+    def frontier_ms(self) -> int:
+        """The watermark, or where a record at the latest tick would have put it."""
+        if self.tick_ms is None:
+            return self.watermark_ms
+        return max(self.watermark_ms, self.tick_ms - self.delay_ms)
 
     def shift(self, lag_ms: int | None) -> int:
         """How far past the watermark an entity's deadlines may fire.
@@ -312,7 +323,7 @@ class EntityRunner:
                 header.note_lag(e.event.time_ms, e.bus_ms - e.event.time_ms)
             if scope == "job" and e.event.kind == "job_state" and e.event.job_name:
                 header.name = e.event.job_name
-        turn = _Turn(entity, header, texts, clock.watermark_ms + clock.shift(header.lag_ms()))
+        turn = _Turn(entity, header, texts, clock.frontier_ms + clock.shift(header.lag_ms()))
         mine: dict[str, list[Event]] = {}
         for e in events:
             for name in self.routes.of(scope, e.event):
@@ -571,7 +582,12 @@ class ShardRunner:
         by_entity: dict[str, list[BusEvent]] = {}
         out: list[dict[str, Any]] = []
         bad = 0
+        tick = clock.tick_ms
         for entity, value, bus_ms in rows:
+            if entity == TICK_KEY:
+                t = json.loads(value).get("event_ms")
+                tick = t if tick is None or (t is not None and t > tick) else tick
+                continue
             try:
                 by_entity.setdefault(entity, []).append(decode(value, bus_ms))
             except (ValueError, TypeError) as exc:
@@ -581,7 +597,8 @@ class ShardRunner:
                 if bad == 1:
                     info = {"where": "decode", "failures": 1, "dropped": False}
                     out.append(error_row(BUS_READER, entity, None, exc, info))
-        due = [e for e, at in wakes.items() if at <= clock.watermark_ms and e not in by_entity]
+        clock = replace(clock, tick_ms=tick)
+        due = [e for e, at in wakes.items() if at <= clock.frontier_ms and e not in by_entity]
         changed = False
         for entity in [*by_entity, *due]:
             known = entity in wakes
@@ -597,7 +614,7 @@ class ShardRunner:
                     changed = True
                 continue
             store.put(entity, result.text)
-            wake = result.wake if result.wake is not None else clock.watermark_ms
+            wake = result.wake if result.wake is not None else clock.frontier_ms
             if wakes.get(entity) != wake:
                 wakes[entity] = wake
                 changed = True

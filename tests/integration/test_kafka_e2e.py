@@ -697,3 +697,86 @@ def test_a_parse_restart_repeats_nothing_to_the_detectors_whatever_the_partition
     on_bus = bus.where("cast(key as string) like 'job:%'").count()
     assert on_bus >= 2 * sum(" switched from state " in x for x in lines)  # written twice
     assert read_alerts(cfg.output.alerts_path, "restart_storm") == []
+
+
+def _watermark(spark) -> str | None:  # type: ignore[no-untyped-def]
+    detect = next((q for q in spark.streams.active if q.name == "flinkwatch-detect"), None)
+    last = detect.lastProgress if detect is not None else None
+    return (last.eventTime or {}).get("watermark") if last is not None else None
+
+
+def _records(log: str) -> list[str]:
+    """A log file's records as a multiline-aware shipper sends them (a stack trace stays)."""
+    return re.split(r"\n(?=\d{4}-\d\d-\d\d )", log.strip())
+
+
+@pytest.mark.parametrize("ticks", [True, False], ids=["ticks", "no_ticks"])
+def test_a_whole_cluster_falling_silent_pages_with_ticks_only(
+    spark, kafka, tmp_path, ticks: bool
+) -> None:
+    """Issue #22: a real Flink 2.3 cluster stopped altogether (both JVMs killed).
+
+    Nothing more is logged or scraped: in event time nothing moves. The ticks, flinkwatch's
+    own evidence that the raw topics held nothing more, move it: job_lost pages for the
+    silence. Without them it cannot (the test that it could fail).
+    """
+    run = Path("tests/data/real/cluster_stopped_2_3")
+    prefix = f"e2esilent{int(ticks)}"
+    cfg = config(kafka, prefix, tmp_path / "state")
+    cfg = cfg.model_copy(
+        update={
+            "spark": cfg.spark.model_copy(
+                update={
+                    "parse_mode": "realtime",
+                    "watermark_delay_s": 30,
+                    "tick_interval_s": 1.0 if ticks else None,
+                }
+            )
+        }
+    )
+    kafka.create_topics(cfg.kafka.logs_topic, cfg.kafka.metrics_topic)
+    for f in sorted(run.glob("*.log")):
+        kafka.produce(cfg.kafka.logs_topic, _records(f.read_text()), key=f.stem.encode())
+    kafka.produce(cfg.kafka.metrics_topic, (run / f"{run.name}.jsonl").read_text().splitlines())
+    p = pipeline(spark, cfg, {})
+    p.trigger = None
+    stop = threading.Event()
+    runner = threading.Thread(target=lambda: run_forever(p, should_stop=stop.is_set))
+    runner.start()
+    try:
+        # The records are hours old: their own watermark is 30 s short of the silence
+        # deadline (180 s after the job's last record); the ticks are of now.
+        wait_until(
+            lambda: (
+                p.stats.kinds["job_state"] >= 1 and p.ticker is not None
+                if ticks
+                else p.stats.kinds["job_state"] >= 1
+            ),
+            timeout=120,
+            what="the run parsed",
+        )
+        if ticks:
+            wait_until(
+                lambda: read_alerts(cfg.output.alerts_path, "job_lost"),
+                timeout=120,
+                what="job_lost paging for the silence",
+            )
+        else:
+            # Everything read and the watermark where the records put it (the last scrape,
+            # 04:43:19, less 30 s): without ticks nothing moves it further.
+            wait_until(
+                lambda: (_watermark(spark) or "") >= "2026-11-23T04:42:49",
+                timeout=120,
+                what="the detect query's final watermark",
+            )
+    finally:
+        stop.set()
+        runner.join(timeout=120)
+    lost = read_alerts(cfg.output.alerts_path, "job_lost")
+    if not ticks:
+        assert lost == []
+        return
+    (alert,) = lost
+    assert alert["status"] == "firing" and alert["severity"] == "critical"
+    # Stamped with the silence deadline: 180 s after the job's last record (04:43:19).
+    assert alert["event_time"].startswith("2026-11-23T04:46:1")

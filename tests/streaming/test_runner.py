@@ -473,3 +473,18 @@ def test_an_unreadable_bus_value_is_reported_and_the_rest_goes_on() -> None:
     (err,) = [r for r in out.rows if r["status"] == "detector_error"]
     assert err["detector"] == "bus" and json.loads(err["evidence"])["where"] == "decode"
     assert out.bad == 1 and JOB_KEY in shard.store.values
+
+
+def test_a_tick_moves_deadlines_when_nothing_else_arrives() -> None:
+    # The whole cluster stopped: no record moves event time, but the ticks do; they go to
+    # every shard and carry no event time of their own (they make no record late).
+    delay, grace = 30_000, 2_000
+    shard = Shard()
+    _firing(shard)
+    due = shard.wakes[JOB_KEY]
+    tick = json.dumps({"kind": "tick", "event_ms": due + delay - 1})
+    out = shard.shard.run(shard.store, shard.wakes, [("tick", tick, None)], Clock(0, delay, grace))
+    assert out.rows == [] and shard.wakes[JOB_KEY] == due  # not yet
+    tick = json.dumps({"kind": "tick", "event_ms": due + delay})
+    out = shard.shard.run(shard.store, shard.wakes, [("tick", tick, None)], Clock(0, delay, grace))
+    assert shard.wakes[JOB_KEY] > due  # the entity's deadline was judged

@@ -1,0 +1,106 @@
+"""Ticks: event time that moves when nothing arrives at all.
+
+Detectors live in event time, and event time moves only with records. A cluster whose
+every job and TaskManager falls silent at once (a data centre, a network partition, the
+whole Flink cluster stopped) sends nothing that could pass a deadline: ``job_lost`` would
+wait for a record that never comes.
+
+A tick is flinkwatch's own evidence of time: "every record the raw topics held at
+broker time T has been parsed and is on the event bus". The driver reads the raw
+topics' end offsets at T, and once the parse query's progress shows it has read past
+them, writes a tick ``{"kind": "tick", "event_ms": T}`` to the event bus (key
+:data:`TICK_KEY`). The detect query hands every tick to every shard (it carries no event
+time for the watermark, so it never makes a real record late), and the runner takes T
+as a lower bound of the bus's event-time frontier (:attr:`streaming.runner.Clock.tick_ms`):
+deadlines past it, plus each entity's own delivery lag and ``spark.deadline_grace_s``,
+fire. A tick never claims more than the parse query has read, so a parse query that falls
+behind holds the ticks back with it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+#: The bus key of tick records (no entity key looks like it: ``job:``, ``tm:``, ``cluster``).
+TICK_KEY = "tick"
+#: ``kind`` of a tick in the bus value.
+TICK_KIND = "tick"
+
+Offsets = dict[str, dict[str, int]]
+
+
+def tick_value(event_ms: int) -> str:
+    """A tick's bus value."""
+    return json.dumps({"kind": TICK_KIND, "event_ms": event_ms})
+
+
+def read_past(progress: Any, target: Offsets) -> bool:
+    """Whether a query's progress shows it read every partition of ``target`` to its end.
+
+    ``progress`` is a ``StreamingQueryProgress``; a source's ``endOffset`` is Kafka's JSON
+    ``{"topic": {"partition": offset}}`` (the next offset to read).
+    """
+    reached: Offsets = {}
+    for source in getattr(progress, "sources", None) or []:
+        try:
+            end = json.loads(source.endOffset) if source.endOffset else {}
+        except (TypeError, ValueError):
+            continue
+        if isinstance(end, dict):
+            for topic, parts in end.items():
+                if isinstance(parts, dict):
+                    reached.setdefault(topic, {}).update({p: int(o) for p, o in parts.items()})
+    return all(
+        reached.get(topic, {}).get(p, -1) >= stop
+        for topic, parts in target.items()
+        for p, stop in parts.items()
+    )
+
+
+@dataclass
+class Ticker:
+    """Writes ticks to the event bus while the parse query keeps up.
+
+    Args:
+        end_offsets: The raw topics' end offsets now (a Kafka round trip).
+        send: Writes one tick value to the event bus.
+        interval_s: How often a tick is taken; 0 disables ticks.
+        clock: Wall time in seconds (``time.time``; injected in tests).
+    """
+
+    end_offsets: Callable[[], Offsets]
+    send: Callable[[str], None]
+    interval_s: float
+    clock: Callable[[], float] = time.time
+    #: The pending tick: its time (ms) and the raw topics' end offsets then.
+    _pending: tuple[int, Offsets] | None = None
+    _next: float = 0.0
+    sent: int = 0
+
+    def poll(self, parse_progress: Any) -> None:
+        """Send the pending tick once the parse query read past it; take the next one.
+
+        Called from the driver's loop (every quarter second): does nothing until
+        ``interval_s`` passed since the last tick was taken. A failure to reach Kafka is
+        logged and the tick tried again at the next interval.
+        """
+        now = self.clock()
+        if self.interval_s <= 0 or now < self._next:
+            return
+        self._next = now + self.interval_s
+        try:
+            if self._pending is not None and read_past(parse_progress, self._pending[1]):
+                self.send(tick_value(self._pending[0]))
+                self.sent += 1
+                self._pending = None
+            if self._pending is None:
+                self._pending = (int(now * 1000), self.end_offsets())
+        except Exception as exc:  # Kafka unreachable for a moment: the next interval retries
+            log.warning("ticks: cannot read the raw topics or write the tick: %s", exc)
