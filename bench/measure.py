@@ -3,9 +3,10 @@
 * :class:`CpuSampler`: every second, the CPU time (``utime + stime`` of
   ``/proc/<pid>/stat``) of each process that takes part: the Kafka broker, the load
   producer, the driver's JVM, the Python workers under it (``pyspark.daemon`` and its
-  forked workers), this Python process (the driver; it also hosts the Slack emulator and
-  the bench's samplers), and the whole machine's busy time (``/proc/stat``). A process
-  that exits keeps the last value sampled (up to a second of its CPU is lost).
+  forked workers, with the children the daemon reaped), this Python process (the driver;
+  it also hosts the Slack emulator and the bench's samplers), and the whole machine's busy
+  time (``/proc/stat``). Another process that exits keeps the last value sampled (up to a
+  second of its CPU is lost).
 * :class:`StageCpu`: Spark's own accounting inside the JVM, from the UI's REST API
   (``/api/v1/applications/<id>/stages``): ``executorCpuTime`` and ``executorRunTime`` of
   every stage, attributed to the streaming query named on the first line of the stage's
@@ -42,14 +43,20 @@ TICK = os.sysconf("SC_CLK_TCK")
 GROUPS = ("broker", "producer", "driver_jvm", "python_workers", "driver_python")
 
 
-def proc_cpu_s(pid: int) -> float | None:
-    """``utime + stime`` of ``pid`` in seconds (None once it is gone)."""
+def proc_cpu_s(pid: int, children: bool = False) -> float | None:
+    """``utime + stime`` of ``pid`` in seconds (None once it is gone).
+
+    ``children``: plus ``cutime + cstime``, the CPU of the children it has reaped.
+    """
     try:
         with open(f"/proc/{pid}/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return None
-    return (int(fields[11]) + int(fields[12])) / TICK
+    ticks = int(fields[11]) + int(fields[12])
+    if children:
+        ticks += int(fields[13]) + int(fields[14])
+    return ticks / TICK
 
 
 def machine_busy_s() -> float:
@@ -101,43 +108,59 @@ class CpuSampler:
     every_s: float = 1.0
     #: Every this many samples, the JVM's threads too (``/proc/<pid>/task``, by name).
     threads_every: int = 5
+    #: Every this many samples, look for the Python workers again (a /proc scan).
+    rescan_every: int = 10
     series: Series = field(default_factory=Series)
     threads: Series = field(default_factory=Series)
     _thread_peak: dict[int, tuple[str, float]] = field(default_factory=dict)
+    _workers: list[int] = field(default_factory=list)
     _n: int = 0
     _peak: dict[int, float] = field(default_factory=dict)
     _group: dict[int, str] = field(default_factory=dict)
     _stop: threading.Event = field(default_factory=threading.Event)
 
     def _members(self) -> dict[int, str]:
+        """Pid → group: the driver, the JVM, the broker, the producer, the Python workers.
+
+        The workers under the JVM are looked for every ``rescan_every`` samples.
+        """
         out = {os.getpid(): "driver_python", self.jvm_pid: "driver_jvm"}
         broker = self.broker_pid()
         if broker:
             out[broker] = "broker"
         if self.producer_pid:
             out[self.producer_pid] = "producer"
-        kids = children()
-        todo = list(kids.get(self.jvm_pid, []))
-        while todo:
-            pid = todo.pop()
-            if pid not in self._group:
+        if self._n % self.rescan_every == 0:
+            kids = children()
+            todo = list(kids.get(self.jvm_pid, []))
+            workers = []
+            while todo:
+                pid = todo.pop()
                 cmd = cmdline(pid)
-                self._group[pid] = (
-                    "python_workers" if "pyspark.daemon" in cmd or "pyspark.worker" in cmd else ""
-                )
-            if self._group[pid]:
-                out[pid] = self._group[pid]
-            todo.extend(kids.get(pid, []))
+                if "pyspark.daemon" in cmd or "pyspark.worker" in cmd:
+                    workers.append(pid)
+                todo.extend(kids.get(pid, []))
+            self._workers = workers
+        out.update(dict.fromkeys(self._workers, "python_workers"))
         return out
 
     def sample(self) -> None:
-        """Take one sample now."""
+        """Take one sample now.
+
+        A Python worker's CPU is its own plus its reaped children's (``pyspark.daemon``
+        forks the workers and reaps them: a worker that exits between two scans is counted
+        in the daemon), summed over the live ones. The other processes keep the last value
+        seen after they exit (the producer changes with every run).
+        """
+        totals = dict.fromkeys(GROUPS, 0.0)
         for pid, group in self._members().items():
+            if group == "python_workers":
+                totals[group] += proc_cpu_s(pid, children=True) or 0.0
+                continue
             s = proc_cpu_s(pid)
             if s is not None and s >= self._peak.get(pid, 0.0):
                 self._peak[pid] = s
                 self._group[pid] = group
-        totals = dict.fromkeys(GROUPS, 0.0)
         for pid, s in self._peak.items():
             g = self._group.get(pid)
             if g in totals:
