@@ -35,6 +35,7 @@ def draw(result: dict[str, Any], path: Path) -> Path | None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
     rates = [r["input_records_per_s"] for r in runs]
     fig, (lat_ax, cpu_ax) = plt.subplots(
@@ -64,6 +65,9 @@ def draw(result: dict[str, Any], path: Path) -> Path | None:
             fontsize=8,
         )
     lat_ax.set_yscale("log")
+    lat_ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+    lat_ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"{v:g}"))
+    lat_ax.yaxis.set_minor_formatter(NullFormatter())
     lat_ax.set_ylabel("deciding record → Slack (s)")
     lat_ax.set_title("flinkwatch: alert latency and CPU against the input rate")
     lat_ax.grid(True, which="both", alpha=0.3)
@@ -96,6 +100,8 @@ def draw(result: dict[str, Any], path: Path) -> Path | None:
     cpu_ax.legend(fontsize=7, loc="upper left", ncol=2)
     cpu_ax.set_xticks(rates)
     cpu_ax.set_xticklabels([f"{x:,}" for x in rates], rotation=30, fontsize=8)
+    cpu_ax.xaxis.set_minor_formatter(NullFormatter())
+    cpu_ax.set_xlim(min(rates) / 1.6, max(rates) * 1.6)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
