@@ -176,6 +176,7 @@ def plan(
     main = sorted(n for n in assigned if n < len(wanted) - len(extra_onsets))
     # Onsets: the slow kinds at the warm-up; the rest spread evenly, each early enough.
     spread = [n for n in main if run_s - PAGE_WITHIN_S[wanted[n]] - 30 > warmup_s + 30]
+    early = 0
     for n in main:
         kind = wanted[n]
         latest = run_s - PAGE_WITHIN_S[kind] - 30
@@ -183,7 +184,9 @@ def plan(
             pos = spread.index(n)
             onset = warmup_s + (latest - warmup_s) * (pos + 0.5) / len(spread)
         else:
-            onset = min(warmup_s, slow_onset_s)
+            # Two seconds apart: a JobManager crash is told from another by its time.
+            onset = min(warmup_s, slow_onset_s) + 2 * early
+            early += 1
         out.append(Incident(kind, assigned[n], round(onset, 1)))  # type: ignore[arg-type]
     for k, n in enumerate(range(len(wanted) - len(extra_onsets), len(wanted))):
         if n in assigned:
