@@ -535,6 +535,9 @@ def latency(
     fired = [a for a in map(json.loads, lines) if a.get("status") == "firing"]
     acc = inc.account(spec, start_ms, fired, arrivals)
     stages, unsplit = _stages(spark, cfg, acc.pop("deciding"), state / "ledger.sqlite")
+    # Disk: an hour at 5,000 records/s is ~7 GB of load file and more in Kafka.
+    load.path.unlink(missing_ok=True)
+    _drop_topics(broker, cfg)
 
     # CPU per second of input over the input's window.
     input_s = t_input_end - t_input
@@ -617,6 +620,22 @@ def latency(
         "peak_rss_bytes": max((b for _t, b in rss), default=None),
         "rss_over_time": _per_minute(rss, t_input),
     }
+
+
+def _drop_topics(broker: Broker, cfg: Any) -> None:
+    """Delete a finished run's raw, bus and dead-letter topics (their disk)."""
+    from kafka.admin import KafkaAdminClient
+
+    k = cfg.kafka
+    topics = [k.logs_topic, k.metrics_topic, k.events_topic, k.deadletters_topic]
+    try:
+        admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap, client_id="bench")
+        try:
+            admin.delete_topics([t for t in topics if t in set(admin.list_topics())])
+        finally:
+            admin.close()
+    except Exception as exc:  # noqa: BLE001 - only disk is at stake
+        log.warning("could not delete the run's topics %s: %s", topics, exc)
 
 
 def _per_minute(samples: list[tuple[float, int]], t0: float) -> list[dict[str, Any]]:
@@ -998,7 +1017,7 @@ def main(argv: list[str] | None = None) -> int:
         default=0.0,
         help="detect trigger of the steady runs (0: back to back)",
     )
-    p.add_argument("--ui-retained", type=int, default=3000, help="Spark UI: stages and jobs kept")
+    p.add_argument("--ui-retained", type=int, default=1000, help="Spark UI: stages and jobs kept")
     p.add_argument("--peer-minutes", type=float, default=12.0, help="real-time peer run")
     p.add_argument(
         "--workers", type=int, nargs="+", default=[1, 2], help="cluster: worker counts to measure"
