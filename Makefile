@@ -39,12 +39,14 @@ lint: setup
 	@$(VENV)/bin/mypy
 
 # The benchmark (not a test; CI does not run it): its own broker, a simulated fleet, the
-# full pipeline vs a read-and-count baseline, alert latency at 500 and 10,000 records/s
-# with a per-stage split, a one-hour soak, a real Prometheus + Alertmanager with equivalent
-# rules, and one backlog drained on a local Spark standalone cluster of 1, then 2 workers
-# (scripts/spark-cluster.sh). About 2 hours; results in bench/results/.
-# BENCH_ARGS=--help
+# full pipeline vs a read-and-count baseline, alert latency, CPU per stage, RSS and state at
+# 500 to 20,000 records/s with incidents of every simulated kind, a restart, a one-hour soak
+# at 5,000 records/s, a real Prometheus + Alertmanager with equivalent rules, and one
+# backlog drained on a local Spark standalone cluster of 1, then 2 workers
+# (scripts/spark-cluster.sh). About 2.5 hours; results and the latency/CPU chart in
+# bench/results/ (matplotlib, the `bench` extra, is installed here). BENCH_ARGS=--help
 bench: setup
+	@$(PY) -c 'import matplotlib' 2>/dev/null || $(PY) -m pip install --quiet -e '.[dev,bench]'
 	@$(VENV)/bin/python -m bench.run $(BENCH_ARGS)
 
 unit: setup

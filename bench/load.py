@@ -12,6 +12,7 @@ measured window; the Java producer keeps the send side cheap (kafka-python manag
 from __future__ import annotations
 
 import json
+import os
 import struct
 import subprocess
 from collections.abc import Iterable
@@ -64,8 +65,8 @@ def write_load(records: Iterable[SimRecord], path: Path) -> LoadFile:
 
 
 def _classpath() -> str:
-    jars = REPO / ".stack" / "jars" / "kafka-broker"
-    return f"{jars}/*"
+    stack = Path(os.environ.get("FLINKWATCH_STACK_DIR", str(REPO / ".stack")))
+    return f"{stack / 'jars' / 'kafka-broker'}/*"
 
 
 def compile_producer(work: Path) -> Path:

@@ -725,8 +725,13 @@ def summarize(
         # detector that was (a checkpoint pending too long before the expiries, say).
         fw_page = _first(fw, job=inc.job_index, tm=tm)
         fw_decided = _first(detected, job=inc.job_index, tm=tm)
-        fw_first = _first(fw, job=inc.job_index, tm=tm)
+        am_first = _first(paged, job=inc.job_index, tm=tm)
         prom_first = _first(prom, job=inc.job_index, tm=tm)
+        missed = [
+            side
+            for side, page in (("flinkwatch", fw_page), ("prometheus_alertmanager", am_first))
+            if page is None
+        ]
         rows.append(
             {
                 "kind": inc.kind,
@@ -736,6 +741,13 @@ def summarize(
                 "onset_s": inc.onset_s,
                 "detector": detector,
                 "rule": rule,
+                # Seconds from the onset to each side's first page for the incident,
+                # whichever detector or rule sent it (a job whose checkpoints expire is
+                # paged for the checkpoint pending too long before the third expiry).
+                "flinkwatch_page_s": _after(fw_page, onset_wall),
+                "alertmanager_page_s": _after(am_first, onset_wall),
+                "missed_by": missed,
+                # The same for the detector and the rule meant for the kind.
                 "flinkwatch_s": _after(
                     _first(fw, job=inc.job_index, name=detector, tm=tm), onset_wall
                 ),
@@ -755,8 +767,11 @@ def summarize(
                 },
                 # What pages first for this job, whichever detector or rule it is.
                 "flinkwatch_first": None
-                if fw_first is None
-                else {"name": fw_first.name, "s": _after(fw_first, onset_wall)},
+                if fw_page is None
+                else {"name": fw_page.name, "s": _after(fw_page, onset_wall)},
+                "alertmanager_first": None
+                if am_first is None
+                else {"name": am_first.name, "s": _after(am_first, onset_wall)},
                 "prometheus_first": None
                 if prom_first is None
                 else {"name": prom_first.name, "s": _after(prom_first, onset_wall)},
@@ -834,11 +849,13 @@ def run_peer(
             finish warming up.
 
     Returns:
-        ``fleet``, ``scrape_s``, ``run_s``, ``incidents`` (per incident: ``flinkwatch_s``
-        and ``prometheus_s``, seconds from onset to the alert of the matching detector /
-        rule, None if it did not fire; plus whatever fired first for that job on each
-        side), ``false_positives`` per side, ``alerts`` (every firing), ``rules``,
-        ``flinkwatch_params`` and run diagnostics.
+        ``fleet``, ``scrape_s``, ``run_s``, ``incidents`` (per incident:
+        ``flinkwatch_page_s`` and ``alertmanager_page_s``, seconds from the onset to each
+        side's first page for the incident, whichever detector or rule sent it, None if
+        none; ``missed_by``, the sides that did not page; ``flinkwatch_s`` and
+        ``prometheus_s``, the same for the detector / rule meant for the kind; plus
+        whatever fired first for that job on each side), ``false_positives`` per side,
+        ``alerts`` (every firing), ``rules``, ``flinkwatch_params`` and run diagnostics.
 
     Raises:
         RuntimeError: No prometheus binary, flinkwatch did not start, or producing failed.

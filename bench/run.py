@@ -40,12 +40,15 @@ import logging
 import os
 import shutil
 import subprocess
+import sys
 import threading
 import time
+from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lab.procs import children, cmdline, free_port_pair
+from lab.procs import children, cmdline, free_port_pair, free_port_run
 
 REPO = Path(__file__).resolve().parent.parent
 WORK = REPO / "bench" / ".work"
@@ -85,7 +88,12 @@ class Broker:
             "FLINKWATCH_KAFKA_DIR": str(WORK / "kafka"),
             "FLINKWATCH_TOPICS": " ".join(topics),
             "FLINKWATCH_PARTITIONS": str(partitions),
-            "PYTHON": str(REPO / ".venv" / "bin" / "python"),
+            # The repository's venv, or (a worktree without one) this interpreter.
+            "PYTHON": str(
+                REPO / ".venv" / "bin" / "python"
+                if (REPO / ".venv" / "bin" / "python").exists()
+                else sys.executable
+            ),
         }
         self.bootstrap = f"127.0.0.1:{self.port}"
 
@@ -101,6 +109,13 @@ class Broker:
     def stop(self) -> None:
         """Stop the broker and delete its data."""
         self._stack("down", "--purge")
+
+    def pid(self) -> int | None:
+        """The broker's pid (``scripts/stack.sh`` keeps it in a file), None if not running."""
+        try:
+            return int((WORK / "kafka" / "broker.pid").read_text())
+        except (OSError, ValueError):
+            return None
 
 
 def _rss(pid: int) -> int:
@@ -186,7 +201,14 @@ def _outputs(state: Path, slack_url: str) -> Any:
     )
 
 
-def _config(bootstrap: str, prefix: str, state: Path, trigger_s: float) -> Any:
+def _config(
+    bootstrap: str,
+    prefix: str,
+    state: Path,
+    trigger_s: float,
+    detectors: dict[str, dict[str, Any]] | None = None,
+) -> Any:
+    """The job's config; ``detectors``: parameters other than the defaults."""
     from conf import AppConfig
 
     return AppConfig.model_validate(
@@ -203,6 +225,7 @@ def _config(bootstrap: str, prefix: str, state: Path, trigger_s: float) -> Any:
             # (local) Slack like live ones to be measured, however old.
             "output": {"state_dir": str(state), "console": False, "page_max_age_s": None},
             "metrics": {"enabled": False},
+            **({"detectors": detectors} if detectors else {}),
         }
     )
 
@@ -354,6 +377,16 @@ def throughput(
     }
 
 
+@dataclass
+class Meters:
+    """What runs beside every steady run: RSS, CPU per process, Spark's stage CPU, batches."""
+
+    rss: RssSampler
+    batches: Any  # bench.measure.BatchWatch
+    cpu: Any = None  # bench.measure.CpuSampler
+    stages: Any = None  # bench.measure.StageCpu
+
+
 def latency(
     spark: Any,
     broker: Broker,
@@ -361,63 +394,79 @@ def latency(
     slack: Any,
     args: argparse.Namespace,
     rate: float,
+    meters: Meters,
     *,
     minutes: float | None = None,
     name: str = "steady",
+    restart: bool = False,
 ) -> dict[str, Any]:
-    """A steady real-time stream with checkpoint-expiry incidents: time to the Slack message.
+    """A steady real-time stream with incidents of every kind: time to the Slack message.
 
     ``minutes`` (default ``--latency-minutes``) and ``name`` (its topics and files) let the
-    soak reuse it for an hour.
+    soak reuse it for an hour; ``restart`` stops the queries 3 minutes before the input
+    ends and starts them again on the same checkpoints (the input goes on), measuring
+    the time to the first detect batch and to the first page after it.
     """
+    from bench import incidents as inc
     from bench.load import compile_producer, producer_command, write_load
-    from lab.fleet import generate, job_id
+    from bench.measure import cpu_split, top_threads
+    from lab.fleet import generate
     from streaming.app import run_forever
 
     per_job = _records_per_job_per_s(args.tms)
     jobs = max(1, round(rate / per_job))
     minutes = minutes or args.latency_minutes
-    n_inc = min(args.incidents, jobs)
-    # Onsets spread over the run after a minute of warm-up; each expires its checkpoints
-    # from then on (60 s timeout), so the third expiry comes ~3 minutes after the onset.
-    span = max(minutes * 60 - 330, 60)
-    incidents = [
-        ("checkpoint_expiry", i * (jobs // n_inc), 60 + span * i / n_inc) for i in range(n_inc)
-    ]
-    spec = _spec(jobs, args.tms, incidents, seed=23)
+    run_s = minutes * 60
+    restart_at = max(90.0, run_s - 180) if restart else None
+    # The restart gets an incident of its own, decided about when the queries come back.
+    extra = [("checkpoint_expiry", restart_at - 15)] if restart_at else []
+    planned, skipped = inc.plan(jobs, args.tms, args.incidents, run_s, extra=extra)
+    spec = inc.spec(jobs, args.tms, planned, seed=23)
     # Lead time: generating (~100k records/s here, halved for safety) and starting the
     # queries (~30 s) must both fit before the first record is due.
-    lead_s = 60 + jobs * per_job * minutes * 60 / 50_000
+    lead_s = 60 + jobs * per_job * run_s / 50_000
     start_ms = int((time.time() + lead_s) * 1000)
-    load = write_load(generate(spec, start_ms, minutes * 60), WORK / f"{name}-{int(rate)}.bin")
+    load = write_load(generate(spec, start_ms, run_s), WORK / f"{name}-{int(rate)}.bin")
     log.info(
-        "steady: %d jobs x %d TMs, %d records over %.0f min (%.0f records/s), %d incidents; "
-        "starts in %.0f s",
+        "%s: %d jobs x %d TMs, %d records over %.0f min (%.0f records/s), %d incidents "
+        "(%s); starts in %.0f s",
+        name,
         jobs,
         args.tms,
         load.records,
         minutes,
-        load.records / (minutes * 60),
-        n_inc,
+        load.records / run_s,
+        len(planned),
+        ", ".join(sorted({c.kind for c in planned})),
         start_ms / 1000 - time.time(),
     )
+    if skipped:
+        log.warning("%s: incidents that do not fit %d jobs: %s", name, jobs, skipped)
     state = WORK / f"{name}-{int(rate)}"
-    cfg = _config(broker.bootstrap, f"{name}{int(rate)}", state, args.trigger_s)
-    arrivals: dict[str, float] = {}
-    slack.on_arrival = lambda alert_id, at: arrivals.setdefault(alert_id, at)
+    cfg = _config(
+        broker.bootstrap, f"{name}{int(rate)}", state, args.trigger_s, detectors=inc.DETECTORS
+    )
+    arrivals: dict[str, tuple[float, bool]] = {}
+    slack.on_arrival = lambda alert_id, at, reply: arrivals.setdefault(alert_id, (at, reply))
     outputs = _outputs(state, slack.base_url)
     pipe = _pipeline(spark, cfg, outputs, None)
-    stop = threading.Event()
-    runner = threading.Thread(
-        target=lambda: run_forever(pipe, should_stop=stop.is_set), daemon=True
-    )
-    runner.start()
+
+    def run_queries() -> tuple[threading.Event, threading.Thread, float]:
+        stop = threading.Event()
+        began = time.time()
+        t = threading.Thread(
+            target=lambda: run_forever(pipe, should_stop=stop.is_set), name="bench-run", daemon=True
+        )
+        t.start()
+        return stop, t, began
+
+    stop, runner, t_start = run_queries()
     state_over_time: list[tuple[float, int, int]] = []
     classes = compile_producer(WORK)
     wait = start_ms / 1000 - time.time() - 2
     if wait < 0:
         log.warning(
-            "steady: generation ran %.0f s over the lead; the first records are late", -wait
+            "%s: generation ran %.0f s over the lead; the first records are late", name, -wait
         )
     time.sleep(max(wait, 0))
     prod = subprocess.Popen(
@@ -432,11 +481,39 @@ def latency(
         stdout=subprocess.PIPE,
         text=True,
     )
+    t_input = time.time()
+    if meters.cpu is not None:
+        meters.cpu.producer_pid = prod.pid
+    restarted: dict[str, Any] = {}
+    next_state = time.time()
     while prod.poll() is None:
-        time.sleep(5)
+        time.sleep(1)
         d = progress.latest.get("flinkwatch-detect")
-        if d is not None:
-            state_over_time.append((time.time(), d.state_rows, d.state_bytes))
+        if time.time() >= next_state:
+            next_state += 60
+            if d is not None:
+                state_over_time.append((time.time(), d.state_rows, d.state_bytes))
+        if restart_at is not None and not restarted and time.time() >= start_ms / 1000 + restart_at:
+            # Stop the queries (as a deployment or a config change does) and start them
+            # again on the same checkpoints while the input goes on.
+            restarted = {
+                "at_s": round(time.time() - start_ms / 1000, 1),
+                "entities": d.state_rows if d else None,
+                "state_bytes": d.state_bytes if d else None,
+            }
+            t0 = time.time()
+            stop.set()
+            runner.join(timeout=300)
+            restarted["stop_s"] = round(time.time() - t0, 1)
+            stop, runner, t_restart = run_queries()
+            restarted["started_wall"] = t_restart
+            log.info("%s: queries stopped in %.1f s and started again", name, time.time() - t0)
+    t_input_end = time.time()
+    if meters.cpu is not None:
+        meters.cpu.sample()
+        meters.cpu.producer_pid = None
+    if meters.stages is not None:
+        meters.stages.poll()
     out = prod.stdout.read() if prod.stdout else ""
     produced = json.loads(out.strip().splitlines()[-1])
     d = progress.latest.get("flinkwatch-detect")
@@ -444,82 +521,233 @@ def latency(
     # pipeline slower than its input falls further behind the longer it runs.
     lag_s = round(time.time() - d.watermark_ms / 1000, 1) if d and d.watermark_ms else None
     time.sleep(30)  # let the last batches and deliveries finish
+    d = progress.latest.get("flinkwatch-detect")
+    if d is not None:
+        state_over_time.append((time.time(), d.state_rows, d.state_bytes))
     stop.set()
     runner.join(timeout=120)
     outputs.dispatcher.stop()
-    by_job = {job_id(spec, j): t for _k, j, t in incidents}
+    t_end = time.time()
+
+    # Who paged for what.
     alerts_file = state / "alerts.jsonl"
     lines = alerts_file.read_text().splitlines() if alerts_file.exists() else []
-    fired = [json.loads(x) for x in lines if '"checkpoint_failures"' in x and '"firing"' in x]
-    lat = []
-    stages: dict[str, list[float]] = {"parse_to_bus": [], "detect": [], "delivery": []}
-    on_bus = _bus_times(spark, cfg, {a["job_id"] for a in fired if a.get("job_id") in by_job})
-    recorded = _recorded_ms(state / "ledger.sqlite")
-    for a in fired:
-        at = arrivals.get(a["alert_id"])
-        if at is None or a.get("job_id") not in by_job:
-            continue
-        event_s = dt.datetime.fromisoformat(a["event_time"].replace("Z", "+00:00")).timestamp()
-        lat.append(at - event_s)
-        bus_s = on_bus.get((a["job_id"], round(event_s * 1000)))
-        rec_s = recorded.get(a["alert_id"])
-        if bus_s is not None and rec_s is not None:
-            stages["parse_to_bus"].append(bus_s - event_s)
-            stages["detect"].append(rec_s - bus_s)
-            stages["delivery"].append(at - rec_s)
-    lat.sort()
+    fired = [a for a in map(json.loads, lines) if a.get("status") == "firing"]
+    acc = inc.account(spec, start_ms, fired, arrivals)
+    stages, unsplit = _stages(spark, cfg, acc.pop("deciding"), state / "ledger.sqlite")
+    # Disk: an hour at 5,000 records/s is ~7 GB of load file and more in Kafka.
+    load.path.unlink(missing_ok=True)
+    _drop_topics(broker, cfg)
+
+    # CPU per second of input over the input's window.
+    input_s = t_input_end - t_input
+    cpu = meters.cpu.series.delta(t_input, t_input_end) if meters.cpu is not None else {}
+    spark_cpu = (
+        meters.stages.series.delta(t_input, t_input_end) if meters.stages is not None else {}
+    )
+    per_s = cpu_split(cpu, spark_cpu, input_s)
+    first_batch = meters.batches.first("flinkwatch-detect", t_start)
+    if restarted:
+        t_restart = restarted.pop("started_wall")
+        again = meters.batches.first("flinkwatch-detect", t_restart)
+        pages_after = sorted((at, a) for a, (at, _r) in arrivals.items() if at >= t_restart)
+        restarted.update(
+            {
+                "first_detect_batch_s": round(again - t_restart, 1) if again else None,
+                "first_page_s": round(pages_after[0][0] - t_restart, 1) if pages_after else None,
+                "first_page_alert": next(
+                    (
+                        {"detector": a["detector"], "entity": a["entity"]}
+                        for a in fired
+                        if pages_after and a["alert_id"] == pages_after[0][1]
+                    ),
+                    None,
+                ),
+                "parse_mode_after": pipe.parse_plan.mode if pipe.parse_plan else None,
+            }
+        )
+    rss = [(t, b) for t, b in list(meters.rss.samples) if t_start <= t <= t_end]
+    entities = jobs + jobs * args.tms
     return {
+        "name": name,
         "fleet": {"jobs": jobs, "taskmanagers": jobs * args.tms},
         "records": load.records,
-        "input_records_per_s": round(load.records / (minutes * 60)),
+        "input_records_per_s": round(load.records / run_s),
+        "minutes": minutes,
         "producer": produced,
         "trigger_s": args.trigger_s,
-        "incidents": n_inc,
-        "alerts_delivered": len(lat),
+        "incidents": len(planned),
+        "incident_kinds": dict(sorted(Counter(c.kind for c in planned).items())),
+        "not_injected": skipped,
+        "detector_params": inc.DETECTORS,
+        "fleet_params": inc.FLEET,
+        "alerts_delivered": acc["alert_latency_s"]["n"],
+        **acc,
         "false_positive_jobs": sorted(
-            {a["job_id"] for a in fired if a.get("job_id") not in by_job}
+            {str(f["job_index"]) for f in acc["false_pages"] if f["job_index"] is not None}
         ),
-        "alert_latency_s": _percentiles(lat),
-        # Where the time went, per delivered alert: the deciding record's event time (it is
-        # produced then) -> its event on the bus (Kafka append time) -> the transition in
-        # the ledger -> the Slack message.
-        "stages_s": {k: _percentiles(sorted(v)) for k, v in stages.items()},
+        # Where the time went, per incident's first page: the deciding record's event time
+        # (it is produced then) -> its event on the bus (Kafka append time) -> the
+        # transition in the ledger -> the Slack message.
+        "stages_s": stages,
+        "stages_unsplit": unsplit,
         "watermark_lag_at_end_s": lag_s,
+        "first_detect_batch_s": {
+            "from_queries_start": round(first_batch - t_start, 1) if first_batch else None,
+            "from_first_record": round(first_batch - start_ms / 1000, 1) if first_batch else None,
+            "input_began_after_s": round(start_ms / 1000 - t_start, 1),
+        },
+        **({"restart": restarted} if restarted else {}),
+        "cpu_window_s": round(input_s, 1),
+        "cpu_s_per_input_s": per_s,
+        # The same per record: flat if the pipeline's cost grows with its input.
+        "cpu_us_per_record": {
+            k: round(v / max(1.0, load.records / run_s) * 1e6) for k, v in per_s.items()
+        },
+        "cpu_s": {k: round(v, 1) for k, v in sorted(cpu.items())},
+        "spark_stage_s": {k: round(v, 1) for k, v in sorted(spark_cpu.items())},
+        # What the driver JVM's CPU went to, by thread name (jvm_other is most of it).
+        "jvm_threads_cpu_s": top_threads(meters.cpu.threads.delta(t_input, t_input_end))
+        if meters.cpu is not None
+        else {},
+        "state_rows": d.state_rows if d else None,
+        "state_bytes": d.state_bytes if d else None,
+        "state_bytes_per_job": round(d.state_bytes / jobs) if d else None,
+        "state_bytes_per_entity": round(d.state_bytes / entities) if d else None,
         "state_over_time": [
-            {"t_s": round(t - state_over_time[0][0]), "rows": r, "bytes": b}
-            for t, r, b in state_over_time[:: max(1, len(state_over_time) // 20)]
-        ]
-        if state_over_time
-        else [],
+            {"t_s": round(t - t_input), "rows": r, "bytes": b} for t, r, b in state_over_time
+        ],
+        "peak_rss_bytes": max((b for _t, b in rss), default=None),
+        "rss_over_time": _per_minute(rss, t_input),
     }
 
 
-def _bus_times(spark: Any, cfg: Any, jobs: set[str]) -> dict[tuple[str, int], float]:
-    """When each checkpoint expiry of ``jobs`` reached the event bus (Kafka append time)."""
+def _drop_topics(broker: Broker, cfg: Any) -> None:
+    """Delete a finished run's raw, bus and dead-letter topics (their disk)."""
+    from kafka.admin import KafkaAdminClient
+
+    k = cfg.kafka
+    topics = [k.logs_topic, k.metrics_topic, k.events_topic, k.deadletters_topic]
+    try:
+        admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap, client_id="bench")
+        try:
+            admin.delete_topics([t for t in topics if t in set(admin.list_topics())])
+        finally:
+            admin.close()
+    except Exception as exc:  # noqa: BLE001 - only disk is at stake
+        log.warning("could not delete the run's topics %s: %s", topics, exc)
+
+
+def _per_minute(samples: list[tuple[float, int]], t0: float) -> list[dict[str, Any]]:
+    """RSS samples (every second) as one row per minute: the value then and the minute's peak."""
+    out: list[dict[str, Any]] = []
+    for t, b in samples:
+        minute = int((t - t0) // 60)
+        if not out or out[-1]["_m"] != minute:
+            out.append({"_m": minute, "t_s": round(t - t0), "bytes": b, "peak_bytes": b})
+        else:
+            out[-1]["peak_bytes"] = max(out[-1]["peak_bytes"], b)
+    for row in out:
+        del row["_m"]
+    return out
+
+
+def _stages(
+    spark: Any, cfg: Any, deciding: list[dict[str, Any]], ledger: Path
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Split each first page's latency by the bus record's append time and the ledger.
+
+    The bus record of the deciding event is the alert entity's record with the alert's
+    event time. A verdict stamped with a deadline (a checkpoint pending too long, a
+    bucket's end) has no such record: those are counted apart, with the time from their
+    event time to the ledger and the delivery.
+    """
+    recorded = _recorded_ms(ledger) if ledger.exists() else {}
+    wanted = []
+    for a in deciding:
+        rec_s = recorded.get(a["alert_id"])
+        t = _event_s(a)
+        wanted.append((a["entity"], round(t * 1000), t - 5, (rec_s or a["_arrival"]) + 1))
+    on_bus = _bus_times(spark, cfg, wanted)
+    split: dict[str, list[float]] = {"parse_to_bus": [], "detect": [], "delivery": []}
+    apart: dict[str, list[float]] = {"event_to_ledger": [], "delivery": []}
+    by_detector: dict[str, int] = {}
+    for a in deciding:
+        t = _event_s(a)
+        at = a["_arrival"]
+        rec_s = recorded.get(a["alert_id"])
+        bus_s = on_bus.get((a["entity"], round(t * 1000)))
+        if bus_s is not None and rec_s is not None:
+            split["parse_to_bus"].append(bus_s - t)
+            split["detect"].append(rec_s - bus_s)
+            split["delivery"].append(at - rec_s)
+        elif rec_s is not None:
+            apart["event_to_ledger"].append(rec_s - t)
+            apart["delivery"].append(at - rec_s)
+            by_detector[a["detector"]] = by_detector.get(a["detector"], 0) + 1
+    return (
+        {k: _percentiles(sorted(v)) for k, v in split.items()},
+        {
+            "n": len(apart["delivery"]),
+            "by_detector": dict(sorted(by_detector.items())),
+            **{k: _percentiles(sorted(v)) for k, v in apart.items()},
+        },
+    )
+
+
+def _event_s(alert: dict[str, Any]) -> float:
+    return dt.datetime.fromisoformat(alert["event_time"].replace("Z", "+00:00")).timestamp()
+
+
+def _bus_times(
+    spark: Any, cfg: Any, wanted: list[tuple[str, int, float, float]]
+) -> dict[tuple[str, int], float]:
+    """When each ``(entity, event ms)`` reached the event bus (Kafka append time).
+
+    ``wanted`` holds ``(entity, event ms, from s, to s)``: each record is looked for
+    between the two wall times (the bus is stamped ``LogAppendTime``); overlapping ranges
+    are read as one batch query.
+    """
     from pyspark.sql import functions as F
 
-    from streaming.sources import kafka_stream
+    from conf.kafka_client import kafka_settings
 
-    if not jobs:
+    if not wanted:
         return {}
-    rows = (
-        kafka_stream(spark, cfg.kafka, cfg.kafka.events_topic, stream=False)
-        .select(
-            F.col("key").cast("string").alias("k"),
-            F.col("value").cast("string").alias("v"),
-            "timestamp",
-        )
-        .where(
-            F.col("k").isin(*[f"job:{j}" for j in jobs])
-            & F.col("v").contains('"checkpoint_expired"')
-        )
-        .select("k", F.get_json_object("v", "$.event_ms").cast("long").alias("ms"), "timestamp")
-        .collect()
-    )
+    ranges: list[list[float]] = []
+    for _e, _ms, lo, hi in sorted(wanted, key=lambda w: w[2]):
+        if ranges and lo <= ranges[-1][1]:
+            ranges[-1][1] = max(ranges[-1][1], hi)
+        else:
+            ranges.append([lo, hi])
+    keys = sorted({w[0] for w in wanted})
+    pairs = {(w[0], w[1]) for w in wanted}
     out: dict[tuple[str, int], float] = {}
-    for r in rows:
-        key = (r["k"].removeprefix("job:"), int(r["ms"]))
-        out[key] = min(out.get(key, float("inf")), r["timestamp"].timestamp())
+    for lo, hi in ranges:
+        rows = (
+            spark.read.format("kafka")
+            .options(**kafka_settings(cfg.kafka).spark(reader=True))
+            .option("subscribe", cfg.kafka.events_topic)
+            .option("startingTimestamp", str(int(lo * 1000)))
+            .option("endingTimestamp", str(int(hi * 1000)))
+            .option("startingOffsetsByTimestampStrategy", "latest")
+            .option("failOnDataLoss", "false")
+            .load()
+            .select(F.col("key").cast("string").alias("k"), "value", "timestamp")
+            .where(F.col("k").isin(*keys))
+            .select(
+                "k",
+                F.get_json_object(F.col("value").cast("string"), "$.event_ms")
+                .cast("long")
+                .alias("ms"),
+                "timestamp",
+            )
+            .collect()
+        )
+        for r in rows:
+            key = (r["k"], int(r["ms"] or 0))
+            if key in pairs:
+                out[key] = min(out.get(key, float("inf")), r["timestamp"].timestamp())
     return out
 
 
@@ -539,29 +767,30 @@ def _recorded_ms(ledger: Path) -> dict[str, float]:
 
 
 def _records_per_job_per_s(tms: int) -> float:
-    """Records/s one simulated job emits in steady state (measured from the simulator)."""
+    """Records/s one simulated job of the steady fleets emits (measured from the simulator)."""
+    from bench.incidents import VERSIONS, spec
     from lab.fleet import generate
 
-    spec = _spec(4, tms, [], seed=5)
-    n = sum(1 for _ in generate(spec, 1_700_000_000_000, 600))
-    return n / 4 / 600
+    fleet = spec(len(VERSIONS), tms, [], seed=5)
+    n = sum(1 for _ in generate(fleet, 1_700_000_000_000, 600))
+    return n / len(VERSIONS) / 600
 
 
-def _percentiles(xs: list[float]) -> dict[str, float | None]:
-    if not xs:
-        return {"p50": None, "p95": None, "p99": None, "max": None, "n": 0}
+def _percentiles(xs: list[float]) -> dict[str, float | int | None]:
+    from bench.incidents import percentiles
 
-    def q(p: float) -> float:
-        return round(xs[min(len(xs) - 1, int(p * len(xs)))], 2)
-
-    return {"p50": q(0.5), "p95": q(0.95), "p99": q(0.99), "max": round(xs[-1], 2), "n": len(xs)}
+    return percentiles(xs)
 
 
 # --- putting it together ---------------------------------------------------------------
 
 
 class _Slack:
-    """The local Slack emulator, noting when each incident's first message arrived."""
+    """The local Slack emulator, noting when each alert's firing message arrived.
+
+    ``on_arrival(alert_id, wall, reply)``: ``reply`` is True for a thread reply (an alert
+    that joined an incident whose message was posted before).
+    """
 
     def __init__(self) -> None:
         from lab.slack import SlackEmulator
@@ -576,11 +805,73 @@ class _Slack:
         payload = (message.get("metadata") or {}).get("event_payload") or {}
         key = str(payload.get("key", ""))
         if self.on_arrival is not None and key.endswith(":firing"):
-            self.on_arrival(payload.get("alert_id"), at)
+            self.on_arrival(payload.get("alert_id"), at, bool(message.get("thread_ts")))
 
     @property
     def base_url(self) -> str:
         return self.emulator.base_url
+
+
+def _span(xs: Any) -> str:
+    """Seconds of one or more incidents: ``37-50 s (6 of 7)``; older results held one value."""
+    if not isinstance(xs, list):
+        return f"{xs} s"
+    got = sorted(x for x in xs if x is not None)
+    if not got:
+        return f"none of {len(xs)}"
+    body = f"{got[0]} s" if len(got) == 1 else f"{got[0]}-{got[-1]} s"
+    return body if len(got) == len(xs) else f"{body} ({len(got)} of {len(xs)})"
+
+
+def _steady_rows(lt: dict[str, Any]) -> list[tuple[str, str]]:
+    """Table rows of one steady run."""
+    rate = f"{lt['input_records_per_s']:,} records/s"
+    lat = lt["alert_latency_s"]
+    rows = [
+        (
+            f"alert latency at {rate}",
+            f"p50 {lat['p50']} / p95 {lat['p95']} / p99 {lat['p99']} s (n={lat['n']} of "
+            f"{lt['incidents']}), {lt['fleet']['jobs']} jobs, trigger {lt['trigger_s']} s",
+        )
+    ]
+    misses = lt.get("misses")
+    if misses is not None:
+        missed = ", ".join(f"{k} x{len(v)}" for k, v in sorted(misses.items())) or "none"
+        rows.append(
+            (
+                f"  misses / false pages at {rate}",
+                f"{missed} / {len(lt.get('false_pages') or [])}",
+            )
+        )
+    st = lt.get("stages_s") or {}
+    if st:
+        rows.append(
+            (
+                f"  stages (p50 / p99) at {rate}",
+                ", ".join(
+                    f"{k} {(v or {}).get('p50')} / {(v or {}).get('p99')} s" for k, v in st.items()
+                )
+                + f" (n={(st.get('detect') or {}).get('n')}; "
+                f"{(lt.get('stages_unsplit') or {}).get('n', 0)} deadline verdicts unsplit)",
+            )
+        )
+    cpu = lt.get("cpu_s_per_input_s") or {}
+    if cpu:
+        rows.append(
+            (
+                f"  CPU s per s of input at {rate}",
+                ", ".join(f"{k} {v}" for k, v in cpu.items()),
+            )
+        )
+    if lt.get("peak_rss_bytes") is not None:
+        rows.append(
+            (
+                f"  peak RSS, state at {rate}",
+                f"{lt['peak_rss_bytes'] / 2**30:.2f} GiB; {lt.get('state_rows')} rows, "
+                f"{lt.get('state_bytes_per_job')} bytes per job",
+            )
+        )
+    return rows
 
 
 def table(r: dict[str, Any]) -> str:
@@ -603,25 +894,17 @@ def table(r: dict[str, Any]) -> str:
         ("state per job (100-job backlog)", f"{r.get('state_bytes_per_job')} bytes"),
     ]
     for lt in r.get("latency") or []:
-        lat = lt["alert_latency_s"]
+        rows.extend(_steady_rows(lt))
+    fdb = r.get("first_detect_batch_s") or {}
+    if any(v is not None for v in fdb.values()):
         rows.append(
             (
-                f"alert latency at {lt['input_records_per_s']:,} records/s",
-                f"p50 {lat['p50']} / p95 {lat['p95']} / p99 {lat['p99']} s (n={lat['n']} of "
-                f"{lt['incidents']}), {lt['fleet']['jobs']} jobs, trigger {lt['trigger_s']} s",
+                "first detect batch after a start / restart",
+                f"{fdb.get('start')} s / {fdb.get('restart')} s (first page "
+                f"{fdb.get('restart_first_page_s')} s after the restart, "
+                f"{fdb.get('restart_entities')} entities)",
             )
         )
-        st = lt.get("stages_s") or {}
-        if st:
-            rows.append(
-                (
-                    f"  stages (p50 / p99) at {lt['input_records_per_s']:,} records/s",
-                    ", ".join(
-                        f"{k} {(v or {}).get('p50')} / {(v or {}).get('p99')} s"
-                        for k, v in st.items()
-                    ),
-                )
-            )
     soak = r.get("soak") or {}
     if soak:
         rss = soak.get("rss_over_time") or [{}]
@@ -630,14 +913,17 @@ def table(r: dict[str, Any]) -> str:
         rows.append(
             (
                 f"soak, {soak.get('input_records_per_s')} records/s for "
-                f"{(rss[-1].get('t_s') or 0) // 60} min",
+                f"{soak.get('minutes') or (rss[-1].get('t_s') or 0) // 60} min",
                 f"RSS {(rss[0].get('bytes') or 0) / 2**30:.2f} -> "
                 f"{(rss[-1].get('bytes') or 0) / 2**30:.2f} GiB (peak "
                 f"{(soak.get('peak_rss_bytes') or 0) / 2**30:.2f}), state rows "
                 f"{states[0].get('rows')} -> {states[-1].get('rows')}, alert p50 "
-                f"{lat.get('p50')} / p99 {lat.get('p99')} s (n={lat.get('n')})",
+                f"{lat.get('p50')} / p99 {lat.get('p99')} s (n={lat.get('n')} of "
+                f"{soak.get('incidents')})",
             )
         )
+        if "cpu_s_per_input_s" in soak:
+            rows.extend(_steady_rows(soak)[1:])
     c = r.get("cluster") or {}
     for n, run in (c.get("runs") or {}).items():
         cpu = run.get("cpu") or {}
@@ -649,9 +935,14 @@ def table(r: dict[str, Any]) -> str:
                 f"{cpu.get('cores_used_by_machine')}, load avg {cpu.get('loadavg_1m_mean')})",
             )
         )
-    for kind, s in (r.get("flinkwatch_time_to_alert_s") or {}).items():
-        p = (r.get("prometheus_time_to_alert_s") or {}).get(kind)
-        rows.append((f"time to alert: {kind}", f"flinkwatch {s} s, Prometheus {p} s"))
+    for kind, fw in (r.get("flinkwatch_time_to_alert_s") or {}).items():
+        am = (r.get("prometheus_time_to_alert_s") or {}).get(kind)
+        rows.append(
+            (
+                f"time to first page: {kind}",
+                f"flinkwatch {_span(fw)}, Prometheus + Alertmanager {_span(am)}",
+            )
+        )
     pages = r.get("page_latency_s") or {}
     if pages:
         fw, am = pages.get("flinkwatch") or {}, pages.get("prometheus_alertmanager") or {}
@@ -667,6 +958,32 @@ def table(r: dict[str, Any]) -> str:
     return "\n".join(f"| {k.ljust(w)} | {v} |" for k, v in rows)
 
 
+def _session(args: argparse.Namespace) -> tuple[Any, str]:
+    """The bench's Spark session, its UI on a free loopback port; returns it and the UI URL.
+
+    The UI's REST API gives each stage's executor CPU; it keeps enough stages and jobs
+    between two polls of :class:`bench.measure.StageCpu`.
+    """
+    from streaming.session import get_session
+
+    port = free_port_run(1)
+    # Real-time parsing keeps a task per raw partition (2 topics x 2) running.
+    spark = get_session(
+        master="local[8]",
+        shuffle_partitions=2,
+        extra={
+            "spark.ui.enabled": "true",
+            "spark.ui.port": str(port),
+            "spark.ui.retainedStages": str(args.ui_retained),
+            "spark.ui.retainedJobs": str(args.ui_retained),
+            "spark.sql.ui.retainedExecutions": "200",
+        },
+    )
+    url = spark.sparkContext.uiWebUrl or f"http://127.0.0.1:{port}"
+    ui_port = url.rsplit(":", 1)[1]
+    return spark, f"http://127.0.0.1:{ui_port}"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; returns 0."""
     p = argparse.ArgumentParser(prog="bench", description=__doc__.split("\n\n")[0])
@@ -674,18 +991,33 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tms", type=int, default=4, help="TaskManagers per job")
     p.add_argument("--hours", type=float, default=2.0, help="backlog: hours of fleet records")
     p.add_argument(
-        "--rate", type=float, nargs="+", default=[500, 10_000], help="steady input records/s"
+        "--rate",
+        type=float,
+        nargs="+",
+        default=[500, 2_000, 5_000, 10_000, 20_000],
+        help="steady input records/s, one run each",
     )
     p.add_argument("--soak-minutes", type=float, default=60.0, help="the soak's length")
-    p.add_argument("--soak-rate", type=float, default=500.0, help="the soak's records/s")
-    p.add_argument("--latency-minutes", type=float, default=6.0, help="each steady run's length")
-    p.add_argument("--incidents", type=int, default=40, help="incidents in the steady run")
+    p.add_argument("--soak-rate", type=float, default=5_000.0, help="the soak's records/s")
+    p.add_argument("--latency-minutes", type=float, default=8.0, help="each steady run's length")
+    p.add_argument("--incidents", type=int, default=40, help="incidents per steady run")
+    p.add_argument(
+        "--restart-rate",
+        type=float,
+        default=10_000.0,
+        help="restart: the steady run at this rate restarts its queries 3 min before its end "
+        "(a run of --restart-minutes of its own if no --rate matches)",
+    )
+    p.add_argument(
+        "--restart-minutes", type=float, default=5.0, help="restart: length of its own run"
+    )
     p.add_argument(
         "--trigger-s",
         type=float,
         default=0.0,
         help="detect trigger of the steady runs (0: back to back)",
     )
+    p.add_argument("--ui-retained", type=int, default=1000, help="Spark UI: stages and jobs kept")
     p.add_argument("--peer-minutes", type=float, default=12.0, help="real-time peer run")
     p.add_argument(
         "--workers", type=int, nargs="+", default=[1, 2], help="cluster: worker counts to measure"
@@ -708,7 +1040,6 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["SLACK_BOT_TOKEN"] = TOKEN
 
     from streaming.listener import ProgressLogger
-    from streaming.session import get_session
 
     result: dict[str, Any] = {
         "run_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -716,20 +1047,40 @@ def main(argv: list[str] | None = None) -> int:
         "args": vars(args),
     }
     _carry_over(result, args.skip)
+    steady = "latency" not in args.skip
+    restart_on = "restart" not in args.skip
+    # The restart rides on the steady run at its rate, or gets a run of its own.
+    restart_alone = restart_on and not (steady and args.restart_rate in args.rate)
     topics = ["bench.logs", "bench.metrics"]
     topics += [f"steady{int(r)}.{s}" for r in args.rate for s in ("logs", "metrics")]
     topics += [f"soak{int(args.soak_rate)}.{s}" for s in ("logs", "metrics")]
+    topics += [f"restart{int(args.restart_rate)}.{s}" for s in ("logs", "metrics")]
     broker = Broker(topics, 2).start()
     rss = RssSampler().start()
     slack = _Slack()
     slack.emulator.start()
+    meters: Meters | None = None
     try:
-        local = not {"throughput", "latency", "soak"} <= set(args.skip)
+        local = not {"throughput", "latency", "soak", "restart"} <= set(args.skip)
         if local:
-            # Real-time parsing keeps a task per raw partition (2 topics x 2) running.
-            spark = get_session(master="local[8]", shuffle_partitions=2)
+            from bench.measure import BatchWatch, CpuSampler, StageCpu
+
+            spark, ui = _session(args)
             progress = ProgressLogger(every_s=60)
             spark.streams.addListener(progress)
+            batches = BatchWatch()
+            spark.streams.addListener(batches)
+            jvm = spark.sparkContext._jvm  # noqa: SLF001 - the JVM's own pid
+            meters = Meters(
+                rss=rss,
+                batches=batches,
+                cpu=CpuSampler(
+                    jvm_pid=int(jvm.java.lang.ProcessHandle.current().pid()),
+                    broker_pid=broker.pid,
+                ).start(),
+                stages=StageCpu(ui, spark.sparkContext.applicationId).start(),
+            )
+            log.info("Spark UI (stage CPU) at %s", ui)
         if "throughput" not in args.skip:
             rss.peak = 0
             t = result["throughput"] = throughput(spark, broker, progress, slack.base_url, args)
@@ -739,42 +1090,66 @@ def main(argv: list[str] | None = None) -> int:
             result["baseline_records_per_s"] = t["baseline_records_per_s"]
             result["ratio"] = round(t["pipeline_records_per_s"] / t["baseline_records_per_s"], 3)
             result["state_bytes_per_job"] = t["state_bytes_per_job"]
-        if "latency" not in args.skip:
+        if steady and meters is not None:
             runs = result["latency"] = []
             for rate in args.rate:
                 rss.peak = 0
-                runs.append(latency(spark, broker, progress, slack, args, rate))
-                runs[-1]["peak_rss_bytes"] = rss.peak
+                again = restart_on and rate == args.restart_rate
+                runs.append(
+                    latency(spark, broker, progress, slack, args, rate, meters, restart=again)
+                )
+                if again:
+                    result["restart"] = {"rate": rate, **runs[-1]["restart"]}
                 result["trigger_s"] = args.trigger_s
                 result["alert_latency_s"] = runs[0]["alert_latency_s"]
                 _save(result)
-        if "soak" not in args.skip:
-            # An hour at a constant fleet: RSS and state sampled, flat or not.
+        if restart_alone and meters is not None:
+            run = latency(
+                spark,
+                broker,
+                progress,
+                slack,
+                args,
+                args.restart_rate,
+                meters,
+                minutes=args.restart_minutes,
+                name="restart",
+                restart=True,
+            )
+            result["restart"] = {
+                "rate": args.restart_rate,
+                **run.pop("restart", {}),
+                "run": {k: run[k] for k in ("input_records_per_s", "fleet", "alert_latency_s")},
+                "first_detect_batch_at_start_s": run["first_detect_batch_s"],
+            }
+            _save(result)
+        if "soak" not in args.skip and meters is not None:
+            # An hour at a constant fleet: RSS and state sampled each minute, flat or not.
             rss.peak = 0
-            rss.samples.clear()
-            soak = latency(
+            result["soak"] = latency(
                 spark,
                 broker,
                 progress,
                 slack,
                 args,
                 args.soak_rate,
+                meters,
                 minutes=args.soak_minutes,
                 name="soak",
             )
-            t0 = rss.samples[0][0] if rss.samples else 0.0
-            soak["peak_rss_bytes"] = rss.peak
-            soak["rss_over_time"] = [
-                {"t_s": round(t - t0), "bytes": b}
-                for t, b in rss.samples[:: max(1, len(rss.samples) // 60)]
-            ]
-            result["soak"] = soak
             _save(result)
         # The issue's memory target is for the 100-job fleet: the throughput phase's peak.
         if "throughput" not in args.skip or "peak_rss_bytes" not in result:
             result["peak_rss_bytes"] = (result.get("throughput") or {}).get(
                 "peak_rss_bytes", rss.peak
             )
+        if meters is not None:
+            meters.cpu.stop()
+            meters.stages.stop()
+            result["spark_ui"] = {
+                "stage_descriptions": meters.stages.descriptions,
+                "poll_errors": meters.stages.errors,
+            }
         if local:
             spark.stop()
         if "cluster" not in args.skip:
@@ -789,18 +1164,7 @@ def main(argv: list[str] | None = None) -> int:
             peer = result["peer"] = run_peer(
                 bootstrap=broker.bootstrap, workdir=WORK / "peer", minutes=args.peer_minutes
             )
-            by_kind: dict[str, dict[str, Any]] = {"flinkwatch": {}, "prometheus": {}}
-            for inc in peer.get("incidents", []):
-                by_kind["flinkwatch"][inc["kind"]] = inc.get("flinkwatch_s")
-                by_kind["prometheus"][inc["kind"]] = inc.get("prometheus_s")
-            result["flinkwatch_time_to_alert_s"] = by_kind["flinkwatch"]
-            result["prometheus_time_to_alert_s"] = by_kind["prometheus"]
-            pages: dict[str, list[float]] = {"flinkwatch": [], "prometheus_alertmanager": []}
-            for inc in peer.get("incidents", []):
-                for side, v in (inc.get("page_latency_s") or {}).items():
-                    if v is not None:
-                        pages[side].append(v)
-            result["page_latency_s"] = {k: _percentiles(sorted(v)) for k, v in pages.items()}
+            result.update(peer_summary(peer))
     finally:
         rss.stop()
         slack.emulator.stop()
@@ -808,6 +1172,34 @@ def main(argv: list[str] | None = None) -> int:
     summary = _save(result)
     print(summary)  # noqa: T201
     return 0
+
+
+def peer_summary(peer: dict[str, Any]) -> dict[str, Any]:
+    """The peer's headline numbers: time to the first page per kind, misses, page latency.
+
+    Per kind, every incident's seconds from its onset to each side's first page (whichever
+    detector or rule sent it; None: no page), flinkwatch's Slack message and Alertmanager's.
+    """
+    by_kind: dict[str, dict[str, list[float | None]]] = {"flinkwatch": {}, "prometheus": {}}
+    misses: dict[str, list[dict[str, Any]]] = {"flinkwatch": [], "prometheus_alertmanager": []}
+    for inc in peer.get("incidents", []):
+        fw = inc.get("flinkwatch_page_s", inc.get("flinkwatch_s"))
+        am = inc.get("alertmanager_page_s", inc.get("prometheus_s"))
+        by_kind["flinkwatch"].setdefault(inc["kind"], []).append(fw)
+        by_kind["prometheus"].setdefault(inc["kind"], []).append(am)
+        for side in inc.get("missed_by") or []:
+            misses[side].append({"kind": inc["kind"], "job_index": inc["job_index"]})
+    pages: dict[str, list[float]] = {"flinkwatch": [], "prometheus_alertmanager": []}
+    for inc in peer.get("incidents", []):
+        for side, v in (inc.get("page_latency_s") or {}).items():
+            if v is not None:
+                pages[side].append(v)
+    return {
+        "flinkwatch_time_to_alert_s": by_kind["flinkwatch"],
+        "prometheus_time_to_alert_s": by_kind["prometheus"],
+        "page_misses": misses,
+        "page_latency_s": {k: _percentiles(sorted(v)) for k, v in pages.items()},
+    }
 
 
 #: The top-level result keys each phase writes.
@@ -821,12 +1213,14 @@ PHASES: dict[str, tuple[str, ...]] = {
         "peak_rss_bytes",
     ),
     "latency": ("latency", "trigger_s", "alert_latency_s"),
+    "restart": ("restart",),
     "soak": ("soak",),
     "cluster": ("cluster", "cluster_records_per_s"),
     "peer": (
         "peer",
         "flinkwatch_time_to_alert_s",
         "prometheus_time_to_alert_s",
+        "page_misses",
         "page_latency_s",
     ),
 }
@@ -849,9 +1243,36 @@ def _carry_over(result: dict[str, Any], skipped: list[str]) -> None:
         result.setdefault("carried_over_args", previous.get("carried_over_args", previous["args"]))
 
 
+def _derived(result: dict[str, Any]) -> None:
+    """Headline keys drawn from the phases' own (fresh or carried over)."""
+    runs = result.get("latency") or []
+    restart = result.get("restart") or {}
+    at = next((r for r in runs if r.get("restart")), runs[0] if runs else None)
+    start = ((at or {}).get("first_detect_batch_s") or {}).get("from_queries_start")
+    if start is None:
+        start = (restart.get("first_detect_batch_at_start_s") or {}).get("from_queries_start")
+    result["first_detect_batch_s"] = {
+        "start": start,
+        "restart": restart.get("first_detect_batch_s"),
+        "restart_first_page_s": restart.get("first_page_s"),
+        "restart_entities": restart.get("entities"),
+    }
+
+
 def _save(result: dict[str, Any]) -> str:
-    """Write the results so far (after every phase: a late failure keeps the early numbers)."""
+    """Write the results so far (after every phase: a late failure keeps the early numbers).
+
+    Also draws ``latency_vs_rate.png`` from the steady runs (when matplotlib is installed:
+    ``pip install -e '.[bench]'``, which ``make bench`` does).
+    """
     RESULTS.mkdir(parents=True, exist_ok=True)
+    _derived(result)
+    try:
+        from bench.plot import draw
+
+        draw(result, RESULTS / "latency_vs_rate.png")
+    except ImportError as exc:
+        log.warning("no chart: %s (pip install -e '.[bench]')", exc)
     text = json.dumps(result, indent=2)
     (RESULTS / "latest.json").write_text(text + "\n")
     stamp = result["run_at"].replace(":", "").replace("-", "")[:15]
