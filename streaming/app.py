@@ -55,7 +55,7 @@ from streaming.parsing import DEAD_LETTER_REASONS, ParseLimits, parse_logs
 from streaming.processor import ShardProcessor
 from streaming.schemas import ALERT_SCHEMA
 from streaming.sources import kafka_records, kafka_stream
-from streaming.ticks import TICK_KEY, Ticker
+from streaming.ticks import TICK_KEY, Ticker, tick_value
 
 log = logging.getLogger(__name__)
 
@@ -490,13 +490,17 @@ def _kafka_ticker(cfg: AppConfig) -> Ticker:
     k = cfg.kafka
     producer: Any = None
 
-    def send(value: str) -> None:
+    def send(event_ms: int) -> None:
         nonlocal producer
         if producer is None:
             producer = connect(
                 KafkaProducer, kafka_settings(k).python, wait_s=0, client_id="flinkwatch-ticks"
             )
-        producer.send(k.events_topic, key=TICK_KEY.encode(), value=value.encode())
+        # One per partition: a micro-batch may read the partitions unevenly.
+        parts = sorted(producer.partitions_for(k.events_topic) or ())
+        for p in parts:
+            value = tick_value(event_ms, p, len(parts))
+            producer.send(k.events_topic, key=TICK_KEY.encode(), value=value.encode(), partition=p)
         producer.flush(timeout=10)
 
     return Ticker(

@@ -125,10 +125,12 @@ class ShardProcessor(StatefulProcessor):
     ) -> Iterator[pd.DataFrame]:
         saved = self._wakes.get()
         meta: dict[str, Any] = json.loads(saved[0]) if saved and saved[0] else {}
-        wakes: dict[str, int] = meta.get("wakes") or {}
+        wakes: dict[str, list[int]] = meta.get("wakes") or {}
+        ticks: dict[str, int] = meta.get("ticks") or {}
+        seen_ticks = dict(ticks)
         old_timer: int | None = None if timer_fired else meta.get("timer")
         clock = Clock(values.getCurrentWatermarkInMs(), self._delay_ms, self._grace_ms)
-        out = self._runner.run(self._store, wakes, rows, clock)
+        out = self._runner.run(self._store, wakes, rows, clock, ticks)
         timer = out.timer
         if timer != old_timer:
             # One timer per shard, at its earliest wake-up; a timer that fired is gone.
@@ -136,10 +138,11 @@ class ShardProcessor(StatefulProcessor):
                 self._handle.deleteTimer(old_timer)
             if timer is not None:
                 self._handle.registerTimer(timer)
-        if not wakes:
+        if not wakes and not ticks:
             self._wakes.clear()
-        elif out.changed or timer != meta.get("timer"):
-            self._wakes.update((json.dumps({"timer": timer, "wakes": wakes}),))
+        elif out.changed or timer != meta.get("timer") or ticks != seen_ticks:
+            doc = {"timer": timer, "wakes": wakes, "ticks": ticks}
+            self._wakes.update((json.dumps(doc),))
         if out.rows:
             yield pd.DataFrame(out.rows, columns=list(ALERT_COLUMNS))
 

@@ -49,7 +49,7 @@ from streaming.entity import (
     signature,
 )
 from streaming.routes import BusEvent, Routes, decode, scope_of
-from streaming.ticks import TICK_KEY
+from streaming.ticks import TICK_KEY, frontier
 
 log = logging.getLogger(__name__)
 
@@ -62,17 +62,28 @@ RETRY_MS = 60_000
 BUS_READER = "bus"
 
 
+#: When an entity is due: ``[watermark, frontier]``, the watermark or the bus's frontier
+#: (:attr:`Clock.frontier_ms`) that reaches its earliest deadline.
+Wake = list[int]
+
+
 @dataclass(frozen=True)
 class Clock:
     """The detect query's sense of time in one micro-batch.
+
+    An entity's deadline is decided when Spark's watermark passes it, or once the bus's
+    frontier (its newest time, from records or ticks) is past it by the entity's delivery
+    lag and ``grace_ms``: by then everything the entity sent up to the deadline is on the
+    bus.
 
     Attributes:
         watermark_ms: Spark's event-time watermark: the bus's newest event time (of the
             batch before) less ``delay_ms``.
         delay_ms: ``spark.watermark_delay_s``.
-        grace_ms: ``spark.deadline_grace_s``; ``None`` waits for the watermark only.
-        tick_ms: The latest tick in the batch (:mod:`streaming.ticks`): every record the
-            raw topics held at that time is on the bus.
+        grace_ms: ``spark.deadline_grace_s``; ``None``: ``delay_ms`` (records decide no
+            sooner than the watermark; ticks still move time when nothing arrives).
+        tick_ms: The time every bus partition's ticks have reached (:mod:`streaming.ticks`):
+            every record the raw topics held then is on the bus.
     """
 
     watermark_ms: int
@@ -82,21 +93,36 @@ class Clock:
 
     @property
     def frontier_ms(self) -> int:
-        """The watermark, or where a record at the latest tick would have put it."""
-        if self.tick_ms is None:
-            return self.watermark_ms
-        return max(self.watermark_ms, self.tick_ms - self.delay_ms)
+        """The bus's newest time: where records put it (watermark plus delay), or a tick."""
+        data = self.watermark_ms + self.delay_ms
+        return data if self.tick_ms is None else max(data, self.tick_ms)
 
-    def shift(self, lag_ms: int | None) -> int:
-        """How far past the watermark an entity's deadlines may fire.
+    def _margin(self, lag_ms: int | None) -> int:
+        """How far behind the frontier an entity's data is surely complete."""
+        if lag_ms is None:
+            return self.delay_ms
+        grace = self.delay_ms if self.grace_ms is None else self.grace_ms
+        return grace + max(lag_ms, 0)
 
-        An entity whose records reach the bus ``lag_ms`` after their event time has sent
-        everything up to the bus's newest event time less that lag; a deadline that far
-        back is decided. Without a known lag (the files bus) only the watermark counts.
+    def now(self, lag_ms: int | None) -> int:
+        """An entity's clock: its deadlines up to it are decided.
+
+        ``lag_ms``: how late its records reach the bus (``None``: unknown, the files bus,
+        where only the watermark counts).
         """
-        if self.grace_ms is None or lag_ms is None:
-            return 0
-        return max(0, self.delay_ms - self.grace_ms - max(lag_ms, 0))
+        return max(self.watermark_ms, self.frontier_ms - self._margin(lag_ms))
+
+    def wake(self, deadline: int, lag_ms: int | None) -> Wake:
+        """When an entity with this earliest deadline is due (see :meth:`due`)."""
+        return [deadline, deadline + self._margin(lag_ms)]
+
+    def due(self, wake: Wake) -> bool:
+        """Whether an entity's :meth:`wake` has come."""
+        return self.watermark_ms >= wake[0] or self.frontier_ms >= wake[1]
+
+    def timer(self, wake: Wake) -> int:
+        """The watermark at which records alone make ``wake`` come (Spark's timer)."""
+        return min(wake[0], wake[1] - self.delay_ms)
 
 
 @dataclass
@@ -234,13 +260,13 @@ class Outcome:
 
     Attributes:
         text: The value to save; ``None`` with ``write``: delete the entity.
-        wake: When to wake the entity again (watermark time), ``None`` when deleted.
+        wake: When to wake the entity again (:meth:`Clock.wake`), ``None`` when deleted.
         rows: Output rows (alerts, signals, errors, refusals).
         write: Whether the store must change (a refused entity stays unsaved).
     """
 
     text: str | None
-    wake: int | None
+    wake: Wake | None
     rows: list[dict[str, Any]]
     write: bool = True
 
@@ -323,7 +349,7 @@ class EntityRunner:
                 header.note_lag(e.event.time_ms, e.bus_ms - e.event.time_ms)
             if scope == "job" and e.event.kind == "job_state" and e.event.job_name:
                 header.name = e.event.job_name
-        turn = _Turn(entity, header, texts, clock.frontier_ms + clock.shift(header.lag_ms()))
+        turn = _Turn(entity, header, texts, clock.now(header.lag_ms()))
         mine: dict[str, list[Event]] = {}
         for e in events:
             for name in self.routes.of(scope, e.event):
@@ -347,7 +373,7 @@ class EntityRunner:
             if header.name is None or idle_at <= turn.now:
                 return Outcome(None, None, turn.rows)
             wakes = [idle_at]
-        wake = min(wakes) - clock.shift(header.lag_ms())
+        wake = clock.wake(min(wakes), header.lag_ms())
         return Outcome(saved_text(header, texts), wake, turn.rows)
 
     def _start(
@@ -544,20 +570,17 @@ class ShardOutcome:
 
     Attributes:
         rows: Output rows, entity by entity.
-        wakes: Every saved entity of the shard → when to wake it (watermark time).
+        wakes: Every saved entity of the shard → when to wake it (:meth:`Clock.wake`).
         changed: Whether ``wakes`` differs from what was given.
+        timer: The watermark at which the shard's earliest entity is due (Spark's timer).
         bad: Bus values that could not be read (counted, skipped).
     """
 
     rows: list[dict[str, Any]]
-    wakes: dict[str, int]
+    wakes: dict[str, Wake]
     changed: bool
+    timer: int | None
     bad: int = 0
-
-    @property
-    def timer(self) -> int | None:
-        """The shard's next wake-up."""
-        return min(self.wakes.values()) if self.wakes else None
 
 
 class ShardRunner:
@@ -574,19 +597,24 @@ class ShardRunner:
     def run(
         self,
         store: ShardStore,
-        wakes: dict[str, int],
+        wakes: dict[str, Wake],
         rows: Iterable[tuple[str, str, int | None]],
         clock: Clock,
+        ticks: dict[str, int] | None = None,
     ) -> ShardOutcome:
-        """``rows`` are ``(entity, bus value, bus time ms)``; ``wakes`` is updated."""
+        """``rows`` are ``(entity, bus value, bus time ms)``; ``wakes`` is updated.
+
+        ``ticks`` is what the shard keeps of the bus's ticks (:func:`streaming.ticks.frontier`),
+        updated with the ticks among ``rows``.
+        """
         by_entity: dict[str, list[BusEvent]] = {}
         out: list[dict[str, Any]] = []
         bad = 0
-        tick = clock.tick_ms
+        ticks = {} if ticks is None else ticks
+        tick_values: list[str] = []
         for entity, value, bus_ms in rows:
             if entity == TICK_KEY:
-                t = json.loads(value).get("event_ms")
-                tick = t if tick is None or (t is not None and t > tick) else tick
+                tick_values.append(value)
                 continue
             try:
                 by_entity.setdefault(entity, []).append(decode(value, bus_ms))
@@ -597,8 +625,10 @@ class ShardRunner:
                 if bad == 1:
                     info = {"where": "decode", "failures": 1, "dropped": False}
                     out.append(error_row(BUS_READER, entity, None, exc, info))
-        clock = replace(clock, tick_ms=tick)
-        due = [e for e, at in wakes.items() if at <= clock.frontier_ms and e not in by_entity]
+        reached = frontier(ticks, tick_values)
+        if reached is not None and (clock.tick_ms is None or reached > clock.tick_ms):
+            clock = replace(clock, tick_ms=reached)
+        due = [e for e, at in wakes.items() if clock.due(at) and e not in by_entity]
         changed = False
         for entity in [*by_entity, *due]:
             known = entity in wakes
@@ -614,8 +644,9 @@ class ShardRunner:
                     changed = True
                 continue
             store.put(entity, result.text)
-            wake = result.wake if result.wake is not None else clock.frontier_ms
+            wake = result.wake or clock.wake(clock.now(None), None)
             if wakes.get(entity) != wake:
                 wakes[entity] = wake
                 changed = True
-        return ShardOutcome(out, wakes, changed, bad)
+        timer = min((clock.timer(w) for w in wakes.values()), default=None)
+        return ShardOutcome(out, wakes, changed, timer, bad)

@@ -8,13 +8,14 @@ wait for a record that never comes.
 A tick is flinkwatch's own evidence of time: "every record the raw topics held at
 broker time T has been parsed and is on the event bus". The driver reads the raw
 topics' end offsets at T, and once the parse query's progress shows it has read past
-them, writes a tick ``{"kind": "tick", "event_ms": T}`` to the event bus (key
-:data:`TICK_KEY`). The detect query hands every tick to every shard (it carries no event
-time for the watermark, so it never makes a real record late), and the runner takes T
-as a lower bound of the bus's event-time frontier (:attr:`streaming.runner.Clock.tick_ms`):
-deadlines past it, plus each entity's own delivery lag and ``spark.deadline_grace_s``,
-fire. A tick never claims more than the parse query has read, so a parse query that falls
-behind holds the ticks back with it.
+them, writes a tick ``{"kind": "tick", "event_ms": T, "p": p, "of": n}`` to each of the
+event bus's n partitions (key :data:`TICK_KEY`). The detect query hands every tick to
+every shard (it carries no event time for the watermark, so it never makes a real record
+late). A micro-batch may read the bus's partitions unevenly (``maxOffsetsPerTrigger``), so
+a shard takes as the bus's frontier the time every partition has reached with its ticks
+(:func:`frontier`): all records written before it are read. Deadlines past it, plus each
+entity's own delivery lag and ``spark.deadline_grace_s``, fire. A tick never claims more
+than the parse query has read, so a parse query that falls behind holds the ticks back.
 """
 
 from __future__ import annotations
@@ -36,9 +37,30 @@ TICK_KIND = "tick"
 Offsets = dict[str, dict[str, int]]
 
 
-def tick_value(event_ms: int) -> str:
-    """A tick's bus value."""
-    return json.dumps({"kind": TICK_KIND, "event_ms": event_ms})
+def tick_value(event_ms: int, partition: int, partitions: int) -> str:
+    """A tick's bus value, for one of the bus's partitions."""
+    return json.dumps({"kind": TICK_KIND, "event_ms": event_ms, "p": partition, "of": partitions})
+
+
+def frontier(seen: dict[str, int], values: list[str]) -> int | None:
+    """Fold tick values into ``seen`` (partition → latest tick); the time all have reached.
+
+    ``None`` until a tick of every partition was seen. A value that is not a tick of this
+    layout is ignored.
+    """
+    of = 0
+    for value in values:
+        try:
+            d = json.loads(value)
+            p, t, of = str(int(d["p"])), int(d["event_ms"]), max(of, int(d["of"]))
+        except (ValueError, TypeError, KeyError):
+            continue
+        seen[p] = max(seen.get(p, t), t)
+    of = max(of, int(seen.get("of", 0)))
+    if of:
+        seen["of"] = of
+    times = [t for p, t in seen.items() if p != "of"]
+    return min(times) if of and len(times) >= of else None
 
 
 def read_past(progress: Any, target: Offsets) -> bool:
@@ -70,13 +92,13 @@ class Ticker:
 
     Args:
         end_offsets: The raw topics' end offsets now (a Kafka round trip).
-        send: Writes one tick value to the event bus.
+        send: Writes the tick of a time (ms) to every partition of the event bus.
         interval_s: How often a tick is taken; 0 disables ticks.
         clock: Wall time in seconds (``time.time``; injected in tests).
     """
 
     end_offsets: Callable[[], Offsets]
-    send: Callable[[str], None]
+    send: Callable[[int], None]
     interval_s: float
     clock: Callable[[], float] = time.time
     #: The pending tick: its time (ms) and the raw topics' end offsets then.
@@ -97,7 +119,7 @@ class Ticker:
         self._next = now + self.interval_s
         try:
             if self._pending is not None and read_past(parse_progress, self._pending[1]):
-                self.send(tick_value(self._pending[0]))
+                self.send(self._pending[0])
                 self.sent += 1
                 self._pending = None
             if self._pending is None:

@@ -11,6 +11,7 @@ from streaming.entity import Header, alert_rows, parse_saved
 from streaming.routes import BusEvent, Routes, decode
 from streaming.runner import Clock, EntityRunner, ShardRunner, fresh
 from streaming.schemas import ALERT_COLUMNS
+from streaming.ticks import tick_value
 
 T0 = 1_700_000_000_000
 JOB = "b" * 32
@@ -43,15 +44,18 @@ class Shard:
         self.runner = EntityRunner(cfg.resolver(), Routes(active_detectors(cfg)), **kwargs)  # type: ignore[arg-type]
         self.shard = ShardRunner(self.runner)
         self.store = Store()
-        self.wakes: dict[str, int] = {}
+        self.wakes: dict[str, list[int]] = {}
+        self.last_timer: int | None = None
 
     def batch(self, rows: list[dict], watermark: int = 0, **clock: int | None) -> list[dict]:
         values = [(r.pop("entity", JOB_KEY), json.dumps(r), r.pop("_bus", None)) for r in rows]
         out = self.shard.run(self.store, self.wakes, values, Clock(watermark, **clock))  # type: ignore[arg-type]
+        self.last_timer = out.timer
         return out.rows
 
     def timer(self) -> int | None:
-        return min(self.wakes.values()) if self.wakes else None
+        """The earliest watermark wake-up (records alone, no grace)."""
+        return min(w[0] for w in self.wakes.values()) if self.wakes else None
 
     def saved(self, entity: str = JOB_KEY) -> tuple[Header, dict[str, dict]]:
         header, texts = parse_saved(self.store.values.get(entity))
@@ -391,11 +395,11 @@ def test_an_entity_is_woken_at_its_earliest_deadline_and_the_shard_at_its_earlie
     other = "c" * 32
     shard.batch([{**_expiry(20, job_id=other), "entity": "job:" + other}])
     header, _ = shard.saved()
-    assert shard.wakes[JOB_KEY] == min(header.due.values()) < shard.wakes["job:" + other]
-    assert shard.timer() == min(shard.wakes.values())
+    assert shard.wakes[JOB_KEY][0] == min(header.due.values()) < shard.wakes["job:" + other][0]
+    assert shard.last_timer == min(w[0] for w in shard.wakes.values())
     # Only the due entity is read when the shard is woken.
     shard.store.reads = 0
-    shard.batch([], watermark=shard.wakes[JOB_KEY])
+    shard.batch([], watermark=shard.wakes[JOB_KEY][0])
     assert shard.store.reads == 1
 
 
@@ -434,7 +438,8 @@ def test_a_deadline_fires_once_the_fleet_clock_is_past_it_not_a_watermark_delay_
     creep = shard.saved()[0].due["checkpoint_creep"]
     # The shard is woken once the bus's newest event time (watermark + delay) is the grace
     # and the entity's lag (50 ms) past the deadline.
-    assert shard.wakes[JOB_KEY] == creep - (delay - grace - 50)
+    assert shard.wakes[JOB_KEY] == [creep, creep + grace + 50]
+    assert shard.last_timer == creep - (delay - grace - 50)
     out = shard.batch([], watermark=creep - delay + grace + 49, delay_ms=delay, grace_ms=grace)
     assert _statuses(out) == []
     out = shard.batch([], watermark=creep - delay + grace + 50, delay_ms=delay, grace_ms=grace)
@@ -447,7 +452,7 @@ def test_without_a_bus_time_deadlines_wait_for_the_watermark() -> None:
     shard = Shard()
     _firing(shard)
     header, _ = shard.saved()
-    assert shard.wakes[JOB_KEY] == min(header.due.values())
+    assert shard.wakes[JOB_KEY] == [min(header.due.values())] * 2  # no delay, no lag
 
 
 def test_signals_are_emitted_when_they_change_and_again_after_a_restart() -> None:
@@ -481,10 +486,36 @@ def test_a_tick_moves_deadlines_when_nothing_else_arrives() -> None:
     delay, grace = 30_000, 2_000
     shard = Shard()
     _firing(shard)
-    due = shard.wakes[JOB_KEY]
-    tick = json.dumps({"kind": "tick", "event_ms": due + delay - 1})
-    out = shard.shard.run(shard.store, shard.wakes, [("tick", tick, None)], Clock(0, delay, grace))
-    assert out.rows == [] and shard.wakes[JOB_KEY] == due  # not yet
-    tick = json.dumps({"kind": "tick", "event_ms": due + delay})
-    out = shard.shard.run(shard.store, shard.wakes, [("tick", tick, None)], Clock(0, delay, grace))
-    assert shard.wakes[JOB_KEY] > due  # the entity's deadline was judged
+    due, ticks = shard.wakes[JOB_KEY][0], {}
+    clock = Clock(0, delay, grace)
+
+    def tick(t: int, p: int) -> list[tuple[str, str, None]]:
+        return [("tick", tick_value(t, p, 2), None)]
+
+    out = shard.shard.run(shard.store, shard.wakes, tick(due + delay - 1, 0), clock, ticks)
+    out = shard.shard.run(shard.store, shard.wakes, tick(due + delay - 1, 1), clock, ticks)
+    assert out.rows == [] and shard.wakes[JOB_KEY][0] == due  # not yet
+    out = shard.shard.run(shard.store, shard.wakes, tick(due + delay, 0), clock, ticks)
+    assert shard.wakes[JOB_KEY][0] == due  # one partition only: others may hold older records
+    out = shard.shard.run(shard.store, shard.wakes, tick(due + delay, 1), clock, ticks)
+    assert shard.wakes[JOB_KEY][0] > due  # the entity's deadline was judged
+
+
+def test_a_tick_of_now_does_not_decide_for_an_entity_whose_records_arrive_hours_late() -> None:
+    # History replayed into Kafka, or a shipper an hour behind: the tick says what the raw
+    # topics held now, which says nothing of records stamped an hour ago still to come.
+    delay, grace, late = 30_000, 2_000, 3_600_000
+    shard = Shard()
+    rows = [{**_expiry(i), "_bus": T0 + i * 60_000 + late} for i in (1, 2, 3, 4)]
+    shard.batch(rows, watermark=T0, delay_ms=delay, grace_ms=grace)
+    deadline = shard.saved()[0].due["checkpoint_failures"]
+    ticks: dict[str, int] = {}
+    clock = Clock(T0, delay, grace)
+
+    def tick(t: int) -> list[tuple[str, str, None]]:
+        return [("tick", tick_value(t, 0, 1), None)]
+
+    shard.shard.run(shard.store, shard.wakes, tick(deadline + grace), clock, ticks)
+    assert shard.saved()[0].due["checkpoint_failures"] == deadline  # not decided
+    shard.shard.run(shard.store, shard.wakes, tick(deadline + grace + late), clock, ticks)
+    assert shard.saved()[0].due["checkpoint_failures"] != deadline  # now it is
