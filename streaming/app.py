@@ -52,7 +52,7 @@ from streaming.delivery import (
 )
 from streaming.metric_parsing import parse_metrics
 from streaming.parsing import DEAD_LETTER_REASONS, ParseLimits, parse_logs
-from streaming.processor import ShardProcessor
+from streaming.processor import STATE_LAYOUT, ShardProcessor
 from streaming.schemas import ALERT_SCHEMA
 from streaming.sources import kafka_records, kafka_stream
 from streaming.ticks import TICK_KEY, Ticker, tick_value
@@ -260,10 +260,10 @@ class Pipeline:
         # which the progress log and flinkwatch_late_rows_dropped_total make visible.
         rows = detect_input(self._bus(), self.cfg.spark.state_shards)
         rows = rows.withWatermark("event_time", delay)
-        # The state is keyed by shard: another shard count is another layout, rebuilt from
-        # the bus (which a new detect query reads from its start).
+        # The state is keyed by shard: another shard count (or layout of a shard's value)
+        # is another checkpoint, rebuilt from the bus (a new detect query reads all of it).
         name = "detect" if self.bus == "files" else "detect-kafka"
-        name = f"{name}-shards{self.cfg.spark.state_shards}"
+        name = f"{name}-shards{self.cfg.spark.state_shards}-{STATE_LAYOUT}"
         return (
             alert_stream(rows, self.cfg, self.admit_new, secrets.token_hex(2))
             .writeStream.queryName("flinkwatch-detect")

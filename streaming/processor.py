@@ -3,9 +3,10 @@
 The detect query groups the event bus by shard (``xxhash64(entity) mod
 spark.state_shards``). For each shard with rows in a micro-batch, or whose timer fired,
 this shell reads the shard's wake-up table, hands the rows to
-:class:`~streaming.runner.ShardRunner` with a store over the shard's map state (entity →
-saved value), writes back what changed, moves the shard's one event-time timer to its
-earliest wake-up, and returns the output rows. It decides nothing.
+:class:`~streaming.runner.ShardRunner` with a store over the shard's packed entities
+(:mod:`streaming.packed`: one value, read and written once per turn), writes back what
+changed, moves the shard's one event-time timer to its earliest wake-up, and returns the
+output rows. It decides nothing.
 
 Pandas, not rows: the row-based API converts each cell of each row on its own (about
 2 µs a cell, measured), the pandas one a column at a time; and the rows here are two
@@ -26,33 +27,21 @@ from pyspark.sql.streaming.stateful_processor import (
     StatefulProcessorHandle,
     TimerValues,
 )
-from pyspark.sql.types import StringType, StructField, StructType
+from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
 from conf import ParamsResolver
+from streaming.entity import error_row
+from streaming.packed import PackedStore
 from streaming.routes import Routes
 from streaming.runner import Clock, EntityRunner, ShardRunner
 from streaming.schemas import ALERT_COLUMNS
 
-_ENTITY_KEY = StructType([StructField("entity", StringType())])
-_SAVED = StructType([StructField("saved", StringType())])
+# Names the detect checkpoint: a release that keeps a shard's state another way starts a
+# new one (rebuilt from the bus) instead of failing on the old one's state schema.
+STATE_LAYOUT = "packed1"
+
+_PACKED = StructType([StructField("packed", BinaryType())])
 _WAKES = StructType([StructField("json", StringType())])
-
-
-class _MapStore:
-    """The runner's view of a shard's map state (entity → saved value)."""
-
-    def __init__(self, state: Any) -> None:
-        self._state = state
-
-    def get(self, entity: str) -> str | None:
-        row = self._state.getValue((entity,))
-        return row[0] if row else None
-
-    def put(self, entity: str, text: str) -> None:
-        self._state.updateValue((entity,), (text,))
-
-    def delete(self, entity: str) -> None:
-        self._state.removeKey((entity,))
 
 
 class ShardProcessor(StatefulProcessor):
@@ -86,7 +75,7 @@ class ShardProcessor(StatefulProcessor):
 
     def init(self, handle: StatefulProcessorHandle) -> None:  # noqa: D102
         self._handle = handle
-        self._store = _MapStore(handle.getMapState("entities", _ENTITY_KEY, _SAVED))
+        self._entities = handle.getValueState("packed", _PACKED)
         self._wakes = handle.getValueState("wakes", _WAKES)
         runner = EntityRunner(
             self._resolver,
@@ -113,15 +102,20 @@ class ShardProcessor(StatefulProcessor):
                     strict=True,
                 )
             )
-        yield from self._turn(data, timerValues, timer_fired=False)
+        yield from self._turn(key, data, timerValues, timer_fired=False)
 
     def handleExpiredTimer(  # noqa: D102
         self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo
     ) -> Iterator[pd.DataFrame]:
-        yield from self._turn([], timerValues, timer_fired=True)
+        yield from self._turn(key, [], timerValues, timer_fired=True)
 
     def _turn(
-        self, rows: list[tuple[str, str, int | None]], values: TimerValues, *, timer_fired: bool
+        self,
+        key: Any,
+        rows: list[tuple[str, str, int | None]],
+        values: TimerValues,
+        *,
+        timer_fired: bool,
     ) -> Iterator[pd.DataFrame]:
         saved = self._wakes.get()
         meta: dict[str, Any] = json.loads(saved[0]) if saved and saved[0] else {}
@@ -130,7 +124,17 @@ class ShardProcessor(StatefulProcessor):
         seen_ticks = dict(ticks)
         old_timer: int | None = None if timer_fired else meta.get("timer")
         clock = Clock(values.getCurrentWatermarkInMs(), self._delay_ms, self._grace_ms)
-        out = self._runner.run(self._store, wakes, rows, clock, ticks)
+        store = PackedStore(self._packed)
+        out = self._runner.run(store, wakes, rows, clock, ticks)
+        if store.damaged is not None:
+            info = {"where": "unpack", "failures": 1, "dropped": True}
+            out.rows.append(error_row("state", f"shard:{key[0]}", None, store.damaged, info))
+        if store.dirty:
+            value = store.value()
+            if value is None:
+                self._entities.clear()
+            else:
+                self._entities.update((value,))
         timer = out.timer
         if timer != old_timer:
             # One timer per shard, at its earliest wake-up; a timer that fired is gone.
@@ -145,6 +149,10 @@ class ShardProcessor(StatefulProcessor):
             self._wakes.update((json.dumps(doc),))
         if out.rows:
             yield pd.DataFrame(out.rows, columns=list(ALERT_COLUMNS))
+
+    def _packed(self) -> bytes | None:
+        row = self._entities.get()
+        return bytes(row[0]) if row and row[0] is not None else None
 
     def close(self) -> None:  # noqa: D102
         pass
