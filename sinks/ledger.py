@@ -467,6 +467,11 @@ class AlertLedger:
                 (sink, key, json.dumps(value)),
             )
 
+    def forget(self, sink: str, key: str) -> None:
+        """Drop a fact kept by :meth:`remember` (nothing if there is none)."""
+        with self._tx() as db:
+            db.execute("DELETE FROM sink_memory WHERE sink = ? AND key = ?", (sink, key))
+
     def recall(self, sink: str, key: str) -> dict[str, Any] | None:
         """A fact kept by :meth:`remember`, or None."""
         with self._lock:
@@ -506,5 +511,10 @@ class AlertLedger:
                     (alert_id,),
                 )
                 n += db.execute("DELETE FROM transitions WHERE alert_id = ?", (alert_id,)).rowcount
-                db.execute("DELETE FROM sink_memory WHERE key = ?", (alert_id,))
+                # The incident's message, and any search for one of its sends left half way.
+                prefix = f"search:{alert_id}:"
+                db.execute(
+                    "DELETE FROM sink_memory WHERE key = ? OR substr(key, 1, ?) = ?",
+                    (alert_id, len(prefix), prefix),
+                )
         return n
