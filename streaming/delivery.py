@@ -149,7 +149,7 @@ class AlertDelivery:
         correlator = self.out.correlator
         if correlator is not None:
             correlator.params = self.cfg.correlation  # follows a reload
-        withheld = self._withheld()
+        withheld, late = self._outcome("stale"), self._outcome("paged_late")
         new = self.out.ledger.record(
             batch_id,
             rows_to_alerts(alert_rows),
@@ -157,8 +157,11 @@ class AlertDelivery:
             self._silence,
             correlator.observe if correlator is not None else None,
             self._max_age_ms(),
+            # How far detection has got: signal rows carry their entity's newest event
+            # time, so a batch without transitions still says whether flinkwatch is behind.
+            max((int(r["event_ms"] or 0) for r in rows), default=None),
         )
-        self._say_stale(new, self._withheld() - withheld)
+        self._say_stale(new, self._outcome("stale") - withheld)
         for t in new:
             self.stats.alerts[(t.alert.detector, t.alert.entity, t.alert.status.value)] += 1
         for obs in self.out.observers:
@@ -174,7 +177,7 @@ class AlertDelivery:
             except Exception as exc:
                 log.exception("sink=%s batch=%d delivery failed", sink.name, batch_id)
                 errors.append(exc)
-        if self.out.dispatcher is not None and new:
+        if self.out.dispatcher is not None and (new or self._outcome("paged_late") > late):
             self.out.dispatcher.wake()
         if errors:
             raise errors[0]
@@ -183,10 +186,10 @@ class AlertDelivery:
         age = self.cfg.output.page_max_age_s
         return None if age is None else int(age * 1000)
 
-    def _withheld(self) -> int:
-        """Transitions the ledger has withheld from notifying sinks as stale, so far."""
+    def _outcome(self, wanted: str) -> int:
+        """Deliveries with this outcome so far, over all sinks (``stale``: withheld as old)."""
         outcomes = self.out.ledger.outcomes
-        return sum(n for (_sink, outcome), n in outcomes.items() if outcome == "stale")
+        return sum(n for (_sink, outcome), n in outcomes.items() if outcome == wanted)
 
     def _say_stale(self, new: Sequence[Transition], withheld: int) -> None:
         # Old transitions are recorded but not paged (a checkpoint reset reads history

@@ -315,3 +315,77 @@ def test_a_resolve_follows_its_firing_whatever_its_own_age(tmp_path: Path) -> No
     assert ledger.deliver(slack) == 0
     assert slack.sent == ["paged:firing", "paged:resolved"]
     assert ledger.counts()[("slack", "stale")] == 2
+
+
+HOUR = 3_600_000
+
+
+def at(a: Alert, ms: int) -> Alert:
+    return a.model_copy(update={"event_time_ms": ms})
+
+
+def test_an_escalation_of_an_incident_withheld_as_old_pages_as_what_it_is_now(
+    tmp_path: Path,
+) -> None:
+    # flinkwatch was down: the incident opened meanwhile is old when recorded and withheld,
+    # but its escalation happens now. The incident pages once, as the escalation; its
+    # resolve then follows the page.
+    now = 1_700_000_000_000
+    ledger = AlertLedger(tmp_path / "l.sqlite", clock=lambda: now)
+    slack, file = Sink("slack"), Sink("file", notifies=False)
+    ledger.record(0, [at(alert("a"), now - 2 * HOUR)], [slack, file], max_age_ms=HOUR)
+    up = at(alert("a", AlertStatus.ESCALATED, Severity.CRITICAL), now - 60_000)
+    ledger.record(1, [up], [slack, file], max_age_ms=HOUR)
+    assert ledger.deliver(slack) == 0
+    assert slack.sent == ["a:escalated:critical"]
+    done = at(alert("a", AlertStatus.RESOLVED, Severity.CRITICAL), now - 1000)
+    ledger.record(2, [done], [slack, file], max_age_ms=HOUR)
+    ledger.deliver(slack)
+    ledger.deliver(file)
+    assert slack.sent == ["a:escalated:critical", "a:resolved"]
+    assert file.sent == ["a:firing", "a:escalated:critical", "a:resolved"]
+    # An old escalation of a withheld incident is history like its firing.
+    ledger.record(3, [at(alert("b"), now - 3 * HOUR)], [slack], max_age_ms=HOUR)
+    late_up = at(alert("b", AlertStatus.ESCALATED, Severity.CRITICAL), now - 2 * HOUR)
+    ledger.record(4, [late_up], [slack], max_age_ms=HOUR)
+    assert ledger.deliver(slack) == 0
+    assert slack.sent == ["a:escalated:critical", "a:resolved"]
+
+
+def test_an_incident_withheld_while_flinkwatch_was_behind_pages_once_if_still_open_after(
+    tmp_path: Path,
+) -> None:
+    clock = {"now": 1_700_000_000_000}
+    ledger = AlertLedger(tmp_path / "l.sqlite", clock=lambda: clock["now"])
+    slack = Sink("slack")
+
+    def batch(batch_id: int, alerts: list[Alert], frontier_ago_ms: int) -> None:
+        ledger.record(
+            batch_id,
+            alerts,
+            [slack],
+            max_age_ms=HOUR,
+            frontier_ms=clock["now"] - frontier_ago_ms,
+        )
+        ledger.deliver(slack)
+
+    batch(0, [at(alert("x"), clock["now"] - 60_000)], 30_000)  # running, up to date
+    ledger.close()
+    clock["now"] += 3 * HOUR  # down for three hours; the backlog is read on restart
+    ledger = AlertLedger(tmp_path / "l.sqlite", clock=lambda: clock["now"])
+    ago = 2 * HOUR
+    batch(1, [at(alert("open"), clock["now"] - ago), at(alert("over"), clock["now"] - ago)], ago)
+    batch(2, [at(alert("over", AlertStatus.RESOLVED), clock["now"] - 100 * 60_000)], 90 * 60_000)
+    assert slack.sent == ["x:firing"]  # still catching up: nothing of the backlog yet
+    batch(3, [], 20_000)  # caught up: "open" is still open, "over" ended in the backlog
+    assert slack.sent == ["x:firing", "open:firing"]
+    assert ledger.outcomes[("slack", "paged_late")] == 1
+    batch(4, [], 10_000)
+    assert slack.sent == ["x:firing", "open:firing"]  # once
+    batch(5, [at(alert("open", AlertStatus.RESOLVED), clock["now"] - 5_000)], 5_000)
+    assert slack.sent == ["x:firing", "open:firing", "open:resolved"]
+    # An old firing while flinkwatch is up to date is not flinkwatch catching up (records
+    # an hour late, history replayed): it stays withheld, whatever happens later.
+    batch(6, [at(alert("late"), clock["now"] - 2 * HOUR)], 1_000)
+    batch(7, [], 500)
+    assert slack.sent == ["x:firing", "open:firing", "open:resolved"]
