@@ -5,6 +5,12 @@ transitions (:meth:`AlertLedger.record`) before it returns, that is before Spark
 commits the batch. If the process dies before the commit, Spark replays the batch
 and the ledger, keyed by :func:`~sinks.base.transition_key`, adds nothing twice.
 
+A batch cut short after it was recorded (a reload stops the queries mid-batch) is run
+again by Spark from the state before it, possibly with new settings, and may not raise
+what the first run did: an incident the first run opened and the second did not is one
+no detector holds, so the ledger closes it (see :meth:`AlertLedger.record`, ``run``). A
+resolve is final: nothing of an incident after it opens it again.
+
 Delivery is a second, independent step per sink: ``pending`` → ``sending`` →
 ``delivered`` (or ``failed``; for a notifying sink also ``silenced``, or ``stale`` when the
 transition was already old when it was recorded, see :meth:`AlertLedger.record`). ``sending`` is
@@ -56,7 +62,8 @@ CREATE TABLE IF NOT EXISTS transitions (
     recorded_ms INTEGER NOT NULL,
     incident_id TEXT,
     incident TEXT,
-    frontier_ms INTEGER
+    frontier_ms INTEGER,
+    run TEXT
 );
 CREATE INDEX IF NOT EXISTS transitions_alert ON transitions (alert_id, seq);
 CREATE TABLE IF NOT EXISTS deliveries (
@@ -166,10 +173,18 @@ class AlertLedger:
     def _migrate(self) -> None:
         # Older ledgers lack later columns: add them, empty.
         cols = {r[1] for r in self._db.execute("PRAGMA table_info(transitions)").fetchall()}
-        added = (("incident_id", "TEXT"), ("incident", "TEXT"), ("frontier_ms", "INTEGER"))
+        added = (
+            ("incident_id", "TEXT"),
+            ("incident", "TEXT"),
+            ("frontier_ms", "INTEGER"),
+            ("run", "TEXT"),
+        )
         for col, kind in added:
             if col not in cols:
                 self._db.execute(f"ALTER TABLE transitions ADD COLUMN {col} {kind}")
+        self._db.execute(
+            "CREATE INDEX IF NOT EXISTS transitions_batch ON transitions (run, batch_id)"
+        )
 
     def close(self) -> None:
         """Close the file."""
@@ -198,10 +213,21 @@ class AlertLedger:
         correlate: Correlate | None = None,
         max_age_ms: int | None = None,
         frontier_ms: int | None = None,
+        run: str | None = None,
     ) -> list[Transition]:
         """Record a batch's transitions and queue each for every sink, in one transaction.
 
-        A transition already recorded (a replayed batch) is ignored.
+        A transition already recorded (a replayed batch) is ignored, and so is any but a
+        resolve of an incident that has resolved: a resolve is final.
+
+        A batch run again (``run`` and ``batch_id`` seen before: Spark replays a batch it
+        did not commit, from the state before it) may not raise what its first run did,
+        when the restart came with new settings (a reload, the entity cap) or what ran
+        before was stopped half way. An incident the first run opened that this one does
+        not open is held by no detector and would stay open forever: it is closed here,
+        with a resolve that says so (evidence ``reason``), before the batch's own
+        transitions. What else the first run raised and this one does not stands (an
+        escalation, a resolve).
 
         What is too old to page (``max_age_ms``). After a checkpoint reset the query reads
         history again, and last month's incidents must not page today; a flinkwatch that
@@ -225,6 +251,8 @@ class AlertLedger:
                 clock) is not paged (see above). ``None``: no limit.
             frontier_ms: The newest event time in the batch's output, signals included:
                 how far detection has got (the alerts' own times count too).
+            run: The query whose batch this is (its checkpoint's id): batch ids of one
+                query are compared, and only then. ``None``: nothing is compared.
 
         Returns:
             The transitions that were new, in order.
@@ -236,12 +264,19 @@ class AlertLedger:
         before = self._frontier
         behind = max_age_ms is not None and before is not None and now - before > max_age_ms
         with self._tx() as db:
+            if run is not None:
+                alerts = [*self._not_raised_again(db, run, batch_id, alerts, frontier_ms), *alerts]
             for alert in alerts:
                 key = transition_key(alert)
+                if alert.status is not AlertStatus.RESOLVED and self._closed(db, alert.alert_id):
+                    if not db.execute("SELECT 1 FROM transitions WHERE key = ?", (key,)).fetchone():
+                        log.info("%s: its incident has resolved already; not recorded", key)
+                    continue
                 silenced = self._silence_of(db, alert, silencer)
                 cur = db.execute(
                     "INSERT OR IGNORE INTO transitions (key, alert_id, status, batch_id, "
-                    "silenced_by, alert, recorded_ms, frontier_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    "silenced_by, alert, recorded_ms, frontier_ms, run) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         key,
                         alert.alert_id,
@@ -251,6 +286,7 @@ class AlertLedger:
                         alert.model_dump_json(),
                         now,
                         before,
+                        run,
                     ),
                 )
                 if cur.rowcount == 0:
@@ -295,6 +331,72 @@ class AlertLedger:
             if n:
                 self.outcomes[(sink_name, "paged_late")] += n
         return new
+
+    @staticmethod
+    def _closed(db: sqlite3.Connection, alert_id: str) -> bool:
+        """Whether the incident's latest recorded transition is its resolve."""
+        row = db.execute(
+            "SELECT status FROM transitions WHERE alert_id = ? ORDER BY seq DESC LIMIT 1",
+            (alert_id,),
+        ).fetchone()
+        return row is not None and row[0] == AlertStatus.RESOLVED.value
+
+    @staticmethod
+    def _not_raised_again(
+        db: sqlite3.Connection,
+        run: str,
+        batch_id: int,
+        alerts: Sequence[Alert],
+        frontier_ms: int | None,
+    ) -> list[Alert]:
+        """Resolves of the open incidents an earlier run of this batch opened and this one did not.
+
+        Each is the incident's latest transition, resolved, at the batch's newest time.
+        """
+        raised = {transition_key(a) for a in alerts}
+        opened = db.execute(
+            "SELECT key, alert_id FROM transitions "
+            "WHERE run = ? AND batch_id = ? AND status = 'firing' ORDER BY seq",
+            (run, batch_id),
+        ).fetchall()
+        out: list[Alert] = []
+        for key, alert_id in opened:
+            if key in raised:
+                continue
+            last = db.execute(
+                "SELECT alert, status FROM transitions WHERE alert_id = ? "
+                "ORDER BY seq DESC LIMIT 1",
+                (alert_id,),
+            ).fetchone()
+            if last[1] == AlertStatus.RESOLVED.value:
+                continue
+            latest = Alert.model_validate_json(last[0])
+            at = max([latest.event_time_ms, frontier_ms or 0, *(a.event_time_ms for a in alerts)])
+            out.append(
+                latest.model_copy(
+                    update={
+                        "status": AlertStatus.RESOLVED,
+                        "event_time_ms": at,
+                        "summary": (
+                            f"{latest.detector} no longer holds this incident: the micro-batch "
+                            "that raised it was cut short by a restart (a config reload, say) "
+                            "and did not raise it when run again; closed by flinkwatch"
+                        ),
+                        "evidence": {
+                            "reason": "not raised again after a restart",
+                            "batch": batch_id,
+                        },
+                    }
+                )
+            )
+            log.warning(
+                "alert=%s %s: batch %d was run again after a restart and did not raise it; "
+                "no detector holds it, so it is resolved",
+                alert_id,
+                key,
+                batch_id,
+            )
+        return out
 
     def _advance(self, db: sqlite3.Connection, times: Sequence[int]) -> int | None:
         """Detection's newest event time with ``times``; written down once it moved a step."""

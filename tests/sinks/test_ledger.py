@@ -389,3 +389,32 @@ def test_an_incident_withheld_while_flinkwatch_was_behind_pages_once_if_still_op
     batch(6, [at(alert("late"), clock["now"] - 2 * HOUR)], 1_000)
     batch(7, [], 500)
     assert slack.sent == ["x:firing", "open:firing", "open:resolved"]
+
+
+def test_an_incident_the_replayed_batch_no_longer_raises_is_closed_saying_why(
+    tmp_path: Path,
+) -> None:
+    # A reload restarts the queries after the ledger recorded batch 5 and before Spark
+    # committed it. Spark runs batch 5 again, on the state before it, with the new
+    # settings: they raise "b" instead of "a". The detector holds no "a" and would never
+    # resolve it; the ledger closes it, once, and nothing of "a" opens it again.
+    ledger, slack = AlertLedger(tmp_path / "l.sqlite"), Sink()
+    ledger.record(4, [alert("x")], [slack], run="q1")
+    ledger.record(5, [alert("a"), alert("x", AlertStatus.RESOLVED)], [slack], run="q1")
+    assert ledger.deliver(slack) == 0
+    new = ledger.record(5, [alert("b"), alert("x", AlertStatus.RESOLVED)], [slack], run="q1")
+    assert [t.key for t in new] == ["a:resolved", "b:firing"]
+    closing = new[0].alert
+    assert "did not raise it when run again" in closing.summary
+    assert closing.evidence == {"reason": "not raised again after a restart", "batch": 5}
+    assert [t.alert.alert_id for t in ledger.active()] == ["b"]
+    assert ledger.deliver(slack) == 0
+    assert slack.sent == ["x:firing", "a:firing", "x:resolved", "a:resolved", "b:firing"]
+    # Run a third time: nothing more. Later output about "a" does not open it again.
+    assert ledger.record(5, [alert("b"), alert("x", AlertStatus.RESOLVED)], [slack], run="q1") == []
+    up = alert("a", AlertStatus.ESCALATED, Severity.CRITICAL)
+    assert ledger.record(6, [up, alert("a", AlertStatus.RESOLVED)], [slack], run="q1") == []
+    assert [t.alert.alert_id for t in ledger.active()] == ["b"]
+    # Batch ids of another checkpoint (a reset one, a new shard count) are not compared.
+    assert ledger.record(5, [], [slack], run="q2") == []
+    assert [t.alert.alert_id for t in ledger.active()] == ["b"]

@@ -339,3 +339,22 @@ def test_an_incident_that_opened_while_flinkwatch_was_down_pages_once_it_caught_
     caught_up = {**signal, "entity": "job:80", "event_ms": now["ms"] - 3_000}
     deliver(FakeBatch([caught_up]), 2)  # type: ignore[arg-type]
     assert slack.sent == ["a1:firing"]
+
+
+def test_a_batch_run_again_after_a_reload_without_an_incident_closes_it(tmp_path: Path) -> None:
+    # Spark's checkpoint names the query; its batch ids are compared, no other's.
+    checkpoint = tmp_path / "detect-kafka-shards32"
+    checkpoint.mkdir()
+    (checkpoint / "metadata").write_text('{"id":"5b1e6c2a-query"}\n')
+    slack = Recording("slack")
+    slack.notifies = True
+    ledger = AlertLedger(tmp_path / "l.sqlite")
+    outputs = Outputs(ledger=ledger, sinks=[slack])
+    fired = {**ROW, "event_ms": int(time.time() * 1000)}
+    AlertDelivery(outputs, PipelineStats(), cfg(), checkpoint)(FakeBatch([fired]), 7)  # type: ignore[arg-type]
+    # The reload stopped the query before Spark committed batch 7; the restarted query
+    # (a new handler) runs batch 7 again and, with the new settings, raises nothing.
+    again = AlertDelivery(outputs, PipelineStats(), cfg(), checkpoint)
+    again(FakeBatch([]), 7)  # type: ignore[arg-type]
+    assert slack.sent == ["a1:firing", "a1:resolved"]
+    assert ledger.active() == []
