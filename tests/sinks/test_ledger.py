@@ -418,3 +418,18 @@ def test_an_incident_the_replayed_batch_no_longer_raises_is_closed_saying_why(
     # Batch ids of another checkpoint (a reset one, a new shard count) are not compared.
     assert ledger.record(5, [], [slack], run="q2") == []
     assert [t.alert.alert_id for t in ledger.active()] == ["b"]
+
+
+def test_a_resolve_is_final_so_nothing_later_leaves_the_incident_open(tmp_path: Path) -> None:
+    # A resolve recorded by a batch that is then run again without it stands, while the
+    # detector still holds the incident: what it says next (an escalation) must not open
+    # the incident again, since its own resolve would then be a repeat, ignored, and the
+    # incident would stay open forever.
+    ledger, slack = AlertLedger(tmp_path / "l.sqlite"), Sink()
+    ledger.record(0, [alert("a"), alert("a", AlertStatus.RESOLVED)], [slack])
+    up = alert("a", AlertStatus.ESCALATED, Severity.CRITICAL)
+    assert ledger.record(1, [up], [slack]) == []
+    assert ledger.record(2, [alert("a", AlertStatus.RESOLVED)], [slack]) == []
+    assert ledger.active() == []
+    assert ledger.deliver(slack) == 0
+    assert slack.sent == ["a:firing", "a:resolved"]
