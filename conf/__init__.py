@@ -358,8 +358,10 @@ class OutputConfig(_Frozen):
         gt=0,
         description=(
             "a transition whose event time is older than this when it is recorded is kept "
-            "(ledger, alert file, metrics) but not sent to Slack: it is marked stale; "
-            "null = page whatever the age"
+            "(ledger, alert file, metrics) but not sent to Slack: it is marked stale, and "
+            "so are its incident's later transitions, unless the incident escalates recently "
+            "or is still open when flinkwatch catches up after being behind (then it pages "
+            "once; docs/guarantees.md); null = page whatever the age"
         ),
     )
 

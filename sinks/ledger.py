@@ -5,9 +5,15 @@ transitions (:meth:`AlertLedger.record`) before it returns, that is before Spark
 commits the batch. If the process dies before the commit, Spark replays the batch
 and the ledger, keyed by :func:`~sinks.base.transition_key`, adds nothing twice.
 
+A batch cut short after it was recorded (a reload stops the queries mid-batch) is run
+again by Spark from the state before it, possibly with new settings, and may not raise
+what the first run did: an incident the first run opened and the second did not is one
+no detector holds, so the ledger closes it (see :meth:`AlertLedger.record`, ``run``). A
+resolve is final: nothing of an incident after it opens it again.
+
 Delivery is a second, independent step per sink: ``pending`` → ``sending`` →
 ``delivered`` (or ``failed``; for a notifying sink also ``silenced``, or ``stale`` when the
-transition was already old when it was recorded). ``sending`` is
+transition was already old when it was recorded, see :meth:`AlertLedger.record`). ``sending`` is
 committed before the send starts, so after a crash the ledger knows which sends may
 have happened and asks the sink (:meth:`~sinks.base.DeliverySink.confirm`) instead
 of guessing. A send that fails without saying whether it arrived
@@ -55,7 +61,9 @@ CREATE TABLE IF NOT EXISTS transitions (
     alert TEXT NOT NULL,
     recorded_ms INTEGER NOT NULL,
     incident_id TEXT,
-    incident TEXT
+    incident TEXT,
+    frontier_ms INTEGER,
+    run TEXT
 );
 CREATE INDEX IF NOT EXISTS transitions_alert ON transitions (alert_id, seq);
 CREATE TABLE IF NOT EXISTS deliveries (
@@ -68,6 +76,10 @@ CREATE TABLE IF NOT EXISTS deliveries (
     PRIMARY KEY (sink, seq)
 );
 CREATE INDEX IF NOT EXISTS deliveries_open ON deliveries (sink, state, seq);
+CREATE TABLE IF NOT EXISTS ledger_meta (
+    key TEXT PRIMARY KEY,
+    value INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS sink_memory (
     sink TEXT NOT NULL,
     key TEXT NOT NULL,
@@ -80,6 +92,11 @@ CREATE TABLE IF NOT EXISTS sink_memory (
 OPEN_STATES = ("pending", "sending")
 #: Every delivery state.
 DELIVERY_STATES = ("pending", "sending", "delivered", "failed", "silenced", "stale")
+#: Delivery states of a transition that was (or is being) sent: later ones follow it.
+_PAGED_STATES = ("pending", "sending", "delivered", "failed")
+#: How far detection's newest event time moves before the ledger writes it down again
+#: (it only needs to tell "an hour behind" from "up to date").
+_FRONTIER_STEP_MS = 60_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,13 +163,28 @@ class AlertLedger:
         self._migrate()
         #: Outcomes of sends, by (sink, outcome), for the metrics.
         self.outcomes: Counter[tuple[str, str]] = Counter()
+        row = self._db.execute("SELECT value FROM ledger_meta WHERE key = 'frontier_ms'").fetchone()
+        #: The newest event time detection has output (see :meth:`record`), and as written.
+        self._frontier: int | None = int(row[0]) if row else None
+        self._frontier_saved = self._frontier
+        #: Whether an incident withheld while flinkwatch was behind may wait for its page.
+        self._held = True
 
     def _migrate(self) -> None:
-        # Ledgers written before correlation lack the incident columns: add them, empty.
+        # Older ledgers lack later columns: add them, empty.
         cols = {r[1] for r in self._db.execute("PRAGMA table_info(transitions)").fetchall()}
-        for col in ("incident_id", "incident"):
+        added = (
+            ("incident_id", "TEXT"),
+            ("incident", "TEXT"),
+            ("frontier_ms", "INTEGER"),
+            ("run", "TEXT"),
+        )
+        for col, kind in added:
             if col not in cols:
-                self._db.execute(f"ALTER TABLE transitions ADD COLUMN {col} TEXT")
+                self._db.execute(f"ALTER TABLE transitions ADD COLUMN {col} {kind}")
+        self._db.execute(
+            "CREATE INDEX IF NOT EXISTS transitions_batch ON transitions (run, batch_id)"
+        )
 
     def close(self) -> None:
         """Close the file."""
@@ -180,10 +212,33 @@ class AlertLedger:
         silencer: Silencer | None = None,
         correlate: Correlate | None = None,
         max_age_ms: int | None = None,
+        frontier_ms: int | None = None,
+        run: str | None = None,
     ) -> list[Transition]:
         """Record a batch's transitions and queue each for every sink, in one transaction.
 
-        A transition already recorded (a replayed batch) is ignored.
+        A transition already recorded (a replayed batch) is ignored, and so is any but a
+        resolve of an incident that has resolved: a resolve is final.
+
+        A batch run again (``run`` and ``batch_id`` seen before: Spark replays a batch it
+        did not commit, from the state before it) may not raise what its first run did,
+        when the restart came with new settings (a reload, the entity cap) or what ran
+        before was stopped half way. An incident the first run opened that this one does
+        not open is held by no detector and would stay open forever: it is closed here,
+        with a resolve that says so (evidence ``reason``), before the batch's own
+        transitions. What else the first run raised and this one does not stands (an
+        escalation, a resolve).
+
+        What is too old to page (``max_age_ms``). After a checkpoint reset the query reads
+        history again, and last month's incidents must not page today; a flinkwatch that
+        was down must not page what ended while it was. So a firing older than the limit
+        is recorded but not sent to notifying sinks (``stale``), and its incident's later
+        transitions follow it (:meth:`_stale`), with two exceptions, for an incident that
+        is still going on: an escalation of it is news and judged by its own age; and if
+        flinkwatch itself was behind when it recorded the firing (detection's newest
+        event time before this batch was older than the limit: it was down, or catching
+        up), the incident's latest transition is paged, once, as soon as detection is
+        within the limit of now again with the incident still open (``paged_late``).
 
         Args:
             batch_id: The micro-batch, kept for tracing.
@@ -193,24 +248,35 @@ class AlertLedger:
             correlate: Puts each new transition into its incident; called once per new
                 transition, in order, so the caller's correlator mirrors the ledger.
             max_age_ms: A transition whose event time is older than this (by the ledger's
-                clock) is recorded but not sent to notifying sinks (``stale``): after a
-                checkpoint reset the query reads history again, and last month's
-                incidents must not page today. ``None``: no limit.
+                clock) is not paged (see above). ``None``: no limit.
+            frontier_ms: The newest event time in the batch's output, signals included:
+                how far detection has got (the alerts' own times count too).
+            run: The query whose batch this is (its checkpoint's id): batch ids of one
+                query are compared, and only then. ``None``: nothing is compared.
 
         Returns:
             The transitions that were new, in order.
         """
         new: list[Transition] = []
         withheld: Counter[str] = Counter()
+        paged: Counter[str] = Counter()
         now = self._clock()
+        before = self._frontier
+        behind = max_age_ms is not None and before is not None and now - before > max_age_ms
         with self._tx() as db:
+            if run is not None:
+                alerts = [*self._not_raised_again(db, run, batch_id, alerts, frontier_ms), *alerts]
             for alert in alerts:
                 key = transition_key(alert)
+                if alert.status is not AlertStatus.RESOLVED and self._closed(db, alert.alert_id):
+                    if not db.execute("SELECT 1 FROM transitions WHERE key = ?", (key,)).fetchone():
+                        log.info("%s: its incident has resolved already; not recorded", key)
+                    continue
                 silenced = self._silence_of(db, alert, silencer)
                 cur = db.execute(
-                    "INSERT OR IGNORE INTO transitions "
-                    "(key, alert_id, status, batch_id, silenced_by, alert, recorded_ms) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT OR IGNORE INTO transitions (key, alert_id, status, batch_id, "
+                    "silenced_by, alert, recorded_ms, frontier_ms, run) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         key,
                         alert.alert_id,
@@ -219,6 +285,8 @@ class AlertLedger:
                         silenced,
                         alert.model_dump_json(),
                         now,
+                        before,
+                        run,
                     ),
                 )
                 if cur.rowcount == 0:
@@ -238,32 +306,176 @@ class AlertLedger:
                     elif sink.notifies and self._stale(db, alert, sink.name, old):
                         state = "stale"
                         withheld[sink.name] += 1
+                        self._held = self._held or behind
                     db.execute(
                         "INSERT INTO deliveries (sink, seq, state, updated_ms) VALUES (?, ?, ?, ?)",
                         (sink.name, seq, state, now),
                     )
                 new.append(Transition(seq, key, alert, silenced, now, incident))
+            newest = self._advance(db, [frontier_ms or 0, *(a.event_time_ms for a in alerts)])
+            swept = (
+                max_age_ms is not None
+                and self._held
+                and newest is not None
+                and now - newest <= max_age_ms
+            )
+            if swept:
+                for sink in sinks:
+                    if sink.notifies:
+                        paged[sink.name] = self._page_held(db, sink.name, max_age_ms or 0)
+        self._frontier = newest
+        self._held = self._held and not swept
         for sink_name, n in withheld.items():
             self.outcomes[(sink_name, "stale")] += n
+        for sink_name, n in paged.items():
+            if n:
+                self.outcomes[(sink_name, "paged_late")] += n
         return new
+
+    @staticmethod
+    def _closed(db: sqlite3.Connection, alert_id: str) -> bool:
+        """Whether the incident's latest recorded transition is its resolve."""
+        row = db.execute(
+            "SELECT status FROM transitions WHERE alert_id = ? ORDER BY seq DESC LIMIT 1",
+            (alert_id,),
+        ).fetchone()
+        return row is not None and row[0] == AlertStatus.RESOLVED.value
+
+    @staticmethod
+    def _not_raised_again(
+        db: sqlite3.Connection,
+        run: str,
+        batch_id: int,
+        alerts: Sequence[Alert],
+        frontier_ms: int | None,
+    ) -> list[Alert]:
+        """Resolves of the open incidents an earlier run of this batch opened and this one did not.
+
+        Each is the incident's latest transition, resolved, at the batch's newest time.
+        """
+        raised = {transition_key(a) for a in alerts}
+        opened = db.execute(
+            "SELECT key, alert_id FROM transitions "
+            "WHERE run = ? AND batch_id = ? AND status = 'firing' ORDER BY seq",
+            (run, batch_id),
+        ).fetchall()
+        out: list[Alert] = []
+        for key, alert_id in opened:
+            if key in raised:
+                continue
+            last = db.execute(
+                "SELECT alert, status FROM transitions WHERE alert_id = ? "
+                "ORDER BY seq DESC LIMIT 1",
+                (alert_id,),
+            ).fetchone()
+            if last[1] == AlertStatus.RESOLVED.value:
+                continue
+            latest = Alert.model_validate_json(last[0])
+            at = max([latest.event_time_ms, frontier_ms or 0, *(a.event_time_ms for a in alerts)])
+            out.append(
+                latest.model_copy(
+                    update={
+                        "status": AlertStatus.RESOLVED,
+                        "event_time_ms": at,
+                        "summary": (
+                            f"{latest.detector} no longer holds this incident: the micro-batch "
+                            "that raised it was cut short by a restart (a config reload, say) "
+                            "and did not raise it when run again; closed by flinkwatch"
+                        ),
+                        "evidence": {
+                            "reason": "not raised again after a restart",
+                            "batch": batch_id,
+                        },
+                    }
+                )
+            )
+            log.warning(
+                "alert=%s %s: batch %d was run again after a restart and did not raise it; "
+                "no detector holds it, so it is resolved",
+                alert_id,
+                key,
+                batch_id,
+            )
+        return out
+
+    def _advance(self, db: sqlite3.Connection, times: Sequence[int]) -> int | None:
+        """Detection's newest event time with ``times``; written down once it moved a step."""
+        newest = max(times, default=0)
+        if not newest or (self._frontier is not None and newest <= self._frontier):
+            return self._frontier
+        if self._frontier_saved is None or newest - self._frontier_saved >= _FRONTIER_STEP_MS:
+            db.execute(
+                "INSERT OR REPLACE INTO ledger_meta (key, value) VALUES ('frontier_ms', ?)",
+                (newest,),
+            )
+            self._frontier_saved = newest
+        return newest
+
+    def _page_held(self, db: sqlite3.Connection, sink: str, max_age_ms: int) -> int:
+        """Page the incidents withheld while flinkwatch was behind that are still open.
+
+        Each such incident's latest transition goes from ``stale`` to ``pending``: it pages
+        once, as what the incident is now. One whose every transition to the sink is not
+        ``stale`` (paged, silenced) or that has resolved is left alone.
+
+        Returns:
+            How many were paged.
+        """
+        held = db.execute(
+            "SELECT DISTINCT t.alert_id FROM deliveries d JOIN transitions t ON t.seq = d.seq "
+            "WHERE d.sink = ? AND d.state = 'stale' AND t.status = 'firing' "
+            "AND t.frontier_ms IS NOT NULL AND t.recorded_ms - t.frontier_ms > ?",
+            (sink, max_age_ms),
+        ).fetchall()
+        n = 0
+        for (alert_id,) in held:
+            rows = db.execute(
+                "SELECT t.seq, t.key, t.status, d.state FROM transitions t JOIN deliveries d "
+                "ON d.seq = t.seq AND d.sink = ? WHERE t.alert_id = ? ORDER BY t.seq",
+                (sink, alert_id),
+            ).fetchall()
+            if rows[-1][2] == AlertStatus.RESOLVED.value or any(r[3] != "stale" for r in rows):
+                continue
+            seq, key = rows[-1][0], rows[-1][1]
+            db.execute(
+                "UPDATE deliveries SET state = 'pending', updated_ms = ? "
+                "WHERE sink = ? AND seq = ?",
+                (self._clock(), sink, seq),
+            )
+            log.warning(
+                "sink=%s %s: withheld as old while flinkwatch was behind, still open now that "
+                "it caught up: paged",
+                sink,
+                key,
+            )
+            n += 1
+        return n
 
     @staticmethod
     def _stale(db: sqlite3.Connection, alert: Alert, sink: str, old: bool) -> bool:
         """Whether a transition is withheld from ``sink`` for its age.
 
-        Only a transition that opens an incident is judged by its own age. An escalation
-        or a resolve follows its firing, like a silence: withheld if the firing was (no
-        message about an incident nobody was paged for), sent if the firing was, however
-        late it comes (a message left red forever is worse than a late resolve).
+        A firing is judged by its own age. A later transition follows its incident, like
+        a silence: sent if an earlier one was sent (a message left red forever is worse
+        than a late resolve), however late it comes. Of an incident withheld so far, a
+        resolve is withheld too (no message about an incident nobody was paged for), and
+        an escalation is judged by its own age: a recent one is news about an incident
+        going on now, which pages as what it is now.
         """
-        if alert.status is not AlertStatus.FIRING:
-            row = db.execute(
+        if alert.status is AlertStatus.FIRING:
+            return old
+        states = {
+            str(r[0])
+            for r in db.execute(
                 "SELECT d.state FROM deliveries d JOIN transitions t ON t.seq = d.seq "
-                "WHERE t.alert_id = ? AND t.status = 'firing' AND d.sink = ?",
+                "WHERE t.alert_id = ? AND d.sink = ?",
                 (alert.alert_id, sink),
-            ).fetchone()
-            if row is not None:
-                return bool(row[0] == "stale")
+            ).fetchall()
+        }
+        if states & set(_PAGED_STATES):
+            return False
+        if alert.status is AlertStatus.RESOLVED and "stale" in states:
+            return True
         return old
 
     @staticmethod
@@ -467,6 +679,11 @@ class AlertLedger:
                 (sink, key, json.dumps(value)),
             )
 
+    def forget(self, sink: str, key: str) -> None:
+        """Drop a fact kept by :meth:`remember` (nothing if there is none)."""
+        with self._tx() as db:
+            db.execute("DELETE FROM sink_memory WHERE sink = ? AND key = ?", (sink, key))
+
     def recall(self, sink: str, key: str) -> dict[str, Any] | None:
         """A fact kept by :meth:`remember`, or None."""
         with self._lock:
@@ -506,5 +723,10 @@ class AlertLedger:
                     (alert_id,),
                 )
                 n += db.execute("DELETE FROM transitions WHERE alert_id = ?", (alert_id,)).rowcount
-                db.execute("DELETE FROM sink_memory WHERE key = ?", (alert_id,))
+                # The incident's message, and any search for one of its sends left half way.
+                prefix = f"search:{alert_id}:"
+                db.execute(
+                    "DELETE FROM sink_memory WHERE key = ? OR substr(key, 1, ?) = ?",
+                    (alert_id, len(prefix), prefix),
+                )
         return n

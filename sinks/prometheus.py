@@ -148,7 +148,7 @@ class Sources:
     cluster: Callable[[], str] = lambda: "default"
     signals: SignalBoard | None = None
     #: Sends by (sink, outcome): delivered, failed, retry, unknown, confirmed,
-    #: resent_unconfirmed.
+    #: resent_unconfirmed, stale, paged_late.
     deliveries: Callable[[], Mapping[tuple[str, str], int]] = _nothing
     #: Transitions waiting per delivery sink.
     backlog: Callable[[], Mapping[str, int]] = _nothing
@@ -231,7 +231,9 @@ class FlinkwatchCollector(Collector):
             "unavailable, kept in order), unknown (no answer, e.g. 5xx or timeout: asked "
             "about before any resend), failed (refused, skipped), confirmed (found "
             "delivered after a crash or an unknown outcome), resent_unconfirmed (sent "
-            "again without being able to ask).",
+            "again without being able to ask), stale (withheld as older than "
+            "output.page_max_age_s), paged_late (withheld while flinkwatch was behind, "
+            "paged once it caught up with the incident still open).",
             labels=["sink", "outcome"],
         )
         for (sink, outcome), n in sorted(self.s.deliveries().items()):

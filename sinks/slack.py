@@ -6,7 +6,8 @@ updates that message (``chat.update``) and adds a reply in its thread, so a chan
 sees one line per incident, headed by its probable root cause. Every message carries
 Slack message metadata with the transition's ledger key; after a crash in the
 middle of a send, :meth:`SlackBotSink.confirm` looks for that key in the channel
-(or the thread) instead of posting again.
+(or the thread) instead of posting again. While Slack will not let it look (a missing
+scope) the send waits: bot mode never posts a transition twice.
 
 Webhook mode can only post: each transition is its own message, and an
 interrupted send, or one whose outcome is unknown, is repeated (a webhook cannot be
@@ -77,12 +78,16 @@ EVENT_TYPE = "flinkwatch_alert"
 _CHANNEL_ID = re.compile(r"^[CGD][A-Z0-9]{6,}$")
 #: Items asked for per page of a Slack read (Slack recommends at most 200).
 _PAGE = 200
-#: Pages read before a search gives up (then the send's fate counts as unknown).
+#: Pages read per try of a search; the next try goes on from where this one stopped.
 _MAX_PAGES = 50
 
 
 class _CannotTell(Exception):
     """Slack will not say whether a message is there (a missing scope, no access)."""
+
+
+class _NotThroughYet(Exception):
+    """A search read its pages for this try without reaching the end; it goes on later."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -631,24 +636,41 @@ class SlackBotSink(_SlackSink):
 
     # --- after a crash, or a send without an answer ------------------------------------
 
-    def confirm(self, t: Transition) -> bool | None:
+    def confirm(self, t: Transition) -> bool:
         """Look for the transition's metadata key in Slack (the thread, or the channel).
 
         Pages through ``conversations.replies`` / ``conversations.history`` by cursor: in
-        a busy channel the message can be far from the newest.
+        a busy channel the message can be far from the newest. A try reads at most
+        ``_MAX_PAGES`` pages; the cursor is kept in the ledger and the next try goes on
+        from it, so a long search ends however busy the channel.
 
         Returns:
-            True if found, False if surely not there, None if Slack will not say (a
-            missing scope, no access): the ledger then sends it again.
+            True if found, False if surely not there. Never "cannot tell": bot mode does
+            not post what may be there already.
 
         Raises:
-            RetryableDeliveryError: Slack cannot be asked now; the ledger asks later.
+            RetryableDeliveryError: Slack cannot be asked now (down, rate limited), will
+                not let us look (a missing scope, no access: logged as an error), or the
+                search is not through yet. The ledger keeps the send ``sending`` and it,
+                with everything behind it, waits and asks again.
         """
         try:
             return self._find(t)
+        except _NotThroughYet as exc:
+            log.info("slack: %s not found yet (%s); the search goes on at the next try", t.key, exc)
+            msg = f"confirming {t.key}: {exc}; going on at the next try"
+            raise RetryableDeliveryError(msg) from None
         except _CannotTell as exc:
-            log.warning("slack: cannot check whether %s arrived (%s); sending again", t.key, exc)
-            return None
+            log.error(
+                "slack: cannot check whether %s arrived (%s); it and the transitions after it "
+                "wait rather than risk a second post: grant the token channels:history "
+                "(groups:history for a private channel) and channels:read, or configure "
+                "channels by id",
+                t.key,
+                exc,
+            )
+            msg = f"cannot confirm {t.key}: {exc}"
+            raise RetryableDeliveryError(msg) from None
 
     def _find(self, t: Transition) -> bool:
         a = t.alert
@@ -683,10 +705,18 @@ class SlackBotSink(_SlackSink):
     def _search(self, t: Transition, method: str, channel: str, **where: str) -> str | None:
         """The ts of the message carrying ``t``'s key, following the cursor; None if absent.
 
+        Reads at most ``_MAX_PAGES`` pages per call. The message, if it arrived, was
+        stored before the first page was read, so a search that goes on later from its
+        cursor still passes it (newer messages come before the first page of the history
+        and after the thread's end, never between two pages).
+
         Raises:
-            _CannotTell: Slack refused the read, or the search gave up after ``_MAX_PAGES``.
+            _CannotTell: Slack refused the read.
+            _NotThroughYet: ``_MAX_PAGES`` pages read; the cursor is kept for the next call.
         """
-        cursor: str | None = None
+        memo = f"search:{t.key}:{method}:{channel}"
+        kept = self._ledger.recall(self.name, memo)
+        cursor: str | None = kept["cursor"] if kept else None
         for _ in range(_MAX_PAGES):
             try:
                 resp = self._call(
@@ -698,18 +728,25 @@ class SlackBotSink(_SlackSink):
                     **where,
                 )
             except PermanentDeliveryError as exc:
+                if cursor is not None and "invalid_cursor" in str(exc):
+                    cursor = None  # a kept cursor Slack no longer takes: start over
+                    continue
                 if method == "conversations_history" and "channel_not_found" in str(exc):
+                    self._ledger.forget(self.name, memo)
                     return None  # no such channel: nothing can have arrived there
                 raise _CannotTell(str(exc)) from None
             for m in resp.get("messages", []):
                 payload = (m.get("metadata") or {}).get("event_payload") or {}
                 if payload.get("key") == t.key:
+                    self._ledger.forget(self.name, memo)
                     return str(m["ts"])
             cursor = (resp.get("response_metadata") or {}).get("next_cursor") or None
             if cursor is None:
+                self._ledger.forget(self.name, memo)
                 return None
-        msg = f"{method}: not within {_MAX_PAGES} pages of {_PAGE}"
-        raise _CannotTell(msg)
+        self._ledger.remember(self.name, memo, {"cursor": cursor})
+        msg = f"{method}: {_MAX_PAGES} pages of {_PAGE} read, not through yet"
+        raise _NotThroughYet(msg)
 
     def _channel_id(self, name: str) -> str | None:
         """Slack's id of a configured channel (read APIs want it); None if there is none.

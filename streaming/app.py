@@ -264,11 +264,12 @@ class Pipeline:
         # is another checkpoint, rebuilt from the bus (a new detect query reads all of it).
         name = "detect" if self.bus == "files" else "detect-kafka"
         name = f"{name}-shards{self.cfg.spark.state_shards}-{STATE_LAYOUT}"
+        checkpoint = self.checkpoint_dir / name
         return (
             alert_stream(rows, self.cfg, self.admit_new, secrets.token_hex(2))
             .writeStream.queryName("flinkwatch-detect")
-            .foreachBatch(AlertDelivery(self.outputs, self.stats, self.cfg))
-            .option("checkpointLocation", str(self.checkpoint_dir / name))
+            .foreachBatch(AlertDelivery(self.outputs, self.stats, self.cfg, checkpoint))
+            .option("checkpointLocation", str(checkpoint))
             .trigger(**self._trigger())
             .start()
         )
@@ -394,7 +395,8 @@ def run_forever(
 
     A valid change of the config file (or SIGHUP, via ``reload_requested``) restarts both
     queries on their checkpoints with the new config: detector state is kept, and a
-    micro-batch cut short is replayed, which the sinks dedupe.
+    micro-batch cut short is replayed, which the sinks dedupe; an incident its first run
+    opened and the replay (with the new settings) does not is closed by the ledger.
 
     Returns:
         0 when stopped on request, 1 after ``max_restarts`` failures in a row.

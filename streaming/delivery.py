@@ -121,12 +121,50 @@ _NOT_ALERTS = (SIGNAL, SIGNAL_GONE, DETECTOR_ERROR, ENTITY_REFUSED)
 
 
 class AlertDelivery:
-    """``foreachBatch`` of the detect query: record in the ledger, then deliver."""
+    """``foreachBatch`` of the detect query: record in the ledger, then deliver.
 
-    def __init__(self, outputs: Outputs, stats: PipelineStats, cfg: AppConfig) -> None:
+    Args:
+        outputs: Where transitions go.
+        stats: The pipeline's counters.
+        cfg: The config the query was started with.
+        checkpoint: The detect query's checkpoint directory. Its ``metadata`` names the
+            query (Spark writes it at the first start; a new or reset checkpoint gets a
+            new id), so the ledger can tell a batch run again after a restart from the
+            same batch id of another checkpoint (see :meth:`AlertLedger.record`).
+            ``None``: batches are not compared.
+    """
+
+    def __init__(
+        self,
+        outputs: Outputs,
+        stats: PipelineStats,
+        cfg: AppConfig,
+        checkpoint: Path | None = None,
+    ) -> None:
         self.out = outputs
         self.stats = stats
         self.cfg = cfg
+        self.checkpoint = checkpoint
+        self._query: str | None = None
+        self._asked = checkpoint is None
+
+    def _query_id(self) -> str | None:
+        """The id Spark gave the query in its checkpoint (read at the first batch)."""
+        if self._asked or self.checkpoint is None:
+            return self._query
+        self._asked = True
+        path = self.checkpoint / "metadata"
+        try:
+            meta = json.loads(path.read_text(encoding="utf-8"))
+            self._query = str(meta["id"])
+        except (OSError, ValueError, TypeError, KeyError) as exc:
+            log.warning(
+                "detect: no query id in %s (%s): a batch run again after a restart is not "
+                "compared with its first run",
+                path,
+                exc,
+            )
+        return self._query
 
     def _silence(self, alert: Alert) -> str | None:
         return silence_for(self.cfg.silences, alert, self.cfg.cluster)
@@ -149,7 +187,7 @@ class AlertDelivery:
         correlator = self.out.correlator
         if correlator is not None:
             correlator.params = self.cfg.correlation  # follows a reload
-        withheld = self._withheld()
+        withheld, late = self._outcome("stale"), self._outcome("paged_late")
         new = self.out.ledger.record(
             batch_id,
             rows_to_alerts(alert_rows),
@@ -157,8 +195,12 @@ class AlertDelivery:
             self._silence,
             correlator.observe if correlator is not None else None,
             self._max_age_ms(),
+            # How far detection has got: signal rows carry their entity's newest event
+            # time, so a batch without transitions still says whether flinkwatch is behind.
+            max((int(r["event_ms"] or 0) for r in rows), default=None),
+            self._query_id(),
         )
-        self._say_stale(new, self._withheld() - withheld)
+        self._say_stale(new, self._outcome("stale") - withheld)
         for t in new:
             self.stats.alerts[(t.alert.detector, t.alert.entity, t.alert.status.value)] += 1
         for obs in self.out.observers:
@@ -174,7 +216,7 @@ class AlertDelivery:
             except Exception as exc:
                 log.exception("sink=%s batch=%d delivery failed", sink.name, batch_id)
                 errors.append(exc)
-        if self.out.dispatcher is not None and new:
+        if self.out.dispatcher is not None and (new or self._outcome("paged_late") > late):
             self.out.dispatcher.wake()
         if errors:
             raise errors[0]
@@ -183,10 +225,10 @@ class AlertDelivery:
         age = self.cfg.output.page_max_age_s
         return None if age is None else int(age * 1000)
 
-    def _withheld(self) -> int:
-        """Transitions the ledger has withheld from notifying sinks as stale, so far."""
+    def _outcome(self, wanted: str) -> int:
+        """Deliveries with this outcome so far, over all sinks (``stale``: withheld as old)."""
         outcomes = self.out.ledger.outcomes
-        return sum(n for (_sink, outcome), n in outcomes.items() if outcome == "stale")
+        return sum(n for (_sink, outcome), n in outcomes.items() if outcome == wanted)
 
     def _say_stale(self, new: Sequence[Transition], withheld: int) -> None:
         # Old transitions are recorded but not paged (a checkpoint reset reads history

@@ -204,6 +204,15 @@ class SlackEmulator:
         with self._lock:
             self._faults.down = down
 
+    def set_scopes(self, scopes: tuple[str, ...] | None) -> None:
+        """Give the token these OAuth scopes from now on (None: every scope).
+
+        As when a workspace admin adds a scope to the app: what was refused with
+        ``missing_scope`` is answered from the next request on.
+        """
+        with self._lock:
+            self._workspace.set_scopes(scopes)
+
     def messages(self, channel: str | None = None) -> list[Message]:
         """Top-level messages, oldest first, each with its thread under "replies".
 

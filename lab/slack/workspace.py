@@ -176,6 +176,10 @@ class _Workspace:
             "conversations.list": self._list,
         }
 
+    def set_scopes(self, scopes: tuple[str, ...] | None) -> None:
+        """The token's scopes from now on; see ``SlackEmulator.set_scopes``."""
+        self._scopes = None if scopes is None else frozenset(scopes)
+
     def _id_of(self, channel: str) -> str:
         bare = channel.removeprefix("#")
         return next(cid for cid, name in self._names.items() if name == bare)

@@ -315,3 +315,121 @@ def test_a_resolve_follows_its_firing_whatever_its_own_age(tmp_path: Path) -> No
     assert ledger.deliver(slack) == 0
     assert slack.sent == ["paged:firing", "paged:resolved"]
     assert ledger.counts()[("slack", "stale")] == 2
+
+
+HOUR = 3_600_000
+
+
+def at(a: Alert, ms: int) -> Alert:
+    return a.model_copy(update={"event_time_ms": ms})
+
+
+def test_an_escalation_of_an_incident_withheld_as_old_pages_as_what_it_is_now(
+    tmp_path: Path,
+) -> None:
+    # flinkwatch was down: the incident opened meanwhile is old when recorded and withheld,
+    # but its escalation happens now. The incident pages once, as the escalation; its
+    # resolve then follows the page.
+    now = 1_700_000_000_000
+    ledger = AlertLedger(tmp_path / "l.sqlite", clock=lambda: now)
+    slack, file = Sink("slack"), Sink("file", notifies=False)
+    ledger.record(0, [at(alert("a"), now - 2 * HOUR)], [slack, file], max_age_ms=HOUR)
+    up = at(alert("a", AlertStatus.ESCALATED, Severity.CRITICAL), now - 60_000)
+    ledger.record(1, [up], [slack, file], max_age_ms=HOUR)
+    assert ledger.deliver(slack) == 0
+    assert slack.sent == ["a:escalated:critical"]
+    done = at(alert("a", AlertStatus.RESOLVED, Severity.CRITICAL), now - 1000)
+    ledger.record(2, [done], [slack, file], max_age_ms=HOUR)
+    ledger.deliver(slack)
+    ledger.deliver(file)
+    assert slack.sent == ["a:escalated:critical", "a:resolved"]
+    assert file.sent == ["a:firing", "a:escalated:critical", "a:resolved"]
+    # An old escalation of a withheld incident is history like its firing.
+    ledger.record(3, [at(alert("b"), now - 3 * HOUR)], [slack], max_age_ms=HOUR)
+    late_up = at(alert("b", AlertStatus.ESCALATED, Severity.CRITICAL), now - 2 * HOUR)
+    ledger.record(4, [late_up], [slack], max_age_ms=HOUR)
+    assert ledger.deliver(slack) == 0
+    assert slack.sent == ["a:escalated:critical", "a:resolved"]
+
+
+def test_an_incident_withheld_while_flinkwatch_was_behind_pages_once_if_still_open_after(
+    tmp_path: Path,
+) -> None:
+    clock = {"now": 1_700_000_000_000}
+    ledger = AlertLedger(tmp_path / "l.sqlite", clock=lambda: clock["now"])
+    slack = Sink("slack")
+
+    def batch(batch_id: int, alerts: list[Alert], frontier_ago_ms: int) -> None:
+        ledger.record(
+            batch_id,
+            alerts,
+            [slack],
+            max_age_ms=HOUR,
+            frontier_ms=clock["now"] - frontier_ago_ms,
+        )
+        ledger.deliver(slack)
+
+    batch(0, [at(alert("x"), clock["now"] - 60_000)], 30_000)  # running, up to date
+    ledger.close()
+    clock["now"] += 3 * HOUR  # down for three hours; the backlog is read on restart
+    ledger = AlertLedger(tmp_path / "l.sqlite", clock=lambda: clock["now"])
+    ago = 2 * HOUR
+    batch(1, [at(alert("open"), clock["now"] - ago), at(alert("over"), clock["now"] - ago)], ago)
+    batch(2, [at(alert("over", AlertStatus.RESOLVED), clock["now"] - 100 * 60_000)], 90 * 60_000)
+    assert slack.sent == ["x:firing"]  # still catching up: nothing of the backlog yet
+    batch(3, [], 20_000)  # caught up: "open" is still open, "over" ended in the backlog
+    assert slack.sent == ["x:firing", "open:firing"]
+    assert ledger.outcomes[("slack", "paged_late")] == 1
+    batch(4, [], 10_000)
+    assert slack.sent == ["x:firing", "open:firing"]  # once
+    batch(5, [at(alert("open", AlertStatus.RESOLVED), clock["now"] - 5_000)], 5_000)
+    assert slack.sent == ["x:firing", "open:firing", "open:resolved"]
+    # An old firing while flinkwatch is up to date is not flinkwatch catching up (records
+    # an hour late, history replayed): it stays withheld, whatever happens later.
+    batch(6, [at(alert("late"), clock["now"] - 2 * HOUR)], 1_000)
+    batch(7, [], 500)
+    assert slack.sent == ["x:firing", "open:firing", "open:resolved"]
+
+
+def test_an_incident_the_replayed_batch_no_longer_raises_is_closed_saying_why(
+    tmp_path: Path,
+) -> None:
+    # A reload restarts the queries after the ledger recorded batch 5 and before Spark
+    # committed it. Spark runs batch 5 again, on the state before it, with the new
+    # settings: they raise "b" instead of "a". The detector holds no "a" and would never
+    # resolve it; the ledger closes it, once, and nothing of "a" opens it again.
+    ledger, slack = AlertLedger(tmp_path / "l.sqlite"), Sink()
+    ledger.record(4, [alert("x")], [slack], run="q1")
+    ledger.record(5, [alert("a"), alert("x", AlertStatus.RESOLVED)], [slack], run="q1")
+    assert ledger.deliver(slack) == 0
+    new = ledger.record(5, [alert("b"), alert("x", AlertStatus.RESOLVED)], [slack], run="q1")
+    assert [t.key for t in new] == ["a:resolved", "b:firing"]
+    closing = new[0].alert
+    assert "did not raise it when run again" in closing.summary
+    assert closing.evidence == {"reason": "not raised again after a restart", "batch": 5}
+    assert [t.alert.alert_id for t in ledger.active()] == ["b"]
+    assert ledger.deliver(slack) == 0
+    assert slack.sent == ["x:firing", "a:firing", "x:resolved", "a:resolved", "b:firing"]
+    # Run a third time: nothing more. Later output about "a" does not open it again.
+    assert ledger.record(5, [alert("b"), alert("x", AlertStatus.RESOLVED)], [slack], run="q1") == []
+    up = alert("a", AlertStatus.ESCALATED, Severity.CRITICAL)
+    assert ledger.record(6, [up, alert("a", AlertStatus.RESOLVED)], [slack], run="q1") == []
+    assert [t.alert.alert_id for t in ledger.active()] == ["b"]
+    # Batch ids of another checkpoint (a reset one, a new shard count) are not compared.
+    assert ledger.record(5, [], [slack], run="q2") == []
+    assert [t.alert.alert_id for t in ledger.active()] == ["b"]
+
+
+def test_a_resolve_is_final_so_nothing_later_leaves_the_incident_open(tmp_path: Path) -> None:
+    # A resolve recorded by a batch that is then run again without it stands, while the
+    # detector still holds the incident: what it says next (an escalation) must not open
+    # the incident again, since its own resolve would then be a repeat, ignored, and the
+    # incident would stay open forever.
+    ledger, slack = AlertLedger(tmp_path / "l.sqlite"), Sink()
+    ledger.record(0, [alert("a"), alert("a", AlertStatus.RESOLVED)], [slack])
+    up = alert("a", AlertStatus.ESCALATED, Severity.CRITICAL)
+    assert ledger.record(1, [up], [slack]) == []
+    assert ledger.record(2, [alert("a", AlertStatus.RESOLVED)], [slack]) == []
+    assert ledger.active() == []
+    assert ledger.deliver(slack) == 0
+    assert slack.sent == ["a:firing", "a:resolved"]

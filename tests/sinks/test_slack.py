@@ -566,3 +566,59 @@ def test_the_route_check_waits_for_a_slack_that_is_down(
     slack.set_down(True)
     assert sink.check_routes() == []
     assert "slack: cannot check the routes now" in caplog.text
+
+
+@pytest.mark.parametrize("channel", ["#flink-alerts", "C0000001"], ids=["by-name", "by-id"])
+def test_a_send_slack_will_not_let_us_look_for_waits_and_is_never_posted_twice(
+    tmp_path: Path, channel: str
+) -> None:
+    # Without channels:read (a channel by name, not posted to yet) or channels:history
+    # flinkwatch cannot tell whether a message of unknown outcome arrived: it waits, in
+    # order, rather than posting it a second time, and goes on once the scope is granted.
+    with SlackEmulator(token=TOKEN, channels=("#flink-alerts",), scopes=("chat:write",)) as emu:
+        ledger = AlertLedger(tmp_path / "l.sqlite")
+        sink = bot(emu, ledger, channel=channel, routes=[])
+        emu.fail_next(1, 500, path_prefix="/api/chat.postMessage", after_store=True)
+        ledger.record(0, [alert(alert_id="a"), alert(alert_id="b")], [sink])
+        for _ in range(3):
+            with pytest.raises(RetryableDeliveryError):
+                ledger.deliver(sink)
+        assert keys(emu.messages("#flink-alerts")) == ["a:firing"]  # not sent again
+        assert ledger.counts()[("slack", "sending")] == 1
+        assert ledger.backlog() == {"slack": 2}  # "b" waits behind it
+        [waiting] = ledger.deliveries(["sending"])
+        assert waiting.error is not None and "missing_scope" in waiting.error
+        emu.set_scopes(None)  # the workspace admin adds the scopes
+        assert ledger.deliver(sink) == 0
+        assert keys(emu.messages("#flink-alerts")) == ["a:firing", "b:firing"]
+        assert ledger.outcomes[("slack", "confirmed")] == 1
+        assert ledger.outcomes[("slack", "resent_unconfirmed")] == 0
+
+
+def test_a_search_past_the_page_limit_goes_on_at_the_next_try_instead_of_posting_again(
+    busy: SlackEmulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from slack_sdk import WebClient
+
+    import sinks.slack
+
+    monkeypatch.setattr(sinks.slack, "_MAX_PAGES", 2)  # pages of 2 (busy): 4 messages a try
+    human = WebClient(token=TOKEN, base_url=busy.base_url, retry_handlers=[])
+    ledger = AlertLedger(tmp_path / "l.sqlite")
+    sink = bot(busy, ledger)
+    deliver(ledger, sink, 0, alert(alert_id="seen"))  # the channel's id is known from here on
+    busy.fail_next(1, 500, path_prefix="/api/chat.postMessage", after_store=True)
+    ledger.record(1, [alert()], [sink])
+    with pytest.raises(RetryableDeliveryError, match="HTTP 500"):
+        ledger.deliver(sink)
+    for i in range(6):  # the channel moves on: flinkwatch's message is on page 4, newest first
+        human.chat_postMessage(channel="#flink-alerts", text=f"chatter {i}")
+    with pytest.raises(RetryableDeliveryError, match="next try"):
+        ledger.deliver(sink)
+    assert keys(busy.messages("#flink-alerts")) == ["seen:firing", "a1:firing"]  # not again
+    assert ledger.deliver(sink) == 0
+    assert keys(busy.messages("#flink-alerts")) == ["seen:firing", "a1:firing"]
+    assert ledger.outcomes[("slack", "confirmed")] == 1
+    # The second try went on from the first one's cursor: 2 pages, then 2 more.
+    reads = [p for p, _ in busy.requests if p.endswith("conversations.history")]
+    assert len(reads) == 4

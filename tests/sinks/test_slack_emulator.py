@@ -427,6 +427,10 @@ def test_a_token_without_a_scope_gets_missing_scope() -> None:
             client.conversations_info(channel="C0000001")
         assert err.value.response["error"] == "missing_scope"
         assert err.value.response["needed"] == "channels:read"
+        emu.set_scopes(("chat:write", "channels:read"))  # an admin added the scope
+        assert client.conversations_info(channel="C0000001")["ok"]
+        emu.set_scopes(None)
+        assert client.conversations_history(channel="C0000001")["ok"]
 
 
 def test_a_cut_closes_the_connection_after_the_store(

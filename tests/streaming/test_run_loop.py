@@ -318,3 +318,43 @@ def test_refused_entities_are_counted_once_per_batch(tmp_path: Path) -> None:
     deliver(FakeBatch([refused]), 3)  # type: ignore[arg-type]  # replayed
     assert stats.entities_refused == {"checkpoint_failures": 2}
     assert sink.sent == []
+
+
+def test_an_incident_that_opened_while_flinkwatch_was_down_pages_once_it_caught_up(
+    tmp_path: Path,
+) -> None:
+    # The batch's rows tell the ledger how far detection has got (signals carry the
+    # entity's newest event time): the first batch after three hours down is far behind.
+    now = {"ms": 1_700_000_000_000}
+    slack = Recording("slack")
+    slack.notifies = True
+    ledger = AlertLedger(tmp_path / "l.sqlite", clock=lambda: now["ms"])
+    deliver = AlertDelivery(Outputs(ledger=ledger, sinks=[slack]), PipelineStats(), cfg())
+    signal = {**ROW, "alert_id": None, "status": "signal", "severity": None, "evidence": "{}"}
+    deliver(FakeBatch([{**signal, "event_ms": now["ms"] - 5_000}]), 0)  # type: ignore[arg-type]
+    now["ms"] += 3 * 3_600_000
+    opened = {**ROW, "event_ms": now["ms"] - 2 * 3_600_000}
+    deliver(FakeBatch([opened]), 1)  # type: ignore[arg-type]
+    assert slack.sent == []  # old, and flinkwatch is still catching up
+    caught_up = {**signal, "entity": "job:80", "event_ms": now["ms"] - 3_000}
+    deliver(FakeBatch([caught_up]), 2)  # type: ignore[arg-type]
+    assert slack.sent == ["a1:firing"]
+
+
+def test_a_batch_run_again_after_a_reload_without_an_incident_closes_it(tmp_path: Path) -> None:
+    # Spark's checkpoint names the query; its batch ids are compared, no other's.
+    checkpoint = tmp_path / "detect-kafka-shards32"
+    checkpoint.mkdir()
+    (checkpoint / "metadata").write_text('{"id":"5b1e6c2a-query"}\n')
+    slack = Recording("slack")
+    slack.notifies = True
+    ledger = AlertLedger(tmp_path / "l.sqlite")
+    outputs = Outputs(ledger=ledger, sinks=[slack])
+    fired = {**ROW, "event_ms": int(time.time() * 1000)}
+    AlertDelivery(outputs, PipelineStats(), cfg(), checkpoint)(FakeBatch([fired]), 7)  # type: ignore[arg-type]
+    # The reload stopped the query before Spark committed batch 7; the restarted query
+    # (a new handler) runs batch 7 again and, with the new settings, raises nothing.
+    again = AlertDelivery(outputs, PipelineStats(), cfg(), checkpoint)
+    again(FakeBatch([]), 7)  # type: ignore[arg-type]
+    assert slack.sent == ["a1:firing", "a1:resolved"]
+    assert ledger.active() == []
