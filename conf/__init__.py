@@ -423,6 +423,24 @@ class MetricsConfig(_Frozen):
         ),
     )
     port: int = Field(default=9250, ge=0, le=65535, description="Port of /metrics.")
+    max_connections: int = Field(
+        default=64,
+        ge=1,
+        le=10_000,
+        description=(
+            "connections /metrics keeps open at most; one more closes the oldest that has not "
+            "sent its whole request (a slow or stalled client), so scrapes still get in"
+        ),
+    )
+    request_deadline_s: float = Field(
+        default=10.0,
+        gt=0,
+        le=300,
+        description=(
+            "seconds a connection to /metrics may take in all (TLS handshake, request, "
+            "response); a client still sending or reading after it is closed"
+        ),
+    )
     pushgateway: PushgatewayConfig = PushgatewayConfig()
     max_signal_entities: int = Field(
         default=5000,
