@@ -7,7 +7,9 @@ an error that names the field.
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from pathlib import Path
 from typing import Any, Literal
 
@@ -30,6 +32,11 @@ from detectors import REGISTRY, DetectorParams, Severity
 from detectors.correlation import CorrelationParams
 
 DEFAULT_CONFIG = Path(__file__).with_name("flinkwatch.yaml")
+
+#: The most a config file may hold (1 MiB; the shipped one is a few KB). The file is read
+#: on the driver at start and at every reload poll: a path that points at ``/dev/zero``, a
+#: log file or a FIFO must not be read whole, nor block the driver's loop.
+MAX_CONFIG_BYTES = 1 << 20
 
 
 #: Field metadata of a setting that takes effect only when flinkwatch restarts (it changes
@@ -416,6 +423,24 @@ class MetricsConfig(_Frozen):
         ),
     )
     port: int = Field(default=9250, ge=0, le=65535, description="Port of /metrics.")
+    max_connections: int = Field(
+        default=64,
+        ge=1,
+        le=10_000,
+        description=(
+            "connections /metrics keeps open at most; one more closes the oldest that has not "
+            "sent its whole request (a slow or stalled client), so scrapes still get in"
+        ),
+    )
+    request_deadline_s: float = Field(
+        default=10.0,
+        gt=0,
+        le=300,
+        description=(
+            "seconds a connection to /metrics may take in all (TLS handshake, request, "
+            "response); a client still sending or reading after it is closed"
+        ),
+    )
     pushgateway: PushgatewayConfig = PushgatewayConfig()
     max_signal_entities: int = Field(
         default=5000,
@@ -772,6 +797,50 @@ class ParamsResolver:
         return result
 
 
+def read_config_file(path: str | Path, limit: int = MAX_CONFIG_BYTES) -> bytes:
+    """The bytes of a config file, read only if it is a regular file of at most ``limit`` bytes.
+
+    A symlink is followed (Kubernetes mounts a ConfigMap as one). The file is opened
+    without blocking and checked on the open descriptor, so a FIFO is refused rather than
+    waited on, and at most ``limit + 1`` bytes are ever read: a file that turns out
+    longer (one still growing, a device behind the link) is refused, not truncated.
+
+    Raises:
+        ConfigError: the file cannot be opened, is not a regular file, or holds more than
+            ``limit`` bytes; the message names the file.
+    """
+    p = Path(path)
+    try:
+        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        msg = f"{p}: cannot read config: {exc.strerror or exc}"
+        raise ConfigError(msg, path=p) from exc
+    with os.fdopen(fd, "rb") as f:
+        mode = os.fstat(f.fileno()).st_mode
+        if not stat.S_ISREG(mode):
+            what = _FILE_KINDS.get(stat.S_IFMT(mode), "not a regular file")
+            msg = f"{p}: cannot read config: {what}, not a regular file"
+            raise ConfigError(msg, path=p)
+        try:
+            data = f.read(limit + 1)
+        except OSError as exc:
+            msg = f"{p}: cannot read config: {exc.strerror or exc}"
+            raise ConfigError(msg, path=p) from exc
+    if len(data) > limit:
+        msg = f"{p}: cannot read config: larger than {limit:,} bytes (not read further)"
+        raise ConfigError(msg, path=p)
+    return data
+
+
+_FILE_KINDS = {
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFDIR: "a directory",
+}
+
+
 def load_config(path: str | Path | None = None, text: str | None = None) -> AppConfig:
     """Load and validate a YAML config; ``None`` loads the packaged default.
 
@@ -781,15 +850,17 @@ def load_config(path: str | Path | None = None, text: str | None = None) -> AppC
             validates exactly the bytes it compared).
 
     Raises:
-        ConfigError: the file is missing, not YAML, or invalid; the message names
-            the file and each offending field.
+        ConfigError: the file is missing, not a regular file, larger than
+            :data:`MAX_CONFIG_BYTES`, not YAML, or invalid; the message names the file
+            and each offending field.
     """
     p = Path(path) if path else DEFAULT_CONFIG
     if text is None:
+        raw = read_config_file(p)
         try:
-            text = p.read_text(encoding="utf-8")
-        except OSError as exc:
-            msg = f"{p}: cannot read config: {exc.strerror or exc}"
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            msg = f"{p}: not UTF-8 ({exc})"
             raise ConfigError(msg, path=p) from exc
     try:
         data = yaml.safe_load(text) or {}

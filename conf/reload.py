@@ -11,6 +11,10 @@ silences, routes or overrides that had not been written yet. So a changed file i
 applied only when two consecutive reads (two polls, or two reads ``settle_s`` apart
 after SIGHUP) find the same content, and a section that was there and is gone is
 logged as a warning.
+
+Each read takes at most :data:`conf.MAX_CONFIG_BYTES` from a regular file: a path that
+points at ``/dev/zero``, a growing log or a FIFO is refused (once, naming the file)
+without being read whole, and the running config stays.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
-from conf import AppConfig, ConfigError, load_config, restart_only
+from conf import AppConfig, ConfigError, load_config, read_config_file, restart_only
 
 log = logging.getLogger(__name__)
 
@@ -105,19 +109,22 @@ class ConfigWatcher:
         self._sleep = sleep
         self.stats = ReloadStats()
         text = self._read()
-        self._seen = content_hash(text) if text is not None else ""
-        self._outline = outline(text) if text is not None else {}
+        self._seen = content_hash(text) if isinstance(text, bytes) else ""
+        self._outline = outline(text) if isinstance(text, bytes) else {}
         #: A changed content seen once, waiting for a second read to agree.
         self._settling: str | None = None
+        #: Why the file was last refused unread, so that a poll reports it once.
+        self._refused: str | None = None
         self.stats.active_hash = self._seen
 
-    def _read(self) -> bytes | None:
+    def _read(self) -> bytes | ConfigError | None:
+        """The file's bytes; why it cannot be read (gone, too large, not a file); None: no file."""
         if self.path is None:
             return None
         try:
-            return self.path.read_bytes()
-        except OSError:
-            return None
+            return read_config_file(self.path)
+        except ConfigError as exc:
+            return exc
 
     def _settled(self, digest: str, force: bool) -> bool:
         """Whether ``digest`` was read twice in a row (a save is not caught half way)."""
@@ -125,7 +132,7 @@ class ConfigWatcher:
             self._settling = digest
             self._sleep(self.settle_s)
             text = self._read()
-            digest = content_hash(text) if text is not None else ""
+            digest = content_hash(text) if isinstance(text, bytes) else ""
         if digest == self._settling:
             self._settling = None
             return True
@@ -153,11 +160,14 @@ class ConfigWatcher:
         if self.path is None:
             return None
         text = self._read()
-        if text is None:
-            if self._seen:  # report a vanished/unreadable file once, not on every poll
-                self._fail(f"{self.path}: cannot read config; keeping the running config")
-                self._seen = ""
+        if not isinstance(text, bytes):
+            # Gone, unreadable, too large or not a file: reported once, not on every poll.
+            if text is not None and str(text) != self._refused:
+                self._refused = str(text)
+                self._fail(f"{text}; keeping the running config")
+            self._seen = ""
             return None
+        self._refused = None
         digest = content_hash(text)
         if digest == self._seen and not force:
             self._settling = None

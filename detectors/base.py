@@ -458,7 +458,8 @@ class Detector(ABC, Generic[P, S]):
         """
         root = story.root
         who = (root.job_name or root.job_id) if root.job_id else (root.tm_id or root.host)
-        return f"{root.detector} on {who or '?'}: {root.summary}"
+        on = f" on {who}" if who else ""
+        return f"{root.detector}{on}: {root.summary}"
 
     @classmethod
     def death(cls, member: Member) -> tuple[int, str] | None:
@@ -627,9 +628,11 @@ class Detector(ABC, Generic[P, S]):
     def subject(state: DetectorState) -> str:
         """Who the entity is, for a summary: ``job NAME``, ``TaskManager ID`` or the cluster."""
         if state.entity.startswith("tm:"):
-            return f"TaskManager {state.tm_id or state.host}"
+            who = state.tm_id or state.host
+            return f"TaskManager {who}" if who else "a TaskManager"
         if state.entity.startswith("job:"):
-            return f"job {state.job_name or state.job_id}"
+            who = state.job_name or state.job_id
+            return f"job {who}" if who else "a job"
         return "the cluster"
 
     def resolve(

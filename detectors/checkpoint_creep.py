@@ -315,7 +315,7 @@ class CheckpointCreep(Detector[CheckpointCreepParams, CheckpointCreepState]):
     @classmethod
     def headline(cls, story: Story) -> str:
         """``checkpoint durations of job J creep towards the timeout``."""
-        return f"checkpoint durations of job {job(story.root)} creep towards the timeout"
+        return f"checkpoint durations of {job(story.root)} creep towards the timeout"
 
     # --- events ------------------------------------------------------------------
 

@@ -315,11 +315,22 @@ class CheckpointStateGrowth(Detector[CheckpointStateGrowthParams, CheckpointStat
 
     @classmethod
     def headline(cls, story: Story) -> str:
-        """The growth, and the TaskManager it killed if one died: too large for the heap."""
-        size = mb(story.root.evidence.get("size_bytes"))
-        died = f"; TaskManager {tm(story.dead)} {story.death}" if story.death else ""
+        """The growth, and the TaskManager it killed if one died: too large for the heap.
+
+        The size is the one the summary gives: the window's recent level for a trend, the
+        newest checkpoints' for a surge (a surge in a young job comes before the window
+        is covered, and its evidence has no window level). Left out if neither is known.
+        """
+        ev = story.root.evidence
+        surge = ev.get("surge")
+        if isinstance(surge, dict) and not (ev.get("growing") or ev.get("sustained")):
+            size = mb(surge.get("size_bytes"))
+        else:
+            size = mb(ev.get("size_bytes"))
+        now = f" (now {size})" if size else ""
+        died = f"; {tm(story.dead, story.role)} {story.death}" if story.death else ""
         return (
-            f"checkpoint state of job {job(story.root)} keeps growing (now {size}){died}: state "
+            f"checkpoint state of {job(story.root)} keeps growing{now}{died}: state "
             "too large for the heap; check the window shape and the state backend"
         )
 

@@ -351,11 +351,12 @@ class IdleHeapGrowth(Detector[IdleHeapGrowthParams, IdleHeapGrowthState]):
     @classmethod
     def headline(cls, story: Story) -> str:
         """``TaskManager X killed for memory after its heap grew N MB/h with zero input: …``."""
-        who = f"TaskManager {tm(story.root)}"
+        who = tm(story.root)
         rate = num(story.root.evidence.get("growth_mb_per_h"), " MB/h")
+        by = f" {rate}" if rate else ""
         if story.death:
-            return f"{who} {story.death} after its heap grew {rate} with zero input: {LEAK}"
-        return f"{who} heap floor grows {rate} with zero input: {LEAK}"
+            return f"{who} {story.death} after its heap grew{by} with zero input: {LEAK}"
+        return f"{who} heap floor grows{by} with zero input: {LEAK}"
 
     def evidence(self, state: IdleHeapGrowthState) -> IdleHeapGrowthEvidence | dict[str, Any]:
         """The latest verdict's facts and why the incident resolves."""

@@ -251,7 +251,7 @@ class JobLost(Detector[JobLostParams, JobLostState]):
     @classmethod
     def aftermath(cls, member: Member) -> str | None:
         """``job X lost with its JobManager``, after the line of what killed it."""
-        return f"job {job(member)} lost with its JobManager (no end state)"
+        return f"{job(member)} lost with its JobManager (no end state)"
 
     # Events -----------------------------------------------------------------------------
 

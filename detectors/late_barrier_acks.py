@@ -246,7 +246,7 @@ class LateBarrierAcks(Detector[LateBarrierAcksParams, LateBarrierAcksState]):
         """``checkpoints of job J get barrier acks after they expired[, concentrated on H]``."""
         host = story.root.evidence.get("concentrated_host")
         where = f", concentrated on {host} (skew or backpressure there)" if host else ""
-        return f"checkpoints of job {job(story.root)} get barrier acks after they expired{where}"
+        return f"checkpoints of {job(story.root)} get barrier acks after they expired{where}"
 
     def on_idle(self, state: LateBarrierAcksState, now_ms: int) -> tuple[Alert, ...]:
         """A job gone quiet closes its incident, with the late acks still in the window."""

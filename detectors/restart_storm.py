@@ -226,8 +226,8 @@ class RestartStorm(Detector[RestartStormParams, RestartStormState]):
     @classmethod
     def aftermath(cls, member: Member) -> str | None:
         """``job X restarting (3 restarts)``, after the cause's line."""
-        n = member.evidence.get("restarts")
-        return f"job {job(member)} restarting" + (f" ({num(n)} restarts)" if n is not None else "")
+        n = num(member.evidence.get("restarts"))
+        return f"{job(member)} restarting" + (f" ({n} restarts)" if n else "")
 
     def signal_values(self, state: RestartStormState) -> dict[str, float]:  # noqa: D102
         down = state.down_since

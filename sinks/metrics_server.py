@@ -1,12 +1,16 @@
 """The driver's ``/metrics`` endpoint: HTTP or HTTPS (optionally mutual TLS), optionally basic auth.
 
-The response is prometheus-client's own WSGI app, so what a scrape returns is unchanged;
-this module only decides who gets it and over what. prometheus-client's
-``start_http_server`` takes a certificate but no credentials, and it wraps the listening
-socket in TLS, so the handshake runs inside the accept loop: one client that connects and
-never sends a ClientHello (a port scanner, a half-open probe) stops every scrape after it.
-Here the accept loop only accepts; each connection's handshake runs in that connection's
-thread under a deadline.
+The response is prometheus-client's own WSGI app, answered by wsgiref's request handler,
+so what a scrape returns is unchanged; this module only decides who gets it, over what, and
+how long a client may take. prometheus-client's ``start_http_server`` (and the standard
+library's threading servers) start a thread per connection with no cap and only a per-read
+timeout, and its TLS handshake runs inside the accept loop: one client that never sends a
+ClientHello stops every scrape after it, and clients that send a byte every 20 s hold a
+thread each, forever (10,000 of them are 10,000 threads in the driver). Here connections
+are tasks of one asyncio loop (the handshake, reading the request, writing the answer are
+non-blocking), at most ``max_connections`` are open (one more closes the oldest that has
+not sent its whole request), each has a total deadline, and only complete requests reach
+the two threads that render the answer.
 
 The certificate and key are re-read when their files change (cert-manager renews them in
 place, Kubernetes swaps the mounted Secret), so a renewal needs no restart.
@@ -20,22 +24,26 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import hashlib
 import hmac
+import io
 import logging
+import math
 import os
 import socket
 import ssl
 import threading
+import time
 from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from socketserver import ThreadingMixIn
 from types import TracebackType
 from typing import Any, Self
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
+from wsgiref.simple_server import WSGIRequestHandler
 from wsgiref.types import StartResponse, WSGIApplication, WSGIEnvironment
 
 from prometheus_client import make_wsgi_app
@@ -45,9 +53,15 @@ from conf import FlinkwatchError, MetricsConfig
 
 log = logging.getLogger(__name__)
 
-#: Seconds a connection may take for its TLS handshake, and then for each read or write.
-#: Scrapes finish in well under a second; this only bounds clients that stall.
-CONNECTION_TIMEOUT_S = 30.0
+#: The longest request head read (request line and headers); longer is closed unanswered.
+MAX_HEAD_BYTES = 64 * 1024
+#: Threads that render answers (the WSGI app); connections themselves take none.
+RENDER_WORKERS = 2
+#: Connections the kernel queues before the loop accepts them (capped by net.core.somaxconn):
+#: a burst of clients is accepted, and the oldest slow one closed, rather than dropped.
+LISTEN_BACKLOG = 1024
+#: At most one warning this often while connections are closed to make room.
+WARN_EVERY_S = 60.0
 
 REALM = "flinkwatch"
 
@@ -184,41 +198,235 @@ class TlsFiles:
             return self._context
 
 
-class _Handler(WSGIRequestHandler):
-    # Read and write deadline per connection (StreamRequestHandler applies it).
-    timeout = CONNECTION_TIMEOUT_S
+class _Site:
+    """What wsgiref's request handler asks of its server: the base environ and the app."""
+
+    def __init__(self, app: WSGIApplication, host: str, port: int) -> None:
+        self.app = app
+        # As WSGIServer.setup_environ has it.
+        self.base_environ = {
+            "SERVER_NAME": host,
+            "GATEWAY_INTERFACE": "CGI/1.1",
+            "SERVER_PORT": str(port),
+            "REMOTE_HOST": "",
+            "CONTENT_LENGTH": "",
+            "SCRIPT_NAME": "",
+        }
+
+    def get_app(self) -> WSGIApplication:
+        return self.app
+
+
+class _Exchange(WSGIRequestHandler):
+    """One request, parsed and answered by wsgiref's own handler, in memory.
+
+    The event loop has read the request head off the socket already; this turns it into
+    the response bytes (status line, headers, body) in a worker thread, so a worker never
+    waits on a client.
+    """
+
+    response = b""
+
+    def setup(self) -> None:  # noqa: D102
+        self.rfile = io.BytesIO(self.request)
+        self.wfile = self._out = io.BytesIO()
+
+    def finish(self) -> None:  # noqa: D102
+        self.response = self._out.getvalue()
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: D102
         pass  # one line per scrape is noise; failures show in Prometheus' `up`
 
 
-class _Server(ThreadingMixIn, WSGIServer):
-    """A thread per connection; with ``tls``, the handshake happens in that thread."""
+@dataclass
+class ConnectionStats:
+    """What the endpoint did with connections it did not answer (for the log and tests).
 
-    # Threads never block interpreter exit (nor pile up in a list to be joined).
-    daemon_threads = True
+    Attributes:
+        evicted: Closed to make room under ``max_connections``: the oldest that had not
+            sent its whole request yet.
+        refused: Closed at once: every open connection was being answered.
+        expired: Closed at the request deadline (handshake, request or response too slow).
+        failed: Closed for a bad handshake or request (plain HTTP on HTTPS, no client
+            certificate, a head past 64 KiB, a reset).
+    """
 
-    def __init__(self, address: tuple[str, int], family: int, tls: TlsFiles | None) -> None:
-        self.address_family = family  # read by TCPServer.__init__ to create the socket
+    evicted: int = 0
+    refused: int = 0
+    expired: int = 0
+    failed: int = 0
+
+
+class _Loop:
+    """The endpoint's one I/O thread: an asyncio server and a small pool that renders.
+
+    Every connection is a task in the loop, not a thread: reading the request head, the
+    TLS handshake and writing the response are non-blocking, so idle or slow clients cost
+    a socket each and nothing else, and a scrape is never queued behind them. At most
+    ``max_connections`` are open: one more closes the oldest connection that has not sent
+    its whole request (a slow client; a scrape sends its request at once). Each connection
+    has ``deadline_s`` in all, from accept to the last byte of the response. Only complete
+    requests reach the ``workers`` threads, which run the WSGI app.
+    """
+
+    def __init__(
+        self,
+        sock: socket.socket,
+        site: _Site,
+        tls: TlsFiles | None,
+        *,
+        max_connections: int,
+        deadline_s: float,
+        workers: int,
+    ) -> None:
+        self.sock = sock
+        self.site = site
         self.tls = tls
-        super().__init__(address, _Handler)
+        self.max_connections = max_connections
+        self.deadline_s = deadline_s
+        self.stats = ConnectionStats()
+        self.pool = ThreadPoolExecutor(workers, thread_name_prefix="flinkwatch-metrics-render")
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self._run, name="flinkwatch-metrics", daemon=True)
+        self._ready = threading.Event()
+        self._failed: BaseException | None = None
+        self._server: asyncio.Server | None = None
+        #: Every open connection's task and its stream (insertion order: oldest first).
+        self._open: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
+        #: The open connections still waiting for their whole request.
+        self._waiting: dict[asyncio.Task[None], None] = {}
+        self._warned_at = -math.inf
 
-    def finish_request(self, request: Any, client_address: Any) -> None:
-        if self.tls is None:
-            super().finish_request(request, client_address)
-            return
-        request.settimeout(CONNECTION_TIMEOUT_S)
+    def start(self) -> None:
+        self.thread.start()
+        self._ready.wait()
+        if self._failed is not None:
+            raise self._failed
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
         try:
-            conn = self.tls.context().wrap_socket(request, server_side=True)
-        except OSError as exc:  # ssl.SSLError, timeouts, resets: this client's problem only
-            # Plain HTTP on the HTTPS port, no client certificate, a TCP probe: each is
-            # seen by its client; at debug level here, as a probe does it every few seconds.
-            log.debug("metrics: TLS handshake with %s failed: %s", client_address, exc)
+            self._server = self.loop.run_until_complete(
+                asyncio.start_server(
+                    self._connection, sock=self.sock, limit=MAX_HEAD_BYTES, backlog=LISTEN_BACKLOG
+                )
+            )
+        except BaseException as exc:  # noqa: BLE001 - handed to the thread that started us
+            self._failed = exc
+            self._ready.set()
+            self.loop.close()
             return
+        self._ready.set()
         try:
-            super().finish_request(conn, client_address)
+            self.loop.run_forever()
         finally:
-            self.shutdown_request(conn)
+            self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+            self.loop.close()
+
+    def close(self) -> None:
+        if self.loop.is_closed():
+            return
+        done = asyncio.run_coroutine_threadsafe(self._close(), self.loop)
+        try:
+            done.result(timeout=10)
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(timeout=10)
+            self.pool.shutdown(wait=False, cancel_futures=True)
+
+    async def _close(self) -> None:
+        if self._server is not None:
+            self._server.close()  # stops accepting and closes the listening socket
+        for task, writer in list(self._open.items()):
+            writer.transport.abort()
+            task.cancel()
+        await asyncio.gather(*self._open, return_exceptions=True)
+
+    # --- one connection -----------------------------------------------------------------
+
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is None or not self._make_room():  # start_server runs each in a task
+            self.stats.refused += 1
+            writer.transport.abort()
+            return
+        self._open[task] = writer
+        self._waiting[task] = None
+        peer = writer.get_extra_info("peername")
+        try:
+            async with asyncio.timeout(self.deadline_s):
+                await self._exchange(task, reader, writer, peer)
+        except TimeoutError:
+            self.stats.expired += 1
+            log.debug("metrics: %s not done within %g s; closed", peer, self.deadline_s)
+        except (OSError, EOFError, asyncio.IncompleteReadError, asyncio.LimitOverrunError) as exc:
+            # Plain HTTP on the HTTPS port, no client certificate, a probe, a reset: each is
+            # seen by its client; at debug level here, as a probe does it every few seconds.
+            # (A connection closed to make room ends here too, counted as evicted.)
+            if task in self._open:
+                self.stats.failed += 1
+                log.debug("metrics: connection from %s closed: %r", peer, exc)
+        except asyncio.CancelledError:
+            # Only close() cancels a connection; the task ends quietly (Python 3.11's
+            # streams log a cancelled connection task as an error).
+            pass
+        finally:
+            self._waiting.pop(task, None)
+            self._open.pop(task, None)
+            writer.transport.abort()  # closed already when the answer went out
+
+    async def _exchange(
+        self,
+        task: asyncio.Task[None],
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        peer: Any,
+    ) -> None:
+        if self.tls is not None:
+            await writer.start_tls(self.tls.context(), ssl_handshake_timeout=self.deadline_s)
+        head = await reader.readuntil(b"\r\n\r\n")
+        del self._waiting[task]
+        client = peer if isinstance(peer, tuple) else ("", 0)
+        response = await self.loop.run_in_executor(self.pool, self._answer, head, client)
+        # Drained only when every byte is with the kernel: then closing loses nothing.
+        writer.transport.set_write_buffer_limits(high=0)
+        writer.write(response)
+        await writer.drain()
+        writer.close()
+        await writer.wait_closed()
+
+    def _answer(self, head: bytes, client: tuple[Any, ...]) -> bytes:
+        """The response to one request head (in a worker thread)."""
+        try:
+            return _Exchange(head, client, self.site).response  # type: ignore[arg-type]
+        except Exception:  # wsgiref answers the app's own errors; this is anything else
+            log.exception("metrics: answering %s failed", client)
+            return b"HTTP/1.0 500 Internal Server Error\r\nContent-Length: 0\r\n\r\n"
+
+    def _make_room(self) -> bool:
+        """Close the oldest connection still waiting for its request if all are taken.
+
+        False: every open connection is being answered; the new one cannot be taken.
+        """
+        if len(self._open) < self.max_connections:
+            return True
+        oldest = next(iter(self._waiting), None)
+        if oldest is None:
+            return False
+        self._waiting.pop(oldest)
+        # Its read fails at once and its task ends; the socket is closed now.
+        self._open.pop(oldest).transport.abort()
+        self.stats.evicted += 1
+        now = time.monotonic()
+        if now - self._warned_at >= WARN_EVERY_S:
+            self._warned_at = now
+            log.warning(
+                "metrics: %d connections open (metrics.max_connections); closing the oldest "
+                "that has not sent its request (%d so far): slow or stalled clients",
+                self.max_connections,
+                self.stats.evicted,
+            )
+        return True
 
 
 def _family(host: str, port: int) -> tuple[int, str]:
@@ -232,20 +440,20 @@ def _family(host: str, port: int) -> tuple[int, str]:
 class MetricsServer:
     """A running endpoint; :meth:`close` stops it (also as a context manager)."""
 
-    def __init__(self, httpd: _Server, thread: threading.Thread, scheme: str) -> None:
-        self._httpd = httpd
-        self._thread = thread
+    def __init__(self, loop: _Loop, address: tuple[Any, ...], scheme: str) -> None:
+        self._loop = loop
+        self._address = address
         self.scheme = scheme
 
     @property
     def host(self) -> str:
         """The bound address."""
-        return str(self._httpd.server_address[0])
+        return str(self._address[0])
 
     @property
     def port(self) -> int:
         """The bound port (the real one when 0 was asked for)."""
-        return int(self._httpd.server_address[1])
+        return int(self._address[1])
 
     @property
     def url(self) -> str:
@@ -253,11 +461,14 @@ class MetricsServer:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"{self.scheme}://{host}:{self.port}/metrics"
 
+    @property
+    def stats(self) -> ConnectionStats:
+        """Connections closed unanswered, by why."""
+        return self._loop.stats
+
     def close(self) -> None:
-        """Stop serving and release the port."""
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join(timeout=10)
+        """Stop serving, close every connection and release the port."""
+        self._loop.close()
 
     def __enter__(self) -> Self:
         return self
@@ -284,11 +495,16 @@ class MetricsEndpoint:
         port: int,
         tls: TlsFiles | None = None,
         auth: BasicAuth | None = None,
+        *,
+        max_connections: int = 64,
+        deadline_s: float = 10.0,
     ) -> None:
         self.host = host
         self.port = port
         self.tls = tls
         self.auth = auth
+        self.max_connections = max_connections
+        self.deadline_s = deadline_s
 
     @classmethod
     def from_config(
@@ -322,7 +538,14 @@ class MetricsEndpoint:
                     "metrics: basic auth without TLS sends the password in clear text; "
                     "set metrics.tls_cert_file and metrics.tls_key_file"
                 )
-        return cls(cfg.host, cfg.port, tls=tls, auth=auth)
+        return cls(
+            cfg.host,
+            cfg.port,
+            tls=tls,
+            auth=auth,
+            max_connections=cfg.max_connections,
+            deadline_s=cfg.request_deadline_s,
+        )
 
     @property
     def scheme(self) -> str:
@@ -344,10 +567,21 @@ class MetricsEndpoint:
         if self.auth is not None:
             app = basic_auth(app, self.auth)
         family, host = _family(self.host, self.port)
-        httpd = _Server((host, self.port), family, self.tls)
-        httpd.set_app(app)
-        thread = threading.Thread(
-            target=httpd.serve_forever, name="flinkwatch-metrics", daemon=True
+        sock = socket.create_server(
+            (host, self.port), family=socket.AddressFamily(family), backlog=LISTEN_BACKLOG
         )
-        thread.start()
-        return MetricsServer(httpd, thread, self.scheme)
+        address = sock.getsockname()
+        loop = _Loop(
+            sock,
+            _Site(app, socket.getfqdn(host), int(address[1])),
+            self.tls,
+            max_connections=self.max_connections,
+            deadline_s=self.deadline_s,
+            workers=RENDER_WORKERS,
+        )
+        try:
+            loop.start()
+        except BaseException:
+            sock.close()
+            raise
+        return MetricsServer(loop, address, self.scheme)

@@ -226,7 +226,10 @@ def render(
     if not resolved and todo:
         link = f" <{runbook_url}#{alert.detector}|Runbook>" if runbook_url else ""
         blocks.append(
-            {"type": "section", "text": {"type": "mrkdwn", "text": f"*What to do*: {todo}{link}"}}
+            {
+                "type": "section",
+                "text": {"type": "mrkdwn", "text": f"*What to do*: {esc(todo)}{link}"},
+            }
         )
     blocks.append(
         {
@@ -235,6 +238,16 @@ def render(
         }
     )
     return text[:3000], blocks
+
+
+def _reply_text(a: Alert, *, joined: bool) -> str:
+    """The thread reply of a transition after the first: mrkdwn, so escaped like the rest.
+
+    A reply is posted as ``text`` alone and an escalation's is broadcast to the channel:
+    a summary naming a job ``<!channel>`` would ping everyone from here.
+    """
+    what = f"{a.detector} {a.status.value}" if joined else a.status.value
+    return f"{esc(what)}: {esc(a.summary)}"
 
 
 _STATUS_ICON = {
@@ -278,7 +291,7 @@ def render_incident(
     since = min(m.first_ms for m in incident.members)
     fields.append(f"*Since*\n{_when(since)}")
     lines = [
-        f"{_STATUS_ICON[m.status]} *{m.detector}* ({m.status.value}, {m.severity.value}): "
+        f"{_STATUS_ICON[m.status]} *{esc(m.detector)}* ({m.status.value}, {m.severity.value}): "
         f"{esc(m.summary)}"
         for m in incident.members
     ]
@@ -299,7 +312,10 @@ def render_incident(
     if not resolved and todo:
         link = f" <{runbook_url}#{root.detector}|Runbook>" if runbook_url else ""
         blocks.append(
-            {"type": "section", "text": {"type": "mrkdwn", "text": f"*What to do*: {todo}{link}"}}
+            {
+                "type": "section",
+                "text": {"type": "mrkdwn", "text": f"*What to do*: {esc(todo)}{link}"},
+            }
         )
     ids = ", ".join(f"`{esc(m.alert_id)}`" for m in incident.members)
     blocks.append(
@@ -470,7 +486,7 @@ class SlackBotSink(_SlackSink):
                 # A route to a channel that is gone, archived or without the bot must not
                 # lose the alert: the default channel gets it, saying why.
                 log.error("slack: route to %s failed (%s); posting to %s", channel, exc, fallback)
-                note = f"(route {esc(channel)} failed: {exc}) "
+                note = f"(route {esc(channel)} failed: {esc(exc)}) "
                 channel = fallback
                 resp = self._call(
                     "chat_postMessage",
@@ -497,12 +513,7 @@ class SlackBotSink(_SlackSink):
             # Nothing to confirm: the reply is not posted yet, and repeating the update
             # is harmless.
             raise RetryableDeliveryError(str(exc)) from None
-        joined = t.incident is not None and t.incident.joined
-        reply = (
-            f"{a.detector} {a.status.value}: {a.summary}"
-            if joined
-            else (f"{a.status.value}: {a.summary}")
-        )
+        reply = _reply_text(a, joined=t.incident is not None and t.incident.joined)
         # An escalation is news for the whole channel (so is a related alert that makes
         # the incident more severe); a resolve or a related alert of the same weight is not.
         broadcast = a.status is AlertStatus.ESCALATED or (

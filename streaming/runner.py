@@ -405,6 +405,12 @@ class EntityRunner:
         if name not in REGISTRY:
             self._gone(turn, name, None, header.t)  # a detector since removed
             return
+        named = self._named(turn, name)
+        if named:
+            # Every text the detector writes names the job as the alert's job_name will:
+            # from the first event of a state it creates in this turn (it would word its
+            # first alert with the id), and over a metric label's filtered spelling.
+            events = [e if e.job_name == named else e._replace(job_name=named) for e in events]
         start = self._start(turn, name, text)
         try:
             loaded = start()
@@ -432,7 +438,6 @@ class EntityRunner:
         if state is not None and due is not None and due <= turn.now and (retry or 0) <= turn.now:
             state, due, failures, retry, fired = self._fire(turn, det, state, due, failures)
             alerts = alerts + fired
-        named = self._named(turn, name)
         if named:
             if state is not None:
                 state.job_name = named

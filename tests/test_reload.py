@@ -260,3 +260,76 @@ def test_sighup_reads_twice_and_waits_for_a_save_in_progress(tmp_path) -> None:
     new = w.poll()  # the next poll agrees with the finished save
     assert new is not None and new.silences
     assert new.detector_params()["checkpoint_failures"].min_expired == 5
+
+
+# --- what is read at all ----------------------------------------------------------------
+
+
+def oversized(body: str) -> str:
+    """``body`` padded with a YAML comment past the 1 MiB cap: valid YAML, and too large."""
+    return body + "#" * ((1 << 20) + 1 - len(body)) + "\n"
+
+
+def test_a_file_past_the_size_cap_is_refused_naming_it_and_the_running_config_stays(
+    tmp_path, caplog
+) -> None:
+    f = write(tmp_path / "c.yaml", "detectors:\n  checkpoint_failures: {min_expired: 3}\n")
+    w = ConfigWatcher(f, load_config(f))
+    good_hash = w.stats.active_hash
+    write(f, oversized("detectors:\n  checkpoint_failures: {min_expired: 4}\n"))
+    assert [w.poll(), w.poll(), w.poll(force=True)] == [None, None, None]
+    assert w.stats.failed == 1  # reported once, not on every poll
+    error = w.stats.last_error or ""
+    assert str(f) in error and "larger than 1,048,576 bytes" in error
+    assert "keeping the running config" in error and "config reload rejected" in caplog.text
+    assert w.current.detector_params()["checkpoint_failures"].min_expired == 3
+    assert w.stats.active_hash == good_hash
+    # A file back under the cap is applied as any edit.
+    write(f, "detectors:\n  checkpoint_failures: {min_expired: 5}\n")
+    new = settled(w)
+    assert new is not None and new.detector_params()["checkpoint_failures"].min_expired == 5
+
+
+@pytest.mark.parametrize("target", ["/dev/zero", "/dev/urandom"])
+def test_a_config_linked_to_an_endless_device_is_refused_without_reading_it(
+    tmp_path, target: str
+) -> None:
+    # A ConfigMap-style symlink pointed at /dev/zero: read whole, it would fill the driver.
+    f = write(tmp_path / "real.yaml", "detectors:\n  checkpoint_failures: {min_expired: 3}\n")
+    link = tmp_path / "c.yaml"
+    link.symlink_to(f)
+    w = ConfigWatcher(link, load_config(link))
+    link.unlink()
+    link.symlink_to(target)
+    assert w.poll() is None and w.poll() is None
+    assert w.stats.failed == 1
+    assert f"{link}: cannot read config: a character device" in (w.stats.last_error or "")
+    assert w.current.detector_params()["checkpoint_failures"].min_expired == 3
+
+
+def test_a_fifo_is_refused_rather_than_waited_on(tmp_path) -> None:
+    import os
+
+    f = write(tmp_path / "c.yaml", "detectors:\n  checkpoint_failures: {min_expired: 3}\n")
+    w = ConfigWatcher(f, load_config(f))
+    f.unlink()
+    os.mkfifo(f)  # nobody writes: a blocking open would hang the driver's loop
+    assert w.poll() is None
+    assert "a FIFO, not a regular file" in (w.stats.last_error or "")
+
+
+def test_load_config_refuses_an_oversized_file_at_start(tmp_path) -> None:
+    f = write(tmp_path / "huge.yaml", oversized("cluster: prod\n"))
+    with pytest.raises(ConfigError, match=r"huge\.yaml: cannot read config: larger than"):
+        load_config(f)
+    with pytest.raises(ConfigError, match="a character device"):
+        load_config("/dev/zero")
+
+
+def test_the_cap_is_exact(tmp_path) -> None:
+    from conf import MAX_CONFIG_BYTES, read_config_file
+
+    assert MAX_CONFIG_BYTES == 1 << 20  # docs/configuration.md says 1 MiB
+    assert read_config_file(write(tmp_path / "edge.yaml", "x" * 10), limit=10) == b"x" * 10
+    with pytest.raises(ConfigError, match="larger than 9 bytes"):
+        read_config_file(tmp_path / "edge.yaml", limit=9)

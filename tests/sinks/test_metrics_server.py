@@ -6,11 +6,14 @@ Every test serves a fresh registry on 127.0.0.1 and talks to it over real socket
 from __future__ import annotations
 
 import base64
+import concurrent.futures
+import http.client
 import logging
 import os
 import shutil
 import socket
 import ssl
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -296,3 +299,121 @@ def test_the_default_config_serves_plain_http_without_credentials(
         reply = get(server.url)
         assert reply.status == 200
         assert reply.body == generate_latest(registry)
+
+
+# --- slow clients: a cap on connections, a deadline on each -------------------------------
+
+#: A request cut short: what a slow-drip client has sent before its next byte.
+PARTIAL = b"GET /metrics HTTP/1.1\r\nHost: flinkwatch\r\nUser-Agent: drip"
+
+
+def fd_budget() -> int:
+    """File descriptors this process may still open (``ulimit -n`` less those it holds)."""
+    import resource
+
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return soft - len(os.listdir("/proc/self/fd"))
+
+
+def closed_by_server(sock: socket.socket, within_s: float, drip: bytes = b"") -> float | None:
+    """Seconds until the server closes ``sock``, sending ``drip`` every 50 ms meanwhile."""
+    import select
+
+    started = time.monotonic()
+    while time.monotonic() - started < within_s:
+        readable, _, _ = select.select([sock], [], [], 0.05)
+        if readable:
+            try:
+                if sock.recv(4096) == b"":
+                    return time.monotonic() - started
+            except ConnectionError:
+                return time.monotonic() - started
+        elif drip:
+            try:
+                sock.sendall(drip)
+            except ConnectionError:
+                return time.monotonic() - started
+    return None
+
+
+def test_thousands_of_slow_clients_neither_stop_scrapes_nor_add_threads(
+    registry: CollectorRegistry,
+) -> None:
+    # Issue #22 item 5: a thread per connection and only a per-read timeout, so each client
+    # that sends a byte every 20 s held a thread of the driver for as long as it liked.
+    # 2,000 clients sized to the descriptors left: each is one here, one at most there.
+    cap = 64
+    clients = min(2000, fd_budget() - cap - 100)
+    assert clients >= 4 * cap, f"ulimit -n too low for this test: {fd_budget()} left"
+    with MetricsEndpoint("127.0.0.1", 0).serve(registry) as server:
+        threads = threading.active_count()
+        slow = []
+        try:
+            for n in range(1, clients + 1):
+                s = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+                s.sendall(PARTIAL)
+                slow.append(s)
+                if n % 250 == 0:
+                    # One I/O thread (counted above) and two that render, whatever the
+                    # clients; a scrape answered meanwhile, its body the registry's.
+                    reply = get(server.url)
+                    assert reply.status == 200
+                    assert reply.body == generate_latest(registry)
+                    assert threading.active_count() <= threads + 2, f"after {n} clients"
+            # The server kept at most `cap` of them open: it closed the oldest to let
+            # each newcomer in (and the scrapes, which sent their request at once).
+            assert server.stats.evicted >= clients - cap
+        finally:
+            for s in slow:
+                s.close()
+
+
+def test_a_client_dripping_its_request_is_closed_at_the_total_deadline(
+    registry: CollectorRegistry,
+) -> None:
+    # A byte every 50 ms never trips a per-read timeout; the deadline counts from accept.
+    with MetricsEndpoint("127.0.0.1", 0, deadline_s=0.5).serve(registry) as server:
+        with socket.create_connection(("127.0.0.1", server.port)) as s:
+            s.sendall(PARTIAL)
+            took = closed_by_server(s, within_s=10, drip=b"x")
+        assert took is not None and took >= 0.45
+        assert server.stats.expired == 1
+        assert get(server.url).status == 200  # the endpoint itself is fine
+
+
+def test_a_tls_client_that_never_says_hello_is_closed_at_the_deadline(
+    registry: CollectorRegistry, certs: Path
+) -> None:
+    tls = TlsFiles(certs / "tls.crt", certs / "tls.key")
+    with MetricsEndpoint("127.0.0.1", 0, tls=tls, deadline_s=0.5).serve(registry) as server:
+        with socket.create_connection(("127.0.0.1", server.port)) as s:
+            took = closed_by_server(s, within_s=10)
+        assert took is not None and took >= 0.45
+        assert get(server.url, context=client_context(certs)).status == 200
+
+
+def test_connections_being_answered_are_never_closed_to_make_room(
+    registry: CollectorRegistry,
+) -> None:
+    # Only a connection still waiting for its request is closed for a newcomer; when every
+    # open one is being answered, the newcomer is turned away instead.
+    release = threading.Event()
+    rendering = threading.Semaphore(0)
+
+    class Slow:
+        def collect(self):  # type: ignore[no-untyped-def]
+            rendering.release()
+            release.wait(10)
+            return []
+
+    registry.register(Slow())  # type: ignore[arg-type]
+    with MetricsEndpoint("127.0.0.1", 0, max_connections=2).serve(registry) as server:
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            scrapes = [pool.submit(get, server.url) for _ in range(2)]
+            for _ in range(2):
+                assert rendering.acquire(timeout=10)  # both are being answered
+            with pytest.raises((urllib.error.URLError, ConnectionError, http.client.HTTPException)):
+                get(server.url)
+            release.set()
+            assert [f.result(timeout=10).status for f in scrapes] == [200, 200]
+        assert server.stats.refused == 1 and server.stats.evicted == 0

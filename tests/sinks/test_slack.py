@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import socket
 from collections.abc import Callable
 from pathlib import Path
@@ -13,7 +14,7 @@ from conf import ConfigError, SlackConfig
 from detectors import Alert, AlertStatus, Severity
 from lab.slack import SlackEmulator
 from sinks import AlertLedger, PermanentDeliveryError, RetryableDeliveryError
-from sinks.slack import SlackBotSink, SlackWebhookSink, render, slack_sink
+from sinks.slack import SlackBotSink, SlackWebhookSink, esc, render, slack_sink
 
 TOKEN = "xoxb-0000-secret-token"
 JOB = "3f4c2a9b7d1e4f60a8b5c2d1e0f9a7b3"
@@ -622,3 +623,119 @@ def test_a_search_past_the_page_limit_goes_on_at_the_next_try_instead_of_posting
     # The second try went on from the first one's cursor: 2 pages, then 2 more.
     reads = [p for p, _ in busy.requests if p.endswith("conversations.history")]
     assert len(reads) == 4
+
+
+# --- hostile text in every message kind ---------------------------------------------------
+
+#: Names a job can be given; each must reach Slack as the text it is, in every message kind.
+HOSTILE = [
+    "<!channel>",
+    "<!here>",
+    "<@U123>",
+    "<http://x|y>",
+    "&",
+    "*bold*",
+    "<!subteam^S9|@oncall>",
+    "&lt;!channel&gt;",  # already looks escaped: must still show literally
+]
+MENTION = "<!subteam^SONCALL>"
+RUNBOOK = re.compile(r"<https://wiki\.example/flink#\w+\|Runbook>")
+
+
+def _texts(blocks: object, kind: str) -> list[str]:
+    """Every text object of type ``kind`` (mrkdwn or plain_text) in Block Kit blocks."""
+    if isinstance(blocks, list):
+        return [t for b in blocks for t in _texts(b, kind)]
+    if not isinstance(blocks, dict):
+        return []
+    own = [str(blocks["text"])] if blocks.get("type") == kind and "text" in blocks else []
+    return own + [t for v in blocks.values() for t in _texts(v, kind)]
+
+
+def _versions(messages: list[dict]) -> list[dict]:
+    """Every version Slack was given: each message as posted and as each update left it."""
+    out = []
+    for m in messages:
+        out += [m, *m["edited"]]
+        out += _versions(m.get("replies", []))
+    return out
+
+
+def _hostile_alert(name: str, **kw: object) -> Alert:
+    base = alert(detector="checkpoint_failures").model_copy(
+        update={
+            "entity": f"job:{JOB}",
+            "job_name": f"{name} pay-etl",
+            "tm_id": None,
+            "host": name,
+            "summary": f"3 checkpoints of job {name} pay-etl expired within 30 min",
+            "evidence": {"reason": name, name: 1},
+        }
+    )
+    return base.model_copy(update=kw)
+
+
+@pytest.mark.parametrize("name", HOSTILE)
+def test_a_hostile_job_name_reaches_slack_as_text_in_every_message_kind(
+    slack: SlackEmulator, tmp_path: Path, name: str
+) -> None:
+    # Seen live: a job named `<!channel> pay-etl` got an escaped top-level message, then
+    # the thread reply `late_barrier_acks firing: job <!channel> pay-etl: ...`, broadcast.
+    from detectors.correlation import Correlator
+
+    ledger = AlertLedger(tmp_path / "l.sqlite")
+    routes = [{"channel": "#no-such-channel", "severities": ["critical"]}]
+    sink = bot(slack, ledger, mention_on_critical=MENTION, routes=routes)
+    correlator = Correlator()
+    failures = _hostile_alert(name, alert_id="cf")
+    late = _hostile_alert(
+        name,
+        alert_id="late",
+        detector="late_barrier_acks",
+        severity=Severity.CRITICAL,
+        summary=f"job {name} pay-etl: late checkpoint acks in 3 checkpoints within 60 min",
+    )
+    other = "cc" * 16  # another job: a new critical incident, its route to a missing channel
+    transitions = [
+        failures,  # posts the incident's message
+        late,  # joins it: update, thread reply broadcast (severity rose), with the mention
+        failures.model_copy(
+            update={"status": AlertStatus.ESCALATED, "severity": Severity.CRITICAL}
+        ),  # update, reply broadcast
+        late.model_copy(update={"status": AlertStatus.RESOLVED}),  # update, reply
+        failures.model_copy(update={"status": AlertStatus.RESOLVED}),  # update, reply
+        _hostile_alert(
+            name, alert_id="routed", severity=Severity.CRITICAL, job_id=other, entity=f"job:{other}"
+        ),  # a message of its own in the default channel, saying why
+        _hostile_alert(
+            name, alert_id="orphan", status=AlertStatus.RESOLVED, job_id="dd" * 16
+        ),  # a resolve whose firing never reached Slack: a message of its own
+    ]
+    for i, a in enumerate(transitions):
+        ledger.record(i, [a], [sink], correlate=correlator.observe)
+        assert ledger.deliver(sink) == 0
+    cfg = config(slack, mode="webhook", mention_on_critical=MENTION)
+    hook = SlackWebhookSink(slack.webhook_url, lambda: cfg, lambda: name)
+    for i, a in enumerate(transitions[:3]):
+        ledger.record(100 + i, [a.model_copy(update={"alert_id": f"w{i}"})], [hook])
+        assert ledger.deliver(hook) == 0
+
+    posted = slack.messages()
+    versions = _versions(posted)
+    replies = [r for m in posted for r in m["replies"]]
+    assert len(posted) == 6 and len(replies) == 4 and sum(r["broadcast"] for r in replies) == 2
+    assert sum(len(m["edited"]) for m in posted) == 4
+    assert any(v["text"].startswith("(route #no-such-channel failed") for v in versions)
+    escaped = esc(f"{name} pay-etl")
+    for v in versions:
+        parsed = [v["text"], *_texts(v["blocks"], "mrkdwn")]
+        for text in parsed:
+            # What the operator configured stays live; nothing else may be markup.
+            bare = RUNBOOK.sub("", text.replace(MENTION, ""))
+            assert "<" not in bare and ">" not in bare, text
+            assert re.fullmatch(r"([^&]|&(amp|lt|gt);)*", bare, re.S), text
+        # Every text names the job as the header does: the one name, escaped.
+        assert escaped in v["text"], v["text"]
+        # plain_text is shown as it is: the header has the name unescaped.
+        for header in _texts(v["blocks"], "plain_text"):
+            assert f"{name} pay-etl" in header and "&amp;" not in header.replace(name, "")

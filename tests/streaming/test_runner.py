@@ -221,6 +221,44 @@ def test_alerts_carry_the_job_name_from_its_state_lines() -> None:
     assert "orders-enrichment" in fired[0]["summary"]
 
 
+def _pay_etl_rows() -> list[dict]:
+    """The live report's job: named in its state line, then expiries each acked late."""
+    running = {
+        **_expiry(0),
+        "kind": "job_state",
+        "job_name": "<!channel> pay-etl",
+        "from_state": "CREATED",
+        "to_state": "RUNNING",
+        "checkpoint_id": None,
+    }
+    rows = [running]
+    for i in (1, 2, 3):
+        rows.append(_expiry(i))
+        late = {**_expiry(i), "kind": "checkpoint_late_ack"}
+        rows.append({**late, "event_ms": late["event_ms"] + 50, "task": f"Source: pay ({i}/2)"})
+        # The Prometheus reporter's filtered spelling of the name, on a metric label.
+        metric = {**_expiry(i), "kind": "metric", "checkpoint_id": None}
+        rows.append({**metric, "metric": "x", "value": 1.0, "job_name": "__channel__pay_etl"})
+    return [{**r, "offset": n} for n, r in enumerate(rows)]  # one partition, in order
+
+
+def test_every_text_of_an_alert_names_the_job_as_its_job_name_whatever_the_batches() -> None:
+    # Seen live, in one of two identical runs: the Slack header named the job (the alert's
+    # job_name, filled in by the runner) while the summary named only its id (the detector's
+    # state was created in the batch that fired, before the runner named it).
+    seen = {}
+    for batches in ([_pay_etl_rows()], [[r] for r in _pay_etl_rows()]):
+        shard = Shard()
+        fired = [r for b in batches for r in shard.batch(b) if r["alert_id"]]
+        assert {r["detector"] for r in fired} >= {"checkpoint_failures", "late_barrier_acks"}
+        for r in fired:
+            assert r["job_name"] == "<!channel> pay-etl", r
+            assert "job <!channel> pay-etl" in r["summary"] and JOB not in r["summary"], r
+        seen[len(batches)] = sorted((r["detector"], r["summary"]) for r in fired)
+    one, many = seen.values()
+    assert one == many
+
+
 def test_a_name_alone_is_kept_until_the_idle_deadline() -> None:
     shard = Shard()
     running = {**_expiry(0), "kind": "job_state", "job_name": "orders", "to_state": "RUNNING"}
