@@ -33,9 +33,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pyspark.sql.streaming import StreamingQueryListener
-
 from lab.procs import children, cmdline
+from streaming.listener import JsonProgressListener
 
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -294,7 +293,7 @@ class StageCpu:
         self.poll()
 
 
-class BatchWatch(StreamingQueryListener):
+class BatchWatch(JsonProgressListener):
     """When each query's micro-batches finished (wall clock), with their input rows."""
 
     def __init__(self) -> None:

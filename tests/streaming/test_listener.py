@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import logging
+import time
 from types import SimpleNamespace
+from typing import Any
 
-from streaming.listener import ProgressLogger
+from pyspark.sql.streaming import StreamingQueryListener
+
+from streaming.listener import JsonProgressListener, ProgressLogger
 
 
 def _progress(batch: int, rows: int, run: str = "r1") -> SimpleNamespace:
@@ -40,3 +45,65 @@ def test_the_first_batch_with_data_after_each_start_is_logged_once(caplog) -> No
     listener.onQueryProgress(_progress(3, 7, run="r2"))
     firsts = [r.getMessage() for r in caplog.records if "first batch with data" in r.getMessage()]
     assert len(firsts) == 2 and "batch=3 rows=7" in firsts[1]
+
+
+class _Seen(StreamingQueryListener):
+    """PySpark's own bridge (a Py4J call per field), to compare with."""
+
+    def __init__(self) -> None:
+        self.progress: dict[int, Any] = {}
+
+    def onQueryStarted(self, event: Any) -> None:  # noqa: N802
+        pass
+
+    def onQueryProgress(self, event: Any) -> None:  # noqa: N802
+        self.progress[event.progress.batchId] = event.progress
+
+    def onQueryIdle(self, event: Any) -> None:  # noqa: N802
+        pass
+
+    def onQueryTerminated(self, event: Any) -> None:  # noqa: N802
+        pass
+
+
+class _SeenAsJson(JsonProgressListener, _Seen):
+    pass
+
+
+def test_progress_as_json_carries_what_pyspark_own_bridge_does(spark) -> None:
+    ours, theirs = _SeenAsJson(), _Seen()
+    spark.streams.addListener(ours)
+    spark.streams.addListener(theirs)
+    query = (
+        spark.readStream.format("rate")
+        .option("rowsPerSecond", 50)
+        .load()
+        .withWatermark("timestamp", "1 second")
+        .dropDuplicates(["value"])
+        .writeStream.format("noop")
+        .trigger(processingTime="200 milliseconds")
+        .start()
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while not any(p.numInputRows for p in theirs.progress.values()):
+            assert query.exception() is None and time.monotonic() < deadline
+            time.sleep(0.1)
+        query.stop()
+    finally:
+        spark.streams.removeListener(ours)
+        spark.streams.removeListener(theirs)
+    spark.streams.awaitAnyTermination(timeout=1)
+    batch = next(b for b, p in theirs.progress.items() if p.numInputRows)
+    while batch not in ours.progress:  # the same bus, but another listener's turn
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    a, b = ours.progress[batch], theirs.progress[batch]
+    # Ours crossed as JSON (no Java object behind it), theirs field by field.
+    assert a._jprogress is None and a._jdict is not None  # noqa: SLF001
+    assert b._jprogress is not None  # noqa: SLF001
+    assert (a.id, a.runId, a.batchId, a.numInputRows) == (b.id, b.runId, b.batchId, b.numInputRows)
+    assert a.eventTime == b.eventTime and a.durationMs == b.durationMs
+    assert json.loads(a.sources[0].endOffset) == json.loads(b.sources[0].endOffset)
+    assert a.stateOperators[0].numRowsTotal == b.stateOperators[0].numRowsTotal
+    assert a.stateOperators[0].customMetrics == b.stateOperators[0].customMetrics
