@@ -2,11 +2,10 @@
 
 The detect query groups the event bus by shard (``xxhash64(entity) mod
 spark.state_shards``). For each shard with rows in a micro-batch, or whose timer fired,
-this shell reads the shard's wake-up table, hands the rows to
-:class:`~streaming.runner.ShardRunner` with a store over the shard's packed entities
-(:mod:`streaming.packed`: one value, read and written once per turn), writes back what
-changed, moves the shard's one event-time timer to its earliest wake-up, and returns the
-output rows. It decides nothing.
+this shell reads the shard's one value (:mod:`streaming.packed`: its wake-up table and
+its entities), hands the rows to :class:`~streaming.runner.ShardRunner` with a store over
+it, writes it back if it changed, moves the shard's one event-time timer to its earliest
+wake-up, and returns the output rows. It decides nothing.
 
 Pandas, not rows: the row-based API converts each cell of each row on its own (about
 2 µs a cell, measured), the pandas one a column at a time; and the rows here are two
@@ -15,7 +14,6 @@ columns, the entity and its event as the bus carries it (JSON), not twenty.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterator
 from typing import Any
@@ -27,7 +25,7 @@ from pyspark.sql.streaming.stateful_processor import (
     StatefulProcessorHandle,
     TimerValues,
 )
-from pyspark.sql.types import BinaryType, StringType, StructField, StructType
+from pyspark.sql.types import BinaryType, StructField, StructType
 
 from conf import ParamsResolver
 from streaming.entity import error_row
@@ -38,10 +36,9 @@ from streaming.schemas import ALERT_COLUMNS
 
 # Names the detect checkpoint: a release that keeps a shard's state another way starts a
 # new one (rebuilt from the bus) instead of failing on the old one's state schema.
-STATE_LAYOUT = "packed1"
+STATE_LAYOUT = "packed2"
 
 _PACKED = StructType([StructField("packed", BinaryType())])
-_WAKES = StructType([StructField("json", StringType())])
 
 
 class ShardProcessor(StatefulProcessor):
@@ -75,8 +72,7 @@ class ShardProcessor(StatefulProcessor):
 
     def init(self, handle: StatefulProcessorHandle) -> None:  # noqa: D102
         self._handle = handle
-        self._entities = handle.getValueState("packed", _PACKED)
-        self._wakes = handle.getValueState("wakes", _WAKES)
+        self._shard = handle.getValueState("shard", _PACKED)
         runner = EntityRunner(
             self._resolver,
             Routes(self._detectors),
@@ -117,24 +113,16 @@ class ShardProcessor(StatefulProcessor):
         *,
         timer_fired: bool,
     ) -> Iterator[pd.DataFrame]:
-        saved = self._wakes.get()
-        meta: dict[str, Any] = json.loads(saved[0]) if saved and saved[0] else {}
-        wakes: dict[str, list[int]] = meta.get("wakes") or {}
-        ticks: dict[str, int] = meta.get("ticks") or {}
-        seen_ticks = dict(ticks)
-        old_timer: int | None = None if timer_fired else meta.get("timer")
+        store = PackedStore(self._packed())
+        # Copies: the runner updates them in place, and the store compares with its own.
+        wakes: dict[str, list[int]] = dict(store.meta.get("wakes") or {})
+        ticks: dict[str, int] = dict(store.meta.get("ticks") or {})
+        old_timer: int | None = None if timer_fired else store.meta.get("timer")
         clock = Clock(values.getCurrentWatermarkInMs(), self._delay_ms, self._grace_ms)
-        store = PackedStore(self._packed)
         out = self._runner.run(store, wakes, rows, clock, ticks)
         if store.damaged is not None:
             info = {"where": "unpack", "failures": 1, "dropped": True}
             out.rows.append(error_row("state", f"shard:{key[0]}", None, store.damaged, info))
-        if store.dirty:
-            value = store.value()
-            if value is None:
-                self._entities.clear()
-            else:
-                self._entities.update((value,))
         timer = out.timer
         if timer != old_timer:
             # One timer per shard, at its earliest wake-up; a timer that fired is gone.
@@ -142,16 +130,16 @@ class ShardProcessor(StatefulProcessor):
                 self._handle.deleteTimer(old_timer)
             if timer is not None:
                 self._handle.registerTimer(timer)
+        store.set_meta({"timer": timer, "wakes": wakes, "ticks": ticks})
         if not wakes and not ticks:
-            self._wakes.clear()
-        elif out.changed or timer != meta.get("timer") or ticks != seen_ticks:
-            doc = {"timer": timer, "wakes": wakes, "ticks": ticks}
-            self._wakes.update((json.dumps(doc),))
+            self._shard.clear()
+        elif store.dirty:
+            self._shard.update((store.value(),))
         if out.rows:
             yield pd.DataFrame(out.rows, columns=list(ALERT_COLUMNS))
 
     def _packed(self) -> bytes | None:
-        row = self._entities.get()
+        row = self._shard.get()
         return bytes(row[0]) if row and row[0] is not None else None
 
     def close(self) -> None:  # noqa: D102
