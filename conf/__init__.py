@@ -441,6 +441,27 @@ class MetricsConfig(_Frozen):
             "response); a client still sending or reading after it is closed"
         ),
     )
+    health_port: int | None = Field(
+        default=None,
+        ge=0,
+        le=65535,
+        description=(
+            "Port of a second listener on metrics.host that answers GET /healthz only, in "
+            "plain HTTP without credentials, for a kubelet liveness probe (which has no client "
+            "certificate or password); null = none. /healthz is also on metrics.port, behind "
+            "its TLS and basic auth"
+        ),
+    )
+    health_max_age_s: float = Field(
+        default=600.0,
+        gt=0,
+        description=(
+            "/healthz answers 503 once the detect query has shown no progress (a micro-batch "
+            "finished, or a look for new data found none) for this long, and 200 before; "
+            "keep it above the longest micro-batch, or a liveness probe restarts a driver "
+            "that is only slow (and the batch starts over)"
+        ),
+    )
     pushgateway: PushgatewayConfig = PushgatewayConfig()
     max_signal_entities: int = Field(
         default=5000,
@@ -490,6 +511,13 @@ class MetricsConfig(_Frozen):
                 "metrics.tls_client_ca_file needs metrics.tls_cert_file and "
                 "metrics.tls_key_file (client certificates are checked in the TLS handshake)"
             )
+            raise ValueError(msg)
+        return self
+
+    @model_validator(mode="after")
+    def _health_port_is_its_own(self) -> MetricsConfig:
+        if self.health_port is not None and self.health_port == self.port != 0:
+            msg = "metrics.health_port must differ from metrics.port (or be null)"
             raise ValueError(msg)
         return self
 

@@ -298,6 +298,7 @@ def _serve_metrics(
 ) -> None:
     from prometheus_client import CollectorRegistry
 
+    from sinks.metrics_server import HEALTH_PATH
     from sinks.prometheus import FlinkwatchCollector, Pusher, Sources
 
     out = pipeline.outputs
@@ -334,16 +335,22 @@ def _serve_metrics(
         Pusher(registry, push.url, push.job, push.interval_s, lambda: pipeline.cfg.cluster).start()
         log.info("metrics: pushing to %s every %.0f s", push.url, push.interval_s)
     try:
-        server = endpoint.serve(registry)
+        server = endpoint.serve(registry, progress_age_s=progress.progress_age_s)
     except OSError as exc:
         log.error(
-            "metrics: cannot listen on %s:%d (%s); running without /metrics",
+            "metrics: cannot listen on %s:%d or health port %s (%s); running without /metrics",
             cfg.metrics.host,
             cfg.metrics.port,
+            cfg.metrics.health_port,
             exc,
         )
         return
     log.info("metrics: %s %s", server.url, endpoint.describe())
+    log.info(
+        "health: %s answers 503 after %.0f s without progress of the detect query",
+        server.health_url or server.url.removesuffix("/metrics") + HEALTH_PATH,
+        cfg.metrics.health_max_age_s,
+    )
 
 
 # --- replay ------------------------------------------------------------------------
