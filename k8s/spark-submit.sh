@@ -28,6 +28,7 @@ exec "$spark_submit" \
   --conf spark.kubernetes.container.image="$image" \
   --conf spark.kubernetes.container.image.pullPolicy=IfNotPresent \
   --conf spark.kubernetes.authenticate.driver.serviceAccountName=flinkwatch \
+  --conf spark.kubernetes.authenticate.executor.serviceAccountName=flinkwatch-executor \
   --conf spark.kubernetes.driver.podTemplateFile="$here/pod-templates/driver.yaml" \
   --conf spark.kubernetes.executor.podTemplateFile="$here/pod-templates/executor.yaml" \
   --conf spark.kubernetes.submission.waitAppCompletion=false \
