@@ -77,6 +77,7 @@ def test_every_manifest_parses_and_lives_in_the_flinkwatch_namespace() -> None:
         "networkpolicy.yaml",
         "sparkapplication.yaml",
         "slack-secret.yaml",
+        "spark-auth-secret.yaml",
         "driver.yaml",
         "executor.yaml",
     }
@@ -105,6 +106,7 @@ def test_kustomization_applies_the_base_and_generates_the_mounted_configmaps() -
         "sparkapplication.yaml",
         "monitoring.yaml",
         "slack-secret.yaml",
+        "spark-auth-secret.yaml",
         "networkpolicy.yaml",
     }
     assert not on_their_own & set(kz["resources"])
@@ -506,3 +508,33 @@ def test_executors_run_without_the_kubernetes_api(fake_spark_submit: Path, tmp_p
     assert confs["spark.kubernetes.authenticate.executor.serviceAccountName"] == account
     # The driver keeps its token: it creates the executor pods.
     assert pod_template("driver")["spec"].get("automountServiceAccountToken", True) is True
+
+
+def test_spark_traffic_is_authenticated_and_encrypted_with_the_key_of_a_secret(
+    fake_spark_submit: Path, tmp_path: Path
+) -> None:
+    conf = APP["spec"]["sparkConf"]
+    assert conf["spark.authenticate"] == "true"
+    assert conf["spark.network.crypto.enabled"] == "true"
+    assert conf["spark.network.crypto.cipher"] == "AES/GCM/NoPadding"
+    assert conf["spark.network.crypto.saslFallback"] == "false"
+    assert conf["spark.io.encryption.enabled"] == "true"
+    # spark-submit passes the very same settings.
+    confs = spark_submit_confs(fake_spark_submit, tmp_path)
+    assert {k: confs.get(k) for k in conf} == conf
+    # The key is a file from a Secret mounted in driver and executors alike (Spark would
+    # otherwise make one and put it in the executors' pod spec as an environment variable).
+    key = PurePosixPath(conf["spark.authenticate.secret.file"])
+    sources = []
+    for role in ("driver", "executor"):
+        entry = mounts(pod_template(role))[str(key.parent)]
+        assert entry["mount"]["readOnly"] is True
+        secret = entry["volume"]["secret"]
+        assert not secret.get("optional", False), role  # no key, no start
+        (item,) = [i for i in secret["items"] if i["path"] == key.name]
+        sources.append((secret["secretName"], item["key"]))
+        assert secret["defaultMode"] & 0o007 == 0, role  # not world-readable
+    assert sources[0] == sources[1]
+    name, item_key = sources[0]
+    assert item_key in k8s_object("Secret", name)["stringData"]
+    assert "spark-auth-secret.yaml" not in load_yaml(K8S / "kustomization.yaml")["resources"]
