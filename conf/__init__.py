@@ -141,6 +141,26 @@ class KafkaConfig(_Frozen):
     bus_partitions: int = Field(
         default=2, gt=0, description="Partitions of both topics above when flinkwatch creates them."
     )
+    bus_replication_factor: int | None = Field(
+        default=None,
+        ge=1,
+        le=32767,
+        description=(
+            "Replicas of both topics above when flinkwatch creates them; null = the brokers' "
+            "default.replication.factor (Kafka 2.4 or later; older brokers need a number). At "
+            "least the topics' min.insync.replicas: brokers before Kafka 3.7 refuse writes to "
+            "a topic with fewer replicas."
+        ),
+    )
+    bus_retention_s: int | None = Field(
+        default=None,
+        gt=0,
+        description=(
+            "How long the brokers keep the records of both topics above, set on them when "
+            "flinkwatch creates them; null = the brokers' log.retention.*. A detect query with "
+            "a new checkpoint rebuilds its state from what the event bus still holds."
+        ),
+    )
 
     @field_validator("options")
     @classmethod
