@@ -207,7 +207,9 @@ def ensure_bus_topics(cfg: KafkaConfig, wait_s: float = 60) -> list[str]:
     """Create the event bus and dead-letter topics if missing; the names created.
 
     They get ``kafka.bus_partitions`` partitions and, unless the config sets them, the
-    brokers' default replication factor and retention.
+    brokers' default replication factor and retention. A bus topic with fewer replicas
+    than its ``min.insync.replicas`` (one made by an older flinkwatch) is logged as a
+    warning.
 
     Raises:
         KafkaConnectError: no connection to the brokers.
@@ -226,9 +228,51 @@ def ensure_bus_topics(cfg: KafkaConfig, wait_s: float = 60) -> list[str]:
                 "and kafka.bus_retention_s to what the cluster allows"
             )
             raise KafkaTopicError(msg) from exc
+        _check_replicas(admin, list(specs))
         return created
     finally:
         admin.close()
+
+
+def _check_replicas(admin: Any, topics: list[str]) -> None:
+    """Warn about a bus topic with fewer replicas than its ``min.insync.replicas``.
+
+    Spark's Kafka producer waits for the in-sync replicas (``acks=all``). Brokers before
+    Kafka 3.7 refuse every such write to a topic with fewer replicas than that minimum
+    (NOT_ENOUGH_REPLICAS): nothing would be detected. Later brokers take the replica count
+    as the minimum, so the writes pass, but they stop whenever the one broker holding a
+    partition restarts. A bus made by flinkwatch before its replication factor was
+    configurable (always one replica) on a cluster with ``min.insync.replicas=2`` is such
+    a topic. Without the rights to describe the topics (ACLs) there is nothing to say.
+    """
+    import kafka.errors as errors
+    from kafka.admin import ConfigResource
+
+    try:
+        described = {t["name"]: t for t in admin.describe_topics(topics)}
+        resources = [ConfigResource("TOPIC", t, ["min.insync.replicas"]) for t in topics]
+        configs = admin.describe_configs(resources, config_filter="all").get("topic", {})
+    except errors.KafkaError as exc:
+        log.warning("kafka: cannot check the replicas of %s: %s", ", ".join(topics), exc)
+        return
+    for t in topics:
+        parts = described.get(t, {}).get("partitions") or []
+        entry = configs.get(t, {}).get("min.insync.replicas") or {}
+        if not parts or entry.get("value") is None:
+            continue
+        replicas = min(len(p["replica_nodes"]) for p in parts)
+        min_isr = int(entry["value"])
+        if replicas < min_isr:
+            log.warning(
+                "kafka: topic %s has %d replica(s), fewer than its min.insync.replicas=%d: "
+                "brokers before Kafka 3.7 refuse every write of the parse query (nothing is "
+                "detected), later ones take them but detection stops whenever that broker "
+                "restarts. Add replicas (kafka-reassign-partitions); topics flinkwatch creates "
+                "get kafka.bus_replication_factor, or the brokers' default",
+                t,
+                replicas,
+                min_isr,
+            )
 
 
 def partition_count(cfg: KafkaConfig, topics: list[str], wait_s: float = 60) -> int:

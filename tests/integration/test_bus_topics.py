@@ -3,11 +3,14 @@
 One broker of the stack's jars whose ``default.replication.factor`` is 2 (more than its one
 node can place) and whose ``log.retention.ms`` is three days. A topic asked for with the
 brokers' default replication factor is therefore refused, which shows the default was asked
-for; with ``kafka.bus_replication_factor: 1`` it is created.
+for; with ``kafka.bus_replication_factor: 1`` it is created. A bus topic whose
+``min.insync.replicas`` is above its replica count (made with replication factor 1 on a
+cluster with ``min.insync.replicas=2``) is named in a warning.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -102,3 +105,27 @@ def test_a_configured_retention_is_set_on_the_bus_topics(broker: KafkaBroker, ad
         retention = topic_config(admin, topic, "retention.ms")
         assert retention["value"] == "7200000"
         assert retention["config_source"] == "DYNAMIC_TOPIC_CONFIG"
+
+
+def test_a_bus_topic_with_fewer_replicas_than_min_insync_replicas_is_named_in_a_warning(
+    broker: KafkaBroker, admin: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A bus made by an older flinkwatch (one replica) on a cluster whose topics want two
+    # in-sync replicas: brokers before Kafka 3.7 refuse its writes, later ones (this one is
+    # 3.9) take them, but a restart of its one broker stops them.
+    cfg = bus(broker, "short", bus_replication_factor=1)
+    specs = {"num_partitions": 2, "replication_factor": 1, "configs": {"min.insync.replicas": "2"}}
+    admin.create_topics(dict.fromkeys([cfg.events_topic, cfg.deadletters_topic], specs))
+    with caplog.at_level(logging.WARNING, logger="streaming.topics"):
+        assert ensure_bus_topics(cfg, wait_s=30) == []
+    warned = [r.getMessage() for r in caplog.records if r.name == "streaming.topics"]
+    assert len(warned) == 2
+    assert warned[0].startswith(
+        f"kafka: topic {cfg.events_topic} has 1 replica(s), fewer than its "
+        "min.insync.replicas=2: brokers before Kafka 3.7 refuse every write"
+    )
+    # Topics with enough replicas for their minimum say nothing.
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="streaming.topics"):
+        ensure_bus_topics(bus(broker, "rf1", bus_replication_factor=1), wait_s=30)
+    assert not [r for r in caplog.records if r.name == "streaming.topics"]

@@ -17,6 +17,7 @@ from kafka.errors import (
     KafkaTimeoutError,
     SaslAuthenticationFailedError,
     TopicAlreadyExistsError,
+    TopicAuthorizationFailedError,
 )
 
 from conf import KafkaConfig
@@ -191,3 +192,13 @@ def test_brokers_older_than_kafka_2_4_are_told_to_set_the_replication_factor(
     with_admin(monkeypatch, Admin(create_raises=old))
     with pytest.raises(KafkaTopicError, match=r"older than Kafka 2\.4 .*kafka\.bus_replication"):
         ensure_bus_topics(bus())
+
+
+def test_without_the_rights_to_describe_the_bus_the_replica_check_warns_and_goes_on(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    denied = TopicAuthorizationFailedError("fw.events")
+    with_admin(monkeypatch, Admin(existing=("fw.events", "fw.deadletters"), describe_raises=denied))
+    with caplog.at_level(logging.WARNING, logger="streaming.topics"):
+        assert ensure_bus_topics(bus()) == []
+    assert "cannot check the replicas of fw.events, fw.deadletters" in caplog.text
