@@ -141,6 +141,26 @@ class KafkaConfig(_Frozen):
     bus_partitions: int = Field(
         default=2, gt=0, description="Partitions of both topics above when flinkwatch creates them."
     )
+    bus_replication_factor: int | None = Field(
+        default=None,
+        ge=1,
+        le=32767,
+        description=(
+            "Replicas of both topics above when flinkwatch creates them; null = the brokers' "
+            "default.replication.factor (Kafka 2.4 or later; older brokers need a number). At "
+            "least the topics' min.insync.replicas: brokers before Kafka 3.7 refuse writes to "
+            "a topic with fewer replicas."
+        ),
+    )
+    bus_retention_s: int | None = Field(
+        default=None,
+        gt=0,
+        description=(
+            "How long the brokers keep the records of both topics above, set on them when "
+            "flinkwatch creates them; null = the brokers' log.retention.*. A detect query with "
+            "a new checkpoint rebuilds its state from what the event bus still holds."
+        ),
+    )
 
     @field_validator("options")
     @classmethod
@@ -441,6 +461,27 @@ class MetricsConfig(_Frozen):
             "response); a client still sending or reading after it is closed"
         ),
     )
+    health_port: int | None = Field(
+        default=None,
+        ge=0,
+        le=65535,
+        description=(
+            "Port of a second listener on metrics.host that answers GET /healthz only, in "
+            "plain HTTP without credentials, for a kubelet liveness probe (which has no client "
+            "certificate or password); null = none. /healthz is also on metrics.port, behind "
+            "its TLS and basic auth"
+        ),
+    )
+    health_max_age_s: float = Field(
+        default=600.0,
+        gt=0,
+        description=(
+            "/healthz answers 503 once the detect query has shown no progress (a micro-batch "
+            "finished, or a look for new data found none) for this long, and 200 before; "
+            "keep it above the longest micro-batch, or a liveness probe restarts a driver "
+            "that is only slow (and the batch starts over)"
+        ),
+    )
     pushgateway: PushgatewayConfig = PushgatewayConfig()
     max_signal_entities: int = Field(
         default=5000,
@@ -490,6 +531,13 @@ class MetricsConfig(_Frozen):
                 "metrics.tls_client_ca_file needs metrics.tls_cert_file and "
                 "metrics.tls_key_file (client certificates are checked in the TLS handshake)"
             )
+            raise ValueError(msg)
+        return self
+
+    @model_validator(mode="after")
+    def _health_port_is_its_own(self) -> MetricsConfig:
+        if self.health_port is not None and self.health_port == self.port != 0:
+            msg = "metrics.health_port must differ from metrics.port (or be null)"
             raise ValueError(msg)
         return self
 

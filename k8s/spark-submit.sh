@@ -4,7 +4,8 @@
 #
 #   K8S_API=https://<api-server>:6443 IMAGE=<registry>/flinkwatch:0.1.0 k8s/spark-submit.sh
 #
-# First `kubectl apply -k k8s/` and create the Slack Secret (README: Deploy). spark-submit
+# First `kubectl apply -k k8s/` and create the Spark key and the Slack Secret
+# (docs/deployment.md). spark-submit
 # 4.2.0 comes with the project's virtualenv (`make setup`); it uses your kubeconfig's
 # credentials to create the driver pod, then returns. Nothing restarts a failed driver here
 # (the operator does): rerun this script, and the job resumes from its checkpoints.
@@ -28,6 +29,7 @@ exec "$spark_submit" \
   --conf spark.kubernetes.container.image="$image" \
   --conf spark.kubernetes.container.image.pullPolicy=IfNotPresent \
   --conf spark.kubernetes.authenticate.driver.serviceAccountName=flinkwatch \
+  --conf spark.kubernetes.authenticate.executor.serviceAccountName=flinkwatch-executor \
   --conf spark.kubernetes.driver.podTemplateFile="$here/pod-templates/driver.yaml" \
   --conf spark.kubernetes.executor.podTemplateFile="$here/pod-templates/executor.yaml" \
   --conf spark.kubernetes.submission.waitAppCompletion=false \
@@ -38,4 +40,10 @@ exec "$spark_submit" \
   --conf spark.executor.cores=2 \
   --conf spark.executor.memory=2g \
   --conf spark.executor.memoryOverhead=1g \
+  --conf spark.authenticate=true \
+  --conf spark.authenticate.secret.file=/etc/flinkwatch-spark-auth/secret \
+  --conf spark.network.crypto.enabled=true \
+  --conf spark.network.crypto.cipher=AES/GCM/NoPadding \
+  --conf spark.network.crypto.saslFallback=false \
+  --conf spark.io.encryption.enabled=true \
   local:///opt/flinkwatch/main.py run --config /etc/flinkwatch/flinkwatch.yaml

@@ -11,8 +11,10 @@
 #   FLINKWATCH_STACK_DIR   where jars, broker data and logs live   (default: <repo>/.stack)
 #   FLINKWATCH_KAFKA_PORT  broker port on 127.0.0.1; port+1 is the controller's (default: 9092)
 #   FLINKWATCH_KAFKA_DIR   broker data, config and logs          (default: $FLINKWATCH_STACK_DIR/kafka-<port>)
-#   FLINKWATCH_TOPICS      topics to create                         (default: flink.logs flink.metrics)
+#   FLINKWATCH_TOPICS      topics to create; empty: none            (default: flink.logs flink.metrics)
 #   FLINKWATCH_PARTITIONS  partitions per topic                     (default: 2)
+#   FLINKWATCH_KAFKA_PROPERTIES  more server.properties lines, one a line; they win over
+#                          the ones above (a test's broker defaults)  (default: none)
 #   PYTHON                 interpreter with flinkwatch installed    (default: <repo>/.venv/bin/python)
 set -euo pipefail
 
@@ -20,7 +22,7 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 stack=${FLINKWATCH_STACK_DIR:-$repo/.stack}
 port=${FLINKWATCH_KAFKA_PORT:-9092}
 controller_port=$((port + 1))
-topics=${FLINKWATCH_TOPICS:-flink.logs flink.metrics}
+topics=${FLINKWATCH_TOPICS-flink.logs flink.metrics}
 partitions=${FLINKWATCH_PARTITIONS:-2}
 python=${PYTHON:-$repo/.venv/bin/python}
 kafka_dir=${FLINKWATCH_KAFKA_DIR:-$stack/kafka-$port}
@@ -90,6 +92,10 @@ log.retention.hours=168
 log.message.timestamp.type=LogAppendTime
 message.max.bytes=10485760
 PROPS
+    # Java's Properties keeps the last of a repeated key: these win.
+    if [ -n "${FLINKWATCH_KAFKA_PROPERTIES:-}" ]; then
+      printf '%s\n' "$FLINKWATCH_KAFKA_PROPERTIES" >> "$kafka_dir/server.properties"
+    fi
     cat > "$kafka_dir/log4j.properties" <<PROPS
 log4j.rootLogger=INFO, file
 log4j.appender.file=org.apache.log4j.FileAppender
@@ -118,9 +124,11 @@ PROPS
     done
     port_open || { say "kafka: broker did not open port $port within 60 s"; exit 1; }
   fi
-  say "kafka: creating topics ($topics) with $partitions partitions"
-  # shellcheck disable=SC2086
-  "$python" -m streaming.cli kafka create-topics --bootstrap "127.0.0.1:$port" --partitions "$partitions" $topics
+  if [ -n "$topics" ]; then
+    say "kafka: creating topics ($topics) with $partitions partitions"
+    # shellcheck disable=SC2086
+    "$python" -m streaming.cli kafka create-topics --bootstrap "127.0.0.1:$port" --partitions "$partitions" $topics
+  fi
   say "kafka: ready at 127.0.0.1:$port"
 }
 

@@ -15,6 +15,14 @@ the two threads that render the answer.
 The certificate and key are re-read when their files change (cert-manager renews them in
 place, Kubernetes swaps the mounted Secret), so a renewal needs no restart.
 
+``/healthz`` answers whether the job is alive in the sense a restart would help: 200 while
+the detect query made progress within ``health_max_age_s``, 503 after. What progress is
+comes from the driver (a callable giving its age in seconds): this module knows no Spark.
+It is served on the metrics port, behind the same TLS and basic auth, and with
+``health_port`` also on a second listener that answers nothing else, in plain HTTP without
+credentials, for a kubelet liveness probe (the kubelet has no client certificate and no
+password).
+
 Example:
     >>> endpoint = MetricsEndpoint.from_config(cfg.metrics)  # doctest: +SKIP
     >>> server = endpoint.serve(registry)  # doctest: +SKIP
@@ -37,9 +45,10 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
@@ -64,6 +73,9 @@ LISTEN_BACKLOG = 1024
 WARN_EVERY_S = 60.0
 
 REALM = "flinkwatch"
+
+#: The path of the liveness answer.
+HEALTH_PATH = "/healthz"
 
 
 class MetricsEndpointError(FlinkwatchError):
@@ -121,6 +133,75 @@ def _credentials(header: str) -> tuple[bytes, bytes] | None:
         return None
     user, colon, password = decoded.partition(b":")
     return (user, password) if colon else None
+
+
+@dataclass(frozen=True)
+class Liveness:
+    """What ``/healthz`` answers: whether the job made progress recently.
+
+    Attributes:
+        age_s: Seconds since the job last showed progress (the driver's detect query
+            finished a micro-batch or looked for new data), or since it started watching.
+        max_age_s: Older than this is a stalled job: 503.
+
+    Example:
+        >>> Liveness(age_s=lambda: 12.0, max_age_s=600).verdict()
+        (True, 'ok: last progress 12 s ago (limit 600 s)')
+    """
+
+    age_s: Callable[[], float]
+    max_age_s: float
+
+    def verdict(self) -> tuple[bool, str]:
+        """(healthy, one line saying why)."""
+        age = self.age_s()
+        ok = age <= self.max_age_s
+        word = "ok" if ok else "stalled"
+        return ok, f"{word}: last progress {age:.0f} s ago (limit {self.max_age_s:g} s)"
+
+
+def health_app(liveness: Liveness) -> WSGIApplication:
+    """The ``/healthz`` answer: 200 or 503, with the verdict as text, never cached."""
+
+    def app(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        ok, text = liveness.verdict()
+        body = f"{text}\n".encode()
+        start_response(
+            "200 OK" if ok else "503 Service Unavailable",
+            [
+                ("Content-Type", "text/plain; charset=utf-8"),
+                ("Content-Length", str(len(body))),
+                ("Cache-Control", "no-store"),
+            ],
+        )
+        return [body]
+
+    return app
+
+
+def with_health(app: WSGIApplication, liveness: Liveness) -> WSGIApplication:
+    """``app`` with ``/healthz`` answered by ``liveness``; every other path by ``app``."""
+    health = health_app(liveness)
+
+    def routed(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        if environ.get("PATH_INFO") == HEALTH_PATH:
+            return health(environ, start_response)
+        return app(environ, start_response)
+
+    return routed
+
+
+def health_only(liveness: Liveness) -> WSGIApplication:
+    """``/healthz`` and nothing else (404): the health port serves no metrics."""
+    health = health_app(liveness)
+
+    def app(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        if environ.get("PATH_INFO") == HEALTH_PATH:
+            return health(environ, start_response)
+        start_response("404 Not Found", [("Content-Type", "text/plain; charset=utf-8")])
+        return [f"404 Not Found: this port answers {HEALTH_PATH} only\n".encode()]
+
+    return app
 
 
 class TlsFiles:
@@ -257,8 +338,17 @@ class ConnectionStats:
     failed: int = 0
 
 
+@dataclass(frozen=True)
+class _Listener:
+    """One listening socket, what it serves and whether over TLS."""
+
+    sock: socket.socket
+    site: _Site
+    tls: TlsFiles | None
+
+
 class _Loop:
-    """The endpoint's one I/O thread: an asyncio server and a small pool that renders.
+    """The endpoint's one I/O thread: asyncio servers and a small pool that renders.
 
     Every connection is a task in the loop, not a thread: reading the request head, the
     TLS handshake and writing the response are non-blocking, so idle or slow clients cost
@@ -266,22 +356,19 @@ class _Loop:
     ``max_connections`` are open: one more closes the oldest connection that has not sent
     its whole request (a slow client; a scrape sends its request at once). Each connection
     has ``deadline_s`` in all, from accept to the last byte of the response. Only complete
-    requests reach the ``workers`` threads, which run the WSGI app.
+    requests reach the ``workers`` threads, which run the WSGI app. The listeners (the
+    metrics port, the health port) share the cap, the deadline and the workers.
     """
 
     def __init__(
         self,
-        sock: socket.socket,
-        site: _Site,
-        tls: TlsFiles | None,
+        listeners: list[_Listener],
         *,
         max_connections: int,
         deadline_s: float,
         workers: int,
     ) -> None:
-        self.sock = sock
-        self.site = site
-        self.tls = tls
+        self.listeners = listeners
         self.max_connections = max_connections
         self.deadline_s = deadline_s
         self.stats = ConnectionStats()
@@ -290,7 +377,7 @@ class _Loop:
         self.thread = threading.Thread(target=self._run, name="flinkwatch-metrics", daemon=True)
         self._ready = threading.Event()
         self._failed: BaseException | None = None
-        self._server: asyncio.Server | None = None
+        self._servers: list[asyncio.Server] = []
         #: Every open connection's task and its stream (insertion order: oldest first).
         self._open: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
         #: The open connections still waiting for their whole request.
@@ -306,11 +393,17 @@ class _Loop:
     def _run(self) -> None:
         asyncio.set_event_loop(self.loop)
         try:
-            self._server = self.loop.run_until_complete(
-                asyncio.start_server(
-                    self._connection, sock=self.sock, limit=MAX_HEAD_BYTES, backlog=LISTEN_BACKLOG
+            for listener in self.listeners:
+                self._servers.append(
+                    self.loop.run_until_complete(
+                        asyncio.start_server(
+                            partial(self._connection, listener),
+                            sock=listener.sock,
+                            limit=MAX_HEAD_BYTES,
+                            backlog=LISTEN_BACKLOG,
+                        )
+                    )
                 )
-            )
         except BaseException as exc:  # noqa: BLE001 - handed to the thread that started us
             self._failed = exc
             self._ready.set()
@@ -335,8 +428,8 @@ class _Loop:
             self.pool.shutdown(wait=False, cancel_futures=True)
 
     async def _close(self) -> None:
-        if self._server is not None:
-            self._server.close()  # stops accepting and closes the listening socket
+        for server in self._servers:
+            server.close()  # stops accepting and closes the listening socket
         for task, writer in list(self._open.items()):
             writer.transport.abort()
             task.cancel()
@@ -344,7 +437,9 @@ class _Loop:
 
     # --- one connection -----------------------------------------------------------------
 
-    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _connection(
+        self, listener: _Listener, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
         task = asyncio.current_task()
         if task is None or not self._make_room():  # start_server runs each in a task
             self.stats.refused += 1
@@ -355,7 +450,7 @@ class _Loop:
         peer = writer.get_extra_info("peername")
         try:
             async with asyncio.timeout(self.deadline_s):
-                await self._exchange(task, reader, writer, peer)
+                await self._exchange(listener, task, reader, writer, peer)
         except TimeoutError:
             self.stats.expired += 1
             log.debug("metrics: %s not done within %g s; closed", peer, self.deadline_s)
@@ -377,17 +472,20 @@ class _Loop:
 
     async def _exchange(
         self,
+        listener: _Listener,
         task: asyncio.Task[None],
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
         peer: Any,
     ) -> None:
-        if self.tls is not None:
-            await writer.start_tls(self.tls.context(), ssl_handshake_timeout=self.deadline_s)
+        if listener.tls is not None:
+            await writer.start_tls(listener.tls.context(), ssl_handshake_timeout=self.deadline_s)
         head = await reader.readuntil(b"\r\n\r\n")
         del self._waiting[task]
         client = peer if isinstance(peer, tuple) else ("", 0)
-        response = await self.loop.run_in_executor(self.pool, self._answer, head, client)
+        response = await self.loop.run_in_executor(
+            self.pool, self._answer, head, client, listener.site
+        )
         # Drained only when every byte is with the kernel: then closing loses nothing.
         writer.transport.set_write_buffer_limits(high=0)
         writer.write(response)
@@ -395,10 +493,10 @@ class _Loop:
         writer.close()
         await writer.wait_closed()
 
-    def _answer(self, head: bytes, client: tuple[Any, ...]) -> bytes:
+    def _answer(self, head: bytes, client: tuple[Any, ...], site: _Site) -> bytes:
         """The response to one request head (in a worker thread)."""
         try:
-            return _Exchange(head, client, self.site).response  # type: ignore[arg-type]
+            return _Exchange(head, client, site).response  # type: ignore[arg-type]
         except Exception:  # wsgiref answers the app's own errors; this is anything else
             log.exception("metrics: answering %s failed", client)
             return b"HTTP/1.0 500 Internal Server Error\r\nContent-Length: 0\r\n\r\n"
@@ -440,10 +538,17 @@ def _family(host: str, port: int) -> tuple[int, str]:
 class MetricsServer:
     """A running endpoint; :meth:`close` stops it (also as a context manager)."""
 
-    def __init__(self, loop: _Loop, address: tuple[Any, ...], scheme: str) -> None:
+    def __init__(
+        self,
+        loop: _Loop,
+        address: tuple[Any, ...],
+        scheme: str,
+        health_address: tuple[Any, ...] | None = None,
+    ) -> None:
         self._loop = loop
         self._address = address
         self.scheme = scheme
+        self._health_address = health_address
 
     @property
     def host(self) -> str:
@@ -460,6 +565,15 @@ class MetricsServer:
         """``<scheme>://<host>:<port>/metrics``."""
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"{self.scheme}://{host}:{self.port}/metrics"
+
+    @property
+    def health_url(self) -> str | None:
+        """``http://<host>:<health port>/healthz``; None without a health port."""
+        if self._health_address is None:
+            return None
+        host = str(self._health_address[0])
+        host = f"[{host}]" if ":" in host else host
+        return f"http://{host}:{int(self._health_address[1])}{HEALTH_PATH}"
 
     @property
     def stats(self) -> ConnectionStats:
@@ -487,6 +601,8 @@ class MetricsEndpoint:
 
     Build it with :meth:`from_config` before Spark starts, so that a missing password or
     an unreadable key stops the job at once; :meth:`serve` then only binds the port.
+    ``health_port`` adds a plain-HTTP listener for ``/healthz`` alone; ``health_max_age_s``
+    is the progress age past which ``/healthz`` answers 503.
     """
 
     def __init__(
@@ -498,6 +614,8 @@ class MetricsEndpoint:
         *,
         max_connections: int = 64,
         deadline_s: float = 10.0,
+        health_port: int | None = None,
+        health_max_age_s: float = 600.0,
     ) -> None:
         self.host = host
         self.port = port
@@ -505,6 +623,8 @@ class MetricsEndpoint:
         self.auth = auth
         self.max_connections = max_connections
         self.deadline_s = deadline_s
+        self.health_port = health_port
+        self.health_max_age_s = health_max_age_s
 
     @classmethod
     def from_config(
@@ -545,6 +665,8 @@ class MetricsEndpoint:
             auth=auth,
             max_connections=cfg.max_connections,
             deadline_s=cfg.request_deadline_s,
+            health_port=cfg.health_port,
+            health_max_age_s=cfg.health_max_age_s,
         )
 
     @property
@@ -557,31 +679,57 @@ class MetricsEndpoint:
         tls = "off" if self.tls is None else "mutual" if self.tls.mutual else "on"
         return f"tls={tls} auth={'basic' if self.auth else 'none'}"
 
-    def serve(self, registry: Collector) -> MetricsServer:
+    def serve(
+        self, registry: Collector, progress_age_s: Callable[[], float] | None = None
+    ) -> MetricsServer:
         """Serve ``registry`` in a daemon thread until :meth:`MetricsServer.close`.
 
+        Args:
+            registry: What ``/metrics`` answers.
+            progress_age_s: Seconds since the job last made progress; given, ``/healthz``
+                answers from it (on the metrics port, and on ``health_port`` if set).
+
         Raises:
-            OSError: the address cannot be bound.
+            OSError: an address cannot be bound.
         """
         app: WSGIApplication = make_wsgi_app(registry)
+        liveness = None
+        if progress_age_s is not None:
+            liveness = Liveness(progress_age_s, self.health_max_age_s)
+            app = with_health(app, liveness)
         if self.auth is not None:
             app = basic_auth(app, self.auth)
         family, host = _family(self.host, self.port)
-        sock = socket.create_server(
-            (host, self.port), family=socket.AddressFamily(family), backlog=LISTEN_BACKLOG
-        )
-        address = sock.getsockname()
-        loop = _Loop(
-            sock,
-            _Site(app, socket.getfqdn(host), int(address[1])),
-            self.tls,
-            max_connections=self.max_connections,
-            deadline_s=self.deadline_s,
-            workers=RENDER_WORKERS,
-        )
+        name = socket.getfqdn(host)
+        socks: list[socket.socket] = []
         try:
+            socks.append(_bind(host, self.port, family))
+            listeners = [_Listener(socks[0], _Site(app, name, _port(socks[0])), self.tls)]
+            if liveness is not None and self.health_port is not None:
+                socks.append(_bind(host, self.health_port, family))
+                site = _Site(health_only(liveness), name, _port(socks[1]))
+                listeners.append(_Listener(socks[1], site, None))
+            loop = _Loop(
+                listeners,
+                max_connections=self.max_connections,
+                deadline_s=self.deadline_s,
+                workers=RENDER_WORKERS,
+            )
             loop.start()
         except BaseException:
-            sock.close()
+            for sock in socks:
+                sock.close()
             raise
-        return MetricsServer(loop, address, self.scheme)
+        health = socks[1].getsockname() if len(socks) > 1 else None
+        return MetricsServer(loop, socks[0].getsockname(), self.scheme, health)
+
+
+def _port(sock: socket.socket) -> int:
+    """The port a socket is bound to (the real one when 0 was asked for)."""
+    return int(sock.getsockname()[1])
+
+
+def _bind(host: str, port: int, family: int) -> socket.socket:
+    return socket.create_server(
+        (host, port), family=socket.AddressFamily(family), backlog=LISTEN_BACKLOG
+    )

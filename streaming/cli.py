@@ -298,6 +298,7 @@ def _serve_metrics(
 ) -> None:
     from prometheus_client import CollectorRegistry
 
+    from sinks.metrics_server import HEALTH_PATH
     from sinks.prometheus import FlinkwatchCollector, Pusher, Sources
 
     out = pipeline.outputs
@@ -334,16 +335,22 @@ def _serve_metrics(
         Pusher(registry, push.url, push.job, push.interval_s, lambda: pipeline.cfg.cluster).start()
         log.info("metrics: pushing to %s every %.0f s", push.url, push.interval_s)
     try:
-        server = endpoint.serve(registry)
+        server = endpoint.serve(registry, progress_age_s=progress.progress_age_s)
     except OSError as exc:
         log.error(
-            "metrics: cannot listen on %s:%d (%s); running without /metrics",
+            "metrics: cannot listen on %s:%d or health port %s (%s); running without /metrics",
             cfg.metrics.host,
             cfg.metrics.port,
+            cfg.metrics.health_port,
             exc,
         )
         return
     log.info("metrics: %s %s", server.url, endpoint.describe())
+    log.info(
+        "health: %s answers 503 after %.0f s without progress of the detect query",
+        server.health_url or server.url.removesuffix("/metrics") + HEALTH_PATH,
+        cfg.metrics.health_max_age_s,
+    )
 
 
 # --- replay ------------------------------------------------------------------------
@@ -511,10 +518,15 @@ def cmd_config_check(args: argparse.Namespace) -> int:
 
 def cmd_kafka_create_topics(args: argparse.Namespace) -> int:
     """Create topics if missing (used by scripts/stack.sh)."""
-    from kafka.admin import KafkaAdminClient, NewTopic
-    from kafka.errors import TopicAlreadyExistsError
+    from kafka.admin import KafkaAdminClient
 
-    from streaming.topics import KafkaConnectError, connect
+    from streaming.topics import (
+        KafkaConnectError,
+        KafkaTopicError,
+        connect,
+        create_topics,
+        topic_spec,
+    )
 
     cfg = _load(args.config)
     if args.bootstrap:
@@ -528,23 +540,16 @@ def cmd_kafka_create_topics(args: argparse.Namespace) -> int:
     except KafkaConnectError as exc:
         log.error("%s", exc)
         return 1
+    spec = topic_spec(args.partitions, args.replication_factor)
     try:
-        existing = set(admin.list_topics())
-        missing = [t for t in args.topics if t not in existing]
-        if missing:
-            try:
-                admin.create_topics(
-                    [
-                        NewTopic(t, num_partitions=args.partitions, replication_factor=1)
-                        for t in missing
-                    ]
-                )
-            except TopicAlreadyExistsError:
-                pass
-        for t in args.topics:
-            print(f"topic {t}: {'created' if t in missing else 'exists'}", file=sys.stderr)
+        created = create_topics(admin, dict.fromkeys(args.topics, spec))
+    except KafkaTopicError as exc:
+        log.error("%s", exc)
+        return 1
     finally:
         admin.close()
+    for t in args.topics:
+        print(f"topic {t}: {'created' if t in created else 'exists'}", file=sys.stderr)
     return 0
 
 
@@ -676,6 +681,11 @@ def build_parser() -> argparse.ArgumentParser:
     kt.add_argument("--config", help="YAML config (for the Kafka connection and security)")
     kt.add_argument("--bootstrap", help="override kafka.bootstrap_servers")
     kt.add_argument("--partitions", type=int, default=2, help="partitions per new topic (2)")
+    kt.add_argument(
+        "--replication-factor",
+        type=int,
+        help="replicas per new topic (default: the brokers' default.replication.factor)",
+    )
     kt.add_argument("topics", nargs="+", help="topic names")
     kt.set_defaults(func=cmd_kafka_create_topics)
 

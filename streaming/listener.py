@@ -2,7 +2,8 @@
 
 A ``StreamingQueryListener`` on the driver keeps the latest progress of each
 query and logs a one-line summary per query at most every ``every_s`` seconds:
-input and processed rows/s, batch duration, watermark and state size.
+input and processed rows/s, batch duration, watermark and state size. It also notes when
+each query last showed progress, which the metrics endpoint's ``/healthz`` answers from.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +22,9 @@ from pyspark.sql.streaming import StreamingQueryListener
 from pyspark.sql.streaming.listener import JStreamingQueryListener, QueryProgressEvent
 
 log = logging.getLogger("flinkwatch.progress")
+
+#: The query whose progress says the job is alive: it feeds the detectors and the sinks.
+DETECT_QUERY = "flinkwatch-detect"
 
 
 class _ProgressAsJson(JStreamingQueryListener):
@@ -87,10 +92,21 @@ def state_size(op: Any) -> int:
 
 
 class ProgressLogger(JsonProgressListener):
-    """Keeps :class:`QueryProgress` per query name and logs it periodically."""
+    """Keeps :class:`QueryProgress` per query name and logs it periodically.
 
-    def __init__(self, every_s: float = 30.0) -> None:
+    Args:
+        every_s: Seconds between two log lines of one query at least.
+        clock: Monotonic seconds (tests pass their own).
+    """
+
+    def __init__(self, every_s: float = 30.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.every_s = every_s
+        self._clock = clock
+        self._created = clock()
+        #: Query name by run id (an idle event names only the run).
+        self._names: dict[str, str] = {}
+        #: Per query name, when it last finished a micro-batch or found no new data.
+        self._alive: dict[str, float] = {}
         self.latest: dict[str, QueryProgress] = {}
         self._rows_since: dict[str, int] = {}
         self._last_log: dict[str, float] = {}
@@ -103,7 +119,21 @@ class ProgressLogger(JsonProgressListener):
     def onQueryStarted(self, event: Any) -> None:  # noqa: D102, N802
         log.info("query %s started (id=%s)", event.name, event.id)
         with self._lock:
-            self._started[str(event.runId)] = time.monotonic()
+            self._started[str(event.runId)] = self._clock()
+            if event.name:
+                self._names[str(event.runId)] = str(event.name)
+
+    def progress_age_s(self, name: str = DETECT_QUERY) -> float:
+        """Seconds since query ``name`` last showed progress.
+
+        Progress is a finished micro-batch, or a look for new data that found none (Spark
+        reports an idle query every 10 s instead of a batch): either means its trigger
+        loop runs. A query that never showed any counts from when this listener was made,
+        so a job that hangs while starting ages too.
+        """
+        with self._lock:
+            last = self._alive.get(name, self._created)
+        return max(0.0, self._clock() - last)
 
     def _first_batch(self, p: Any, name: str) -> None:
         """Log when a run of a query finished its first micro-batch with data, once."""
@@ -111,7 +141,7 @@ class ProgressLogger(JsonProgressListener):
             started = self._started.pop(str(p.runId), None) if p.numInputRows else None
             if started is None:
                 return
-            took = time.monotonic() - started
+            took = self._clock() - started
             self.first_batch_s[name] = took
         log.info(
             "query=%s first batch with data done %.1f s after the start (batch=%d rows=%d)",
@@ -155,8 +185,9 @@ class ProgressLogger(JsonProgressListener):
                 qp.batch_id,
                 dropped,
             )
-        now = time.monotonic()
+        now = self._clock()
         with self._lock:
+            self._alive[name] = now
             prev = self.latest.get(name)
             qp.late_rows_dropped = (prev.late_rows_dropped if prev else 0) + dropped
             self.latest[name] = qp
@@ -180,7 +211,10 @@ class ProgressLogger(JsonProgressListener):
         )
 
     def onQueryIdle(self, event: Any) -> None:  # noqa: D102, N802
-        return
+        with self._lock:
+            name = self._names.get(str(event.runId))
+            if name is not None:
+                self._alive[name] = self._clock()
 
     def onQueryTerminated(self, event: Any) -> None:  # noqa: D102, N802
         if event.exception:

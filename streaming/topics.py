@@ -21,9 +21,6 @@ from conf.kafka_client import kafka_settings
 
 log = logging.getLogger(__name__)
 
-#: The bus is a hand-over, not an archive: a day covers any restart of the detectors.
-BUS_RETENTION_MS = 24 * 3600 * 1000
-
 #: How long one connection attempt may take before the next (kafka-python 3 bootstraps
 #: in the constructor, 30 s by default).
 _ATTEMPT_MS = 10_000
@@ -35,6 +32,14 @@ class KafkaConnectError(FlinkwatchError):
     """kafka-python could not connect: brokers unreachable, login or TLS refused.
 
     The message names the bootstrap servers and the reason, never a secret.
+    """
+
+
+class KafkaTopicError(FlinkwatchError):
+    """A topic flinkwatch needs cannot be created or written.
+
+    The message names the topic, what the brokers said or what is wrong with it, and the
+    setting that fixes it.
     """
 
 
@@ -132,34 +137,142 @@ def _admin(cfg: KafkaConfig, wait_s: float) -> Any:
     )
 
 
-def ensure_bus_topics(cfg: KafkaConfig, wait_s: float = 60) -> list[str]:
-    """Create the event bus and dead-letter topics if missing; the names created."""
-    from kafka.admin import NewTopic
-    from kafka.errors import TopicAlreadyExistsError
+def topic_spec(
+    partitions: int, replication_factor: int | None = None, retention_s: int | None = None
+) -> dict[str, Any]:
+    """How a topic is created: kafka-python's ``create_topics`` entry.
 
+    What is not given is the brokers' own: a replication factor of -1 asks for their
+    ``default.replication.factor`` (KIP-464, Kafka 2.4 and later), and without a
+    ``retention.ms`` of its own the topic keeps records as long as ``log.retention.*`` says.
+    """
+    configs = {} if retention_s is None else {"retention.ms": str(retention_s * 1000)}
+    return {
+        "num_partitions": partitions,
+        "replication_factor": -1 if replication_factor is None else replication_factor,
+        "configs": configs,
+    }
+
+
+def create_topics(admin: Any, specs: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Create the topics of ``specs`` (name → :func:`topic_spec`) that are missing.
+
+    Returns:
+        The names created (one created meanwhile by someone else is not among them).
+
+    Raises:
+        KafkaTopicError: the brokers refused a topic (a replication factor more than the
+            cluster can place, a policy); the message names the topic and the reason.
+    """
+    import kafka.errors as errors
+
+    existing = set(admin.list_topics())
+    missing = {t: dict(spec) for t, spec in specs.items() if t not in existing}
+    if not missing:
+        return []
+    try:
+        result = admin.create_topics(missing, raise_errors=False)
+    except errors.IncompatibleBrokerVersion as exc:
+        msg = (
+            f"cannot create {', '.join(missing)}: brokers older than Kafka 2.4 do not take "
+            f"their default replication factor from a client; set it ({exc})"
+        )
+        raise KafkaTopicError(msg) from exc
+    created, refused = [], []
+    for topic in result["topics"]:
+        err = errors.for_code(topic["error_code"])
+        if err is errors.NoError:
+            created.append(topic["name"])
+        elif err is not errors.TopicAlreadyExistsError:
+            refused.append(f"{topic['name']}: {err.__name__}: {topic.get('error_message') or ''}")
+    if refused:
+        msg = f"the brokers refused to create {'; '.join(refused)}"
+        raise KafkaTopicError(msg)
+    if created:
+        log.info("kafka: created %s", ", ".join(created))
+        try:  # described at once, a new topic may not have its leaders yet
+            admin.wait_for_topics(created)
+        except errors.KafkaTimeoutError as exc:
+            log.warning("kafka: %s not ready yet: %s", ", ".join(created), exc)
+    return created
+
+
+def bus_topic_specs(cfg: KafkaConfig) -> dict[str, dict[str, Any]]:
+    """The event bus and dead-letter topics, as flinkwatch creates them."""
+    spec = topic_spec(cfg.bus_partitions, cfg.bus_replication_factor, cfg.bus_retention_s)
+    return {t: spec for t in (cfg.events_topic, cfg.deadletters_topic) if t is not None}
+
+
+def ensure_bus_topics(cfg: KafkaConfig, wait_s: float = 60) -> list[str]:
+    """Create the event bus and dead-letter topics if missing; the names created.
+
+    They get ``kafka.bus_partitions`` partitions and, unless the config sets them, the
+    brokers' default replication factor and retention. A bus topic with fewer replicas
+    than its ``min.insync.replicas`` (one made by an older flinkwatch) is logged as a
+    warning.
+
+    Raises:
+        KafkaConnectError: no connection to the brokers.
+        KafkaTopicError: the brokers refused a topic; the message names it and the setting.
+    """
     admin = _admin(cfg, wait_s)
     try:
-        existing = set(admin.list_topics())
-        missing = [t for t in (cfg.events_topic, cfg.deadletters_topic) if t not in existing]
-        if missing:
-            try:
-                admin.create_topics(
-                    [
-                        NewTopic(
-                            t,
-                            num_partitions=cfg.bus_partitions,
-                            replication_factor=1,
-                            topic_configs={"retention.ms": str(BUS_RETENTION_MS)},
-                        )
-                        for t in missing
-                    ]
-                )
-            except TopicAlreadyExistsError:
-                pass
-            log.info("kafka: created %s", ", ".join(missing))
-        return missing
+        specs = bus_topic_specs(cfg)
+        try:
+            created = create_topics(admin, specs)
+        except KafkaTopicError as exc:
+            rf = cfg.bus_replication_factor
+            msg = (
+                f"{exc}; set kafka.bus_replication_factor (now "
+                f"{'null, the brokers default.replication.factor' if rf is None else rf}) "
+                "and kafka.bus_retention_s to what the cluster allows"
+            )
+            raise KafkaTopicError(msg) from exc
+        _check_replicas(admin, list(specs))
+        return created
     finally:
         admin.close()
+
+
+def _check_replicas(admin: Any, topics: list[str]) -> None:
+    """Warn about a bus topic with fewer replicas than its ``min.insync.replicas``.
+
+    Spark's Kafka producer waits for the in-sync replicas (``acks=all``). Brokers before
+    Kafka 3.7 refuse every such write to a topic with fewer replicas than that minimum
+    (NOT_ENOUGH_REPLICAS): nothing would be detected. Later brokers take the replica count
+    as the minimum, so the writes pass, but they stop whenever the one broker holding a
+    partition restarts. A bus made by flinkwatch before its replication factor was
+    configurable (always one replica) on a cluster with ``min.insync.replicas=2`` is such
+    a topic. Without the rights to describe the topics (ACLs) there is nothing to say.
+    """
+    import kafka.errors as errors
+    from kafka.admin import ConfigResource
+
+    try:
+        described = {t["name"]: t for t in admin.describe_topics(topics)}
+        resources = [ConfigResource("TOPIC", t, ["min.insync.replicas"]) for t in topics]
+        configs = admin.describe_configs(resources, config_filter="all").get("topic", {})
+    except errors.KafkaError as exc:
+        log.warning("kafka: cannot check the replicas of %s: %s", ", ".join(topics), exc)
+        return
+    for t in topics:
+        parts = described.get(t, {}).get("partitions") or []
+        entry = configs.get(t, {}).get("min.insync.replicas") or {}
+        if not parts or entry.get("value") is None:
+            continue
+        replicas = min(len(p["replica_nodes"]) for p in parts)
+        min_isr = int(entry["value"])
+        if replicas < min_isr:
+            log.warning(
+                "kafka: topic %s has %d replica(s), fewer than its min.insync.replicas=%d: "
+                "brokers before Kafka 3.7 refuse every write of the parse query (nothing is "
+                "detected), later ones take them but detection stops whenever that broker "
+                "restarts. Add replicas (kafka-reassign-partitions); topics flinkwatch creates "
+                "get kafka.bus_replication_factor, or the brokers' default",
+                t,
+                replicas,
+                min_isr,
+            )
 
 
 def partition_count(cfg: KafkaConfig, topics: list[str], wait_s: float = 60) -> int:

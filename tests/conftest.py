@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import pytest
 from pyspark.sql import DataFrame, SparkSession
@@ -69,14 +69,23 @@ __all__ = [
 class KafkaBroker:
     """The real single-node KRaft broker, started by scripts/stack.sh."""
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        properties: Mapping[str, str] | None = None,
+        topics: Sequence[str] = ("flink.logs", "flink.metrics"),
+    ) -> None:
+        """A broker in ``data_dir``; ``properties`` win over stack.sh's server.properties."""
         self.port = free_port_pair()
         self.bootstrap = f"127.0.0.1:{self.port}"
         self.env = {
             **os.environ,
             "FLINKWATCH_KAFKA_PORT": str(self.port),
             "FLINKWATCH_KAFKA_DIR": str(data_dir),
-            "FLINKWATCH_TOPICS": "flink.logs flink.metrics",
+            "FLINKWATCH_TOPICS": " ".join(topics),
+            "FLINKWATCH_KAFKA_PROPERTIES": "\n".join(
+                f"{k}={v}" for k, v in (properties or {}).items()
+            ),
             "PYTHON": sys.executable,
         }
 

@@ -22,6 +22,7 @@ import pytest
 import yaml
 
 from conf import AppConfig, KafkaConfig, load_config
+from sinks.metrics_server import HEALTH_PATH
 from tests.deploy.manifests import (
     K8S,
     REPO,
@@ -76,6 +77,7 @@ def test_every_manifest_parses_and_lives_in_the_flinkwatch_namespace() -> None:
         "networkpolicy.yaml",
         "sparkapplication.yaml",
         "slack-secret.yaml",
+        "spark-auth-secret.yaml",
         "driver.yaml",
         "executor.yaml",
     }
@@ -104,6 +106,7 @@ def test_kustomization_applies_the_base_and_generates_the_mounted_configmaps() -
         "sparkapplication.yaml",
         "monitoring.yaml",
         "slack-secret.yaml",
+        "spark-auth-secret.yaml",
         "networkpolicy.yaml",
     }
     assert not on_their_own & set(kz["resources"])
@@ -434,3 +437,104 @@ def test_metrics_tls_and_basic_auth_turn_on_with_secrets_the_driver_already_read
     auth = endpoint["basicAuth"]
     assert auth["password"] == {"name": password_ref["name"], "key": password_ref["key"]}
     assert auth["username"]["name"] == password_ref["name"]
+
+
+def spark_submit_confs(fake: Path, tmp_path: Path) -> dict[str, str]:
+    out = tmp_path / "args.json"
+    run = submit(fake, K8S_API="https://10.0.0.1:6443", ARGS_OUT=str(out))
+    assert run.returncode == 0, run.stderr
+    args = json.loads(out.read_text())
+    return dict(args[i + 1].split("=", 1) for i, a in enumerate(args) if a == "--conf")
+
+
+def test_the_driver_is_restarted_when_the_detect_query_stops_making_progress() -> None:
+    driver = container(pod_template("driver"))
+    named = {p["name"]: p["containerPort"] for p in driver["ports"]}
+    # A hung driver keeps its ports open: liveness asks /healthz, which answers 503 once
+    # the detect query has made no progress for metrics.health_max_age_s.
+    probe = driver["livenessProbe"]
+    assert probe["httpGet"]["path"] == HEALTH_PATH
+    assert named[probe["httpGet"]["port"]] == CONFIG.metrics.health_port
+    assert probe["httpGet"].get("scheme", "HTTP") == "HTTP"  # the health port is plain HTTP
+    assert CONFIG.metrics.health_port != CONFIG.metrics.port
+    # Spark's start is not a hang: liveness counts only once the health port listens,
+    # and the startup probe waits minutes for it.
+    startup = driver["startupProbe"]
+    assert named[startup["tcpSocket"]["port"]] == CONFIG.metrics.health_port
+    assert startup["periodSeconds"] * startup["failureThreshold"] >= 180
+    # Not the readiness probe: a stalled driver still serves /metrics (Prometheus sees it).
+    assert "tcpSocket" in driver["readinessProbe"]
+    assert probe["timeoutSeconds"] >= 5 and probe["failureThreshold"] >= 2
+    # The kubelet probes from the node (always admitted); Prometheus is not let in there.
+    policy = k8s_object("NetworkPolicy")
+    pod = Pod(NAMESPACE, pod_template("driver")["metadata"]["labels"], named)
+    prometheus = Pod("monitoring", {"app.kubernetes.io/name": "prometheus"})
+    assert not ingress_allowed(policy, prometheus, pod, CONFIG.metrics.health_port)
+
+
+def test_pods_run_with_a_read_only_root_and_writable_scratch_volumes() -> None:
+    workdir = final(dockerfile(), "WORKDIR").args
+    for role in ("driver", "executor"):
+        template = pod_template(role)
+        sc = container(template)["securityContext"]
+        assert sc["readOnlyRootFilesystem"] is True, role
+        assert sc["runAsNonRoot"] is True, role
+        assert sc["allowPrivilegeEscalation"] is False and sc["capabilities"]["drop"] == ["ALL"]
+        by_path = mounts(template)
+        # The JVM, the Python workers and native libraries write to /tmp.
+        assert "emptyDir" in by_path["/tmp"]["volume"], role
+        # Spark takes a mounted volume named spark-local-dir-* as its local dir (shuffle
+        # files, RocksDB state stores) instead of making one on the root file system.
+        local = [m for m in by_path.values() if m["mount"]["name"].startswith("spark-local-dir-")]
+        assert local and all("emptyDir" in m["volume"] for m in local), role
+        # The image's working directory is writable: the driver's state volume, a scratch
+        # volume in the executors.
+        assert workdir in by_path, role
+        assert not by_path[workdir]["mount"].get("readOnly"), role
+
+
+def test_executors_run_without_the_kubernetes_api(fake_spark_submit: Path, tmp_path: Path) -> None:
+    executor = pod_template("executor")["spec"]
+    account = executor["serviceAccountName"]
+    assert account not in ("default", APP["spec"]["driver"]["serviceAccount"])
+    assert executor["automountServiceAccountToken"] is False
+    sa = k8s_object("ServiceAccount", account)
+    assert sa["automountServiceAccountToken"] is False
+    bound = [s["name"] for b in k8s_objects() if b["kind"] == "RoleBinding" for s in b["subjects"]]
+    assert account not in bound
+    # Both ways of starting the job name it (Spark sets it on the executor pods it makes).
+    assert APP["spec"]["executor"]["serviceAccount"] == account
+    confs = spark_submit_confs(fake_spark_submit, tmp_path)
+    assert confs["spark.kubernetes.authenticate.executor.serviceAccountName"] == account
+    # The driver keeps its token: it creates the executor pods.
+    assert pod_template("driver")["spec"].get("automountServiceAccountToken", True) is True
+
+
+def test_spark_traffic_is_authenticated_and_encrypted_with_the_key_of_a_secret(
+    fake_spark_submit: Path, tmp_path: Path
+) -> None:
+    conf = APP["spec"]["sparkConf"]
+    assert conf["spark.authenticate"] == "true"
+    assert conf["spark.network.crypto.enabled"] == "true"
+    assert conf["spark.network.crypto.cipher"] == "AES/GCM/NoPadding"
+    assert conf["spark.network.crypto.saslFallback"] == "false"
+    assert conf["spark.io.encryption.enabled"] == "true"
+    # spark-submit passes the very same settings.
+    confs = spark_submit_confs(fake_spark_submit, tmp_path)
+    assert {k: confs.get(k) for k in conf} == conf
+    # The key is a file from a Secret mounted in driver and executors alike (Spark would
+    # otherwise make one and put it in the executors' pod spec as an environment variable).
+    key = PurePosixPath(conf["spark.authenticate.secret.file"])
+    sources = []
+    for role in ("driver", "executor"):
+        entry = mounts(pod_template(role))[str(key.parent)]
+        assert entry["mount"]["readOnly"] is True
+        secret = entry["volume"]["secret"]
+        assert not secret.get("optional", False), role  # no key, no start
+        (item,) = [i for i in secret["items"] if i["path"] == key.name]
+        sources.append((secret["secretName"], item["key"]))
+        assert secret["defaultMode"] & 0o007 == 0, role  # not world-readable
+    assert sources[0] == sources[1]
+    name, item_key = sources[0]
+    assert item_key in k8s_object("Secret", name)["stringData"]
+    assert "spark-auth-secret.yaml" not in load_yaml(K8S / "kustomization.yaml")["resources"]

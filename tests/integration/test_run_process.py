@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 
 import pytest
@@ -30,6 +31,29 @@ def scrape(port: int) -> str:
         return ""
 
 
+def healthz(port: int) -> tuple[int, str]:
+    """(status, body) of /healthz on ``port``; (0, "") while nothing answers."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+    except OSError:
+        return 0, ""
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct free ports (all held at once while they are picked)."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
 def sample(body: str, prefix: str) -> float | None:
     for line in body.splitlines():
         if line.startswith(prefix):
@@ -39,9 +63,7 @@ def sample(body: str, prefix: str) -> float | None:
 
 def test_run_serves_metrics_reloads_on_sighup_and_stops_on_sigterm(kafka, tmp_path) -> None:
     kafka.create_topics("proc.logs", "proc.metrics")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port, health_port = free_ports(2)
     conf = tmp_path / "flinkwatch.yaml"
     doc = {
         "kafka": {
@@ -53,7 +75,7 @@ def test_run_serves_metrics_reloads_on_sighup_and_stops_on_sigterm(kafka, tmp_pa
         },
         "spark": {"trigger_interval_s": 0.5},
         "output": {"state_dir": str(tmp_path / "state")},
-        "metrics": {"port": port},
+        "metrics": {"port": port, "health_port": health_port},
         "reload_interval_s": 3600,  # only SIGHUP may trigger the reload in this test
         "detectors": {"checkpoint_failures": {"min_expired": 3}},
     }
@@ -80,6 +102,9 @@ def test_run_serves_metrics_reloads_on_sighup_and_stops_on_sigterm(kafka, tmp_pa
             timeout=180,
             what="the firing transition in /metrics",
         )
+        # The liveness answer comes from the detect query's own progress reports.
+        status, body = healthz(health_port)
+        assert status == 200 and body.startswith("ok: last progress"), (status, body)
         # A real Prometheus server scrapes the running job: the alert series and the
         # detector's signal for the job come back from its query API.
         with PrometheusServer(

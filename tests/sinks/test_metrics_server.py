@@ -417,3 +417,81 @@ def test_connections_being_answered_are_never_closed_to_make_room(
             release.set()
             assert [f.result(timeout=10).status for f in scrapes] == [200, 200]
         assert server.stats.refused == 1 and server.stats.evicted == 0
+
+
+# --- /healthz: the detect query's progress, for a liveness probe ---------------------------
+
+
+class Progress:
+    """A fake progress source: the age /healthz is asked about, set by the test."""
+
+    def __init__(self, age_s: float = 0.0) -> None:
+        self.age_s = age_s
+
+    def __call__(self) -> float:
+        return self.age_s
+
+
+def test_healthz_answers_200_while_progress_is_recent_and_503_once_it_is_too_old(
+    registry: CollectorRegistry,
+) -> None:
+    progress = Progress(age_s=3)
+    endpoint = MetricsEndpoint("127.0.0.1", 0, health_port=0, health_max_age_s=60)
+    with endpoint.serve(registry, progress_age_s=progress) as server:
+        assert server.health_url is not None
+        base = server.url.removesuffix("/metrics")
+        for url in (server.health_url, f"{base}/healthz"):
+            reply = get(url)
+            assert (reply.status, reply.body) == (200, b"ok: last progress 3 s ago (limit 60 s)\n")
+            assert reply.headers["Cache-Control"] == "no-store"
+        progress.age_s = 60
+        assert get(server.health_url).status == 200  # the limit itself is still fine
+        progress.age_s = 61.4
+        for url in (server.health_url, f"{base}/healthz"):
+            reply = get(url)
+            assert reply.status == 503
+            assert reply.body == b"stalled: last progress 61 s ago (limit 60 s)\n"
+        # Recovered progress answers 200 again; /metrics never changes with it.
+        progress.age_s = 0
+        assert get(server.health_url).status == 200
+        assert get(server.url).body == generate_latest(registry)
+
+
+def test_the_health_port_answers_healthz_alone_in_plain_http_without_credentials(
+    registry: CollectorRegistry, certs: Path
+) -> None:
+    # HTTPS with client certificates and basic auth on the metrics port: a kubelet, which
+    # has neither, gets its answer from the health port, and nothing else there.
+    tls = TlsFiles(certs / "tls.crt", certs / "tls.key", client_ca_file=certs / "client.crt")
+    endpoint = MetricsEndpoint(
+        "127.0.0.1", 0, tls=tls, auth=BasicAuth(USER, PASSWORD), health_port=0
+    )
+    with endpoint.serve(registry, progress_age_s=Progress(5)) as server:
+        assert server.health_url is not None
+        assert server.health_url.startswith("http://127.0.0.1:")
+        assert server.health_url.endswith("/healthz")
+        assert get(server.health_url).status == 200
+        health_base = server.health_url.removesuffix("/healthz")
+        for path in ("/metrics", "/", "/healthz/../metrics"):
+            reply = get(f"{health_base}{path}")
+            assert reply.status == 404
+            assert b"flinkwatch_config_info" not in reply.body
+        # On the metrics port /healthz is behind the same protection as /metrics.
+        ctx = client_context(certs, with_client_cert=True)
+        base = server.url.removesuffix("/metrics")
+        assert get(f"{base}/healthz", context=ctx).status == 401
+        assert get(f"{base}/healthz", auth=(USER, PASSWORD), context=ctx).status == 200
+
+
+def test_without_a_progress_source_there_is_no_health_port(registry: CollectorRegistry) -> None:
+    with MetricsEndpoint("127.0.0.1", 0, health_port=0).serve(registry) as server:
+        assert server.health_url is None
+
+
+def test_the_health_port_comes_from_the_config_and_is_not_the_metrics_port() -> None:
+    endpoint = MetricsEndpoint.from_config(
+        MetricsConfig(health_port=9251, health_max_age_s=120), env={}
+    )
+    assert (endpoint.health_port, endpoint.health_max_age_s) == (9251, 120)
+    with pytest.raises(ValueError, match="metrics.health_port must differ from metrics.port"):
+        MetricsConfig(port=9250, health_port=9250)

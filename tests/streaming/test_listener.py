@@ -107,3 +107,41 @@ def test_progress_as_json_carries_what_pyspark_own_bridge_does(spark) -> None:
     assert json.loads(a.sources[0].endOffset) == json.loads(b.sources[0].endOffset)
     assert a.stateOperators[0].numRowsTotal == b.stateOperators[0].numRowsTotal
     assert a.stateOperators[0].customMetrics == b.stateOperators[0].customMetrics
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_progress_age_counts_the_detect_querys_batches_and_idle_checks() -> None:
+    clock = Clock()
+    listener = ProgressLogger(every_s=3600, clock=clock)
+    clock.now += 100
+    # Never progressed: the age counts from when the listener was made.
+    assert listener.progress_age_s() == 100
+    listener.onQueryStarted(SimpleNamespace(name="flinkwatch-detect", id="q1", runId="r1"))
+    listener.onQueryStarted(SimpleNamespace(name="flinkwatch-parse", id="q2", runId="p1"))
+    clock.now += 50
+    listener.onQueryProgress(_progress(0, 0))  # a finished micro-batch, even without rows
+    assert listener.progress_age_s() == 0
+    clock.now += 20
+    assert listener.progress_age_s() == 20
+    # Another query's batches and idle checks say nothing about the detectors.
+    parse = _progress(5, 10, run="p1")
+    parse.progress.name = "flinkwatch-parse"
+    listener.onQueryProgress(parse)
+    listener.onQueryIdle(SimpleNamespace(id="q2", runId="p1", timestamp="t"))
+    assert listener.progress_age_s() == 20
+    assert listener.progress_age_s("flinkwatch-parse") == 0
+    # An idle detect query (no new data on the bus) is alive: Spark reports it every 10 s.
+    clock.now += 30
+    listener.onQueryIdle(SimpleNamespace(id="q1", runId="r1", timestamp="t"))
+    assert listener.progress_age_s() == 0
+    # A run the listener never saw start is nobody's.
+    clock.now += 40
+    listener.onQueryIdle(SimpleNamespace(id="q9", runId="r9", timestamp="t"))
+    assert listener.progress_age_s() == 40
