@@ -267,7 +267,12 @@ class SparkConfig(_Frozen):
         default=5.0, gt=0, description="Wait before restarting failed queries (seconds)."
     )
     max_restarts: int = Field(
-        default=100, ge=0, description="Give up after this many query failures in a row."
+        default=100,
+        ge=0,
+        description=(
+            "Give up after this many query failures in a row; a full volume (ENOSPC) is "
+            "waited out instead, not counted."
+        ),
     )
     executor_memory: str | None = Field(
         default=None,

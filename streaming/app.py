@@ -398,18 +398,33 @@ def run_forever(
     micro-batch cut short is replayed, which the sinks dedupe; an incident its first run
     opened and the replay (with the new settings) does not is closed by the ledger.
 
+    A failure because a volume is full (the ledger's, the checkpoints') is waited out: it
+    is not counted against ``spark.max_restarts``, and the queries are started again after
+    a back-off doubling up to a minute, until there is space. Spark has not committed the
+    failed batch, so nothing is skipped while the event bus still holds its records.
+
     Returns:
         0 when stopped on request, 1 after ``max_restarts`` failures in a row.
     """
     failures = 0
+    full = 0  # failures in a row because a volume is full
     while True:
         try:
             queries = pipeline.start()
-        except Exception:
+        except Exception as exc:
             # A query that cannot start (bad checkpoint, unreachable storage) must not leave
             # the other one running unsupervised: stop what started and retry as a failure.
-            log.exception("starting the queries failed")
             _stop_quietly(list(pipeline.spark.streams.active))
+            why = storage_full(exc)
+            _count_failure(pipeline, why)
+            if why is not None:
+                full += 1
+                wait = _full_backoff(pipeline.cfg, full)
+                _say_full(pipeline, "starting the queries", why, wait)
+                if _sleep_unless(should_stop, wait):
+                    return 0
+                continue
+            log.exception("starting the queries failed")
             failures += 1
             if failures > pipeline.cfg.spark.max_restarts or _sleep_unless(
                 should_stop, pipeline.cfg.spark.restart_backoff_s
@@ -462,7 +477,17 @@ def run_forever(
             return 0
         exc = failed.exception()
         if time.monotonic() - started > 300:
-            failures = 0  # it ran fine for a while: this is a new streak
+            failures = full = 0  # it ran fine for a while: this is a new streak
+        why = storage_full(exc)
+        _count_failure(pipeline, why)
+        if why is not None:
+            full += 1
+            wait = _full_backoff(pipeline.cfg, full)
+            _say_full(pipeline, f"query {failed.name}", why, wait)
+            if _sleep_unless(should_stop, wait):
+                return 0
+            continue
+        full = 0
         failures += 1
         spark_cfg = pipeline.cfg.spark
         if failures > spark_cfg.max_restarts:
@@ -481,6 +506,50 @@ def run_forever(
         )
         if _sleep_unless(should_stop, spark_cfg.restart_backoff_s):
             return 0
+
+
+#: What an error says when a volume is full: ENOSPC and EDQUOT as the JVM and the OS word
+#: them, and SQLite's SQLITE_FULL (the ledger).
+_FULL_WORDS = ("no space left on device", "disk quota exceeded", "database or disk is full")
+#: Longest wait between two starts while a volume is full.
+FULL_BACKOFF_MAX_S = 60.0
+
+
+def storage_full(exc: BaseException | None) -> str | None:
+    """The line of a query failure that says a volume is full, or ``None``.
+
+    A failure in ``foreachBatch`` reaches the driver as Spark's wrapper around the Python
+    traceback, so the words are looked for in every line, and that line is returned.
+    """
+    if exc is None:
+        return None
+    for line in str(exc).splitlines():
+        if any(w in line.lower() for w in _FULL_WORDS):
+            return line.strip()[:500]
+    return None
+
+
+def _full_backoff(cfg: AppConfig, streak: int) -> float:
+    return min(cfg.spark.restart_backoff_s * 2 ** (streak - 1), FULL_BACKOFF_MAX_S)
+
+
+def _count_failure(pipeline: Any, why: str | None) -> None:
+    stats = getattr(pipeline, "stats", None)
+    if stats is not None:
+        stats.count_query_failure("other" if why is None else "storage_full")
+
+
+def _say_full(pipeline: Any, what: str, why: str, wait: float) -> None:
+    log.error(
+        "%s failed: a volume is full (%s). Detection waits; Spark did not commit the batch "
+        "and runs it again once there is space, so nothing is lost while the event bus "
+        "holds its records (24 h). Free space under output.state_dir=%s; next try in %.0f s "
+        "(not counted against spark.max_restarts)",
+        what,
+        why,
+        pipeline.cfg.output.state_dir,
+        wait,
+    )
 
 
 def _kafka_ticker(cfg: AppConfig) -> Ticker:
@@ -531,7 +600,7 @@ def _sleep_unless(should_stop: Callable[[], bool], seconds: float) -> bool:
     while time.monotonic() < deadline:
         if should_stop():
             return True
-        time.sleep(0.2)
+        time.sleep(min(0.2, max(deadline - time.monotonic(), 0)))
     return should_stop()
 
 

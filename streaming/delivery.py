@@ -1,8 +1,8 @@
 """The detect and parse queries' ``foreachBatch`` handlers, on the driver.
 
 * :class:`AlertDelivery`: records a micro-batch's transitions in the ledger (before Spark
-  commits the batch), then delivers them; signal, error and refusal rows feed the
-  Prometheus views and the counters.
+  commits the batch), then delivers them to the alert file, best effort; signal, error
+  and refusal rows feed the Prometheus views and the counters.
 * :class:`ParseBatch` (files bus) and :class:`DeadLetterBatch` (Kafka bus): the event
   bus files, the counts and the dead-letter files.
 """
@@ -28,7 +28,15 @@ from conf import AppConfig
 from conf.silences import silence_for
 from detectors import Alert, AlertStatus
 from detectors.correlation import Correlator
-from sinks import AlertLedger, AlertObserver, DeadLetterFileSink, DeliverySink, Transition
+from sinks import (
+    AlertLedger,
+    AlertObserver,
+    DeadLetterFileSink,
+    DeliverySink,
+    LedgerError,
+    Transition,
+)
+from sinks.besteffort import BestEffort
 from sinks.dispatch import Dispatcher
 from sinks.prometheus import SignalBoard
 from streaming.bus import bus_records
@@ -60,6 +68,11 @@ class PipelineStats:
     detector_errors: Counter[tuple[str, str]] = field(default_factory=Counter)
     #: Entities not admitted, by detector, while the detect query held spark.max_entities.
     entities_refused: Counter[str] = field(default_factory=Counter)
+    #: Micro-batches the ledger could not record (each failed, for Spark to run again).
+    ledger_errors: int = 0
+    #: Query failures by cause: ``storage_full`` (no space left on a volume flinkwatch
+    #: writes: the ledger, the checkpoints) or ``other``.
+    query_failures: Counter[str] = field(default_factory=Counter)
     # Last batch counted per query; kept here, not in the handlers, because the handlers
     # are recreated when the queries restart and Spark then replays the last batch.
     counted: dict[str, int] = field(default_factory=dict)
@@ -72,6 +85,16 @@ class PipelineStats:
                 return False
             self.counted[query] = batch_id
             return True
+
+    def count_ledger_error(self) -> None:
+        """One micro-batch the ledger could not record."""
+        with self._lock:
+            self.ledger_errors += 1
+
+    def count_query_failure(self, cause: str) -> None:
+        """One query failure (``storage_full`` or ``other``)."""
+        with self._lock:
+            self.query_failures[cause] += 1
 
     def count_observed(self, query: str, batch_id: int, observed: dict[str, Any]) -> None:
         """Add the parse query's observed counts of one batch (once per batch id)."""
@@ -95,13 +118,16 @@ class Outputs:
 
     Attributes:
         ledger: Records each transition once, in step with the batch commit.
-        sinks: Delivery sinks drained inside the batch (the alert file): a failure
-            fails the batch, which Spark replays.
+        sinks: Delivery sinks drained inside the batch (the alert file), best effort
+            (:class:`~sinks.besteffort.BestEffort`): a failure is counted, logged and
+            tried again at a later batch, and never fails the batch.
         observers: See each new transition once (Prometheus view, console).
         dispatcher: Drains slow sinks (Slack) in its own thread, outside the batch.
         signals: The detectors' per-entity signal gauges.
         correlator: Groups related transitions into incidents as the ledger records
             them; rebuilt from the ledger after a restart (``None``: no incidents).
+        in_batch: Delivers ``sinks`` and keeps their failures (kept here, not in the
+            batch handler, which is recreated each time the queries restart).
     """
 
     ledger: AlertLedger
@@ -110,6 +136,7 @@ class Outputs:
     dispatcher: Dispatcher | None = None
     signals: SignalBoard | None = None
     correlator: Correlator | None = None
+    in_batch: BestEffort = field(default_factory=BestEffort)
 
     def delivery_sinks(self) -> list[DeliverySink]:
         """Every sink a transition is queued for."""
@@ -172,10 +199,13 @@ class AlertDelivery:
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         """Record and deliver one micro-batch of alert transitions.
 
+        The ledger is the record: if it cannot record the batch, the batch fails, so Spark
+        does not commit it and runs it again (from the same offsets and state) when the
+        queries restart. The alert file is a copy: a failure to write it is counted and
+        tried again later, and never fails the batch.
+
         Raises:
-            Exception: the first failure of an in-batch sink, after every sink was
-                tried, so Spark does not commit the batch and replays it; the ledger
-                has the transitions already and the replay only retries the delivery.
+            LedgerError: the ledger could not record the batch (nothing of it was).
         """
         rows = batch.collect()
         alert_rows = [r for r in rows if r["status"] not in _NOT_ALERTS]
@@ -188,18 +218,23 @@ class AlertDelivery:
         if correlator is not None:
             correlator.params = self.cfg.correlation  # follows a reload
         withheld, late = self._outcome("stale"), self._outcome("paged_late")
-        new = self.out.ledger.record(
-            batch_id,
-            rows_to_alerts(alert_rows),
-            self.out.delivery_sinks(),
-            self._silence,
-            correlator.observe if correlator is not None else None,
-            self._max_age_ms(),
-            # How far detection has got: signal rows carry their entity's newest event
-            # time, so a batch without transitions still says whether flinkwatch is behind.
-            max((int(r["event_ms"] or 0) for r in rows), default=None),
-            self._query_id(),
-        )
+        try:
+            new = self.out.ledger.record(
+                batch_id,
+                rows_to_alerts(alert_rows),
+                self.out.delivery_sinks(),
+                self._silence,
+                correlator.observe if correlator is not None else None,
+                self._max_age_ms(),
+                # How far detection has got: signal rows carry their entity's newest event
+                # time, so a batch without transitions still says whether flinkwatch is behind.
+                max((int(r["event_ms"] or 0) for r in rows), default=None),
+                self._query_id(),
+            )
+        except LedgerError:
+            self.stats.count_ledger_error()
+            self._forget_unrecorded()
+            raise
         self._say_stale(new, self._outcome("stale") - withheld)
         for t in new:
             self.stats.alerts[(t.alert.detector, t.alert.entity, t.alert.status.value)] += 1
@@ -208,18 +243,25 @@ class AlertDelivery:
                 obs.observe(new)
             except Exception:
                 log.exception("observer=%s failed on batch %d", obs.name, batch_id)
-        errors: list[Exception] = []
-        for sink in self.out.sinks:
-            # One failing sink must not keep the others from delivering.
-            try:
-                self.out.ledger.deliver(sink)
-            except Exception as exc:
-                log.exception("sink=%s batch=%d delivery failed", sink.name, batch_id)
-                errors.append(exc)
+        # Slack first: it is drained by its own thread and must not wait for the file.
         if self.out.dispatcher is not None and (new or self._outcome("paged_late") > late):
             self.out.dispatcher.wake()
-        if errors:
-            raise errors[0]
+        self.out.in_batch.deliver(self.out.ledger, self.out.sinks)
+
+    def _forget_unrecorded(self) -> None:
+        # The correlator took the batch's transitions in as the ledger recorded them, and
+        # the ledger rolled them back: rebuilt from what the ledger holds, the run of the
+        # batch that Spark makes again finds them new, as they are.
+        old = self.out.correlator
+        if old is None:
+            return
+        fresh = Correlator(old.params)
+        try:
+            fresh.restore(self.out.ledger.history())
+        except Exception:  # noqa: BLE001 - the ledger's own error is the one to report
+            log.exception("alert ledger: cannot rebuild the incidents from it")
+            return
+        self.out.correlator = fresh
 
     def _max_age_ms(self) -> int | None:
         age = self.cfg.output.page_max_age_s
