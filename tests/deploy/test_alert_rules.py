@@ -313,3 +313,29 @@ def test_ledger_failing_fires_when_a_batch_could_not_be_recorded(tmp_path: Path)
         silent("20m", "FlinkwatchLedgerFailing"),
     )
     check(tmp_path, {ledger: "0x20"}, silent("15m", "FlinkwatchLedgerFailing"))
+
+
+def test_entities_refused_fires_while_the_cap_refuses_entities(tmp_path: Path) -> None:
+    refused = f'flinkwatch_entities_refused_total{{{JOB}, detector="tm_lost"}}'
+    quiet = f'flinkwatch_entities_refused_total{{{JOB}, detector="job_lost"}}'
+    check(
+        tmp_path,
+        {refused: "0x5 0+7x10 70x20", quiet: "0x35"},
+        silent("5m", "FlinkwatchEntitiesRefused"),
+        firing("7m", "FlinkwatchEntitiesRefused", **WHO),
+        silent("30m", "FlinkwatchEntitiesRefused"),
+    )
+    check(tmp_path, {refused: "0x30", quiet: "0x30"}, silent("20m", "FlinkwatchEntitiesRefused"))
+
+
+def test_detector_errors_fire_per_detector_that_raised(tmp_path: Path) -> None:
+    raised = f'flinkwatch_detector_errors_total{{{JOB}, detector="tm_lost", outcome="skipped"}}'
+    dropped = f'flinkwatch_detector_errors_total{{{JOB}, detector="tm_lost", outcome="dropped"}}'
+    fine = f'flinkwatch_detector_errors_total{{{JOB}, detector="job_lost", outcome="skipped"}}'
+    check(
+        tmp_path,
+        {raised: "0x5 1 2 3x30", dropped: "0x6 1x30", fine: "0x37"},
+        silent("5m", "FlinkwatchDetectorErrors"),
+        firing("7m", "FlinkwatchDetectorErrors", detector="tm_lost", **WHO),
+        silent("30m", "FlinkwatchDetectorErrors"),
+    )
