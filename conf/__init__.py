@@ -290,8 +290,9 @@ class SparkConfig(_Frozen):
         default=500_000,
         gt=0,
         description=(
-            "detector entities (state rows of the detect query) kept; past it new entities "
-            "are refused (counted) until idle ones are evicted below 90 %"
+            "detector entities (jobs, TaskManagers, clusters; counted by the detect query's "
+            "shards) kept; past it new entities are refused (counted) until idle ones are "
+            "evicted below 90 %"
         ),
     )
     state_memory_mb: int | None = Field(

@@ -163,6 +163,8 @@ class Sources:
     ledger_errors: Callable[[], int] = lambda: 0
     #: Query failures by cause: storage_full, other.
     query_failures: Callable[[], Mapping[str, int]] = _nothing
+    #: Entities the detect query holds (``None``: not known yet).
+    entities: Callable[[], int | None] = lambda: None
     watermark_delay_s: Callable[[], float] = lambda: 0.0
     clock: Callable[[], float] = time.time
 
@@ -330,6 +332,16 @@ class FlinkwatchCollector(Collector):
         for det in sorted(REGISTRY):
             refused.add_metric([det], float(refusals.get(det, 0)))
         yield refused
+
+        held = self.s.entities()
+        if held is not None:
+            entities = GaugeMetricFamily(
+                "flinkwatch_detect_entities",
+                "Entities (jobs, TaskManagers, clusters) the detect query holds, as its "
+                "shards count them; spark.max_entities caps it.",
+            )
+            entities.add_metric([], float(held))
+            yield entities
 
         failures = CounterMetricFamily(
             "flinkwatch_query_failures",

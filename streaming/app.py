@@ -301,34 +301,37 @@ class Pipeline:
         """Start every query, to run side by side."""
         return [start() for start in self.starters()]
 
-    def admission(self, queries: Sequence[StreamingQuery]) -> bool:
+    def admission(self) -> bool:
         """Whether new entities must now be refused, or admitted again (then restart).
 
-        The detect query's state rows are its entities. Past ``spark.max_entities`` new
+        The entities are counted by the detect query's shards: each turn of a shard ends
+        with a row saying how many it holds (:meth:`PipelineStats.count_entities`). The
+        state store's rows say nothing of them: a shard keeps all its entities in one
+        value, beside its wake-up table and its timer. Past ``spark.max_entities`` new
         entities are refused; below 90 % of it they are admitted again. A processor reads
         the switch when the query starts, so a change means restarting the queries on
         their checkpoints, which is rare (a flood of ids) and takes seconds.
         """
-        detect = next((q for q in queries if q.name == "flinkwatch-detect"), None)
-        last = detect.lastProgress if detect is not None else None
-        if last is None:
+        held = self.stats.entities()
+        if held is None:
             return False
-        rows = sum(s.numRowsTotal for s in last.stateOperators or [])
         cap = self.cfg.spark.max_entities
-        if self.admit_new and rows > cap:
+        refuse = self.admit_new and held > cap
+        admit = not self.admit_new and held < 0.9 * cap
+        if not (refuse or admit):
+            return False
+        if refuse:
             log.error(
                 "detect: %d entities held, more than spark.max_entities=%d: new entities are "
-                "refused (flinkwatch_entities_refused_total) until idle ones are evicted",
-                rows,
+                "refused (flinkwatch_entities_refused_total) until idle ones are evicted "
+                "below 90 %%",
+                held,
                 cap,
             )
-            self.admit_new = False
-            return True
-        if not self.admit_new and rows < 0.9 * cap:
-            log.warning("detect: %d entities held; new entities are admitted again", rows)
-            self.admit_new = True
-            return True
-        return False
+        else:
+            log.warning("detect: %d entities held; new entities are admitted again", held)
+        self.admit_new = admit
+        return True
 
     def tick(self, queries: Sequence[StreamingQuery]) -> None:
         """Give the ticker the parse query's progress (Kafka bus, ``spark.tick_interval_s``)."""
@@ -455,7 +458,7 @@ def run_forever(
                     log.info("parse: caught up; restarting the queries to parse in real time")
                     switch = True
                     break
-                if hasattr(pipeline, "admission") and pipeline.admission(queries):
+                if hasattr(pipeline, "admission") and pipeline.admission():
                     switch = True
                     break
             forced = reload_requested is not None and reload_requested.is_set()

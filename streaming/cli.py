@@ -329,6 +329,7 @@ def _serve_metrics(
                 },
                 ledger_errors=lambda: pipeline.stats.ledger_errors,
                 query_failures=lambda: pipeline.stats.query_failures,
+                entities=pipeline.stats.entities,
                 progress=lambda: dict(progress.latest),
                 reloads=lambda: (
                     (watcher.stats.succeeded, watcher.stats.failed) if watcher else (0, 0)

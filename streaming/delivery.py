@@ -1,8 +1,9 @@
 """The detect and parse queries' ``foreachBatch`` handlers, on the driver.
 
 * :class:`AlertDelivery`: records a micro-batch's transitions in the ledger (before Spark
-  commits the batch), then delivers them to the alert file, best effort; signal, error
-  and refusal rows feed the Prometheus views and the counters.
+  commits the batch), then delivers them to the alert file, best effort; signal, error,
+  refusal and entity-count rows feed the Prometheus views, the counters and the entity
+  cap.
 * :class:`ParseBatch` (files bus) and :class:`DeadLetterBatch` (Kafka bus): the event
   bus files, the counts and the dead-letter files.
 """
@@ -40,7 +41,7 @@ from sinks.besteffort import BestEffort
 from sinks.dispatch import Dispatcher
 from sinks.prometheus import SignalBoard
 from streaming.bus import bus_records
-from streaming.entity import DETECTOR_ERROR, ENTITY_REFUSED, SIGNAL, SIGNAL_GONE
+from streaming.entity import DETECTOR_ERROR, ENTITY_COUNT, ENTITY_REFUSED, SIGNAL, SIGNAL_GONE
 from streaming.schemas import DEAD_LETTER_SCHEMA, alert_of
 
 log = logging.getLogger(__name__)
@@ -73,6 +74,10 @@ class PipelineStats:
     #: Query failures by cause: ``storage_full`` (no space left on a volume flinkwatch
     #: writes: the ledger, the checkpoints) or ``other``.
     query_failures: Counter[str] = field(default_factory=Counter)
+    #: Entities each shard of the detect query holds, from the shard's latest turn
+    #: (:data:`~streaming.entity.ENTITY_COUNT` rows), and the checkpoint they belong to.
+    shard_entities: dict[str, int] = field(default_factory=dict)
+    entities_of: str | None = None
     # Last batch counted per query; kept here, not in the handlers, because the handlers
     # are recreated when the queries restart and Spark then replays the last batch.
     counted: dict[str, int] = field(default_factory=dict)
@@ -95,6 +100,26 @@ class PipelineStats:
         """One query failure (``storage_full`` or ``other``)."""
         with self._lock:
             self.query_failures[cause] += 1
+
+    def count_entities(self, checkpoint: str, rows: Sequence[Any]) -> None:
+        """Take each shard's entity count from its latest row (rows in batch order).
+
+        A shard reports at each of its turns, and every shard has one at least each
+        ``spark.tick_interval_s`` (a tick goes to every shard), so the sum is complete
+        seconds after a start. Counts of another checkpoint (a new shard count) are dropped.
+        """
+        with self._lock:
+            if checkpoint != self.entities_of:
+                self.shard_entities.clear()
+                self.entities_of = checkpoint
+            for r in rows:
+                info = json.loads(r["evidence"] or "{}")
+                self.shard_entities[r["entity"]] = int(info.get("entities") or 0)
+
+    def entities(self) -> int | None:
+        """Entities the detect query holds (``None`` before any shard has reported)."""
+        with self._lock:
+            return sum(self.shard_entities.values()) if self.shard_entities else None
 
     def count_observed(self, query: str, batch_id: int, observed: dict[str, Any]) -> None:
         """Add the parse query's observed counts of one batch (once per batch id)."""
@@ -144,7 +169,7 @@ class Outputs:
 
 
 #: Rows of the detect query that are not alert transitions.
-_NOT_ALERTS = (SIGNAL, SIGNAL_GONE, DETECTOR_ERROR, ENTITY_REFUSED)
+_NOT_ALERTS = (SIGNAL, SIGNAL_GONE, DETECTOR_ERROR, ENTITY_REFUSED, ENTITY_COUNT)
 
 
 class AlertDelivery:
@@ -212,6 +237,9 @@ class AlertDelivery:
         refused = [r for r in rows if r["status"] == ENTITY_REFUSED]
         if refused and self.stats.first_count("entities_refused", batch_id):
             self.stats.entities_refused.update(r["detector"] for r in refused)
+        counts = [r for r in rows if r["status"] == ENTITY_COUNT]
+        if counts:
+            self.stats.count_entities(self.checkpoint.name if self.checkpoint else "", counts)
         self._signals([r for r in rows if r["status"] in (SIGNAL, SIGNAL_GONE)])
         self._detector_errors([r for r in rows if r["status"] == DETECTOR_ERROR], batch_id)
         correlator = self.out.correlator

@@ -65,6 +65,7 @@ def registry_with(
                 sink_errors=lambda: {"file": 6, "slack": 0},
                 ledger_errors=lambda: 2,
                 query_failures=lambda: {"storage_full": 3},
+                entities=lambda: 1234,
                 watermark_delay_s=lambda: 30.0,
                 clock=lambda: 1_700_000_012.5,
             )
@@ -224,6 +225,24 @@ def test_sink_ledger_and_query_failures_are_counted_with_every_series_from_zero(
     failures = "flinkwatch_query_failures_total"
     assert reg.get_sample_value(failures, {"cause": "storage_full"}) == 3.0
     assert reg.get_sample_value(failures, {"cause": "other"}) == 0.0
+
+
+def test_the_entities_the_detect_query_holds_are_a_gauge_once_counted() -> None:
+    assert registry_with(ActiveAlerts()).get_sample_value("flinkwatch_detect_entities") == 1234.0
+    unknown = CollectorRegistry()
+    unknown.register(
+        FlinkwatchCollector(
+            Sources(
+                kinds=Counter,
+                dead_letters=Counter,
+                progress=dict,
+                reloads=lambda: (0, 0),
+                config_hash=lambda: "x",
+                active=ActiveAlerts(),
+            )
+        )
+    )
+    assert unknown.get_sample_value("flinkwatch_detect_entities") is None
 
 
 def test_metrics_are_served_over_http() -> None:
