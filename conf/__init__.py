@@ -295,6 +295,14 @@ class SparkConfig(_Frozen):
             "evicted below 90 %"
         ),
     )
+    entity_cap_min_dwell_s: float = Field(
+        default=300.0,
+        ge=0,
+        description=(
+            "after the entity cap switches (new entities refused, or admitted again) it stays "
+            "so at least this long: each switch restarts the queries"
+        ),
+    )
     state_memory_mb: int | None = Field(
         default=256,
         gt=0,

@@ -146,6 +146,8 @@ class Pipeline:
     parse_plan: ParsePlan | None = None
     #: False while the detect query holds ``spark.max_entities`` (see :meth:`admission`).
     admit_new: bool = True
+    #: When ``admit_new`` last switched (monotonic seconds; ``None``: never).
+    switched_at: float | None = None
     #: Writes ticks to the event bus (Kafka bus only; see :mod:`streaming.ticks`).
     ticker: Ticker | None = None
 
@@ -310,7 +312,8 @@ class Pipeline:
         value, beside its wake-up table and its timer. Past ``spark.max_entities`` new
         entities are refused; below 90 % of it they are admitted again. A processor reads
         the switch when the query starts, so a change means restarting the queries on
-        their checkpoints, which is rare (a flood of ids) and takes seconds.
+        their checkpoints; after a switch the next waits ``spark.entity_cap_min_dwell_s``,
+        so a count hovering at the cap cannot restart the queries at every check.
         """
         held = self.stats.entities()
         if held is None:
@@ -320,13 +323,19 @@ class Pipeline:
         admit = not self.admit_new and held < 0.9 * cap
         if not (refuse or admit):
             return False
+        now = time.monotonic()
+        dwell = self.cfg.spark.entity_cap_min_dwell_s
+        if self.switched_at is not None and now - self.switched_at < dwell:
+            return False
+        self.switched_at = now
         if refuse:
             log.error(
                 "detect: %d entities held, more than spark.max_entities=%d: new entities are "
                 "refused (flinkwatch_entities_refused_total) until idle ones are evicted "
-                "below 90 %%",
+                "below 90 %%, for %.0f s at least",
                 held,
                 cap,
+                dwell,
             )
         else:
             log.warning("detect: %d entities held; new entities are admitted again", held)

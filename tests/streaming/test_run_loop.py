@@ -309,7 +309,7 @@ def _shards_hold(pipeline: Any, batch: int, **held: int) -> None:
 def test_past_the_entity_cap_new_entities_are_refused_until_below_90_percent(
     tmp_path: Path,
 ) -> None:
-    pipeline = _cap_pipeline(tmp_path, max_entities=1000)
+    pipeline = _cap_pipeline(tmp_path, max_entities=1000, entity_cap_min_dwell_s=0)
     assert not pipeline.admission()  # no shard has said yet
     _shards_hold(pipeline, 0, s0=600, s1=400)
     assert pipeline.stats.entities() == 1000
@@ -321,6 +321,26 @@ def test_past_the_entity_cap_new_entities_are_refused_until_below_90_percent(
     _shards_hold(pipeline, 3, s1=350)
     assert pipeline.stats.entities() == 899
     assert pipeline.admission() and pipeline.admit_new
+
+
+def test_the_entity_cap_switch_holds_for_its_minimum_dwell(tmp_path: Path, monkeypatch) -> None:
+    now = [1000.0]
+    monkeypatch.setattr("streaming.app.time.monotonic", lambda: now[0])
+    pipeline = _cap_pipeline(tmp_path, max_entities=1000, entity_cap_min_dwell_s=300)
+    _shards_hold(pipeline, 0, s0=1001)
+    assert pipeline.admission() and not pipeline.admit_new  # the first switch: at once
+    _shards_hold(pipeline, 1, s0=100)  # idle entities evicted at once
+    now[0] += 10
+    assert not pipeline.admission()
+    now[0] += 289
+    assert not pipeline.admission() and not pipeline.admit_new
+    now[0] += 1
+    assert pipeline.admission() and pipeline.admit_new
+    _shards_hold(pipeline, 2, s0=1500)  # a flood again, at once
+    now[0] += 1
+    assert not pipeline.admission() and pipeline.admit_new
+    now[0] += 299
+    assert pipeline.admission() and not pipeline.admit_new
 
 
 def test_entity_counts_of_another_detect_checkpoint_are_not_added(tmp_path: Path) -> None:
