@@ -219,7 +219,7 @@ def _signals() -> tuple[dict[str, bool], threading.Event]:
 def _outputs(cfg: AppConfig, ledger: Any, slack: Any) -> Any:
     """The detect query's outputs: the alert file, Prometheus views, Slack's dispatcher."""
     from detectors.correlation import Correlator
-    from sinks import LogAlertSink, RetryableDeliveryError
+    from sinks import LedgerError, LogAlertSink, RetryableDeliveryError
     from sinks.besteffort import BestEffort
     from sinks.dispatch import Dispatcher
     from sinks.prometheus import ActiveAlerts, SignalBoard
@@ -229,8 +229,8 @@ def _outputs(cfg: AppConfig, ledger: Any, slack: Any) -> Any:
     alerts_file = _alerts_file(out)
     try:
         ledger.deliver(alerts_file)  # whatever a crash left undelivered
-    except RetryableDeliveryError as exc:
-        log.error("alert file: %s; the next batch tries again", exc)
+    except (RetryableDeliveryError, LedgerError) as exc:  # a full volume must not stop the start
+        log.error("alert file: %s; a later batch tries again", exc)
     active = ActiveAlerts(seed=ledger.active())
     if active.snapshot():
         log.info("%d incidents still open from before the restart", len(active.snapshot()))
