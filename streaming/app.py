@@ -531,14 +531,14 @@ def storage_full(exc: BaseException | None) -> str | None:
     """The line of a query failure that says a volume is full, or ``None``.
 
     A failure in ``foreachBatch`` reaches the driver as Spark's wrapper around the Python
-    traceback, so the words are looked for in every line, and that line is returned.
+    traceback, so the words are looked for in every line; the last such line is returned:
+    a chained Python traceback ends with the error raised last, which says the most
+    (the ledger's, naming its file, after SQLite's own).
     """
     if exc is None:
         return None
-    for line in str(exc).splitlines():
-        if any(w in line.lower() for w in _FULL_WORDS):
-            return line.strip()[:500]
-    return None
+    found = [line for line in str(exc).splitlines() if any(w in line.lower() for w in _FULL_WORDS)]
+    return found[-1].strip()[:500] if found else None
 
 
 def _full_backoff(cfg: AppConfig, streak: int) -> float:

@@ -216,6 +216,10 @@ LEDGER_FULL = (
     "[FOREACH_BATCH_USER_FUNCTION_ERROR] An error occurred in the user provided function in "
     "foreach batch sink. Reason: An exception was raised by the Python Proxy. Return Message: "
     "Traceback (most recent call last):\n"
+    '  File "/app/sinks/ledger.py", line 224, in _tx\n'
+    "sqlite3.OperationalError: database or disk is full\n\n"
+    "The above exception was the direct cause of the following exception:\n\n"
+    "Traceback (most recent call last):\n"
     '  File "/app/streaming/delivery.py", line 212, in __call__\n'
     "sinks.ledger.LedgerError: alert ledger /var/lib/flinkwatch/ledger.sqlite: database or "
     "disk is full; free space on the volume of /var/lib/flinkwatch\n"
@@ -261,3 +265,61 @@ def test_a_full_volume_is_waited_out_not_counted_against_max_restarts(
     other = Pipeline(conf, ["Kafka broker unreachable"])
     assert run_forever(other) == 1  # type: ignore[arg-type]
     assert other.starts == 3 and other.stats.query_failures == {"other": 3}
+
+
+SCENARIOS = Path(__file__).resolve().parent.parent / "data" / "checkpoint_failures"
+
+
+@pytest.mark.spark
+def test_a_spark_batch_the_full_ledger_cannot_record_is_run_again_from_its_checkpoint(
+    spark: Any, tmp_path: Path
+) -> None:
+    import sqlite3
+
+    from streaming.app import Pipeline
+    from streaming.sources import file_records, stage_files
+
+    expected = json.loads((SCENARIOS / "expected.json").read_text())
+    logs = stage_files([SCENARIOS / name for name in expected], tmp_path / "logs")
+    metrics = tmp_path / "metrics"
+    metrics.mkdir()
+    alerts = tmp_path / "alerts.jsonl"
+    with tiny_volume(tmp_path / "vol", size_kb=4096) as vol:
+        ledger = AlertLedger(vol / "ledger.sqlite")
+        # The write-ahead log emptied: the first transition recorded needs new space.
+        sqlite3.connect(vol / "ledger.sqlite").execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        pipeline = Pipeline(
+            spark=spark,
+            cfg=cfg(),
+            logs=lambda: file_records(spark, logs, kind="log"),
+            metrics=lambda: file_records(spark, metrics, kind="metric"),
+            outputs=Outputs(
+                ledger=ledger, sinks=[JsonLinesAlertSink(alerts)], correlator=Correlator()
+            ),
+            checkpoint_dir=tmp_path / "checkpoints",  # Spark's, on a healthy volume
+            deadletter_dir=tmp_path / "dead",
+            trigger={"availableNow": True},
+        )
+        filler = fill(vol)
+        with pytest.raises(Exception) as caught:  # noqa: B017 - Spark's own wrapper
+            pipeline.run_once()
+        said = storage_full(caught.value)
+        assert said is not None and "alert ledger" in said and "disk is full" in said
+        assert pipeline.stats.ledger_errors >= 1
+        assert ledger.history() == [] and not alerts.exists()
+
+        filler.free()
+        pipeline.run_once()  # the queries started again on their checkpoints
+        got = [json.loads(x) for x in alerts.read_text().splitlines()]
+        keys = [(a["alert_id"], a["status"]) for a in got]
+        assert len(keys) == len(set(keys)) == len(ledger.history())
+        mine = sorted(
+            (a["event_time"], a["status"], a["job_id"])
+            for a in got
+            if a["detector"] == "checkpoint_failures"
+        )
+        want = sorted(
+            (a["event_time"], a["status"], a["job_id"]) for v in expected.values() for a in v
+        )
+        assert mine == want  # the failed batch was run again: nothing skipped
+        ledger.close()
