@@ -287,7 +287,12 @@ class SparkConfig(_Frozen):
         default=5.0, gt=0, description="Wait before restarting failed queries (seconds)."
     )
     max_restarts: int = Field(
-        default=100, ge=0, description="Give up after this many query failures in a row."
+        default=100,
+        ge=0,
+        description=(
+            "Give up after this many query failures in a row; a full volume (ENOSPC) is "
+            "waited out instead, not counted."
+        ),
     )
     executor_memory: str | None = Field(
         default=None,
@@ -305,8 +310,17 @@ class SparkConfig(_Frozen):
         default=500_000,
         gt=0,
         description=(
-            "detector entities (state rows of the detect query) kept; past it new entities "
-            "are refused (counted) until idle ones are evicted below 90 %"
+            "detector entities (jobs, TaskManagers, clusters; counted by the detect query's "
+            "shards) kept; past it new entities are refused (counted) until idle ones are "
+            "evicted below 90 %"
+        ),
+    )
+    entity_cap_min_dwell_s: float = Field(
+        default=300.0,
+        ge=0,
+        description=(
+            "after the entity cap switches (new entities refused, or admitted again) it stays "
+            "so at least this long: each switch restarts the queries"
         ),
     )
     state_memory_mb: int | None = Field(

@@ -10,7 +10,7 @@ from sinks.base import (
     transition_key,
 )
 from sinks.files import DeadLetterFileSink, JsonLinesAlertSink, LogAlertSink
-from sinks.ledger import AlertLedger
+from sinks.ledger import AlertLedger, LedgerError
 
 __all__ = [
     "AlertLedger",
@@ -19,6 +19,7 @@ __all__ = [
     "DeadLetterFileSink",
     "DeliverySink",
     "JsonLinesAlertSink",
+    "LedgerError",
     "LogAlertSink",
     "PermanentDeliveryError",
     "RetryableDeliveryError",

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from conf.errors import FlinkwatchError
 from detectors import Alert, AlertStatus
 from detectors.correlation import IncidentView
 from sinks.base import (
@@ -94,6 +95,8 @@ OPEN_STATES = ("pending", "sending")
 DELIVERY_STATES = ("pending", "sending", "delivered", "failed", "silenced", "stale")
 #: Delivery states of a transition that was (or is being) sent: later ones follow it.
 _PAGED_STATES = ("pending", "sending", "delivered", "failed")
+#: SQLite's result code for a full volume (``sqlite3.SQLITE_FULL`` from Python 3.11 on).
+_SQLITE_FULL = 13
 #: How far detection's newest event time moves before the ledger writes it down again
 #: (it only needs to tell "an hour behind" from "up to date").
 _FRONTIER_STEP_MS = 60_000
@@ -135,6 +138,25 @@ def _incident(text: str | None) -> IncidentView | None:
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+class LedgerError(FlinkwatchError):
+    """The ledger could not be written: a full volume, a read-only file, a damaged database.
+
+    The write's transaction was rolled back whole: nothing of it is recorded.
+
+    Attributes:
+        path: The ledger file.
+        full: The volume is full (SQLite's ``SQLITE_FULL``: ``ENOSPC`` underneath).
+    """
+
+    def __init__(self, path: Path, exc: sqlite3.Error) -> None:
+        self.path = path
+        self.full = getattr(exc, "sqlite_errorcode", None) == _SQLITE_FULL or (
+            "disk is full" in str(exc)
+        )
+        hint = f"; free space on the volume of {path.parent}" if self.full else ""
+        super().__init__(f"alert ledger {path}: {exc}{hint}")
 
 
 class AlertLedger:
@@ -193,14 +215,27 @@ class AlertLedger:
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction; a failure rolls it back whole and raises :class:`LedgerError`."""
         with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
             try:
-                yield self._db
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
+                self._db.execute("BEGIN IMMEDIATE")
+                try:
+                    yield self._db
+                    self._db.execute("COMMIT")
+                except BaseException:
+                    # A COMMIT that failed (SQLITE_FULL) leaves the transaction open.
+                    self._rollback()
+                    raise
+            except sqlite3.Error as exc:
+                raise LedgerError(self.path, exc) from exc
+
+    def _rollback(self) -> None:
+        if not self._db.in_transaction:
+            return
+        try:
+            self._db.execute("ROLLBACK")
+        except sqlite3.Error as exc:  # the error being raised says more than this one
+            log.warning("alert ledger %s: rollback failed: %s", self.path, exc)
 
     # --- recording (the batch thread) ----------------------------------------------
 
@@ -256,6 +291,10 @@ class AlertLedger:
 
         Returns:
             The transitions that were new, in order.
+
+        Raises:
+            LedgerError: the batch could not be recorded (a full volume, say); nothing of
+                it was, and the caller must not let Spark commit the batch.
         """
         new: list[Transition] = []
         withheld: Counter[str] = Counter()

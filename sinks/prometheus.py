@@ -8,10 +8,11 @@ observer seeded from the ledger) and the detectors' signals per entity
 
 Every label is bounded: ``detector`` (registered detectors), ``severity`` (3 values),
 ``status`` (3), ``kind`` (the parser's event kinds), ``reason`` (dead-letter reasons),
-``outcome`` (a handful), ``query`` (2), ``sink`` (2), ``silence`` (configured silences),
-``cluster`` (1). Entity labels (``job_id``, ``job_name``, ``tm_id``, ``host``) appear only on
-the open-incident gauge, whose series go away when the incident resolves, and on the
-signal gauges, whose series go away when the detector forgets the entity (idle TTL).
+``outcome`` (a handful), ``query`` (2), ``sink`` (2), ``cause`` (2), ``silence``
+(configured silences), ``cluster`` (1). Entity labels (``job_id``, ``job_name``,
+``tm_id``, ``host``) appear only on the open-incident gauge, whose series go away when the
+incident resolves, and on the signal gauges, whose series go away when the detector
+forgets the entity (idle TTL).
 """
 
 from __future__ import annotations
@@ -156,6 +157,14 @@ class Sources:
     detector_errors: Callable[[], Mapping[tuple[str, str], int]] = _nothing
     #: New entities refused past spark.max_entities, by detector.
     entities_refused: Callable[[], Mapping[str, int]] = _nothing
+    #: Failed delivery passes per delivery sink (every sink named, failing or not).
+    sink_errors: Callable[[], Mapping[str, int]] = _nothing
+    #: Micro-batches the ledger could not record.
+    ledger_errors: Callable[[], int] = lambda: 0
+    #: Query failures by cause: storage_full, other.
+    query_failures: Callable[[], Mapping[str, int]] = _nothing
+    #: Entities the detect query holds (``None``: not known yet).
+    entities: Callable[[], int | None] = lambda: None
     watermark_delay_s: Callable[[], float] = lambda: 0.0
     clock: Callable[[], float] = time.time
 
@@ -249,6 +258,24 @@ class FlinkwatchCollector(Collector):
             backlog.add_metric([sink], float(n))
         yield backlog
 
+        sink_errors = CounterMetricFamily(
+            "flinkwatch_sink_errors",
+            "Delivery passes that failed, by sink: file (the alert file could not be "
+            "written; retried later, never holds detection back), slack (Slack unavailable).",
+            labels=["sink"],
+        )
+        for sink, n in sorted(self.s.sink_errors().items()):
+            sink_errors.add_metric([sink], float(n))
+        yield sink_errors
+
+        ledger = CounterMetricFamily(
+            "flinkwatch_ledger_errors",
+            "Micro-batches the alert ledger could not record (a full volume, say): each "
+            "failed and is run again by Spark when the queries restart.",
+        )
+        ledger.add_metric([], float(self.s.ledger_errors()))
+        yield ledger
+
     def _refused_family(self) -> Iterator[Metric]:
         board = self.s.signals
         if board is None:
@@ -305,6 +332,27 @@ class FlinkwatchCollector(Collector):
         for det in sorted(REGISTRY):
             refused.add_metric([det], float(refusals.get(det, 0)))
         yield refused
+
+        held = self.s.entities()
+        if held is not None:
+            entities = GaugeMetricFamily(
+                "flinkwatch_detect_entities",
+                "Entities (jobs, TaskManagers, clusters) the detect query holds, as its "
+                "shards count them; spark.max_entities caps it.",
+            )
+            entities.add_metric([], float(held))
+            yield entities
+
+        failures = CounterMetricFamily(
+            "flinkwatch_query_failures",
+            "Query failures, by cause: storage_full (a volume flinkwatch writes is full: "
+            "waited out, never counted against spark.max_restarts) or other.",
+            labels=["cause"],
+        )
+        failed_by = self.s.query_failures()
+        for cause in ("storage_full", "other"):
+            failures.add_metric([cause], float(failed_by.get(cause, 0)))
+        yield failures
 
         ok, failed = self.s.reloads()
         reloads = CounterMetricFamily(

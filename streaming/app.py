@@ -146,6 +146,8 @@ class Pipeline:
     parse_plan: ParsePlan | None = None
     #: False while the detect query holds ``spark.max_entities`` (see :meth:`admission`).
     admit_new: bool = True
+    #: When ``admit_new`` last switched (monotonic seconds; ``None``: never).
+    switched_at: float | None = None
     #: Writes ticks to the event bus (Kafka bus only; see :mod:`streaming.ticks`).
     ticker: Ticker | None = None
 
@@ -301,34 +303,44 @@ class Pipeline:
         """Start every query, to run side by side."""
         return [start() for start in self.starters()]
 
-    def admission(self, queries: Sequence[StreamingQuery]) -> bool:
+    def admission(self) -> bool:
         """Whether new entities must now be refused, or admitted again (then restart).
 
-        The detect query's state rows are its entities. Past ``spark.max_entities`` new
+        The entities are counted by the detect query's shards: each turn of a shard ends
+        with a row saying how many it holds (:meth:`PipelineStats.count_entities`). The
+        state store's rows say nothing of them: a shard keeps all its entities in one
+        value, beside its wake-up table and its timer. Past ``spark.max_entities`` new
         entities are refused; below 90 % of it they are admitted again. A processor reads
         the switch when the query starts, so a change means restarting the queries on
-        their checkpoints, which is rare (a flood of ids) and takes seconds.
+        their checkpoints; after a switch the next waits ``spark.entity_cap_min_dwell_s``,
+        so a count hovering at the cap cannot restart the queries at every check.
         """
-        detect = next((q for q in queries if q.name == "flinkwatch-detect"), None)
-        last = detect.lastProgress if detect is not None else None
-        if last is None:
+        held = self.stats.entities()
+        if held is None:
             return False
-        rows = sum(s.numRowsTotal for s in last.stateOperators or [])
         cap = self.cfg.spark.max_entities
-        if self.admit_new and rows > cap:
+        refuse = self.admit_new and held > cap
+        admit = not self.admit_new and held < 0.9 * cap
+        if not (refuse or admit):
+            return False
+        now = time.monotonic()
+        dwell = self.cfg.spark.entity_cap_min_dwell_s
+        if self.switched_at is not None and now - self.switched_at < dwell:
+            return False
+        self.switched_at = now
+        if refuse:
             log.error(
                 "detect: %d entities held, more than spark.max_entities=%d: new entities are "
-                "refused (flinkwatch_entities_refused_total) until idle ones are evicted",
-                rows,
+                "refused (flinkwatch_entities_refused_total) until idle ones are evicted "
+                "below 90 %%, for %.0f s at least",
+                held,
                 cap,
+                dwell,
             )
-            self.admit_new = False
-            return True
-        if not self.admit_new and rows < 0.9 * cap:
-            log.warning("detect: %d entities held; new entities are admitted again", rows)
-            self.admit_new = True
-            return True
-        return False
+        else:
+            log.warning("detect: %d entities held; new entities are admitted again", held)
+        self.admit_new = admit
+        return True
 
     def tick(self, queries: Sequence[StreamingQuery]) -> None:
         """Give the ticker the parse query's progress (Kafka bus, ``spark.tick_interval_s``)."""
@@ -398,18 +410,33 @@ def run_forever(
     micro-batch cut short is replayed, which the sinks dedupe; an incident its first run
     opened and the replay (with the new settings) does not is closed by the ledger.
 
+    A failure because a volume is full (the ledger's, the checkpoints') is waited out: it
+    is not counted against ``spark.max_restarts``, and the queries are started again after
+    a back-off doubling up to a minute, until there is space. Spark has not committed the
+    failed batch, so nothing is skipped while the event bus still holds its records.
+
     Returns:
         0 when stopped on request, 1 after ``max_restarts`` failures in a row.
     """
     failures = 0
+    full = 0  # failures in a row because a volume is full
     while True:
         try:
             queries = pipeline.start()
-        except Exception:
+        except Exception as exc:
             # A query that cannot start (bad checkpoint, unreachable storage) must not leave
             # the other one running unsupervised: stop what started and retry as a failure.
-            log.exception("starting the queries failed")
             _stop_quietly(list(pipeline.spark.streams.active))
+            why = storage_full(exc)
+            _count_failure(pipeline, why)
+            if why is not None:
+                full += 1
+                wait = _full_backoff(pipeline.cfg, full)
+                _say_full(pipeline, "starting the queries", why, wait)
+                if _sleep_unless(should_stop, wait):
+                    return 0
+                continue
+            log.exception("starting the queries failed")
             failures += 1
             if failures > pipeline.cfg.spark.max_restarts or _sleep_unless(
                 should_stop, pipeline.cfg.spark.restart_backoff_s
@@ -440,7 +467,7 @@ def run_forever(
                     log.info("parse: caught up; restarting the queries to parse in real time")
                     switch = True
                     break
-                if hasattr(pipeline, "admission") and pipeline.admission(queries):
+                if hasattr(pipeline, "admission") and pipeline.admission():
                     switch = True
                     break
             forced = reload_requested is not None and reload_requested.is_set()
@@ -462,7 +489,17 @@ def run_forever(
             return 0
         exc = failed.exception()
         if time.monotonic() - started > 300:
-            failures = 0  # it ran fine for a while: this is a new streak
+            failures = full = 0  # it ran fine for a while: this is a new streak
+        why = storage_full(exc)
+        _count_failure(pipeline, why)
+        if why is not None:
+            full += 1
+            wait = _full_backoff(pipeline.cfg, full)
+            _say_full(pipeline, f"query {failed.name}", why, wait)
+            if _sleep_unless(should_stop, wait):
+                return 0
+            continue
+        full = 0
         failures += 1
         spark_cfg = pipeline.cfg.spark
         if failures > spark_cfg.max_restarts:
@@ -481,6 +518,50 @@ def run_forever(
         )
         if _sleep_unless(should_stop, spark_cfg.restart_backoff_s):
             return 0
+
+
+#: What an error says when a volume is full: ENOSPC and EDQUOT as the JVM and the OS word
+#: them, and SQLite's SQLITE_FULL (the ledger).
+_FULL_WORDS = ("no space left on device", "disk quota exceeded", "database or disk is full")
+#: Longest wait between two starts while a volume is full.
+FULL_BACKOFF_MAX_S = 60.0
+
+
+def storage_full(exc: BaseException | None) -> str | None:
+    """The line of a query failure that says a volume is full, or ``None``.
+
+    A failure in ``foreachBatch`` reaches the driver as Spark's wrapper around the Python
+    traceback, so the words are looked for in every line; the last such line is returned:
+    a chained Python traceback ends with the error raised last, which says the most
+    (the ledger's, naming its file, after SQLite's own).
+    """
+    if exc is None:
+        return None
+    found = [line for line in str(exc).splitlines() if any(w in line.lower() for w in _FULL_WORDS)]
+    return found[-1].strip()[:500] if found else None
+
+
+def _full_backoff(cfg: AppConfig, streak: int) -> float:
+    return min(cfg.spark.restart_backoff_s * 2 ** (streak - 1), FULL_BACKOFF_MAX_S)
+
+
+def _count_failure(pipeline: Any, why: str | None) -> None:
+    stats = getattr(pipeline, "stats", None)
+    if stats is not None:
+        stats.count_query_failure("other" if why is None else "storage_full")
+
+
+def _say_full(pipeline: Any, what: str, why: str, wait: float) -> None:
+    log.error(
+        "%s failed: a volume is full (%s). Detection waits; Spark did not commit the batch "
+        "and runs it again once there is space, so nothing is lost while the event bus "
+        "holds its records (24 h). Free space under output.state_dir=%s; next try in %.0f s "
+        "(not counted against spark.max_restarts)",
+        what,
+        why,
+        pipeline.cfg.output.state_dir,
+        wait,
+    )
 
 
 def _kafka_ticker(cfg: AppConfig) -> Ticker:
@@ -531,7 +612,7 @@ def _sleep_unless(should_stop: Callable[[], bool], seconds: float) -> bool:
     while time.monotonic() < deadline:
         if should_stop():
             return True
-        time.sleep(0.2)
+        time.sleep(min(0.2, max(deadline - time.monotonic(), 0)))
     return should_stop()
 
 

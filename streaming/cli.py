@@ -10,6 +10,7 @@ import json
 import logging
 import shutil
 import signal
+import sqlite3
 import sys
 import tempfile
 import threading
@@ -115,7 +116,11 @@ def run_job(
     except ConfigError as exc:
         log.error("%s", exc)
         return 2
-    ledger = AlertLedger(out.ledger_path)
+    try:
+        ledger = AlertLedger(out.ledger_path)
+    except (OSError, sqlite3.Error) as exc:  # a full or read-only volume, say
+        log.error("alert ledger %s cannot be opened: %s", out.ledger_path, exc)
+        return 1
     # Reload-aware views of the config for the driver-side sinks (routes, silences).
     current = {"cfg": cfg}
     try:
@@ -214,7 +219,8 @@ def _signals() -> tuple[dict[str, bool], threading.Event]:
 def _outputs(cfg: AppConfig, ledger: Any, slack: Any) -> Any:
     """The detect query's outputs: the alert file, Prometheus views, Slack's dispatcher."""
     from detectors.correlation import Correlator
-    from sinks import LogAlertSink, RetryableDeliveryError
+    from sinks import LedgerError, LogAlertSink, RetryableDeliveryError
+    from sinks.besteffort import BestEffort
     from sinks.dispatch import Dispatcher
     from sinks.prometheus import ActiveAlerts, SignalBoard
     from streaming.delivery import Outputs
@@ -223,11 +229,12 @@ def _outputs(cfg: AppConfig, ledger: Any, slack: Any) -> Any:
     alerts_file = _alerts_file(out)
     try:
         ledger.deliver(alerts_file)  # whatever a crash left undelivered
-    except RetryableDeliveryError as exc:
-        log.error("alert file: %s; the next batch tries again", exc)
+    except (RetryableDeliveryError, LedgerError) as exc:  # a full volume must not stop the start
+        log.error("alert file: %s; a later batch tries again", exc)
     active = ActiveAlerts(seed=ledger.active())
     if active.snapshot():
         log.info("%d incidents still open from before the restart", len(active.snapshot()))
+    in_batch = BestEffort()  # the alert file's failures, and Slack's counted with them
     dispatcher = None
     if slack is not None:
         dispatcher = Dispatcher(
@@ -235,6 +242,7 @@ def _outputs(cfg: AppConfig, ledger: Any, slack: Any) -> Any:
             [slack],
             backoff_s=cfg.slack.retry_backoff_s,
             max_backoff_s=cfg.slack.max_backoff_s,
+            on_error=in_batch.count,
         ).start()
     # Incidents still taking members continue where the last run left them.
     correlator = Correlator(cfg.correlation)
@@ -246,6 +254,7 @@ def _outputs(cfg: AppConfig, ledger: Any, slack: Any) -> Any:
         dispatcher=dispatcher,
         signals=SignalBoard(cfg.metrics.max_signal_entities),
         correlator=correlator,
+        in_batch=in_batch,
     )
 
 
@@ -316,6 +325,12 @@ def _serve_metrics(
                 dead_letters=lambda: pipeline.stats.dead_letters,
                 detector_errors=lambda: pipeline.stats.detector_errors,
                 entities_refused=lambda: pipeline.stats.entities_refused,
+                sink_errors=lambda: {
+                    s.name: out.in_batch.errors.get(s.name, 0) for s in out.delivery_sinks()
+                },
+                ledger_errors=lambda: pipeline.stats.ledger_errors,
+                query_failures=lambda: pipeline.stats.query_failures,
+                entities=pipeline.stats.entities,
                 progress=lambda: dict(progress.latest),
                 reloads=lambda: (
                     (watcher.stats.succeeded, watcher.stats.failed) if watcher else (0, 0)
@@ -402,6 +417,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
     )
     try:
         pipeline.run_once()
+        # The output file is the replay's product, not a copy: what could not be written
+        # during the run is written now, or the replay fails.
+        for sink in pipeline.outputs.sinks:
+            pipeline.outputs.ledger.deliver(sink)
     except Exception as exc:
         log.error("replay failed: %s", exc)
         return 1

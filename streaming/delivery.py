@@ -1,8 +1,9 @@
 """The detect and parse queries' ``foreachBatch`` handlers, on the driver.
 
 * :class:`AlertDelivery`: records a micro-batch's transitions in the ledger (before Spark
-  commits the batch), then delivers them; signal, error and refusal rows feed the
-  Prometheus views and the counters.
+  commits the batch), then delivers them to the alert file, best effort; signal, error,
+  refusal and entity-count rows feed the Prometheus views, the counters and the entity
+  cap.
 * :class:`ParseBatch` (files bus) and :class:`DeadLetterBatch` (Kafka bus): the event
   bus files, the counts and the dead-letter files.
 """
@@ -28,11 +29,19 @@ from conf import AppConfig
 from conf.silences import silence_for
 from detectors import Alert, AlertStatus
 from detectors.correlation import Correlator
-from sinks import AlertLedger, AlertObserver, DeadLetterFileSink, DeliverySink, Transition
+from sinks import (
+    AlertLedger,
+    AlertObserver,
+    DeadLetterFileSink,
+    DeliverySink,
+    LedgerError,
+    Transition,
+)
+from sinks.besteffort import BestEffort
 from sinks.dispatch import Dispatcher
 from sinks.prometheus import SignalBoard
 from streaming.bus import bus_records
-from streaming.entity import DETECTOR_ERROR, ENTITY_REFUSED, SIGNAL, SIGNAL_GONE
+from streaming.entity import DETECTOR_ERROR, ENTITY_COUNT, ENTITY_REFUSED, SIGNAL, SIGNAL_GONE
 from streaming.schemas import DEAD_LETTER_SCHEMA, alert_of
 
 log = logging.getLogger(__name__)
@@ -60,6 +69,15 @@ class PipelineStats:
     detector_errors: Counter[tuple[str, str]] = field(default_factory=Counter)
     #: Entities not admitted, by detector, while the detect query held spark.max_entities.
     entities_refused: Counter[str] = field(default_factory=Counter)
+    #: Micro-batches the ledger could not record (each failed, for Spark to run again).
+    ledger_errors: int = 0
+    #: Query failures by cause: ``storage_full`` (no space left on a volume flinkwatch
+    #: writes: the ledger, the checkpoints) or ``other``.
+    query_failures: Counter[str] = field(default_factory=Counter)
+    #: Entities each shard of the detect query holds, from the shard's latest turn
+    #: (:data:`~streaming.entity.ENTITY_COUNT` rows), and the checkpoint they belong to.
+    shard_entities: dict[str, int] = field(default_factory=dict)
+    entities_of: str | None = None
     # Last batch counted per query; kept here, not in the handlers, because the handlers
     # are recreated when the queries restart and Spark then replays the last batch.
     counted: dict[str, int] = field(default_factory=dict)
@@ -72,6 +90,36 @@ class PipelineStats:
                 return False
             self.counted[query] = batch_id
             return True
+
+    def count_ledger_error(self) -> None:
+        """One micro-batch the ledger could not record."""
+        with self._lock:
+            self.ledger_errors += 1
+
+    def count_query_failure(self, cause: str) -> None:
+        """One query failure (``storage_full`` or ``other``)."""
+        with self._lock:
+            self.query_failures[cause] += 1
+
+    def count_entities(self, checkpoint: str, rows: Sequence[Any]) -> None:
+        """Take each shard's entity count from its latest row (rows in batch order).
+
+        A shard reports at each of its turns, and every shard has one at least each
+        ``spark.tick_interval_s`` (a tick goes to every shard), so the sum is complete
+        seconds after a start. Counts of another checkpoint (a new shard count) are dropped.
+        """
+        with self._lock:
+            if checkpoint != self.entities_of:
+                self.shard_entities.clear()
+                self.entities_of = checkpoint
+            for r in rows:
+                info = json.loads(r["evidence"] or "{}")
+                self.shard_entities[r["entity"]] = int(info.get("entities") or 0)
+
+    def entities(self) -> int | None:
+        """Entities the detect query holds (``None`` before any shard has reported)."""
+        with self._lock:
+            return sum(self.shard_entities.values()) if self.shard_entities else None
 
     def count_observed(self, query: str, batch_id: int, observed: dict[str, Any]) -> None:
         """Add the parse query's observed counts of one batch (once per batch id)."""
@@ -95,13 +143,16 @@ class Outputs:
 
     Attributes:
         ledger: Records each transition once, in step with the batch commit.
-        sinks: Delivery sinks drained inside the batch (the alert file): a failure
-            fails the batch, which Spark replays.
+        sinks: Delivery sinks drained inside the batch (the alert file), best effort
+            (:class:`~sinks.besteffort.BestEffort`): a failure is counted, logged and
+            tried again at a later batch, and never fails the batch.
         observers: See each new transition once (Prometheus view, console).
         dispatcher: Drains slow sinks (Slack) in its own thread, outside the batch.
         signals: The detectors' per-entity signal gauges.
         correlator: Groups related transitions into incidents as the ledger records
             them; rebuilt from the ledger after a restart (``None``: no incidents).
+        in_batch: Delivers ``sinks`` and keeps their failures (kept here, not in the
+            batch handler, which is recreated each time the queries restart).
     """
 
     ledger: AlertLedger
@@ -110,6 +161,7 @@ class Outputs:
     dispatcher: Dispatcher | None = None
     signals: SignalBoard | None = None
     correlator: Correlator | None = None
+    in_batch: BestEffort = field(default_factory=BestEffort)
 
     def delivery_sinks(self) -> list[DeliverySink]:
         """Every sink a transition is queued for."""
@@ -117,7 +169,7 @@ class Outputs:
 
 
 #: Rows of the detect query that are not alert transitions.
-_NOT_ALERTS = (SIGNAL, SIGNAL_GONE, DETECTOR_ERROR, ENTITY_REFUSED)
+_NOT_ALERTS = (SIGNAL, SIGNAL_GONE, DETECTOR_ERROR, ENTITY_REFUSED, ENTITY_COUNT)
 
 
 class AlertDelivery:
@@ -172,34 +224,45 @@ class AlertDelivery:
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         """Record and deliver one micro-batch of alert transitions.
 
+        The ledger is the record: if it cannot record the batch, the batch fails, so Spark
+        does not commit it and runs it again (from the same offsets and state) when the
+        queries restart. The alert file is a copy: a failure to write it is counted and
+        tried again later, and never fails the batch.
+
         Raises:
-            Exception: the first failure of an in-batch sink, after every sink was
-                tried, so Spark does not commit the batch and replays it; the ledger
-                has the transitions already and the replay only retries the delivery.
+            LedgerError: the ledger could not record the batch (nothing of it was).
         """
         rows = batch.collect()
         alert_rows = [r for r in rows if r["status"] not in _NOT_ALERTS]
         refused = [r for r in rows if r["status"] == ENTITY_REFUSED]
         if refused and self.stats.first_count("entities_refused", batch_id):
             self.stats.entities_refused.update(r["detector"] for r in refused)
+        counts = [r for r in rows if r["status"] == ENTITY_COUNT]
+        if counts:
+            self.stats.count_entities(self.checkpoint.name if self.checkpoint else "", counts)
         self._signals([r for r in rows if r["status"] in (SIGNAL, SIGNAL_GONE)])
         self._detector_errors([r for r in rows if r["status"] == DETECTOR_ERROR], batch_id)
         correlator = self.out.correlator
         if correlator is not None:
             correlator.params = self.cfg.correlation  # follows a reload
         withheld, late = self._outcome("stale"), self._outcome("paged_late")
-        new = self.out.ledger.record(
-            batch_id,
-            rows_to_alerts(alert_rows),
-            self.out.delivery_sinks(),
-            self._silence,
-            correlator.observe if correlator is not None else None,
-            self._max_age_ms(),
-            # How far detection has got: signal rows carry their entity's newest event
-            # time, so a batch without transitions still says whether flinkwatch is behind.
-            max((int(r["event_ms"] or 0) for r in rows), default=None),
-            self._query_id(),
-        )
+        try:
+            new = self.out.ledger.record(
+                batch_id,
+                rows_to_alerts(alert_rows),
+                self.out.delivery_sinks(),
+                self._silence,
+                correlator.observe if correlator is not None else None,
+                self._max_age_ms(),
+                # How far detection has got: signal rows carry their entity's newest event
+                # time, so a batch without transitions still says whether flinkwatch is behind.
+                max((int(r["event_ms"] or 0) for r in rows), default=None),
+                self._query_id(),
+            )
+        except LedgerError:
+            self.stats.count_ledger_error()
+            self._forget_unrecorded()
+            raise
         self._say_stale(new, self._outcome("stale") - withheld)
         for t in new:
             self.stats.alerts[(t.alert.detector, t.alert.entity, t.alert.status.value)] += 1
@@ -208,18 +271,25 @@ class AlertDelivery:
                 obs.observe(new)
             except Exception:
                 log.exception("observer=%s failed on batch %d", obs.name, batch_id)
-        errors: list[Exception] = []
-        for sink in self.out.sinks:
-            # One failing sink must not keep the others from delivering.
-            try:
-                self.out.ledger.deliver(sink)
-            except Exception as exc:
-                log.exception("sink=%s batch=%d delivery failed", sink.name, batch_id)
-                errors.append(exc)
+        # Slack first: it is drained by its own thread and must not wait for the file.
         if self.out.dispatcher is not None and (new or self._outcome("paged_late") > late):
             self.out.dispatcher.wake()
-        if errors:
-            raise errors[0]
+        self.out.in_batch.deliver(self.out.ledger, self.out.sinks)
+
+    def _forget_unrecorded(self) -> None:
+        # The correlator took the batch's transitions in as the ledger recorded them, and
+        # the ledger rolled them back: rebuilt from what the ledger holds, the run of the
+        # batch that Spark makes again finds them new, as they are.
+        old = self.out.correlator
+        if old is None:
+            return
+        fresh = Correlator(old.params)
+        try:
+            fresh.restore(self.out.ledger.history())
+        except Exception:  # noqa: BLE001 - the ledger's own error is the one to report
+            log.exception("alert ledger: cannot rebuild the incidents from it")
+            return
+        self.out.correlator = fresh
 
     def _max_age_ms(self) -> int | None:
         age = self.cfg.output.page_max_age_s

@@ -31,6 +31,10 @@ DETECTOR_ERROR = "detector_error"
 #: ``status`` of a row saying an entity seen the first time was not admitted: the query
 #: holds ``spark.max_entities`` already.
 ENTITY_REFUSED = "entity_refused"
+#: ``status`` of a row saying how many entities a shard holds after its turn (``entity``
+#: is ``shard:<n>``, ``evidence`` holds ``{"entities": n}``): what the entity cap counts.
+#: The state store's rows are no measure of it: a shard keeps its entities in one value.
+ENTITY_COUNT = "entity_count"
 
 #: Layout version of the saved value (the header's ``v``).
 LAYOUT = 2
@@ -199,6 +203,11 @@ def error_row(
 def refused_row(detector: str, entity: str) -> dict[str, Any]:
     """An :data:`ENTITY_REFUSED` row, counted on the driver."""
     return entity_row(detector, entity, None, ENTITY_REFUSED, None, {})
+
+
+def count_row(shard: str, entities: int) -> dict[str, Any]:
+    """An :data:`ENTITY_COUNT` row: the shard holds ``entities`` entities."""
+    return entity_row("", f"shard:{shard}", None, ENTITY_COUNT, None, {"entities": entities})
 
 
 def alert_rows(alerts: list[Alert]) -> list[dict[str, Any]]:

@@ -119,7 +119,7 @@ class ShardProcessor(StatefulProcessor):
         ticks: dict[str, int] = dict(store.meta.get("ticks") or {})
         old_timer: int | None = None if timer_fired else store.meta.get("timer")
         clock = Clock(values.getCurrentWatermarkInMs(), self._delay_ms, self._grace_ms)
-        out = self._runner.run(store, wakes, rows, clock, ticks)
+        out = self._runner.run(store, wakes, rows, clock, ticks, shard=str(key[0]))
         if store.damaged is not None:
             info = {"where": "unpack", "failures": 1, "dropped": True}
             out.rows.append(error_row("state", f"shard:{key[0]}", None, store.damaged, info))

@@ -40,6 +40,7 @@ from streaming.entity import (
     Header,
     alert_rows,
     close_incident,
+    count_row,
     error_row,
     gone_row,
     parse_saved,
@@ -606,11 +607,14 @@ class ShardRunner:
         rows: Iterable[tuple[str, str, int | None]],
         clock: Clock,
         ticks: dict[str, int] | None = None,
+        shard: str | None = None,
     ) -> ShardOutcome:
         """``rows`` are ``(entity, bus value, bus time ms)``; ``wakes`` is updated.
 
         ``ticks`` is what the shard keeps of the bus's ticks (:func:`streaming.ticks.frontier`),
-        updated with the ticks among ``rows``.
+        updated with the ticks among ``rows``. With ``shard`` (its key), the last row says
+        how many entities the shard holds now (:func:`~streaming.entity.count_row`): the
+        driver adds the shards up for the entity cap.
         """
         by_entity: dict[str, list[BusEvent]] = {}
         out: list[dict[str, Any]] = []
@@ -654,4 +658,7 @@ class ShardRunner:
                 wakes[entity] = wake
                 changed = True
         timer = min((clock.timer(w) for w in wakes.values()), default=None)
+        if shard is not None:
+            # Every saved entity has a wake-up, so the table counts them without a read.
+            out.append(count_row(shard, len(wakes)))
         return ShardOutcome(out, wakes, changed, timer, bad)

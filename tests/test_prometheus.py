@@ -62,6 +62,10 @@ def registry_with(
                 backlog=lambda: {"slack": 3, "file": 0},
                 detector_errors=lambda: {("tm_lost", "skipped"): 2, ("tm_lost", "dropped"): 1},
                 entities_refused=lambda: {"idle_heap_growth": 40},
+                sink_errors=lambda: {"file": 6, "slack": 0},
+                ledger_errors=lambda: 2,
+                query_failures=lambda: {"storage_full": 3},
+                entities=lambda: 1234,
                 watermark_delay_s=lambda: 30.0,
                 clock=lambda: 1_700_000_012.5,
             )
@@ -211,6 +215,34 @@ def test_pipeline_health_and_reload_outcomes_are_exported() -> None:
     assert reg.get_sample_value("flinkwatch_detector_errors_total", raised) == 1.0
     refused = {"detector": "idle_heap_growth"}
     assert reg.get_sample_value("flinkwatch_entities_refused_total", refused) == 40.0
+
+
+def test_sink_ledger_and_query_failures_are_counted_with_every_series_from_zero() -> None:
+    reg = registry_with(ActiveAlerts())
+    assert reg.get_sample_value("flinkwatch_sink_errors_total", {"sink": "file"}) == 6.0
+    assert reg.get_sample_value("flinkwatch_sink_errors_total", {"sink": "slack"}) == 0.0
+    assert reg.get_sample_value("flinkwatch_ledger_errors_total") == 2.0
+    failures = "flinkwatch_query_failures_total"
+    assert reg.get_sample_value(failures, {"cause": "storage_full"}) == 3.0
+    assert reg.get_sample_value(failures, {"cause": "other"}) == 0.0
+
+
+def test_the_entities_the_detect_query_holds_are_a_gauge_once_counted() -> None:
+    assert registry_with(ActiveAlerts()).get_sample_value("flinkwatch_detect_entities") == 1234.0
+    unknown = CollectorRegistry()
+    unknown.register(
+        FlinkwatchCollector(
+            Sources(
+                kinds=Counter,
+                dead_letters=Counter,
+                progress=dict,
+                reloads=lambda: (0, 0),
+                config_hash=lambda: "x",
+                active=ActiveAlerts(),
+            )
+        )
+    )
+    assert unknown.get_sample_value("flinkwatch_detect_entities") is None
 
 
 def test_metrics_are_served_over_http() -> None:

@@ -266,3 +266,76 @@ def test_late_rows_dropped_fires_when_rows_keep_being_dropped(tmp_path: Path) ->
         firing("17m", "FlinkwatchLateRowsDropped", **WHO),
     )
     check(tmp_path, {late: "0x40"}, silent("30m", "FlinkwatchLateRowsDropped"))
+
+
+def test_alert_file_failing_fires_while_writes_fail_and_transitions_wait(tmp_path: Path) -> None:
+    errors = f'flinkwatch_sink_errors_total{{{JOB}, sink="file"}}'
+    backlog = f'flinkwatch_delivery_backlog{{{JOB}, sink="file"}}'
+    # The volume fills at 6m: a failed write a minute (the back-off's ceiling), 1 to 4
+    # transitions waiting; space again at 21m, the file catches up.
+    check(
+        tmp_path,
+        {errors: "0x5 1+1x14 15x20", backlog: "0x5 1x5 4x8 0x20"},
+        silent("6m", "FlinkwatchAlertFileFailing"),
+        firing("8m", "FlinkwatchAlertFileFailing", **WHO),
+        silent("22m", "FlinkwatchAlertFileFailing"),
+    )
+    # One failed write that the next try fixed is no alert.
+    check(
+        tmp_path,
+        {errors: "0x5 1x20", backlog: "0x5 1 0x20"},
+        silent("9m", "FlinkwatchAlertFileFailing"),
+    )
+    # Nor is a backlog without failures (Slack's is FlinkwatchDeliveryBacklog's).
+    check(tmp_path, {errors: "0x20", backlog: "3x20"}, silent("15m", "FlinkwatchAlertFileFailing"))
+
+
+def test_storage_full_fires_at_the_first_failure_of_its_cause(tmp_path: Path) -> None:
+    full = f'flinkwatch_query_failures_total{{{JOB}, cause="storage_full"}}'
+    other = f'flinkwatch_query_failures_total{{{JOB}, cause="other"}}'
+    check(
+        tmp_path,
+        {full: "0x3 1+1x10 11x20", other: "0x35"},
+        silent("2m", "FlinkwatchStorageFull"),
+        firing("4m", "FlinkwatchStorageFull", **WHO),
+        silent("30m", "FlinkwatchStorageFull"),  # space again at 13m
+    )
+    check(tmp_path, {full: "0x20", other: "0+1x20"}, silent("15m", "FlinkwatchStorageFull"))
+
+
+def test_ledger_failing_fires_when_a_batch_could_not_be_recorded(tmp_path: Path) -> None:
+    ledger = f"flinkwatch_ledger_errors_total{{{JOB}}}"
+    check(
+        tmp_path,
+        {ledger: "0x3 1 2 2x20"},
+        silent("2m", "FlinkwatchLedgerFailing"),
+        firing("4m", "FlinkwatchLedgerFailing", **WHO),
+        silent("20m", "FlinkwatchLedgerFailing"),
+    )
+    check(tmp_path, {ledger: "0x20"}, silent("15m", "FlinkwatchLedgerFailing"))
+
+
+def test_entities_refused_fires_while_the_cap_refuses_entities(tmp_path: Path) -> None:
+    refused = f'flinkwatch_entities_refused_total{{{JOB}, detector="tm_lost"}}'
+    quiet = f'flinkwatch_entities_refused_total{{{JOB}, detector="job_lost"}}'
+    check(
+        tmp_path,
+        {refused: "0x5 0+7x10 70x20", quiet: "0x35"},
+        silent("5m", "FlinkwatchEntitiesRefused"),
+        firing("7m", "FlinkwatchEntitiesRefused", **WHO),
+        silent("30m", "FlinkwatchEntitiesRefused"),
+    )
+    check(tmp_path, {refused: "0x30", quiet: "0x30"}, silent("20m", "FlinkwatchEntitiesRefused"))
+
+
+def test_detector_errors_fire_per_detector_that_raised(tmp_path: Path) -> None:
+    raised = f'flinkwatch_detector_errors_total{{{JOB}, detector="tm_lost", outcome="skipped"}}'
+    dropped = f'flinkwatch_detector_errors_total{{{JOB}, detector="tm_lost", outcome="dropped"}}'
+    fine = f'flinkwatch_detector_errors_total{{{JOB}, detector="job_lost", outcome="skipped"}}'
+    check(
+        tmp_path,
+        {raised: "0x5 1 2 3x30", dropped: "0x6 1x30", fine: "0x37"},
+        silent("5m", "FlinkwatchDetectorErrors"),
+        firing("7m", "FlinkwatchDetectorErrors", detector="tm_lost", **WHO),
+        silent("30m", "FlinkwatchDetectorErrors"),
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from dataclasses import dataclass, field
@@ -15,6 +16,7 @@ from conf.reload import ConfigWatcher
 from detectors import AlertStatus
 from detectors.checkpoint_failures import CheckpointFailures, CheckpointFailuresParams
 from sinks import AlertLedger, DeliverySink, RetryableDeliveryError
+from sinks.besteffort import BestEffort
 from streaming.app import run_forever
 from streaming.delivery import AlertDelivery, Outputs, PipelineStats
 
@@ -139,17 +141,22 @@ ROW = {
 }
 
 
-def test_a_failing_sink_does_not_block_the_others_and_fails_the_batch_for_replay(
+def test_a_failing_sink_does_not_block_the_others_nor_fail_the_batch_and_catches_up_later(
     tmp_path: Path,
 ) -> None:
     ok, bad = Recording("ok"), Recording("bad", fail=True)
-    stats = PipelineStats()
-    outputs = Outputs(ledger=AlertLedger(tmp_path / "ledger.sqlite"), sinks=[bad, ok])
+    stats, now = PipelineStats(), [0.0]
+    outputs = Outputs(
+        ledger=AlertLedger(tmp_path / "ledger.sqlite"),
+        sinks=[bad, ok],
+        in_batch=BestEffort(clock=lambda: now[0]),
+    )
     deliver = AlertDelivery(outputs, stats, cfg())
-    with pytest.raises(RetryableDeliveryError, match="disk full"):
-        deliver(FakeBatch([ROW]), 0)  # type: ignore[arg-type]
-    assert ok.sent == ["a1:firing"]
+    deliver(FakeBatch([ROW]), 0)  # type: ignore[arg-type]
+    assert ok.sent == ["a1:firing"] and bad.sent == []
+    assert outputs.in_batch.errors == {"bad": 1}
     bad.fail = False
+    now[0] += 1
     deliver(FakeBatch([ROW]), 0)  # type: ignore[arg-type]  # Spark replays the batch
     deliver(FakeBatch([ROW]), 0)  # type: ignore[arg-type]  # a second replay
     assert bad.sent == ["a1:firing"]
@@ -277,35 +284,72 @@ def test_old_transitions_are_not_paged_and_the_log_says_so(
     assert "1 transition(s) recorded but not paged: older than output.page_max_age_s=3600s" in line
 
 
-class _Progress:
-    def __init__(self, rows: int) -> None:
-        self.stateOperators = [type("Op", (), {"numRowsTotal": rows})()]
+def _cap_pipeline(tmp_path: Path, **spark: Any) -> Any:
+    from streaming.app import Pipeline
+
+    return Pipeline(
+        spark=None,  # type: ignore[arg-type]
+        cfg=AppConfig.model_validate({"spark": spark}),
+        outputs=Outputs(ledger=AlertLedger(tmp_path / "l.sqlite")),
+        checkpoint_dir=tmp_path,
+        deadletter_dir=tmp_path,
+    )
 
 
-class _Detect:
-    name = "flinkwatch-detect"
-
-    def __init__(self, rows: int) -> None:
-        self.lastProgress = _Progress(rows)
+def _shards_hold(pipeline: Any, batch: int, **held: int) -> None:
+    """A detect batch whose shards (``s0=...``) say how many entities they hold."""
+    rows = [
+        {**ROW, "alert_id": None, "detector": "", "status": "entity_count", "severity": None}
+        | {"entity": f"shard:{k[1:]}", "evidence": json.dumps({"entities": n})}
+        for k, n in held.items()
+    ]
+    AlertDelivery(pipeline.outputs, pipeline.stats, pipeline.cfg)(FakeBatch(rows), batch)  # type: ignore[arg-type]
 
 
 def test_past_the_entity_cap_new_entities_are_refused_until_below_90_percent(
     tmp_path: Path,
 ) -> None:
-    from streaming.app import Pipeline
+    pipeline = _cap_pipeline(tmp_path, max_entities=1000, entity_cap_min_dwell_s=0)
+    assert not pipeline.admission()  # no shard has said yet
+    _shards_hold(pipeline, 0, s0=600, s1=400)
+    assert pipeline.stats.entities() == 1000
+    assert not pipeline.admission()  # at the cap, not past it
+    _shards_hold(pipeline, 1, s1=401)  # a shard without work keeps its count
+    assert pipeline.admission() and not pipeline.admit_new
+    _shards_hold(pipeline, 2, s0=549)
+    assert not pipeline.admission()  # evictions under way (950): still closed
+    _shards_hold(pipeline, 3, s1=350)
+    assert pipeline.stats.entities() == 899
+    assert pipeline.admission() and pipeline.admit_new
 
-    conf = AppConfig.model_validate({"spark": {"max_entities": 1000}})
-    pipeline = Pipeline(
-        spark=None,  # type: ignore[arg-type]
-        cfg=conf,
-        outputs=Outputs(ledger=AlertLedger(tmp_path / "l.sqlite")),
-        checkpoint_dir=tmp_path,
-        deadletter_dir=tmp_path,
-    )
-    assert not pipeline.admission([_Detect(1000)])  # at the cap, not past it
-    assert pipeline.admission([_Detect(1001)]) and not pipeline.admit_new
-    assert not pipeline.admission([_Detect(950)])  # evictions under way: still closed
-    assert pipeline.admission([_Detect(899)]) and pipeline.admit_new
+
+def test_the_entity_cap_switch_holds_for_its_minimum_dwell(tmp_path: Path, monkeypatch) -> None:
+    now = [1000.0]
+    monkeypatch.setattr("streaming.app.time.monotonic", lambda: now[0])
+    pipeline = _cap_pipeline(tmp_path, max_entities=1000, entity_cap_min_dwell_s=300)
+    _shards_hold(pipeline, 0, s0=1001)
+    assert pipeline.admission() and not pipeline.admit_new  # the first switch: at once
+    _shards_hold(pipeline, 1, s0=100)  # idle entities evicted at once
+    now[0] += 10
+    assert not pipeline.admission()
+    now[0] += 289
+    assert not pipeline.admission() and not pipeline.admit_new
+    now[0] += 1
+    assert pipeline.admission() and pipeline.admit_new
+    _shards_hold(pipeline, 2, s0=1500)  # a flood again, at once
+    now[0] += 1
+    assert not pipeline.admission() and pipeline.admit_new
+    now[0] += 299
+    assert pipeline.admission() and not pipeline.admit_new
+
+
+def test_entity_counts_of_another_detect_checkpoint_are_not_added(tmp_path: Path) -> None:
+    # spark.state_shards changed: a new checkpoint, whose shards are other shards.
+    stats = PipelineStats()
+    row = {**ROW, "alert_id": None, "status": "entity_count", "entity": "shard:31"}
+    stats.count_entities("detect-kafka-shards32-packed1", [{**row, "evidence": '{"entities": 9}'}])
+    stats.count_entities("detect-kafka-shards8-packed1", [{**row, "entity": "shard:3"}])
+    assert stats.shard_entities == {"shard:3": 0} and stats.entities() == 0
 
 
 def test_refused_entities_are_counted_once_per_batch(tmp_path: Path) -> None:

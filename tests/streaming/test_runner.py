@@ -11,7 +11,7 @@ from streaming.entity import Header, alert_rows, parse_saved
 from streaming.routes import BusEvent, Routes, decode
 from streaming.runner import Clock, EntityRunner, ShardRunner, fresh
 from streaming.schemas import ALERT_COLUMNS
-from streaming.ticks import tick_value
+from streaming.ticks import TICK_KEY, tick_value
 
 T0 = 1_700_000_000_000
 JOB = "b" * 32
@@ -46,10 +46,17 @@ class Shard:
         self.store = Store()
         self.wakes: dict[str, list[int]] = {}
         self.last_timer: int | None = None
+        self.name: str | None = None  # the shard's key, as the Spark shell passes it
 
     def batch(self, rows: list[dict], watermark: int = 0, **clock: int | None) -> list[dict]:
         values = [(r.pop("entity", JOB_KEY), json.dumps(r), r.pop("_bus", None)) for r in rows]
-        out = self.shard.run(self.store, self.wakes, values, Clock(watermark, **clock))  # type: ignore[arg-type]
+        out = self.shard.run(
+            self.store,
+            self.wakes,
+            values,
+            Clock(watermark, **clock),  # type: ignore[arg-type]
+            shard=self.name,
+        )
         self.last_timer = out.timer
         return out.rows
 
@@ -267,6 +274,36 @@ def test_a_name_alone_is_kept_until_the_idle_deadline() -> None:
     assert shard.timer() == T0 + idle
     shard.batch([], watermark=T0 + idle)
     assert shard.store.values == {} and shard.wakes == {}
+
+
+def test_a_shard_says_after_each_turn_how_many_entities_it_holds() -> None:
+    # The entity cap counts entities: not detector states (three per job here), not the
+    # shard's state rows (one packed value, a wake-up table), not timers (one per shard).
+    shard = Shard()
+    shard.name = "7"
+
+    def held(out: list[dict]) -> int:
+        *_, last = out
+        assert (last["status"], last["entity"]) == ("entity_count", "shard:7")
+        assert [r for r in out if r["status"] == "entity_count"] == [last]
+        return int(json.loads(last["evidence"])["entities"])
+
+    other, third = "c" * 32, "d" * 32
+    out = shard.batch([_expiry(1), {**_expiry(1, job_id=other), "entity": "job:" + other}])
+    assert held(out) == 2
+    assert len(shard.saved()[1]) == 3 and len(shard.saved("job:" + other)[1]) == 3
+    shard.runner.admit_new = False
+    assert held(shard.batch([{**_expiry(2, job_id=third), "entity": "job:" + third}])) == 2
+    shard.runner.admit_new = True
+    assert held(shard.batch([{**_expiry(2, job_id=third), "entity": "job:" + third}])) == 3
+    # A tick alone (every shard gets each one): the count all the same.
+    ticked = shard.shard.run(
+        shard.store, shard.wakes, [(TICK_KEY, tick_value(T0, 0, 1), None)], Clock(0), shard="7"
+    )
+    assert held(ticked.rows) == 3
+    # Idle entities are dropped: the count follows, down to none.
+    assert held(shard.batch([], watermark=T0 + 30 * 86_400_000)) == 0
+    assert shard.wakes == {}
 
 
 def test_an_event_that_raises_is_skipped_and_its_half_change_is_not_saved(monkeypatch) -> None:
