@@ -93,7 +93,6 @@ def test_progress_as_json_carries_what_pyspark_own_bridge_does(spark) -> None:
     finally:
         spark.streams.removeListener(ours)
         spark.streams.removeListener(theirs)
-    spark.streams.awaitAnyTermination(timeout=1)
     batch = next(b for b, p in theirs.progress.items() if p.numInputRows)
     while batch not in ours.progress:  # the same bus, but another listener's turn
         assert time.monotonic() < deadline
