@@ -308,8 +308,8 @@ class Pipeline:
 
         The entities are counted by the detect query's shards: each turn of a shard ends
         with a row saying how many it holds (:meth:`PipelineStats.count_entities`). The
-        state store's rows say nothing of them: a shard keeps all its entities in one
-        value, beside its wake-up table and its timer. Past ``spark.max_entities`` new
+        state store's rows say nothing of them: a shard keeps all its entities and its
+        wake-up table in one value, beside its timer. Past ``spark.max_entities`` new
         entities are refused; below 90 % of it they are admitted again. A processor reads
         the switch when the query starts, so a change means restarting the queries on
         their checkpoints; after a switch the next waits ``spark.entity_cap_min_dwell_s``,

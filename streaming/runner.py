@@ -558,7 +558,7 @@ def _put(part: dict[str, int], name: str, value: int | None) -> None:
 
 
 class ShardStore(Protocol):
-    """A shard's entities, as the Spark shell keeps them (a map state and a value)."""
+    """A shard's entities, as the Spark shell keeps them (:class:`streaming.packed.PackedStore`)."""
 
     def get(self, entity: str) -> str | None:
         """The entity's saved value."""
