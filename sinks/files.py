@@ -169,8 +169,8 @@ class DeadLetterFileSink:
     One file per micro-batch, named by batch id and overwritten on replay, makes a
     repeated batch harmless. Bounded on both ends: at most ``max_per_batch`` records per
     file (the rest counted, not kept: a flood of garbage must not take the driver down),
-    and the directory pruned oldest first to ``retain_bytes`` (it shares the volume with
-    the ledger).
+    and the directory pruned to ``retain_bytes``, the files written longest ago first (it
+    shares the volume with the ledger).
     """
 
     def __init__(
@@ -213,10 +213,21 @@ class DeadLetterFileSink:
         return path, kept, dropped
 
     def _prune(self, keep: Path) -> None:
-        files = sorted(self.dir.glob("batch-*.jsonl"))
-        total = sum(p.stat().st_size for p in files)
-        for old in files:
-            if total <= self.retain_bytes or old == keep:
+        # By when each file was written, not by its name: batch ids start again at 0 when
+        # the checkpoints are reset, and the new run's files would sort before the old.
+        written = []
+        for p in self.dir.glob("batch-*.jsonl"):
+            try:
+                st = p.stat()
+            except FileNotFoundError:
+                continue
+            written.append((st.st_mtime_ns, p.name, p, st.st_size))
+        written.sort()
+        total = sum(size for *_, size in written)
+        for _, _, old, size in written:
+            if total <= self.retain_bytes:
                 break
-            total -= old.stat().st_size
+            if old == keep:
+                continue
+            total -= size
             old.unlink(missing_ok=True)

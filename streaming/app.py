@@ -11,6 +11,10 @@ SparkSession:
   (:mod:`streaming.processor`) → alert sinks, via ``foreachBatch``.
 * ``flinkwatch-deadletters``: the dead-letter topic → files, with their Kafka coordinates.
 
+The parse query places each entity's records on a partition of the bus itself, by a count
+that changes only when the detect query has read the whole bus; until then the parse query
+waits (:mod:`streaming.placement`).
+
 Replay and the tests' ``run_once`` use ``bus="files"``: the parse query's ``foreachBatch``
 writes the same bus records as Parquet files and the dead letters directly.
 
@@ -39,7 +43,7 @@ from conf.kafka_client import kafka_settings
 from conf.reload import ConfigWatcher
 from detectors.base import EVENT_KINDS
 from sinks import DeadLetterFileSink
-from streaming import catchup
+from streaming import catchup, placement
 from streaming.bus import active_detectors, bus_records, detect_input
 from streaming.catchup import ParsePlan
 from streaming.delivery import (
@@ -52,6 +56,7 @@ from streaming.delivery import (
 )
 from streaming.metric_parsing import parse_metrics
 from streaming.parsing import DEAD_LETTER_REASONS, ParseLimits, parse_logs
+from streaming.placement import Placement
 from streaming.processor import STATE_LAYOUT, ShardProcessor
 from streaming.schemas import ALERT_SCHEMA
 from streaming.sources import kafka_records, kafka_stream
@@ -150,6 +155,8 @@ class Pipeline:
     switched_at: float | None = None
     #: Writes ticks to the event bus (Kafka bus only; see :mod:`streaming.ticks`).
     ticker: Ticker | None = None
+    #: How the parse query places records on the bus, decided at each start (Kafka bus).
+    placement: Placement | None = None
 
     def _trigger(self) -> dict[str, Any]:
         if self.trigger is not None:
@@ -167,6 +174,51 @@ class Pipeline:
     def catching_up(self) -> bool:
         """True while the parse query runs micro-batches before switching to real time."""
         return self.realtime_wanted and self.parse_plan is not None and self.parse_plan.catching_up
+
+    @property
+    def parse_held(self) -> bool:
+        """True while the parse query waits for the detect query to read the whole bus."""
+        return self.placement is not None and self.placement.held
+
+    @property
+    def placement_record(self) -> Path:
+        """Where the bus's partition count is recorded: beside the checkpoints, not in them."""
+        return self.cfg.output.state_dir / placement.RECORD_NAME
+
+    @property
+    def detect_checkpoint(self) -> Path:
+        """The detect query's checkpoint.
+
+        The state is keyed by shard: another shard count (or layout of a shard's value) is
+        another checkpoint, rebuilt from the bus (a new detect query reads all of it).
+        """
+        name = "detect" if self.bus == "files" else "detect-kafka"
+        return self.checkpoint_dir / f"{name}-shards{self.cfg.spark.state_shards}-{STATE_LAYOUT}"
+
+    def place_bus(self) -> Placement:
+        """Decide how the parse query places records on the bus from this start on.
+
+        The recorded count while the topic has as many partitions; else the topic's count,
+        recorded, once the detect query has read every record on the bus, and until then
+        the parse query is held (see :mod:`streaming.placement`).
+
+        Raises:
+            KafkaConnectError: the brokers cannot be reached.
+            KafkaTopicError: the bus topic does not exist.
+        """
+        k = self.cfg.kafka
+        topic = k.events_topic or ""
+        known = placement.recorded(self.placement_record, topic)
+        parts, unread = placement.bus_backlog(k, self.detect_checkpoint)
+        plan = placement.decide(topic, known, parts, unread)
+        if plan.partitions is not None and plan.partitions != known:
+            placement.record(self.placement_record, topic, plan.partitions)
+        self.placement = plan
+        return plan
+
+    def bus_drained(self) -> bool:
+        """True when the detect query has committed every record the bus holds."""
+        return placement.bus_backlog(self.cfg.kafka, self.detect_checkpoint)[1] == 0
 
     @property
     def hop_dir(self) -> Path:
@@ -220,8 +272,12 @@ class Pipeline:
             for t in (k.logs_topic, k.metrics_topic)
         )
         events = counted(parsed_events(logs, metrics, self.cfg))
+        placed = self.placement or self.place_bus()
+        if placed.partitions is None:
+            msg = f"the parse query waits until the detect query has read {placed.topic}"
+            raise RuntimeError(msg)
         writer = (
-            bus_records(events, self.cfg, dead_letters=True)
+            bus_records(events, self.cfg, dead_letters=True, partitions=placed.partitions)
             .writeStream.queryName("flinkwatch-parse")
             .format("kafka")
             .options(**kafka_settings(k).spark(reader=False))
@@ -262,11 +318,7 @@ class Pipeline:
         # which the progress log and flinkwatch_late_rows_dropped_total make visible.
         rows = detect_input(self._bus(), self.cfg.spark.state_shards)
         rows = rows.withWatermark("event_time", delay)
-        # The state is keyed by shard: another shard count (or layout of a shard's value)
-        # is another checkpoint, rebuilt from the bus (a new detect query reads all of it).
-        name = "detect" if self.bus == "files" else "detect-kafka"
-        name = f"{name}-shards{self.cfg.spark.state_shards}-{STATE_LAYOUT}"
-        checkpoint = self.checkpoint_dir / name
+        checkpoint = self.detect_checkpoint
         return (
             alert_stream(rows, self.cfg, self.admit_new, secrets.token_hex(2))
             .writeStream.queryName("flinkwatch-detect")
@@ -294,9 +346,17 @@ class Pipeline:
         )
 
     def starters(self) -> list[Callable[[], StreamingQuery]]:
-        """The queries' start functions, in the order data flows through them."""
+        """The queries' start functions, in the order data flows through them.
+
+        On the Kafka bus the placement is decided first (:meth:`place_bus`); while it
+        holds the parse query back, only the detect and dead-letter queries start.
+        """
         if self.bus == "files":
             return [self.start_parse, self.start_detect]
+        if self.place_bus().held:
+            # Its plan belongs to a run that is over: no catch-up switch while held.
+            self.parse_plan = None
+            return [self.start_detect, self.start_deadletters]
         return [self.start_parse, self.start_detect, self.start_deadletters]
 
     def start(self) -> list[StreamingQuery]:
@@ -384,16 +444,22 @@ class Pipeline:
     def run_once(self) -> None:
         """Process everything available, query after query (replay, tests).
 
+        A parse query held back by the bus placement runs after the detect query has read
+        the bus, in a second round.
+
         Raises:
             StreamingQueryException: when a query fails.
         """
-        for start in self.starters():
-            q = start()
-            q.awaitTermination()
-            exc = q.exception()
-            if exc is not None:
-                raise exc
-            self.count_progress([q])
+        for _round in range(2):
+            for start in self.starters():
+                q = start()
+                q.awaitTermination()
+                exc = q.exception()
+                if exc is not None:
+                    raise exc
+                self.count_progress([q])
+            if not self.parse_held:
+                return
 
 
 def run_forever(
@@ -451,6 +517,7 @@ def run_forever(
         started = time.monotonic()
         next_poll = time.monotonic() + pipeline.cfg.reload_interval_s
         next_catchup = time.monotonic() + _CATCHUP_CHECK_S
+        next_drain = time.monotonic() + _DRAIN_CHECK_S
         failed: StreamingQuery | None = None
         new_cfg: AppConfig | None = None
         switch = False
@@ -461,6 +528,12 @@ def run_forever(
             failed = next((q for q in queries if not q.isActive), None)
             if failed is not None:
                 break
+            if getattr(pipeline, "parse_held", False) and time.monotonic() >= next_drain:
+                next_drain = time.monotonic() + _DRAIN_CHECK_S
+                if _drained(pipeline):
+                    log.info("bus: the detect query has read the bus; starting the parse query")
+                    switch = True
+                    break
             if time.monotonic() >= next_catchup:
                 next_catchup = time.monotonic() + _CATCHUP_CHECK_S
                 if getattr(pipeline, "catching_up", False) and _caught_up(pipeline):
@@ -595,6 +668,9 @@ def _kafka_ticker(cfg: AppConfig) -> Ticker:
 
 #: How often a catching-up parse query is checked for having caught up (seconds).
 _CATCHUP_CHECK_S = 10.0
+#: How often a held parse query checks whether the detect query has read the bus
+#: (seconds): detection of new records waits for it.
+_DRAIN_CHECK_S = 1.0
 
 
 def _caught_up(pipeline: Any) -> bool:
@@ -603,6 +679,14 @@ def _caught_up(pipeline: Any) -> bool:
         return bool(plan is not None and catchup.caught_up(pipeline.cfg, plan.checkpoint))
     except Exception as exc:  # Kafka unreachable for a moment: ask again later
         log.warning("parse: cannot tell whether the catch-up is done: %s", exc)
+        return False
+
+
+def _drained(pipeline: Any) -> bool:
+    try:
+        return bool(pipeline.bus_drained())
+    except Exception as exc:  # Kafka unreachable for a moment: ask again later
+        log.warning("bus: cannot tell whether the detect query has read the bus: %s", exc)
         return False
 
 

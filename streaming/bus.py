@@ -13,11 +13,13 @@ hands each of an entity's events to the detectors of its scope that read it.
 * Replay and ``run_once``: the bus is a directory of Parquet files with the same two
   columns, written by the parse query's ``foreachBatch``.
 
-All of an entity's events share one key, so they share one Kafka partition, in the order
-the parse query wrote them. A Kafka sink delivers at least once: after a restart the
-parse query writes up to one batch again. The runner drops those repeats by the
-position of the record they came from (``src``, ``offset``, ``seq``), see
-:mod:`streaming.runner`.
+All of an entity's events share one Kafka partition, in the order the parse query wrote
+them: the parse query places them itself, by a hash of the entity and a partition count
+that changes only when nothing of the bus is left unread (:mod:`streaming.placement`), so
+partitions added to the topic cannot move an entity while records of it wait. A Kafka
+sink delivers at least once: after a restart the parse query writes up to one batch
+again. The runner drops those repeats by the position of the record they came from
+(``src``, ``offset``, ``seq``), see :mod:`streaming.runner`.
 """
 
 from __future__ import annotations
@@ -95,18 +97,33 @@ def _dead_letter_json() -> Column:
     )
 
 
-def bus_records(events: DataFrame, cfg: AppConfig, *, dead_letters: bool) -> DataFrame:
+def bus_partition(entity: Column, partitions: int) -> Column:
+    """The bus partition of an entity's records: a hash of it modulo ``partitions``.
+
+    Spark's ``hash`` (Murmur3, what bucketed tables rely on staying the same across
+    releases), not Kafka's murmur2, which Spark SQL does not have.
+    """
+    return F.pmod(F.hash(entity), F.lit(partitions)).cast("int").alias("partition")
+
+
+def bus_records(
+    events: DataFrame, cfg: AppConfig, *, dead_letters: bool, partitions: int | None = None
+) -> DataFrame:
     """Parsed events → bus records: ``key`` (the entity), ``value`` (JSON), ``topic``.
 
     One record per entity scope that wants the event; an event nobody reads makes none.
     With ``dead_letters``, a malformed record makes one record for the dead-letter topic.
-    A single projection and ``explode``: no second pass over the source, which Spark's
-    real-time mode does not allow.
+    With ``partitions``, a ``partition`` column places each event's record by its entity
+    (:func:`bus_partition`; :mod:`streaming.placement` says why); dead letters keep
+    Kafka's placement (null), their order matters to no one. A single projection and
+    ``explode``: no second pass over the source, which Spark's real-time mode does not
+    allow.
     """
     ok = F.col("error").isNull()
     outs = []
     for scope, cond in _scopes(cfg).items():
         entity = _SCOPE_ENTITY[scope]()
+        placed = [] if partitions is None else [bus_partition(entity, partitions)]
         outs.append(
             F.when(
                 ok & cond & entity.isNotNull(),
@@ -114,6 +131,7 @@ def bus_records(events: DataFrame, cfg: AppConfig, *, dead_letters: bool) -> Dat
                     F.lit(cfg.kafka.events_topic).alias("topic"),
                     entity.alias("key"),
                     F.col("_event").alias("value"),
+                    *placed,
                 ),
             )
         )
@@ -127,6 +145,7 @@ def bus_records(events: DataFrame, cfg: AppConfig, *, dead_letters: bool) -> Dat
                         "key"
                     ),
                     _dead_letter_json().alias("value"),
+                    *([] if partitions is None else [F.lit(None).cast("int").alias("partition")]),
                 ),
             )
         )
@@ -139,7 +158,12 @@ def bus_records(events: DataFrame, cfg: AppConfig, *, dead_letters: bool) -> Dat
         events.select("*", F.when(ok & wanted, _event_json()).alias("_event"))
         .select(F.explode(F.array(*outs)).alias("_out"))
         .where(F.col("_out").isNotNull())
-        .select("_out.topic", "_out.key", "_out.value")
+        .select(
+            "_out.topic",
+            "_out.key",
+            "_out.value",
+            *([] if partitions is None else ["_out.partition"]),
+        )
     )
 
 

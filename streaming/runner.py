@@ -218,8 +218,9 @@ def fresh(events: list[BusEvent], header: Header) -> list[BusEvent]:
     """The events not applied before; ``header.seen`` is advanced past them.
 
     The bus is at-least-once: after a restart the parse query writes again what it wrote
-    since its last commit. An entity's events share one bus partition, so from one source
-    they arrive in the order of their records: a position ``(offset, seq)`` at or before
+    since its last commit. An entity's events share one bus partition (the parse query
+    places them, :mod:`streaming.placement`), so from one source they arrive in the order
+    of their records: a position ``(offset, seq)`` at or before
     the last one applied from that source is a repeat. Repeats inside one batch are
     dropped as well. Every source of the last hour (of the entity's event time) is
     remembered, however many partitions the raw topics have. The events are judged in

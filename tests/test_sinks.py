@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import time
 
 from detectors import Alert, AlertStatus, Severity
 from sinks import AlertLedger, DeadLetterFileSink, JsonLinesAlertSink
@@ -108,6 +110,29 @@ def test_a_flood_of_dead_letters_is_capped_per_batch_and_on_disk(tmp_path) -> No
     files = sorted(p.name for p in tmp_path.glob("*.jsonl"))
     assert sum(p.stat().st_size for p in tmp_path.glob("*.jsonl")) <= 30_000
     assert files[-1] == "batch-00000005.jsonl" and "batch-00000001.jsonl" not in files
+
+
+def test_dead_letter_pruning_after_a_checkpoint_reset_deletes_the_old_run_not_the_new(
+    tmp_path,
+) -> None:
+    sink = DeadLetterFileSink(tmp_path, retain_bytes=2_500)
+    letter = {"error": "invalid_json", "raw": "y" * 100}
+    # The run before the reset got as far as batch 907; its files are an hour old.
+    hour_ago = time.time_ns() - 3600 * 10**9
+    for i, batch in enumerate(range(900, 908)):
+        path, _, _ = sink.write(batch, [letter] * 2)
+        assert path is not None
+        os.utime(path, ns=(hour_ago + i, hour_ago + i))
+    # The checkpoints reset, the new run numbers its batches from 0 again.
+    for batch in range(6):
+        sink.write(batch, [letter] * 2)
+    kept = sorted(p.name for p in tmp_path.glob("*.jsonl"))
+    assert sum(p.stat().st_size for p in tmp_path.glob("*.jsonl")) <= 2_500
+    new = [f"batch-{b:08d}.jsonl" for b in range(6)]
+    assert set(new) <= set(kept)
+    # What room is left holds the old run's latest files, not its first.
+    old = [n for n in kept if n not in new]
+    assert old and old == [f"batch-{b:08d}.jsonl" for b in range(908 - len(old), 908)]
 
 
 def test_the_alert_file_rotates_and_keeps_a_few(tmp_path) -> None:

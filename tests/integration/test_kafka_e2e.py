@@ -699,6 +699,61 @@ def test_a_parse_restart_repeats_nothing_to_the_detectors_whatever_the_partition
     assert read_alerts(cfg.output.alerts_path, "restart_storm") == []
 
 
+def test_partitions_added_to_the_bus_lose_no_record_of_a_lagging_entity(
+    spark, kafka, tmp_path
+) -> None:
+    """Issue #22: partitions added to the bus while a job's records wait in the old one.
+
+    Left to Kafka's partitioner, the job's later records go to another partition once the
+    topic has two; the detect query, reading both in proportion to their backlog, gets the
+    later ones first and drops the earlier ones as repeats: no alert.
+    """
+    from kafka.admin import KafkaAdminClient, NewPartitions
+    from kafka.partitioner.default import murmur2
+
+    from streaming import placement
+    from streaming.catchup import end_offsets
+
+    cfg = config(kafka, "e2egrow", tmp_path / "state")
+    k = cfg.kafka.model_copy(update={"bus_partitions": 1, "max_offsets_per_trigger": 4})
+    # The watermark reaches back over the whole run: a record read out of order may only
+    # be lost as a repeat here, not as late.
+    sp = cfg.spark.model_copy(update={"watermark_delay_s": 3600})
+    cfg = cfg.model_copy(update={"kafka": k, "spark": sp})
+    # With two partitions, Kafka's partitioner moves the job off partition 0.
+    assert (murmur2(f"job:{JOB_A}".encode()) & 0x7FFFFFFF) % 2 == 1
+    kafka.create_topics(cfg.kafka.logs_topic, cfg.kafka.metrics_topic)
+    kafka.produce(cfg.kafka.logs_topic, expired_cycle(JOB_A, 1, 2, 1), key=JOB_A.encode())
+    # Parsed onto the bus; the detect query has not read it yet.
+    p = pipeline(spark, cfg, {"availableNow": True})
+    q = p.start_parse()
+    q.awaitTermination()
+    assert q.exception() is None
+
+    topic = cfg.kafka.events_topic
+    admin = KafkaAdminClient(bootstrap_servers=kafka.bootstrap)
+    try:
+        admin.create_partitions({topic: NewPartitions(total_count=2)})
+    finally:
+        admin.close()
+    wait_until(
+        lambda: len(end_offsets(cfg.kafka, [topic])[1].get(topic, {})) == 2,
+        what="the bus's second partition",
+    )
+    kafka.produce(cfg.kafka.logs_topic, expired_cycle(JOB_A, 3, 1, 3), key=JOB_A.encode())
+    # A restart: Spark caches its Kafka producers by their settings, and a new one (a new
+    # process, or these settings) learns the topic's partitions afresh.
+    k = cfg.kafka.model_copy(update={"options": {"client.id": "flinkwatch-restarted"}})
+    cfg = cfg.model_copy(update={"kafka": k})
+    pipeline(spark, cfg, {"availableNow": True}).run_once()
+
+    (alert,) = read_alerts(cfg.output.alerts_path, "checkpoint_failures")
+    assert alert["job_id"] == JOB_A and alert["evidence"]["expired_checkpoints"] == [1, 2, 3]
+    # Once the detect query had read the bus, the parse query placed records by both.
+    record = cfg.output.state_dir / placement.RECORD_NAME
+    assert placement.recorded(record, topic) == 2
+
+
 def _watermark(spark) -> str | None:  # type: ignore[no-untyped-def]
     detect = next((q for q in spark.streams.active if q.name == "flinkwatch-detect"), None)
     last = detect.lastProgress if detect is not None else None

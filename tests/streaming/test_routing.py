@@ -107,3 +107,30 @@ def test_a_dead_letter_goes_to_its_topic_with_its_coordinates(spark) -> None:
     (row,) = bus_records(events, cfg, dead_letters=True).collect()
     assert (row["topic"], row["key"]) == (cfg.kafka.deadletters_topic, "flink.logs:0")
     assert '"error":"bad_type"' in row["value"] and '"raw":"{raw}"' in row["value"]
+
+
+def test_bus_records_are_placed_by_their_entity_and_dead_letters_left_to_kafka(spark) -> None:
+    jobs = [f"{i:032x}" for i in range(1, 9)]
+    events = _events(spark, [("checkpoint_expired", None, j, None) for j in jobs * 3]).unionByName(
+        _events(spark, [("metric", HEAP_USED, JOB, TM)]).selectExpr(
+            "* except (error)", "'bad_type' as error"
+        )
+    )
+    events = events.selectExpr(
+        "*", "cast(null as timestamp) as kafka_ts", "'x' as detail", "'{raw}' as raw"
+    )
+    cfg = AppConfig()
+    rows = bus_records(events, cfg, dead_letters=True, partitions=3).collect()
+    placed: dict[str, set[int]] = {}
+    for r in rows:
+        if r["topic"] == cfg.kafka.events_topic:
+            placed.setdefault(r["key"], set()).add(r["partition"])
+    # Each entity on one partition of the three, whatever the topic has; the entities
+    # spread over them.
+    assert sorted(placed) == sorted(f"job:{j}" for j in jobs)
+    assert all(len(ps) == 1 and ps <= {0, 1, 2} for ps in placed.values())
+    assert len(set().union(*placed.values())) > 1
+    (dead,) = [r for r in rows if r["topic"] == cfg.kafka.deadletters_topic]
+    assert dead["partition"] is None
+    # Without a count (the files bus) there is no partition column at all.
+    assert "partition" not in bus_records(events, cfg, dead_letters=True).columns

@@ -85,6 +85,47 @@ def test_a_stop_during_the_back_off_does_not_restart() -> None:
     assert (rc, p.starts) == (0, 1)
 
 
+@dataclass
+class HeldPipeline(FakePipeline):
+    """Its first start holds the parse query back until the bus is read (streaming.placement)."""
+
+    answers: list[bool | Exception] = field(default_factory=list)
+    asked: int = 0
+
+    @property
+    def parse_held(self) -> bool:
+        return self.starts == 1
+
+    def bus_drained(self) -> bool:
+        self.asked += 1
+        answer = self.answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+def test_a_held_parse_query_starts_once_the_detect_query_has_read_the_bus(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import streaming.app
+
+    monkeypatch.setattr(streaming.app, "_DRAIN_CHECK_S", 0.01)
+    # Kafka unreachable for a moment is asked again; it does not fail the queries.
+    p = HeldPipeline(cfg(), fail_after=[None], answers=[OSError("no broker"), False, True])
+    looks = {"n": 0}
+
+    def should_stop() -> bool:
+        looks["n"] += 1  # a bound, in case the parse query is never started
+        return p.starts >= 2 or looks["n"] > 40
+
+    with caplog.at_level(logging.INFO, logger="streaming.app"):
+        rc = run_forever(p, should_stop=should_stop)  # type: ignore[arg-type]
+    assert (rc, p.starts, p.asked) == (0, 2, 3)
+    said = [r.getMessage() for r in caplog.records]
+    assert "bus: the detect query has read the bus; starting the parse query" in said
+    assert not [m for m in said if "failed" in m]
+
+
 def test_a_valid_config_edit_restarts_the_queries_with_the_new_config(tmp_path: Path) -> None:
     f = tmp_path / "c.yaml"
     f.write_text("reload_interval_s: 0.01\ndetectors:\n  checkpoint_failures: {min_expired: 3}\n")
