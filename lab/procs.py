@@ -44,6 +44,31 @@ def wait_until(cond: Callable[[], bool], timeout: float = 120, what: str = "cond
     raise AssertionError(msg)
 
 
+def wait_while_progressing(
+    cond: Callable[[], bool],
+    progress: Callable[[], object],
+    stall_s: float = 180,
+    what: str = "condition",
+    every_s: float = 2.0,
+) -> None:
+    """Poll until ``cond()`` holds, for as long as ``progress()`` keeps changing.
+
+    For a wait whose length depends on how fast the machine is (a job working through a
+    backlog): a fixed timeout fails on a busy machine what an idle one passes. This fails
+    only when ``progress()`` (anything comparable: counters, a watermark) has not changed
+    for ``stall_s`` seconds, that is when the thing waited for has stopped moving.
+    """
+    last, since = progress(), time.monotonic()
+    while not cond():
+        now = progress()
+        if now != last:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since > stall_s:
+            msg = f"no progress for {stall_s:.0f}s (still at {last!r}) waiting for {what}"
+            raise AssertionError(msg)
+        time.sleep(every_s)
+
+
 # --- Spark standalone cluster ------------------------------------------------------------
 
 

@@ -52,6 +52,7 @@ from lab.procs import (  # noqa: E402
     free_port_pair,
     free_port_run,
     wait_until,
+    wait_while_progressing,
 )
 
 __all__ = [
@@ -63,6 +64,7 @@ __all__ = [
     "free_port_pair",
     "free_port_run",
     "wait_until",
+    "wait_while_progressing",
 ]
 
 

@@ -29,10 +29,11 @@ from typing import Any
 
 import pytest
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from lab.fleet import FleetSpec, Incident, generate, job_id, produce
 from lab.promserver import PrometheusServer
-from tests.conftest import REPO, wait_until
+from tests.conftest import REPO, wait_until, wait_while_progressing
 from tests.deploy.manifests import (
     DOCKER,
     Target,
@@ -153,6 +154,24 @@ def _metrics_up(port: int) -> bool:
         return False
 
 
+#: The job's counters that move while it works through the fleet.
+PROGRESS = ("flinkwatch_events_total", "flinkwatch_alert_transitions_total")
+
+
+def _counters(port: int) -> tuple[float, ...]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as r:
+            text = r.read().decode()
+    except OSError:
+        return ()
+    sums = dict.fromkeys(PROGRESS, 0.0)
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name in sums:
+                sums[sample.name] += sample.value
+    return tuple(sums.values())
+
+
 @pytest.fixture(scope="module")
 def stack(kafka: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     work = tmp_path_factory.mktemp("dashboard")
@@ -210,12 +229,20 @@ def stack(kafka: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stac
             s = Stack(prom, port)
             everything = targets(dashboard())
             values = all_values(dashboard())
-            deadline = time.monotonic() + 420
-            while True:
-                if s.poll(everything, values) or time.monotonic() > deadline:
-                    break
+
+            def progress() -> tuple[int, tuple[float, ...]]:
+                # The job still working through the fleet (its counters move) or the panels
+                # still filling: on a busy machine this takes longer, not forever.
                 assert proc.poll() is None, (work / "run.log").read_text()[-3000:]
-                time.sleep(2)
+                return sum(bool(r) for r in s.results.values()), _counters(port)
+
+            try:
+                wait_while_progressing(
+                    lambda: s.poll(everything, values), progress, what="every panel to fill"
+                )
+            except AssertionError as exc:
+                # The tests below name the panels still empty.
+                print(exc)  # noqa: T201
             yield s
     finally:
         proc.send_signal(signal.SIGTERM)
