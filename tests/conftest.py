@@ -51,6 +51,7 @@ from lab.procs import (  # noqa: E402
     descendants,
     free_port_pair,
     free_port_run,
+    kill_all,
     wait_until,
 )
 
@@ -62,6 +63,7 @@ __all__ = [
     "descendants",
     "free_port_pair",
     "free_port_run",
+    "kill_all",
     "wait_until",
 ]
 
