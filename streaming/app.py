@@ -50,6 +50,7 @@ from streaming.delivery import (
     ParseBatch,
     PipelineStats,
 )
+from streaming.listener import DETECT_QUERY
 from streaming.metric_parsing import parse_metrics
 from streaming.parsing import DEAD_LETTER_REASONS, ParseLimits, parse_logs
 from streaming.processor import STATE_LAYOUT, ShardProcessor
@@ -421,6 +422,8 @@ def run_forever(
     failures = 0
     full = 0  # failures in a row because a volume is full
     while True:
+        if should_stop():  # asked while Spark started, or during a back-off
+            return 0
         try:
             queries = pipeline.start()
         except Exception as exc:
@@ -478,7 +481,8 @@ def run_forever(
                 next_poll = time.monotonic() + pipeline.cfg.reload_interval_s
             else:
                 time.sleep(0.25)
-        _stop_quietly(queries)
+        stats = getattr(pipeline, "stats", None)
+        note = _stop_quietly(queries, stats, pipeline.cfg.spark.stop_grace_s)
         if switch:
             continue
         if new_cfg is not None:
@@ -486,6 +490,8 @@ def run_forever(
             log.info("config reload: restarting the queries on their checkpoints")
             continue
         if failed is None:
+            if stats is not None:
+                stats.stop_note = note
             return 0
         exc = failed.exception()
         if time.monotonic() - started > 300:
@@ -616,34 +622,123 @@ def _sleep_unless(should_stop: Callable[[], bool], seconds: float) -> bool:
     return should_stop()
 
 
-#: JVM loggers that report a stopped query's interrupted tasks as failures (the real-time
-#: parse query's tasks are always running, so every stop interrupts them).
+#: JVM loggers that report a stopped query's interrupted tasks and threads as failures (the
+#: real-time parse query's tasks are always running, so every stop interrupts them), and the
+#: transformWithState state server, which logs every call a Python worker of an
+#: interrupted detect task still makes, on the state store Spark aborted, as an ERROR
+#: with its stack trace (STATE_STORE_OPERATION_OUT_OF_ORDER).
 _STOP_NOISE = (
     "org.apache.spark.sql.execution.datasources.v2.WriteToDataSourceV2Exec",
     "org.apache.spark.sql.execution.datasources.v2.DataWritingSparkTask",
     "org.apache.spark.scheduler.TaskSetManager",
     "org.apache.spark.executor.Executor",
     "org.apache.spark.util.Utils",
+    # Interrupted while it forked chmod for a checkpoint file (no native Hadoop library).
+    "org.apache.hadoop.util.Shell",
+    "org.apache.spark.sql.execution.python.streaming.TransformWithStateInPySparkStateServer",
 )
+#: Longest wait, after the queries stopped, for their interrupted tasks to end.
+_TASKS_END_S = 10.0
 
 
-def _stop_quietly(queries: Sequence[StreamingQuery]) -> None:
+def _stop_quietly(
+    queries: Sequence[StreamingQuery], stats: PipelineStats | None = None, grace_s: float = 0.0
+) -> str:
+    """Stop ``queries`` in order; the detect query between two micro-batches if it can.
+
+    A detect batch cut short is run again at the next start (Spark did not commit it;
+    the sinks dedupe what it had recorded), but its interrupted tasks leave Python workers
+    calling a state store Spark aborted. So when ``stats`` counts the detect query's
+    deliveries, it is stopped at once if no batch runs, or as soon as the one in flight
+    has been delivered, waiting up to ``grace_s``; after that the batch is abandoned.
+
+    Returns:
+        What became of the detect query's batch in flight ("" without a detect query).
+    """
     # Stopping interrupts the running micro-batch; the callback's py4j thread then logs
     # the InterruptedException as an error, which on a requested stop is not one.
     py4j_log = logging.getLogger("py4j.clientserver")
     level = py4j_log.level
     py4j_log.setLevel(logging.CRITICAL)
     restore = _jvm_log_levels(_STOP_NOISE, "OFF") if queries else None
+    note = ""
     try:
         for q in queries:
-            if q.isActive:
-                q.stop()
+            if not q.isActive:
+                continue
+            if q.name == DETECT_QUERY and stats is not None:
+                note = _finish_batch(q, stats, grace_s)
+            q.stop()
         if restore:
-            time.sleep(1)  # the interrupted tasks report after stop() returns
+            # The interrupted tasks report after stop() returns.
+            _poll_until(lambda: not _tasks_running(), _TASKS_END_S)
     finally:
         py4j_log.setLevel(level)
         if restore:
             restore()
+    return note
+
+
+def _finish_batch(query: StreamingQuery, stats: PipelineStats, grace_s: float) -> str:
+    """Wait until ``query`` runs no micro-batch (up to ``grace_s``); say how it went."""
+    seen = stats.delivered  # before asking: a batch that ends meanwhile still counts
+    if not _in_batch(query):
+        return "no micro-batch in flight"
+    deadline = time.monotonic() + grace_s
+
+    def left() -> float:
+        return max(deadline - time.monotonic(), 0.0)
+
+    abandoned = (
+        f"micro-batch in flight abandoned at spark.stop_grace_s={grace_s:g}, "
+        "the next start runs it again"
+    )
+    # Woken by the delivery itself: with batches back to back (trigger_interval_s 0, a
+    # backlog) the next one starts at once, which a poll of the status would not catch.
+    while not stats.wait_delivered(seen, min(0.1, left())):
+        if not _in_batch(query):  # a trigger that found no data, or a failure
+            return "no micro-batch in flight"
+        if not left():
+            return abandoned
+    batch = stats.delivered_batch
+    # Spark commits the batch after the handler returned, then reports its progress;
+    # stopped before, the next start would run the batch again (its transitions are
+    # recorded, so nothing is sent twice, but the work is done twice).
+    if _poll_until(lambda: _committed(query, batch), left(), every_s=0.01):
+        return f"micro-batch {batch} finished first"
+    return f"micro-batch {batch} delivered but not committed, the next start runs it again"
+
+
+def _in_batch(query: StreamingQuery) -> bool:
+    return bool(query.isActive and query.status.get("isTriggerActive"))
+
+
+def _committed(query: StreamingQuery, batch_id: int | None) -> bool:
+    if not query.isActive or batch_id is None:
+        return True
+    last = query.lastProgress
+    return last is not None and last.batchId >= batch_id
+
+
+def _tasks_running() -> int:
+    """Tasks running on the driver's executors (0 without a SparkContext)."""
+    from pyspark import SparkContext
+
+    sc = SparkContext._active_spark_context  # noqa: SLF001 - the scheduler's view is the JVM's
+    if sc is None:
+        return 0
+    infos = sc._jsc.sc().statusTracker().getExecutorInfos()  # noqa: SLF001
+    return sum(int(i.numRunningTasks()) for i in infos)
+
+
+def _poll_until(done: Callable[[], bool], seconds: float, every_s: float = 0.1) -> bool:
+    """Poll ``done`` up to ``seconds``; whether it held."""
+    deadline = time.monotonic() + seconds
+    while not done():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(every_s)
+    return True
 
 
 def _jvm_log_levels(names: Sequence[str], level: str) -> Callable[[], None] | None:
