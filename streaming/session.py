@@ -9,11 +9,12 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from pyspark import SparkConf, SparkContext
-from pyspark.java_gateway import launch_gateway
+from pyspark.java_gateway import ensure_callback_server_started, launch_gateway
 from pyspark.sql import SparkSession
 
 from conf import SparkConfig
@@ -224,7 +225,7 @@ def _start_context(settings: Mapping[str, str]) -> None:
     done; it still exits when the driver dies, as its stdin (a pipe from the driver)
     closes. Its stderr comes through :func:`_relay`, which drops
     :data:`WORKER_CHATTER`. Under ``spark-submit`` the JVM runs first and this does
-    nothing.
+    nothing (:func:`on_jvm_signals` covers that layout).
 
     PySpark also points SIGINT at a handler that cancels every job and raises
     ``KeyboardInterrupt`` in the main thread; the caller's handler is put back.
@@ -266,3 +267,48 @@ def _relay(fd: int, out: int = 2) -> None:
                     line = line[os.write(out, line) :]
             except OSError:
                 pass  # stderr gone (a closed terminal): keep draining
+
+
+class _SignalHandler:
+    """A ``sun.misc.SignalHandler`` in Python, called through Py4J's callback server."""
+
+    def __init__(self, on_signal: Callable[[str], None]) -> None:
+        self._on_signal = on_signal
+
+    def handle(self, sig: Any) -> None:
+        self._on_signal("SIG" + str(sig.getName()))
+
+    class Java:  # what Py4J reads to hand this object to Java
+        implements = ["sun.misc.SignalHandler"]
+
+
+def on_jvm_signals(spark: SparkSession, handlers: Mapping[str, Callable[[str], None]]) -> list[str]:
+    """Have signals to the JVM call ``handlers`` (by name: ``SIGTERM``...) in the driver.
+
+    Under ``spark-submit`` (Kubernetes, the Spark operator) the JVM is the process that
+    is signalled: Kubernetes stops a pod with SIGTERM to its first process, and ``tini``
+    passes it to spark-submit's JVM alone, whose default is to run its shutdown hooks and
+    stop Spark under the driver. With a handler, the signal is the driver's to act on:
+    it stops its queries, then Spark, and spark-submit exits with the driver's code.
+
+    Returns:
+        The signals handled; a signal the JVM ignores (``-Xrs``, or SIGINT, which PySpark
+        starts its JVM ignoring) keeps doing so.
+    """
+    gateway = spark.sparkContext._gateway  # noqa: SLF001 - the callback server is Py4J's
+    jvm = spark.sparkContext._jvm  # noqa: SLF001
+    if gateway is None or jvm is None:
+        return []
+    ensure_callback_server_started(gateway)
+    handled = []
+    ignored = jvm.sun.misc.SignalHandler.SIG_IGN
+    for name, handler in handlers.items():
+        try:
+            sig = jvm.sun.misc.Signal(name.removeprefix("SIG"))
+            before = jvm.sun.misc.Signal.handle(sig, _SignalHandler(handler))
+        except Exception as exc:  # noqa: BLE001 - the JVM refuses (-Xrs): keep its default
+            log.debug("JVM signal %s: %s", name, exc)
+            continue
+        if not before.equals(ignored):  # the JVM leaves an ignored signal ignored
+            handled.append(name)
+    return handled

@@ -117,3 +117,19 @@ def test_the_jvm_runs_in_a_session_of_its_own(spark) -> None:
     jvm_pid = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
     assert os.getsid(jvm_pid) != os.getsid(0)
     assert os.getpgid(jvm_pid) != os.getpgid(0)
+
+
+def test_a_sigterm_to_the_jvm_reaches_the_driver_and_spark_runs_on(spark) -> None:
+    """Under spark-submit (a Kubernetes pod) SIGTERM goes to the JVM alone."""
+    import os
+    import signal
+
+    from streaming.session import on_jvm_signals
+    from tests.conftest import wait_until
+
+    heard: list[str] = []
+    # PySpark starts its JVM ignoring SIGINT, and so it stays.
+    assert on_jvm_signals(spark, {"SIGTERM": heard.append, "SIGINT": heard.append}) == ["SIGTERM"]
+    os.kill(int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()), signal.SIGTERM)
+    wait_until(lambda: heard == ["SIGTERM"], timeout=30, what="the JVM's SIGTERM in the driver")
+    assert spark.range(3).count() == 3
