@@ -670,8 +670,7 @@ def _stop_quietly(
                 note = _finish_batch(q, stats, grace_s)
             q.stop()
         if restore:
-            # The interrupted tasks report after stop() returns.
-            _poll_until(lambda: not _tasks_running(), _TASKS_END_S)
+            _settle()
     finally:
         py4j_log.setLevel(level)
         if restore:
@@ -720,15 +719,35 @@ def _committed(query: StreamingQuery, batch_id: int | None) -> bool:
     return last is not None and last.batchId >= batch_id
 
 
-def _tasks_running() -> int:
-    """Tasks running on the driver's executors (0 without a SparkContext)."""
+def _settle() -> None:
+    """Wait until Spark has taken in the stopped queries' last jobs and their tasks ended.
+
+    ``stop()`` returns once a query's thread has ended, but the scheduler handles the job
+    that thread submitted last, and then its cancellation, later, in order; and a task
+    reports its interruption only once it has noticed it. Both used to come after the
+    stop's loggers spoke again: the real-time parse query, stopped as it started,
+    launched its tasks only then ("Aborting task"), or they reported while Spark stopped
+    ("Exception in statusUpdate"). A job submitted now is handled after those events:
+    once it has run, no task of the stopped queries is left to launch, and the wait for
+    the launched ones to end (the scheduler's own count, not the status store's, which
+    lags) covers the rest.
+    """
     from pyspark import SparkContext
 
     sc = SparkContext._active_spark_context  # noqa: SLF001 - the scheduler's view is the JVM's
-    if sc is None:
-        return 0
-    infos = sc._jsc.sc().statusTracker().getExecutorInfos()  # noqa: SLF001
-    return sum(int(i.numRunningTasks()) for i in infos)
+    jsc, jvm = sc._jsc if sc else None, sc._jvm if sc else None  # noqa: SLF001
+    if jsc is None or jvm is None:
+        return
+    one = jvm.java.util.ArrayList()
+    one.add(0)
+    job = jsc.parallelize(one, 1).countAsync()  # a JVM job: no query to plan, no Python
+    try:
+        job.get(int(_TASKS_END_S), jvm.java.util.concurrent.TimeUnit.SECONDS)
+    except Exception:  # noqa: BLE001 - no task slot in time (executors lost): do not hang
+        job.cancel(True)
+        return
+    launched = jsc.sc().taskScheduler().taskIdToTaskSetManager()
+    _poll_until(launched.isEmpty, _TASKS_END_S)
 
 
 def _poll_until(done: Callable[[], bool], seconds: float, every_s: float = 0.1) -> bool:
