@@ -52,6 +52,7 @@ from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import TopicAlreadyExistsError
 
 from lab.fleet import FleetSpec, Incident, SimRecord, generate, job_id, tm_id
+from lab.procs import descendants, kill_all
 from lab.promserver import (
     AlertmanagerServer,
     PrometheusError,
@@ -450,21 +451,20 @@ class FlinkwatchProcess:
         return self.proc is not None and self.proc.poll() is None
 
     def stop(self, timeout: float = 120.0) -> int | None:
-        """SIGTERM (a clean shutdown), then SIGKILL to the whole group; the exit code."""
+        """SIGTERM (a clean shutdown), then SIGKILL to what is left of it; the exit code."""
         proc, self.proc = self.proc, None
         if proc is None:
             return None
+        # Listed now: once the driver exits, its JVM (in a session of its own) and the
+        # Python workers are no longer below it.
+        tree = descendants(proc.pid)
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
             try:
                 proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 pass
-        try:
-            # Whatever is left of the group (the JVM, Python workers) goes too.
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        kill_all(tree)
         return proc.wait()
 
     def tail(self, lines: int = 40) -> str:

@@ -294,6 +294,16 @@ class SparkConfig(_Frozen):
             "waited out instead, not counted."
         ),
     )
+    stop_grace_s: float = Field(
+        default=10.0,
+        ge=0,
+        description=(
+            "A stop (SIGTERM, Ctrl-C, a reload's restart) waits this long (seconds) for the "
+            "detect micro-batch in flight to finish; after that the batch is abandoned and "
+            "the next start runs it again. Keep it well under Kubernetes' "
+            "terminationGracePeriodSeconds (30)."
+        ),
+    )
     executor_memory: str | None = Field(
         default=None,
         pattern=r"^[0-9]+[kKmMgGtT]?$",

@@ -10,6 +10,7 @@ import argparse
 import logging
 import os
 import shutil
+import signal
 import sys
 import time
 from collections.abc import Sequence
@@ -167,7 +168,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
             "5",
             "--checkpoint-timeout",
             "10",
-        ]
+        ],
+        # Ctrl-C signals the terminal's whole process group; the demo stops its simulator
+        # itself (below), which would otherwise die first, of a KeyboardInterrupt trace.
+        preexec_fn=_ignore_sigint,
     )
     log.info(
         "demo: simulator (pid %d) produces %d Flink jobs in real time; checkpoints of job 0 "
@@ -193,6 +197,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
         sim.terminate()
         sim.wait(timeout=30)
         log.info("demo: alerts are in %s", cfg.output.alerts_path)
+
+
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _recreate_topics(cfg: AppConfig, topics: list[str], partitions: int = 2) -> None:

@@ -11,7 +11,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -128,6 +128,20 @@ def descendants(pid: int) -> list[int]:
         out.append(p)
         todo.extend(kids.get(p, []))
     return out
+
+
+def kill_all(pids: Iterable[int], sig: int = signal.SIGKILL) -> None:
+    """Send ``sig`` to each of ``pids`` still running (a tree listed by :func:`descendants`).
+
+    The Spark JVM of ``flinkwatch run`` is in a session of its own (streaming/session.py):
+    a signal to the driver's process group no longer reaches it, so list the tree first.
+    """
+    for p in pids:
+        if alive(p):
+            try:
+                os.kill(p, sig)
+            except ProcessLookupError:
+                pass
 
 
 def cmdline(pid: int) -> str:

@@ -54,6 +54,7 @@ from streaming.delivery import (
     ParseBatch,
     PipelineStats,
 )
+from streaming.listener import DETECT_QUERY
 from streaming.metric_parsing import parse_metrics
 from streaming.parsing import DEAD_LETTER_REASONS, ParseLimits, parse_logs
 from streaming.placement import Placement
@@ -487,6 +488,8 @@ def run_forever(
     failures = 0
     full = 0  # failures in a row because a volume is full
     while True:
+        if should_stop():  # asked while Spark started, or during a back-off
+            return 0
         try:
             queries = pipeline.start()
         except Exception as exc:
@@ -551,7 +554,8 @@ def run_forever(
                 next_poll = time.monotonic() + pipeline.cfg.reload_interval_s
             else:
                 time.sleep(0.25)
-        _stop_quietly(queries)
+        stats = getattr(pipeline, "stats", None)
+        note = _stop_quietly(queries, stats, pipeline.cfg.spark.stop_grace_s)
         if switch:
             continue
         if new_cfg is not None:
@@ -559,6 +563,8 @@ def run_forever(
             log.info("config reload: restarting the queries on their checkpoints")
             continue
         if failed is None:
+            if stats is not None:
+                stats.stop_note = note
             return 0
         exc = failed.exception()
         if time.monotonic() - started > 300:
@@ -700,34 +706,142 @@ def _sleep_unless(should_stop: Callable[[], bool], seconds: float) -> bool:
     return should_stop()
 
 
-#: JVM loggers that report a stopped query's interrupted tasks as failures (the real-time
-#: parse query's tasks are always running, so every stop interrupts them).
+#: JVM loggers that report a stopped query's interrupted tasks and threads as failures (the
+#: real-time parse query's tasks are always running, so every stop interrupts them), and the
+#: transformWithState state server, which logs every call a Python worker of an
+#: interrupted detect task still makes, on the state store Spark aborted, as an ERROR
+#: with its stack trace (STATE_STORE_OPERATION_OUT_OF_ORDER).
 _STOP_NOISE = (
     "org.apache.spark.sql.execution.datasources.v2.WriteToDataSourceV2Exec",
     "org.apache.spark.sql.execution.datasources.v2.DataWritingSparkTask",
     "org.apache.spark.scheduler.TaskSetManager",
     "org.apache.spark.executor.Executor",
     "org.apache.spark.util.Utils",
+    # Interrupted while it forked chmod for a checkpoint file (no native Hadoop library).
+    "org.apache.hadoop.util.Shell",
+    "org.apache.spark.sql.execution.python.streaming.TransformWithStateInPySparkStateServer",
 )
+#: Longest wait, after the queries stopped, for their interrupted tasks to end.
+_TASKS_END_S = 10.0
 
 
-def _stop_quietly(queries: Sequence[StreamingQuery]) -> None:
+def _stop_quietly(
+    queries: Sequence[StreamingQuery], stats: PipelineStats | None = None, grace_s: float = 0.0
+) -> str:
+    """Stop ``queries`` in order; the detect query between two micro-batches if it can.
+
+    A detect batch cut short is run again at the next start (Spark did not commit it;
+    the sinks dedupe what it had recorded), but its interrupted tasks leave Python workers
+    calling a state store Spark aborted. So when ``stats`` counts the detect query's
+    deliveries, it is stopped at once if no batch runs, or as soon as the one in flight
+    has been delivered, waiting up to ``grace_s``; after that the batch is abandoned.
+
+    Returns:
+        What became of the detect query's batch in flight ("" without a detect query).
+    """
     # Stopping interrupts the running micro-batch; the callback's py4j thread then logs
     # the InterruptedException as an error, which on a requested stop is not one.
     py4j_log = logging.getLogger("py4j.clientserver")
     level = py4j_log.level
     py4j_log.setLevel(logging.CRITICAL)
     restore = _jvm_log_levels(_STOP_NOISE, "OFF") if queries else None
+    note = ""
     try:
         for q in queries:
-            if q.isActive:
-                q.stop()
+            if not q.isActive:
+                continue
+            if q.name == DETECT_QUERY and stats is not None:
+                note = _finish_batch(q, stats, grace_s)
+            q.stop()
         if restore:
-            time.sleep(1)  # the interrupted tasks report after stop() returns
+            _settle()
     finally:
         py4j_log.setLevel(level)
         if restore:
             restore()
+    return note
+
+
+def _finish_batch(query: StreamingQuery, stats: PipelineStats, grace_s: float) -> str:
+    """Wait until ``query`` runs no micro-batch (up to ``grace_s``); say how it went."""
+    seen = stats.delivered  # before asking: a batch that ends meanwhile still counts
+    if not _in_batch(query):
+        return "no micro-batch in flight"
+    deadline = time.monotonic() + grace_s
+
+    def left() -> float:
+        return max(deadline - time.monotonic(), 0.0)
+
+    abandoned = (
+        f"micro-batch in flight abandoned at spark.stop_grace_s={grace_s:g}, "
+        "the next start runs it again"
+    )
+    # Woken by the delivery itself: with batches back to back (trigger_interval_s 0, a
+    # backlog) the next one starts at once, which a poll of the status would not catch.
+    while not stats.wait_delivered(seen, min(0.1, left())):
+        if not _in_batch(query):  # a trigger that found no data, or a failure
+            return "no micro-batch in flight"
+        if not left():
+            return abandoned
+    batch = stats.delivered_batch
+    # Spark commits the batch after the handler returned, then reports its progress;
+    # stopped before, the next start would run the batch again (its transitions are
+    # recorded, so nothing is sent twice, but the work is done twice).
+    if _poll_until(lambda: _committed(query, batch), left(), every_s=0.01):
+        return f"micro-batch {batch} finished first"
+    return f"micro-batch {batch} delivered but not committed, the next start runs it again"
+
+
+def _in_batch(query: StreamingQuery) -> bool:
+    return bool(query.isActive and query.status.get("isTriggerActive"))
+
+
+def _committed(query: StreamingQuery, batch_id: int | None) -> bool:
+    if not query.isActive or batch_id is None:
+        return True
+    last = query.lastProgress
+    return last is not None and last.batchId >= batch_id
+
+
+def _settle() -> None:
+    """Wait until Spark has taken in the stopped queries' last jobs and their tasks ended.
+
+    ``stop()`` returns once a query's thread has ended, but the scheduler handles the job
+    that thread submitted last, and then its cancellation, later, in order; and a task
+    reports its interruption only once it has noticed it. Both used to come after the
+    stop's loggers spoke again: the real-time parse query, stopped as it started,
+    launched its tasks only then ("Aborting task"), or they reported while Spark stopped
+    ("Exception in statusUpdate"). A job submitted now is handled after those events:
+    once it has run, no task of the stopped queries is left to launch, and the wait for
+    the launched ones to end (the scheduler's own count, not the status store's, which
+    lags) covers the rest.
+    """
+    from pyspark import SparkContext
+
+    sc = SparkContext._active_spark_context  # noqa: SLF001 - the scheduler's view is the JVM's
+    jsc, jvm = sc._jsc if sc else None, sc._jvm if sc else None  # noqa: SLF001
+    if jsc is None or jvm is None:
+        return
+    one = jvm.java.util.ArrayList()
+    one.add(0)
+    job = jsc.parallelize(one, 1).countAsync()  # a JVM job: no query to plan, no Python
+    try:
+        job.get(int(_TASKS_END_S), jvm.java.util.concurrent.TimeUnit.SECONDS)
+    except Exception:  # noqa: BLE001 - no task slot in time (executors lost): do not hang
+        job.cancel(True)
+        return
+    launched = jsc.sc().taskScheduler().taskIdToTaskSetManager()
+    _poll_until(launched.isEmpty, _TASKS_END_S)
+
+
+def _poll_until(done: Callable[[], bool], seconds: float, every_s: float = 0.1) -> bool:
+    """Poll ``done`` up to ``seconds``; whether it held."""
+    deadline = time.monotonic() + seconds
+    while not done():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(every_s)
+    return True
 
 
 def _jvm_log_levels(names: Sequence[str], level: str) -> Callable[[], None] | None:

@@ -96,11 +96,12 @@ def run_job(
     from streaming.app import Pipeline, run_forever
     from streaming.listener import ProgressLogger
     from streaming.live import live_session
+    from streaming.session import on_jvm_signals
     from streaming.topics import KafkaConnectError
 
     # First of all: a stop asked for while Spark starts (a minute on a busy node) must
     # end the run cleanly, not kill it half way.
-    stop, reload_requested = _signals()
+    signals = Signals().install()
     out = cfg.output
     log.info(
         "starting: kafka=%s topics=%s,%s state=%s alerts=%s slack=%s",
@@ -141,6 +142,10 @@ def run_job(
     except Exception as exc:
         log.error("kafka at %s: %s", cfg.kafka.bootstrap_servers, exc)
         return 1
+    # Under spark-submit (Kubernetes) the signal goes to the JVM, not to this process.
+    on_jvm_signals(
+        spark, {"SIGTERM": signals.stop, "SIGINT": signals.stop, "SIGHUP": signals.reload}
+    )
     progress = ProgressLogger()
     spark.streams.addListener(progress)
     pipeline = Pipeline(
@@ -164,11 +169,13 @@ def run_job(
     def _should_stop() -> bool:
         current["cfg"] = pipeline.cfg  # a reload swaps pipeline.cfg; the sinks follow
         check_routes(pipeline.cfg)
-        return stop["flag"] or (deadline is not None and time.monotonic() > deadline)
+        if deadline is not None and time.monotonic() > deadline:
+            signals.stop(f"--duration {duration:g} s elapsed")
+        return signals.stopping
 
     try:
         rc = run_forever(
-            pipeline, should_stop=_should_stop, watcher=watcher, reload_requested=reload_requested
+            pipeline, should_stop=_should_stop, watcher=watcher, reload_requested=signals.reloads
         )
     finally:
         # Detach the listener and stop Spark while Python still answers the JVM: a
@@ -177,9 +184,33 @@ def run_job(
         spark.stop()
         if dispatcher is not None:
             dispatcher.stop()
+        left = _flush(outputs)
         ledger.close()
+    notes = [pipeline.stats.stop_note, left, f"{signals.since():.1f} s"]
+    log.log(
+        logging.INFO if rc == 0 else logging.ERROR,
+        "flinkwatch stopped: %s (%s)",
+        signals.reason or "the queries kept failing",
+        "; ".join(n for n in notes if n),
+    )
     _print_summary(pipeline.stats.alerts, pipeline.stats.kinds, pipeline.stats.dead_letters)
     return rc
+
+
+def _flush(outputs: Any) -> str:
+    """Bring the alert file up to the ledger, once more; say what waits for the next start."""
+    from sinks import LedgerError, RetryableDeliveryError
+
+    for sink in outputs.sinks:
+        try:
+            outputs.ledger.deliver(sink)
+        except (RetryableDeliveryError, LedgerError):
+            pass  # a full volume, still: counted and logged by the batches; the next start tries
+    try:
+        waiting = sum(outputs.ledger.backlog().values())
+    except LedgerError:
+        return "ledger unreadable"
+    return f"{waiting} deliveries wait for the next start" if waiting else "all delivered"
 
 
 def _preflight(cfg: AppConfig) -> Any:
@@ -197,23 +228,52 @@ def _preflight(cfg: AppConfig) -> Any:
         raise ConfigError(str(exc), fields=("metrics",)) from exc
 
 
-def _signals() -> tuple[dict[str, bool], threading.Event]:
-    """SIGTERM/SIGINT set ``stop["flag"]``; SIGHUP sets the reload event."""
-    stop = {"flag": False}
-    reload_requested = threading.Event()
+class Signals:
+    """What a run was asked by signals: SIGTERM and SIGINT to stop, SIGHUP to reload.
 
-    def _stop(signum: int, _frame: object) -> None:
-        log.info("signal %d: stopping", signum)
-        stop["flag"] = True
+    A stop is a normal event: the signal is noted here and nothing else happens in the
+    handler; the run loop stops the queries, then Spark, and one line says why and how
+    it went. The first reason wins (a SIGINT after a SIGTERM changes nothing).
+    """
 
-    def _hup(_signum: int, _frame: object) -> None:
+    def __init__(self) -> None:
+        self.reason: str | None = None
+        self.reloads = threading.Event()
+        self._asked_at: float | None = None
+
+    def install(self) -> Signals:
+        """Handle SIGTERM, SIGINT and SIGHUP of this process (main thread only)."""
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
+        signal.signal(signal.SIGHUP, self._on_signal)
+        return self
+
+    @property
+    def stopping(self) -> bool:
+        """Whether a stop was asked for."""
+        return self.reason is not None
+
+    def stop(self, reason: str) -> None:
+        """Ask the run to stop, saying why (a signal's name)."""
+        if self.reason is None:
+            self._asked_at = time.monotonic()
+            self.reason = reason
+
+    def reload(self, _name: str = "SIGHUP") -> None:
+        """Ask the run to re-read its config file."""
         log.info("SIGHUP: re-reading the config")
-        reload_requested.set()
+        self.reloads.set()
 
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
-    signal.signal(signal.SIGHUP, _hup)
-    return stop, reload_requested
+    def since(self) -> float:
+        """Seconds since the stop was asked for (0 without one)."""
+        return 0.0 if self._asked_at is None else time.monotonic() - self._asked_at
+
+    def _on_signal(self, signum: int, _frame: object) -> None:
+        name = signal.Signals(signum).name
+        if name == "SIGHUP":
+            self.reload()
+        else:
+            self.stop(name)
 
 
 def _outputs(cfg: AppConfig, ledger: Any, slack: Any) -> Any:

@@ -81,7 +81,26 @@ class PipelineStats:
     # Last batch counted per query; kept here, not in the handlers, because the handlers
     # are recreated when the queries restart and Spark then replays the last batch.
     counted: dict[str, int] = field(default_factory=dict)
+    #: Batches of the detect query delivered since the start, and the latest one's id:
+    #: a stop waits for the batch in flight (:meth:`wait_delivered`).
+    delivered: int = 0
+    delivered_batch: int | None = None
+    #: What became of the detect query's batch in flight at the last stop.
+    stop_note: str = ""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _batch_done: threading.Condition = field(default_factory=threading.Condition, repr=False)
+
+    def count_delivered(self, batch_id: int) -> None:
+        """The detect query delivered ``batch_id``: Spark commits it when the handler returns."""
+        with self._batch_done:
+            self.delivered += 1
+            self.delivered_batch = batch_id
+            self._batch_done.notify_all()
+
+    def wait_delivered(self, seen: int, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` for a batch delivered after the ``seen``-th."""
+        with self._batch_done:
+            return self._batch_done.wait_for(lambda: self.delivered > seen, timeout_s)
 
     def first_count(self, query: str, batch_id: int) -> bool:
         """True the first time a batch of a query is counted."""
@@ -275,6 +294,7 @@ class AlertDelivery:
         if self.out.dispatcher is not None and (new or self._outcome("paged_late") > late):
             self.out.dispatcher.wake()
         self.out.in_batch.deliver(self.out.ledger, self.out.sinks)
+        self.stats.count_delivered(batch_id)
 
     def _forget_unrecorded(self) -> None:
         # The correlator took the batch's transitions in as the ledger recorded them, and

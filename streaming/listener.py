@@ -219,5 +219,5 @@ class ProgressLogger(JsonProgressListener):
     def onQueryTerminated(self, event: Any) -> None:  # noqa: D102, N802
         if event.exception:
             log.error("query id=%s failed: %s", event.id, event.exception.splitlines()[0])
-        else:
-            log.info("query id=%s stopped", event.id)
+        else:  # stopped on purpose: whoever stopped it says why (a stop, a reload)
+            log.debug("query id=%s stopped", event.id)

@@ -5,10 +5,16 @@ from __future__ import annotations
 import logging
 import os
 import re
+import signal
 import sys
+import threading
 import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
+from pyspark import SparkConf, SparkContext
+from pyspark.java_gateway import ensure_callback_server_started, launch_gateway
 from pyspark.sql import SparkSession
 
 from conf import SparkConfig
@@ -114,46 +120,45 @@ def get_session(
         # warning that the host name resolves to a loopback address).
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    builder = (
-        SparkSession.builder.master(master)
-        .appName(app_name)
-        .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
-        .config("spark.sql.session.timeZone", timezone)
-        .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
+    settings = {
+        "spark.master": master,
+        "spark.app.name": app_name,
+        "spark.sql.shuffle.partitions": str(shuffle_partitions),
+        "spark.sql.session.timeZone": timezone,
+        "spark.sql.streaming.stateStore.providerClass": ROCKSDB,
         # Each batch commits a changelog of what changed instead of a RocksDB checkpoint
         # of every store (snapshots are taken in the background).
-        .config("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true")
+        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
         # Checkpoint files through Hadoop's FileSystem API, not FileContext: on a local
         # disk without Hadoop's native library, FileContext's rename runs `readlink` in a
         # forked process for every file (offsets, commits, changelogs, snapshots), about
         # 90 ms of CPU per micro-batch of a small stateful query (measured). A local or
         # HDFS rename is atomic either way.
-        .config(
-            "spark.sql.streaming.checkpointFileManagerClass",
+        "spark.sql.streaming.checkpointFileManagerClass": (
             "org.apache.spark.sql.execution.streaming.checkpointing."
-            "FileSystemBasedCheckpointFileManager",
-        )
+            "FileSystemBasedCheckpointFileManager"
+        ),
         # Malformed input must never fail the query: without ANSI, a bad cast is null.
-        .config("spark.sql.ansi.enabled", "false")
-        .config("spark.sql.streaming.metricsEnabled", "true")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.ui.enabled", os.environ.get("FLINKWATCH_SPARK_UI", "false"))
-        .config("spark.driver.memory", os.environ.get("FLINKWATCH_DRIVER_MEMORY", "2g"))
-        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        "spark.sql.ansi.enabled": "false",
+        "spark.sql.streaming.metricsEnabled": "true",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.ui.enabled": os.environ.get("FLINKWATCH_SPARK_UI", "false"),
+        "spark.driver.memory": os.environ.get("FLINKWATCH_DRIVER_MEMORY", "2g"),
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
         # The parse projection (dozens of regexes, one expression per field) is too large
         # for one whole-stage method: Janino gives up on the 64 KB limit, logs the whole
         # generated class and Spark falls back, on every micro-batch (there is no cache of
         # failed compiles). Without whole-stage fusion each expression is compiled into its
         # own method once and cached; the queries here are projections, where fusion gains
         # little (measured: bench/README.md).
-        .config("spark.sql.codegen.wholeStage", "false")
+        "spark.sql.codegen.wholeStage": "false",
         # Java's regex engine recurses per repetition of a group; a long multi-line record
         # (a deep stack trace) can overflow the default 1 MiB thread stack.
-        .config("spark.driver.extraJavaOptions", "-Xss16m")
-        .config("spark.executor.extraJavaOptions", "-Xss16m")
-    )
+        "spark.driver.extraJavaOptions": "-Xss16m",
+        "spark.executor.extraJavaOptions": "-Xss16m",
+    }
     try:
-        builder = builder.config("spark.jars", ",".join(connector_jars()))
+        settings["spark.jars"] = ",".join(connector_jars())
     except FileNotFoundError:
         # Replay and parse read files only; the job itself cannot start without the jars.
         if require_kafka:
@@ -163,12 +168,11 @@ def get_session(
         # old versions until they flush: without a budget the soak saw ~5 MB a minute at a
         # constant key count, up to RocksDB's per-instance memtable cap times the number of
         # stores. One shared budget caps memtables and block cache for every instance.
-        builder = builder.config(
-            "spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage", "true"
-        ).config("spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB", str(state_memory_mb))
-    for k, v in (extra or {}).items():
-        builder = builder.config(k, v)
-    spark = builder.getOrCreate()
+        settings["spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage"] = "true"
+        settings["spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB"] = str(state_memory_mb)
+    settings.update(extra or {})
+    _start_context(settings)
+    spark = SparkSession.builder.config(map=settings).getOrCreate()
     # getOrCreate hands back an existing session as it is: apply what may differ per run.
     spark.conf.set("spark.sql.session.timeZone", timezone)
     spark.conf.set("spark.sql.shuffle.partitions", str(shuffle_partitions))
@@ -200,3 +204,111 @@ def _quiet(spark: SparkSession) -> None:
     level = jvm.org.apache.logging.log4j.Level.ERROR
     for name in _NOISY:
         jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(name, level)
+
+
+# --- the JVM: its signals and its output ---------------------------------------------
+
+#: What PySpark's transformWithState driver worker print()s at every start of a query
+#: (pyspark/sql/streaming/transform_with_state_driver_worker.py): five lines, each with an
+#: empty one after it, that Spark copies from the worker's stdout to the JVM's stderr.
+WORKER_CHATTER = b"Streaming TransformWithStateInPandas Python worker"
+
+
+def _start_context(settings: Mapping[str, str]) -> None:
+    """Create the SparkContext on a JVM started in a session of its own (if none runs yet).
+
+    PySpark starts its JVM in the driver's process group. A signal to the whole group
+    (Ctrl-C, ``timeout``, a supervisor's SIGTERM) then reaches the JVM and the Python
+    workers it starts too: the JVM shuts down under the driver, whose next Py4J call
+    fails ("Answer from Java side is empty"), before the driver could stop its queries.
+    In a session of its own the JVM hears only the driver, which stops it when it is
+    done; it still exits when the driver dies, as its stdin (a pipe from the driver)
+    closes. Its stderr comes through :func:`_relay`, which drops
+    :data:`WORKER_CHATTER`. Under ``spark-submit`` the JVM runs first and this does
+    nothing (:func:`on_jvm_signals` covers that layout).
+
+    PySpark also points SIGINT at a handler that cancels every job and raises
+    ``KeyboardInterrupt`` in the main thread; the caller's handler is put back.
+    """
+    if SparkContext._gateway is not None:  # noqa: SLF001 - the JVM runs already
+        return
+    conf = SparkConf().setAll(list(settings.items()))
+    read, write = os.pipe()
+    threading.Thread(target=_relay, args=(read,), name="flinkwatch-jvm-stderr", daemon=True).start()
+    try:
+        gateway = launch_gateway(conf, popen_kwargs={"start_new_session": True, "stderr": write})
+    finally:
+        os.close(write)  # the JVM holds its own copy; the relay ends when the JVM does
+    main = threading.current_thread() is threading.main_thread()
+    sigint = signal.getsignal(signal.SIGINT) if main else None
+    SparkContext(conf=conf, gateway=gateway)
+    if sigint is not None:
+        signal.signal(signal.SIGINT, sigint)
+
+
+def _relay(fd: int, out: int = 2) -> None:
+    """Copy the JVM's stderr from ``fd`` to ``out``, without :data:`WORKER_CHATTER`.
+
+    Never stops reading before the JVM closes its end: a JVM whose stderr pipe is full
+    blocks in every log call.
+    """
+    after_chatter = False
+    with os.fdopen(fd, "rb") as lines:
+        for line in lines:
+            if WORKER_CHATTER in line:
+                after_chatter = True
+                continue
+            if after_chatter and not line.strip():
+                after_chatter = False
+                continue
+            after_chatter = False
+            try:
+                while line:
+                    line = line[os.write(out, line) :]
+            except OSError:
+                pass  # stderr gone (a closed terminal): keep draining
+
+
+class _SignalHandler:
+    """A ``sun.misc.SignalHandler`` in Python, called through Py4J's callback server."""
+
+    def __init__(self, on_signal: Callable[[str], None]) -> None:
+        self._on_signal = on_signal
+
+    def handle(self, sig: Any) -> None:
+        self._on_signal("SIG" + str(sig.getName()))
+
+    class Java:  # what Py4J reads to hand this object to Java
+        implements = ["sun.misc.SignalHandler"]
+
+
+def on_jvm_signals(spark: SparkSession, handlers: Mapping[str, Callable[[str], None]]) -> list[str]:
+    """Have signals to the JVM call ``handlers`` (by name: ``SIGTERM``...) in the driver.
+
+    Under ``spark-submit`` (Kubernetes, the Spark operator) the JVM is the process that
+    is signalled: Kubernetes stops a pod with SIGTERM to its first process, and ``tini``
+    passes it to spark-submit's JVM alone, whose default is to run its shutdown hooks and
+    stop Spark under the driver. With a handler, the signal is the driver's to act on:
+    it stops its queries, then Spark, and spark-submit exits with the driver's code.
+
+    Returns:
+        The signals handled; a signal the JVM ignores (``-Xrs``, or SIGINT, which PySpark
+        starts its JVM ignoring) keeps doing so.
+    """
+    gateway = spark.sparkContext._gateway  # noqa: SLF001 - the callback server is Py4J's
+    jvm = spark.sparkContext._jvm  # noqa: SLF001
+    if gateway is None or jvm is None:
+        return []
+    ensure_callback_server_started(gateway)
+    handled = []
+    ignored = jvm.sun.misc.SignalHandler.SIG_IGN
+    for name, handler in handlers.items():
+        try:
+            sig = jvm.sun.misc.Signal(name.removeprefix("SIG"))
+            before = jvm.sun.misc.Signal.handle(sig, _SignalHandler(handler))
+        except Exception as exc:  # noqa: BLE001 - the JVM refuses (-Xrs): keep its default
+            log.debug("JVM signal %s: %s", name, exc)
+            continue
+        if not before.equals(ignored):  # the JVM leaves an ignored signal ignored
+            handled.append(name)
+    return handled

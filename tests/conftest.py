@@ -51,6 +51,7 @@ from lab.procs import (  # noqa: E402
     descendants,
     free_port_pair,
     free_port_run,
+    kill_all,
     wait_until,
     wait_while_progressing,
 )
@@ -63,6 +64,7 @@ __all__ = [
     "descendants",
     "free_port_pair",
     "free_port_run",
+    "kill_all",
     "wait_until",
     "wait_while_progressing",
 ]

@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from lab.slack import SlackEmulator
-from tests.conftest import REPO, wait_until
+from tests.conftest import REPO, descendants, kill_all, wait_until
 
 pytestmark = [pytest.mark.kafka]
 
@@ -63,7 +63,7 @@ def incident(i: int, job: str) -> list[str]:
 
 
 class Job:
-    """`flinkwatch run` in its own process group, so SIGKILL takes the JVM with it."""
+    """`flinkwatch run` in its own process group; a kill takes its whole tree, JVM included."""
 
     def __init__(self, conf: Path, log: Path, token: str) -> None:
         self.conf, self.log, self.token = conf, log, token
@@ -91,7 +91,9 @@ class Job:
 
     def kill(self) -> None:
         assert self.proc is not None
-        os.killpg(self.proc.pid, signal.SIGKILL)
+        # The JVM is in a session of its own: the group's SIGKILL would leave it to exit
+        # on its own once the driver's pipe closes, in an orderly way, not a crash.
+        kill_all(descendants(self.proc.pid))
         self.proc.wait(timeout=60)
 
     def stop(self) -> int:
@@ -101,7 +103,7 @@ class Job:
             return self.proc.wait(timeout=120)
         finally:
             if self.proc.poll() is None:
-                os.killpg(self.proc.pid, signal.SIGKILL)
+                kill_all(descendants(self.proc.pid))
 
 
 def test_every_transition_reaches_slack_exactly_once_across_kills(kafka, tmp_path) -> None:

@@ -1,4 +1,4 @@
-"""`flinkwatch run` as a process: /metrics scraped by a real Prometheus, SIGHUP, SIGTERM."""
+"""`flinkwatch run` as a process: /metrics scraped by a real Prometheus, SIGHUP, stops."""
 
 from __future__ import annotations
 
@@ -8,15 +8,18 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
 import yaml
 
 from lab.promserver import PrometheusServer
-from tests.conftest import REPO, wait_until
-from tests.integration.test_kafka_e2e import expired_cycle
+from sinks import AlertLedger
+from tests.conftest import REPO, alive, descendants, kill_all, wait_until
+from tests.integration.test_kafka_e2e import CC, _line, expired_cycle
 from tests.integration.test_prometheus_server import need_binary
 
 pytestmark = [pytest.mark.kafka]
@@ -61,7 +64,7 @@ def sample(body: str, prefix: str) -> float | None:
     return None
 
 
-def test_run_serves_metrics_reloads_on_sighup_and_stops_on_sigterm(kafka, tmp_path) -> None:
+def test_run_serves_metrics_reloads_on_sighup_and_stops_on_ctrl_c(kafka, tmp_path) -> None:
     kafka.create_topics("proc.logs", "proc.metrics")
     port, health_port = free_ports(2)
     conf = tmp_path / "flinkwatch.yaml"
@@ -80,14 +83,7 @@ def test_run_serves_metrics_reloads_on_sighup_and_stops_on_sigterm(kafka, tmp_pa
         "detectors": {"checkpoint_failures": {"min_expired": 3}},
     }
     conf.write_text(yaml.safe_dump(doc))
-    log = (tmp_path / "run.log").open("w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streaming.cli", "run", "--config", str(conf)],
-        cwd=REPO,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
+    proc = start_run(conf, tmp_path / "run.log")
     try:
         wait_until(lambda: "flinkwatch_config_info" in scrape(port), timeout=180, what="/metrics")
         kafka.produce("proc.logs", expired_cycle(JOB, 1, 3, 1), key=JOB.encode())
@@ -127,12 +123,19 @@ def test_run_serves_metrics_reloads_on_sighup_and_stops_on_sigterm(kafka, tmp_pa
             timeout=120,
             what="the SIGHUP reload",
         )
-        proc.send_signal(signal.SIGTERM)
+
+        def restarted() -> bool:
+            _, reloaded, after = (tmp_path / "run.log").read_text().partition("config reload: ")
+            return bool(reloaded) and "queries started" in after
+
+        wait_until(restarted, timeout=120, what="the queries restarted with the new config")
+        # Ctrl-C in a terminal: SIGINT to the whole foreground process group.
+        os.killpg(proc.pid, signal.SIGINT)
         assert proc.wait(timeout=120) == 0
     finally:
         if proc.poll() is None:
-            proc.kill()
-        log.close()
+            kill_all(descendants(proc.pid))
+            proc.wait()
     out = (tmp_path / "run.log").read_text()
     assert "SIGHUP: re-reading the config" in out
     assert "checkpoint_failures" in out.split("events by kind:")[-1]  # the summary table
@@ -143,5 +146,127 @@ def test_run_serves_metrics_reloads_on_sighup_and_stops_on_sigterm(kafka, tmp_pa
     # A person reads this log: no generated Java code, no compiler errors, no stack traces
     # in normal operation (the parse projection used to fail Janino's 64 KB limit on every
     # micro-batch and log the whole generated class).
-    for noise in ("Failed to compile", "grows beyond 64 KB", "generated.java", "Traceback"):
+    for noise in ("Failed to compile", "grows beyond 64 KB", "generated.java"):
         assert noise not in out, noise
+    assert_stopped_cleanly(out, "SIGINT")
+
+
+#: What a stop must not print: Python or Java stack traces, Py4J's words for a JVM that went
+#: away under the driver, the state store's complaint about a batch cut short, and the
+#: transformWithState driver worker's print()s.
+STOP_NOISE = (
+    "Traceback",
+    "Py4J",
+    "Answer from Java side is empty",
+    "<exception str() failed>",
+    "STATE_STORE_OPERATION_OUT_OF_ORDER",
+    "Python worker",
+    "\tat org.apache.",
+    "KeyboardInterrupt",
+)
+
+
+def assert_stopped_cleanly(out: str, why: str) -> None:
+    """The log of a run stopped by ``why`` has one stop line and nothing of ``STOP_NOISE``."""
+    stops = [x for x in out.splitlines() if "flinkwatch stopped:" in x]
+    assert len(stops) == 1, stops
+    assert f"flinkwatch stopped: {why}" in stops[0], stops[0]
+    for noise in STOP_NOISE:
+        assert noise not in out, noise
+
+
+def start_run(conf: Path, log: Path) -> subprocess.Popen[bytes]:
+    """`flinkwatch run` leading a process group of its own, as a shell job or a container."""
+    with log.open("w") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "streaming.cli", "run", "--config", str(conf)],
+            cwd=REPO,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            start_new_session=True,
+        )
+
+
+def test_sigterm_to_the_process_group_stops_the_run_cleanly_mid_stream(kafka, tmp_path) -> None:
+    """`timeout` and supervisors signal the whole group: the JVM and the Python workers too.
+
+    Records keep flowing while the signal arrives, so the detect query is likely in a
+    micro-batch. The run must still end with exit code 0, one stop line, no stack
+    trace, nothing left running, and the ledger and the alert file agreeing.
+    """
+    kafka.create_topics("stop.logs", "stop.metrics")
+    state = tmp_path / "state"
+    conf = tmp_path / "flinkwatch.yaml"
+    conf.write_text(
+        yaml.safe_dump(
+            {
+                "kafka": {
+                    "bootstrap_servers": kafka.bootstrap,
+                    "logs_topic": "stop.logs",
+                    "metrics_topic": "stop.metrics",
+                    "events_topic": "stop.events",
+                    "deadletters_topic": "stop.deadletters",
+                },
+                "output": {"state_dir": str(state)},
+                "metrics": {"enabled": False},
+                "detectors": {"checkpoint_failures": {"min_expired": 3}},
+            }
+        )
+    )
+    log_path = tmp_path / "run.log"
+    proc = start_run(conf, log_path)
+    flowing = threading.Event()
+    done = threading.Event()
+
+    def flow() -> None:
+        # Another job's completed checkpoints: they raise nothing, but every micro-batch
+        # has rows to run the detectors over.
+        other = "0f" * 16
+        n = 0
+        while not done.is_set():
+            ts = f"2024-06-03 11:{n // 60 % 60:02d}:{n % 60:02d},000"
+            msg = (
+                f"Completed checkpoint {n + 1} for job {other} (73400320 bytes, "
+                "checkpointDuration=1376 ms, finalizationTime=4 ms)."
+            )
+            kafka.produce("stop.logs", [_line(ts, "INFO", CC, msg)], key=other.encode())
+            n += 1
+            if n >= 10:
+                flowing.set()
+
+    flower = threading.Thread(target=flow)
+    try:
+        wait_until(lambda: "queries started" in log_path.read_text(), 240, "queries started")
+        kafka.produce("stop.logs", expired_cycle(JOB, 1, 3, 1), key=JOB.encode())
+        alerts_file = state / "alerts.jsonl"
+        wait_until(alerts_file.exists, 180, "the firing transition in the alert file")
+        flower.start()
+        wait_until(flowing.is_set, 60, "records flowing")
+        tree = descendants(proc.pid)
+        assert len(tree) > 1, "the JVM runs beside the driver"
+        os.killpg(proc.pid, signal.SIGTERM)
+        assert proc.wait(timeout=120) == 0
+        wait_until(lambda: not any(alive(p) for p in tree), 60, "the JVM and the workers to end")
+    finally:
+        done.set()
+        if flower.is_alive():
+            flower.join()
+        if proc.poll() is None:
+            kill_all(descendants(proc.pid))
+            proc.wait()
+    out = log_path.read_text()
+    assert_stopped_cleanly(out, "SIGTERM")
+    # Every transition the ledger recorded (the firing one from before the stop among
+    # them) is in the alert file once, in order, and nothing waits to be delivered.
+    ledger = AlertLedger(state / "ledger.sqlite")
+    try:
+        recorded = [(a.detector, a.alert_id, a.status.value) for a, _ in ledger.history()]
+        waiting = ledger.backlog()
+    finally:
+        ledger.close()
+    assert waiting == {}
+    assert ("checkpoint_failures", "firing") in [(d, st) for d, _, st in recorded]
+    lines = [json.loads(x) for x in alerts_file.read_text().splitlines()]
+    assert [(a["detector"], a["alert_id"], a["status"]) for a in lines] == recorded

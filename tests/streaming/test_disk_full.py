@@ -207,6 +207,10 @@ class Query:
     def exception(self) -> Exception | None:
         return None if self.stopped or self.error is None else RuntimeError(self.error)
 
+    @property
+    def status(self) -> dict[str, Any]:
+        return {"isTriggerActive": False}
+
     def stop(self) -> None:
         self.stopped = True
 

@@ -7,6 +7,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -81,7 +82,7 @@ def test_gives_up_after_max_restarts_in_a_row() -> None:
 def test_a_stop_during_the_back_off_does_not_restart() -> None:
     p = FakePipeline(cfg(restart_backoff_s=30), fail_after=[1])
     # The stop arrives once the failure was seen (the healthy query has been stopped).
-    rc = run_forever(p, should_stop=lambda: p.queries[1].stopped)  # type: ignore[arg-type]
+    rc = run_forever(p, should_stop=lambda: bool(p.queries) and p.queries[1].stopped)  # type: ignore[arg-type]
     assert (rc, p.starts) == (0, 1)
 
 
@@ -443,3 +444,93 @@ def test_a_batch_run_again_after_a_reload_without_an_incident_closes_it(tmp_path
     again(FakeBatch([]), 7)  # type: ignore[arg-type]
     assert slack.sent == ["a1:firing", "a1:resolved"]
     assert ledger.active() == []
+
+
+class DetectInFlight:
+    """The detect query in a micro-batch, as a stop sees it.
+
+    Its ``deliver_at``-th status look has the delivery handler return (``None``: never);
+    Spark reports the batch committed at the second look at its progress after that.
+    """
+
+    name = "flinkwatch-detect"
+
+    def __init__(self, stats: PipelineStats, stops: list[str], deliver_at: int | None) -> None:
+        self.stats, self.stops, self.deliver_at = stats, stops, deliver_at
+        self.looks = 0
+        self.progress_looks = 0
+        self.stopped_with: tuple[int, bool] | None = None
+
+    @property
+    def isActive(self) -> bool:  # noqa: N802 - Spark's name
+        return self.stopped_with is None
+
+    @property
+    def status(self) -> dict[str, Any]:
+        self.looks += 1
+        if self.looks == self.deliver_at:
+            self.stats.count_delivered(7)
+        return {"isTriggerActive": True}  # batches back to back: never seen idle
+
+    @property
+    def lastProgress(self) -> Any:  # noqa: N802 - Spark's name
+        if self.stats.delivered:
+            self.progress_looks += 1
+        return SimpleNamespace(batchId=7 if self.progress_looks >= 2 else 6)
+
+    def exception(self) -> Exception | None:
+        return None
+
+    def stop(self) -> None:
+        self.stops.append(self.name)
+        self.stopped_with = (self.stats.delivered, self.progress_looks >= 2)
+
+
+@dataclass
+class StoppingPipeline:
+    cfg: AppConfig
+    deliver_at: int | None
+    stats: PipelineStats = field(default_factory=PipelineStats)
+    stops: list[str] = field(default_factory=list)
+    detect: DetectInFlight | None = None
+    spark: Any = None
+
+    def count_progress(self, queries: list[Any]) -> None:
+        pass
+
+    def start(self) -> list[Any]:
+        self.detect = DetectInFlight(self.stats, self.stops, self.deliver_at)
+        return [ParseQuery(self.stops), self.detect]
+
+
+class ParseQuery(FakeQuery):
+    def __init__(self, stops: list[str]) -> None:
+        super().__init__("flinkwatch-parse", None)
+        self.stops = stops
+
+    def stop(self) -> None:
+        self.stops.append(self.name)
+        super().stop()
+
+
+def asked_once() -> Any:
+    """A ``should_stop`` that answers yes from its second call on (after the start)."""
+    calls = iter([False])
+    return lambda: next(calls, True)
+
+
+def test_a_stop_lets_the_detect_batch_in_flight_finish_and_commit_first() -> None:
+    p = StoppingPipeline(cfg(stop_grace_s=30), deliver_at=3)
+    assert run_forever(p, should_stop=asked_once()) == 0  # type: ignore[arg-type]
+    assert p.stops == ["flinkwatch-parse", "flinkwatch-detect"]
+    assert p.detect is not None and p.detect.stopped_with == (1, True)  # delivered, committed
+    assert p.stats.stop_note == "micro-batch 7 finished first"
+
+
+def test_a_detect_batch_longer_than_the_grace_is_abandoned_and_the_stop_says_so() -> None:
+    p = StoppingPipeline(cfg(stop_grace_s=0.3), deliver_at=None)
+    assert run_forever(p, should_stop=asked_once()) == 0  # type: ignore[arg-type]
+    assert p.detect is not None and p.detect.stopped_with == (0, False)
+    assert p.stats.stop_note == (
+        "micro-batch in flight abandoned at spark.stop_grace_s=0.3, the next start runs it again"
+    )

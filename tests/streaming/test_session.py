@@ -77,3 +77,59 @@ def test_state_size_counts_rocksdb_files_when_memory_reads_zero() -> None:
     assert state_size(op) == 7117
     op = SimpleNamespace(memoryUsedBytes=268_756, customMetrics={"rocksdbSstFileSize": 7117})
     assert state_size(op) == 275_873
+
+
+def test_the_jvm_stderr_relay_drops_the_worker_chatter_and_keeps_the_rest() -> None:
+    import os
+    import threading
+
+    from streaming.session import _relay
+
+    src_r, src_w = os.pipe()
+    out_r, out_w = os.pipe()
+    relay = threading.Thread(target=_relay, args=(src_r, out_w))
+    relay.start()
+    # What pyspark's transformWithState driver worker prints, as Spark copies it, among
+    # a Spark log line and a Python worker's real complaint.
+    os.write(
+        src_w,
+        b"Starting Streaming TransformWithStateInPandas Python worker.\n\n"
+        b"26/11/23 10:58:27 WARN NativeCodeLoader: Unable to load native-hadoop library\n"
+        b"Streaming TransformWithStateInPandas Python worker Completed execution of UDF.\n\n"
+        b"\n"
+        b"Traceback (most recent call last):\n",
+    )
+    os.close(src_w)
+    relay.join(timeout=10)
+    os.close(out_w)
+    with os.fdopen(out_r, "rb") as f:
+        assert f.read() == (
+            b"26/11/23 10:58:27 WARN NativeCodeLoader: Unable to load native-hadoop library\n"
+            b"\n"
+            b"Traceback (most recent call last):\n"
+        )
+
+
+def test_the_jvm_runs_in_a_session_of_its_own(spark) -> None:
+    """Ctrl-C and `timeout` signal the driver's whole process group: not the JVM."""
+    import os
+
+    jvm_pid = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
+    assert os.getsid(jvm_pid) != os.getsid(0)
+    assert os.getpgid(jvm_pid) != os.getpgid(0)
+
+
+def test_a_sigterm_to_the_jvm_reaches_the_driver_and_spark_runs_on(spark) -> None:
+    """Under spark-submit (a Kubernetes pod) SIGTERM goes to the JVM alone."""
+    import os
+    import signal
+
+    from streaming.session import on_jvm_signals
+    from tests.conftest import wait_until
+
+    heard: list[str] = []
+    # PySpark starts its JVM ignoring SIGINT, and so it stays.
+    assert on_jvm_signals(spark, {"SIGTERM": heard.append, "SIGINT": heard.append}) == ["SIGTERM"]
+    os.kill(int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()), signal.SIGTERM)
+    wait_until(lambda: heard == ["SIGTERM"], timeout=30, what="the JVM's SIGTERM in the driver")
+    assert spark.range(3).count() == 3
