@@ -30,8 +30,10 @@ demo: setup
 
 # Lint, types, then every test (unit, Spark, and integration against a real Kafka broker
 # that the tests start on a free port).
+# Two workers (pytest-xdist), a test file each at a time: most of the suite's time is real
+# processes starting and waiting (brokers, JVMs, Prometheus), which two cores overlap.
 test: setup lint
-	@$(VENV)/bin/pytest $(PYTEST_ARGS)
+	@$(VENV)/bin/pytest -n 2 --dist loadfile $(PYTEST_ARGS)
 
 lint: setup
 	@$(VENV)/bin/ruff check .

@@ -10,6 +10,26 @@ from pyspark.sql import DataFrame, SparkSession
 
 from streaming.session import get_session
 
+#: The files of several minutes each (real processes: JVM starts, kills, a Spark cluster).
+LONGEST = ("test_delivery_crash.py", "test_spark_cluster.py", "test_kafka_e2e.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The longest files first, then the other integration files, then the rest.
+
+    ``make test`` hands whole files to two workers in this order: started first, the long
+    files overlap each other and the quick ones fill in behind them, where one started
+    last would run on alone at the end.
+    """
+
+    def rank(item: pytest.Item) -> int:
+        path = item.nodeid.split("::", 1)[0]
+        if path.rsplit("/", 1)[-1] in LONGEST:
+            return 0
+        return 1 if path.startswith("tests/integration/") else 2
+
+    items.sort(key=rank)
+
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
