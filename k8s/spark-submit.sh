@@ -46,4 +46,6 @@ exec "$spark_submit" \
   --conf spark.network.crypto.cipher=AES/GCM/NoPadding \
   --conf spark.network.crypto.saslFallback=false \
   --conf spark.io.encryption.enabled=true \
+  --conf 'spark.driver.extraClassPath=/opt/flinkwatch/jars/*' \
+  --conf 'spark.executor.extraClassPath=/opt/flinkwatch/jars/*' \
   local:///opt/flinkwatch/main.py run --config /etc/flinkwatch/flinkwatch.yaml

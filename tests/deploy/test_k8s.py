@@ -24,6 +24,7 @@ import yaml
 from conf import AppConfig, KafkaConfig, load_config
 from sinks.metrics_server import HEALTH_PATH
 from tests.deploy.manifests import (
+    DOCKER,
     K8S,
     REPO,
     Pod,
@@ -538,3 +539,19 @@ def test_spark_traffic_is_authenticated_and_encrypted_with_the_key_of_a_secret(
     name, item_key = sources[0]
     assert item_key in k8s_object("Secret", name)["stringData"]
     assert "spark-auth-secret.yaml" not in load_yaml(K8S / "kustomization.yaml")["resources"]
+
+
+def test_the_connector_jars_of_the_image_are_on_driver_and_executor_class_paths(
+    fake_spark_submit: Path, tmp_path: Path
+) -> None:
+    # Under spark-submit the driver's JVM runs before the session sets spark.jars, which
+    # then reaches the executors only: the driver would not find the kafka source.
+    jars = re.search(r"FLINKWATCH_SPARK_JARS=(\S+)", (DOCKER / "Dockerfile").read_text())
+    assert jars is not None
+    want = f"{jars[1]}/*"
+    conf = APP["spec"]["sparkConf"]
+    confs = spark_submit_confs(fake_spark_submit, tmp_path)
+    for role in ("driver", "executor"):
+        key = f"spark.{role}.extraClassPath"
+        assert conf[key] == want, role
+        assert confs[key] == want, role
