@@ -33,7 +33,7 @@ demo: setup
 # Two workers (pytest-xdist), a test file each at a time: most of the suite's time is real
 # processes starting and waiting (brokers, JVMs, Prometheus), which two cores overlap.
 test: setup lint
-	@$(VENV)/bin/pytest -n 2 --dist loadfile $(PYTEST_ARGS)
+	@$(VENV)/bin/pytest -n 2 --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 lint: setup
 	@$(VENV)/bin/ruff check .

@@ -17,7 +17,8 @@ LONGEST = ("test_delivery_crash.py", "test_spark_cluster.py", "test_kafka_e2e.py
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The longest files first, then the other integration files, then the rest.
 
-    ``make test`` hands whole files to two workers in this order: started first, the long
+    ``make test`` hands whole files to two workers in this order (``--no-loadscope-reorder``:
+    xdist would otherwise put the files with the most tests first): started first, the long
     files overlap each other and the quick ones fill in behind them, where one started
     last would run on alone at the end.
     """
