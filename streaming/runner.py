@@ -77,6 +77,13 @@ class Clock:
     lag and ``grace_ms``: by then everything the entity sent up to the deadline is on the
     bus.
 
+    Why the batch's own records count (``batch_ms``): each is on the bus before the batch
+    fixed the offsets it reads, and its time is no later than when it reached the bus
+    (it is capped at its bus time). An entity's records up to a deadline reach the bus
+    within its lag of it, so once a record of the batch is past the deadline by that lag,
+    they were on the bus when the batch started and are in it or an earlier one. Spark's
+    watermark says the same one micro-batch later (it moves at a batch's end).
+
     Attributes:
         watermark_ms: Spark's event-time watermark: the bus's newest event time (of the
             batch before) less ``delay_ms``.
@@ -85,18 +92,25 @@ class Clock:
             sooner than the watermark; ticks still move time when nothing arrives).
         tick_ms: The time every bus partition's ticks have reached (:mod:`streaming.ticks`):
             every record the raw topics held then is on the bus.
+        batch_ms: The newest time of the shard's records in this micro-batch, each the
+            earlier of its event time and its bus time (``None``: none, or the files bus,
+            where records carry no bus time and only the watermark counts).
     """
 
     watermark_ms: int
     delay_ms: int = 0
     grace_ms: int | None = None
     tick_ms: int | None = None
+    batch_ms: int | None = None
 
     @property
     def frontier_ms(self) -> int:
-        """The bus's newest time: where records put it (watermark plus delay), or a tick."""
-        data = self.watermark_ms + self.delay_ms
-        return data if self.tick_ms is None else max(data, self.tick_ms)
+        """The bus's newest time, from records or from a tick.
+
+        Records: this batch's, and the batches' before it (the watermark plus delay).
+        """
+        times = (self.watermark_ms + self.delay_ms, self.tick_ms, self.batch_ms)
+        return max(t for t in times if t is not None)
 
     def _margin(self, lag_ms: int | None) -> int:
         """How far behind the frontier an entity's data is surely complete."""
@@ -638,6 +652,9 @@ class ShardRunner:
         reached = frontier(ticks, tick_values)
         if reached is not None and (clock.tick_ms is None or reached > clock.tick_ms):
             clock = replace(clock, tick_ms=reached)
+        newest = _newest(by_entity.values())
+        if newest is not None and (clock.batch_ms is None or newest > clock.batch_ms):
+            clock = replace(clock, batch_ms=newest)
         due = [e for e, at in wakes.items() if clock.due(at) and e not in by_entity]
         changed = False
         for entity in [*by_entity, *due]:
@@ -663,3 +680,15 @@ class ShardRunner:
             # Every saved entity has a wake-up, so the table counts them without a read.
             out.append(count_row(shard, len(wakes)))
         return ShardOutcome(out, wakes, changed, timer, bad)
+
+
+def _newest(batches: Iterable[list[BusEvent]]) -> int | None:
+    """The newest time of records that reached the live bus, capped at their bus time.
+
+    The cap keeps a host whose clock runs ahead from claiming a frontier in the future
+    (as the watermark's own ``event_time`` does, :func:`streaming.bus.detect_input`).
+    """
+    times = [
+        min(e.event.time_ms, e.bus_ms) for events in batches for e in events if e.bus_ms is not None
+    ]
+    return max(times, default=None)

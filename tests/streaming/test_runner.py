@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from conf import AppConfig
 from detectors import REGISTRY, Alert, AlertStatus, Severity
 from streaming.bus import active_detectors
@@ -594,3 +596,39 @@ def test_a_tick_of_now_does_not_decide_for_an_entity_whose_records_arrive_hours_
     assert shard.saved()[0].due["checkpoint_failures"] == deadline  # not decided
     shard.shard.run(shard.store, shard.wakes, tick(deadline + grace + late), clock, ticks)
     assert shard.saved()[0].due["checkpoint_failures"] != deadline  # now it is
+
+
+def _deadline_after_firing(shard: Shard, delay: int, grace: int, lag: int) -> int:
+    rows = [{**_expiry(i), "_bus": T0 + i * 60_000 + lag} for i in (1, 2, 3, 4)]
+    shard.batch(rows, watermark=T0, delay_ms=delay, grace_ms=grace)
+    return shard.saved()[0].due["checkpoint_failures"]
+
+
+def _other(t: int, bus: int | None) -> dict:
+    """A record of another entity of the shard, at event time ``t``, on the bus at ``bus``."""
+    row = {"entity": "tm:tm-1", "kind": "metric", "event_ms": t, "src": "metrics:0", "offset": t}
+    return row if bus is None else {**row, "_bus": bus}
+
+
+@pytest.mark.parametrize(
+    ("past", "bus_after", "judged"),
+    [
+        (1, 50, True),  # the batch's own record is past the deadline by lag and grace
+        (-1, 50, False),  # one millisecond short
+        (1, None, False),  # the files bus: no bus time, only the watermark counts
+        (600_000, -600_001, False),  # a host clock 10 min ahead: capped at its bus time
+    ],
+    ids=["passed", "short", "files-bus", "clock-ahead"],
+)
+def test_a_deadline_the_batch_passes_is_judged_in_that_batch(
+    past: int, bus_after: int | None, judged: bool
+) -> None:
+    # Spark's watermark moves at the end of a micro-batch, so deadlines waited one more
+    # batch (seconds under load) after the records that passed them were read.
+    delay, grace, lag = 30_000, 2_000, 100
+    shard = Shard()
+    deadline = _deadline_after_firing(shard, delay, grace, lag)
+    t = deadline + grace + lag + past
+    bus = None if bus_after is None else t + bus_after
+    shard.batch([_other(t, bus)], watermark=T0 + 4 * 60_000 - delay, delay_ms=delay, grace_ms=grace)
+    assert (shard.saved()[0].due["checkpoint_failures"] != deadline) is judged
