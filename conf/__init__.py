@@ -342,9 +342,23 @@ class SparkConfig(_Frozen):
         ),
         json_schema_extra=RESTART,
     )
+    ui_port: int | None = Field(
+        default=4040,
+        ge=1,
+        le=65535,
+        description=(
+            "Port of the Spark UI on the driver, read-only (its Structured Streaming tab shows "
+            "the parse, detect and dead-letter queries; Spark takes the next port when this "
+            "one is busy); null = no UI (also `flinkwatch run --no-spark-ui`)."
+        ),
+        json_schema_extra=RESTART,
+    )
     options: dict[str, str] = Field(
         default_factory=dict,
-        description="Extra Spark settings, e.g. {spark.driver.host: 10.0.0.5}; they win.",
+        description=(
+            "Extra Spark settings, e.g. {spark.driver.host: 10.0.0.5}; they win over "
+            "flinkwatch's, and spark-submit --conf or spark-defaults.conf win over them."
+        ),
         json_schema_extra=RESTART,
     )
 

@@ -61,6 +61,8 @@ def base_overrides(args: argparse.Namespace) -> dict[str, dict[str, object]]:
         out.setdefault("kafka", {})["bootstrap_servers"] = args.bootstrap
     if getattr(args, "state_dir", None):
         out.setdefault("output", {})["state_dir"] = Path(args.state_dir)
+    if getattr(args, "no_spark_ui", False):
+        out.setdefault("spark", {})["ui_port"] = None
     return out
 
 
@@ -731,6 +733,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--bootstrap", help="override kafka.bootstrap_servers")
     r.add_argument("--state-dir", help="override output.state_dir")
     r.add_argument("--duration", type=float, help="stop after this many seconds (default: never)")
+    r.add_argument(
+        "--no-spark-ui", action="store_true", help="no Spark UI (default: on spark.ui_port)"
+    )
     r.set_defaults(func=cmd_run)
 
     rp = sub.add_parser("replay", help="run the detectors over log/metric files")

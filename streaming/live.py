@@ -49,6 +49,7 @@ def live_session(cfg: AppConfig) -> tuple[SparkSession, AppConfig]:
         timezone=cfg.parsing.log_timezone,
         extra=cluster_settings(cfg.spark),
         state_memory_mb=cfg.spark.state_memory_mb,
+        ui_port=cfg.spark.ui_port,
     )
     if cfg.spark.parse_mode != "realtime" or cfg.spark.master.strip().startswith("local"):
         return spark, cfg

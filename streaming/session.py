@@ -14,10 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from pyspark import SparkConf, SparkContext
+from pyspark.find_spark_home import _find_spark_home
 from pyspark.java_gateway import ensure_callback_server_started, launch_gateway
 from pyspark.sql import SparkSession
 
 from conf import SparkConfig
+from streaming import spark_conf
 
 log = logging.getLogger(__name__)
 
@@ -108,11 +110,16 @@ def get_session(
     require_kafka: bool = True,
     extra: dict[str, str] | None = None,
     state_memory_mb: int | None = 256,
+    ui_port: int | None = None,
 ) -> SparkSession:
     """Build (or return) the process's SparkSession with flinkwatch's settings.
 
     The Kafka connector comes from local jars (``spark.jars``), never downloaded at
-    run time; state lives in RocksDB, which ``transformWithState`` requires.
+    run time; state lives in RocksDB, which ``transformWithState`` requires. What the
+    user set in Spark's own configuration (``spark-submit --conf``,
+    ``spark-defaults.conf``, ``PYSPARK_SUBMIT_ARGS``) wins over these settings, except
+    the few detection needs (:mod:`streaming.spark_conf`). ``ui_port``: the Spark UI's
+    port (``None``: no UI); it is read-only (no kill links).
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     if master.startswith("local"):
@@ -142,7 +149,10 @@ def get_session(
         "spark.sql.ansi.enabled": "false",
         "spark.sql.streaming.metricsEnabled": "true",
         "spark.ui.showConsoleProgress": "false",
-        "spark.ui.enabled": os.environ.get("FLINKWATCH_SPARK_UI", "false"),
+        "spark.ui.enabled": "false" if ui_port is None else "true",
+        **({} if ui_port is None else {"spark.ui.port": str(ui_port)}),
+        # Anyone who reaches the UI could otherwise kill the detect query's jobs.
+        "spark.ui.killEnabled": "false",
         "spark.driver.memory": os.environ.get("FLINKWATCH_DRIVER_MEMORY", "2g"),
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         # The parse projection (dozens of regexes, one expression per field) is too large
@@ -171,11 +181,11 @@ def get_session(
         settings["spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage"] = "true"
         settings["spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB"] = str(state_memory_mb)
     settings.update(extra or {})
-    _start_context(settings)
-    spark = SparkSession.builder.config(map=settings).getOrCreate()
+    merged = _start_context(settings)
+    spark = SparkSession.builder.config(map=merged.settings).getOrCreate()
     # getOrCreate hands back an existing session as it is: apply what may differ per run.
-    spark.conf.set("spark.sql.session.timeZone", timezone)
-    spark.conf.set("spark.sql.shuffle.partitions", str(shuffle_partitions))
+    for key in ("spark.sql.session.timeZone", "spark.sql.shuffle.partitions"):
+        spark.conf.set(key, merged.settings[key])
     spark.sparkContext.setLogLevel(os.environ.get("FLINKWATCH_SPARK_LOG_LEVEL", "WARN"))
     _quiet(spark)
     return spark
@@ -214,7 +224,7 @@ def _quiet(spark: SparkSession) -> None:
 WORKER_CHATTER = b"Streaming TransformWithStateInPandas Python worker"
 
 
-def _start_context(settings: Mapping[str, str]) -> None:
+def _start_context(settings: Mapping[str, str]) -> spark_conf.Merged:
     """Create the SparkContext on a JVM started in a session of its own (if none runs yet).
 
     PySpark starts its JVM in the driver's process group. A signal to the whole group
@@ -229,21 +239,57 @@ def _start_context(settings: Mapping[str, str]) -> None:
 
     PySpark also points SIGINT at a handler that cancels every job and raises
     ``KeyboardInterrupt`` in the main thread; the caller's handler is put back.
+
+    Returns:
+        ``settings`` under the user's Spark configuration (:func:`spark_conf.merge`), read
+        once per process: from the files and ``PYSPARK_SUBMIT_ARGS`` before the JVM is
+        started, or, under spark-submit, from the JVM's system properties, where
+        spark-submit has put ``--conf`` and ``spark-defaults.conf``.
     """
+    global _USERS
     if SparkContext._gateway is not None:  # noqa: SLF001 - the JVM runs already
-        return
-    conf = SparkConf().setAll(list(settings.items()))
+        return spark_conf.merge(settings, _USERS or {})
+    submitted = "PYSPARK_GATEWAY_PORT" in os.environ  # spark-submit's JVM runs already
+    if not submitted:
+        _USERS = spark_conf.users_conf({"SPARK_HOME": _find_spark_home(), **os.environ})
+    merged = spark_conf.merge(settings, _USERS or {})
     read, write = os.pipe()
     threading.Thread(target=_relay, args=(read,), name="flinkwatch-jvm-stderr", daemon=True).start()
     try:
-        gateway = launch_gateway(conf, popen_kwargs={"start_new_session": True, "stderr": write})
+        gateway = launch_gateway(
+            SparkConf().setAll(list(merged.settings.items())),
+            popen_kwargs={"start_new_session": True, "stderr": write},
+        )
     finally:
         os.close(write)  # the JVM holds its own copy; the relay ends when the JVM does
+    if submitted:
+        props = SparkConf(loadDefaults=True, _jvm=gateway.jvm).getAll()
+        _USERS = spark_conf.users_conf(os.environ, submitted=dict(props))
+        merged = spark_conf.merge(settings, _USERS)
+    _say(merged)
     main = threading.current_thread() is threading.main_thread()
     sigint = signal.getsignal(signal.SIGINT) if main else None
-    SparkContext(conf=conf, gateway=gateway)
+    SparkContext(conf=SparkConf().setAll(list(merged.settings.items())), gateway=gateway)
     if sigint is not None:
         signal.signal(signal.SIGINT, sigint)
+    return merged
+
+
+#: The user's own Spark configuration, read when this process started Spark.
+_USERS: dict[str, str] | None = None
+
+
+def _say(merged: spark_conf.Merged) -> None:
+    """One line for what the user's Spark configuration changed, one per setting kept."""
+    if merged.replaced:
+        log.info(
+            "Spark settings from spark-submit / spark-defaults.conf replace flinkwatch's: %s",
+            ", ".join(
+                f"{k}={user} (flinkwatch: {ours})" for k, (ours, user) in merged.replaced.items()
+            ),
+        )
+    for key, (user, why) in merged.kept.items():
+        log.warning("Spark setting %s=%s is not applied: %s", key, user, why)
 
 
 def _relay(fd: int, out: int = 2) -> None:
