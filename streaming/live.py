@@ -51,6 +51,11 @@ def live_session(cfg: AppConfig) -> tuple[SparkSession, AppConfig]:
         state_memory_mb=cfg.spark.state_memory_mb,
         ui_port=cfg.spark.ui_port,
     )
+    if spark.sparkContext.uiWebUrl:
+        log.info(
+            "Spark UI at %s (Structured Streaming tab: the three queries)",
+            spark.sparkContext.uiWebUrl,
+        )
     if cfg.spark.parse_mode != "realtime" or cfg.spark.master.strip().startswith("local"):
         return spark, cfg
     have = cluster_slots(spark)

@@ -66,7 +66,7 @@ def sample(body: str, prefix: str) -> float | None:
 
 def test_run_serves_metrics_reloads_on_sighup_and_stops_on_ctrl_c(kafka, tmp_path) -> None:
     kafka.create_topics("proc.logs", "proc.metrics")
-    port, health_port = free_ports(2)
+    port, health_port, ui_port = free_ports(3)
     conf = tmp_path / "flinkwatch.yaml"
     doc = {
         "kafka": {
@@ -76,7 +76,7 @@ def test_run_serves_metrics_reloads_on_sighup_and_stops_on_ctrl_c(kafka, tmp_pat
             "events_topic": "proc.events",
             "deadletters_topic": "proc.deadletters",
         },
-        "spark": {"trigger_interval_s": 0.5},
+        "spark": {"trigger_interval_s": 0.5, "ui_port": ui_port},
         "output": {"state_dir": str(tmp_path / "state")},
         "metrics": {"port": port, "health_port": health_port},
         "reload_interval_s": 3600,  # only SIGHUP may trigger the reload in this test
@@ -114,6 +114,9 @@ def test_run_serves_metrics_reloads_on_sighup_and_stops_on_ctrl_c(kafka, tmp_pat
             (signal_,) = prom.wait_for(f'flinkwatch_checkpoints_expired{{job_id="{JOB}"}}')
             assert signal_["value"][1] == "3"
         doc["detectors"]["checkpoint_failures"]["min_expired"] = 4
+        # The Spark UI, on by default: its Structured Streaming tab lists the queries.
+        with urllib.request.urlopen(f"http://127.0.0.1:{ui_port}/StreamingQuery/", timeout=60) as r:
+            assert r.status == 200 and "flinkwatch-detect" in r.read().decode()
         conf.write_text(yaml.safe_dump(doc))
         proc.send_signal(signal.SIGHUP)
         wait_until(
@@ -138,6 +141,7 @@ def test_run_serves_metrics_reloads_on_sighup_and_stops_on_ctrl_c(kafka, tmp_pat
             proc.wait()
     out = (tmp_path / "run.log").read_text()
     assert "SIGHUP: re-reading the config" in out
+    assert f"Spark UI at http://127.0.0.1:{ui_port}" in out
     assert "checkpoint_failures" in out.split("events by kind:")[-1]  # the summary table
     alerts = [json.loads(x) for x in (tmp_path / "state" / "alerts.jsonl").read_text().splitlines()]
     assert [

@@ -370,3 +370,14 @@ def test_lab_slack_emulator_takes_its_options_as_the_docs_show(monkeypatch) -> N
     assert got == [
         ["--port", "0", "--token", "xoxb-flinkwatch-local", "--channel", "#x", "--channel", "#y"]
     ]
+
+
+def test_the_spark_ui_is_on_by_default_and_no_spark_ui_turns_it_off() -> None:
+    from conf import AppConfig
+    from streaming.cli import _with, base_overrides, build_parser
+
+    assert AppConfig().spark.ui_port == 4040
+    args = build_parser().parse_args(["run", "--no-spark-ui"])
+    assert _with(AppConfig(), base_overrides(args)).spark.ui_port is None
+    args = build_parser().parse_args(["run"])
+    assert _with(AppConfig(), base_overrides(args)).spark.ui_port == 4040
