@@ -15,8 +15,10 @@ import sys
 import tempfile
 import threading
 import time
+import tomllib
 from collections import Counter
 from collections.abc import Callable, Sequence
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -724,6 +726,9 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser (also used by the CLI tests)."""
     p = argparse.ArgumentParser(prog="flinkwatch", description=__doc__)
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    p.add_argument(
+        "--version", action="version", version=f"%(prog)s {version()}", help="print the version"
+    )
     sub = p.add_subparsers(dest="command", required=True)
 
     r = sub.add_parser("run", help="run the streaming job against Kafka")
@@ -770,6 +775,27 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_deliveries(sub)
     return p
+
+
+def version() -> str:
+    """The installed flinkwatch's version; from a source tree not installed, pyproject's.
+
+    A checkout run as ``python -m streaming.cli`` has no distribution metadata: the
+    version in the ``pyproject.toml`` beside the code is then the truth, marked as such,
+    and ``unknown`` when neither exists (a copied file, say).
+    """
+    try:
+        return metadata.version("flinkwatch")
+    except metadata.PackageNotFoundError:
+        pass
+    pyproject = Path(__file__).resolve().parent.parent / "pyproject.toml"
+    try:
+        project = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("project", {})
+    except (OSError, tomllib.TOMLDecodeError):
+        return "unknown (not installed)"
+    if project.get("name") != "flinkwatch" or "version" not in project:
+        return "unknown (not installed)"
+    return f"{project['version']} (source tree, not installed)"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

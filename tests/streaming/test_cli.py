@@ -370,3 +370,28 @@ def test_lab_slack_emulator_takes_its_options_as_the_docs_show(monkeypatch) -> N
     assert got == [
         ["--port", "0", "--token", "xoxb-flinkwatch-local", "--channel", "#x", "--channel", "#y"]
     ]
+
+
+def test_version_prints_the_installed_distributions_version(monkeypatch, capsys) -> None:
+    from importlib import metadata
+
+    monkeypatch.setattr(metadata, "version", lambda name: {"flinkwatch": "9.8.7"}[name])
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out.strip() == "flinkwatch 9.8.7"
+
+
+def test_version_outside_an_install_says_the_source_trees_version(monkeypatch, capsys) -> None:
+    import tomllib
+    from importlib import metadata
+
+    def not_installed(name: str) -> str:
+        raise metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(metadata, "version", not_installed)
+    with pytest.raises(SystemExit):
+        main(["--version"])
+    pyproject = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
+    expected = f"flinkwatch {pyproject['project']['version']} (source tree, not installed)"
+    assert capsys.readouterr().out.strip() == expected
