@@ -587,14 +587,41 @@ def _kafka_settings(cfg: AppConfig) -> Any:
 
 def cmd_config_check(args: argparse.Namespace) -> int:
     """Validate a config file without running anything."""
+    as_json = args.output_format == "json"
     try:
         cfg = load_config(args.file)
     except ConfigError as exc:
-        print(f"INVALID {exc}", file=sys.stderr)
+        if as_json:
+            # On stdout, like the success: a script reads one place and the exit code.
+            _print_json(
+                {"ok": False, "file": args.file, "fields": list(exc.fields), "message": str(exc)}
+            )
+        else:
+            print(f"INVALID {exc}", file=sys.stderr)
         return 1
     enabled = [n for n, p in cfg.detector_params().items() if p.enabled]
-    print(f"OK {args.file}: detectors enabled: {', '.join(enabled) or 'none'}")
+    if as_json:
+        _print_json({"ok": True, "file": args.file, "detectors_enabled": enabled})
+    else:
+        print(f"OK {args.file}: detectors enabled: {', '.join(enabled) or 'none'}")
     return 0
+
+
+def _print_json(value: object) -> None:
+    """One JSON document on stdout (``-o json``): what a script or ``jq`` reads."""
+    print(json.dumps(value, indent=2))
+
+
+def _add_output_format(parser: argparse.ArgumentParser) -> None:
+    """``-o text|json``: the same answer for a person or for a script."""
+    parser.add_argument(
+        "-o",
+        "--output",
+        dest="output_format",
+        choices=["text", "json"],
+        default="text",
+        help="text for a person, json for a script (default: text)",
+    )
 
 
 def cmd_kafka_create_topics(args: argparse.Namespace) -> int:
@@ -658,6 +685,23 @@ def cmd_deliveries_list(args: argparse.Namespace) -> int:
         rows = ledger.deliveries(None if args.state == "all" else [args.state])
     finally:
         ledger.close()
+    if args.output_format == "json":
+        _print_json(
+            [
+                {
+                    "seq": d.seq,
+                    "sink": d.sink,
+                    "state": d.state,
+                    "attempts": d.attempts,
+                    "error": d.error,
+                    "updated_ms": d.updated_ms,
+                    "transition": d.key,
+                    "alert": d.alert.model_dump(mode="json"),
+                }
+                for d in rows
+            ]
+        )
+        return 0
     if not rows:
         print(f"no deliveries ({args.state})", file=sys.stderr)
         return 0
@@ -707,6 +751,7 @@ def _add_deliveries(sub: Any) -> None:
     ls = dsub.add_parser("list", help="print deliveries from the ledger", allow_abbrev=False)
     states = ["failed", "pending", "sending", "stale", "all"]
     ls.add_argument("--state", choices=states, default="failed", help="which (default: failed)")
+    _add_output_format(ls)
     ls.set_defaults(func=cmd_deliveries_list)
     rs = dsub.add_parser(
         "resend", help="move failed deliveries back to pending", allow_abbrev=False
@@ -757,6 +802,7 @@ def build_parser() -> argparse.ArgumentParser:
     csub = c.add_subparsers(dest="config_command", required=True)
     cc = csub.add_parser("check", help="validate a config file")
     cc.add_argument("file", help="the YAML file")
+    _add_output_format(cc)
     cc.set_defaults(func=cmd_config_check)
 
     k = sub.add_parser("kafka", help="Kafka tools")

@@ -131,6 +131,20 @@ def test_config_check_accepts_the_default_and_names_the_bad_field(tmp_path, caps
     assert "bad.yaml" in err and "detectors.checkpoint_failures.min_expired" in err
 
 
+def test_config_check_in_json_says_ok_and_on_error_the_field_and_message(tmp_path, capsys) -> None:
+    assert main(["config", "check", "-o", "json", "conf/flinkwatch.yaml"]) == 0
+    good = json.loads(capsys.readouterr().out)
+    assert good["ok"] is True and good["file"] == "conf/flinkwatch.yaml"
+    assert "checkpoint_failures" in good["detectors_enabled"]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("detectors:\n  checkpoint_failures:\n    min_expired: -1\n")
+    assert main(["config", "check", "--output", "json", str(bad)]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert out["ok"] is False and out["file"] == str(bad)
+    assert out["fields"] == ["detectors.checkpoint_failures.min_expired"]
+    assert "greater than" in out["message"]
+
+
 def test_simulate_takes_incidents_as_kind_at_job_colon_onset(capsys) -> None:
     from lab.cli import build_parser
     from lab.fleet import Incident
@@ -295,6 +309,22 @@ def test_deliveries_list_shows_the_ledger_by_state(tmp_path, capsys) -> None:
     assert "ok:firing" in capsys.readouterr().out
     assert main(["deliveries", "list", "--state", "pending", "--config", str(conf)]) == 0
     assert "no deliveries" in capsys.readouterr().err
+
+
+def test_deliveries_list_in_json_is_an_array_of_one_object_per_delivery(tmp_path, capsys) -> None:
+    conf, _ = _ledger_with_failures(tmp_path)
+    assert main(["deliveries", "list", "-o", "json", "--config", str(conf)]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["seq"], r["sink"], r["state"], r["transition"]) for r in rows] == [
+        (1, "slack", "failed", "lost1:firing"),
+        (3, "slack", "failed", "lost2:firing"),
+    ]
+    assert {r["error"] for r in rows} == {"chat_postMessage: HTTP 200 channel_not_found"}
+    assert rows[0]["alert"]["summary"] == "3 checkpoints of lost1 expired"
+    assert rows[0]["alert"]["status"] == "firing" and rows[0]["attempts"] >= 1
+    argv = ["deliveries", "list", "--state", "pending", "-o", "json", "--config", str(conf)]
+    assert main(argv) == 0
+    assert json.loads(capsys.readouterr().out) == []
 
 
 def test_deliveries_resend_puts_failed_ones_back_in_the_queue(tmp_path, capsys) -> None:
