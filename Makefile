@@ -6,16 +6,21 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo test lint unit bench up down clean
+.PHONY: setup prereqs demo test lint unit bench up down clean
 
 # Python env (pip caches downloads in ~/.cache/pip) + Kafka broker and Spark connector jars
 # (Maven caches them in ~/.m2) + Debian's Prometheus binary for the scrape tests (apt).
+# The machine's prerequisites are checked first, all at once, before anything is installed.
 # The venv is rebuilt only when pyproject.toml changes.
 setup: $(STAMP)
 	@scripts/stack.sh fetch
 	@scripts/prometheus.sh fetch >/dev/null
 
-$(STAMP): pyproject.toml
+# Python >= 3.11 with venv and ensurepip, Java 17+, Maven; each missing one with its fix.
+prereqs:
+	@PYTHON=$(PYTHON) scripts/prereqs.sh
+
+$(STAMP): pyproject.toml | prereqs
 	@echo "[setup] creating $(VENV) and installing flinkwatch with its dev tools"
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@$(PY) -m pip install --quiet --upgrade pip

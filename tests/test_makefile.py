@@ -1,0 +1,32 @@
+"""The Makefile's targets run what a newcomer's first run needs, in that order.
+
+``make -n -B`` prints every command a target would run, and runs none.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _commands(target: str) -> list[str]:
+    done = subprocess.run(
+        ["make", "-n", "-B", "-C", str(REPO), "--no-print-directory", target],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    return done.stdout.splitlines()
+
+
+def _first(commands: list[str], word: str) -> int:
+    return next(i for i, c in enumerate(commands) if word in c)
+
+
+def test_setup_checks_the_prerequisites_before_installing_anything() -> None:
+    commands = _commands("setup")
+    assert "scripts/prereqs.sh" in commands[0]
+    assert _first(commands, "scripts/prereqs.sh") < _first(commands, "pip install")
