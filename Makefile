@@ -11,7 +11,8 @@ STAMP  := $(VENV)/.installed
 # Python env (pip caches downloads in ~/.cache/pip) + Kafka broker and Spark connector jars
 # (Maven caches them in ~/.m2) + Debian's Prometheus binary for the scrape tests (apt).
 # The machine's prerequisites are checked first, all at once, before anything is installed.
-# The venv is rebuilt only when pyproject.toml changes.
+# The venv is reinstalled only when pyproject.toml changes, and rebuilt when its pip does
+# not run (a venv made while python3-venv was missing).
 setup: $(STAMP)
 	@scripts/stack.sh fetch
 	@scripts/prometheus.sh fetch >/dev/null
@@ -22,7 +23,7 @@ prereqs:
 
 $(STAMP): pyproject.toml | prereqs
 	@echo "[setup] creating $(VENV) and installing flinkwatch with its dev tools"
-	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@PYTHON=$(PYTHON) scripts/venv.sh ensure $(VENV)
 	@$(PY) -m pip install --quiet --upgrade pip
 	@$(PY) -m pip install --quiet -e '.[dev]'
 	@touch $(STAMP)

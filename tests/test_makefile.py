@@ -29,4 +29,5 @@ def _first(commands: list[str], word: str) -> int:
 def test_setup_checks_the_prerequisites_before_installing_anything() -> None:
     commands = _commands("setup")
     assert "scripts/prereqs.sh" in commands[0]
-    assert _first(commands, "scripts/prereqs.sh") < _first(commands, "pip install")
+    assert _first(commands, "scripts/venv.sh ensure") < _first(commands, "pip install")
+    assert not any("-m venv" in c for c in commands)  # only through venv.sh, which checks pip
