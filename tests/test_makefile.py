@@ -31,3 +31,18 @@ def test_setup_checks_the_prerequisites_before_installing_anything() -> None:
     assert "scripts/prereqs.sh" in commands[0]
     assert _first(commands, "scripts/venv.sh ensure") < _first(commands, "pip install")
     assert not any("-m venv" in c for c in commands)  # only through venv.sh, which checks pip
+
+
+def test_only_the_targets_that_run_prometheus_fetch_it() -> None:
+    # Debian packages, and templates written under /usr/share: not for a demo that uses none.
+    for target in ("setup", "demo", "up", "lint"):
+        assert not any("prometheus.sh" in c for c in _commands(target)), target
+    for target in ("test", "unit", "bench"):
+        commands = _commands(target)
+        fetch = _first(commands, "scripts/prometheus.sh fetch")
+        assert fetch < _first(commands, "pytest" if target != "bench" else "bench.run"), target
+
+
+def test_ci_runs_make_test() -> None:
+    run = (REPO / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    assert run[-1] == "make test"
