@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from conf import AppConfig, ConfigError, load_config
+from streaming.replay_progress import ReplayCounts, ReplayProgress
 
 log = logging.getLogger("flinkwatch")
 
@@ -477,6 +478,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         deadletter_dir=deadletters,
         trigger={"availableNow": True},
     )
+    progress_done = ReplayProgress(lambda: replay_counts(pipeline.stats)).start()
     try:
         pipeline.run_once()
         # The output file is the replay's product, not a copy: what could not be written
@@ -484,17 +486,34 @@ def cmd_replay(args: argparse.Namespace) -> int:
         for sink in pipeline.outputs.sinks:
             pipeline.outputs.ledger.deliver(sink)
     except Exception as exc:
+        progress_done(False)
         log.error("replay failed: %s", exc)
         return 1
     finally:
         if not args.keep_work:
             shutil.rmtree(work, ignore_errors=True)
+    progress_done(True)
     _print_summary(pipeline.stats.alerts, pipeline.stats.kinds, pipeline.stats.dead_letters)
     _print_incidents(output)
     if sum(pipeline.stats.dead_letters.values()) and args.deadletters:
         print(f"dead letters written to {deadletters}", file=sys.stderr)
     print(f"alerts written to {output}", file=sys.stderr)
     return 0
+
+
+def replay_counts(stats: Any) -> ReplayCounts:
+    """A replay's progress so far, from the pipeline's counters (read from another thread).
+
+    The counters are updated by the queries' ``foreachBatch`` threads; ``dict(...)`` copies
+    the alert counter in one step, so a batch adding to it meanwhile cannot break the sum.
+    """
+    return ReplayCounts(
+        records=stats.records_read,
+        newest_event_ms=stats.newest_event_ms,
+        alerts=sum(dict(stats.alerts).values()),
+        parse_batches=stats.counted.get("parse", -1) + 1,
+        detect_batches=stats.delivered,
+    )
 
 
 def _print_summary(

@@ -66,6 +66,30 @@ def test_replay_gives_exactly_the_expected_alerts_per_scenario(spark, tmp_path, 
 
 
 @pytest.mark.spark
+def test_replay_ends_with_the_records_it_read_and_the_event_time_reached(
+    spark, tmp_path, caplog
+) -> None:
+    import logging
+
+    metrics = tmp_path / "metrics.jsonl"
+    metrics.write_text(
+        '{"name": "flink_jobmanager_job_lastCheckpointDuration", "value": 2214, '
+        '"timestamp": "2024-06-03T09:50:02.479Z", "labels": {"job_id": "3f4c2a9b7d1e4f60a8b5c2d1e0f9a7b3"}}\n'
+        '{"name": "flink_jobmanager_job_lastCheckpointDuration", "value": "slow", "timestamp": 1717408202479}\n'
+        '{"name": "flink_jobmanager_job_lastCheckpointDuration", "value": 2300, '
+        '"timestamp": "2024-06-03T09:40:00.000Z", "labels": {"job_id": "3f4c2a9b7d1e4f60a8b5c2d1e0f9a7b3"}}\n'
+    )
+    caplog.set_level(logging.INFO, logger="flinkwatch")
+    argv = ["replay", "--metrics", str(metrics), "--output", str(tmp_path / "alerts.jsonl")]
+    assert main(argv) == 0
+    done = [r.getMessage() for r in caplog.records if r.getMessage().startswith("replay: done")]
+    assert len(done) == 1
+    # Two events and a dead letter; the newest time is the first line's.
+    assert "3 records read" in done[0]
+    assert "event time 2024-06-03T09:50:02Z," in done[0]
+
+
+@pytest.mark.spark
 def test_parse_prints_one_object_per_record_with_kind_or_reason(spark, tmp_path, capsys) -> None:
     log = tmp_path / "jm.log"
     log.write_text(
