@@ -6,18 +6,29 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo test lint unit bench up down clean
+.PHONY: setup prereqs prometheus demo test lint unit bench up down clean
 
 # Python env (pip caches downloads in ~/.cache/pip) + Kafka broker and Spark connector jars
-# (Maven caches them in ~/.m2) + Debian's Prometheus binary for the scrape tests (apt).
-# The venv is rebuilt only when pyproject.toml changes.
+# (Maven caches them in ~/.m2).
+# The machine's prerequisites are checked first, all at once, before anything is installed.
+# The venv is reinstalled only when pyproject.toml changes, and rebuilt when its pip does
+# not run (a venv made while python3-venv was missing).
 setup: $(STAMP)
 	@scripts/stack.sh fetch
+
+# Python >= 3.11 with venv and ensurepip, Java 17+, Maven; each missing one with its fix.
+prereqs:
+	@PYTHON=$(PYTHON) scripts/prereqs.sh
+
+# Debian's Prometheus, promtool and Alertmanager (apt; Alertmanager's templates go under
+# /usr/share/prometheus) for the tests that run them and the benchmark's peer. The demo
+# uses none of them, so only test, unit and bench fetch them.
+prometheus: setup
 	@scripts/prometheus.sh fetch >/dev/null
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml | prereqs
 	@echo "[setup] creating $(VENV) and installing flinkwatch with its dev tools"
-	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@PYTHON=$(PYTHON) scripts/venv.sh ensure $(VENV)
 	@$(PY) -m pip install --quiet --upgrade pip
 	@$(PY) -m pip install --quiet -e '.[dev]'
 	@touch $(STAMP)
@@ -29,10 +40,10 @@ demo: setup
 	@$(PY) -m lab demo --fresh $(DEMO_ARGS)
 
 # Lint, types, then every test (unit, Spark, and integration against a real Kafka broker
-# that the tests start on a free port).
+# that the tests start on a free port, and a real Prometheus).
 # Two workers (pytest-xdist), a test file each at a time: most of the suite's time is real
 # processes starting and waiting (brokers, JVMs, Prometheus), which two cores overlap.
-test: setup lint
+test: setup lint prometheus
 	@$(VENV)/bin/pytest -n 2 --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 lint: setup
@@ -47,11 +58,11 @@ lint: setup
 # backlog drained on a local Spark standalone cluster of 1, then 2 workers
 # (scripts/spark-cluster.sh). About 2.5 hours; results and the latency/CPU chart in
 # bench/results/ (matplotlib, the `bench` extra, is installed here). BENCH_ARGS=--help
-bench: setup
+bench: setup prometheus
 	@$(PY) -c 'import matplotlib' 2>/dev/null || $(PY) -m pip install --quiet -e '.[dev,bench]'
 	@$(VENV)/bin/python -m bench.run $(BENCH_ARGS)
 
-unit: setup
+unit: setup prometheus
 	@$(VENV)/bin/pytest -m "not spark and not kafka" $(PYTEST_ARGS)
 
 up: setup

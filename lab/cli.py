@@ -13,7 +13,7 @@ import shutil
 import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,34 @@ from conf import AppConfig, ConfigError
 from streaming.cli import _kafka_settings, _load, _setup_logging, _with, run_job
 
 log = logging.getLogger("flinkwatch")
+
+#: Where ``scripts/stack.sh`` starts the local broker unless ``FLINKWATCH_KAFKA_PORT``
+#: moves it (the packaged config's ``kafka.bootstrap_servers``).
+LOCAL_BOOTSTRAP = "127.0.0.1:9092"
+
+
+def local_bootstrap(
+    configured: str, given: str | None, env: Mapping[str, str] | None = None
+) -> str:
+    """The brokers the lab tools connect to: ``--bootstrap``, else the local stack's port.
+
+    ``scripts/stack.sh`` starts its broker on ``127.0.0.1:$FLINKWATCH_KAFKA_PORT`` when
+    the variable is set (9092 is taken, say); the tools follow it, so ``make demo`` with a
+    moved port reaches the broker it just started. Only the local stack's address moves:
+    a config naming other brokers keeps them.
+
+    Raises:
+        ValueError: ``FLINKWATCH_KAFKA_PORT`` is not a port number.
+    """
+    if given:
+        return given
+    port = (os.environ if env is None else env).get("FLINKWATCH_KAFKA_PORT", "")
+    if not port or configured != LOCAL_BOOTSTRAP:
+        return configured
+    if not port.isdigit() or not 0 < int(port) < 65_536:
+        msg = f"FLINKWATCH_KAFKA_PORT={port!r} is not a port number"
+        raise ValueError(msg)
+    return f"127.0.0.1:{int(port)}"
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
@@ -50,12 +78,11 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         log.error("simulate: %s", exc)
         return 2
     start_ms = int(args.start_ms if args.start_ms is not None else time.time() * 1000)
-    if args.bootstrap:
-        cfg = _with(cfg, {"kafka": {"bootstrap_servers": args.bootstrap}})
-    bootstrap = cfg.kafka.bootstrap_servers
     try:
+        bootstrap = local_bootstrap(cfg.kafka.bootstrap_servers, args.bootstrap)
+        cfg = _with(cfg, {"kafka": {"bootstrap_servers": bootstrap}})
         settings = _kafka_settings(cfg)
-    except ConfigError as exc:
+    except (ConfigError, ValueError) as exc:
         log.error("simulate: %s", exc)
         return 2
     log.info(
@@ -108,9 +135,17 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     cfg = _load(args.config)
     state = Path(args.state_dir)
+    kafka: dict[str, object] = dict(DEMO_TOPICS)
+    try:
+        bootstrap = local_bootstrap(cfg.kafka.bootstrap_servers, args.bootstrap)
+    except ValueError as exc:
+        log.error("demo: %s", exc)
+        return 2
+    if bootstrap != cfg.kafka.bootstrap_servers:  # then it wins over a reloaded file too
+        kafka["bootstrap_servers"] = bootstrap
     cfg = cfg.model_copy(
         update={
-            "kafka": cfg.kafka.model_copy(update=DEMO_TOPICS),
+            "kafka": cfg.kafka.model_copy(update=kafka),
             "output": cfg.output.model_copy(update={"state_dir": state}),
         }
     )
@@ -186,7 +221,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             args.duration,
             config_path=args.config,
             base={
-                "kafka": dict(DEMO_TOPICS),
+                "kafka": kafka,
                 "output": {"state_dir": state},
                 **({"slack": base_slack} if base_slack else {}),
             },
@@ -270,7 +305,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("simulate", help="produce a simulated Flink fleet into Kafka")
     s.add_argument("--config", help="YAML config (for the Kafka settings)")
-    s.add_argument("--bootstrap", help="override kafka.bootstrap_servers")
+    s.add_argument(
+        "--bootstrap",
+        help="override kafka.bootstrap_servers (default: as for demo)",
+    )
     s.add_argument("--logs-topic", help="override kafka.logs_topic")
     s.add_argument("--metrics-topic", help="override kafka.metrics_topic")
     s.add_argument("--jobs", type=int, default=4, help="Flink jobs in the fleet (4)")
@@ -303,6 +341,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     d = sub.add_parser("demo", help="simulated fleet + the job on the local stack")
     d.add_argument("--config", help="YAML config (default: the packaged one, local stack)")
+    d.add_argument(
+        "--bootstrap",
+        help="override kafka.bootstrap_servers (default: the config's; the local stack's "
+        "127.0.0.1:$FLINKWATCH_KAFKA_PORT when that is set)",
+    )
     d.add_argument("--state-dir", default="var/demo", help="alerts, ledger, checkpoints")
     d.add_argument("--jobs", type=int, default=4, help="Flink jobs in the fleet (4)")
     d.add_argument("--incident-at", type=float, default=10, help="job 0's expiries start, s")

@@ -15,12 +15,15 @@ import sys
 import tempfile
 import threading
 import time
+import tomllib
 from collections import Counter
 from collections.abc import Callable, Sequence
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from conf import AppConfig, ConfigError, load_config
+from streaming.replay_progress import ReplayCounts, ReplayProgress
 
 log = logging.getLogger("flinkwatch")
 
@@ -477,6 +480,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         deadletter_dir=deadletters,
         trigger={"availableNow": True},
     )
+    progress_done = ReplayProgress(lambda: replay_counts(pipeline.stats)).start()
     try:
         pipeline.run_once()
         # The output file is the replay's product, not a copy: what could not be written
@@ -484,17 +488,34 @@ def cmd_replay(args: argparse.Namespace) -> int:
         for sink in pipeline.outputs.sinks:
             pipeline.outputs.ledger.deliver(sink)
     except Exception as exc:
+        progress_done(False)
         log.error("replay failed: %s", exc)
         return 1
     finally:
         if not args.keep_work:
             shutil.rmtree(work, ignore_errors=True)
+    progress_done(True)
     _print_summary(pipeline.stats.alerts, pipeline.stats.kinds, pipeline.stats.dead_letters)
     _print_incidents(output)
     if sum(pipeline.stats.dead_letters.values()) and args.deadletters:
         print(f"dead letters written to {deadletters}", file=sys.stderr)
     print(f"alerts written to {output}", file=sys.stderr)
     return 0
+
+
+def replay_counts(stats: Any) -> ReplayCounts:
+    """A replay's progress so far, from the pipeline's counters (read from another thread).
+
+    The counters are updated by the queries' ``foreachBatch`` threads; ``dict(...)`` copies
+    the alert counter in one step, so a batch adding to it meanwhile cannot break the sum.
+    """
+    return ReplayCounts(
+        records=stats.records_read,
+        newest_event_ms=stats.newest_event_ms,
+        alerts=sum(dict(stats.alerts).values()),
+        parse_batches=stats.counted.get("parse", -1) + 1,
+        detect_batches=stats.delivered,
+    )
 
 
 def _print_summary(
@@ -587,14 +608,41 @@ def _kafka_settings(cfg: AppConfig) -> Any:
 
 def cmd_config_check(args: argparse.Namespace) -> int:
     """Validate a config file without running anything."""
+    as_json = args.output_format == "json"
     try:
         cfg = load_config(args.file)
     except ConfigError as exc:
-        print(f"INVALID {exc}", file=sys.stderr)
+        if as_json:
+            # On stdout, like the success: a script reads one place and the exit code.
+            _print_json(
+                {"ok": False, "file": args.file, "fields": list(exc.fields), "message": str(exc)}
+            )
+        else:
+            print(f"INVALID {exc}", file=sys.stderr)
         return 1
     enabled = [n for n, p in cfg.detector_params().items() if p.enabled]
-    print(f"OK {args.file}: detectors enabled: {', '.join(enabled) or 'none'}")
+    if as_json:
+        _print_json({"ok": True, "file": args.file, "detectors_enabled": enabled})
+    else:
+        print(f"OK {args.file}: detectors enabled: {', '.join(enabled) or 'none'}")
     return 0
+
+
+def _print_json(value: object) -> None:
+    """One JSON document on stdout (``-o json``): what a script or ``jq`` reads."""
+    print(json.dumps(value, indent=2))
+
+
+def _add_output_format(parser: argparse.ArgumentParser) -> None:
+    """``-o text|json``: the same answer for a person or for a script."""
+    parser.add_argument(
+        "-o",
+        "--output",
+        dest="output_format",
+        choices=["text", "json"],
+        default="text",
+        help="text for a person, json for a script (default: text)",
+    )
 
 
 def cmd_kafka_create_topics(args: argparse.Namespace) -> int:
@@ -658,6 +706,23 @@ def cmd_deliveries_list(args: argparse.Namespace) -> int:
         rows = ledger.deliveries(None if args.state == "all" else [args.state])
     finally:
         ledger.close()
+    if args.output_format == "json":
+        _print_json(
+            [
+                {
+                    "seq": d.seq,
+                    "sink": d.sink,
+                    "state": d.state,
+                    "attempts": d.attempts,
+                    "error": d.error,
+                    "updated_ms": d.updated_ms,
+                    "transition": d.key,
+                    "alert": d.alert.model_dump(mode="json"),
+                }
+                for d in rows
+            ]
+        )
+        return 0
     if not rows:
         print(f"no deliveries ({args.state})", file=sys.stderr)
         return 0
@@ -707,6 +772,7 @@ def _add_deliveries(sub: Any) -> None:
     ls = dsub.add_parser("list", help="print deliveries from the ledger", allow_abbrev=False)
     states = ["failed", "pending", "sending", "stale", "all"]
     ls.add_argument("--state", choices=states, default="failed", help="which (default: failed)")
+    _add_output_format(ls)
     ls.set_defaults(func=cmd_deliveries_list)
     rs = dsub.add_parser(
         "resend", help="move failed deliveries back to pending", allow_abbrev=False
@@ -726,6 +792,9 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser (also used by the CLI tests)."""
     p = argparse.ArgumentParser(prog="flinkwatch", description=__doc__)
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    p.add_argument(
+        "--version", action="version", version=f"%(prog)s {version()}", help="print the version"
+    )
     sub = p.add_subparsers(dest="command", required=True)
 
     r = sub.add_parser("run", help="run the streaming job against Kafka")
@@ -757,6 +826,7 @@ def build_parser() -> argparse.ArgumentParser:
     csub = c.add_subparsers(dest="config_command", required=True)
     cc = csub.add_parser("check", help="validate a config file")
     cc.add_argument("file", help="the YAML file")
+    _add_output_format(cc)
     cc.set_defaults(func=cmd_config_check)
 
     k = sub.add_parser("kafka", help="Kafka tools")
@@ -775,6 +845,27 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_deliveries(sub)
     return p
+
+
+def version() -> str:
+    """The installed flinkwatch's version; from a source tree not installed, pyproject's.
+
+    A checkout run as ``python -m streaming.cli`` has no distribution metadata: the
+    version in the ``pyproject.toml`` beside the code is then the truth, marked as such,
+    and ``unknown`` when neither exists (a copied file, say).
+    """
+    try:
+        return metadata.version("flinkwatch")
+    except metadata.PackageNotFoundError:
+        pass
+    pyproject = Path(__file__).resolve().parent.parent / "pyproject.toml"
+    try:
+        project = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("project", {})
+    except (OSError, tomllib.TOMLDecodeError):
+        return "unknown (not installed)"
+    if project.get("name") != "flinkwatch" or "version" not in project:
+        return "unknown (not installed)"
+    return f"{project['version']} (source tree, not installed)"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -87,6 +87,10 @@ class PipelineStats:
     delivered_batch: int | None = None
     #: What became of the detect query's batch in flight at the last stop.
     stop_note: str = ""
+    #: Records the parse query's ``foreachBatch`` counted (files bus: replay), events and
+    #: dead letters, and the newest event time among them (epoch ms): a replay's progress.
+    records_read: int = 0
+    newest_event_ms: int | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _batch_done: threading.Condition = field(default_factory=threading.Condition, repr=False)
 
@@ -393,10 +397,16 @@ class ParseBatch:
         """Process one micro-batch of parsed records."""
         batch = batch.persist()
         try:
+            # The newest event time rides on the count the batch needs anyway: a replay's
+            # progress line says how far it has read at no extra pass over the batch.
             counts = (
-                batch.select(F.coalesce(F.col("error"), F.lit("")).alias("e"), "kind")
+                batch.select(
+                    F.coalesce(F.col("error"), F.lit("")).alias("e"),
+                    "kind",
+                    F.unix_millis("event_time").alias("ms"),
+                )
                 .groupBy("e", "kind")
-                .count()
+                .agg(F.count(F.lit(1)).alias("count"), F.max("ms").alias("newest"))
                 .collect()
             )
             self._hop(bus_records(batch, self.cfg, dead_letters=False), batch_id)
@@ -418,6 +428,10 @@ class ParseBatch:
         for r in counts:
             if not r["e"]:
                 self.stats.kinds[r["kind"]] += r["count"]
+        self.stats.records_read += sum(r["count"] for r in counts)
+        newest = [r["newest"] for r in counts if r["newest"] is not None]
+        if newest:
+            self.stats.newest_event_ms = max(self.stats.newest_event_ms or 0, *newest)
 
     def _hop(self, records: DataFrame, batch_id: int) -> None:
         # Written next to the hop directory, then moved in under a name fixed by the batch

@@ -25,7 +25,7 @@ WHO = {"job": "flinkwatch", "instance": "fw:9250"}
 def need_promtool() -> Path:
     tool = promtool()
     if tool is None:
-        pytest.fail("no promtool: run `scripts/prometheus.sh fetch` (make setup does)")
+        pytest.fail("no promtool: run `scripts/prometheus.sh fetch` (make test does)")
     return tool
 
 

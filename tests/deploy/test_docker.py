@@ -266,7 +266,7 @@ def test_compose_prometheus_scrapes_the_job_and_loads_the_rules() -> None:
 def test_compose_prometheus_config_passes_promtool(name: str) -> None:
     tool = promtool()
     if tool is None:
-        pytest.fail("no promtool: run `scripts/prometheus.sh fetch` (make setup does)")
+        pytest.fail("no promtool: run `scripts/prometheus.sh fetch` (make test does)")
     out = subprocess.run(
         [str(tool), "check", "config", str(DOCKER / "prometheus" / name)],
         capture_output=True,

@@ -35,7 +35,7 @@ groups:
 
 def need_binary() -> Path:
     if BINARY is None:
-        pytest.fail("no prometheus binary: run `scripts/prometheus.sh fetch` (make setup does)")
+        pytest.fail("no prometheus binary: run `scripts/prometheus.sh fetch` (make test does)")
     return BINARY
 
 

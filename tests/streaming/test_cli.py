@@ -66,6 +66,30 @@ def test_replay_gives_exactly_the_expected_alerts_per_scenario(spark, tmp_path, 
 
 
 @pytest.mark.spark
+def test_replay_ends_with_the_records_it_read_and_the_event_time_reached(
+    spark, tmp_path, caplog
+) -> None:
+    import logging
+
+    metrics = tmp_path / "metrics.jsonl"
+    metrics.write_text(
+        '{"name": "flink_jobmanager_job_lastCheckpointDuration", "value": 2214, '
+        '"timestamp": "2024-06-03T09:50:02.479Z", "labels": {"job_id": "3f4c2a9b7d1e4f60a8b5c2d1e0f9a7b3"}}\n'
+        '{"name": "flink_jobmanager_job_lastCheckpointDuration", "value": "slow", "timestamp": 1717408202479}\n'
+        '{"name": "flink_jobmanager_job_lastCheckpointDuration", "value": 2300, '
+        '"timestamp": "2024-06-03T09:40:00.000Z", "labels": {"job_id": "3f4c2a9b7d1e4f60a8b5c2d1e0f9a7b3"}}\n'
+    )
+    caplog.set_level(logging.INFO, logger="flinkwatch")
+    argv = ["replay", "--metrics", str(metrics), "--output", str(tmp_path / "alerts.jsonl")]
+    assert main(argv) == 0
+    done = [r.getMessage() for r in caplog.records if r.getMessage().startswith("replay: done")]
+    assert len(done) == 1
+    # Two events and a dead letter; the newest time is the first line's.
+    assert "3 records read" in done[0]
+    assert "event time 2024-06-03T09:50:02Z," in done[0]
+
+
+@pytest.mark.spark
 def test_parse_prints_one_object_per_record_with_kind_or_reason(spark, tmp_path, capsys) -> None:
     log = tmp_path / "jm.log"
     log.write_text(
@@ -129,6 +153,20 @@ def test_config_check_accepts_the_default_and_names_the_bad_field(tmp_path, caps
     assert main(["config", "check", str(bad)]) == 1
     err = capsys.readouterr().err
     assert "bad.yaml" in err and "detectors.checkpoint_failures.min_expired" in err
+
+
+def test_config_check_in_json_says_ok_and_on_error_the_field_and_message(tmp_path, capsys) -> None:
+    assert main(["config", "check", "-o", "json", "conf/flinkwatch.yaml"]) == 0
+    good = json.loads(capsys.readouterr().out)
+    assert good["ok"] is True and good["file"] == "conf/flinkwatch.yaml"
+    assert "checkpoint_failures" in good["detectors_enabled"]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("detectors:\n  checkpoint_failures:\n    min_expired: -1\n")
+    assert main(["config", "check", "--output", "json", str(bad)]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert out["ok"] is False and out["file"] == str(bad)
+    assert out["fields"] == ["detectors.checkpoint_failures.min_expired"]
+    assert "greater than" in out["message"]
 
 
 def test_simulate_takes_incidents_as_kind_at_job_colon_onset(capsys) -> None:
@@ -297,6 +335,22 @@ def test_deliveries_list_shows_the_ledger_by_state(tmp_path, capsys) -> None:
     assert "no deliveries" in capsys.readouterr().err
 
 
+def test_deliveries_list_in_json_is_an_array_of_one_object_per_delivery(tmp_path, capsys) -> None:
+    conf, _ = _ledger_with_failures(tmp_path)
+    assert main(["deliveries", "list", "-o", "json", "--config", str(conf)]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["seq"], r["sink"], r["state"], r["transition"]) for r in rows] == [
+        (1, "slack", "failed", "lost1:firing"),
+        (3, "slack", "failed", "lost2:firing"),
+    ]
+    assert {r["error"] for r in rows} == {"chat_postMessage: HTTP 200 channel_not_found"}
+    assert rows[0]["alert"]["summary"] == "3 checkpoints of lost1 expired"
+    assert rows[0]["alert"]["status"] == "firing" and rows[0]["attempts"] >= 1
+    argv = ["deliveries", "list", "--state", "pending", "-o", "json", "--config", str(conf)]
+    assert main(argv) == 0
+    assert json.loads(capsys.readouterr().out) == []
+
+
 def test_deliveries_resend_puts_failed_ones_back_in_the_queue(tmp_path, capsys) -> None:
     conf, ledger = _ledger_with_failures(tmp_path)
     assert main(["deliveries", "resend", "1", "2", "--config", str(conf)]) == 1
@@ -381,3 +435,28 @@ def test_the_spark_ui_is_on_by_default_and_no_spark_ui_turns_it_off() -> None:
     assert _with(AppConfig(), base_overrides(args)).spark.ui_port is None
     args = build_parser().parse_args(["run"])
     assert _with(AppConfig(), base_overrides(args)).spark.ui_port == 4040
+
+
+def test_version_prints_the_installed_distributions_version(monkeypatch, capsys) -> None:
+    from importlib import metadata
+
+    monkeypatch.setattr(metadata, "version", lambda name: {"flinkwatch": "9.8.7"}[name])
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out.strip() == "flinkwatch 9.8.7"
+
+
+def test_version_outside_an_install_says_the_source_trees_version(monkeypatch, capsys) -> None:
+    import tomllib
+    from importlib import metadata
+
+    def not_installed(name: str) -> str:
+        raise metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(metadata, "version", not_installed)
+    with pytest.raises(SystemExit):
+        main(["--version"])
+    pyproject = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
+    expected = f"flinkwatch {pyproject['project']['version']} (source tree, not installed)"
+    assert capsys.readouterr().out.strip() == expected

@@ -47,3 +47,6 @@ def test_a_replayed_batch_replaces_its_hop_file_and_dead_letters(spark, tmp_path
     assert not list(tmp_path.glob(".hop-tmp-*"))
     assert stats.kinds == {"checkpoint_expired": 1, "unparsed": 1}
     assert stats.dead_letters == {"invalid_json": 1}
+    # A replay's progress: every record of the batch once, and how far in event time.
+    assert stats.records_read == 3
+    assert stats.newest_event_ms in (1_717_409_400_002, 1_717_409_401_000)  # 10:10:00.002 / :01

@@ -1,0 +1,83 @@
+"""A replay says how far it has got at least every 10 s, and sums up at the end."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+
+from streaming.cli import replay_counts
+from streaming.delivery import PipelineStats
+from streaming.replay_progress import ReplayCounts, ReplayProgress
+
+T0_MS = 1_795_319_936_000  # 2026-11-22T03:58:56Z
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _progress(counts: list[ReplayCounts], clock: Clock, lines: list[str]) -> ReplayProgress:
+    return ReplayProgress(lambda: counts[-1], clock=clock, emit=lines.append)
+
+
+def test_a_line_every_ten_seconds_with_records_event_time_and_alerts() -> None:
+    clock, lines = Clock(), []
+    counts = [ReplayCounts()]
+    progress = _progress(counts, clock, lines)
+    for second in range(1, 26):  # polled every second, as the replay's thread does
+        clock.now += 1
+        if second == 12:
+            counts.append(
+                ReplayCounts(
+                    records=1_234_567, newest_event_ms=T0_MS + 753, alerts=12, parse_batches=1
+                )
+            )
+        progress.poll()
+    assert lines == [
+        "replay: 0 records read, event time none yet, 0 alerts (parse batches 0, detect batches 0)",
+        "replay: 1,234,567 records read, event time 2026-11-22T03:58:56Z, 12 alerts "
+        "(parse batches 1, detect batches 0)",
+    ]
+
+
+def test_no_line_before_ten_seconds_and_a_summary_with_the_rate_at_the_end() -> None:
+    clock, lines = Clock(), []
+    counts = [ReplayCounts(records=50_000, newest_event_ms=T0_MS, alerts=3, detect_batches=2)]
+    progress = _progress(counts, clock, lines)
+    clock.now += 9.9
+    assert not progress.poll()
+    clock.now += 0.1
+    progress.finish()
+    assert lines == [
+        "replay: done in 10.0 s: 50,000 records read (5,000/s), "
+        "event time 2026-11-22T03:58:56Z, 3 alerts"
+    ]
+
+
+def test_the_polling_thread_stops_and_a_failed_replay_gets_no_summary() -> None:
+    lines: list[str] = []
+    progress = ReplayProgress(ReplayCounts, emit=lines.append)
+    progress.start()(False)
+    assert lines == []
+    stop = threading.Event()
+    stop.set()
+    progress.run_until(stop)  # returns at once once stopped
+    progress.start()(True)
+    assert len(lines) == 1 and lines[0].startswith("replay: done in ")
+
+
+def test_the_counts_come_from_the_pipelines_counters() -> None:
+    stats = PipelineStats()
+    stats.records_read = 42
+    stats.newest_event_ms = T0_MS
+    stats.alerts = Counter({("tm_lost", "tm:a", "firing"): 2, ("tm_lost", "tm:a", "resolved"): 1})
+    stats.counted["parse"] = 4  # batch ids 0..4 counted
+    stats.delivered = 3
+    assert replay_counts(stats) == ReplayCounts(
+        records=42, newest_event_ms=T0_MS, alerts=3, parse_batches=5, detect_batches=3
+    )
+    assert replay_counts(PipelineStats()) == ReplayCounts()
