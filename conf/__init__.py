@@ -446,6 +446,11 @@ class OutputConfig(_Frozen):
         return self.state_dir / "ledger.sqlite"
 
     @property
+    def silences_path(self) -> Path:
+        """Silences added with ``flinkwatch silence add`` (SQLite)."""
+        return self.state_dir / "silences.sqlite"
+
+    @property
     def deadletter_path(self) -> Path:
         """Directory of dead-letter JSON-lines files."""
         return self.deadletter_dir or self.state_dir / "deadletters"

@@ -152,9 +152,72 @@ class Silence(_Frozen):
         return start <= at_ms < end
 
 
-def silence_for(silences: tuple[Silence, ...], alert: Alert, cluster: str) -> str | None:
-    """The name of the first silence covering the alert at its event time, or None."""
+def silence_for(
+    silences: tuple[Silence, ...], alert: Alert, cluster: str, at_ms: int | None = None
+) -> str | None:
+    """The name of the first silence covering the alert, or None.
+
+    ``at_ms``: when the silences are judged; by default the alert's event time (so a
+    replay silences what the live job would have).
+    """
+    at = alert.event_time_ms if at_ms is None else at_ms
     for s in silences:
-        if s.covers(alert.event_time_ms) and s.matchers.matches(alert, cluster):
+        if s.covers(at) and s.matchers.matches(alert, cluster):
             return s.name
     return None
+
+
+#: The names a matcher can take (:class:`Matchers`' fields).
+MATCHER_NAMES: tuple[str, ...] = tuple(Matchers.model_fields)
+_MATCHER = re.compile(r"^(?P<name>[a-z_]+)(?P<op>=~|!=|!~|=)(?P<value>.*)$")
+_DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+
+
+def parse_matchers(texts: list[str]) -> Matchers:
+    """``amtool``'s matcher syntax → :class:`Matchers`.
+
+    ``name=value`` matches the value exactly, ``name=~regex`` the whole value against a
+    regular expression; a value may be in double quotes (``job_name="pay etl"``).
+
+    Raises:
+        ValueError: a text is not a matcher, names no known label, uses a negative
+            operator (``!=``, ``!~``: a silence here says what it covers), or repeats a name.
+    """
+    found: dict[str, str] = {}
+    for text in texts:
+        m = _MATCHER.match(text.strip())
+        if m is None:
+            msg = f"{text!r} is not a matcher: name=value or name=~regex"
+            raise ValueError(msg)
+        name, op, value = m["name"], m["op"], m["value"]
+        if name not in MATCHER_NAMES:
+            msg = f"{text!r}: no label {name!r}; one of {', '.join(MATCHER_NAMES)}"
+            raise ValueError(msg)
+        if op in ("!=", "!~"):
+            msg = f"{text!r}: negative matchers are not supported; say what the silence covers"
+            raise ValueError(msg)
+        if name in found:
+            msg = f"{text!r}: {name} is matched twice"
+            raise ValueError(msg)
+        if len(value) >= 2 and value[0] == value[-1] == '"':
+            value = value[1:-1]
+        found[name] = value if op == "=~" else re.escape(value)
+    return Matchers(**found)
+
+
+def parse_duration(text: str) -> dt.timedelta:
+    """``1h``, ``30m``, ``1h30m``, ``2d``, ``90s`` (as amtool's ``--duration``) → a duration.
+
+    Raises:
+        ValueError: not such a duration, or zero.
+    """
+    m = _DURATION.match(text.strip())
+    if not text.strip() or m is None:
+        msg = f"{text!r} is not a duration such as 1h, 30m, 1h30m, 2d"
+        raise ValueError(msg)
+    days, hours, minutes, seconds = (int(g or 0) for g in m.groups())
+    span = dt.timedelta(days=days, hours=hours, minutes=minutes, seconds=seconds)
+    if span <= dt.timedelta(0):
+        msg = f"{text!r}: a silence must last some time"
+        raise ValueError(msg)
+    return span

@@ -288,6 +288,7 @@ def _outputs(cfg: AppConfig, ledger: Any, slack: Any) -> Any:
     from sinks.besteffort import BestEffort
     from sinks.dispatch import Dispatcher
     from sinks.prometheus import ActiveAlerts, SignalBoard
+    from sinks.silence_store import SilenceStore
     from streaming.delivery import Outputs
 
     out = cfg.output
@@ -320,6 +321,7 @@ def _outputs(cfg: AppConfig, ledger: Any, slack: Any) -> Any:
         signals=SignalBoard(cfg.metrics.max_signal_entities),
         correlator=correlator,
         in_batch=in_batch,
+        silences=SilenceStore(out.silences_path),
     )
 
 
@@ -844,6 +846,9 @@ def build_parser() -> argparse.ArgumentParser:
     kt.set_defaults(func=cmd_kafka_create_topics)
 
     _add_deliveries(sub)
+    from streaming.silence_cli import add_silence_parser  # it imports this module
+
+    add_silence_parser(sub)
     return p
 
 

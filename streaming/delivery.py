@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import shutil
+import sqlite3
 import threading
 import time
 from collections import Counter
@@ -26,7 +27,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from conf import AppConfig
-from conf.silences import silence_for
+from conf.silences import Silence, silence_for
 from detectors import Alert, AlertStatus
 from detectors.correlation import Correlator
 from sinks import (
@@ -40,6 +41,7 @@ from sinks import (
 from sinks.besteffort import BestEffort
 from sinks.dispatch import Dispatcher
 from sinks.prometheus import SignalBoard
+from sinks.silence_store import SilenceStore
 from streaming.bus import bus_records
 from streaming.entity import DETECTOR_ERROR, ENTITY_COUNT, ENTITY_REFUSED, SIGNAL, SIGNAL_GONE
 from streaming.schemas import DEAD_LETTER_SCHEMA, alert_of
@@ -176,6 +178,8 @@ class Outputs:
             them; rebuilt from the ledger after a restart (``None``: no incidents).
         in_batch: Delivers ``sinks`` and keeps their failures (kept here, not in the
             batch handler, which is recreated each time the queries restart).
+        silences: The command line's silences (``flinkwatch silence add``), read at
+            each batch beside the config's (``None``: the config's only).
     """
 
     ledger: AlertLedger
@@ -185,6 +189,7 @@ class Outputs:
     signals: SignalBoard | None = None
     correlator: Correlator | None = None
     in_batch: BestEffort = field(default_factory=BestEffort)
+    silences: SilenceStore | None = None
 
     def delivery_sinks(self) -> list[DeliverySink]:
         """Every sink a transition is queued for."""
@@ -222,6 +227,8 @@ class AlertDelivery:
         self.checkpoint = checkpoint
         self._query: str | None = None
         self._asked = checkpoint is None
+        self._stored: tuple[Silence, ...] = ()
+        self._stored_at = 0
 
     def _query_id(self) -> str | None:
         """The id Spark gave the query in its checkpoint (read at the first batch)."""
@@ -242,7 +249,24 @@ class AlertDelivery:
         return self._query
 
     def _silence(self, alert: Alert) -> str | None:
-        return silence_for(self.cfg.silences, alert, self.cfg.cluster)
+        # The config's at the alert's event time; the command line's now (sinks.silence_store).
+        return silence_for(self.cfg.silences, alert, self.cfg.cluster) or silence_for(
+            self._stored, alert, self.cfg.cluster, self._stored_at
+        )
+
+    def _read_silences(self) -> None:
+        """The command line's silences in force now; the last ones read if the store fails."""
+        if self.out.silences is None:
+            return
+        self._stored_at = int(time.time() * 1000)
+        try:
+            self._stored = self.out.silences.in_force(self._stored_at)
+        except sqlite3.Error as exc:  # a locked or damaged store must not fail the batch
+            log.warning(
+                "silences: cannot read %s (%s); the last ones read apply",
+                self.out.silences.path,
+                exc,
+            )
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         """Record and deliver one micro-batch of alert transitions.
@@ -269,6 +293,7 @@ class AlertDelivery:
         if correlator is not None:
             correlator.params = self.cfg.correlation  # follows a reload
         withheld, late = self._outcome("stale"), self._outcome("paged_late")
+        self._read_silences()
         try:
             new = self.out.ledger.record(
                 batch_id,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 
 import pytest
 from pydantic import ValidationError
@@ -125,3 +126,59 @@ def test_silence_names_are_unique() -> None:
     one = {"name": "x", "matchers": {"detector": "a"}, "starts_at": "2026-11-22T02:00:00Z"}
     with pytest.raises(ValidationError, match="unique"):
         silences(one, one)
+
+
+@pytest.mark.parametrize(
+    ("texts", "alert_fields", "covered"),
+    [
+        (["job_name=pay-etl"], {"job_name": "pay-etl"}, True),
+        (["job_name=pay-etl"], {"job_name": "pay-etl-2"}, False),  # exact, whole value
+        (["job_name=pay.etl"], {"job_name": "payXetl"}, False),  # a dot is a dot
+        (['job_name=~"pay-.*"', "detector=checkpoint_failures"], {"job_name": "pay-2"}, True),
+        (['job_name="pay etl"'], {"job_name": "pay etl"}, True),  # quotes as amtool takes them
+    ],
+)
+def test_amtool_matchers_match_exactly_or_by_regex(
+    texts: list[str], alert_fields: dict, covered: bool
+) -> None:
+    from conf.silences import parse_matchers
+
+    alert = Alert(
+        alert_id="a",
+        detector="checkpoint_failures",
+        entity="job:" + "b" * 32,
+        severity=Severity.WARNING,
+        status=AlertStatus.FIRING,
+        event_time_ms=0,
+        summary="s",
+        **alert_fields,
+    )
+    assert parse_matchers(texts).matches(alert, "default") is covered
+
+
+@pytest.mark.parametrize(
+    ("texts", "error"),
+    [
+        (["job"], "not a matcher"),
+        (["team=payments"], "no label 'team'"),
+        (["job_name!=x"], "negative matchers"),
+        (["job_name=a", "job_name=b"], "matched twice"),
+        (["job_name=~("], "not a valid regular expression"),
+    ],
+)
+def test_bad_matchers_name_the_problem(texts: list[str], error: str) -> None:
+    from conf.silences import parse_matchers
+
+    with pytest.raises(ValueError, match=re.escape(error)):
+        parse_matchers(texts)
+
+
+def test_durations_read_as_amtool_writes_them() -> None:
+    from conf.silences import parse_duration
+
+    assert parse_duration("1h30m") == dt.timedelta(minutes=90)
+    assert parse_duration("2d") == dt.timedelta(days=2)
+    assert parse_duration("90s") == dt.timedelta(seconds=90)
+    for bad in ("", "0m", "1 hour", "h"):
+        with pytest.raises(ValueError, match="duration|some time"):
+            parse_duration(bad)

@@ -1,0 +1,61 @@
+"""Silences from the command line: stored beside the ledger, judged like the config's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conf.silences import parse_matchers
+from sinks.silence_store import SilenceNotFoundError, SilenceStore
+
+NOW = 1_795_000_000_000
+HOUR = 3_600_000
+
+
+def _add(store: SilenceStore, *texts: str, start: int = NOW, end: int = NOW + HOUR) -> str:
+    return store.add(parse_matchers(list(texts)), texts, start, end, "deploy", "ana", NOW).id
+
+
+def test_a_silence_survives_a_restart_and_expires_early_by_hand(tmp_path: Path) -> None:
+    path = tmp_path / "silences.sqlite"
+    first = SilenceStore(path)
+    sid = _add(first, "job_name=pay-etl")
+    first.close()
+    again = SilenceStore(path)  # the job restarted, or another process
+    (s,) = again.listing(NOW)
+    assert (s.id, s.given, s.created_by, s.state(NOW)) == (
+        sid,
+        ("job_name=pay-etl",),
+        "ana",
+        "active",
+    )
+    (judged,) = again.in_force(NOW)
+    assert judged.name == sid and judged.covers(NOW + HOUR - 1) and not judged.covers(NOW + HOUR)
+    expired = again.expire(sid, NOW + 60_000)
+    assert expired.state(NOW + 60_000) == "expired" and expired.expired_ms == NOW + 60_000
+    assert again.listing(NOW + 60_000) == []
+    assert [x.id for x in again.listing(NOW + 60_000, expired=True)] == [sid]
+    assert again.in_force(NOW + 60_000) == ()  # no longer judged by the job
+
+
+def test_a_silence_that_starts_later_is_pending_until_then(tmp_path: Path) -> None:
+    store = SilenceStore(tmp_path / "s.sqlite")
+    _add(store, "detector=checkpoint_creep", start=NOW + HOUR, end=NOW + 2 * HOUR)
+    (s,) = store.listing(NOW)
+    assert s.state(NOW) == "pending" and s.state(NOW + HOUR) == "active"
+
+
+def test_a_silence_needs_a_reason_and_an_end_after_its_start(tmp_path: Path) -> None:
+    store = SilenceStore(tmp_path / "s.sqlite")
+    m = parse_matchers(["job_id=abc"])
+    with pytest.raises(ValueError, match="comment"):
+        store.add(m, ("job_id=abc",), NOW, NOW + HOUR, "  ", "ana", NOW)
+    with pytest.raises(ValueError, match="end after"):
+        store.add(m, ("job_id=abc",), NOW, NOW, "why", "ana", NOW)
+
+
+def test_expiring_an_unknown_id_names_it(tmp_path: Path) -> None:
+    store = SilenceStore(tmp_path / "s.sqlite")
+    with pytest.raises(SilenceNotFoundError, match="s-nothere"):
+        store.expire("s-nothere", NOW)
