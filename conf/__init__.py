@@ -27,8 +27,8 @@ from pydantic import (
 from conf.errors import ConfigError as ConfigError
 from conf.errors import FlinkwatchError as FlinkwatchError
 from conf.kafka_options import check_options
-from conf.silences import Silence
-from detectors import REGISTRY, DetectorParams, Severity
+from conf.silences import Matchers, Silence
+from detectors import REGISTRY, Alert, AlertStatus, DetectorParams, Severity
 from detectors.correlation import CorrelationParams
 
 DEFAULT_CONFIG = Path(__file__).with_name("flinkwatch.yaml")
@@ -591,11 +591,19 @@ class MetricsConfig(_Frozen):
 
 
 class SlackRoute(_Frozen):
-    """Send alerts of these detectors and/or severities to ``channel`` (first match wins)."""
+    """Send the incidents this route matches to ``channel`` (the first route that matches wins).
+
+    Every condition given must hold: the detector is one of ``detectors``, the severity
+    one of ``severities``, and each regular expression of ``match`` matches the whole
+    value of its label (``cluster``, ``job_name``, ``job_id``, ``tm_id``, ``host``,
+    ``detector``, ``severity``), as a silence's matchers do: a platform with several teams
+    sends each team its own jobs (``match: {job_name: "payments-.*"}``).
+    """
 
     channel: str
     detectors: tuple[str, ...] = ()
     severities: tuple[Severity, ...] = ()
+    match: Matchers | None = None
 
     @model_validator(mode="after")
     def _check(self) -> SlackRoute:
@@ -605,10 +613,12 @@ class SlackRoute(_Frozen):
             raise ValueError(msg)
         return self
 
-    def matches(self, detector: str, severity: Severity) -> bool:
+    def matches(self, alert: Alert, cluster: str) -> bool:
         """True when the route takes this alert (an empty list matches everything)."""
-        return (not self.detectors or detector in self.detectors) and (
-            not self.severities or severity in self.severities
+        return (
+            (not self.detectors or alert.detector in self.detectors)
+            and (not self.severities or alert.severity in self.severities)
+            and (self.match is None or self.match.matches(alert, cluster))
         )
 
 
@@ -643,8 +653,10 @@ class SlackConfig(_Frozen):
     routes: tuple[SlackRoute, ...] = Field(
         default=(),
         description=(
-            "[{channel, detectors: [...], severities: [...]}]: first match wins; an empty list "
-            "matches all."
+            "[{channel, detectors: [...], severities: [...], match: {job_name: regex, cluster: "
+            "regex, ...}}]: the first route whose every condition holds wins; an empty list "
+            "matches all; `flinkwatch config check FILE --sample job_name=...` shows the "
+            "routes taken."
         ),
     )
     max_retries: int = Field(
@@ -684,12 +696,44 @@ class SlackConfig(_Frozen):
         # YAML 1.1 reads a bare `off` as false.
         return "off" if v is False else v
 
-    def channel_for(self, detector: str, severity: Severity) -> str:
-        """The channel of a new incident."""
-        for route in self.routes:
-            if route.matches(detector, severity):
-                return route.channel
-        return self.channel
+    def channel_for(self, alert: Alert, cluster: str) -> str:
+        """The channel of a new incident whose first alert is ``alert``."""
+        return self.route_for(alert, cluster)[1]
+
+    def route_table(
+        self, detectors: list[str], labels: dict[str, str], cluster: str
+    ) -> list[tuple[str, Severity, str, str]]:
+        """Where each detector's warning and critical incidents about a sample would go.
+
+        ``labels``: the sample's ``job_name``, ``job_id``, ``tm_id``, ``host`` (and
+        ``cluster``, else ``cluster``). Rows of ``(detector, severity, route, channel)``.
+        """
+        rows = []
+        where = labels.get("cluster", cluster)
+        for name in detectors:
+            for severity in (Severity.WARNING, Severity.CRITICAL):
+                sample = Alert(
+                    alert_id="sample",
+                    detector=name,
+                    entity="sample",
+                    status=AlertStatus.FIRING,
+                    severity=severity,
+                    event_time_ms=0,
+                    summary="sample",
+                    job_name=labels.get("job_name"),
+                    job_id=labels.get("job_id"),
+                    tm_id=labels.get("tm_id"),
+                    host=labels.get("host"),
+                )
+                rows.append((name, severity, *self.route_for(sample, where)))
+        return rows
+
+    def route_for(self, alert: Alert, cluster: str) -> tuple[str, str]:
+        """Where a new incident goes: ``slack.routes[i]`` or ``slack.channel``, and the channel."""
+        for i, route in enumerate(self.routes):
+            if route.matches(alert, cluster):
+                return f"slack.routes[{i}]", route.channel
+        return "slack.channel", self.channel
 
 
 def _detectors_model() -> type[BaseModel]:

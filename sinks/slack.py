@@ -474,7 +474,7 @@ class SlackBotSink(_SlackSink):
             # The incident's first transition; or a resolve or escalation whose firing
             # never reached Slack (silenced before the silence ended, refused, pruned),
             # which gets a message of its own.
-            channel = self._cfg().channel_for(a.detector, a.severity)
+            channel = self._cfg().channel_for(a, self._cluster())
             try:
                 resp = self._call(
                     "chat_postMessage", channel=channel, text=text, blocks=blocks, metadata=meta
@@ -695,7 +695,7 @@ class SlackBotSink(_SlackSink):
         c = self._cfg()
         oldest = f"{t.recorded_ms / 1000 - 600:.6f}"  # 10 min of slack for clock skew
         unknown: list[str] = []
-        for name in dict.fromkeys((c.channel_for(a.detector, a.severity), c.channel)):
+        for name in dict.fromkeys((c.channel_for(a, self._cluster()), c.channel)):
             try:
                 channel = self._channel_id(name)
                 ts = (

@@ -623,11 +623,44 @@ def cmd_config_check(args: argparse.Namespace) -> int:
             print(f"INVALID {exc}", file=sys.stderr)
         return 1
     enabled = [n for n, p in cfg.detector_params().items() if p.enabled]
+    try:
+        sample = _sample_labels(args.sample or [])
+    except ValueError as exc:
+        print(f"config check: {exc}", file=sys.stderr)
+        return 2
+    routes = cfg.slack.route_table(enabled, sample, cfg.cluster) if sample else []
     if as_json:
-        _print_json({"ok": True, "file": args.file, "detectors_enabled": enabled})
-    else:
-        print(f"OK {args.file}: detectors enabled: {', '.join(enabled) or 'none'}")
+        out: dict[str, object] = {"ok": True, "file": args.file, "detectors_enabled": enabled}
+        if sample:
+            out["routes"] = [
+                {"detector": d, "severity": sev.value, "route": route, "channel": channel}
+                for d, sev, route, channel in routes
+            ]
+        _print_json(out)
+        return 0
+    print(f"OK {args.file}: detectors enabled: {', '.join(enabled) or 'none'}")
+    if routes:
+        print(f"slack routes for {' '.join(args.sample)}:")
+        width = max(len(d) for d, *_ in routes)
+        for d, sev, route, channel in routes:
+            print(f"  {d:<{width}}  {sev.value:<8}  {channel}  ({route})")
     return 0
+
+
+#: The labels ``config check --sample`` takes.
+SAMPLE_LABELS = ("cluster", "job_name", "job_id", "tm_id", "host")
+
+
+def _sample_labels(texts: list[str]) -> dict[str, str]:
+    """``--sample job_name=pay-etl`` (repeated) → the sample's labels."""
+    labels: dict[str, str] = {}
+    for text in texts:
+        name, sep, value = text.partition("=")
+        if not sep or name not in SAMPLE_LABELS:
+            msg = f"--sample {text!r}: give name=value, name one of {', '.join(SAMPLE_LABELS)}"
+            raise ValueError(msg)
+        labels[name] = value
+    return labels
 
 
 def _print_json(value: object) -> None:
@@ -828,6 +861,13 @@ def build_parser() -> argparse.ArgumentParser:
     csub = c.add_subparsers(dest="config_command", required=True)
     cc = csub.add_parser("check", help="validate a config file")
     cc.add_argument("file", help="the YAML file")
+    cc.add_argument(
+        "--sample",
+        action="append",
+        metavar="NAME=VALUE",
+        help="a sample job (job_name=pay-etl, cluster=prod, ...): print the Slack route each "
+        "detector's incidents about it would take",
+    )
     _add_output_format(cc)
     cc.set_defaults(func=cmd_config_check)
 

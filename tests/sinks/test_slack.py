@@ -114,6 +114,23 @@ def test_routes_pick_the_channel_and_webhook_mode_posts_every_transition(
     assert len(texts) == 2 and "resolved" in texts[1] and "resolved" not in texts[0]
 
 
+def named(alert_id: str, job_name: str) -> Alert:
+    return alert(alert_id=alert_id).model_copy(update={"job_name": job_name})
+
+
+def test_a_route_matching_labels_sends_a_teams_jobs_to_its_channel(tmp_path: Path) -> None:
+    # A platform with several teams: their jobs by name and cluster, the rest to the default.
+    with SlackEmulator(token=TOKEN, channels=("#flink-alerts", "#payments")) as emu:
+        ledger = AlertLedger(tmp_path / "l.sqlite")
+        team = {"channel": "#payments", "match": {"job_name": "pay-.*", "cluster": "prod-.*"}}
+        sink = bot(emu, ledger, routes=[team])  # the sink's cluster is prod-eu
+        deliver(ledger, sink, 0, named("p", "pay-etl"))
+        deliver(ledger, sink, 1, named("o", "orders"))
+        deliver(ledger, sink, 2, named("x", "xpay-etl"))  # whole value
+        assert len(emu.messages("#payments")) == 1
+        assert len(emu.messages("#flink-alerts")) == 2
+
+
 def test_rate_limits_are_retried_by_slack_sdk_and_a_server_error_is_confirmed_first(
     slack: SlackEmulator, tmp_path: Path
 ) -> None:

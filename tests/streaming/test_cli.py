@@ -460,3 +460,24 @@ def test_version_outside_an_install_says_the_source_trees_version(monkeypatch, c
     pyproject = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
     expected = f"flinkwatch {pyproject['project']['version']} (source tree, not installed)"
     assert capsys.readouterr().out.strip() == expected
+
+
+def test_config_check_prints_the_route_a_sample_jobs_incidents_take(tmp_path, capsys) -> None:
+    conf = tmp_path / "c.yaml"
+    conf.write_text(
+        "cluster: prod-eu\n"
+        "slack:\n"
+        "  routes:\n"
+        "    - {channel: '#pager', severities: [critical]}\n"
+        "    - {channel: '#payments', match: {job_name: 'pay-.*', cluster: 'prod-.*'}}\n"
+    )
+    assert main(["config", "check", str(conf), "--sample", "job_name=pay-etl", "-o", "json"]) == 0
+    routes = json.loads(capsys.readouterr().out)["routes"]
+    by = {(r["detector"], r["severity"]): (r["channel"], r["route"]) for r in routes}
+    assert by[("checkpoint_creep", "critical")] == ("#pager", "slack.routes[0]")
+    assert by[("checkpoint_creep", "warning")] == ("#payments", "slack.routes[1]")
+    other = ["--sample", "job_name=pay-etl", "--sample", "cluster=staging"]
+    assert main(["config", "check", str(conf), *other]) == 0
+    text = capsys.readouterr().out
+    assert "checkpoint_creep" in text and "#flink-alerts  (slack.channel)" in text
+    assert main(["config", "check", str(conf), "--sample", "team=payments"]) == 2
