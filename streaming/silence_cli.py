@@ -20,7 +20,7 @@ from typing import Any
 from conf import ConfigError
 from conf.silences import parse_duration, parse_matchers
 from sinks.silence_store import SilenceNotFoundError, SilenceStore, StoredSilence
-from streaming.cli import _load, _with, base_overrides
+from streaming.cli import _add_output_format, _load, _with, base_overrides
 
 
 def add_silence_parser(sub: Any) -> None:
@@ -31,14 +31,7 @@ def add_silence_parser(sub: Any) -> None:
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("--config", help="YAML config (for output.state_dir)")
         p.add_argument("--state-dir", help="override output.state_dir")
-        p.add_argument(
-            "-o",
-            "--output",
-            dest="output_format",
-            choices=["text", "json"],
-            default="text",
-            help="text for a person, json for a script (default: text)",
-        )
+        _add_output_format(p)
 
     a = ssub.add_parser("add", help="silence the alerts the matchers cover")
     a.add_argument(
@@ -69,6 +62,15 @@ def add_silence_parser(sub: Any) -> None:
 def _store(args: argparse.Namespace) -> SilenceStore:
     cfg = _with(_load(args.config), base_overrides(args))
     return SilenceStore(cfg.output.silences_path)
+
+
+def _open(args: argparse.Namespace, verb: str) -> SilenceStore | None:
+    """The job's silence store; ``None`` (said on stderr) if the config cannot be read."""
+    try:
+        return _store(args)
+    except ConfigError as exc:
+        print(f"silence {verb}: {exc}", file=sys.stderr)
+        return None
 
 
 def _now_ms() -> int:
@@ -130,10 +132,8 @@ def cmd_silence_add(args: argparse.Namespace) -> int:
 def cmd_silence_list(args: argparse.Namespace) -> int:
     """Print the silences (not over yet, or all)."""
     now = _now_ms()
-    try:
-        store = _store(args)
-    except ConfigError as exc:
-        print(f"silence list: {exc}", file=sys.stderr)
+    store = _open(args, "list")
+    if store is None:
         return 2
     try:
         rows = store.listing(now, expired=args.all)
@@ -167,10 +167,8 @@ def cmd_silence_list(args: argparse.Namespace) -> int:
 def cmd_silence_expire(args: argparse.Namespace) -> int:
     """End silences now; a wrong id is an error (exit 1), the others still expire."""
     now = _now_ms()
-    try:
-        store = _store(args)
-    except ConfigError as exc:
-        print(f"silence expire: {exc}", file=sys.stderr)
+    store = _open(args, "expire")
+    if store is None:
         return 2
     failed = 0
     try:
