@@ -37,6 +37,17 @@ JOB = "3f4c2a9b7d1e4f60a8b5c2d1e0f9a7b3"
 OTHER_JOB = "aa4c2a9b7d1e4f60a8b5c2d1e0f9a7ff"
 T0 = 1_763_776_800_000  # 2025-11-22T02:00:00Z
 NOW = T0 + 90_000
+#: The label set of ``alert()`` in cluster ``prod`` with the static label ``team: data``.
+LABELS = {
+    "team": "data",
+    "alertname": "checkpoint_failures",
+    "detector": "checkpoint_failures",
+    "severity": "warning",
+    "cluster": "prod",
+    "job_id": JOB,
+    "job_name": "orders-enrich",
+    "incident": "a1",
+}
 
 
 def alert(
@@ -80,16 +91,7 @@ def test_times_are_rfc3339_utc_to_the_millisecond() -> None:
 def test_a_firing_carries_only_labels_with_a_value_and_ends_four_intervals_ahead() -> None:
     c = cfg(resend_interval_s=60, labels={"team": "data"}, runbook_url="https://wiki/flink")
     (p,) = transition_alerts(tr(alert()), previous=None, cfg=c, cluster="prod", now_ms=NOW)
-    assert p.labels == {
-        "team": "data",
-        "alertname": "checkpoint_failures",
-        "detector": "checkpoint_failures",
-        "severity": "warning",
-        "cluster": "prod",
-        "job_id": JOB,
-        "job_name": "orders-enrich",
-        "incident": "a1",
-    }  # no tm_id: the alert has none
+    assert p.labels == LABELS  # no tm_id: the alert has none
     assert p.annotations["summary"].startswith("3 checkpoints")
     assert p.annotations["runbook"]  # the detector's own
     assert p.annotations["runbook_url"] == "https://wiki/flink#checkpoint_failures"
@@ -414,16 +416,7 @@ def test_real_alertmanager_fires_escalates_and_resolves_one_alert(
     ledger.deliver(sink)
     wait_until(lambda: len(am.active()) == 1, timeout=10, what="the firing alert")
     (firing,) = am.active()
-    assert firing["labels"] == {
-        "alertname": "checkpoint_failures",
-        "detector": "checkpoint_failures",
-        "severity": "warning",
-        "cluster": "prod",
-        "job_id": JOB,
-        "job_name": "orders-enrich",
-        "incident": "a1",
-        "team": "data",
-    }
+    assert firing["labels"] == LABELS
     assert firing["status"]["state"] in ("active", "unprocessed")
     ledger.record(1, [alert(AlertStatus.ESCALATED, Severity.CRITICAL, at=now - 30_000)], [sink])
     ledger.deliver(sink)
