@@ -18,6 +18,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    SecretStr,
     ValidationError,
     create_model,
     field_validator,
@@ -26,7 +27,7 @@ from pydantic import (
 
 from conf.errors import ConfigError as ConfigError
 from conf.errors import FlinkwatchError as FlinkwatchError
-from conf.kafka_options import check_options
+from conf.kafka_options import check_options, env_ref
 from conf.silences import Matchers, Silence
 from detectors import REGISTRY, Alert, AlertStatus, DetectorParams, Severity
 from detectors.correlation import CorrelationParams
@@ -736,6 +737,155 @@ class SlackConfig(_Frozen):
         return "slack.channel", self.channel
 
 
+#: Labels flinkwatch sets on every Alertmanager alert (``alertmanager.labels`` cannot
+#: set them: the identity of an alert must stay flinkwatch's).
+ALERTMANAGER_LABELS = (
+    "alertname",
+    "detector",
+    "severity",
+    "cluster",
+    "job_id",
+    "job_name",
+    "tm_id",
+    "incident",
+)
+_LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+
+
+class AlertmanagerConfig(_Frozen):
+    """Alerts posted to Alertmanager's v2 API (docs/alertmanager.md); on when ``urls`` is set.
+
+    Secrets (``basic_auth_password``, ``bearer_token``) are given as ``${ENV_VAR}`` and read
+    from the environment when the sink starts, never written in the file.
+    """
+
+    urls: tuple[str, ...] = Field(
+        default=(),
+        description=(
+            "Base URLs of the Alertmanagers, e.g. [http://alertmanager:9093]; each one gets "
+            "every alert (all members of an HA cluster, as Prometheus does); empty = off."
+        ),
+        json_schema_extra=RESTART,
+    )
+    timeout_s: float = Field(
+        default=10.0, gt=0, description="HTTP timeout per request to one Alertmanager (seconds)."
+    )
+    resend_interval_s: float = Field(
+        default=60.0,
+        gt=0,
+        description=(
+            "Open alerts are posted again this often, each time with endsAt 4 intervals ahead: "
+            "Alertmanager resolves an alert flinkwatch stopped posting (it is down) after that."
+        ),
+    )
+    retry_backoff_s: float = Field(
+        default=5.0,
+        gt=0,
+        description=(
+            "After a failed post (no Alertmanager answered, or each answered 5xx), wait this "
+            "long (doubling) before trying the backlog again, in order."
+        ),
+    )
+    max_backoff_s: float = Field(
+        default=60.0, gt=0, description="Ceiling of that back-off (seconds)."
+    )
+    alertname: str | None = Field(
+        default=None,
+        min_length=1,
+        description="The alertname label of every alert; null = the detector's name.",
+    )
+    labels: dict[str, str] = Field(
+        default_factory=dict,
+        description=(
+            "Static labels added to every alert, e.g. {team: data-platform}; flinkwatch's own "
+            "labels (alertname, detector, severity, cluster, job_id, job_name, tm_id, "
+            "incident) cannot be set here."
+        ),
+    )
+    runbook_url: str | None = Field(
+        default=None,
+        description="Annotation runbook_url = <runbook_url>#<detector>; null = none.",
+    )
+    generator_url: str | None = Field(
+        default=None,
+        description="generatorURL of every alert (a dashboard, say); null = none.",
+    )
+    basic_auth_username: str | None = Field(
+        default=None,
+        min_length=1,
+        pattern=r"^[^:]+$",
+        description="set = every request carries HTTP basic auth as this user",
+        json_schema_extra=RESTART,
+    )
+    basic_auth_password: SecretStr | None = Field(
+        default=None,
+        description="Its password, as ${ENV_VAR} (read from the environment at start).",
+        json_schema_extra=RESTART,
+    )
+    bearer_token: SecretStr | None = Field(
+        default=None,
+        description=(
+            "set = every request carries Authorization: Bearer <token>; as ${ENV_VAR}, read "
+            "from the environment at start."
+        ),
+        json_schema_extra=RESTART,
+    )
+
+    @field_validator("urls")
+    @classmethod
+    def _http_urls(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        bad = [u for u in v if not re.match(r"^https?://[^/\s]+", u)]
+        if bad:
+            msg = f"not an http(s) base URL: {bad}"
+            raise ValueError(msg)
+        if len(set(v)) != len(v):
+            msg = "a URL is given twice"
+            raise ValueError(msg)
+        # The API path is added by flinkwatch: a trailing slash would double it.
+        return tuple(u.rstrip("/") for u in v)
+
+    @field_validator("labels")
+    @classmethod
+    def _static_labels(cls, v: dict[str, str]) -> dict[str, str]:
+        ours = sorted(set(v) & set(ALERTMANAGER_LABELS))
+        if ours:
+            msg = f"set by flinkwatch, not by alertmanager.labels: {ours}"
+            raise ValueError(msg)
+        bad = sorted(k for k in v if not _LABEL_NAME.match(k) or k.startswith("__"))
+        if bad:
+            msg = f"not valid label names: {bad}"
+            raise ValueError(msg)
+        empty = sorted(k for k, val in v.items() if not val)
+        if empty:
+            # Alertmanager drops a label with an empty value: it would match nothing.
+            msg = f"labels without a value: {empty}"
+            raise ValueError(msg)
+        return v
+
+    @field_validator("basic_auth_password", "bearer_token")
+    @classmethod
+    def _from_the_environment(cls, v: SecretStr | None) -> SecretStr | None:
+        if v is not None and env_ref(v.get_secret_value()) is None:
+            msg = "a secret: give it as ${ENV_VAR}, not in the config file"
+            raise ValueError(msg)
+        return v
+
+    @model_validator(mode="after")
+    def _one_auth(self) -> AlertmanagerConfig:
+        if (self.basic_auth_username is None) != (self.basic_auth_password is None):
+            msg = "basic_auth_username and basic_auth_password come together"
+            raise ValueError(msg)
+        if self.basic_auth_username is not None and self.bearer_token is not None:
+            msg = "basic auth or a bearer token, not both"
+            raise ValueError(msg)
+        return self
+
+    @property
+    def enabled(self) -> bool:
+        """Whether flinkwatch posts to Alertmanager."""
+        return bool(self.urls)
+
+
 def _detectors_model() -> type[BaseModel]:
     # One field per registered detector, typed by that detector's own params model, so
     # defaults live in the detector module and errors read `detectors.<name>.<param>`.
@@ -826,6 +976,7 @@ class AppConfig(_Frozen):
     metrics: MetricsConfig = Field(default=MetricsConfig(), json_schema_extra=RESTART)
     cluster: str = Field(default="default", min_length=1, description="Name of the watched cluster")
     slack: SlackConfig = SlackConfig()
+    alertmanager: AlertmanagerConfig = AlertmanagerConfig()
     silences: tuple[Silence, ...] = Field(
         default=(), description="Silences and maintenance windows (docs/alerts.md#silences)."
     )

@@ -344,10 +344,13 @@ class AlertmanagerServer:
         path.write_text(json.dumps(config, indent=2) + "\n")
         return path
 
-    def start(self, timeout: float = 60.0) -> Self:
-        """Start on a free loopback port (no clustering) and wait for ``/-/ready``."""
+    def start(self, timeout: float = 60.0, port: int | None = None) -> Self:
+        """Start on ``port`` (default: a free one) of 127.0.0.1, no clustering; wait for ready.
+
+        A given port lets a test point a client at an Alertmanager that is not up yet.
+        """
         config = self.write_config()
-        self.port = free_port()
+        self.port = port or free_port()
         self._log = (self.workdir / "alertmanager.log").open("ab")
         self._proc = subprocess.Popen(
             [

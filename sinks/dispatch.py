@@ -1,16 +1,19 @@
-"""The driver thread that drains the ledger into slow sinks (Slack).
+"""The driver thread that drains the ledger into slow sinks (Slack, Alertmanager).
 
 The detect query only records transitions; delivery happens here, so a Slack
 outage never holds a micro-batch back. When a send fails retryably the sink's
 queue waits (its later transitions stay behind, in order) and is tried again
 after a back-off that doubles up to a ceiling; a new batch wakes the thread.
+Each sink backs off on its own: one receiver's outage does not delay another's
+deliveries.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 
 from sinks.base import DeliverySink, RetryableDeliveryError
 from sinks.ledger import AlertLedger
@@ -30,6 +33,8 @@ class Dispatcher:
         max_backoff_s: float = 300.0,
         poll_s: float = 30.0,
         on_error: Callable[[str, Exception], None] | None = None,
+        backoffs: Mapping[str, tuple[float, float]] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """Create the dispatcher (call :meth:`start`).
 
@@ -40,6 +45,9 @@ class Dispatcher:
             max_backoff_s: Ceiling of the doubling back-off.
             poll_s: Look at the ledger at least this often even without a wake-up.
             on_error: Called with (sink name, error) on each retryable failure.
+            backoffs: (first wait, ceiling) of a sink by name, where it differs from
+                ``backoff_s`` and ``max_backoff_s``.
+            clock: Monotonic seconds (injected in tests).
         """
         self.ledger = ledger
         self.sinks = list(sinks)
@@ -47,10 +55,14 @@ class Dispatcher:
         self.max_backoff_s = max_backoff_s
         self.poll_s = poll_s
         self.on_error = on_error
+        self._backoffs = dict(backoffs or {})
+        self._clock = clock
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        #: The back-off of each sink that failed, and when it may be tried again.
         self._wait: dict[str, float] = {}
+        self._due: dict[str, float] = {}
         #: Open deliveries per sink after the last pass (the backlog).
         self.backlog: dict[str, int] = {s.name: 0 for s in self.sinks}
 
@@ -72,16 +84,23 @@ class Dispatcher:
             self._thread.join(timeout_s)
 
     def drain_once(self) -> bool:
-        """One pass over every sink; True when nothing is left open."""
+        """One pass over every sink not backing off; True when nothing is left open."""
         clear = True
+        now = self._clock()
         for sink in self.sinks:
+            if self._due.get(sink.name, now) > now:
+                clear = False  # backing off: an outage is not hammered once per batch
+                continue
             try:
                 self.backlog[sink.name] = self.ledger.deliver(sink)
                 self._wait.pop(sink.name, None)
+                self._due.pop(sink.name, None)
             except RetryableDeliveryError as exc:
                 clear = False
-                wait = min(self._wait.get(sink.name, self.backoff_s / 2) * 2, self.max_backoff_s)
+                first, ceiling = self._backoffs.get(sink.name, (self.backoff_s, self.max_backoff_s))
+                wait = min(self._wait.get(sink.name, first / 2) * 2, ceiling)
                 self._wait[sink.name] = wait
+                self._due[sink.name] = now + wait
                 self.backlog[sink.name] = self.ledger.backlog().get(sink.name, 0)
                 log.warning(
                     "sink=%s unavailable (%s); %d transitions wait, in order; next try in %.0f s",
@@ -95,18 +114,18 @@ class Dispatcher:
             except Exception:
                 # A bug in a sink must not kill the thread that every later alert needs.
                 clear = False
-                self._wait[sink.name] = self.max_backoff_s
+                ceiling = self._backoffs.get(sink.name, (0.0, self.max_backoff_s))[1]
+                self._wait[sink.name] = ceiling
+                self._due[sink.name] = now + ceiling
                 log.exception("sink=%s delivery crashed; retrying later", sink.name)
         return clear
 
     def _run(self) -> None:
         while not self._stop.is_set():
             self.drain_once()
-            timeout = min(self._wait.values(), default=self.poll_s)
-            if self._wait:
-                # Backing off: a wake-up must not cut the wait short, or an outage
-                # would be hammered once per micro-batch.
-                self._stop.wait(timeout)
-            else:
-                self._wake.wait(timeout)
+            now = self._clock()
+            # A wake-up (a new batch) drains the sinks not backing off at once; a sink
+            # backing off is tried when its wait is over.
+            timeout = min([self.poll_s, *(due - now for due in self._due.values())])
+            self._wake.wait(max(timeout, 0.0))
             self._wake.clear()

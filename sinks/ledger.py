@@ -702,6 +702,49 @@ class AlertLedger:
             ).fetchall()
         return [Transition(s, k, Alert.model_validate_json(a), sil, r) for s, k, a, sil, r in rows]
 
+    def standing(self, sink: str) -> list[Transition]:
+        """What ``sink`` was last told of each open incident that has nothing on its way to it.
+
+        For a receiver that wants open alerts repeated (Alertmanager times out an alert
+        not posted again). Per alert: its latest transition ``delivered`` to the sink,
+        with the incident as it stood then; left out when the alert has resolved
+        (recorded, even if not yet sent), when a transition of it is still ``pending`` or
+        ``sending`` to the sink (the dispatcher is about to change what the sink holds:
+        repeating the older state now could undo it), and when nothing of it was
+        delivered (silenced, stale, refused). Unlike :meth:`active`, which is what is
+        firing, this is what the sink holds.
+        """
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT t.seq, t.key, t.alert, t.silenced_by, t.recorded_ms, t.incident "
+                "FROM transitions t JOIN ("
+                "  SELECT t2.alert_id, MAX(t2.seq) AS seq FROM transitions t2 JOIN deliveries d2 "
+                "  ON d2.seq = t2.seq AND d2.sink = ? WHERE d2.state = 'delivered' "
+                "  GROUP BY t2.alert_id"
+                ") last ON last.seq = t.seq "
+                "WHERE NOT EXISTS (SELECT 1 FROM transitions r "
+                "  WHERE r.alert_id = t.alert_id AND r.status = 'resolved') "
+                "AND NOT EXISTS (SELECT 1 FROM transitions o JOIN deliveries od "
+                "  ON od.seq = o.seq AND od.sink = ? "
+                "  WHERE o.alert_id = t.alert_id AND od.state IN ('pending', 'sending')) "
+                "ORDER BY t.seq",
+                (sink, sink),
+            ).fetchall()
+        return [
+            Transition(seq, key, Alert.model_validate_json(a), sil, rec, _incident(inc))
+            for seq, key, a, sil, rec, inc in rows
+        ]
+
+    def previous(self, t: Transition) -> Alert | None:
+        """The transition of ``t``'s alert recorded just before ``t`` (None: ``t`` is its first)."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT alert FROM transitions WHERE alert_id = ? AND seq < ? "
+                "ORDER BY seq DESC LIMIT 1",
+                (t.alert.alert_id, t.seq),
+            ).fetchone()
+        return Alert.model_validate_json(row[0]) if row else None
+
     def history(self) -> list[tuple[Alert, str]]:
         """Every recorded transition with its incident id, in order (to rebuild a correlator)."""
         with self._lock:

@@ -97,6 +97,7 @@ def run_job(
     """
     from conf.reload import ConfigWatcher
     from sinks import AlertLedger
+    from sinks.alertmanager import Resender, alertmanager_sink
     from sinks.slack import slack_sink
     from streaming.app import Pipeline, run_forever
     from streaming.listener import ProgressLogger
@@ -109,13 +110,14 @@ def run_job(
     signals = Signals().install()
     out = cfg.output
     log.info(
-        "starting: kafka=%s topics=%s,%s state=%s alerts=%s slack=%s",
+        "starting: kafka=%s topics=%s,%s state=%s alerts=%s slack=%s alertmanager=%s",
         cfg.kafka.bootstrap_servers,
         cfg.kafka.logs_topic,
         cfg.kafka.metrics_topic,
         out.state_dir,
         out.alerts_path,
         cfg.slack.mode,
+        ",".join(cfg.alertmanager.urls) or "off",
     )
     try:  # before Spark starts: a missing password or unreadable key stops the job at once
         endpoint = _preflight(cfg)
@@ -131,14 +133,23 @@ def run_job(
     current = {"cfg": cfg}
     try:
         slack = slack_sink(lambda: current["cfg"].slack, lambda: current["cfg"].cluster, ledger)
+        alertmanager = alertmanager_sink(
+            lambda: current["cfg"].alertmanager, lambda: current["cfg"].cluster, ledger
+        )
     except ConfigError as exc:
         log.error("%s", exc)
         return 2
     check_routes = route_checks(slack)
     check_routes(cfg)
     _keep_ledger_tidy(ledger, lambda: current["cfg"].output.ledger_retention_days)
-    outputs = _outputs(cfg, ledger, slack)
+    outputs = _outputs(cfg, ledger, slack, alertmanager)
     dispatcher = outputs.dispatcher
+    # Open alerts posted again each interval, or Alertmanager ends them at their endsAt.
+    resender = (
+        Resender(alertmanager, lambda: current["cfg"].alertmanager.resend_interval_s).start()
+        if alertmanager is not None
+        else None
+    )
     try:
         spark, cfg = live_session(cfg)
     except KafkaConnectError as exc:  # names the brokers and, when known, why
@@ -187,6 +198,8 @@ def run_job(
         # progress callback into an exited interpreter prints py4j stack traces.
         spark.streams.removeListener(progress)
         spark.stop()
+        if resender is not None:
+            resender.stop()
         if dispatcher is not None:
             dispatcher.stop()
         left = _flush(outputs)
@@ -281,8 +294,12 @@ class Signals:
             self.stop(name)
 
 
-def _outputs(cfg: AppConfig, ledger: Any, slack: Any) -> Any:
-    """The detect query's outputs: the alert file, Prometheus views, Slack's dispatcher."""
+def _outputs(cfg: AppConfig, ledger: Any, slack: Any, alertmanager: Any = None) -> Any:
+    """The detect query's outputs: the alert file, Prometheus views, the dispatcher.
+
+    The dispatcher drains the sinks that talk to a receiver over the network (Slack,
+    Alertmanager), outside the micro-batch; each backs off on its own settings.
+    """
     from detectors.correlation import Correlator
     from sinks import LedgerError, LogAlertSink, RetryableDeliveryError
     from sinks.besteffort import BestEffort
@@ -300,14 +317,17 @@ def _outputs(cfg: AppConfig, ledger: Any, slack: Any) -> Any:
     active = ActiveAlerts(seed=ledger.active())
     if active.snapshot():
         log.info("%d incidents still open from before the restart", len(active.snapshot()))
-    in_batch = BestEffort()  # the alert file's failures, and Slack's counted with them
+    in_batch = BestEffort()  # the alert file's failures, and the dispatcher's counted with them
     dispatcher = None
-    if slack is not None:
+    slow = [s for s in (slack, alertmanager) if s is not None]
+    if slow:
+        am = cfg.alertmanager
         dispatcher = Dispatcher(
             ledger,
-            [slack],
+            slow,
             backoff_s=cfg.slack.retry_backoff_s,
             max_backoff_s=cfg.slack.max_backoff_s,
+            backoffs={"alertmanager": (am.retry_backoff_s, am.max_backoff_s)},
             on_error=in_batch.count,
         ).start()
     # Incidents still taking members continue where the last run left them.
@@ -792,8 +812,8 @@ def cmd_deliveries_resend(args: argparse.Namespace) -> int:
         print(f"seq {seq}: no failed delivery (see `flinkwatch deliveries list`)", file=sys.stderr)
     if moved:
         print(
-            "queued: a running job sends them in order (Slack within 30 s, the alert file "
-            "at its next batch); otherwise the next start does",
+            "queued: a running job sends them in order (Slack and Alertmanager within 30 s, "
+            "the alert file at its next batch); otherwise the next start does",
             file=sys.stderr,
         )
     return 1 if missing else 0

@@ -4,26 +4,32 @@ The job is killed (SIGKILL, whole process group: the Python driver and its JVM) 
 several moments while records flow and while Slack is down, and restarted on the same
 checkpoints and ledger each time. At the end every expected transition must have
 reached Slack and the alert file exactly once: one message per incident, one thread
-reply per resolve, and no second ``chat.postMessage`` for anything.
+reply per resolve, and no second ``chat.postMessage`` for anything. A real Alertmanager
+gets them too: every delivery ``delivered`` once in the ledger, none left firing.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
 import random
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
 import yaml
 
+from lab.promserver import AlertmanagerServer, find_binary
 from lab.slack import SlackEmulator
+from sinks import AlertLedger
 from tests.conftest import REPO, descendants, kill_all, wait_until
 
 pytestmark = [pytest.mark.kafka]
@@ -106,10 +112,27 @@ class Job:
                 kill_all(descendants(self.proc.pid))
 
 
-def test_every_transition_reaches_slack_exactly_once_across_kills(kafka, tmp_path) -> None:
+def waiting_for(ledger: Path, sink: str) -> int:
+    """Open deliveries to ``sink``, read-only (the running job writes the ledger)."""
+    with contextlib.closing(sqlite3.connect(f"file:{ledger}?mode=ro", uri=True)) as db:
+        (n,) = db.execute(
+            "SELECT COUNT(*) FROM deliveries WHERE sink = ? AND state IN ('pending', 'sending')",
+            (sink,),
+        ).fetchone()
+    return int(n)
+
+
+def test_every_transition_reaches_slack_exactly_once_across_kills(kafka, tmp_path, request) -> None:
     rnd = random.Random(20261122)
     kafka.create_topics("crash.logs", "crash.metrics")
     state = tmp_path / "state"
+    prom = find_binary()
+    assert prom is not None, "no alertmanager binary: run `scripts/prometheus.sh fetch`"
+    # Its notifications go nowhere (port 1): this test looks at what it holds.
+    am = AlertmanagerServer(
+        prom.with_name("alertmanager"), tmp_path / "am", "http://127.0.0.1:1/", "#x"
+    ).start()
+    request.addfinalizer(am.stop)
     with SlackEmulator(token="xoxb-crash-test", channels=("#flink-alerts",)) as slack:
         conf = tmp_path / "flinkwatch.yaml"
         conf.write_text(
@@ -136,6 +159,12 @@ def test_every_transition_reaches_slack_exactly_once_across_kills(kafka, tmp_pat
                         "max_retries": 0,
                         "retry_backoff_s": 1,
                         "max_backoff_s": 2,
+                    },
+                    "alertmanager": {
+                        "urls": [f"http://{am.target}"],
+                        "retry_backoff_s": 1,
+                        "max_backoff_s": 2,
+                        "resend_interval_s": 5,
                     },
                     "detectors": {
                         # Resolve at the second completion: this test is about delivery.
@@ -192,9 +221,19 @@ def test_every_transition_reaches_slack_exactly_once_across_kills(kafka, tmp_pat
                 what="every incident fired and resolved in Slack",
             )
             time.sleep(3)  # anything duplicated late would show up now
+            # Alertmanager's deliveries are through too (none wait in the ledger).
+            wait_until(
+                lambda: waiting_for(state / "ledger.sqlite", "alertmanager") == 0,
+                timeout=60,
+                what="every transition posted to Alertmanager",
+            )
         finally:
             rc = job.stop()
         assert rc == 0
+        with urllib.request.urlopen(f"http://{am.target}/api/v2/alerts", timeout=5) as resp:  # noqa: S310
+            still_firing = [
+                a for a in json.load(resp) if a["labels"].get("cluster") == "crash-test"
+            ]
 
         messages = slack.messages("#flink-alerts")
         posts = [s for p, s in slack.requests if p.endswith("chat.postMessage")]
@@ -224,3 +263,11 @@ def test_every_transition_reaches_slack_exactly_once_across_kills(kafka, tmp_pat
     assert len(keys) == len(set(keys)) == 2 * len(JOBS)
     assert {a["job_id"] for a in alerts} == set(JOBS)
     assert log_text.count("===== start") == KILLS + 1
+
+    # Alertmanager: each transition delivered once (a post cut by a kill is posted again,
+    # which an idempotent receiver takes as one), every incident resolved there.
+    ledger = AlertLedger(state / "ledger.sqlite")
+    to_am = [d for d in ledger.deliveries() if d.sink == "alertmanager"]
+    assert sorted(d.key for d in to_am) == sorted(f"{a}:{s}" for a, s in keys)
+    assert {d.state for d in to_am} == {"delivered"}
+    assert still_firing == []

@@ -181,6 +181,41 @@ def test_the_dispatcher_backs_off_and_delivers_the_backlog_when_the_sink_returns
     assert d.backlog == {"slack": 0}
 
 
+def test_one_sink_backing_off_does_not_hold_back_another(tmp_path: Path) -> None:
+    ledger, slack, am = AlertLedger(tmp_path / "l.sqlite"), Sink("slack"), Sink("alertmanager")
+    now = [100.0]
+    d = Dispatcher(
+        ledger,
+        [slack, am],
+        backoff_s=60,
+        max_backoff_s=300,
+        backoffs={"alertmanager": (2.0, 8.0)},
+        clock=lambda: now[0],
+    )
+    slack.down = True
+    ledger.record(0, [alert("a")], [slack, am])
+    assert d.drain_once() is False
+    assert am.sent == ["a:firing"] and slack.sent == []
+    # A new batch while Slack backs off: Alertmanager gets it at once, Slack is not retried.
+    slack.down = False
+    ledger.record(1, [alert("b")], [slack, am])
+    now[0] += 1
+    assert d.drain_once() is False
+    assert am.sent == ["a:firing", "b:firing"] and slack.sent == []
+    now[0] += 60  # Slack's own back-off is over
+    assert d.drain_once() is True
+    assert slack.sent == ["a:firing", "b:firing"]
+    # The second sink's back-off doubles from its own first wait up to its own ceiling.
+    am.down = True
+    ledger.record(2, [alert("c")], [slack, am])
+    waits = []
+    for _ in range(4):
+        d.drain_once()
+        waits.append(d._wait["alertmanager"])
+        now[0] += d._wait["alertmanager"]
+    assert waits == [2.0, 4.0, 8.0, 8.0]
+
+
 def test_transitions_older_than_the_page_age_are_recorded_but_not_paged(tmp_path: Path) -> None:
     # After a checkpoint reset the query reads the topics again from `earliest`: the
     # incidents it finds in last month's records get new ids and must not page today.

@@ -254,6 +254,44 @@ def test_run_refuses_to_start_when_the_metrics_password_is_missing(
     assert not state.exists()
 
 
+def test_run_refuses_to_start_when_the_alertmanager_token_is_missing(
+    tmp_path, monkeypatch, caplog, keep_signal_handlers
+) -> None:
+    monkeypatch.delenv("FW_TEST_AM_TOKEN", raising=False)
+    cfg = tmp_path / "alertmanager_token_unset.yaml"
+    cfg.write_text(
+        "alertmanager: {urls: ['http://127.0.0.1:1'], bearer_token: '${FW_TEST_AM_TOKEN}'}\n"
+        "kafka: {bootstrap_servers: '127.0.0.1:1'}\nmetrics: {enabled: false}\n"
+    )
+    assert main(["run", "--config", str(cfg), "--state-dir", str(tmp_path / "state")]) == 2
+    assert "alertmanager.bearer_token: environment variable FW_TEST_AM_TOKEN" in caplog.text
+
+
+def test_alertmanager_is_drained_by_the_dispatcher_with_its_own_back_off(tmp_path) -> None:
+    from conf import AppConfig
+    from sinks import AlertLedger
+    from sinks.alertmanager import alertmanager_sink
+    from streaming.cli import _outputs
+
+    cfg = AppConfig.model_validate(
+        {
+            "output": {"state_dir": str(tmp_path / "state")},
+            "alertmanager": {"urls": ["http://127.0.0.1:1"], "retry_backoff_s": 1},
+        }
+    )
+    ledger = AlertLedger(tmp_path / "l.sqlite")
+    am = alertmanager_sink(lambda: cfg.alertmanager, lambda: cfg.cluster, ledger)
+    out = _outputs(cfg, ledger, None, am)
+    try:
+        assert [s.name for s in out.dispatcher.sinks] == ["alertmanager"]
+        assert out.dispatcher._backoffs["alertmanager"] == (1.0, 60.0)
+        assert [s.name for s in out.delivery_sinks()] == ["file", "alertmanager"]
+    finally:
+        out.dispatcher.stop()
+    # Nothing configured: no dispatcher thread at all.
+    assert _outputs(AppConfig(), ledger, None, None).dispatcher is None
+
+
 def test_slack_routes_are_checked_at_start_and_after_a_reload_that_changes_them(
     tmp_path, caplog
 ) -> None:

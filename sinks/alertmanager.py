@@ -1,0 +1,504 @@
+"""Alertmanager: every alert transition posted to its v2 API; open alerts kept alive.
+
+Each flinkwatch alert is one Alertmanager alert, identified (as every Alertmanager
+alert is) by its label set: ``alertname`` (``alertmanager.alertname`` or the detector),
+``detector``, ``severity``, ``cluster``, ``job_id``, ``job_name``, ``tm_id`` and
+``incident``, each only when it has a value, plus ``alertmanager.labels``. A firing is
+posted with ``endsAt`` :data:`RESEND_INTERVALS` re-send intervals ahead and posted again
+every interval while it is open (:class:`Resender`), as Prometheus does: Alertmanager
+resolves an alert nobody posts any more, so a flinkwatch that died does not leave alerts
+firing forever. A resolve is posted with ``endsAt`` = the resolve time.
+
+Severity is a label, because routing by severity (critical to the pager) is what
+Alertmanager users do with it. An escalation therefore changes the alert's identity: it
+is posted as two alerts in one request, the old severity's resolved (``endsAt`` = the
+escalation time) and the new one firing, so no alert of the old severity stays behind.
+
+Delivery goes through the ledger like Slack's: once per transition, in order, retried
+while no Alertmanager answers. Posting an alert is idempotent (the same label set and
+times merge into the alert Alertmanager holds; it notifies once per group, not per
+post), which :meth:`AlertmanagerSink.confirm` relies on.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import http.client
+import json
+import logging
+import os
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from conf import AlertmanagerConfig, ConfigError
+from conf.kafka_options import env_ref
+from detectors import REGISTRY, Alert, AlertStatus, Severity
+from detectors.base import Member
+from sinks.base import (
+    DeliveryError,
+    DeliverySink,
+    PermanentDeliveryError,
+    RetryableDeliveryError,
+    Transition,
+)
+from sinks.ledger import AlertLedger, LedgerError
+
+log = logging.getLogger(__name__)
+
+#: A firing's ``endsAt`` is this many re-send intervals ahead (Prometheus: 4 × its
+#: resend delay): up to three re-posts may be lost before Alertmanager resolves it.
+RESEND_INTERVALS = 4
+#: The v2 API's alerts endpoint, under each configured base URL.
+API_PATH = "/api/v2/alerts"
+#: Alerts per request of a re-send (Alertmanager takes a list of any length; a bound
+#: keeps one request's body and time small with thousands open).
+CHUNK = 500
+#: Answers that say the alerts were not taken, and may be the next time: Alertmanager or
+#: a proxy before it is overloaded or restarting (5xx, 408, 429), or a credential or URL
+#: an operator can fix (401, 403, 404); the backlog waits for it rather than being dropped.
+_TRY_AGAIN = frozenset({401, 403, 404, 408, 429})
+
+
+def rfc3339(ms: int) -> str:
+    """Epoch milliseconds as RFC 3339 in UTC, to the millisecond: ``2026-11-22T03:58:56.753Z``."""
+    t = dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC)
+    return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+
+
+@dataclass(frozen=True, slots=True)
+class PostableAlert:
+    """One alert as Alertmanager's ``POST /api/v2/alerts`` takes it.
+
+    Attributes:
+        labels: The alert's identity (only labels with a value).
+        annotations: What a notification shows; not part of the identity.
+        starts_ms: When it started (epoch ms, event time).
+        ends_ms: When it ends: the resolve time, or a time ahead for a firing one.
+        generator_url: A link back to the source, if configured.
+    """
+
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    starts_ms: int
+    ends_ms: int
+    generator_url: str | None = None
+
+    def resolved_at(self, now_ms: int) -> bool:
+        """Whether Alertmanager takes it as resolved at ``now_ms``."""
+        return self.ends_ms <= now_ms
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON object of the API."""
+        out: dict[str, Any] = {
+            "labels": dict(self.labels),
+            "annotations": dict(self.annotations),
+            "startsAt": rfc3339(self.starts_ms),
+            "endsAt": rfc3339(self.ends_ms),
+        }
+        if self.generator_url:
+            out["generatorURL"] = self.generator_url
+        return out
+
+
+def labels_of(
+    t: Transition, severity: Severity, cfg: AlertmanagerConfig, cluster: str
+) -> dict[str, str]:
+    """The label set of ``t``'s alert at ``severity``: its identity in Alertmanager.
+
+    Job and TaskManager come from the incident's member when there is one: it keeps
+    what an earlier transition named and a later one may not (a resolve without the job
+    name), and a label set that changed between firing and resolve would leave the
+    firing alert behind.
+    """
+    a = t.alert
+    member = _member(t)
+    values = {
+        "alertname": cfg.alertname or a.detector,
+        "detector": a.detector,
+        "severity": severity.value,
+        "cluster": cluster,
+        "job_id": (member.job_id if member else None) or a.job_id,
+        "job_name": (member.job_name if member else None) or a.job_name,
+        "tm_id": (member.tm_id if member else None) or a.tm_id,
+        "incident": t.incident_id,
+    }
+    # Alertmanager treats an empty label as absent: leave them out, and the static ones
+    # first so that flinkwatch's win (the config refuses a clash anyway).
+    return {**cfg.labels, **{k: v for k, v in values.items() if v}}
+
+
+def annotations_of(t: Transition, cfg: AlertmanagerConfig) -> dict[str, str]:
+    """What a notification shows: summary, root cause, runbook, ids."""
+    a = t.alert
+    member = _member(t)
+    out = {"summary": a.summary, "alert_id": a.alert_id}
+    if t.incident is not None and len(t.incident.members) > 1:
+        out["root_cause"] = t.incident.headline
+    detector = REGISTRY.get(a.detector)
+    if detector is not None and detector.runbook:
+        out["runbook"] = detector.runbook
+    if cfg.runbook_url:
+        out["runbook_url"] = f"{cfg.runbook_url}#{a.detector}"
+    host = a.host or (member.host if member else None)
+    if host:
+        out["host"] = host
+    return out
+
+
+def _member(t: Transition) -> Member | None:
+    if t.incident is None:
+        return None
+    return next((m for m in t.incident.members if m.alert_id == t.alert.alert_id), None)
+
+
+def _starts_ms(t: Transition) -> int:
+    member = _member(t)
+    return member.first_ms if member is not None else t.alert.event_time_ms
+
+
+def transition_alerts(
+    t: Transition,
+    *,
+    previous: Alert | None,
+    cfg: AlertmanagerConfig,
+    cluster: str,
+    now_ms: int,
+) -> list[PostableAlert]:
+    """The alerts one transition posts.
+
+    * firing: the alert, ``endsAt`` = now + :data:`RESEND_INTERVALS` × the re-send interval;
+    * escalated: the previous severity's alert resolved at the escalation, and the new
+      severity's firing (severity is a label, so these are two alerts);
+    * resolved: the alert resolved at the resolve time (and, if the resolve carries
+      another severity than the transition before it, that one's too).
+
+    A resolve time after ``now_ms`` (a clock ahead) is taken as ``now_ms``: Alertmanager
+    keeps an alert whose ``endsAt`` is in the future firing.
+
+    Args:
+        t: The transition.
+        previous: The transition of the same alert before it (``AlertLedger.previous``).
+        cfg: The ``alertmanager`` section.
+        cluster: The ``cluster`` label.
+        now_ms: Wall-clock now (epoch ms).
+    """
+    a = t.alert
+    starts = _starts_ms(t)
+    notes = annotations_of(t, cfg)
+    url = cfg.generator_url
+
+    def ended(severity: Severity) -> PostableAlert:
+        ends = min(a.event_time_ms, now_ms)
+        # Alertmanager refuses an alert that ends before it starts.
+        begun = min(starts, ends)
+        return PostableAlert(labels_of(t, severity, cfg, cluster), notes, begun, ends, url)
+
+    if a.status is AlertStatus.RESOLVED:
+        severities = dict.fromkeys([*([previous.severity] if previous else []), a.severity])
+        return [ended(s) for s in severities]
+    out = []
+    if a.status is AlertStatus.ESCALATED and previous is not None:
+        if previous.severity is not a.severity:
+            out.append(ended(previous.severity))
+    out.append(firing(t, cfg=cfg, cluster=cluster, now_ms=now_ms))
+    return out
+
+
+def firing(t: Transition, *, cfg: AlertmanagerConfig, cluster: str, now_ms: int) -> PostableAlert:
+    """``t``'s alert as firing, ``endsAt`` :data:`RESEND_INTERVALS` re-send intervals ahead."""
+    starts = _starts_ms(t)
+    ahead = int(RESEND_INTERVALS * cfg.resend_interval_s * 1000)
+    # An event time ahead of this clock must still end after it starts (or Alertmanager
+    # refuses the alert).
+    ends = max(now_ms, starts) + ahead
+    labels = labels_of(t, t.alert.severity, cfg, cluster)
+    return PostableAlert(labels, annotations_of(t, cfg), starts, ends, cfg.generator_url)
+
+
+def classify(status: int) -> type[DeliveryError] | None:
+    """What an HTTP status from Alertmanager means for the delivery (None: taken).
+
+    A 5xx, 408 or 429 is Alertmanager (or a proxy) unable to take it now; 401, 403 and
+    404 are a credential or URL an operator can fix: all retryable, the backlog waits.
+    Any other answer (400: a payload Alertmanager will never take) is permanent.
+    """
+    if 200 <= status < 300:
+        return None
+    if status >= 500 or status in _TRY_AGAIN:
+        return RetryableDeliveryError
+    return PermanentDeliveryError
+
+
+def auth_header(cfg: AlertmanagerConfig, env: Mapping[str, str]) -> str | None:
+    """The ``Authorization`` header the config asks for, secrets read from ``env``.
+
+    Raises:
+        ConfigError: a secret's variable is empty or unset (names the field and variable).
+    """
+
+    def secret(field: str) -> str:
+        value = getattr(cfg, field)
+        var = env_ref(value.get_secret_value()) or ""
+        found = env.get(var, "")
+        if not found:
+            msg = f"alertmanager.{field}: environment variable {var} is empty or unset"
+            raise ConfigError(msg, fields=(f"alertmanager.{field}",))
+        return found
+
+    if cfg.basic_auth_username is not None:
+        pair = f"{cfg.basic_auth_username}:{secret('basic_auth_password')}".encode()
+        return "Basic " + base64.b64encode(pair).decode("ascii")
+    if cfg.bearer_token is not None:
+        return f"Bearer {secret('bearer_token')}"
+    return None
+
+
+def _wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class AlertmanagerSink(DeliverySink):
+    """Posts each transition to every configured Alertmanager (``POST /api/v2/alerts``).
+
+    A post counts as delivered when one Alertmanager took it. Each member of an HA
+    cluster must get every alert (they share silences and what they notified, not
+    alerts), and one of them down must not stop the pages: the one that missed a firing
+    gets it at the next re-send; one that missed a resolve resolves the alert when its
+    ``endsAt`` passes.
+
+    Example:
+        >>> sink = AlertmanagerSink(ledger, lambda: cfg.alertmanager, lambda: "prod")
+        >>> Resender(sink, lambda: 60.0).start()  # doctest: +SKIP
+    """
+
+    name = "alertmanager"
+    notifies = True
+
+    def __init__(
+        self,
+        ledger: AlertLedger,
+        cfg: Callable[[], AlertmanagerConfig],
+        cluster: Callable[[], str],
+        *,
+        authorization: str | None = None,
+        clock: Callable[[], int] = _wall_ms,
+    ) -> None:
+        """Create the sink.
+
+        Args:
+            ledger: Where the previous transition of an alert and the open alerts are read.
+            cfg: The current ``alertmanager`` section (follows reloads).
+            cluster: The current cluster name.
+            authorization: The ``Authorization`` header value (a secret), if any.
+            clock: Wall-clock epoch ms (injected in tests).
+        """
+        self._ledger = ledger
+        self._cfg = cfg
+        self._cluster = cluster
+        self._authorization = authorization
+        self._clock = clock
+        # A send and a re-send must not interleave: a re-send read before an escalation
+        # and posted after it would bring the old severity's alert back.
+        self._lock = threading.Lock()
+
+    def send(self, t: Transition) -> None:
+        """Post the transition's alerts (see :func:`transition_alerts`).
+
+        Raises:
+            RetryableDeliveryError: no Alertmanager took it and one may later.
+            PermanentDeliveryError: every Alertmanager refused it (400: a bad payload).
+        """
+        with self._lock:
+            previous = None if t.alert.status is AlertStatus.FIRING else self._ledger.previous(t)
+            alerts = transition_alerts(
+                t,
+                previous=previous,
+                cfg=self._cfg(),
+                cluster=self._cluster(),
+                now_ms=self._clock(),
+            )
+            self._post(alerts, what=t.key)
+
+    def confirm(self, t: Transition) -> bool:
+        """Always False, without asking: "send it again", which is right for Alertmanager.
+
+        The question matters for a receiver that would show a second copy. Alertmanager
+        would not: a post of the same label set merges into the alert it holds (the
+        earliest start, the firing's ``endsAt`` moved on, a resolve's kept), and it
+        notifies per group of alerts, deduplicated, never per post. So a send cut short
+        by a crash is simply made again, after any earlier transition of the alert
+        (ledger order) and before any later one, and the receiver ends up as if it had
+        arrived once. Asking first would cost a request and could not answer anyway for
+        a resolve (``GET /api/v2/alerts`` lists no resolved alerts) or for every member
+        of an HA cluster. False rather than None: None counts the resend as
+        ``resent_unconfirmed``, which means a page may show twice; here it cannot.
+        """
+        return False
+
+    def repost(self) -> int:
+        """Post every open alert again, as the ledger says this sink last got it.
+
+        Open alerts with a transition still on its way (``pending``, ``sending``) are left
+        to the dispatcher, which is about to change them; see
+        :meth:`~sinks.ledger.AlertLedger.standing`.
+
+        Returns:
+            How many alerts were posted.
+
+        Raises:
+            RetryableDeliveryError: no Alertmanager took them.
+            PermanentDeliveryError: every Alertmanager refused a chunk.
+        """
+        with self._lock:
+            standing = self._ledger.standing(self.name)
+            if not standing:
+                return 0
+            cfg, cluster, now = self._cfg(), self._cluster(), self._clock()
+            alerts = [firing(t, cfg=cfg, cluster=cluster, now_ms=now) for t in standing]
+            for i in range(0, len(alerts), CHUNK):
+                self._post(alerts[i : i + CHUNK], what=f"{len(alerts)} open alerts")
+        return len(alerts)
+
+    def _post(self, alerts: Sequence[PostableAlert], *, what: str) -> None:
+        """One request per Alertmanager; fine when one took it.
+
+        Raises:
+            RetryableDeliveryError: none took it, and one may later.
+            PermanentDeliveryError: each refused it for good.
+        """
+        cfg = self._cfg()
+        body = json.dumps([a.to_json() for a in alerts]).encode()
+        failures: list[DeliveryError] = []
+        for url in cfg.urls:
+            problem = self._post_one(url, body, cfg.timeout_s)
+            if problem is not None:
+                failures.append(problem)
+        if len(failures) < len(cfg.urls):
+            for f in failures:
+                log.warning("sink=alertmanager %s: %s; the other Alertmanagers took it", what, f)
+            return
+        detail = "; ".join(str(f) for f in failures)
+        if all(isinstance(f, PermanentDeliveryError) for f in failures):
+            raise PermanentDeliveryError(detail)
+        raise RetryableDeliveryError(detail)
+
+    def _post_one(self, base: str, body: bytes, timeout_s: float) -> DeliveryError | None:
+        url = base + API_PATH
+        headers = {"Content-Type": "application/json"}
+        if self._authorization:
+            headers["Authorization"] = self._authorization
+        req = urllib.request.Request(url, data=body, headers=headers, method="POST")  # noqa: S310 - http(s) only, checked by the config
+        try:
+            with urllib.request.urlopen(req, timeout=timeout_s) as resp:  # noqa: S310
+                resp.read()
+                status = int(resp.status)
+                answer = ""
+        except urllib.error.HTTPError as exc:
+            status, answer = exc.code, exc.read(300).decode("utf-8", "replace").strip()
+        except (OSError, http.client.HTTPException) as exc:
+            # Not reached, or no answer: a retry is harmless (a post is idempotent).
+            return RetryableDeliveryError(f"{url}: {type(exc).__name__}: {exc}")
+        kind = classify(status)
+        if kind is None:
+            return None
+        if status in (401, 403, 404):
+            log.error(
+                "sink=alertmanager %s answered HTTP %d: check alertmanager.urls and the "
+                "credentials; the backlog waits for them",
+                url,
+                status,
+            )
+        return kind(f"{url}: HTTP {status} {answer}".strip())
+
+
+class Resender:
+    """Posts every open alert again each ``resend_interval_s``, in a daemon thread.
+
+    The first pass is at :meth:`start`: after a restart Alertmanager gets the open alerts
+    at once, not an interval later (their ``endsAt`` may be close). A pass that fails is
+    logged and the next comes an interval later; the alerts it missed end at their
+    ``endsAt`` unless a later pass gets through first.
+    """
+
+    def __init__(
+        self,
+        sink: AlertmanagerSink,
+        interval_s: Callable[[], float],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """Create the re-sender (call :meth:`start`, or :meth:`tick` from a test).
+
+        Args:
+            sink: Whose open alerts are posted again.
+            interval_s: The current re-send interval (follows reloads).
+            clock: Monotonic seconds (injected in tests).
+        """
+        self.sink = sink
+        self._interval_s = interval_s
+        self._clock = clock
+        self._next = clock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        #: Passes made, and alerts posted by the last one that got through.
+        self.passes = 0
+        self.posted = 0
+
+    def tick(self) -> float:
+        """Re-post if a pass is due; the seconds until the next one is."""
+        now = self._clock()
+        if now >= self._next:
+            self._next = now + self._interval_s()
+            self.passes += 1
+            try:
+                self.posted = self.sink.repost()
+            except (DeliveryError, LedgerError) as exc:
+                log.warning("sink=alertmanager re-send of the open alerts failed: %s", exc)
+        return max(self._next - self._clock(), 0.0)
+
+    def start(self) -> Resender:
+        """Start the thread; returns self."""
+        self._thread = threading.Thread(
+            target=self._run, name="flinkwatch-alertmanager-resend", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Stop after the pass in progress (bounded by ``timeout_s``)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                wait = self.tick()
+            except Exception:
+                # A bug here must not end the re-sends every open alert depends on.
+                log.exception("sink=alertmanager re-send crashed; trying again later")
+                wait = self._interval_s()
+            self._stop.wait(wait)
+
+
+def alertmanager_sink(
+    cfg: Callable[[], AlertmanagerConfig],
+    cluster: Callable[[], str],
+    ledger: AlertLedger,
+    env: Mapping[str, str] | None = None,
+) -> AlertmanagerSink | None:
+    """The configured Alertmanager sink, or None when ``alertmanager.urls`` is empty.
+
+    Raises:
+        ConfigError: a secret's variable is empty or unset (names the field).
+    """
+    c = cfg()
+    if not c.enabled:
+        return None
+    header = auth_header(c, os.environ if env is None else env)
+    return AlertmanagerSink(ledger, cfg, cluster, authorization=header)
