@@ -231,6 +231,11 @@ class SlackEmulator:
         with self._lock:
             self._workspace.set_scopes(scopes)
 
+    @property
+    def request_url(self) -> str | None:
+        """Where :meth:`click` posts presses."""
+        return self._request_url
+
     def set_request_url(self, url: str | None) -> None:
         """Where :meth:`click` posts presses (the app's interactivity request URL)."""
         self._request_url = url
@@ -244,6 +249,7 @@ class SlackEmulator:
         *,
         timestamp: float | None = None,
         signing_secret: str | None = None,
+        action_ts: str | None = None,
         timeout_s: float = 10.0,
     ) -> tuple[int, str]:
         """``user`` presses the button ``action_id`` on the message ``ts``, as in Slack.
@@ -259,6 +265,8 @@ class SlackEmulator:
             user: The presser's Slack user id.
             timestamp: The request's timestamp (default now): an old one is a replay.
             signing_secret: Sign with this instead (a forgery).
+            action_ts: The press's ``action_ts`` (default now); Slack sending a press
+                again sends the same one.
             timeout_s: How long to wait for the app's answer.
 
         Raises:
@@ -277,7 +285,8 @@ class SlackEmulator:
             path = f"/actions/{TEAM_ID}/{self._presses}/{secrets.token_hex(8)}"
             self._workspace.response_url(path, user, message["channel"], ts)
         response_url = f"{self.base_url[:-5]}{path}"
-        payload = block_actions(message, view, action_id, user, f"{now:.6f}", response_url)
+        pressed_at = f"{now:.6f}" if action_ts is None else action_ts
+        payload = block_actions(message, view, action_id, user, pressed_at, response_url)
         stamp = str(int(now if timestamp is None else timestamp))
         secret = self.signing_secret if signing_secret is None else signing_secret
         return deliver(url, payload, secret, stamp, timeout_s)

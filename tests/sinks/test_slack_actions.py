@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -297,7 +298,7 @@ def test_a_forged_signature_and_a_replayed_timestamp_are_refused_and_counted(rig
 
 def post(rig: Rig, body: bytes, headers: dict[str, str]) -> int:
     req = urllib.request.Request(
-        rig.emu._request_url or "", data=body, method="POST", headers=headers
+        rig.emu.request_url or "", data=body, method="POST", headers=headers
     )
     try:
         with urllib.request.urlopen(req, timeout=5) as resp:
@@ -338,20 +339,16 @@ def test_a_press_on_an_incident_flinkwatch_forgot_is_answered_kindly(rig: Rig) -
 
 def test_slack_sending_the_same_press_again_does_it_once(rig: Rig) -> None:
     m = rig.page("inc-1")
-    stored, view = rig.emu._workspace.pressable(CHANNEL, m["ts"])
-    from lab.slack.interactivity import block_actions, deliver
-
-    payload = block_actions(stored, view, SILENCE_1H, "U123", f"{time.time():.6f}", "http://x/")
-    stamp = str(int(time.time()))
-    url = rig.emu._request_url or ""
-    assert deliver(url, payload, SECRET, stamp) == (200, "")
-    assert deliver(url, payload, SECRET, stamp) == (200, "")
+    pressed = f"{time.time():.6f}"
+    for _ in range(2):
+        assert rig.emu.click(CHANNEL, m["ts"], SILENCE_1H, "U123", action_ts=pressed) == (200, "")
     store = SilenceStore(rig.silences_path)
     try:
         assert len(store.listing(int(time.time() * 1000))) == 1
     finally:
         store.close()
     assert rig.sample("flinkwatch_slack_actions_total", outcome="repeated") == 1
+    assert rig.emu.ephemeral() == []  # a retry is not news to the presser
 
 
 def test_buttons_need_the_bot_and_the_signing_secret() -> None:
@@ -363,3 +360,36 @@ def test_buttons_need_the_bot_and_the_signing_secret() -> None:
     assert signing_secret(cfg, {"MY_SECRET": " s3cret\n"}) == "s3cret"
     with pytest.raises(ValueError, match="must differ from metrics.port"):
         AppConfig.model_validate({"slack": {"mode": "bot", "interactivity_port": 9250}})
+
+
+def test_the_run_serves_the_buttons_on_the_configured_port_and_stops_without_a_secret(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from streaming.cli import _signing_secret, _slack_actions
+
+    app = AppConfig.model_validate(
+        {
+            "output": {"state_dir": str(tmp_path)},
+            "slack": {"mode": "bot", "interactivity_port": 0, "interactivity_host": "127.0.0.1"},
+        }
+    )
+    monkeypatch.delenv("SLACK_SIGNING_SECRET", raising=False)
+    with pytest.raises(ConfigError, match="SLACK_SIGNING_SECRET"):
+        _signing_secret(app)
+    monkeypatch.setenv("SLACK_SIGNING_SECRET", SECRET)
+    ledger = AlertLedger(app.output.ledger_path)
+    sink = SlackBotSink(TOKEN, ledger, lambda: app.slack, lambda: "prod-eu")
+    outputs = Outputs(ledger=ledger, dispatcher=Dispatcher(ledger, [sink]))
+    wired = _slack_actions(app, sink, outputs, _signing_secret(app))
+    assert wired is not None
+    actions, server = wired
+    try:
+        body = b"payload=x"
+        req = urllib.request.Request(f"{server.origin}{PATH}", data=body, headers=signed(body))
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(req, timeout=5)
+        assert refused.value.code == 400
+        assert actions.outcomes["malformed"] == 1
+    finally:
+        server.close()
+        ledger.close()
