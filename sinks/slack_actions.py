@@ -86,6 +86,9 @@ REPLAY_WINDOW_S = 300
 MAX_BODY_BYTES = 256 * 1024
 #: Presses remembered per incident to know a retry from a new press.
 _CLICKS_KEPT = 32
+#: The buttons whose first press wins: the field of :class:`IncidentActions` each sets,
+#: and how a later presser is told.
+_FIRST_WINS = {ACK: ("acknowledged", "acknowledged"), NOISE: ("noise", "resolved as noise")}
 #: A silence already in force that ends no earlier than this before the asked end covers it.
 _COVERED_MS = 5 * 60 * 1000
 #: Slack user ids (``U…``, ``W…`` on Enterprise Grid): what may go raw into ``<@…>``.
@@ -298,21 +301,14 @@ def decide(
     if press.click in acts.clicks:
         return Verdict(acts, "repeated")  # Slack sending the same press again
     seen = acts.model_copy(update={"clicks": (*acts.clicks, press.click)[-_CLICKS_KEPT:]})
-    if press.action_id == ACK:
-        if acts.acknowledged is not None:
-            a = acts.acknowledged
-            first = f"Already acknowledged by <@{a.user}> at {utc_text(a.at_ms)}."
-            return Verdict(seen, "repeated", first)
+    if press.action_id in _FIRST_WINS:
+        field, done = _FIRST_WINS[press.action_id]
+        first: Acted | None = getattr(acts, field)
+        if first is not None:
+            told = f"Already {done} by <@{first.user}> at {utc_text(first.at_ms)}."
+            return Verdict(seen, "repeated", told)
         return Verdict(
-            seen.model_copy(update={"acknowledged": Acted(user=press.user, at_ms=now_ms)}), "acted"
-        )
-    if press.action_id == NOISE:
-        if acts.noise is not None:
-            n = acts.noise
-            first = f"Already resolved as noise by <@{n.user}> at {utc_text(n.at_ms)}."
-            return Verdict(seen, "repeated", first)
-        return Verdict(
-            seen.model_copy(update={"noise": Acted(user=press.user, at_ms=now_ms)}), "acted"
+            seen.model_copy(update={field: Acted(user=press.user, at_ms=now_ms)}), "acted"
         )
     if job_id is None:
         text = (

@@ -26,7 +26,6 @@ from lab.slack import SlackEmulator
 from lab.slack.interactivity import sign
 from sinks import AlertLedger
 from sinks.dispatch import Dispatcher
-from sinks.prometheus import ActiveAlerts, FlinkwatchCollector, Sources
 from sinks.silence_store import SilenceStore
 from sinks.slack import SlackBotSink
 from sinks.slack_actions import (
@@ -40,6 +39,7 @@ from sinks.slack_actions import (
     signing_secret,
 )
 from streaming.delivery import AlertDelivery, Outputs, PipelineStats
+from tests.test_prometheus import bare_registry
 
 TOKEN = "xoxb-0000-actions-token"
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
@@ -143,20 +143,8 @@ def rig(tmp_path: Path) -> Iterator[Rig]:
             silences=SilenceStore(app.output.silences_path),
         )
         actions = SlackActions(sink, ledger, app.output.silences_path, dispatcher, SECRET)
-        registry = CollectorRegistry()
-        registry.register(
-            FlinkwatchCollector(
-                Sources(
-                    kinds=dict,
-                    dead_letters=dict,
-                    progress=dict,
-                    reloads=lambda: (0, 0),
-                    config_hash=lambda: "",
-                    active=ActiveAlerts(),
-                    slack_actions=lambda: actions.outcomes,
-                    false_alarms=lambda: actions.false_alarms,
-                )
-            )
+        registry = bare_registry(
+            slack_actions=lambda: actions.outcomes, false_alarms=lambda: actions.false_alarms
         )
         with actions.serve("127.0.0.1", 0) as server:
             emu.set_request_url(f"{server.origin}{PATH}")
