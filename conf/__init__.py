@@ -690,6 +690,42 @@ class SlackConfig(_Frozen):
     mention_on_critical: str | None = Field(
         default=None, description="e.g. <!here> or <@U123>, prepended to critical alerts"
     )
+    interactivity_port: int | None = Field(
+        default=None,
+        ge=0,
+        le=65535,
+        description=(
+            "bot mode: port of the HTTP endpoint that takes the incident message's buttons "
+            "(Acknowledge, Silence 1 h / 4 h, Resolve as noise), the Slack app's interactivity "
+            "request URL (docs/slack-actions.md); null = no buttons, no endpoint"
+        ),
+        json_schema_extra=RESTART,
+    )
+    interactivity_host: str | None = Field(
+        default=None,
+        description=(
+            "bind address of that endpoint; null = metrics.host. Slack reaches it through an "
+            "Ingress or load balancer that terminates HTTPS"
+        ),
+        json_schema_extra=RESTART,
+    )
+    signing_secret_env: str = Field(
+        default="SLACK_SIGNING_SECRET",
+        min_length=1,
+        description=(
+            "env var of the Slack app's signing secret; every button press is checked against "
+            "it (needed when interactivity_port is set)"
+        ),
+        json_schema_extra=RESTART,
+    )
+
+    @model_validator(mode="after")
+    def _buttons_need_the_bot(self) -> SlackConfig:
+        # Buttons live on the bot's incident message; a webhook post has no message to act on.
+        if self.interactivity_port is not None and self.mode != "bot":
+            msg = "slack.interactivity_port needs slack.mode: bot (the buttons are on its messages)"
+            raise ValueError(msg)
+        return self
 
     @field_validator("mode", mode="before")
     @classmethod
@@ -1026,6 +1062,19 @@ class AppConfig(_Frozen):
         )
         if not enabled:
             msg = "every detector is disabled (detectors.<name>.enabled): nothing would run"
+            raise ValueError(msg)
+        return self
+
+    @model_validator(mode="after")
+    def _interactivity_port_is_its_own(self) -> AppConfig:
+        s, m = self.slack, self.metrics
+        same_host = s.interactivity_host in (None, m.host)
+        taken = {m.port, m.health_port} if m.enabled else set()
+        if s.interactivity_port and same_host and s.interactivity_port in taken:
+            msg = (
+                "slack.interactivity_port must differ from metrics.port and metrics.health_port "
+                "on the same host"
+            )
             raise ValueError(msg)
         return self
 

@@ -6,6 +6,11 @@ queue waits (its later transitions stay behind, in order) and is tried again
 after a back-off that doubles up to a ceiling; a new batch wakes the thread.
 Each sink backs off on its own: one receiver's outage does not delay another's
 deliveries.
+
+Other calls to the same receiver run here too (:meth:`Dispatcher.submit`): the update
+of an incident's message after a button was pressed in Slack. One thread means that
+update and a transition's update of the same message never race, and neither runs in
+the detect micro-batch or in the thread answering Slack's request.
 """
 
 from __future__ import annotations
@@ -15,10 +20,16 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-from sinks.base import DeliverySink, RetryableDeliveryError
+from sinks.base import DeliverySink, PermanentDeliveryError, RetryableDeliveryError
 from sinks.ledger import AlertLedger
 
 log = logging.getLogger(__name__)
+
+#: Jobs waiting at most; one more drops the oldest (each job redoes all its work, so a
+#: flood of presses costs a bounded queue, never memory).
+MAX_JOBS = 256
+#: Tries of a job that fails retryably, one per pass, before it is given up.
+JOB_TRIES = 5
 
 
 class Dispatcher:
@@ -65,12 +76,55 @@ class Dispatcher:
         self._due: dict[str, float] = {}
         #: Open deliveries per sink after the last pass (the backlog).
         self.backlog: dict[str, int] = {s.name: 0 for s in self.sinks}
+        self._jobs_lock = threading.Lock()
+        #: Waiting jobs by key, oldest first, with the tries left.
+        self._jobs: dict[str, tuple[Callable[[], None], int]] = {}
 
     def start(self) -> Dispatcher:
         """Start the thread; returns self."""
         self._thread = threading.Thread(target=self._run, name="flinkwatch-dispatch", daemon=True)
         self._thread.start()
         return self
+
+    def submit(self, key: str, job: Callable[[], None]) -> None:
+        """Run ``job`` in the dispatcher's thread, before its next pass.
+
+        A job waiting under the same ``key`` is replaced: a job that renders the current
+        state of something (a message) needs to run once, however often it was asked for.
+        A job that raises :class:`~sinks.base.RetryableDeliveryError` is tried again at
+        the next pass (after the back-off while the receiver fails), up to ``JOB_TRIES``
+        times; any other failure is logged and the job dropped.
+        """
+        with self._jobs_lock:
+            self._jobs.pop(key, None)
+            self._jobs[key] = (job, JOB_TRIES)
+            while len(self._jobs) > MAX_JOBS:
+                dropped = next(iter(self._jobs))
+                del self._jobs[dropped]
+                log.warning("dispatch: more than %d jobs wait; dropped %s", MAX_JOBS, dropped)
+        self._wake.set()
+
+    def run_jobs(self) -> int:
+        """Run the waiting jobs once each, oldest first; returns how many still wait."""
+        with self._jobs_lock:
+            jobs, self._jobs = self._jobs, {}
+        for key, (job, tries) in jobs.items():
+            try:
+                job()
+            except RetryableDeliveryError as exc:
+                if tries > 1:
+                    log.info("dispatch: %s failed (%s); trying again later", key, exc)
+                    with self._jobs_lock:
+                        self._jobs.setdefault(key, (job, tries - 1))  # unless asked anew
+                else:
+                    log.warning("dispatch: %s failed %d times (%s); given up", key, JOB_TRIES, exc)
+            except PermanentDeliveryError as exc:
+                log.warning("dispatch: %s refused (%s); given up", key, exc)
+            except Exception:
+                # Like a sink's bug: the thread every later alert needs must survive it.
+                log.exception("dispatch: %s crashed; given up", key)
+        with self._jobs_lock:
+            return len(self._jobs)
 
     def wake(self) -> None:
         """New transitions were recorded: deliver them now (unless backing off)."""
@@ -122,6 +176,7 @@ class Dispatcher:
 
     def _run(self) -> None:
         while not self._stop.is_set():
+            self.run_jobs()
             self.drain_once()
             now = self._clock()
             # A wake-up (a new batch) drains the sinks not backing off at once; a sink

@@ -761,6 +761,45 @@ class AlertLedger:
                 (sink, key, json.dumps(value)),
             )
 
+    def amend(
+        self, sink: str, key: str, change: Callable[[dict[str, Any] | None], dict[str, Any]]
+    ) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+        """Read, change and keep a fact in one write transaction: concurrent changes queue.
+
+        Two people pressing the same button at once (or Slack sending a press twice) are
+        two calls; the second sees what the first kept. ``change`` runs inside the
+        transaction: if it raises, nothing is kept.
+
+        Returns:
+            The fact before and after.
+        """
+        with self._tx() as db:
+            row = db.execute(
+                "SELECT value FROM sink_memory WHERE sink = ? AND key = ?", (sink, key)
+            ).fetchone()
+            before = json.loads(row[0]) if row else None
+            after = change(before)
+            db.execute(
+                "INSERT OR REPLACE INTO sink_memory (sink, key, value) VALUES (?, ?, ?)",
+                (sink, key, json.dumps(after)),
+            )
+        return before, after
+
+    def last_delivered(self, sink: str, incident_id: str) -> Transition | None:
+        """The newest transition of an incident the sink has: what its message shows."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT t.seq, t.key, t.alert, t.silenced_by, t.recorded_ms, t.incident "
+                "FROM transitions t JOIN deliveries d ON d.seq = t.seq AND d.sink = ? "
+                "WHERE COALESCE(t.incident_id, t.alert_id) = ? AND d.state = 'delivered' "
+                "ORDER BY t.seq DESC LIMIT 1",
+                (sink, incident_id),
+            ).fetchone()
+        if row is None:
+            return None
+        seq, key, a, sil, rec, inc = row
+        return Transition(seq, key, Alert.model_validate_json(a), sil, rec, _incident(inc))
+
     def forget(self, sink: str, key: str) -> None:
         """Drop a fact kept by :meth:`remember` (nothing if there is none)."""
         with self._tx() as db:
@@ -805,10 +844,11 @@ class AlertLedger:
                     (alert_id,),
                 )
                 n += db.execute("DELETE FROM transitions WHERE alert_id = ?", (alert_id,)).rowcount
-                # The incident's message, and any search for one of its sends left half way.
+                # The incident's message, what was done about it from Slack, and any
+                # search for one of its sends left half way.
                 prefix = f"search:{alert_id}:"
                 db.execute(
-                    "DELETE FROM sink_memory WHERE key = ? OR substr(key, 1, ?) = ?",
-                    (alert_id, len(prefix), prefix),
+                    "DELETE FROM sink_memory WHERE key IN (?, ?) OR substr(key, 1, ?) = ?",
+                    (alert_id, f"acts:{alert_id}", len(prefix), prefix),
                 )
         return n

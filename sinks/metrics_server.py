@@ -340,11 +340,16 @@ class ConnectionStats:
 
 @dataclass(frozen=True)
 class _Listener:
-    """One listening socket, what it serves and whether over TLS."""
+    """One listening socket, what it serves and whether over TLS.
+
+    ``max_body`` is the largest request body read (by ``Content-Length``); 0 reads none,
+    as ``/metrics`` and ``/healthz`` take none. A longer body is answered 413 unread.
+    """
 
     sock: socket.socket
     site: _Site
     tls: TlsFiles | None
+    max_body: int = 0
 
 
 class _Loop:
@@ -367,14 +372,16 @@ class _Loop:
         max_connections: int,
         deadline_s: float,
         workers: int,
+        name: str = "metrics",
     ) -> None:
         self.listeners = listeners
         self.max_connections = max_connections
         self.deadline_s = deadline_s
+        self.name = name
         self.stats = ConnectionStats()
-        self.pool = ThreadPoolExecutor(workers, thread_name_prefix="flinkwatch-metrics-render")
+        self.pool = ThreadPoolExecutor(workers, thread_name_prefix=f"flinkwatch-{name}-render")
         self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self._run, name="flinkwatch-metrics", daemon=True)
+        self.thread = threading.Thread(target=self._run, name=f"flinkwatch-{name}", daemon=True)
         self._ready = threading.Event()
         self._failed: BaseException | None = None
         self._servers: list[asyncio.Server] = []
@@ -453,14 +460,14 @@ class _Loop:
                 await self._exchange(listener, task, reader, writer, peer)
         except TimeoutError:
             self.stats.expired += 1
-            log.debug("metrics: %s not done within %g s; closed", peer, self.deadline_s)
+            log.debug("%s: %s not done within %g s; closed", self.name, peer, self.deadline_s)
         except (OSError, EOFError, asyncio.IncompleteReadError, asyncio.LimitOverrunError) as exc:
             # Plain HTTP on the HTTPS port, no client certificate, a probe, a reset: each is
             # seen by its client; at debug level here, as a probe does it every few seconds.
             # (A connection closed to make room ends here too, counted as evicted.)
             if task in self._open:
                 self.stats.failed += 1
-                log.debug("metrics: connection from %s closed: %r", peer, exc)
+                log.debug("%s: connection from %s closed: %r", self.name, peer, exc)
         except asyncio.CancelledError:
             # Only close() cancels a connection; the task ends quietly (Python 3.11's
             # streams log a cancelled connection task as an error).
@@ -480,12 +487,25 @@ class _Loop:
     ) -> None:
         if listener.tls is not None:
             await writer.start_tls(listener.tls.context(), ssl_handshake_timeout=self.deadline_s)
-        head = await reader.readuntil(b"\r\n\r\n")
+        request = await reader.readuntil(b"\r\n\r\n")
+        if listener.max_body:
+            length = _content_length(request)
+            if length is None or length > listener.max_body:
+                # Unread: a client that says it sends more than the cap gets no worker.
+                response = _TOO_LARGE if length is not None else _BAD_LENGTH
+                await self._reply(writer, response)
+                return
+            # Still waiting (and evictable) until the body is in: a slow body is a slow client.
+            request += await reader.readexactly(length)
         del self._waiting[task]
         client = peer if isinstance(peer, tuple) else ("", 0)
         response = await self.loop.run_in_executor(
-            self.pool, self._answer, head, client, listener.site
+            self.pool, self._answer, request, client, listener.site
         )
+        await self._reply(writer, response)
+
+    @staticmethod
+    async def _reply(writer: asyncio.StreamWriter, response: bytes) -> None:
         # Drained only when every byte is with the kernel: then closing loses nothing.
         writer.transport.set_write_buffer_limits(high=0)
         writer.write(response)
@@ -498,7 +518,7 @@ class _Loop:
         try:
             return _Exchange(head, client, site).response  # type: ignore[arg-type]
         except Exception:  # wsgiref answers the app's own errors; this is anything else
-            log.exception("metrics: answering %s failed", client)
+            log.exception("%s: answering %s failed", self.name, client)
             return b"HTTP/1.0 500 Internal Server Error\r\nContent-Length: 0\r\n\r\n"
 
     def _make_room(self) -> bool:
@@ -519,12 +539,27 @@ class _Loop:
         if now - self._warned_at >= WARN_EVERY_S:
             self._warned_at = now
             log.warning(
-                "metrics: %d connections open (metrics.max_connections); closing the oldest "
+                "%s: %d connections open (the cap); closing the oldest "
                 "that has not sent its request (%d so far): slow or stalled clients",
+                self.name,
                 self.max_connections,
                 self.stats.evicted,
             )
         return True
+
+
+_TOO_LARGE = b"HTTP/1.0 413 Content Too Large\r\nContent-Length: 0\r\n\r\n"
+_BAD_LENGTH = b"HTTP/1.0 411 Length Required\r\nContent-Length: 0\r\n\r\n"
+
+
+def _content_length(head: bytes) -> int | None:
+    """The ``Content-Length`` of a request head (0 without one); None if it is not a number."""
+    for line in head.split(b"\r\n")[1:]:
+        name, colon, value = line.partition(b":")
+        if colon and name.strip().lower() == b"content-length":
+            text = value.strip()
+            return int(text) if text.isdigit() else None
+    return 0
 
 
 def _family(host: str, port: int) -> tuple[int, str]:
@@ -535,20 +570,12 @@ def _family(host: str, port: int) -> tuple[int, str]:
     return int(family), str(sockaddr[0])
 
 
-class MetricsServer:
-    """A running endpoint; :meth:`close` stops it (also as a context manager)."""
+class AppServer:
+    """A running listener; :meth:`close` stops it (also as a context manager)."""
 
-    def __init__(
-        self,
-        loop: _Loop,
-        address: tuple[Any, ...],
-        scheme: str,
-        health_address: tuple[Any, ...] | None = None,
-    ) -> None:
+    def __init__(self, loop: _Loop, address: tuple[Any, ...]) -> None:
         self._loop = loop
         self._address = address
-        self.scheme = scheme
-        self._health_address = health_address
 
     @property
     def host(self) -> str:
@@ -561,19 +588,10 @@ class MetricsServer:
         return int(self._address[1])
 
     @property
-    def url(self) -> str:
-        """``<scheme>://<host>:<port>/metrics``."""
+    def origin(self) -> str:
+        """``http://<host>:<port>`` (an IPv6 host in brackets)."""
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{self.scheme}://{host}:{self.port}/metrics"
-
-    @property
-    def health_url(self) -> str | None:
-        """``http://<host>:<health port>/healthz``; None without a health port."""
-        if self._health_address is None:
-            return None
-        host = str(self._health_address[0])
-        host = f"[{host}]" if ":" in host else host
-        return f"http://{host}:{int(self._health_address[1])}{HEALTH_PATH}"
+        return f"http://{host}:{self.port}"
 
     @property
     def stats(self) -> ConnectionStats:
@@ -594,6 +612,74 @@ class MetricsServer:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def serve_app(
+    app: WSGIApplication,
+    host: str,
+    port: int,
+    *,
+    name: str,
+    max_connections: int,
+    deadline_s: float,
+    max_body: int,
+    workers: int = RENDER_WORKERS,
+) -> AppServer:
+    """Serve ``app`` in plain HTTP on ``host:port`` with the endpoint's bounds.
+
+    The same loop as ``/metrics``: at most ``max_connections`` open, ``deadline_s`` per
+    connection from accept to the last byte, and a request body of at most ``max_body``
+    bytes (read before a worker sees the request; longer is answered 413).
+
+    Raises:
+        OSError: the address cannot be bound.
+    """
+    family, bind_host = _family(host, port)
+    sock = _bind(bind_host, port, family)
+    try:
+        site = _Site(app, socket.getfqdn(bind_host), _port(sock))
+        loop = _Loop(
+            [_Listener(sock, site, None, max_body)],
+            max_connections=max_connections,
+            deadline_s=deadline_s,
+            workers=workers,
+            name=name,
+        )
+        loop.start()
+    except BaseException:
+        sock.close()
+        raise
+    return AppServer(loop, sock.getsockname())
+
+
+class MetricsServer(AppServer):
+    """The running ``/metrics`` endpoint (and its health port)."""
+
+    def __init__(
+        self,
+        loop: _Loop,
+        address: tuple[Any, ...],
+        scheme: str,
+        health_address: tuple[Any, ...] | None = None,
+    ) -> None:
+        super().__init__(loop, address)
+        self.scheme = scheme
+        self._health_address = health_address
+
+    @property
+    def url(self) -> str:
+        """``<scheme>://<host>:<port>/metrics``."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.scheme}://{host}:{self.port}/metrics"
+
+    @property
+    def health_url(self) -> str | None:
+        """``http://<host>:<health port>/healthz``; None without a health port."""
+        if self._health_address is None:
+            return None
+        host = str(self._health_address[0])
+        host = f"[{host}]" if ":" in host else host
+        return f"http://{host}:{int(self._health_address[1])}{HEALTH_PATH}"
 
 
 class MetricsEndpoint:

@@ -8,7 +8,7 @@ observer seeded from the ledger) and the detectors' signals per entity
 
 Every label is bounded: ``detector`` (registered detectors), ``severity`` (3 values),
 ``status`` (3), ``kind`` (the parser's event kinds), ``reason`` (dead-letter reasons),
-``outcome`` (a handful), ``query`` (2), ``sink`` (2), ``cause`` (2), ``silence``
+``outcome`` (a handful each), ``query`` (2), ``sink`` (2), ``cause`` (2), ``silence``
 (configured silences), ``cluster`` (1). Entity labels (``job_id``, ``job_name``,
 ``tm_id``, ``host``) appear only on the open-incident gauge, whose series go away when the
 incident resolves, and on the signal gauges, whose series go away when the detector
@@ -33,6 +33,17 @@ from detectors import REGISTRY, AlertStatus
 from sinks.base import AlertObserver, Transition
 
 log = logging.getLogger(__name__)
+
+#: ``outcome`` of ``flinkwatch_slack_actions_total`` (sinks.slack_actions counts them).
+SLACK_ACTION_OUTCOMES = (
+    "acted",
+    "repeated",
+    "unknown_incident",
+    "forged",
+    "stale",
+    "malformed",
+    "error",
+)
 
 
 class ActiveAlerts(AlertObserver):
@@ -163,6 +174,10 @@ class Sources:
     ledger_errors: Callable[[], int] = lambda: 0
     #: Query failures by cause: storage_full, other.
     query_failures: Callable[[], Mapping[str, int]] = _nothing
+    #: Requests to the Slack interactivity endpoint, by outcome (``None``: it is off).
+    slack_actions: Callable[[], Mapping[str, int]] | None = None
+    #: Incidents resolved as noise from Slack, by their root detector.
+    false_alarms: Callable[[], Mapping[str, int]] = _nothing
     #: Entities the detect query holds (``None``: not known yet).
     entities: Callable[[], int | None] = lambda: None
     watermark_delay_s: Callable[[], float] = lambda: 0.0
@@ -268,6 +283,8 @@ class FlinkwatchCollector(Collector):
             sink_errors.add_metric([sink], float(n))
         yield sink_errors
 
+        yield from self._slack_action_families()
+
         ledger = CounterMetricFamily(
             "flinkwatch_ledger_errors",
             "Micro-batches the alert ledger could not record (a full volume, say): each "
@@ -275,6 +292,33 @@ class FlinkwatchCollector(Collector):
         )
         ledger.add_metric([], float(self.s.ledger_errors()))
         yield ledger
+
+    def _slack_action_families(self) -> Iterator[Metric]:
+        # Every series starts at 0 (both labels are bounded), so rate() sees the first one.
+        noise = self.s.false_alarms()
+        alarms = CounterMetricFamily(
+            "flinkwatch_false_alarms",
+            "Incidents resolved as noise from Slack (the button), by their root detector.",
+            labels=["detector"],
+        )
+        for det in sorted(REGISTRY):
+            alarms.add_metric([det], float(noise.get(det, 0)))
+        yield alarms
+        if self.s.slack_actions is None:
+            return
+        seen = self.s.slack_actions()
+        actions = CounterMetricFamily(
+            "flinkwatch_slack_actions",
+            "Requests to the Slack interactivity endpoint by outcome: acted, repeated (changed "
+            "nothing: already done, or Slack sending a press again), unknown_incident, forged "
+            "(unsigned or a bad signature: 401), stale (timestamp more than 5 min off, a replay: "
+            "401), malformed (signed but not a press on our buttons: 400), error (not recorded: "
+            "500).",
+            labels=["outcome"],
+        )
+        for outcome in SLACK_ACTION_OUTCOMES:
+            actions.add_metric([outcome], float(seen.get(outcome, 0)))
+        yield actions
 
     def _refused_family(self) -> Iterator[Metric]:
         board = self.s.signals

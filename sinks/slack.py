@@ -29,7 +29,6 @@ from every message this module logs or raises.
 
 from __future__ import annotations
 
-import datetime as dt
 import http.client
 import logging
 import os
@@ -59,6 +58,8 @@ from sinks.base import (
     Transition,
 )
 from sinks.ledger import AlertLedger
+from sinks.slack_actions import IncidentActions, action_blocks, subject
+from sinks.slack_actions import utc_text as _when
 
 log = logging.getLogger(__name__)
 
@@ -166,10 +167,6 @@ def esc(text: object) -> str:
 
 def _note_block(text: str) -> dict[str, Any]:
     return {"type": "context", "elements": [{"type": "mrkdwn", "text": text[:3000]}]}
-
-
-def _when(ms: int) -> str:
-    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def _scalar_evidence(evidence: dict[str, Any], limit: int = 8) -> list[tuple[str, str]]:
@@ -462,6 +459,65 @@ class SlackBotSink(_SlackSink):
             retry_handlers=_retry_handlers(c.max_retries),
             logger=_client_logger(token),
         )
+
+    def _render(self, t: Transition) -> tuple[str, list[dict[str, Any]]]:
+        """The message, with what was done to the incident from Slack and its buttons.
+
+        The buttons are there while the incident is open and ``slack.interactivity_port``
+        is set (without the endpoint, a press would only show the user an error).
+        """
+        text, blocks = super()._render(t)
+        kept = self._ledger.recall(self.name, f"acts:{t.incident_id}")
+        acts = IncidentActions.model_validate(kept) if kept else None
+        status = t.incident.status if t.incident is not None else t.alert.status
+        buttons = self._cfg().interactivity_port is not None and status is not AlertStatus.RESOLVED
+        _, job_id = subject(t)
+        extra = action_blocks(t.incident_id, acts, buttons=buttons, job_id=job_id)
+        return text, [*blocks, *extra]
+
+    # --- acting from Slack (sinks.slack_actions) ---------------------------------------
+
+    def refresh(self, incident_id: str) -> None:
+        """Update the incident's message to show what was done to it (a dispatcher job).
+
+        Renders the newest transition Slack has, so it shows what the last send showed
+        plus the actions; a transition still waiting brings its own update after it.
+
+        Raises:
+            RetryableDeliveryError: Slack cannot take it now; the job is tried again.
+            PermanentDeliveryError: Slack refused it.
+        """
+        parent = self._ledger.recall(self.name, incident_id)
+        t = self._ledger.last_delivered(self.name, incident_id)
+        if parent is None or t is None:
+            return
+        text, blocks = self._render(t)
+        self._call(
+            "chat_update", channel=parent["channel"], ts=parent["ts"], text=text, blocks=blocks
+        )
+
+    def respond(self, response_url: str, text: str) -> None:
+        """Tell the presser alone: an ephemeral message through the press's response URL.
+
+        Only to Slack's own hooks (or the configured ``api_url``'s host, the emulator):
+        the URL comes in the request, and a verified request is still no reason to post
+        elsewhere. Best effort: a failure is logged, not retried.
+        """
+        api = self._cfg().api_url
+        trusted = ["https://hooks.slack.com/"]
+        if api:
+            trusted.append(api.split("/api/", 1)[0] + "/")
+        if not any(response_url.startswith(t) for t in trusted):
+            log.warning("slack actions: not answering through %s: not Slack's", response_url[:80])
+            return
+        client = WebhookClient(response_url, timeout=int(self._cfg().timeout_s))
+        try:
+            resp = client.send(text=text, response_type="ephemeral", replace_original=False)
+        except (OSError, http.client.HTTPException, SlackClientError) as exc:
+            log.warning("slack actions: reply to the presser failed: %s", self._scrub(exc))
+            return
+        if resp.status_code != 200:
+            log.warning("slack actions: reply to the presser refused: HTTP %d", resp.status_code)
 
     # --- sending ---------------------------------------------------------------------
 

@@ -121,6 +121,7 @@ def run_job(
     )
     try:  # before Spark starts: a missing password or unreadable key stops the job at once
         endpoint = _preflight(cfg)
+        secret = _signing_secret(cfg)
     except ConfigError as exc:
         log.error("%s", exc)
         return 2
@@ -144,6 +145,9 @@ def run_job(
     _keep_ledger_tidy(ledger, lambda: current["cfg"].output.ledger_retention_days)
     outputs = _outputs(cfg, ledger, slack, alertmanager)
     dispatcher = outputs.dispatcher
+    actions = _slack_actions(cfg, slack, outputs, secret)
+    if actions is not None and actions[1] is None:
+        return 1
     # Open alerts posted again each interval, or Alertmanager ends them at their endsAt.
     resender = (
         Resender(alertmanager, lambda: current["cfg"].alertmanager.resend_interval_s).start()
@@ -179,7 +183,7 @@ def run_job(
             "watching %s for changes every %.0f s (or SIGHUP)", config_path, cfg.reload_interval_s
         )
     if endpoint is not None:
-        _serve_metrics(cfg, endpoint, pipeline, progress, watcher)
+        _serve_metrics(cfg, endpoint, pipeline, progress, watcher, actions[0] if actions else None)
     deadline = time.monotonic() + duration if duration else None
 
     def _should_stop() -> bool:
@@ -200,6 +204,8 @@ def run_job(
         spark.stop()
         if resender is not None:
             resender.stop()
+        if actions is not None and actions[1] is not None:
+            actions[1].close()  # no press is taken that could not be carried out
         if dispatcher is not None:
             dispatcher.stop()
         left = _flush(outputs)
@@ -244,6 +250,51 @@ def _preflight(cfg: AppConfig) -> Any:
         return MetricsEndpoint.from_config(cfg.metrics) if cfg.metrics.enabled else None
     except MetricsEndpointError as exc:
         raise ConfigError(str(exc), fields=("metrics",)) from exc
+
+
+def _signing_secret(cfg: AppConfig) -> str | None:
+    """The Slack app's signing secret when the buttons are on (None when off).
+
+    Raises:
+        ConfigError: its variable is empty or unset.
+    """
+    from sinks.slack_actions import signing_secret
+
+    if cfg.slack.interactivity_port is None:
+        return None
+    return signing_secret(cfg.slack)
+
+
+def _slack_actions(
+    cfg: AppConfig, slack: Any, outputs: Any, secret: str | None
+) -> tuple[Any, Any] | None:
+    """The Slack buttons' endpoint, serving (None when off): (the actions, its server).
+
+    The server is None when the port cannot be bound: the run then stops, as the
+    buttons on its messages would answer nobody.
+    """
+    from sinks.slack import SlackBotSink
+    from sinks.slack_actions import PATH, SlackActions
+
+    c = cfg.slack
+    if c.interactivity_port is None or secret is None or not isinstance(slack, SlackBotSink):
+        return None
+    actions = SlackActions(
+        slack, outputs.ledger, cfg.output.silences_path, outputs.dispatcher, secret
+    )
+    host = c.interactivity_host or cfg.metrics.host
+    try:
+        server = actions.serve(
+            host,
+            c.interactivity_port,
+            max_connections=cfg.metrics.max_connections,
+            deadline_s=cfg.metrics.request_deadline_s,
+        )
+    except OSError as exc:
+        log.error("slack actions: cannot listen on %s:%d (%s)", host, c.interactivity_port, exc)
+        return actions, None
+    log.info("slack actions: %s%s takes the incident messages' buttons", server.origin, PATH)
+    return actions, server
 
 
 class Signals:
@@ -390,7 +441,12 @@ def _keep_ledger_tidy(ledger: Any, retention_days: Callable[[], float]) -> None:
 
 
 def _serve_metrics(
-    cfg: AppConfig, endpoint: Any, pipeline: Any, progress: Any, watcher: Any
+    cfg: AppConfig,
+    endpoint: Any,
+    pipeline: Any,
+    progress: Any,
+    watcher: Any,
+    actions: Any = None,
 ) -> None:
     from prometheus_client import CollectorRegistry
 
@@ -429,6 +485,8 @@ def _serve_metrics(
                 deliveries=lambda: dict(out.ledger.outcomes),
                 backlog=backlog,
                 watermark_delay_s=lambda: pipeline.cfg.spark.watermark_delay_s,
+                slack_actions=(lambda: actions.outcomes) if actions is not None else None,
+                false_alarms=(lambda: actions.false_alarms) if actions is not None else dict,
             )
         )
     )

@@ -6,6 +6,7 @@ import socket
 import urllib.request
 from collections import Counter
 from dataclasses import dataclass
+from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest, start_http_server
 
@@ -227,21 +228,24 @@ def test_sink_ledger_and_query_failures_are_counted_with_every_series_from_zero(
     assert reg.get_sample_value(failures, {"cause": "other"}) == 0.0
 
 
+def bare_registry(**sources: Any) -> CollectorRegistry:
+    """A registry of flinkwatch's collector over empty sources, but for ``sources``."""
+    reg = CollectorRegistry()
+    empty: dict[str, Any] = {
+        "kinds": dict,
+        "dead_letters": dict,
+        "progress": dict,
+        "reloads": lambda: (0, 0),
+        "config_hash": lambda: "x",
+        "active": ActiveAlerts(),
+    }
+    reg.register(FlinkwatchCollector(Sources(**{**empty, **sources})))
+    return reg
+
+
 def test_the_entities_the_detect_query_holds_are_a_gauge_once_counted() -> None:
     assert registry_with(ActiveAlerts()).get_sample_value("flinkwatch_detect_entities") == 1234.0
-    unknown = CollectorRegistry()
-    unknown.register(
-        FlinkwatchCollector(
-            Sources(
-                kinds=Counter,
-                dead_letters=Counter,
-                progress=dict,
-                reloads=lambda: (0, 0),
-                config_hash=lambda: "x",
-                active=ActiveAlerts(),
-            )
-        )
-    )
+    unknown = bare_registry()
     assert unknown.get_sample_value("flinkwatch_detect_entities") is None
 
 

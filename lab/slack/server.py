@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import secrets
 import signal
 import threading
 import time
@@ -15,7 +16,16 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from lab.slack.faults import _Fault, _Faults
-from lab.slack.workspace import WEBHOOK_CHANNEL, WEBHOOK_PATH, Message, _error, _Reply, _Workspace
+from lab.slack.interactivity import block_actions, deliver
+from lab.slack.workspace import (
+    TEAM_ID,
+    WEBHOOK_CHANNEL,
+    WEBHOOK_PATH,
+    Message,
+    _error,
+    _Reply,
+    _Workspace,
+)
 
 _ADMIN_PREFIX = "/_admin/"
 _ADMIN_FAULTS = ("/_admin/fail", "/_admin/stall", "/_admin/cut", "/_admin/down")
@@ -42,6 +52,9 @@ class SlackEmulator:
         max_page: The most items one page of ``conversations.history``/``replies``/
             ``list`` holds, whatever ``limit`` asks (Slack caps it too); the rest
             follows through ``response_metadata.next_cursor``.
+        signing_secret: The app's signing secret; :meth:`click` signs presses with it.
+        request_url: The app's interactivity request URL, where :meth:`click` posts
+            presses (also :meth:`set_request_url`).
     """
 
     def __init__(
@@ -56,6 +69,8 @@ class SlackEmulator:
         without_bot: tuple[str, ...] = (),
         scopes: tuple[str, ...] | None = None,
         max_page: int = 1000,
+        signing_secret: str = "flinkwatch-local-signing-secret",  # noqa: S107 - fake Slack's
+        request_url: str | None = None,
     ) -> None:
         if max_page < 1:
             msg = f"max_page must be at least 1, got {max_page}"
@@ -65,6 +80,9 @@ class SlackEmulator:
         self._lock = threading.Lock()
         self._workspace = _Workspace(token, channels, archived, without_bot, scopes, max_page)
         self._faults = _Faults()
+        self.signing_secret = signing_secret
+        self._request_url = request_url
+        self._presses = 0
         # Set on stop, so a stalled answer does not outlive its emulator.
         self._stopping = threading.Event()
         self._log: list[dict[str, Any]] = []
@@ -212,6 +230,74 @@ class SlackEmulator:
         """
         with self._lock:
             self._workspace.set_scopes(scopes)
+
+    @property
+    def request_url(self) -> str | None:
+        """Where :meth:`click` posts presses."""
+        return self._request_url
+
+    def set_request_url(self, url: str | None) -> None:
+        """Where :meth:`click` posts presses (the app's interactivity request URL)."""
+        self._request_url = url
+
+    def click(
+        self,
+        channel: str,
+        ts: str,
+        action_id: str,
+        user: str = "U123",
+        *,
+        timestamp: float | None = None,
+        signing_secret: str | None = None,
+        action_ts: str | None = None,
+        timeout_s: float = 10.0,
+    ) -> tuple[int, str]:
+        """``user`` presses the button ``action_id`` on the message ``ts``, as in Slack.
+
+        Posts a signed ``block_actions`` payload (``lab.slack.interactivity``) to the
+        request URL and returns the app's answer. The payload's ``response_url`` points
+        back here; what the app says through it is in :meth:`ephemeral`.
+
+        Args:
+            channel: The message's channel (name, "#name" or id).
+            ts: The message's ts (a top-level message).
+            action_id: The button pressed; it must be on the message.
+            user: The presser's Slack user id.
+            timestamp: The request's timestamp (default now): an old one is a replay.
+            signing_secret: Sign with this instead (a forgery).
+            action_ts: The press's ``action_ts`` (default now); Slack sending a press
+                again sends the same one.
+            timeout_s: How long to wait for the app's answer.
+
+        Raises:
+            RuntimeError: no request URL is set.
+            KeyError: no such message.
+            LookupError: the message has no such button.
+        """
+        url = self._request_url
+        if url is None:
+            msg = "no request URL: SlackEmulator(request_url=...) or set_request_url()"
+            raise RuntimeError(msg)
+        now = time.time()
+        with self._lock:
+            message, view = self._workspace.pressable(channel, ts)
+            self._presses += 1
+            path = f"/actions/{TEAM_ID}/{self._presses}/{secrets.token_hex(8)}"
+            self._workspace.response_url(path, user, message["channel"], ts)
+        response_url = f"{self.base_url[:-5]}{path}"
+        pressed_at = f"{now:.6f}" if action_ts is None else action_ts
+        payload = block_actions(message, view, action_id, user, pressed_at, response_url)
+        stamp = str(int(now if timestamp is None else timestamp))
+        secret = self.signing_secret if signing_secret is None else signing_secret
+        return deliver(url, payload, secret, stamp, timeout_s)
+
+    def ephemeral(self, user: str | None = None) -> list[dict[str, Any]]:
+        """What the app told pressers alone (through response URLs), oldest first.
+
+        Each is ``{"user", "channel", "message_ts", "text"}``; ``user`` filters.
+        """
+        with self._lock:
+            return [dict(e) for e in self._workspace.ephemeral if user in (None, e["user"])]
 
     def messages(self, channel: str | None = None) -> list[Message]:
         """Top-level messages, oldest first, each with its thread under "replies".

@@ -166,6 +166,10 @@ class _Workspace:
         self._store[WEBHOOK_CHANNEL] = []
         self._outbox: list[Message] = []
         self._last_us = 0
+        #: Each press's response URL path and whom it answers (user, channel, message ts).
+        self._response_urls: dict[str, dict[str, str]] = {}
+        #: What the app answered presses with through their response URLs, oldest first.
+        self.ephemeral: list[dict[str, Any]] = []
         self._methods: dict[str, ApiMethod] = {
             "auth.test": self._auth_test,
             "chat.postMessage": self._post_message,
@@ -194,6 +198,23 @@ class _Workspace:
             raise KeyError(channel)
         return copy.deepcopy(self._store[cid])
 
+    def pressable(self, channel: str, ts: str) -> tuple[Message, dict[str, Any]]:
+        """A top-level message and its Web API view, for a user to press a button on.
+
+        Raises:
+            KeyError: no such channel or message.
+        """
+        cid = self._resolve(channel)
+        found = None if cid is None else self._find(cid, ts)
+        if found is None or found[1] is not None:
+            msg = f"no top-level message {ts} in {channel}"
+            raise KeyError(msg)
+        return copy.deepcopy(found[0]), self._view(found[0], with_metadata=True)
+
+    def response_url(self, path: str, user: str, channel: str, ts: str) -> None:
+        """Accept answers to a press at ``path`` (its response URL), as meant for ``user``."""
+        self._response_urls[path] = {"user": user, "channel": channel, "message_ts": ts}
+
     def take_new(self) -> list[Message]:
         """Copies of the messages stored since the last call, oldest first."""
         fresh, self._outbox = self._outbox, []
@@ -207,7 +228,31 @@ class _Workspace:
             return _Reply.json(self._call_api(path[5:], query, content_type, auth, body))
         if path.startswith("/services/"):
             return self._webhook(method, path, body)
+        if path.startswith("/actions/"):
+            return self._respond(method, path, body)
         return _Reply.text("not_found", 404)
+
+    def _respond(self, method: str, path: str, body: bytes) -> _Reply:
+        """An app answering a press through its response URL (kept; nothing else changes).
+
+        Only ephemeral answers that leave the message alone are taken: flinkwatch sends no
+        others, and replacing the message would hide the incident's own updates.
+        """
+        whom = self._response_urls.get(path)
+        if method != "POST" or whom is None:
+            return _Reply.json(_error("invalid_response_url"), 404)
+        try:
+            payload = json.loads(body)
+        except ValueError:
+            payload = None
+        if not isinstance(payload, dict) or not payload.get("text"):
+            return _Reply.json(_error("no_text"), 400)
+        if payload.get("response_type", "ephemeral") != "ephemeral" or payload.get(
+            "replace_original"
+        ) not in (False, None):
+            return _Reply.json(_error("not_supported_by_emulator"), 400)
+        self.ephemeral.append({**whom, "text": str(payload["text"])})
+        return _Reply.json({"ok": True})
 
     def _call_api(
         self, name: str, query: str, content_type: str, auth: str, body: bytes

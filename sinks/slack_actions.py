@@ -1,0 +1,576 @@
+"""Acting on an incident from Slack: the incident message's buttons, and the endpoint they call.
+
+The bot's incident message carries four buttons (when ``slack.interactivity_port`` is set):
+
+- **Acknowledge**: the message shows who, and when; a second press (anyone's) changes
+  nothing and tells the presser who was first.
+- **Silence this job 1 h / 4 h**: a silence of ``job_id=<the incident's job>`` in the
+  command line's :class:`~sinks.silence_store.SilenceStore`, exactly as
+  ``flinkwatch silence add job_id=<id> --duration 1h`` adds it, with a comment naming
+  Slack and the presser. It is judged like the command line's: from when it is stored.
+- **Resolve as noise**: counted as a false alarm of the incident's root detector
+  (``flinkwatch_false_alarms_total{detector}``) and shown on the message. It hides
+  nothing: later transitions page as before.
+
+Slack sends a press to the app's interactivity request URL: a form-encoded ``payload=``
+JSON, signed with the app's signing secret (``X-Slack-Signature``: v0 HMAC-SHA256 of
+``v0:{X-Slack-Request-Timestamp}:{body}``). :class:`SlackActions` refuses, with 401, a
+request whose signature does not verify (slack-sdk's
+:class:`~slack_sdk.signature.SignatureVerifier`) or whose timestamp is more than five
+minutes off (a replay), and with 400 a payload it cannot read; each is counted
+(``flinkwatch_slack_actions_total{outcome}``) and nothing is done.
+
+Idempotence: what was done to an incident is one record in the ledger
+(``acts:<incident_id>``), read, changed and written in one transaction, so presses are
+judged one after the other whatever threads they arrive on; the silence is added inside
+that transaction (if adding fails, nothing is recorded). A press Slack sends again (same
+user, button and ``action_ts``) is recognised and does nothing.
+
+The answer to Slack goes back at once (Slack wants it within 3 s); the message update
+(``chat.update``) and any note to the presser (an ephemeral reply through the press's
+``response_url``) are jobs of the Slack :class:`~sinks.dispatch.Dispatcher`'s thread, so
+they never run in the detect micro-batch and never race a transition's own update.
+
+Example:
+    >>> actions = SlackActions(bot, ledger, silences_path, dispatcher, secret)  # doctest: +SKIP
+    >>> server = actions.serve("0.0.0.0", 9260)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import math
+import os
+import re
+import sqlite3
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+from urllib.parse import parse_qs
+from wsgiref.types import StartResponse, WSGIEnvironment
+
+from pydantic import BaseModel, ConfigDict
+from slack_sdk.signature import Clock, SignatureVerifier
+
+from conf import ConfigError, SlackConfig
+from conf.silences import parse_matchers
+from sinks.base import Transition
+from sinks.dispatch import Dispatcher
+from sinks.ledger import AlertLedger, LedgerError
+from sinks.metrics_server import AppServer, serve_app
+from sinks.silence_store import SilenceStore
+
+log = logging.getLogger(__name__)
+
+ACK = "flinkwatch_ack"
+SILENCE_1H = "flinkwatch_silence_1h"
+SILENCE_4H = "flinkwatch_silence_4h"
+NOISE = "flinkwatch_noise"
+#: The ``block_id`` of the buttons' block.
+ACTIONS_BLOCK = "flinkwatch_actions"
+#: How long each silence button silences.
+SILENCE_FOR = {SILENCE_1H: dt.timedelta(hours=1), SILENCE_4H: dt.timedelta(hours=4)}
+_ACTIONS = frozenset({ACK, NOISE, *SILENCE_FOR})
+#: The path Slack posts presses to (the app's request URL ends with it).
+PATH = "/slack/actions"
+#: Slack's own replay window: a request timestamped further from now is refused.
+REPLAY_WINDOW_S = 300
+#: The largest request read. A press carries the whole message it was pressed on; ours
+#: are a few kB (Slack caps a message's blocks at 50 of at most 3000 characters each).
+MAX_BODY_BYTES = 256 * 1024
+#: Presses remembered per incident to know a retry from a new press.
+_CLICKS_KEPT = 32
+#: The buttons whose first press wins: the field of :class:`IncidentActions` each sets,
+#: and how a later presser is told.
+_FIRST_WINS = {ACK: ("acknowledged", "acknowledged"), NOISE: ("noise", "resolved as noise")}
+#: A silence already in force that ends no earlier than this before the asked end covers it.
+_COVERED_MS = 5 * 60 * 1000
+#: Slack user ids (``U…``, ``W…`` on Enterprise Grid): what may go raw into ``<@…>``.
+_USER = re.compile(r"^[UW][A-Z0-9]{2,30}$")
+_WARN_EVERY_S = 60.0
+
+
+def utc_text(ms: int) -> str:
+    """Epoch milliseconds as ``2026-11-22 03:58:56 UTC``."""
+    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Acted(_Frozen):
+    """Someone did something: their Slack user id, and when (epoch ms)."""
+
+    user: str
+    at_ms: int
+
+
+class SlackSilence(_Frozen):
+    """A silence added from Slack: the store's id, who, when, until when, and of which job."""
+
+    id: str
+    user: str
+    at_ms: int
+    ends_ms: int
+    job_id: str
+
+
+class IncidentActions(_Frozen):
+    """What was done to one incident from Slack (kept in the ledger as ``acts:<incident>``).
+
+    Attributes:
+        acknowledged: The first Acknowledge.
+        noise: The first Resolve as noise.
+        silences: Silences added, oldest first.
+        clicks: The latest presses seen (``user:action:action_ts``), so that one Slack
+            sends again does nothing a second time.
+    """
+
+    acknowledged: Acted | None = None
+    noise: Acted | None = None
+    silences: tuple[SlackSilence, ...] = ()
+    clicks: tuple[str, ...] = ()
+
+    def notes(self) -> list[str]:
+        """One mrkdwn line per thing done, for the message."""
+        out = []
+        if self.acknowledged is not None:
+            a = self.acknowledged
+            out.append(f":white_check_mark: Acknowledged by <@{a.user}> at {utc_text(a.at_ms)}")
+        if self.silences:
+            s = max(self.silences, key=lambda x: x.ends_ms)
+            out.append(
+                f":no_bell: Job `{s.job_id}` silenced by <@{s.user}> until "
+                f"{utc_text(s.ends_ms)} (`{s.id}`)"
+            )
+        if self.noise is not None:
+            n = self.noise
+            out.append(
+                f":wastebasket: Resolved as noise by <@{n.user}> at {utc_text(n.at_ms)} "
+                "(counted as a false alarm; later transitions still page)"
+            )
+        return out
+
+
+def _button(
+    action_id: str, text: str, incident_id: str, style: str | None = None
+) -> dict[str, Any]:
+    button: dict[str, Any] = {
+        "type": "button",
+        "action_id": action_id,
+        "text": {"type": "plain_text", "text": text},
+        "value": incident_id,
+    }
+    if style:
+        button["style"] = style
+    return button
+
+
+def action_blocks(
+    incident_id: str, acts: IncidentActions | None, *, buttons: bool, job_id: str | None
+) -> list[dict[str, Any]]:
+    """The blocks an incident message gets from its actions: what was done, and the buttons.
+
+    Args:
+        incident_id: Each button's value: which incident a press is about.
+        acts: What was done so far (None: nothing).
+        buttons: Show the buttons (not on a resolved incident).
+        job_id: The job the silence buttons silence; None: no silence buttons.
+    """
+    out: list[dict[str, Any]] = []
+    notes = acts.notes() if acts is not None else []
+    if notes:
+        text = "\n".join(notes)[:3000]
+        out.append({"type": "context", "elements": [{"type": "mrkdwn", "text": text}]})
+    if buttons:
+        elements = [_button(ACK, "Acknowledge", incident_id, "primary")]
+        if job_id:
+            elements.append(_button(SILENCE_1H, "Silence this job 1 h", incident_id))
+            elements.append(_button(SILENCE_4H, "Silence this job 4 h", incident_id))
+        elements.append(_button(NOISE, "Resolve as noise", incident_id, "danger"))
+        out.append({"type": "actions", "block_id": ACTIONS_BLOCK, "elements": elements})
+    return out
+
+
+def subject(t: Transition) -> tuple[str, str | None]:
+    """The detector a false alarm counts against and the job a silence covers.
+
+    Both are the incident's root's: the root is what the message pages about.
+    """
+    if t.incident is not None:
+        root = t.incident.root
+        return root.detector, root.job_id
+    return t.alert.detector, t.alert.job_id
+
+
+class MalformedPressError(ValueError):
+    """A request that verified but is not a press on one of our buttons."""
+
+
+@dataclass(frozen=True)
+class Press:
+    """One button press, as read from Slack's ``block_actions`` payload."""
+
+    user: str
+    action_id: str
+    incident_id: str
+    action_ts: str
+    response_url: str | None
+
+    @property
+    def click(self) -> str:
+        """What Slack sends again unchanged when it retries this press."""
+        return f"{self.user}:{self.action_id}:{self.action_ts}"
+
+
+def parse_press(body: bytes) -> Press:
+    """Read a press from the form-encoded body Slack posts.
+
+    Raises:
+        MalformedPressError: not a ``block_actions`` payload with one of our buttons.
+    """
+    try:
+        form = parse_qs(body.decode("utf-8"), strict_parsing=True, max_num_fields=8)
+        (raw,) = form["payload"]
+        payload = json.loads(raw)
+        if payload["type"] != "block_actions":
+            msg = f"payload type {payload['type']!r}, not block_actions"
+            raise MalformedPressError(msg)
+        user = payload["user"]["id"]
+        action = payload["actions"][0]
+        action_id, value, action_ts = action["action_id"], action["value"], action["action_ts"]
+        response_url = payload.get("response_url")
+    except MalformedPressError:
+        raise
+    except (UnicodeDecodeError, ValueError, KeyError, IndexError, TypeError) as exc:
+        msg = f"not a block_actions payload: {type(exc).__name__}: {exc}"
+        raise MalformedPressError(msg) from None
+    if not isinstance(user, str) or not _USER.match(user):
+        msg = f"user id {user!r} is not a Slack user id"
+        raise MalformedPressError(msg)
+    if action_id not in _ACTIONS or not isinstance(value, str) or not value:
+        msg = f"action {action_id!r} is not one of flinkwatch's buttons"
+        raise MalformedPressError(msg)
+    if not isinstance(response_url, str | None):
+        msg = "response_url is not a string"
+        raise MalformedPressError(msg)
+    return Press(user, action_id, value[:200], str(action_ts)[:40], response_url)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a press comes to.
+
+    Attributes:
+        acts: What was done to the incident, after the press.
+        outcome: ``acted`` (it changed something) or ``repeated`` (it did not).
+        reply: A note for the presser alone (None: the message says it all).
+        silence_until: Add a silence ending then (epoch ms).
+    """
+
+    acts: IncidentActions
+    outcome: str
+    reply: str | None = None
+    silence_until: int | None = None
+
+
+def decide(
+    acts: IncidentActions,
+    press: Press,
+    now_ms: int,
+    *,
+    job_id: str | None,
+    live: Callable[[str], bool],
+) -> Verdict:
+    """What a press does to an incident's actions (pure; the caller adds the silence).
+
+    Args:
+        acts: What was done so far.
+        press: The press.
+        now_ms: Now.
+        job_id: The job a silence would cover (None: the incident names no job).
+        live: Whether the silence of that id is still in force (not expired by hand).
+    """
+    if press.click in acts.clicks:
+        return Verdict(acts, "repeated")  # Slack sending the same press again
+    seen = acts.model_copy(update={"clicks": (*acts.clicks, press.click)[-_CLICKS_KEPT:]})
+    if press.action_id in _FIRST_WINS:
+        field, done = _FIRST_WINS[press.action_id]
+        first: Acted | None = getattr(acts, field)
+        if first is not None:
+            told = f"Already {done} by <@{first.user}> at {utc_text(first.at_ms)}."
+            return Verdict(seen, "repeated", told)
+        return Verdict(
+            seen.model_copy(update={field: Acted(user=press.user, at_ms=now_ms)}), "acted"
+        )
+    if job_id is None:
+        text = (
+            "This incident names no job to silence; use `flinkwatch silence add` with its "
+            "tm_id or host instead."
+        )
+        return Verdict(seen, "repeated", text)
+    until = now_ms + int(SILENCE_FOR[press.action_id].total_seconds() * 1000)
+    for s in acts.silences:
+        if s.job_id == job_id and s.ends_ms >= until - _COVERED_MS and live(s.id):
+            text = (
+                f"Job `{job_id}` is silenced already, by <@{s.user}> until "
+                f"{utc_text(s.ends_ms)} (`{s.id}`)."
+            )
+            return Verdict(seen, "repeated", text)
+    return Verdict(seen, "acted", silence_until=until)
+
+
+class IncidentMessages(Protocol):
+    """What the endpoint needs of the Slack bot sink (:class:`~sinks.slack.SlackBotSink`)."""
+
+    name: str
+
+    def refresh(self, incident_id: str) -> None:
+        """Render the incident's message again, with what was done to it."""
+
+    def respond(self, response_url: str, text: str) -> None:
+        """Tell the presser alone (an ephemeral message through the press's response URL)."""
+
+
+class _Clock(Clock):
+    def __init__(self, now_s: Callable[[], float]) -> None:
+        self._now_s = now_s
+
+    def now(self) -> float:
+        return self._now_s()
+
+
+class SlackActions:
+    """Verifies and carries out presses of the incident message's buttons.
+
+    Args:
+        messages: The Slack bot sink: refreshes messages, answers presses.
+        ledger: Where the incidents' messages and what was done to them are kept.
+        silences_path: The command line's silence store (``output.silences_path``).
+        dispatcher: Runs the message updates and replies, in its thread.
+        signing_secret: The Slack app's signing secret.
+        clock_s: Wall-clock seconds (injected in tests).
+    """
+
+    def __init__(
+        self,
+        messages: IncidentMessages,
+        ledger: AlertLedger,
+        silences_path: Path,
+        dispatcher: Dispatcher,
+        signing_secret: str,
+        clock_s: Callable[[], float] = time.time,
+    ) -> None:
+        self.messages = messages
+        self.ledger = ledger
+        self.silences_path = Path(silences_path)
+        self.dispatcher = dispatcher
+        self.clock_s = clock_s
+        self._verifier = SignatureVerifier(signing_secret, _Clock(clock_s))
+        self._lock = threading.Lock()
+        #: Requests by outcome (:data:`~sinks.prometheus.SLACK_ACTION_OUTCOMES`).
+        self.outcomes: Counter[str] = Counter()
+        #: Presses of Resolve as noise, by the incident's root detector.
+        self.false_alarms: Counter[str] = Counter()
+        self._warned_at = -math.inf
+
+    # --- one request ----------------------------------------------------------------
+
+    def handle(self, headers: Mapping[str, str], body: bytes) -> tuple[int, str]:
+        """Answer one request: (HTTP status, text). Never raises.
+
+        ``headers`` are keyed in lower case.
+        """
+        refused = self._refusal(headers, body)
+        if refused is not None:
+            outcome, why = refused
+            self._count(outcome)
+            self._warn(f"refused a request ({outcome}): {why}")
+            return 401, f"{why}\n"
+        try:
+            press = parse_press(body)
+        except MalformedPressError as exc:
+            self._count("malformed")
+            self._warn(f"refused a signed request: {exc}")
+            return 400, f"{exc}\n"
+        try:
+            outcome = self._act(press)
+        except (LedgerError, sqlite3.Error, OSError) as exc:
+            self._count("error")
+            log.error("slack actions: %s on %s failed: %s", press.action_id, press.incident_id, exc)
+            return 500, "could not record the action; press again\n"
+        self._count(outcome)
+        return 200, ""
+
+    def _refusal(self, headers: Mapping[str, str], body: bytes) -> tuple[str, str] | None:
+        """(outcome, why) when the request is not Slack's, or not now; None when it is."""
+        ts = headers.get("x-slack-request-timestamp")
+        signature = headers.get("x-slack-signature")
+        if not ts or not signature:
+            return "forged", "unsigned (no X-Slack-Signature or X-Slack-Request-Timestamp)"
+        if not ts.isdigit():
+            return "forged", f"X-Slack-Request-Timestamp {ts[:20]!r} is not a number"
+        # Checked apart from the signature so the metric tells a replay from a forgery.
+        if abs(self.clock_s() - int(ts)) > REPLAY_WINDOW_S:
+            return "stale", f"timestamp {ts} is more than {REPLAY_WINDOW_S} s from now"
+        if not self._verifier.is_valid(body=body, timestamp=ts, signature=signature):
+            return "forged", "the signature does not verify (wrong signing secret?)"
+        return None
+
+    def _act(self, press: Press) -> str:
+        name = self.messages.name
+        t = self.ledger.last_delivered(name, press.incident_id)
+        if t is None or self.ledger.recall(name, press.incident_id) is None:
+            if press.response_url:
+                text = (
+                    f"flinkwatch no longer knows incident `{press.incident_id}` (forgotten after "
+                    "output.ledger_retention_days, or posted by another flinkwatch): nothing done."
+                )
+                self._respond(press, text)
+            return "unknown_incident"
+        detector, job_id = subject(t)
+        now_ms = int(self.clock_s() * 1000)
+        verdicts: list[Verdict] = []
+        store = SilenceStore(self.silences_path)
+        try:
+            live = {s.id for s in store.listing(now_ms)}
+
+            def change(before: dict[str, Any] | None) -> dict[str, Any]:
+                acts = IncidentActions.model_validate(before or {})
+                v = decide(acts, press, now_ms, job_id=job_id, live=live.__contains__)
+                acts = v.acts
+                if v.silence_until is not None and job_id is not None:
+                    # Inside the ledger's transaction: a silence is added once per press
+                    # recorded, and a press is recorded only if its silence was added.
+                    s = store.add(
+                        parse_matchers([f"job_id={job_id}"]),
+                        (f"job_id={job_id}",),
+                        now_ms,
+                        v.silence_until,
+                        f"from Slack: {_label(press.action_id)} pressed by <@{press.user}> "
+                        f"on incident {press.incident_id}",
+                        f"slack:{press.user}",
+                        now_ms,
+                    )
+                    added = SlackSilence(
+                        id=s.id, user=press.user, at_ms=now_ms, ends_ms=s.ends_ms, job_id=job_id
+                    )
+                    acts = acts.model_copy(update={"silences": (*acts.silences, added)})
+                verdicts.append(Verdict(acts, v.outcome, v.reply))
+                return acts.model_dump()
+
+            self.ledger.amend(name, f"acts:{press.incident_id}", change)
+        finally:
+            store.close()
+        verdict = verdicts[-1]
+        if verdict.outcome == "acted":
+            log.info(
+                "slack actions: %s on incident %s by %s",
+                press.action_id,
+                press.incident_id,
+                press.user,
+            )
+            if press.action_id == NOISE:
+                with self._lock:
+                    self.false_alarms[detector] += 1
+            refresh = self.messages.refresh
+            self.dispatcher.submit(
+                f"refresh:{press.incident_id}", lambda: refresh(press.incident_id)
+            )
+        if verdict.reply is not None:
+            self._respond(press, verdict.reply)
+        return verdict.outcome
+
+    def _respond(self, press: Press, text: str) -> None:
+        url = press.response_url
+        if url is None:
+            return
+        respond = self.messages.respond
+        self.dispatcher.submit(f"reply:{press.click}", lambda: respond(url, text))
+
+    def _count(self, outcome: str) -> None:
+        with self._lock:
+            self.outcomes[outcome] += 1
+
+    def _warn(self, text: str) -> None:
+        # A flood of forged requests must not flood the log: one line a minute, with counts.
+        now = time.monotonic()
+        with self._lock:
+            if now - self._warned_at < _WARN_EVERY_S:
+                return
+            self._warned_at = now
+            counts = dict(self.outcomes)
+        log.warning("slack actions: %s (so far: %s)", text, counts)
+
+    # --- HTTP -----------------------------------------------------------------------
+
+    def app(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        """The WSGI app: ``POST /slack/actions``; 404 elsewhere, 405 for other methods."""
+        if environ.get("PATH_INFO") != PATH:
+            status, text = 404, f"not found; Slack's request URL ends with {PATH}\n"
+        elif environ.get("REQUEST_METHOD") != "POST":
+            status, text = 405, "POST only\n"
+        else:
+            length = int(environ.get("CONTENT_LENGTH") or 0)
+            body = environ["wsgi.input"].read(length) if length else b""
+            headers = {
+                k[5:].replace("_", "-").lower(): str(v)
+                for k, v in environ.items()
+                if k.startswith("HTTP_")
+            }
+            status, text = self.handle(headers, body)
+        data = text.encode()
+        reason = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found"}
+        start_response(
+            f"{status} {reason.get(status, 'Error')}",
+            [("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(data)))],
+        )
+        return [data]
+
+    def serve(
+        self, host: str, port: int, *, max_connections: int = 64, deadline_s: float = 10.0
+    ) -> AppServer:
+        """Serve :meth:`app` on ``host:port`` in a daemon thread (bounded as ``/metrics``).
+
+        Raises:
+            OSError: the address cannot be bound.
+        """
+        return serve_app(
+            self.app,
+            host,
+            port,
+            name="slack-actions",
+            max_connections=max_connections,
+            deadline_s=deadline_s,
+            max_body=MAX_BODY_BYTES,
+        )
+
+
+def _label(action_id: str) -> str:
+    return {SILENCE_1H: "Silence this job 1 h", SILENCE_4H: "Silence this job 4 h"}.get(
+        action_id, action_id
+    )
+
+
+def signing_secret(cfg: SlackConfig, env: Mapping[str, str] | None = None) -> str:
+    """The signing secret from ``slack.signing_secret_env``.
+
+    Raises:
+        ConfigError: it is empty or unset (names the variable).
+    """
+    environ = os.environ if env is None else env
+    secret = environ.get(cfg.signing_secret_env, "").strip()
+    if not secret:
+        msg = (
+            f"slack.interactivity_port is set but ${cfg.signing_secret_env} "
+            "(slack.signing_secret_env) is empty or unset"
+        )
+        raise ConfigError(msg, fields=("slack.signing_secret_env",))
+    return secret

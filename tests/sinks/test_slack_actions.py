@@ -1,0 +1,387 @@
+"""Acting from Slack: a user presses the incident message's buttons in the local Slack emulator.
+
+Real local HTTP both ways: the emulator posts signed ``block_actions`` payloads to the
+endpoint flinkwatch serves, and flinkwatch updates the message through slack-sdk's
+``WebClient`` against the emulator. Transitions are recorded as the running job records
+them (``AlertDelivery`` over ``Outputs``) and delivered by the Slack dispatcher's thread.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from conf import AppConfig, ConfigError, SlackConfig
+from detectors.correlation import Correlator
+from lab.slack import SlackEmulator
+from lab.slack.interactivity import sign
+from sinks import AlertLedger
+from sinks.dispatch import Dispatcher
+from sinks.silence_store import SilenceStore
+from sinks.slack import SlackBotSink
+from sinks.slack_actions import (
+    ACK,
+    ACTIONS_BLOCK,
+    NOISE,
+    PATH,
+    SILENCE_1H,
+    SILENCE_4H,
+    SlackActions,
+    signing_secret,
+)
+from streaming.delivery import AlertDelivery, Outputs, PipelineStats
+from tests.test_prometheus import bare_registry
+
+TOKEN = "xoxb-0000-actions-token"
+SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
+JOB = "3f4c2a9b7d1e4f60a8b5c2d1e0f9a7b3"
+OTHER_JOB = "aaaa2a9b7d1e4f60a8b5c2d1e0f9a7b3"
+CHANNEL = "#flink-alerts"
+
+
+def wait_until(check: Callable[[], Any], timeout_s: float = 60.0) -> Any:
+    """Poll ``check`` until it returns something true, or fail at the deadline.
+
+    The deadline only ends a test that hangs: on a busy machine (CI beside other work)
+    the dispatcher thread's message update can take seconds.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        got = check()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            pytest.fail(f"not within {timeout_s} s: {check}")
+        time.sleep(0.02)
+
+
+class Batch:
+    def __init__(self, rows: list[dict[str, Any]]) -> None:
+        self.rows = rows
+
+    def collect(self) -> list[dict[str, Any]]:
+        return self.rows
+
+
+def row(
+    alert_id: str,
+    job: str = JOB,
+    status: str = "firing",
+    detector: str = "checkpoint_failures",
+) -> dict[str, Any]:
+    return {
+        "alert_id": alert_id,
+        "detector": detector,
+        "entity": f"job:{job}",
+        "status": status,
+        "severity": "warning",
+        "event_ms": int(time.time() * 1000),
+        "job_id": job,
+        "job_name": "orders-enrich",
+        "tm_id": None,
+        "host": None,
+        "summary": f"3 checkpoints of job {job} expired within 30 min",
+        "evidence": "{}",
+    }
+
+
+@dataclass
+class Rig:
+    emu: SlackEmulator
+    ledger: AlertLedger
+    actions: SlackActions
+    deliver: AlertDelivery
+    registry: CollectorRegistry
+    silences_path: Path
+    batches: int = 0
+
+    def record(self, *rows: dict[str, Any]) -> None:
+        self.deliver(Batch(list(rows)), self.batches)  # type: ignore[arg-type]
+        self.batches += 1
+
+    def page(self, alert_id: str, job: str = JOB) -> dict[str, Any]:
+        """Record a firing and wait for its message in Slack."""
+        self.record(row(alert_id, job))
+        return wait_until(lambda: self.message_of(alert_id))
+
+    def message_of(self, alert_id: str) -> dict[str, Any] | None:
+        for m in self.emu.messages(CHANNEL):
+            if alert_id in str(m["blocks"]):
+                return m
+        return None
+
+    def now(self, ts: str) -> dict[str, Any]:
+        return next(m for m in self.emu.messages(CHANNEL) if m["ts"] == ts)
+
+    def sample(self, name: str, **labels: str) -> float | None:
+        return self.registry.get_sample_value(name, labels)
+
+
+@pytest.fixture
+def rig(tmp_path: Path) -> Iterator[Rig]:
+    app = AppConfig.model_validate({"output": {"state_dir": str(tmp_path)}})
+    with SlackEmulator(token=TOKEN, channels=(CHANNEL,), signing_secret=SECRET) as emu:
+        cfg = SlackConfig(
+            mode="bot",
+            api_url=emu.base_url,
+            channel=CHANNEL,
+            max_retries=0,
+            interactivity_port=0,
+        )
+        ledger = AlertLedger(app.output.ledger_path)
+        sink = SlackBotSink(TOKEN, ledger, lambda: cfg, lambda: "prod-eu")
+        dispatcher = Dispatcher(ledger, [sink], poll_s=0.5).start()
+        outputs = Outputs(
+            ledger=ledger,
+            dispatcher=dispatcher,
+            correlator=Correlator(app.correlation),
+            silences=SilenceStore(app.output.silences_path),
+        )
+        actions = SlackActions(sink, ledger, app.output.silences_path, dispatcher, SECRET)
+        registry = bare_registry(
+            slack_actions=lambda: actions.outcomes, false_alarms=lambda: actions.false_alarms
+        )
+        with actions.serve("127.0.0.1", 0) as server:
+            emu.set_request_url(f"{server.origin}{PATH}")
+            yield Rig(
+                emu,
+                ledger,
+                actions,
+                AlertDelivery(outputs, PipelineStats(), app),
+                registry,
+                app.output.silences_path,
+            )
+        dispatcher.stop()
+        ledger.close()
+
+
+def buttons(message: dict[str, Any]) -> list[str]:
+    return [
+        e["action_id"]
+        for b in message["blocks"] or []
+        if b["type"] == "actions" and b.get("block_id") == ACTIONS_BLOCK
+        for e in b["elements"]
+    ]
+
+
+def text_of(message: dict[str, Any]) -> str:
+    return str(message["blocks"])
+
+
+def test_a_new_incident_message_carries_the_buttons_and_a_resolved_one_does_not(
+    rig: Rig,
+) -> None:
+    m = rig.page("inc-1")
+    assert buttons(m) == [ACK, SILENCE_1H, SILENCE_4H, NOISE]
+    rig.record(row("inc-1", status="resolved"))
+    wait_until(lambda: rig.now(m["ts"])["updates"] == 1)
+    assert buttons(rig.now(m["ts"])) == []
+
+
+def test_acknowledge_shows_who_and_when_and_a_second_press_changes_nothing(rig: Rig) -> None:
+    m = rig.page("inc-1")
+    assert rig.emu.click(CHANNEL, m["ts"], ACK, user="U123") == (200, "")
+    acked = wait_until(lambda: "Acknowledged by <@U123> at" in text_of(rig.now(m["ts"])))
+    assert acked
+    shown = text_of(rig.now(m["ts"]))
+    assert re.search(r"Acknowledged by <@U123> at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", shown)
+    # Someone else presses it too: the message keeps the first, and they are told.
+    assert rig.emu.click(CHANNEL, m["ts"], ACK, user="U456") == (200, "")
+    (told,) = wait_until(lambda: rig.emu.ephemeral("U456"))
+    assert told["text"].startswith("Already acknowledged by <@U123> at")
+    assert text_of(rig.now(m["ts"])) == shown
+    assert "U456" not in shown
+    assert rig.sample("flinkwatch_slack_actions_total", outcome="acted") == 1
+    assert rig.sample("flinkwatch_slack_actions_total", outcome="repeated") == 1
+
+
+def test_the_acknowledgement_stays_on_the_message_when_the_incident_resolves(rig: Rig) -> None:
+    m = rig.page("inc-1")
+    rig.emu.click(CHANNEL, m["ts"], ACK, user="U123")
+    wait_until(lambda: "Acknowledged by <@U123>" in text_of(rig.now(m["ts"])))
+    rig.record(row("inc-1", status="resolved"))
+    wait_until(lambda: buttons(rig.now(m["ts"])) == [])
+    assert "Acknowledged by <@U123>" in text_of(rig.now(m["ts"]))
+
+
+def test_silence_for_an_hour_silences_the_job_like_the_command_line(rig: Rig) -> None:
+    m = rig.page("inc-1")
+    pressed_ms = int(time.time() * 1000)
+    assert rig.emu.click(CHANNEL, m["ts"], SILENCE_1H, user="U123") == (200, "")
+    store = SilenceStore(rig.silences_path)
+    try:
+        (s,) = store.listing(int(time.time() * 1000))
+    finally:
+        store.close()
+    assert s.given == (f"job_id={JOB}",)
+    assert s.matchers.job_id == JOB and s.matchers.detector is None
+    assert abs(s.ends_ms - (pressed_ms + 3_600_000)) < 5_000
+    assert "Slack" in s.comment and "<@U123>" in s.comment
+    assert s.created_by == "slack:U123"
+    wait_until(lambda: f"Job `{JOB}` silenced by <@U123> until" in text_of(rig.now(m["ts"])))
+    # Another incident of the same job, recorded from now on, does not page; another job does.
+    rig.record(row("inc-2", detector="restart_storm"), row("inc-3", job=OTHER_JOB))
+    states = {d.key: d.state for d in rig.ledger.deliveries(None)}
+    assert states["inc-2:firing"] == "silenced"
+    assert states["inc-3:firing"] in ("pending", "sending", "delivered")
+
+
+def test_a_second_silence_press_within_the_first_adds_nothing_and_four_hours_extends(
+    rig: Rig,
+) -> None:
+    m = rig.page("inc-1")
+    rig.emu.click(CHANNEL, m["ts"], SILENCE_1H, user="U123")
+    rig.emu.click(CHANNEL, m["ts"], SILENCE_1H, user="U456")
+    (told,) = wait_until(lambda: rig.emu.ephemeral("U456"))
+    assert "silenced already, by <@U123>" in told["text"]
+    rig.emu.click(CHANNEL, m["ts"], SILENCE_4H, user="U456")
+    store = SilenceStore(rig.silences_path)
+    try:
+        ends = sorted(s.ends_ms - s.created_ms for s in store.listing(int(time.time() * 1000)))
+    finally:
+        store.close()
+    assert ends == [3_600_000, 4 * 3_600_000]
+
+
+def test_resolve_as_noise_counts_a_false_alarm_of_the_detector_and_hides_nothing(
+    rig: Rig,
+) -> None:
+    m = rig.page("inc-1")
+    before = rig.sample("flinkwatch_false_alarms_total", detector="checkpoint_failures")
+    assert before == 0
+    assert rig.emu.click(CHANNEL, m["ts"], NOISE, user="U123") == (200, "")
+    assert rig.emu.click(CHANNEL, m["ts"], NOISE, user="U456") == (200, "")
+    assert rig.sample("flinkwatch_false_alarms_total", detector="checkpoint_failures") == 1
+    assert rig.sample("flinkwatch_false_alarms_total", detector="restart_storm") == 0
+    wait_until(lambda: "Resolved as noise by <@U123>" in text_of(rig.now(m["ts"])))
+    # Later transitions still page: the resolve updates the message and replies in its thread.
+    rig.record(row("inc-1", status="resolved"))
+    wait_until(lambda: rig.now(m["ts"])["replies"])
+    assert "Resolved as noise by <@U123>" in text_of(rig.now(m["ts"]))
+
+
+def test_a_forged_signature_and_a_replayed_timestamp_are_refused_and_counted(rig: Rig) -> None:
+    m = rig.page("inc-1")
+    forged = rig.emu.click(CHANNEL, m["ts"], ACK, signing_secret="not-the-secret")
+    stale = rig.emu.click(CHANNEL, m["ts"], SILENCE_1H, timestamp=time.time() - 600)
+    assert forged[0] == 401 and "does not verify" in forged[1]
+    assert stale[0] == 401 and "more than 300 s" in stale[1]
+    assert rig.sample("flinkwatch_slack_actions_total", outcome="forged") == 1
+    assert rig.sample("flinkwatch_slack_actions_total", outcome="stale") == 1
+    assert rig.sample("flinkwatch_slack_actions_total", outcome="acted") == 0
+    # Nothing happened: no silence, no acknowledgement, no update of the message.
+    store = SilenceStore(rig.silences_path)
+    try:
+        assert store.listing(0, expired=True) == []
+    finally:
+        store.close()
+    assert rig.ledger.recall("slack", "acts:inc-1") is None
+    assert rig.now(m["ts"])["updates"] == 0
+
+
+def post(rig: Rig, body: bytes, headers: dict[str, str]) -> int:
+    req = urllib.request.Request(
+        rig.emu.request_url or "", data=body, method="POST", headers=headers
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            return int(resp.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
+
+
+def signed(body: bytes, at: float | None = None) -> dict[str, str]:
+    ts = str(int(time.time() if at is None else at))
+    return {"X-Slack-Request-Timestamp": ts, "X-Slack-Signature": sign(SECRET, ts, body)}
+
+
+def test_an_unsigned_or_malformed_request_is_refused_and_counted(rig: Rig) -> None:
+    rig.page("inc-1")
+    assert post(rig, b"payload=%7B%7D", {}) == 401
+    assert post(rig, b"payload=not-json", signed(b"payload=not-json")) == 400
+    body = b'payload={"type":"block_actions","user":{"id":"U1"},"actions":[]}'
+    assert post(rig, body, signed(body)) == 400
+    assert rig.sample("flinkwatch_slack_actions_total", outcome="forged") == 1
+    assert rig.sample("flinkwatch_slack_actions_total", outcome="malformed") == 2
+
+
+def test_a_body_past_the_cap_is_refused_unread(rig: Rig) -> None:
+    big = b"payload=" + b"x" * (300 * 1024)
+    assert post(rig, big, signed(big)) == 413
+    assert rig.sample("flinkwatch_slack_actions_total", outcome="malformed") == 0
+
+
+def test_a_press_on_an_incident_flinkwatch_forgot_is_answered_kindly(rig: Rig) -> None:
+    m = rig.page("inc-1")
+    rig.ledger.forget("slack", "inc-1")  # as pruning does, once the incident is long over
+    assert rig.emu.click(CHANNEL, m["ts"], ACK, user="U123") == (200, "")
+    (told,) = wait_until(lambda: rig.emu.ephemeral("U123"))
+    assert "no longer knows incident `inc-1`" in told["text"]
+    assert rig.sample("flinkwatch_slack_actions_total", outcome="unknown_incident") == 1
+
+
+def test_slack_sending_the_same_press_again_does_it_once(rig: Rig) -> None:
+    m = rig.page("inc-1")
+    pressed = f"{time.time():.6f}"
+    for _ in range(2):
+        assert rig.emu.click(CHANNEL, m["ts"], SILENCE_1H, "U123", action_ts=pressed) == (200, "")
+    store = SilenceStore(rig.silences_path)
+    try:
+        assert len(store.listing(int(time.time() * 1000))) == 1
+    finally:
+        store.close()
+    assert rig.sample("flinkwatch_slack_actions_total", outcome="repeated") == 1
+    assert rig.emu.ephemeral() == []  # a retry is not news to the presser
+
+
+def test_buttons_need_the_bot_and_the_signing_secret() -> None:
+    with pytest.raises(ValueError, match="needs slack.mode: bot"):
+        SlackConfig(mode="webhook", interactivity_port=9260)
+    cfg = SlackConfig(mode="bot", interactivity_port=9260, signing_secret_env="MY_SECRET")
+    with pytest.raises(ConfigError, match=r"\$MY_SECRET"):
+        signing_secret(cfg, {})
+    assert signing_secret(cfg, {"MY_SECRET": " s3cret\n"}) == "s3cret"
+    with pytest.raises(ValueError, match="must differ from metrics.port"):
+        AppConfig.model_validate({"slack": {"mode": "bot", "interactivity_port": 9250}})
+
+
+def test_the_run_serves_the_buttons_on_the_configured_port_and_stops_without_a_secret(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from streaming.cli import _signing_secret, _slack_actions
+
+    app = AppConfig.model_validate(
+        {
+            "output": {"state_dir": str(tmp_path)},
+            "slack": {"mode": "bot", "interactivity_port": 0, "interactivity_host": "127.0.0.1"},
+        }
+    )
+    monkeypatch.delenv("SLACK_SIGNING_SECRET", raising=False)
+    with pytest.raises(ConfigError, match="SLACK_SIGNING_SECRET"):
+        _signing_secret(app)
+    monkeypatch.setenv("SLACK_SIGNING_SECRET", SECRET)
+    ledger = AlertLedger(app.output.ledger_path)
+    sink = SlackBotSink(TOKEN, ledger, lambda: app.slack, lambda: "prod-eu")
+    outputs = Outputs(ledger=ledger, dispatcher=Dispatcher(ledger, [sink]))
+    wired = _slack_actions(app, sink, outputs, _signing_secret(app))
+    assert wired is not None
+    actions, server = wired
+    try:
+        body = b"payload=x"
+        req = urllib.request.Request(f"{server.origin}{PATH}", data=body, headers=signed(body))
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(req, timeout=5)
+        assert refused.value.code == 400
+        assert actions.outcomes["malformed"] == 1
+    finally:
+        server.close()
+        ledger.close()
