@@ -118,45 +118,69 @@ class Broker:
             return None
 
 
-def _rss(pid: int) -> int:
+def _proc_kb(path: str, field: str) -> int:
+    """A ``field: N kB`` line of a /proc file, in bytes (0 when the process is gone)."""
     try:
-        with open(f"/proc/{pid}/status") as f:
+        with open(path) as f:
             for line in f:
-                if line.startswith("VmRSS:"):
+                if line.startswith(field):
                     return int(line.split()[1]) * 1024
-    except OSError:
+    except (OSError, ValueError, IndexError):
         pass
     return 0
 
 
+def _rss(pid: int) -> int:
+    return _proc_kb(f"/proc/{pid}/status", "VmRSS:")
+
+
+def _pss(pid: int) -> int:
+    return _proc_kb(f"/proc/{pid}/smaps_rollup", "Pss:")
+
+
 class RssSampler:
-    """Peak RSS of this process and its descendants (not the load producer), every second."""
+    """Memory of this process and its descendants (not the load producer), every second.
+
+    Two sums: RSS, what the issue's target names, counts a page shared by several
+    processes once in each: a Python worker forked from PySpark's daemon, or a process
+    the JVM forks, adds the pages it shares with its parent again for as long as it
+    runs, so the sum jumps by gigabytes for an instant. PSS divides each shared page
+    among its sharers, so the sum counts it once: the footprint a container limit sees.
+    """
 
     def __init__(self) -> None:
         self.peak = 0
         self.samples: list[tuple[float, int]] = []
+        self.pss_samples: list[tuple[float, int]] = []
         self._stop = threading.Event()
 
     def tree_rss(self) -> int:
         """RSS of the tree now."""
+        return self.tree_memory()[0]
+
+    def tree_memory(self) -> tuple[int, int]:
+        """RSS and PSS of the tree now."""
         kids = children()
-        total, todo = 0, [os.getpid()]
+        rss, pss, todo = 0, 0, [os.getpid()]
         while todo:
             pid = todo.pop()
             if pid != os.getpid() and "PacedProducer" in cmdline(pid):
                 continue
-            total += _rss(pid)
+            rss += _rss(pid)
+            pss += _pss(pid)
             todo.extend(kids.get(pid, []))
-        return total
+        return rss, pss
 
     def start(self) -> RssSampler:
         """Sample in a daemon thread."""
 
         def run() -> None:
             while not self._stop.wait(1.0):
-                rss = self.tree_rss()
+                rss, pss = self.tree_memory()
+                now = time.time()
                 self.peak = max(self.peak, rss)
-                self.samples.append((time.time(), rss))
+                self.samples.append((now, rss))
+                self.pss_samples.append((now, pss))
 
         threading.Thread(target=run, name="bench-rss", daemon=True).start()
         return self
@@ -567,6 +591,7 @@ def latency(
             }
         )
     rss = [(t, b) for t, b in list(meters.rss.samples) if t_start <= t <= t_end]
+    pss = [(t, b) for t, b in list(meters.rss.pss_samples) if t_start <= t <= t_end]
     entities = jobs + jobs * args.tms
     return {
         "name": name,
@@ -619,6 +644,9 @@ def latency(
         ],
         "peak_rss_bytes": max((b for _t, b in rss), default=None),
         "rss_over_time": _per_minute(rss, t_input),
+        # Each shared page once (RssSampler says why the RSS sum overstates).
+        "peak_pss_bytes": max((b for _t, b in pss), default=None),
+        "pss_over_time": _per_minute(pss, t_input),
     }
 
 
@@ -867,7 +895,8 @@ def _steady_rows(lt: dict[str, Any]) -> list[tuple[str, str]]:
         rows.append(
             (
                 f"  peak RSS, state at {rate}",
-                f"{lt['peak_rss_bytes'] / 2**30:.2f} GiB; {lt.get('state_rows')} rows, "
+                f"{lt['peak_rss_bytes'] / 2**30:.2f} GiB (PSS "
+                f"{(lt.get('peak_pss_bytes') or 0) / 2**30:.2f}); {lt.get('state_rows')} rows, "
                 f"{lt.get('state_bytes_per_job')} bytes per job",
             )
         )
@@ -916,7 +945,8 @@ def table(r: dict[str, Any]) -> str:
                 f"{soak.get('minutes') or (rss[-1].get('t_s') or 0) // 60} min",
                 f"RSS {(rss[0].get('bytes') or 0) / 2**30:.2f} -> "
                 f"{(rss[-1].get('bytes') or 0) / 2**30:.2f} GiB (peak "
-                f"{(soak.get('peak_rss_bytes') or 0) / 2**30:.2f}), state rows "
+                f"{(soak.get('peak_rss_bytes') or 0) / 2**30:.2f}; PSS peak "
+                f"{(soak.get('peak_pss_bytes') or 0) / 2**30:.2f}), state rows "
                 f"{states[0].get('rows')} -> {states[-1].get('rows')}, alert p50 "
                 f"{lat.get('p50')} / p99 {lat.get('p99')} s (n={lat.get('n')} of "
                 f"{soak.get('incidents')})",
