@@ -292,6 +292,48 @@ def test_alertmanager_is_drained_by_the_dispatcher_with_its_own_back_off(tmp_pat
     assert _outputs(AppConfig(), ledger, None, None).dispatcher is None
 
 
+def test_run_refuses_to_start_when_a_webhook_secret_is_missing(
+    tmp_path, monkeypatch, caplog, keep_signal_handlers
+) -> None:
+    monkeypatch.delenv("FW_TEST_WEBHOOK_SECRET", raising=False)
+    cfg = tmp_path / "webhook_secret_unset.yaml"
+    cfg.write_text(
+        "webhooks: [{name: oncall, url: 'http://127.0.0.1:1/x', "
+        "secret: '${FW_TEST_WEBHOOK_SECRET}'}]\n"
+        "kafka: {bootstrap_servers: '127.0.0.1:1'}\nmetrics: {enabled: false}\n"
+    )
+    assert main(["run", "--config", str(cfg), "--state-dir", str(tmp_path / "state")]) == 2
+    assert "webhooks.0.secret: environment variable FW_TEST_WEBHOOK_SECRET" in caplog.text
+
+
+def test_each_webhook_is_drained_by_the_dispatcher_with_its_own_back_off(tmp_path) -> None:
+    from conf import AppConfig
+    from sinks import AlertLedger
+    from sinks.webhook import webhook_sinks
+    from streaming.cli import _outputs
+
+    hook = {"url": "http://127.0.0.1:1/x", "secret": "${S}"}
+    cfg = AppConfig.model_validate(
+        {
+            "output": {"state_dir": str(tmp_path / "state")},
+            "webhooks": [
+                {"name": "oncall", **hook, "retry_backoff_s": 1},
+                {"name": "chat", **hook, "max_backoff_s": 10},
+            ],
+        }
+    )
+    ledger = AlertLedger(tmp_path / "l.sqlite")
+    hooks = webhook_sinks(cfg.webhooks, lambda: cfg.cluster, env={"S": "k"})
+    out = _outputs(cfg, ledger, None, None, hooks)
+    try:
+        assert [s.name for s in out.dispatcher.sinks] == ["webhook:oncall", "webhook:chat"]
+        assert out.dispatcher._backoffs["webhook:oncall"] == (1.0, 60.0)
+        assert out.dispatcher._backoffs["webhook:chat"] == (5.0, 10.0)
+        assert [s.name for s in out.delivery_sinks()] == ["file", "webhook:oncall", "webhook:chat"]
+    finally:
+        out.dispatcher.stop()
+
+
 def test_slack_routes_are_checked_at_start_and_after_a_reload_that_changes_them(
     tmp_path, caplog
 ) -> None:
