@@ -115,13 +115,14 @@ def post(
     return kind(f"{url}: HTTP {status} {answer}".strip())
 
 
-def env_secret(value: SecretStr, field: str, env: Mapping[str, str]) -> str:
+def env_secret(value: SecretStr | str, field: str, env: Mapping[str, str]) -> str:
     """The secret a config field names as ``${ENV_VAR}``, read from ``env``.
 
     Raises:
         ConfigError: the variable is empty or unset (names the field and the variable).
     """
-    var = env_ref(value.get_secret_value()) or ""
+    raw = value.get_secret_value() if isinstance(value, SecretStr) else value
+    var = env_ref(raw) or ""
     # A Kubernetes Secret made with --from-file keeps the file's final newline.
     found = env.get(var, "").rstrip("\r\n")
     if not found:
