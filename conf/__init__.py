@@ -11,10 +11,11 @@ import os
 import re
 import stat
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -773,6 +774,17 @@ class SlackConfig(_Frozen):
         return "slack.channel", self.channel
 
 
+def _named_not_written(v: SecretStr) -> SecretStr:
+    if env_ref(v.get_secret_value()) is None:
+        msg = "a secret: give it as ${ENV_VAR}, not in the config file"
+        raise ValueError(msg)
+    return v
+
+
+#: A secret field: only ``${ENV_VAR}`` is accepted, read from the environment at start.
+EnvSecret = Annotated[SecretStr, AfterValidator(_named_not_written)]
+
+
 #: Labels flinkwatch sets on every Alertmanager alert (``alertmanager.labels`` cannot
 #: set them: the identity of an alert must stay flinkwatch's).
 ALERTMANAGER_LABELS = (
@@ -853,12 +865,12 @@ class AlertmanagerConfig(_Frozen):
         description="set = every request carries HTTP basic auth as this user",
         json_schema_extra=RESTART,
     )
-    basic_auth_password: SecretStr | None = Field(
+    basic_auth_password: EnvSecret | None = Field(
         default=None,
         description="Its password, as ${ENV_VAR} (read from the environment at start).",
         json_schema_extra=RESTART,
     )
-    bearer_token: SecretStr | None = Field(
+    bearer_token: EnvSecret | None = Field(
         default=None,
         description=(
             "set = every request carries Authorization: Bearer <token>; as ${ENV_VAR}, read "
@@ -895,14 +907,6 @@ class AlertmanagerConfig(_Frozen):
         if empty:
             # Alertmanager drops a label with an empty value: it would match nothing.
             msg = f"labels without a value: {empty}"
-            raise ValueError(msg)
-        return v
-
-    @field_validator("basic_auth_password", "bearer_token")
-    @classmethod
-    def _from_the_environment(cls, v: SecretStr | None) -> SecretStr | None:
-        if v is not None and env_ref(v.get_secret_value()) is None:
-            msg = "a secret: give it as ${ENV_VAR}, not in the config file"
             raise ValueError(msg)
         return v
 
@@ -956,14 +960,14 @@ class WebhookConfig(_Frozen):
             "Events API v2 event (url https://events.pagerduty.com/v2/enqueue)."
         ),
     )
-    secret: SecretStr | None = Field(
+    secret: EnvSecret | None = Field(
         default=None,
         description=(
             "HMAC-SHA256 key of X-Flinkwatch-Signature, as ${ENV_VAR} (read from the "
             "environment at start); required for format flinkwatch."
         ),
     )
-    routing_key: SecretStr | None = Field(
+    routing_key: EnvSecret | None = Field(
         default=None,
         description=(
             "The PagerDuty integration's routing key, as ${ENV_VAR}; required for format pagerduty."
@@ -991,14 +995,6 @@ class WebhookConfig(_Frozen):
     max_backoff_s: float = Field(
         default=60.0, gt=0, description="Ceiling of that back-off (seconds)."
     )
-
-    @field_validator("secret", "routing_key")
-    @classmethod
-    def _from_the_environment(cls, v: SecretStr | None) -> SecretStr | None:
-        if v is not None and env_ref(v.get_secret_value()) is None:
-            msg = "a secret: give it as ${ENV_VAR}, not in the config file"
-            raise ValueError(msg)
-        return v
 
     @field_validator("headers")
     @classmethod

@@ -22,9 +22,9 @@ from sinks import AlertLedger, AmbiguousDeliveryError, Transition
 from sinks.dispatch import Dispatcher
 from sinks.webhook import SCHEMA_VERSION, WebhookSink, pagerduty_event, webhook_sinks
 from tests.conftest import REPO, wait_until
+from tests.sinks.test_alertmanager import JOB, T0
+from tests.sinks.test_alertmanager import alert as am_alert
 
-JOB = "3f4c2a9b7d1e4f60a8b5c2d1e0f9a7b3"
-T0 = 1_763_776_800_000  # 2025-11-22T02:00:00Z
 NOW_S = T0 / 1000 + 90
 SECRET = "s3cret-for-tests"
 
@@ -36,19 +36,9 @@ def alert(
     alert_id: str = "a1",
     at: int = T0,
 ) -> Alert:
-    return Alert(
-        alert_id=alert_id,
-        detector="checkpoint_failures",
-        entity=f"job:{JOB}",
-        status=status,
-        severity=severity,
-        event_time_ms=at,
-        summary=f"3 checkpoints of job {JOB} expired within 30 min",
-        job_id=JOB,
-        job_name="orders-enrich",
-        host="tm-3.example",
-        evidence={"expired": 3},
-    )
+    """The Alertmanager tests' alert, with a host and evidence."""
+    a = am_alert(status, severity, alert_id=alert_id, at=at)
+    return a.model_copy(update={"host": "tm-3.example", "evidence": {"expired": 3}})
 
 
 def cfg(url: str, **kw: Any) -> WebhookConfig:
@@ -123,6 +113,18 @@ def receiver() -> Iterator[Receiver]:
     r.close()
 
 
+def incident_of(status: AlertStatus, *member_ids: str) -> IncidentView:
+    members = tuple(Member(**dict(alert(alert_id=m)), first_ms=T0) for m in member_ids)
+    return IncidentView(
+        incident_id="a1",
+        headline="checkpoints expire: state grows",
+        root_alert_id="a1",
+        severity=Severity.WARNING,
+        status=status,
+        members=members,
+    )
+
+
 def lifecycle() -> list[Alert]:
     return [
         alert(),
@@ -190,19 +192,10 @@ def test_the_body_follows_the_documented_schema_and_the_signature_verifies(
 
 
 def test_the_body_keeps_the_firings_job_when_the_resolve_omits_it(tmp_path: Path) -> None:
-    first = alert()
-    member = Member(**dict(first), first_ms=T0)
     done = alert(AlertStatus.RESOLVED, at=T0 + 60_000).model_copy(
         update={"job_name": None, "host": None}
     )
-    incident = IncidentView(
-        incident_id="a1",
-        headline="checkpoints expire: state grows",
-        root_alert_id="a1",
-        severity=Severity.WARNING,
-        status=AlertStatus.RESOLVED,
-        members=(member,),
-    )
+    incident = incident_of(AlertStatus.RESOLVED, "a1")
     sink = sink_for(cfg("http://127.0.0.1:1"))
     raw = sink.body(Transition(seq=2, key="a1:resolved", alert=done, incident=incident))
     assert raw is not None
@@ -337,18 +330,6 @@ def test_two_webhooks_back_off_independently(tmp_path: Path, receiver: Receiver)
 # --- PagerDuty Events API v2 ----------------------------------------------------------
 
 
-def incident(status: AlertStatus, *member_ids: str) -> IncidentView:
-    members = tuple(Member(**dict(alert(alert_id=m)), first_ms=T0) for m in member_ids)
-    return IncidentView(
-        incident_id="a1",
-        headline="checkpoints expire: state grows",
-        root_alert_id="a1",
-        severity=Severity.WARNING,
-        status=status,
-        members=members,
-    )
-
-
 def test_pagerduty_events_are_valid_v2_with_one_dedup_key_per_incident(
     tmp_path: Path, receiver: Receiver
 ) -> None:
@@ -367,11 +348,11 @@ def test_pagerduty_events_are_valid_v2_with_one_dedup_key_per_incident(
     b2_done = alert(AlertStatus.RESOLVED, alert_id="b2", at=T0 + 40_000)
     done = alert(AlertStatus.RESOLVED, Severity.CRITICAL, at=T0 + 60_000)
     views = {
-        firing.status.value + firing.alert_id: incident(AlertStatus.FIRING, "a1"),
-        joined.status.value + joined.alert_id: incident(AlertStatus.FIRING, "a1", "b2"),
-        up.status.value + up.alert_id: incident(AlertStatus.FIRING, "a1", "b2"),
-        b2_done.status.value + b2_done.alert_id: incident(AlertStatus.FIRING, "a1", "b2"),
-        done.status.value + done.alert_id: incident(AlertStatus.RESOLVED, "a1", "b2"),
+        firing.status.value + firing.alert_id: incident_of(AlertStatus.FIRING, "a1"),
+        joined.status.value + joined.alert_id: incident_of(AlertStatus.FIRING, "a1", "b2"),
+        up.status.value + up.alert_id: incident_of(AlertStatus.FIRING, "a1", "b2"),
+        b2_done.status.value + b2_done.alert_id: incident_of(AlertStatus.FIRING, "a1", "b2"),
+        done.status.value + done.alert_id: incident_of(AlertStatus.RESOLVED, "a1", "b2"),
     }
     for i, a in enumerate([firing, joined, up, b2_done, done]):
         ledger.record(i, [a], [sink], correlate=lambda x: views[x.status.value + x.alert_id])

@@ -254,17 +254,30 @@ def test_run_refuses_to_start_when_the_metrics_password_is_missing(
     assert not state.exists()
 
 
-def test_run_refuses_to_start_when_the_alertmanager_token_is_missing(
-    tmp_path, monkeypatch, caplog, keep_signal_handlers
+@pytest.mark.parametrize(
+    ("section", "field"),
+    [
+        (
+            "alertmanager: {urls: ['http://127.0.0.1:1'], bearer_token: '${FW_TEST_SECRET}'}",
+            "alertmanager.bearer_token",
+        ),
+        (
+            "webhooks: [{name: oncall, url: 'http://127.0.0.1:1/x', secret: '${FW_TEST_SECRET}'}]",
+            "webhooks.0.secret",
+        ),
+    ],
+    ids=["alertmanager_token_unset", "webhook_secret_unset"],
+)
+def test_run_refuses_to_start_when_a_sinks_secret_is_missing(
+    tmp_path, monkeypatch, caplog, keep_signal_handlers, section, field
 ) -> None:
-    monkeypatch.delenv("FW_TEST_AM_TOKEN", raising=False)
-    cfg = tmp_path / "alertmanager_token_unset.yaml"
+    monkeypatch.delenv("FW_TEST_SECRET", raising=False)
+    cfg = tmp_path / "secret_unset.yaml"
     cfg.write_text(
-        "alertmanager: {urls: ['http://127.0.0.1:1'], bearer_token: '${FW_TEST_AM_TOKEN}'}\n"
-        "kafka: {bootstrap_servers: '127.0.0.1:1'}\nmetrics: {enabled: false}\n"
+        f"{section}\nkafka: {{bootstrap_servers: '127.0.0.1:1'}}\nmetrics: {{enabled: false}}\n"
     )
     assert main(["run", "--config", str(cfg), "--state-dir", str(tmp_path / "state")]) == 2
-    assert "alertmanager.bearer_token: environment variable FW_TEST_AM_TOKEN" in caplog.text
+    assert f"{field}: environment variable FW_TEST_SECRET" in caplog.text
 
 
 def test_alertmanager_is_drained_by_the_dispatcher_with_its_own_back_off(tmp_path) -> None:
@@ -290,20 +303,6 @@ def test_alertmanager_is_drained_by_the_dispatcher_with_its_own_back_off(tmp_pat
         out.dispatcher.stop()
     # Nothing configured: no dispatcher thread at all.
     assert _outputs(AppConfig(), ledger, None, None).dispatcher is None
-
-
-def test_run_refuses_to_start_when_a_webhook_secret_is_missing(
-    tmp_path, monkeypatch, caplog, keep_signal_handlers
-) -> None:
-    monkeypatch.delenv("FW_TEST_WEBHOOK_SECRET", raising=False)
-    cfg = tmp_path / "webhook_secret_unset.yaml"
-    cfg.write_text(
-        "webhooks: [{name: oncall, url: 'http://127.0.0.1:1/x', "
-        "secret: '${FW_TEST_WEBHOOK_SECRET}'}]\n"
-        "kafka: {bootstrap_servers: '127.0.0.1:1'}\nmetrics: {enabled: false}\n"
-    )
-    assert main(["run", "--config", str(cfg), "--state-dir", str(tmp_path / "state")]) == 2
-    assert "webhooks.0.secret: environment variable FW_TEST_WEBHOOK_SECRET" in caplog.text
 
 
 def test_each_webhook_is_drained_by_the_dispatcher_with_its_own_back_off(tmp_path) -> None:
