@@ -11,10 +11,11 @@ import os
 import re
 import stat
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -773,6 +774,17 @@ class SlackConfig(_Frozen):
         return "slack.channel", self.channel
 
 
+def _named_not_written(v: SecretStr) -> SecretStr:
+    if env_ref(v.get_secret_value()) is None:
+        msg = "a secret: give it as ${ENV_VAR}, not in the config file"
+        raise ValueError(msg)
+    return v
+
+
+#: A secret field: only ``${ENV_VAR}`` is accepted, read from the environment at start.
+EnvSecret = Annotated[SecretStr, AfterValidator(_named_not_written)]
+
+
 #: Labels flinkwatch sets on every Alertmanager alert (``alertmanager.labels`` cannot
 #: set them: the identity of an alert must stay flinkwatch's).
 ALERTMANAGER_LABELS = (
@@ -853,12 +865,12 @@ class AlertmanagerConfig(_Frozen):
         description="set = every request carries HTTP basic auth as this user",
         json_schema_extra=RESTART,
     )
-    basic_auth_password: SecretStr | None = Field(
+    basic_auth_password: EnvSecret | None = Field(
         default=None,
         description="Its password, as ${ENV_VAR} (read from the environment at start).",
         json_schema_extra=RESTART,
     )
-    bearer_token: SecretStr | None = Field(
+    bearer_token: EnvSecret | None = Field(
         default=None,
         description=(
             "set = every request carries Authorization: Bearer <token>; as ${ENV_VAR}, read "
@@ -898,14 +910,6 @@ class AlertmanagerConfig(_Frozen):
             raise ValueError(msg)
         return v
 
-    @field_validator("basic_auth_password", "bearer_token")
-    @classmethod
-    def _from_the_environment(cls, v: SecretStr | None) -> SecretStr | None:
-        if v is not None and env_ref(v.get_secret_value()) is None:
-            msg = "a secret: give it as ${ENV_VAR}, not in the config file"
-            raise ValueError(msg)
-        return v
-
     @model_validator(mode="after")
     def _one_auth(self) -> AlertmanagerConfig:
         if (self.basic_auth_username is None) != (self.basic_auth_password is None):
@@ -920,6 +924,111 @@ class AlertmanagerConfig(_Frozen):
     def enabled(self) -> bool:
         """Whether flinkwatch posts to Alertmanager."""
         return bool(self.urls)
+
+
+#: Headers flinkwatch sets on every webhook post (``headers`` cannot replace them).
+WEBHOOK_HEADERS = (
+    "content-type",
+    "idempotency-key",
+    "x-flinkwatch-signature",
+    "x-flinkwatch-timestamp",
+)
+
+
+class WebhookConfig(_Frozen):
+    """One webhook (docs/webhooks.md): each transition POSTed as JSON, signed.
+
+    Secrets (``secret``, ``routing_key``, a header's value) are given as ``${ENV_VAR}``
+    and read from the environment when the sink starts, never written in the file.
+    """
+
+    name: str = Field(
+        pattern=r"^[a-z0-9][a-z0-9_-]{0,39}$",
+        description=(
+            "Unique name (lower case, digits, - and _): the sink is webhook:<name> in the "
+            "ledger, the metrics and flinkwatch deliveries."
+        ),
+    )
+    url: str = Field(
+        pattern=r"^https?://[^/\s]+",
+        description="Where each transition is POSTed, e.g. https://hooks.example/flinkwatch.",
+    )
+    format: Literal["flinkwatch", "pagerduty"] = Field(
+        default="flinkwatch",
+        description=(
+            "flinkwatch: the versioned flinkwatch schema, signed; pagerduty: a PagerDuty "
+            "Events API v2 event (url https://events.pagerduty.com/v2/enqueue)."
+        ),
+    )
+    secret: EnvSecret | None = Field(
+        default=None,
+        description=(
+            "HMAC-SHA256 key of X-Flinkwatch-Signature, as ${ENV_VAR} (read from the "
+            "environment at start); required for format flinkwatch."
+        ),
+    )
+    routing_key: EnvSecret | None = Field(
+        default=None,
+        description=(
+            "The PagerDuty integration's routing key, as ${ENV_VAR}; required for format pagerduty."
+        ),
+    )
+    timeout_s: float = Field(default=10.0, gt=0, description="HTTP timeout per post (seconds).")
+    headers: dict[str, str] = Field(
+        default_factory=dict,
+        description=(
+            "Static headers on every post, e.g. {X-Team: data}; a value written ${ENV_VAR} is "
+            "read from the environment at start (Authorization must be)."
+        ),
+    )
+    runbook_url: str | None = Field(
+        default=None, description="runbook_url of each post = <runbook_url>#<detector>."
+    )
+    retry_backoff_s: float = Field(
+        default=5.0,
+        gt=0,
+        description=(
+            "After a failed post (no answer, 5xx, 408, 429), wait this long (doubling) before "
+            "trying this webhook's backlog again, in order."
+        ),
+    )
+    max_backoff_s: float = Field(
+        default=60.0, gt=0, description="Ceiling of that back-off (seconds)."
+    )
+
+    @field_validator("headers")
+    @classmethod
+    def _static_headers(cls, v: dict[str, str]) -> dict[str, str]:
+        ours = sorted(k for k in v if k.lower() in WEBHOOK_HEADERS)
+        if ours:
+            msg = f"set by flinkwatch, not by headers: {ours}"
+            raise ValueError(msg)
+        bad = sorted(k for k in v if not re.fullmatch(r"[A-Za-z0-9-]+", k))
+        if bad:
+            msg = f"not valid header names: {bad}"
+            raise ValueError(msg)
+        literal = sorted(
+            k for k, val in v.items() if k.lower() == "authorization" and env_ref(val) is None
+        )
+        if literal:
+            msg = "Authorization is a secret: give its value as ${ENV_VAR}"
+            raise ValueError(msg)
+        return v
+
+    @model_validator(mode="after")
+    def _format_needs(self) -> WebhookConfig:
+        if self.format == "flinkwatch" and self.secret is None:
+            msg = "format flinkwatch signs every post: give secret as ${ENV_VAR}"
+            raise ValueError(msg)
+        if self.format == "pagerduty" and self.routing_key is None:
+            msg = "format pagerduty needs routing_key as ${ENV_VAR}"
+            raise ValueError(msg)
+        return self
+
+    @property
+    def sink(self) -> str:
+        """The sink's name in the ledger: ``webhook:<name>``."""
+        return f"webhook:{self.name}"
 
 
 def _detectors_model() -> type[BaseModel]:
@@ -1013,6 +1122,14 @@ class AppConfig(_Frozen):
     cluster: str = Field(default="default", min_length=1, description="Name of the watched cluster")
     slack: SlackConfig = SlackConfig()
     alertmanager: AlertmanagerConfig = AlertmanagerConfig()
+    webhooks: tuple[WebhookConfig, ...] = Field(
+        default=(),
+        description=(
+            "Webhooks, each its own sink: [{name, url, secret, format, ...}] "
+            "(docs/webhooks.md; the keys are under webhooks[] below)."
+        ),
+        json_schema_extra=RESTART,
+    )
     silences: tuple[Silence, ...] = Field(
         default=(), description="Silences and maintenance windows (docs/alerts.md#silences)."
     )
@@ -1075,6 +1192,15 @@ class AppConfig(_Frozen):
                 "slack.interactivity_port must differ from metrics.port and metrics.health_port "
                 "on the same host"
             )
+            raise ValueError(msg)
+        return self
+
+    @model_validator(mode="after")
+    def _unique_webhook_names(self) -> AppConfig:
+        names = [w.name for w in self.webhooks]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            msg = f"webhook names must be unique: {dupes}"
             raise ValueError(msg)
         return self
 

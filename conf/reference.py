@@ -12,7 +12,7 @@ import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args, get_origin
 
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
@@ -51,6 +51,18 @@ def _restart_only(key: str) -> bool:
     return any(s == section and (n is None or n == name) for s, n in RESTART_ONLY)
 
 
+#: Lists of models whose entries' keys get rows of their own (``webhooks[].url``).
+LISTED = ("webhooks",)
+
+
+def _listed_model(ann: Any) -> type[BaseModel] | None:
+    """The model of ``tuple[Model, ...]``, else None."""
+    args = get_args(ann)
+    if get_origin(ann) is tuple and args and isinstance(args[0], type):
+        return args[0] if issubclass(args[0], BaseModel) else None
+    return None
+
+
 def _cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
@@ -71,6 +83,9 @@ def rows() -> Iterator[tuple[str, str, str]]:
             if _restart_only(key):
                 meaning += " (takes effect when flinkwatch restarts)"
             yield key, _default(f), meaning
+            item = _listed_model(ann)
+            if item is not None and key in LISTED:
+                yield from walk(item, key + "[].")
 
     yield from walk(AppConfig, "")
     for name, f in DetectorParams.model_fields.items():

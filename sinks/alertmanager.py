@@ -23,23 +23,17 @@ post), which :meth:`AlertmanagerSink.confirm` relies on.
 from __future__ import annotations
 
 import base64
-import datetime as dt
-import http.client
 import json
 import logging
 import os
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from conf import AlertmanagerConfig, ConfigError
-from conf.kafka_options import env_ref
+from conf import AlertmanagerConfig
 from detectors import REGISTRY, Alert, AlertStatus, Severity
-from detectors.base import Member
 from sinks.base import (
     DeliveryError,
     DeliverySink,
@@ -47,6 +41,8 @@ from sinks.base import (
     RetryableDeliveryError,
     Transition,
 )
+from sinks.http_post import classify as classify
+from sinks.http_post import env_secret, post, rfc3339
 from sinks.ledger import AlertLedger, LedgerError
 
 log = logging.getLogger(__name__)
@@ -59,16 +55,6 @@ API_PATH = "/api/v2/alerts"
 #: Alerts per request of a re-send (Alertmanager takes a list of any length; a bound
 #: keeps one request's body and time small with thousands open).
 CHUNK = 500
-#: Answers that say the alerts were not taken, and may be the next time: Alertmanager or
-#: a proxy before it is overloaded or restarting (5xx, 408, 429), or a credential or URL
-#: an operator can fix (401, 403, 404); the backlog waits for it rather than being dropped.
-_TRY_AGAIN = frozenset({401, 403, 404, 408, 429})
-
-
-def rfc3339(ms: int) -> str:
-    """Epoch milliseconds as RFC 3339 in UTC, to the millisecond: ``2026-11-22T03:58:56.753Z``."""
-    t = dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC)
-    return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +103,7 @@ def labels_of(
     firing alert behind.
     """
     a = t.alert
-    member = _member(t)
+    member = t.member
     values = {
         "alertname": cfg.alertname or a.detector,
         "detector": a.detector,
@@ -136,7 +122,7 @@ def labels_of(
 def annotations_of(t: Transition, cfg: AlertmanagerConfig) -> dict[str, str]:
     """What a notification shows: summary, root cause, runbook, ids."""
     a = t.alert
-    member = _member(t)
+    member = t.member
     out = {"summary": a.summary, "alert_id": a.alert_id}
     if t.incident is not None and len(t.incident.members) > 1:
         out["root_cause"] = t.incident.headline
@@ -151,14 +137,8 @@ def annotations_of(t: Transition, cfg: AlertmanagerConfig) -> dict[str, str]:
     return out
 
 
-def _member(t: Transition) -> Member | None:
-    if t.incident is None:
-        return None
-    return next((m for m in t.incident.members if m.alert_id == t.alert.alert_id), None)
-
-
 def _starts_ms(t: Transition) -> int:
-    member = _member(t)
+    member = t.member
     return member.first_ms if member is not None else t.alert.event_time_ms
 
 
@@ -221,20 +201,6 @@ def firing(t: Transition, *, cfg: AlertmanagerConfig, cluster: str, now_ms: int)
     return PostableAlert(labels, annotations_of(t, cfg), starts, ends, cfg.generator_url)
 
 
-def classify(status: int) -> type[DeliveryError] | None:
-    """What an HTTP status from Alertmanager means for the delivery (None: taken).
-
-    A 5xx, 408 or 429 is Alertmanager (or a proxy) unable to take it now; 401, 403 and
-    404 are a credential or URL an operator can fix: all retryable, the backlog waits.
-    Any other answer (400: a payload Alertmanager will never take) is permanent.
-    """
-    if 200 <= status < 300:
-        return None
-    if status >= 500 or status in _TRY_AGAIN:
-        return RetryableDeliveryError
-    return PermanentDeliveryError
-
-
 def auth_header(cfg: AlertmanagerConfig, env: Mapping[str, str]) -> str | None:
     """The ``Authorization`` header the config asks for, secrets read from ``env``.
 
@@ -243,13 +209,7 @@ def auth_header(cfg: AlertmanagerConfig, env: Mapping[str, str]) -> str | None:
     """
 
     def secret(field: str) -> str:
-        value = getattr(cfg, field)
-        var = env_ref(value.get_secret_value()) or ""
-        found = env.get(var, "")
-        if not found:
-            msg = f"alertmanager.{field}: environment variable {var} is empty or unset"
-            raise ConfigError(msg, fields=(f"alertmanager.{field}",))
-        return found
+        return env_secret(getattr(cfg, field), f"alertmanager.{field}", env)
 
     if cfg.basic_auth_username is not None:
         pair = f"{cfg.basic_auth_username}:{secret('basic_auth_password')}".encode()
@@ -379,6 +339,8 @@ class AlertmanagerSink(DeliverySink):
             problem = self._post_one(url, body, cfg.timeout_s)
             if problem is not None:
                 failures.append(problem)
+        # Whether a failed post may have arrived does not matter here (confirm() says
+        # why): retryable unless every Alertmanager refused it for good.
         if len(failures) < len(cfg.urls):
             for f in failures:
                 log.warning("sink=alertmanager %s: %s; the other Alertmanagers took it", what, f)
@@ -389,32 +351,17 @@ class AlertmanagerSink(DeliverySink):
         raise RetryableDeliveryError(detail)
 
     def _post_one(self, base: str, body: bytes, timeout_s: float) -> DeliveryError | None:
-        url = base + API_PATH
         headers = {"Content-Type": "application/json"}
         if self._authorization:
             headers["Authorization"] = self._authorization
-        req = urllib.request.Request(url, data=body, headers=headers, method="POST")  # noqa: S310 - http(s) only, checked by the config
-        try:
-            with urllib.request.urlopen(req, timeout=timeout_s) as resp:  # noqa: S310
-                resp.read()
-                status = int(resp.status)
-                answer = ""
-        except urllib.error.HTTPError as exc:
-            status, answer = exc.code, exc.read(300).decode("utf-8", "replace").strip()
-        except (OSError, http.client.HTTPException) as exc:
-            # Not reached, or no answer: a retry is harmless (a post is idempotent).
-            return RetryableDeliveryError(f"{url}: {type(exc).__name__}: {exc}")
-        kind = classify(status)
-        if kind is None:
-            return None
-        if status in (401, 403, 404):
-            log.error(
-                "sink=alertmanager %s answered HTTP %d: check alertmanager.urls and the "
-                "credentials; the backlog waits for them",
-                url,
-                status,
-            )
-        return kind(f"{url}: HTTP {status} {answer}".strip())
+        return post(
+            base + API_PATH,
+            body,
+            headers,
+            timeout_s,
+            sink=self.name,
+            hint="alertmanager.urls and the credentials",
+        )
 
 
 class Resender:

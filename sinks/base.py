@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from conf.errors import FlinkwatchError
 from detectors import Alert, AlertStatus
+from detectors.base import Member
 from detectors.correlation import IncidentView
 
 
@@ -60,6 +61,18 @@ class Transition:
     def incident_id(self) -> str:
         """The incident's id; an uncorrelated alert is its own incident."""
         return self.incident.incident_id if self.incident else self.alert.alert_id
+
+    @property
+    def member(self) -> Member | None:
+        """The incident's record of this alert (None: recorded without correlation).
+
+        It keeps what an earlier transition named and a later one may not (a resolve
+        without the job name), so a receiver that identifies an alert by its job sees
+        the firing's.
+        """
+        if self.incident is None:
+            return None
+        return next((m for m in self.incident.members if m.alert_id == self.alert.alert_id), None)
 
 
 class DeliveryError(FlinkwatchError):

@@ -99,6 +99,7 @@ def run_job(
     from sinks import AlertLedger
     from sinks.alertmanager import Resender, alertmanager_sink
     from sinks.slack import slack_sink
+    from sinks.webhook import webhook_sinks
     from streaming.app import Pipeline, run_forever
     from streaming.listener import ProgressLogger
     from streaming.live import live_session
@@ -110,7 +111,7 @@ def run_job(
     signals = Signals().install()
     out = cfg.output
     log.info(
-        "starting: kafka=%s topics=%s,%s state=%s alerts=%s slack=%s alertmanager=%s",
+        "starting: kafka=%s topics=%s,%s state=%s alerts=%s slack=%s alertmanager=%s webhooks=%s",
         cfg.kafka.bootstrap_servers,
         cfg.kafka.logs_topic,
         cfg.kafka.metrics_topic,
@@ -118,6 +119,7 @@ def run_job(
         out.alerts_path,
         cfg.slack.mode,
         ",".join(cfg.alertmanager.urls) or "off",
+        ",".join(w.name for w in cfg.webhooks) or "off",
     )
     try:  # before Spark starts: a missing password or unreadable key stops the job at once
         endpoint = _preflight(cfg)
@@ -137,13 +139,14 @@ def run_job(
         alertmanager = alertmanager_sink(
             lambda: current["cfg"].alertmanager, lambda: current["cfg"].cluster, ledger
         )
+        webhooks = webhook_sinks(cfg.webhooks, lambda: current["cfg"].cluster)
     except ConfigError as exc:
         log.error("%s", exc)
         return 2
     check_routes = route_checks(slack)
     check_routes(cfg)
     _keep_ledger_tidy(ledger, lambda: current["cfg"].output.ledger_retention_days)
-    outputs = _outputs(cfg, ledger, slack, alertmanager)
+    outputs = _outputs(cfg, ledger, slack, alertmanager, webhooks)
     dispatcher = outputs.dispatcher
     actions = _slack_actions(cfg, slack, outputs, secret)
     if actions is not None and actions[1] is None:
@@ -345,11 +348,18 @@ class Signals:
             self.stop(name)
 
 
-def _outputs(cfg: AppConfig, ledger: Any, slack: Any, alertmanager: Any = None) -> Any:
+def _outputs(
+    cfg: AppConfig,
+    ledger: Any,
+    slack: Any,
+    alertmanager: Any = None,
+    webhooks: Sequence[Any] = (),
+) -> Any:
     """The detect query's outputs: the alert file, Prometheus views, the dispatcher.
 
     The dispatcher drains the sinks that talk to a receiver over the network (Slack,
-    Alertmanager), outside the micro-batch; each backs off on its own settings.
+    Alertmanager, each webhook), outside the micro-batch; each backs off on its own
+    settings.
     """
     from detectors.correlation import Correlator
     from sinks import LedgerError, LogAlertSink, RetryableDeliveryError
@@ -370,15 +380,17 @@ def _outputs(cfg: AppConfig, ledger: Any, slack: Any, alertmanager: Any = None) 
         log.info("%d incidents still open from before the restart", len(active.snapshot()))
     in_batch = BestEffort()  # the alert file's failures, and the dispatcher's counted with them
     dispatcher = None
-    slow = [s for s in (slack, alertmanager) if s is not None]
+    slow = [s for s in (slack, alertmanager, *webhooks) if s is not None]
     if slow:
         am = cfg.alertmanager
+        backoffs = {"alertmanager": (am.retry_backoff_s, am.max_backoff_s)}
+        backoffs |= {w.sink: (w.retry_backoff_s, w.max_backoff_s) for w in cfg.webhooks}
         dispatcher = Dispatcher(
             ledger,
             slow,
             backoff_s=cfg.slack.retry_backoff_s,
             max_backoff_s=cfg.slack.max_backoff_s,
-            backoffs={"alertmanager": (am.retry_backoff_s, am.max_backoff_s)},
+            backoffs=backoffs,
             on_error=in_batch.count,
         ).start()
     # Incidents still taking members continue where the last run left them.
@@ -870,8 +882,8 @@ def cmd_deliveries_resend(args: argparse.Namespace) -> int:
         print(f"seq {seq}: no failed delivery (see `flinkwatch deliveries list`)", file=sys.stderr)
     if moved:
         print(
-            "queued: a running job sends them in order (Slack and Alertmanager within 30 s, "
-            "the alert file at its next batch); otherwise the next start does",
+            "queued: a running job sends them in order (Slack, Alertmanager and webhooks "
+            "within 30 s, the alert file at its next batch); otherwise the next start does",
             file=sys.stderr,
         )
     return 1 if missing else 0

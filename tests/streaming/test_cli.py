@@ -254,17 +254,30 @@ def test_run_refuses_to_start_when_the_metrics_password_is_missing(
     assert not state.exists()
 
 
-def test_run_refuses_to_start_when_the_alertmanager_token_is_missing(
-    tmp_path, monkeypatch, caplog, keep_signal_handlers
+@pytest.mark.parametrize(
+    ("section", "field"),
+    [
+        (
+            "alertmanager: {urls: ['http://127.0.0.1:1'], bearer_token: '${FW_TEST_SECRET}'}",
+            "alertmanager.bearer_token",
+        ),
+        (
+            "webhooks: [{name: oncall, url: 'http://127.0.0.1:1/x', secret: '${FW_TEST_SECRET}'}]",
+            "webhooks.0.secret",
+        ),
+    ],
+    ids=["alertmanager_token_unset", "webhook_secret_unset"],
+)
+def test_run_refuses_to_start_when_a_sinks_secret_is_missing(
+    tmp_path, monkeypatch, caplog, keep_signal_handlers, section, field
 ) -> None:
-    monkeypatch.delenv("FW_TEST_AM_TOKEN", raising=False)
-    cfg = tmp_path / "alertmanager_token_unset.yaml"
+    monkeypatch.delenv("FW_TEST_SECRET", raising=False)
+    cfg = tmp_path / "secret_unset.yaml"
     cfg.write_text(
-        "alertmanager: {urls: ['http://127.0.0.1:1'], bearer_token: '${FW_TEST_AM_TOKEN}'}\n"
-        "kafka: {bootstrap_servers: '127.0.0.1:1'}\nmetrics: {enabled: false}\n"
+        f"{section}\nkafka: {{bootstrap_servers: '127.0.0.1:1'}}\nmetrics: {{enabled: false}}\n"
     )
     assert main(["run", "--config", str(cfg), "--state-dir", str(tmp_path / "state")]) == 2
-    assert "alertmanager.bearer_token: environment variable FW_TEST_AM_TOKEN" in caplog.text
+    assert f"{field}: environment variable FW_TEST_SECRET" in caplog.text
 
 
 def test_alertmanager_is_drained_by_the_dispatcher_with_its_own_back_off(tmp_path) -> None:
@@ -290,6 +303,34 @@ def test_alertmanager_is_drained_by_the_dispatcher_with_its_own_back_off(tmp_pat
         out.dispatcher.stop()
     # Nothing configured: no dispatcher thread at all.
     assert _outputs(AppConfig(), ledger, None, None).dispatcher is None
+
+
+def test_each_webhook_is_drained_by_the_dispatcher_with_its_own_back_off(tmp_path) -> None:
+    from conf import AppConfig
+    from sinks import AlertLedger
+    from sinks.webhook import webhook_sinks
+    from streaming.cli import _outputs
+
+    hook = {"url": "http://127.0.0.1:1/x", "secret": "${S}"}
+    cfg = AppConfig.model_validate(
+        {
+            "output": {"state_dir": str(tmp_path / "state")},
+            "webhooks": [
+                {"name": "oncall", **hook, "retry_backoff_s": 1},
+                {"name": "chat", **hook, "max_backoff_s": 10},
+            ],
+        }
+    )
+    ledger = AlertLedger(tmp_path / "l.sqlite")
+    hooks = webhook_sinks(cfg.webhooks, lambda: cfg.cluster, env={"S": "k"})
+    out = _outputs(cfg, ledger, None, None, hooks)
+    try:
+        assert [s.name for s in out.dispatcher.sinks] == ["webhook:oncall", "webhook:chat"]
+        assert out.dispatcher._backoffs["webhook:oncall"] == (1.0, 60.0)
+        assert out.dispatcher._backoffs["webhook:chat"] == (5.0, 10.0)
+        assert [s.name for s in out.delivery_sinks()] == ["file", "webhook:oncall", "webhook:chat"]
+    finally:
+        out.dispatcher.stop()
 
 
 def test_slack_routes_are_checked_at_start_and_after_a_reload_that_changes_them(
