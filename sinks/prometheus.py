@@ -304,9 +304,8 @@ class FlinkwatchCollector(Collector):
         for det in sorted(REGISTRY):
             alarms.add_metric([det], float(noise.get(det, 0)))
         yield alarms
-        if self.s.slack_actions is None:
-            return
-        seen = self.s.slack_actions()
+        # Without the endpoint (no slack.interactivity_port) every outcome stays at 0.
+        seen = self.s.slack_actions() if self.s.slack_actions is not None else {}
         actions = CounterMetricFamily(
             "flinkwatch_slack_actions",
             "Requests to the Slack interactivity endpoint by outcome: acted, repeated (changed "

@@ -49,7 +49,9 @@ def _run(argv: list[str], env: dict[str, str]) -> tuple[dict, str]:
         timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1]), proc.stderr
+    # Under spark-submit the driver's log lines come out on stdout too, around the answer.
+    (answer,) = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    return json.loads(answer), proc.stdout + proc.stderr
 
 
 @pytest.mark.spark
