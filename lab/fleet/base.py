@@ -159,12 +159,13 @@ class _JobBase:
         """How the job's checkpoints behave and how busy it is.
 
         A per-job base duration (log-uniform 200..3000 ms) with jitter and rare spikes, and
-        a state size that drifts slowly.
+        a state size that wobbles around its level.
         """
         rng, spec = self.rng, self.spec
         self.base_duration_ms = math.exp(rng.uniform(math.log(200), math.log(3000)))
         self.size_bytes = float(int(math.exp(rng.uniform(math.log(2e6), math.log(8e8)))))
         self.base_size = self.size_bytes
+        self.size_wobble = 0.0  # log-space offset from the level, see Job's checkpoints
         self.interval_ms = round(spec.checkpoint_interval_s * 1000)
         self.timeout_ms = round(spec.checkpoint_timeout_s * 1000)
         self.max_healthy_ms = max(1, int(self.timeout_ms * 0.8))

@@ -11,11 +11,14 @@ from typing import get_args
 
 import pytest
 
+from detectors import AlertStatus, Event
+from detectors.checkpoint_state_growth import CheckpointStateGrowth, CheckpointStateGrowthParams
 from lab import fleet as sim
 from lab.fleet import FleetSpec, Incident, SimRecord, generate, job_id, tm_id
 from lab.fleet import producer as fleet_producer
 from lab.fleet.job import _Job
 from lab.fleet.metrics import _label
+from tests.detectors.timeline import drive
 
 START_MS = 1_717_000_000_000  # 2024-05-29 16:26:40 UTC
 
@@ -332,6 +335,38 @@ def test_healthy_checkpoints_jitter_and_never_expire() -> None:
         assert len(set(durations)) > len(durations) // 2  # jittery, not constant
         assert max(durations) < 10_000
         assert not messages(logs[i], "expired before completing")
+
+
+def test_healthy_checkpoint_sizes_hold_their_level_for_an_hour() -> None:
+    """A healthy job's state wobbles around a level; it neither wanders nor looks like growth.
+
+    A bounded random walk wanders 20 % from its start within the hour on most jobs, and on
+    one job in 500 climbs fast enough to page
+    checkpoint_state_growth at the bench's 5-minute window.
+    """
+    spec = FleetSpec(jobs=40)
+    completed = re.compile(r"Completed checkpoint (\d+) for job (\w+) \((\d+) bytes")
+    events: dict[str, list[Event]] = defaultdict(list)
+    for r in generate(spec, START_MS, 3600):
+        if r.stream == "log" and (m := completed.search(message(r))):
+            events[m[2]].append(
+                Event(
+                    kind="checkpoint_completed",
+                    time_ms=r.time_ms,
+                    job_id=m[2],
+                    checkpoint_id=int(m[1]),
+                    size_bytes=int(m[3]),
+                    duration_ms=500,
+                )
+            )
+    assert len(events) == 40
+    det = CheckpointStateGrowth(CheckpointStateGrowthParams(window_s=300))
+    for job, evs in events.items():
+        sizes = [e.size_bytes or 0 for e in evs]
+        assert len(sizes) > 300
+        assert 0.85 < min(sizes) / sizes[0] and max(sizes) / sizes[0] < 1.15, job
+        _, alerts = drive(det, evs)
+        assert not [a for a in alerts if a.status == AlertStatus.FIRING], job
 
 
 def test_completed_checkpoints_are_followed_by_real_chatter(fleet) -> None:
