@@ -592,23 +592,22 @@ class MetricsConfig(_Frozen):
         return self.tls_cert_file is not None
 
 
-class SlackRoute(_Frozen):
-    """Send the incidents this route matches to ``channel`` (the first route that matches wins).
+class RouteMatch(_Frozen):
+    """Which alerts a route takes: every condition given must hold.
 
-    Every condition given must hold: the detector is one of ``detectors``, the severity
-    one of ``severities``, and each regular expression of ``match`` matches the whole
-    value of its label (``cluster``, ``job_name``, ``job_id``, ``tm_id``, ``host``,
-    ``detector``, ``severity``), as a silence's matchers do: a platform with several teams
-    sends each team its own jobs (``match: {job_name: "payments-.*"}``).
+    The detector is one of ``detectors``, the severity one of ``severities``, and each
+    regular expression of ``match`` matches the whole value of its label (``cluster``,
+    ``job_name``, ``job_id``, ``tm_id``, ``host``, ``detector``, ``severity``), as a
+    silence's matchers do: a platform with several teams sends each team its own jobs
+    (``match: {job_name: "payments-.*"}``). Nothing given matches everything.
     """
 
-    channel: str
     detectors: tuple[str, ...] = ()
     severities: tuple[Severity, ...] = ()
     match: Matchers | None = None
 
     @model_validator(mode="after")
-    def _check(self) -> SlackRoute:
+    def _check(self) -> RouteMatch:
         unknown = sorted(set(self.detectors) - set(REGISTRY))
         if unknown:
             msg = f"unknown detector(s) {unknown}; known: {sorted(REGISTRY)}"
@@ -622,6 +621,20 @@ class SlackRoute(_Frozen):
             and (not self.severities or alert.severity in self.severities)
             and (self.match is None or self.match.matches(alert, cluster))
         )
+
+
+class SlackRoute(RouteMatch):
+    """Send the incidents this route matches to ``channel``.
+
+    The first route that matches wins, unless it says ``continue: true``: then the routes
+    after it are tried too, and each one that matches adds its channel, as Alertmanager's
+    routing tree does (a team's channel and the platform's).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    channel: str
+    continue_: bool = Field(default=False, alias="continue")
 
 
 class SlackConfig(_Frozen):
@@ -656,9 +669,10 @@ class SlackConfig(_Frozen):
         default=(),
         description=(
             "[{channel, detectors: [...], severities: [...], match: {job_name: regex, cluster: "
-            "regex, ...}}]: the first route whose every condition holds wins; an empty list "
-            "matches all; `flinkwatch config check FILE --sample job_name=...` shows the "
-            "routes taken."
+            "regex, ...}, continue: false}]: the first route whose every condition holds wins "
+            "(with continue: true the later ones are tried too, each adding its channel); an "
+            "empty list matches all; `flinkwatch config check FILE --sample job_name=...` "
+            "shows the routes taken."
         ),
     )
     max_retries: int = Field(
@@ -738,10 +752,17 @@ class SlackConfig(_Frozen):
         """The channel of a new incident whose first alert is ``alert``."""
         return self.route_for(alert, cluster)[1]
 
+    @property
+    def max_channels(self) -> int:
+        """The most channels one incident can go to: one, and one per ``continue`` route."""
+        return 1 + sum(r.continue_ for r in self.routes)
+
     def route_table(
         self, detectors: list[str], labels: dict[str, str], cluster: str
     ) -> list[tuple[str, Severity, str, str]]:
         """Where each detector's warning and critical incidents about a sample would go.
+
+        A row per route taken: a route with ``continue`` adds the rows of the ones after.
 
         ``labels``: the sample's ``job_name``, ``job_id``, ``tm_id``, ``host`` (and
         ``cluster``, else ``cluster``). Rows of ``(detector, severity, route, channel)``.
@@ -763,15 +784,29 @@ class SlackConfig(_Frozen):
                     tm_id=labels.get("tm_id"),
                     host=labels.get("host"),
                 )
-                rows.append((name, severity, *self.route_for(sample, where)))
+                rows += [(name, severity, *r) for r in self.routes_for(sample, where)]
         return rows
 
     def route_for(self, alert: Alert, cluster: str) -> tuple[str, str]:
-        """Where a new incident goes: ``slack.routes[i]`` or ``slack.channel``, and the channel."""
+        """A new incident's first route (``slack.routes[i]`` or ``slack.channel``) and channel."""
+        return self.routes_for(alert, cluster)[0]
+
+    def routes_for(self, alert: Alert, cluster: str) -> list[tuple[str, str]]:
+        """Every route a new incident takes, in order, each with its channel.
+
+        Routes are tried in order; the first that matches without ``continue`` ends the
+        walk. ``slack.channel`` takes the incident when no route matched at all. A channel
+        that an earlier route took already is not taken twice.
+        """
+        taken: list[tuple[str, str]] = []
         for i, route in enumerate(self.routes):
-            if route.matches(alert, cluster):
-                return f"slack.routes[{i}]", route.channel
-        return "slack.channel", self.channel
+            if not route.matches(alert, cluster):
+                continue
+            if all(ch != route.channel for _, ch in taken):
+                taken.append((f"slack.routes[{i}]", route.channel))
+            if not route.continue_:
+                break
+        return taken or [("slack.channel", self.channel)]
 
 
 def _named_not_written(v: SecretStr) -> SecretStr:
@@ -983,6 +1018,14 @@ class WebhookConfig(_Frozen):
     )
     runbook_url: str | None = Field(
         default=None, description="runbook_url of each post = <runbook_url>#<detector>."
+    )
+    route: RouteMatch | None = Field(
+        default=None,
+        description=(
+            "{detectors: [...], severities: [...], match: {job_name: regex, ...}}: only the "
+            "incidents it matches are posted (judged on each incident's first transition "
+            "here; the rest of an incident follows it); null = every incident."
+        ),
     )
     retry_backoff_s: float = Field(
         default=5.0,

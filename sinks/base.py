@@ -115,6 +115,15 @@ class DeliverySink(ABC):
             PermanentDeliveryError: this transition can never be delivered.
         """
 
+    def wants(self, t: Transition) -> bool:
+        """Whether this sink's routes take the transition (judged when it is recorded).
+
+        A transition not wanted is recorded ``unrouted`` for the sink, unless the sink
+        took an earlier transition of the same incident: an incident that reached a
+        receiver reaches it to its end. Default: every transition.
+        """
+        return True
+
     def confirm(self, t: Transition) -> bool | None:
         """Whether a send cut by a crash, or one with an unknown outcome, arrived.
 

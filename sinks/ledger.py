@@ -92,7 +92,7 @@ CREATE TABLE IF NOT EXISTS sink_memory (
 #: Delivery states that still need work.
 OPEN_STATES = ("pending", "sending")
 #: Every delivery state.
-DELIVERY_STATES = ("pending", "sending", "delivered", "failed", "silenced", "stale")
+DELIVERY_STATES = ("pending", "sending", "delivered", "failed", "silenced", "stale", "unrouted")
 #: Delivery states of a transition that was (or is being) sent: later ones follow it.
 _PAGED_STATES = ("pending", "sending", "delivered", "failed")
 #: SQLite's result code for a full volume (``sqlite3.SQLITE_FULL`` from Python 3.11 on).
@@ -206,6 +206,9 @@ class AlertLedger:
                 self._db.execute(f"ALTER TABLE transitions ADD COLUMN {col} {kind}")
         self._db.execute(
             "CREATE INDEX IF NOT EXISTS transitions_batch ON transitions (run, batch_id)"
+        )
+        self._db.execute(
+            "CREATE INDEX IF NOT EXISTS transitions_incident ON transitions (incident_id, seq)"
         )
 
     def close(self) -> None:
@@ -338,9 +341,12 @@ class AlertLedger:
                         (incident.incident_id, incident.model_dump_json(), seq),
                     )
                 old = max_age_ms is not None and now - alert.event_time_ms > max_age_ms
+                t = Transition(seq, key, alert, silenced, now, incident)
                 for sink in sinks:
                     state = "pending"
-                    if sink.notifies and silenced:
+                    if not sink.wants(t) and not self._routed_before(db, t, sink.name):
+                        state = "unrouted"
+                    elif sink.notifies and silenced:
                         state = "silenced"
                     elif sink.notifies and self._stale(db, alert, sink.name, old):
                         state = "stale"
@@ -350,7 +356,7 @@ class AlertLedger:
                         "INSERT INTO deliveries (sink, seq, state, updated_ms) VALUES (?, ?, ?, ?)",
                         (sink.name, seq, state, now),
                     )
-                new.append(Transition(seq, key, alert, silenced, now, incident))
+                new.append(t)
             newest = self._advance(db, [frontier_ms or 0, *(a.event_time_ms for a in alerts)])
             swept = (
                 max_age_ms is not None
@@ -489,6 +495,19 @@ class AlertLedger:
             )
             n += 1
         return n
+
+    @staticmethod
+    def _routed_before(db: sqlite3.Connection, t: Transition, sink: str) -> bool:
+        """Whether ``sink`` took an earlier transition of ``t``'s incident (it takes the rest)."""
+        return (
+            db.execute(
+                "SELECT 1 FROM deliveries d JOIN transitions t ON t.seq = d.seq "
+                "WHERE d.sink = ? AND d.state != 'unrouted' AND d.seq < ? "
+                "AND (t.incident_id = ? OR (t.incident_id IS NULL AND t.alert_id = ?)) LIMIT 1",
+                (sink, t.seq, t.incident_id, t.incident_id),
+            ).fetchone()
+            is not None
+        )
 
     @staticmethod
     def _stale(db: sqlite3.Connection, alert: Alert, sink: str, old: bool) -> bool:

@@ -436,9 +436,14 @@ class SlackWebhookSink(_SlackSink):
 
 
 class SlackBotSink(_SlackSink):
-    """One message per incident via ``chat.postMessage``; updates and thread replies after."""
+    """One message per incident via ``chat.postMessage``; updates and thread replies after.
 
-    name = "slack"
+    An incident whose routes ``continue`` goes to several channels: the sink of its
+    ``place``-th channel (1-based, see :meth:`SlackConfig.routes_for`) keeps that
+    channel's message, under its own name (``slack``, then ``slack:2``, ``slack:3``), so
+    each channel's copy is delivered exactly once by the ledger like any other sink's.
+    The buttons are on the first channel's message.
+    """
 
     def __init__(
         self,
@@ -446,10 +451,14 @@ class SlackBotSink(_SlackSink):
         ledger: AlertLedger,
         cfg: Callable[[], SlackConfig],
         cluster: Callable[[], str],
+        place: int = 1,
     ) -> None:
         """Create the sink; ``token`` is the bot token (a secret)."""
         super().__init__(cfg, cluster)
         c = cfg()
+        self.name = "slack" if place == 1 else f"slack:{place}"
+        self.place = place
+        self._token = token
         self._ledger = ledger
         self._scrub = _Secrets(token)
         self._client = WebClient(
@@ -470,10 +479,37 @@ class SlackBotSink(_SlackSink):
         kept = self._ledger.recall(self.name, f"acts:{t.incident_id}")
         acts = IncidentActions.model_validate(kept) if kept else None
         status = t.incident.status if t.incident is not None else t.alert.status
-        buttons = self._cfg().interactivity_port is not None and status is not AlertStatus.RESOLVED
+        buttons = (
+            self.place == 1
+            and self._cfg().interactivity_port is not None
+            and status is not AlertStatus.RESOLVED
+        )
         _, job_id = subject(t)
         extra = action_blocks(t.incident_id, acts, buttons=buttons, job_id=job_id)
         return text, [*blocks, *extra]
+
+    # --- the channels an incident goes to ----------------------------------------------
+
+    def also(self) -> list[SlackBotSink]:
+        """The sinks of the further channels routes with ``continue`` can add (none usual).
+
+        As many as the config at the start allows; a reload that adds ``continue``
+        routes beyond them needs a restart (the routes past them are not taken).
+        """
+        places = range(2, self._cfg().max_channels + 1)
+        return [
+            SlackBotSink(self._token, self._ledger, self._cfg, self._cluster, place=p)
+            for p in places
+        ]
+
+    def wants(self, t: Transition) -> bool:
+        """The first channel takes every incident; a further one those its routes add."""
+        return self.place == 1 or self._channel(t.alert) is not None
+
+    def _channel(self, a: Alert) -> str | None:
+        """The channel of a new incident whose first alert is ``a``, here (None: none)."""
+        taken = self._cfg().routes_for(a, self._cluster())
+        return taken[self.place - 1][1] if len(taken) >= self.place else None
 
     # --- acting from Slack (sinks.slack_actions) ---------------------------------------
 
@@ -530,14 +566,18 @@ class SlackBotSink(_SlackSink):
             # The incident's first transition; or a resolve or escalation whose firing
             # never reached Slack (silenced before the silence ended, refused, pruned),
             # which gets a message of its own.
-            channel = self._cfg().channel_for(a, self._cluster())
+            channel = self._channel(a)
+            if channel is None:  # a reload since it was recorded took the route away
+                msg = f"no route takes it to a channel number {self.place} any more"
+                raise PermanentDeliveryError(msg)
             try:
                 resp = self._call(
                     "chat_postMessage", channel=channel, text=text, blocks=blocks, metadata=meta
                 )
             except PermanentDeliveryError as exc:
                 fallback = self._cfg().channel
-                if channel == fallback or not any(e in str(exc) for e in _ROUTE_ERRORS):
+                further = self.place > 1  # the incident reached its first channel already
+                if further or channel == fallback or not any(e in str(exc) for e in _ROUTE_ERRORS):
                     raise
                 # A route to a channel that is gone, archived or without the bot must not
                 # lose the alert: the default channel gets it, saying why.
@@ -751,7 +791,11 @@ class SlackBotSink(_SlackSink):
         c = self._cfg()
         oldest = f"{t.recorded_ms / 1000 - 600:.6f}"  # 10 min of slack for clock skew
         unknown: list[str] = []
-        for name in dict.fromkeys((c.channel_for(a, self._cluster()), c.channel)):
+        routed = self._channel(a)
+        names = [routed] if routed is not None else []
+        if self.place == 1:
+            names.append(c.channel)
+        for name in dict.fromkeys(names):
             try:
                 channel = self._channel_id(name)
                 ts = (

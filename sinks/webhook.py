@@ -177,6 +177,10 @@ class WebhookSink(DeliverySink):
         self._headers = dict(headers or {})
         self._clock = clock
 
+    def wants(self, t: Transition) -> bool:
+        """Whether the webhook's ``route`` takes the transition (none: every one)."""
+        return self.cfg.route is None or self.cfg.route.matches(t.alert, self._cluster())
+
     def body(self, t: Transition) -> bytes | None:
         """The bytes posted for ``t`` (None: nothing to post, see :func:`pagerduty_event`)."""
         if self.cfg.format == "pagerduty":

@@ -98,7 +98,7 @@ def run_job(
     from conf.reload import ConfigWatcher
     from sinks import AlertLedger
     from sinks.alertmanager import Resender, alertmanager_sink
-    from sinks.slack import slack_sink
+    from sinks.slack import SlackBotSink, slack_sink
     from sinks.webhook import webhook_sinks
     from streaming.app import Pipeline, run_forever
     from streaming.listener import ProgressLogger
@@ -146,7 +146,9 @@ def run_job(
     check_routes = route_checks(slack)
     check_routes(cfg)
     _keep_ledger_tidy(ledger, lambda: current["cfg"].output.ledger_retention_days)
-    outputs = _outputs(cfg, ledger, slack, alertmanager, webhooks)
+    # Routes with `continue` take an incident to further channels, each its own sink.
+    further = slack.also() if isinstance(slack, SlackBotSink) else []
+    outputs = _outputs(cfg, ledger, slack, alertmanager, [*further, *webhooks])
     dispatcher = outputs.dispatcher
     actions = _slack_actions(cfg, slack, outputs, secret)
     if actions is not None and actions[1] is None:
@@ -353,13 +355,13 @@ def _outputs(
     ledger: Any,
     slack: Any,
     alertmanager: Any = None,
-    webhooks: Sequence[Any] = (),
+    others: Sequence[Any] = (),
 ) -> Any:
     """The detect query's outputs: the alert file, Prometheus views, the dispatcher.
 
     The dispatcher drains the sinks that talk to a receiver over the network (Slack,
-    Alertmanager, each webhook), outside the micro-batch; each backs off on its own
-    settings.
+    Alertmanager, ``others``: Slack's further channels and each webhook), outside the
+    micro-batch; each backs off on its own settings.
     """
     from detectors.correlation import Correlator
     from sinks import LedgerError, LogAlertSink, RetryableDeliveryError
@@ -380,7 +382,7 @@ def _outputs(
         log.info("%d incidents still open from before the restart", len(active.snapshot()))
     in_batch = BestEffort()  # the alert file's failures, and the dispatcher's counted with them
     dispatcher = None
-    slow = [s for s in (slack, alertmanager, *webhooks) if s is not None]
+    slow = [s for s in (slack, alertmanager, *others) if s is not None]
     if slow:
         am = cfg.alertmanager
         backoffs = {"alertmanager": (am.retry_backoff_s, am.max_backoff_s)}

@@ -196,3 +196,49 @@ def test_errors_share_one_base_and_carry_their_context(tmp_path) -> None:
         load_config(f)
     assert err.value.path == f
     assert set(err.value.fields) == {"detectors.checkpoint_failures.min_expired", "slack.chanel"}
+
+
+def test_routes_continue_to_each_later_match_once_and_the_default_takes_only_the_rest() -> None:
+    from conf import SlackConfig
+    from detectors import Alert, AlertStatus, Severity
+
+    cfg = SlackConfig.model_validate(
+        {
+            "routes": [
+                {"channel": "#team", "match": {"job_name": "pay-.*"}, "continue": True},
+                {"channel": "#team", "severities": ["critical"], "continue": True},
+                {"channel": "#pager", "severities": ["critical"]},
+                {"channel": "#late"},
+            ]
+        }
+    )
+    assert cfg.max_channels == 3
+
+    def taken(job_name: str, severity: Severity) -> list[str]:
+        a = Alert(
+            alert_id="a",
+            detector="checkpoint_creep",
+            entity="job:x",
+            status=AlertStatus.FIRING,
+            severity=severity,
+            event_time_ms=0,
+            summary="s",
+            job_name=job_name,
+        )
+        return [ch for _, ch in cfg.routes_for(a, "prod")]
+
+    assert taken("pay-etl", Severity.CRITICAL) == ["#team", "#pager"]  # #team once
+    assert taken("pay-etl", Severity.WARNING) == ["#team", "#late"]
+    assert taken("orders", Severity.WARNING) == ["#late"]
+    # Nothing matched at all: the default channel.
+    none = cfg.model_copy(update={"routes": cfg.routes[:1]})
+    a = Alert(
+        alert_id="a",
+        detector="checkpoint_creep",
+        entity="job:x",
+        status=AlertStatus.FIRING,
+        severity=Severity.WARNING,
+        event_time_ms=0,
+        summary="s",
+    )
+    assert none.routes_for(a, "prod") == [("slack.channel", "#flink-alerts")]

@@ -131,6 +131,107 @@ def test_a_route_matching_labels_sends_a_teams_jobs_to_its_channel(tmp_path: Pat
         assert len(emu.messages("#flink-alerts")) == 2
 
 
+def test_a_route_that_continues_takes_an_incident_to_each_channel_once(tmp_path: Path) -> None:
+    # The team's channel first, then the platform's: both follow the incident to its end;
+    # an incident the team's route does not take goes to the platform's channel alone.
+    channels = ("#flink-alerts", "#payments", "#platform", "#never")
+    with SlackEmulator(token=TOKEN, channels=channels) as emu:
+        ledger = AlertLedger(tmp_path / "l.sqlite")
+        routes = [
+            {"channel": "#payments", "match": {"job_name": "pay-.*"}, "continue": True},
+            {"channel": "#platform"},
+            {"channel": "#never"},
+        ]
+        first = bot(emu, ledger, routes=routes, interactivity_port=0)
+        sinks = [first, *first.also()]
+        assert [s.name for s in sinks] == ["slack", "slack:2"]
+        pay = named("p", "pay-etl")
+        for batch, status in enumerate(
+            (AlertStatus.FIRING, AlertStatus.ESCALATED, AlertStatus.RESOLVED)
+        ):
+            sev = Severity.WARNING if status is AlertStatus.FIRING else Severity.CRITICAL
+            ledger.record(
+                batch, [pay.model_copy(update={"status": status, "severity": sev})], sinks
+            )
+        ledger.record(3, [named("o", "orders")], sinks)
+        for sink in sinks:
+            assert ledger.deliver(sink) == 0
+        [team] = emu.messages("#payments")
+        platform = {keys([m])[0]: m for m in emu.messages("#platform")}
+        assert sorted(platform) == ["o:firing", "p:firing"]
+        for msg in (team, platform["p:firing"]):
+            assert msg["updates"] == 2 and "resolved" in msg["text"]
+            assert keys(msg["replies"]) == ["p:escalated:critical", "p:resolved"]
+        # The buttons are on the incident's first message only, where presses are judged.
+        first_versions = [str(v["blocks"]) for v in (team, platform["p:firing"])]
+        assert ["Acknowledge" in b for b in first_versions] == [False, False]  # resolved now
+        assert "Acknowledge" in str(team["edited"][0]["blocks"])
+        assert "Acknowledge" not in str(platform["p:firing"]["edited"][0]["blocks"])
+        assert "Acknowledge" in str(platform["o:firing"]["blocks"])  # its own first channel
+        assert emu.messages("#flink-alerts") == [] and emu.messages("#never") == []
+        assert ledger.counts()[("slack:2", "delivered")] == 3
+        assert ledger.counts()[("slack:2", "unrouted")] == 1  # orders: one channel
+        # On a second pass nothing is sent again, in either channel.
+        for sink in (bot(emu, ledger, routes=routes), *first.also()):
+            assert ledger.deliver(sink) == 0
+        assert len(emu.messages("#payments")) == 1 and len(emu.messages("#platform")) == 2
+
+
+def test_a_further_channel_takes_what_its_routes_add_and_follows_it_to_the_end(
+    tmp_path: Path,
+) -> None:
+    with SlackEmulator(token=TOKEN, channels=("#flink-alerts", "#payments", "#pager")) as emu:
+        ledger = AlertLedger(tmp_path / "l.sqlite")
+        routes = [
+            {"channel": "#payments", "match": {"job_name": "pay-.*"}, "continue": True},
+            {"channel": "#pager", "severities": ["critical"]},
+        ]
+        first = bot(emu, ledger, routes=routes)
+        sinks = [first, *first.also()]
+
+        def record(batch: int, status: AlertStatus, severity: Severity) -> None:
+            a = named("p", "pay-etl").model_copy(update={"status": status, "severity": severity})
+            ledger.record(batch, [a], sinks)
+            for sink in sinks:
+                ledger.deliver(sink)
+
+        # A warning of a payments job: the team's channel only.
+        record(0, AlertStatus.FIRING, Severity.WARNING)
+        assert keys(emu.messages("#payments")) == ["p:firing"]
+        assert emu.messages("#pager") == []
+        assert ledger.counts()[("slack:2", "unrouted")] == 1
+        # Its escalation to critical is what the pager's route takes: a message of its
+        # own there; the resolve follows it, though the route would not take a resolve.
+        record(1, AlertStatus.ESCALATED, Severity.CRITICAL)
+        record(2, AlertStatus.RESOLVED, Severity.WARNING)
+        [paged] = emu.messages("#pager")
+        assert keys([paged]) == ["p:escalated:critical"]
+        assert keys(paged["replies"]) == ["p:resolved"]
+        [team] = emu.messages("#payments")
+        assert keys(team["replies"]) == ["p:escalated:critical", "p:resolved"]
+
+
+def test_a_copy_in_a_further_channel_cut_by_a_crash_is_found_not_posted_again(
+    tmp_path: Path,
+) -> None:
+    with SlackEmulator(token=TOKEN, channels=("#flink-alerts", "#payments", "#platform")) as emu:
+        path = tmp_path / "l.sqlite"
+        ledger = AlertLedger(path)
+        routes = [{"channel": "#payments", "continue": True}, {"channel": "#platform"}]
+        first = bot(emu, ledger, routes=routes)
+        [second] = first.also()
+        [t] = ledger.record(0, [named("p", "pay-etl")], [first, second])
+        ledger.mark("slack:2", t.seq, "sending")
+        second.send(t)  # it arrived; the process died before the ledger heard
+        restarted = AlertLedger(path)
+        again = bot(emu, restarted, routes=routes)
+        for sink in (again, *again.also()):
+            assert restarted.deliver(sink) == 0
+        assert restarted.outcomes[("slack:2", "confirmed")] == 1
+        assert keys(emu.messages("#platform")) == ["p:firing"]
+        assert keys(emu.messages("#payments")) == ["p:firing"]
+
+
 def test_rate_limits_are_retried_by_slack_sdk_and_a_server_error_is_confirmed_first(
     slack: SlackEmulator, tmp_path: Path
 ) -> None:

@@ -221,6 +221,25 @@ def test_firing_escalated_and_resolved_are_each_posted_once_in_order(
     assert statuses == ["firing", "escalated", "resolved"]
 
 
+def test_a_route_posts_the_incidents_it_matches_and_each_to_its_end(
+    tmp_path: Path, receiver: Receiver
+) -> None:
+    # The pager takes criticals only: an incident that escalates to critical is posted from
+    # its escalation on, and its resolve follows; a warning that stays one is never posted.
+    ledger = AlertLedger(tmp_path / "l.sqlite")
+    sink = sink_for(cfg(receiver.url, route={"severities": ["critical"]}))
+    quiet = [alert(alert_id="w"), alert(AlertStatus.RESOLVED, alert_id="w", at=T0 + 5_000)]
+    for i, a in enumerate([*lifecycle(), *quiet]):
+        ledger.record(i, [a], [sink])
+    assert ledger.deliver(sink) == 0
+    assert receiver.keys() == ["a1:escalated:critical", "a1:resolved"]
+    assert ledger.counts()[("webhook:oncall", "unrouted")] == 3
+    by_label = sink_for(cfg(receiver.url, name="pay", route={"match": {"job_name": "nope-.*"}}))
+    ledger.record(9, [alert(alert_id="n")], [by_label])
+    assert ledger.deliver(by_label) == 0
+    assert len(receiver.posts) == 2
+
+
 # --- retries, order, exactly once ----------------------------------------------------
 
 

@@ -560,3 +560,21 @@ def test_config_check_prints_the_route_a_sample_jobs_incidents_take(tmp_path, ca
     text = capsys.readouterr().out
     assert "checkpoint_creep" in text and "#flink-alerts  (slack.channel)" in text
     assert main(["config", "check", str(conf), "--sample", "team=payments"]) == 2
+
+
+def test_config_check_prints_every_route_an_incident_continues_to(tmp_path, capsys) -> None:
+    conf = tmp_path / "c.yaml"
+    conf.write_text(
+        "slack:\n"
+        "  routes:\n"
+        "    - {channel: '#payments', match: {job_name: 'pay-.*'}, continue: true}\n"
+        "    - {channel: '#pager', severities: [critical]}\n"
+    )
+    assert main(["config", "check", str(conf), "--sample", "job_name=pay-etl", "-o", "json"]) == 0
+    routes = json.loads(capsys.readouterr().out)["routes"]
+    taken = [(r["route"], r["channel"]) for r in routes if r["detector"] == "checkpoint_creep"]
+    assert taken == [
+        ("slack.routes[0]", "#payments"),  # warning: the team's route, then nothing matches
+        ("slack.routes[0]", "#payments"),  # critical: the team's, continued to the pager
+        ("slack.routes[1]", "#pager"),
+    ]
