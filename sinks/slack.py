@@ -458,6 +458,7 @@ class SlackBotSink(_SlackSink):
         c = cfg()
         self.name = "slack" if place == 1 else f"slack:{place}"
         self.place = place
+        self._max_channels = c.max_channels  # the sinks of further channels are made once
         self._token = token
         self._ledger = ledger
         self._scrub = _Secrets(token)
@@ -496,7 +497,7 @@ class SlackBotSink(_SlackSink):
         As many as the config at the start allows; a reload that adds ``continue``
         routes beyond them needs a restart (the routes past them are not taken).
         """
-        places = range(2, self._cfg().max_channels + 1)
+        places = range(2, self._max_channels + 1)
         return [
             SlackBotSink(self._token, self._ledger, self._cfg, self._cluster, place=p)
             for p in places
@@ -676,6 +677,13 @@ class SlackBotSink(_SlackSink):
             names the route.
         """
         c = self._cfg()
+        if c.max_channels > self._max_channels:
+            log.warning(
+                "slack: routes with continue now take an incident to up to %d channels, but "
+                "flinkwatch started with %d: restart it to add the others",
+                c.max_channels,
+                self._max_channels,
+            )
         where = [("slack.channel", c.channel)]
         where += [(f"slack.routes[{i}]", r.channel) for i, r in enumerate(c.routes)]
         try:

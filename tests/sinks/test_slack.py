@@ -655,6 +655,20 @@ def test_the_route_check_names_each_route_whose_channel_cannot_take_alerts(
     assert asked == {"auth.test", "conversations.list", "conversations.info"}
 
 
+def test_a_reload_that_adds_continue_routes_says_a_restart_adds_their_channels(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with SlackEmulator(token=TOKEN, channels=("#flink-alerts", "#a", "#b")) as emu:
+        cfg = {"now": config(emu, routes=[])}
+        sink = SlackBotSink(TOKEN, AlertLedger(tmp_path / "l.sqlite"), lambda: cfg["now"], str)
+        assert sink.also() == []
+        cfg["now"] = config(emu, routes=[{"channel": "#a", "continue": True}, {"channel": "#b"}])
+        caplog.set_level(logging.WARNING, logger="sinks.slack")
+        assert sink.check_routes() == []
+        assert sink.also() == []  # made at the start only
+    assert "up to 2 channels, but flinkwatch started with 1: restart" in caplog.text
+
+
 def test_a_default_channel_that_cannot_take_alerts_is_a_warning_too(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
