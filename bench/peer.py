@@ -67,6 +67,12 @@ RULES = REPO / "bench" / "peer_rules.yml"
 _TOKEN = "xoxb-peer-local"  # noqa: S105 - the local Slack emulator's token, not a secret
 _TOKEN_ENV = "FW_PEER_SLACK_TOKEN"  # noqa: S105 - the name of a variable
 _CHANNEL = "#flink-alerts"
+#: flinkwatch's alerts also go through Alertmanager, one per group_wait (None: its
+#: default, 30 s): how much later a team paging from Alertmanager is paged than Slack.
+VIA_ALERTMANAGER: dict[str, float | None] = {
+    "flinkwatch_via_am_group_wait_0s": 0.0,
+    "flinkwatch_via_am_group_wait_30s": None,
+}
 
 #: The injected incidents: (kind, job index, onset in seconds after the start). Onsets are
 #: early so that even the slowest detector (idle_heap_growth needs a whole window of zero
@@ -477,10 +483,17 @@ class FlinkwatchProcess:
 
 
 def flinkwatch_config(
-    *, bootstrap: str, logs_topic: str, metrics_topic: str, state_dir: Path, slack_url: str
+    *,
+    bootstrap: str,
+    logs_topic: str,
+    metrics_topic: str,
+    state_dir: Path,
+    slack_url: str,
+    alertmanager_urls: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """The job's config for the run (as a dict for YAML)."""
     return {
+        "alertmanager": {"urls": list(alertmanager_urls), "retry_backoff_s": 1, "max_backoff_s": 5},
         "kafka": {
             "bootstrap_servers": bootstrap,
             "logs_topic": logs_topic,
@@ -566,7 +579,9 @@ class FleetIndex:
 class Firing:
     """One alert seen firing on one side."""
 
-    side: str  # "flinkwatch", "prometheus" (its API shows it firing) or "alertmanager" (paged)
+    # "flinkwatch", "prometheus" (its API shows it firing), "alertmanager" (paged), or one
+    # of VIA_ALERTMANAGER (flinkwatch's alert paged by an Alertmanager it posts to).
+    side: str
     name: str  # detector or alertname
     job_index: int | None
     tm_index: int | None
@@ -578,8 +593,10 @@ class SlackWatch:
 
     _DETECTOR: ClassVar[re.Pattern[str]] = re.compile(r"\] ([a-z_]+)(?: \(escalated\))?: ")
 
-    def __init__(self, index: FleetIndex) -> None:
+    def __init__(self, index: FleetIndex, am_side: str = "alertmanager") -> None:
         self.index = index
+        #: The side of Alertmanager's pages (its Slack receiver posts to the webhook).
+        self.am_side = am_side
         self.firings: list[Firing] = []
         self.unmatched: list[str] = []
         self._lock = threading.Lock()
@@ -616,7 +633,7 @@ class SlackWatch:
                 if j is None:
                     self.unmatched.append(text[:200])
                     continue
-                self.firings.append(Firing("alertmanager", name, j, t, wall))
+                self.firings.append(Firing(self.am_side, name, j, t, wall))
 
 
 class PrometheusWatch:
@@ -718,6 +735,7 @@ def summarize(
         fw = [f for f in firings if f.side == "flinkwatch"]
         prom = [f for f in firings if f.side == "prometheus"]
         paged = [f for f in firings if f.side == "alertmanager"]
+        via_pages = {side: [f for f in firings if f.side == side] for side in VIA_ALERTMANAGER}
         decided = _first(detected, job=inc.job_index, name=detector, tm=tm)
         am_page = None if rule is None else _first(paged, job=inc.job_index, name=rule, tm=tm)
         # flinkwatch pages an incident once (related alerts join its message): its page is
@@ -764,6 +782,13 @@ def summarize(
                 "page_latency_s": {
                     "flinkwatch": _after(fw_page, fw_decided.wall) if fw_decided else None,
                     "prometheus_alertmanager": _after(am_page, decided.wall) if decided else None,
+                    # flinkwatch's own alert paged by Alertmanager (its Slack receiver).
+                    **{
+                        side: _after(_first(via, job=inc.job_index, tm=tm), fw_decided.wall)
+                        if fw_decided
+                        else None
+                        for side, via in via_pages.items()
+                    },
                 },
                 # What pages first for this job, whichever detector or rule it is.
                 "flinkwatch_first": None
@@ -779,7 +804,7 @@ def summarize(
         )
     false_positives = {
         side: sum(1 for f in firings if f.side == side and _false_positive(f, incidents))
-        for side in ("flinkwatch", "prometheus", "alertmanager")
+        for side in ("flinkwatch", "prometheus", "alertmanager", *VIA_ALERTMANAGER)
     }
     listing = [
         {
@@ -878,6 +903,7 @@ def run_peer(
     log(f"peer: topics {logs_topic}, {metrics_topic} on {bootstrap}")
 
     slack_watch = SlackWatch(index)
+    via_watches: list[SlackWatch] = []
     emulator = SlackEmulator(
         token=_TOKEN, channels=(_CHANNEL,), on_message=slack_watch.on_message
     ).start()
@@ -886,6 +912,21 @@ def run_peer(
     alertmanager = AlertmanagerServer(
         binary.with_name("alertmanager"), prom_dir / "alertmanager", emulator.webhook_url, _CHANNEL
     ).start()
+    # flinkwatch's own alerts through Alertmanager, as a team that pages from it would
+    # see them: one Alertmanager per group_wait, each to its own Slack webhook.
+    via: dict[str, tuple[SlackEmulator, AlertmanagerServer]] = {}
+    for side, group_wait in VIA_ALERTMANAGER.items():
+        watch = SlackWatch(index, am_side=side)
+        emu = SlackEmulator(token=_TOKEN, channels=(_CHANNEL,), on_message=watch.on_message)
+        am = AlertmanagerServer(
+            binary.with_name("alertmanager"),
+            prom_dir / side,
+            emu.start().webhook_url,
+            _CHANNEL,
+            group_wait_s=group_wait,
+        ).start()
+        via[side] = (emu, am)
+        via_watches.append(watch)
     prometheus = PrometheusServer(
         binary,
         prom_dir,
@@ -904,6 +945,7 @@ def run_peer(
                 metrics_topic=metrics_topic,
                 state_dir=state_dir,
                 slack_url=emulator.base_url,
+                alertmanager_urls=tuple(f"http://{am.target}" for _, am in via.values()),
             ),
             sort_keys=False,
         )
@@ -973,11 +1015,18 @@ def run_peer(
         code = job.stop()
         prometheus.stop()
         alertmanager.stop()
+        for emu, am in via.values():
+            am.stop()
+            emu.stop()
         endpoint.stop()
         emulator.stop()
         log(f"peer: flinkwatch stopped (exit code {code})")
 
-    firings = [*slack_watch.firings, *prom_watch.firings.values()]
+    firings = [
+        *slack_watch.firings,
+        *prom_watch.firings.values(),
+        *(f for w in via_watches for f in w.firings),
+    ]
     detected = detected_at(state_dir / "alerts.jsonl", index)
     incidents, false_positives, listing = summarize(spec, start_wall, firings, detected)
     return {
@@ -1000,6 +1049,7 @@ def run_peer(
         "false_positives": false_positives,
         "alerts": listing,
         "rules": str(RULES.relative_to(REPO)),
+        "via_alertmanager_group_wait_s": {k: v or 30.0 for k, v in VIA_ALERTMANAGER.items()},
         "rule_health": health,
         "flinkwatch_params": FLINKWATCH_DETECTORS,
         "diagnostics": {

@@ -984,6 +984,15 @@ def table(r: dict[str, Any]) -> str:
                 f"(n={am.get('n')})",
             )
         )
+    for side, q in pages.items():
+        if side.startswith("flinkwatch_via_am_"):
+            wait = side.rsplit("_", 1)[1]
+            rows.append(
+                (
+                    f"page latency, deciding record -> Alertmanager (group_wait {wait})",
+                    f"p50 {q.get('p50')} / p99 {q.get('p99')} s (n={q.get('n')})",
+                )
+            )
     w = max(len(k) for k, _ in rows)
     return "\n".join(f"| {k.ljust(w)} | {v} |" for k, v in rows)
 
@@ -1223,7 +1232,7 @@ def peer_summary(peer: dict[str, Any]) -> dict[str, Any]:
     for inc in peer.get("incidents", []):
         for side, v in (inc.get("page_latency_s") or {}).items():
             if v is not None:
-                pages[side].append(v)
+                pages.setdefault(side, []).append(v)
     return {
         "flinkwatch_time_to_alert_s": by_kind["flinkwatch"],
         "prometheus_time_to_alert_s": by_kind["prometheus"],
