@@ -14,7 +14,8 @@ from conf import ConfigError, SlackConfig
 from detectors import Alert, AlertStatus, Severity
 from lab.slack import SlackEmulator
 from sinks import AlertLedger, PermanentDeliveryError, RetryableDeliveryError
-from sinks.slack import SlackBotSink, SlackWebhookSink, esc, render, slack_sink
+from sinks.slack import SlackBotSink, SlackWebhookSink, slack_sink
+from sinks.slack_message import esc, render
 
 TOKEN = "xoxb-0000-secret-token"
 JOB = "3f4c2a9b7d1e4f60a8b5c2d1e0f9a7b3"
@@ -423,7 +424,7 @@ def test_log_text_cannot_ping_the_channel_or_forge_a_link() -> None:
     import json
 
     from detectors.correlation import Correlator
-    from sinks.slack import render_incident
+    from sinks.slack_message import render_incident
 
     hostile = alert(severity=Severity.CRITICAL).model_copy(
         update={
