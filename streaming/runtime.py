@@ -198,10 +198,13 @@ class Runtime:
     def swap(self, cfg: AppConfig) -> None:
         """Put ``cfg`` in force: one reference, which every part reads at its next use.
 
-        The Slack routes are checked again when they changed. Settings marked
-        restart-only keep their effect from the start (the sinks were made with them).
+        The correlator takes the new ``correlation`` settings, and the Slack routes are
+        checked again when they changed. Settings marked restart-only keep their effect
+        from the start (the sinks were made with them).
         """
         self._cfg = cfg
+        if self.outputs.correlator is not None:
+            self.outputs.correlator.params = cfg.correlation
         self._check_routes(cfg)
 
     def pipeline(self, spark: SparkSession, *, trigger: dict[str, Any] | None = None) -> Pipeline:
