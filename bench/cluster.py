@@ -77,9 +77,7 @@ def task_split(ui: str) -> dict[str, Any]:
 def drain(args: argparse.Namespace) -> dict[str, Any]:
     """Drain the backlog once on the cluster at ``args.master``; the driver side."""
     from conf import AppConfig
-    from sinks import AlertLedger, JsonLinesAlertSink
-    from streaming.app import Pipeline
-    from streaming.delivery import Outputs
+    from streaming.runtime import Runtime
     from streaming.session import cluster_settings, get_session
     from streaming.topics import ensure_bus_topics
 
@@ -115,17 +113,9 @@ def drain(args: argparse.Namespace) -> dict[str, Any]:
         extra=cluster_settings(cfg.spark),
     )
     session_s = time.monotonic() - t0
-    ledger = AlertLedger(state / "ledger.sqlite")
+    runtime = Runtime(cfg)  # what `flinkwatch run` wires: ledger, alert file, correlator
     ensure_bus_topics(cfg.kafka)
-    pipe = Pipeline(
-        spark=spark,
-        cfg=cfg,
-        outputs=Outputs(ledger=ledger, sinks=[JsonLinesAlertSink(state / "alerts.jsonl")]),
-        checkpoint_dir=cfg.output.checkpoint_dir,
-        deadletter_dir=cfg.output.deadletter_path,
-        trigger={"availableNow": True},
-        bus="kafka",
-    )
+    pipe = runtime.pipeline(spark, trigger={"availableNow": True})
     print(json.dumps({"event": "drain_start"}), flush=True)  # noqa: T201 - to the orchestrator
     t0 = time.monotonic()
     q = pipe.start_parse()
@@ -138,7 +128,7 @@ def drain(args: argparse.Namespace) -> dict[str, Any]:
     processed = sum(pipe.stats.kinds.values()) + sum(pipe.stats.dead_letters.values())
     split = task_split(spark.sparkContext.uiWebUrl or f"http://127.0.0.1:{args.ui_port}")
     spark.stop()
-    ledger.close()
+    runtime.close()
     return {
         "session_start_s": round(session_s, 1),
         "records": processed,

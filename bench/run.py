@@ -46,9 +46,16 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lab.procs import children, cmdline, free_port_pair, free_port_run
+
+if TYPE_CHECKING:  # for the annotations; the modules are imported where used, as above
+    from pyspark.sql import SparkSession
+
+    from conf import AppConfig
+    from streaming.app import Pipeline
+    from streaming.runtime import Runtime
 
 REPO = Path(__file__).resolve().parent.parent
 WORK = REPO / "bench" / ".work"
@@ -204,39 +211,32 @@ def _spec(jobs: int, tms: int, incidents: list[tuple[str, int, float]], seed: in
     )
 
 
-def _outputs(state: Path, slack_url: str) -> Any:
-    from conf import SlackConfig
-    from sinks import AlertLedger, JsonLinesAlertSink
-    from sinks.dispatch import Dispatcher
-    from sinks.prometheus import ActiveAlerts, SignalBoard
-    from sinks.slack import SlackBotSink
-    from streaming.delivery import Outputs
-
-    ledger = AlertLedger(state / "ledger.sqlite")
-    cfg = SlackConfig(mode="bot", api_url=slack_url, channel="#flink-alerts", max_retries=2)
-    slack = SlackBotSink(TOKEN, ledger, lambda: cfg, lambda: "bench")
-    dispatcher = Dispatcher(ledger, [slack], backoff_s=0.5, max_backoff_s=2).start()
-    return Outputs(
-        ledger=ledger,
-        sinks=[JsonLinesAlertSink(state / "alerts.jsonl")],
-        observers=[ActiveAlerts()],
-        dispatcher=dispatcher,
-        signals=SignalBoard(),
-    )
-
-
 def _config(
     bootstrap: str,
     prefix: str,
     state: Path,
     trigger_s: float,
     detectors: dict[str, dict[str, Any]] | None = None,
-) -> Any:
-    """The job's config; ``detectors``: parameters other than the defaults."""
+    slack_url: str | None = None,
+) -> AppConfig:
+    """The job's config; ``detectors``: parameters other than the defaults.
+
+    ``slack_url``: the local Slack emulator's Web API, where the job's bot posts (its
+    token is :data:`TOKEN`, given to :func:`_runtime`).
+    """
     from conf import AppConfig
 
+    slack = {
+        "mode": "bot",
+        "api_url": slack_url,
+        "channel": "#flink-alerts",
+        "max_retries": 2,
+        "retry_backoff_s": 0.5,
+        "max_backoff_s": 2,
+    }
     return AppConfig.model_validate(
         {
+            "cluster": "bench",
             "kafka": {
                 "bootstrap_servers": bootstrap,
                 "logs_topic": f"{prefix}.logs",
@@ -249,26 +249,25 @@ def _config(
             # (local) Slack like live ones to be measured, however old.
             "output": {"state_dir": str(state), "console": False, "page_max_age_s": None},
             "metrics": {"enabled": False},
+            **({"slack": slack} if slack_url else {}),
             **({"detectors": detectors} if detectors else {}),
         }
     )
 
 
-def _pipeline(spark: Any, cfg: Any, outputs: Any, trigger: dict[str, Any] | None) -> Any:
+def _runtime(cfg: AppConfig) -> Runtime:
+    """What `flinkwatch run` wires around its queries, from ``cfg`` (Slack: the emulator)."""
+    from streaming.runtime import Runtime
+
+    return Runtime(cfg, env={"SLACK_BOT_TOKEN": TOKEN})
+
+
+def _pipeline(spark: SparkSession, runtime: Runtime, trigger: dict[str, Any] | None) -> Pipeline:
     """The live layout of `flinkwatch run`: ``trigger=None`` parses in real-time mode."""
-    from streaming.app import Pipeline
     from streaming.topics import ensure_bus_topics
 
-    ensure_bus_topics(cfg.kafka)
-    return Pipeline(
-        spark=spark,
-        cfg=cfg,
-        outputs=outputs,
-        checkpoint_dir=cfg.output.checkpoint_dir,
-        deadletter_dir=cfg.output.deadletter_path,
-        trigger=trigger,
-        bus="kafka",
-    )
+    ensure_bus_topics(runtime.cfg.kafka)
+    return runtime.pipeline(spark, trigger=trigger)
 
 
 def throughput(
@@ -330,9 +329,9 @@ def throughput(
     log.info("baseline: %d records in %.1f s", counted["n"], base_s)
 
     state = WORK / "pipeline"
-    cfg = _config(broker.bootstrap, "bench", state, 1.0)
-    outputs = _outputs(state, slack_url)
-    pipe = _pipeline(spark, cfg, outputs, {"availableNow": True})
+    cfg = _config(broker.bootstrap, "bench", state, 1.0, slack_url=slack_url)
+    runtime = _runtime(cfg)
+    pipe = _pipeline(spark, runtime, {"availableNow": True})
     t0 = time.monotonic()
     q = pipe.start_parse()
     q.awaitTermination()
@@ -364,7 +363,7 @@ def throughput(
     pipe_s = parse_s + time.monotonic() - t1
     time.sleep(3)  # the listener's last progress event
     detect = progress.latest.get("flinkwatch-detect")
-    outputs.dispatcher.stop()
+    runtime.close()
     processed = sum(pipe.stats.kinds.values()) + sum(pipe.stats.dead_letters.values())
     alerts = dict(sorted((f"{d}:{s}", n) for (d, _e, s), n in pipe.stats.alerts.items()))
     log.info(
@@ -468,12 +467,17 @@ def latency(
         log.warning("%s: incidents that do not fit %d jobs: %s", name, jobs, skipped)
     state = WORK / f"{name}-{int(rate)}"
     cfg = _config(
-        broker.bootstrap, f"{name}{int(rate)}", state, args.trigger_s, detectors=inc.DETECTORS
+        broker.bootstrap,
+        f"{name}{int(rate)}",
+        state,
+        args.trigger_s,
+        detectors=inc.DETECTORS,
+        slack_url=slack.base_url,
     )
     arrivals: dict[str, tuple[float, bool]] = {}
     slack.on_arrival = lambda alert_id, at, reply: arrivals.setdefault(alert_id, (at, reply))
-    outputs = _outputs(state, slack.base_url)
-    pipe = _pipeline(spark, cfg, outputs, None)
+    runtime = _runtime(cfg)
+    pipe = _pipeline(spark, runtime, None)
 
     def run_queries() -> tuple[threading.Event, threading.Thread, float]:
         stop = threading.Event()
@@ -550,7 +554,7 @@ def latency(
         state_over_time.append((time.time(), d.state_rows, d.state_bytes))
     stop.set()
     runner.join(timeout=120)
-    outputs.dispatcher.stop()
+    runtime.close()
     t_end = time.time()
 
     # Who paged for what.

@@ -34,7 +34,7 @@ import logging
 import os
 import re
 import urllib.error
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -734,7 +734,7 @@ def slack_sink(
     cfg: Callable[[], SlackConfig],
     cluster: Callable[[], str],
     ledger: AlertLedger,
-    env: dict[str, str] | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> DeliverySink | None:
     """The configured Slack sink, or None when Slack is off.
 

@@ -469,13 +469,16 @@ def run_forever(
     should_stop: Callable[[], bool] = lambda: False,
     watcher: ConfigWatcher | None = None,
     reload_requested: threading.Event | None = None,
+    on_reload: Callable[[AppConfig], None] | None = None,
 ) -> int:
     """Run the queries until stopped; restart them on the same checkpoints after a failure.
 
     A valid change of the config file (or SIGHUP, via ``reload_requested``) restarts both
     queries on their checkpoints with the new config: detector state is kept, and a
     micro-batch cut short is replayed, which the sinks dedupe; an incident its first run
-    opened and the replay (with the new settings) does not is closed by the ledger.
+    opened and the replay (with the new settings) does not is closed by the ledger. The
+    new config goes to ``on_reload`` too (:meth:`streaming.runtime.Runtime.swap`: the
+    sinks' config) once the queries have stopped, before they start again.
 
     A failure because a volume is full (the ledger's, the checkpoints') is waited out: it
     is not counted against ``spark.max_restarts``, and the queries are started again after
@@ -561,6 +564,8 @@ def run_forever(
         if new_cfg is not None:
             pipeline.cfg = new_cfg
             log.info("config reload: restarting the queries on their checkpoints")
+            if on_reload is not None:
+                on_reload(new_cfg)
             continue
         if failed is None:
             if stats is not None:

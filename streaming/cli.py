@@ -10,20 +10,29 @@ import json
 import logging
 import shutil
 import signal
-import sqlite3
 import sys
 import tempfile
 import threading
 import time
 import tomllib
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from conf import AppConfig, ConfigError, load_config
 from streaming.replay_progress import ReplayCounts, ReplayProgress
+
+if TYPE_CHECKING:  # `flinkwatch --version` and `config check` must not import Spark
+    from conf.kafka_client import KafkaSettings
+    from conf.reload import ConfigWatcher
+    from sinks import AlertLedger
+    from sinks.metrics_server import MetricsEndpoint
+    from sinks.slack_actions import SlackActions
+    from streaming.app import Pipeline
+    from streaming.delivery import PipelineStats
+    from streaming.listener import ProgressLogger
 
 log = logging.getLogger("flinkwatch")
 
@@ -75,14 +84,6 @@ def _with(cfg: AppConfig, updates: dict[str, dict[str, object]]) -> AppConfig:
     )
 
 
-def _alerts_file(out: Any) -> Any:
-    """The alert file of ``output``, rotated as configured."""
-    from sinks import JsonLinesAlertSink
-
-    mb = int(out.alerts_file_max_mb * 2**20)
-    return JsonLinesAlertSink(out.alerts_path, max_bytes=mb, keep=out.alerts_file_keep)
-
-
 def run_job(
     cfg: AppConfig,
     duration: float | None = None,
@@ -96,13 +97,10 @@ def run_job(
     command-line settings that win over the file.
     """
     from conf.reload import ConfigWatcher
-    from sinks import AlertLedger
-    from sinks.alertmanager import Resender, alertmanager_sink
-    from sinks.slack import SlackBotSink, slack_sink
-    from sinks.webhook import webhook_sinks
-    from streaming.app import Pipeline, run_forever
+    from streaming.app import run_forever
     from streaming.listener import ProgressLogger
     from streaming.live import live_session
+    from streaming.runtime import Runtime, StartError
     from streaming.session import on_jvm_signals
     from streaming.topics import KafkaConnectError
 
@@ -123,98 +121,58 @@ def run_job(
     )
     try:  # before Spark starts: a missing password or unreadable key stops the job at once
         endpoint = _preflight(cfg)
-        secret = _signing_secret(cfg)
+        runtime = Runtime(cfg)
     except ConfigError as exc:
         log.error("%s", exc)
         return 2
-    try:
-        ledger = AlertLedger(out.ledger_path)
-    except (OSError, sqlite3.Error) as exc:  # a full or read-only volume, say
-        log.error("alert ledger %s cannot be opened: %s", out.ledger_path, exc)
-        return 1
-    # Reload-aware views of the config for the driver-side sinks (routes, silences).
-    current = {"cfg": cfg}
-    try:
-        slack = slack_sink(lambda: current["cfg"].slack, lambda: current["cfg"].cluster, ledger)
-        alertmanager = alertmanager_sink(
-            lambda: current["cfg"].alertmanager, lambda: current["cfg"].cluster, ledger
-        )
-        webhooks = webhook_sinks(cfg.webhooks, lambda: current["cfg"].cluster)
-    except ConfigError as exc:
-        log.error("%s", exc)
-        return 2
-    check_routes = route_checks(slack)
-    check_routes(cfg)
-    _keep_ledger_tidy(ledger, lambda: current["cfg"].output.ledger_retention_days)
-    # Routes with `continue` take an incident to further channels, each its own sink.
-    further = slack.also() if isinstance(slack, SlackBotSink) else []
-    outputs = _outputs(cfg, ledger, slack, alertmanager, [*further, *webhooks])
-    dispatcher = outputs.dispatcher
-    actions = _slack_actions(cfg, slack, outputs, secret)
-    if actions is not None and actions[1] is None:
-        return 1
-    # Open alerts posted again each interval, or Alertmanager ends them at their endsAt.
-    resender = (
-        Resender(alertmanager, lambda: current["cfg"].alertmanager.resend_interval_s).start()
-        if alertmanager is not None
-        else None
-    )
-    try:
-        spark, cfg = live_session(cfg)
-    except KafkaConnectError as exc:  # names the brokers and, when known, why
+    except StartError as exc:  # the ledger's volume, the buttons' port
         log.error("%s", exc)
         return 1
-    except Exception as exc:
-        log.error("kafka at %s: %s", cfg.kafka.bootstrap_servers, exc)
-        return 1
-    # Under spark-submit (Kubernetes) the signal goes to the JVM, not to this process.
-    on_jvm_signals(
-        spark, {"SIGTERM": signals.stop, "SIGINT": signals.stop, "SIGHUP": signals.reload}
-    )
-    progress = ProgressLogger()
-    spark.streams.addListener(progress)
-    pipeline = Pipeline(
-        spark=spark,
-        cfg=cfg,
-        outputs=outputs,
-        checkpoint_dir=out.checkpoint_dir,
-        deadletter_dir=out.deadletter_path,
-        bus="kafka",
-    )
-    watcher = None
-    if config_path:
-        watcher = ConfigWatcher(config_path, cfg, transform=lambda c: _with(c, base or {}))
-        log.info(
-            "watching %s for changes every %.0f s (or SIGHUP)", config_path, cfg.reload_interval_s
+    with runtime:
+        try:
+            spark, cfg = live_session(cfg)
+        except KafkaConnectError as exc:  # names the brokers and, when known, why
+            log.error("%s", exc)
+            return 1
+        except Exception as exc:
+            log.error("kafka at %s: %s", cfg.kafka.bootstrap_servers, exc)
+            return 1
+        runtime.swap(cfg)  # spark.parse_mode as it will run
+        # Under spark-submit (Kubernetes) the signal goes to the JVM, not to this process.
+        on_jvm_signals(
+            spark, {"SIGTERM": signals.stop, "SIGINT": signals.stop, "SIGHUP": signals.reload}
         )
-    if endpoint is not None:
-        _serve_metrics(cfg, endpoint, pipeline, progress, watcher, actions[0] if actions else None)
-    deadline = time.monotonic() + duration if duration else None
+        progress = ProgressLogger()
+        spark.streams.addListener(progress)
+        runtime.attach(spark, progress)
+        pipeline = runtime.pipeline(spark)
+        watcher = None
+        if config_path:
+            watcher = ConfigWatcher(config_path, cfg, transform=lambda c: _with(c, base or {}))
+            log.info(
+                "watching %s for changes every %.0f s (or SIGHUP)",
+                config_path,
+                cfg.reload_interval_s,
+            )
+        if endpoint is not None:
+            _serve_metrics(cfg, endpoint, pipeline, progress, watcher, runtime.actions)
+        deadline = time.monotonic() + duration if duration else None
 
-    def _should_stop() -> bool:
-        current["cfg"] = pipeline.cfg  # a reload swaps pipeline.cfg; the sinks follow
-        check_routes(pipeline.cfg)
-        if deadline is not None and time.monotonic() > deadline:
-            signals.stop(f"--duration {duration:g} s elapsed")
-        return signals.stopping
+        def _should_stop() -> bool:
+            if deadline is not None and time.monotonic() > deadline:
+                signals.stop(f"--duration {duration:g} s elapsed")
+            return signals.stopping
 
-    try:
-        rc = run_forever(
-            pipeline, should_stop=_should_stop, watcher=watcher, reload_requested=signals.reloads
-        )
-    finally:
-        # Detach the listener and stop Spark while Python still answers the JVM: a
-        # progress callback into an exited interpreter prints py4j stack traces.
-        spark.streams.removeListener(progress)
-        spark.stop()
-        if resender is not None:
-            resender.stop()
-        if actions is not None and actions[1] is not None:
-            actions[1].close()  # no press is taken that could not be carried out
-        if dispatcher is not None:
-            dispatcher.stop()
-        left = _flush(outputs)
-        ledger.close()
+        try:
+            rc = run_forever(
+                pipeline,
+                should_stop=_should_stop,
+                watcher=watcher,
+                reload_requested=signals.reloads,
+                on_reload=runtime.swap,
+            )
+        finally:
+            left = runtime.close()  # Spark first, the ledger last (Runtime.close)
     notes = [pipeline.stats.stop_note, left, f"{signals.since():.1f} s"]
     log.log(
         logging.INFO if rc == 0 else logging.ERROR,
@@ -226,23 +184,7 @@ def run_job(
     return rc
 
 
-def _flush(outputs: Any) -> str:
-    """Bring the alert file up to the ledger, once more; say what waits for the next start."""
-    from sinks import LedgerError, RetryableDeliveryError
-
-    for sink in outputs.sinks:
-        try:
-            outputs.ledger.deliver(sink)
-        except (RetryableDeliveryError, LedgerError):
-            pass  # a full volume, still: counted and logged by the batches; the next start tries
-    try:
-        waiting = sum(outputs.ledger.backlog().values())
-    except LedgerError:
-        return "ledger unreadable"
-    return f"{waiting} deliveries wait for the next start" if waiting else "all delivered"
-
-
-def _preflight(cfg: AppConfig) -> Any:
+def _preflight(cfg: AppConfig) -> MetricsEndpoint | None:
     """The metrics endpoint (None when off), after checking every secret the job needs.
 
     Raises:
@@ -255,51 +197,6 @@ def _preflight(cfg: AppConfig) -> Any:
         return MetricsEndpoint.from_config(cfg.metrics) if cfg.metrics.enabled else None
     except MetricsEndpointError as exc:
         raise ConfigError(str(exc), fields=("metrics",)) from exc
-
-
-def _signing_secret(cfg: AppConfig) -> str | None:
-    """The Slack app's signing secret when the buttons are on (None when off).
-
-    Raises:
-        ConfigError: its variable is empty or unset.
-    """
-    from sinks.slack_actions import signing_secret
-
-    if cfg.slack.interactivity_port is None:
-        return None
-    return signing_secret(cfg.slack)
-
-
-def _slack_actions(
-    cfg: AppConfig, slack: Any, outputs: Any, secret: str | None
-) -> tuple[Any, Any] | None:
-    """The Slack buttons' endpoint, serving (None when off): (the actions, its server).
-
-    The server is None when the port cannot be bound: the run then stops, as the
-    buttons on its messages would answer nobody.
-    """
-    from sinks.slack import SlackBotSink
-    from sinks.slack_actions import PATH, SlackActions
-
-    c = cfg.slack
-    if c.interactivity_port is None or secret is None or not isinstance(slack, SlackBotSink):
-        return None
-    actions = SlackActions(
-        slack, outputs.ledger, cfg.output.silences_path, outputs.dispatcher, secret
-    )
-    host = c.interactivity_host or cfg.metrics.host
-    try:
-        server = actions.serve(
-            host,
-            c.interactivity_port,
-            max_connections=cfg.metrics.max_connections,
-            deadline_s=cfg.metrics.request_deadline_s,
-        )
-    except OSError as exc:
-        log.error("slack actions: cannot listen on %s:%d (%s)", host, c.interactivity_port, exc)
-        return actions, None
-    log.info("slack actions: %s%s takes the incident messages' buttons", server.origin, PATH)
-    return actions, server
 
 
 class Signals:
@@ -350,125 +247,22 @@ class Signals:
             self.stop(name)
 
 
-def _outputs(
-    cfg: AppConfig,
-    ledger: Any,
-    slack: Any,
-    alertmanager: Any = None,
-    others: Sequence[Any] = (),
-) -> Any:
-    """The detect query's outputs: the alert file, Prometheus views, the dispatcher.
-
-    The dispatcher drains the sinks that talk to a receiver over the network (Slack,
-    Alertmanager, ``others``: Slack's further channels and each webhook), outside the
-    micro-batch; each backs off on its own settings.
-    """
-    from detectors.correlation import Correlator
-    from sinks import LedgerError, LogAlertSink, RetryableDeliveryError
-    from sinks.besteffort import BestEffort
-    from sinks.dispatch import Dispatcher
-    from sinks.prometheus import ActiveAlerts, SignalBoard
-    from sinks.silence_store import SilenceStore
-    from streaming.delivery import Outputs
-
-    out = cfg.output
-    alerts_file = _alerts_file(out)
-    try:
-        ledger.deliver(alerts_file)  # whatever a crash left undelivered
-    except (RetryableDeliveryError, LedgerError) as exc:  # a full volume must not stop the start
-        log.error("alert file: %s; a later batch tries again", exc)
-    active = ActiveAlerts(seed=ledger.active())
-    if active.snapshot():
-        log.info("%d incidents still open from before the restart", len(active.snapshot()))
-    in_batch = BestEffort()  # the alert file's failures, and the dispatcher's counted with them
-    dispatcher = None
-    slow = [s for s in (slack, alertmanager, *others) if s is not None]
-    if slow:
-        am = cfg.alertmanager
-        backoffs = {"alertmanager": (am.retry_backoff_s, am.max_backoff_s)}
-        backoffs |= {w.sink: (w.retry_backoff_s, w.max_backoff_s) for w in cfg.webhooks}
-        dispatcher = Dispatcher(
-            ledger,
-            slow,
-            backoff_s=cfg.slack.retry_backoff_s,
-            max_backoff_s=cfg.slack.max_backoff_s,
-            backoffs=backoffs,
-            on_error=in_batch.count,
-        ).start()
-    # Incidents still taking members continue where the last run left them.
-    correlator = Correlator(cfg.correlation)
-    correlator.restore(ledger.history())
-    return Outputs(
-        ledger=ledger,
-        sinks=[alerts_file],
-        observers=[active, LogAlertSink()] if out.console else [active],
-        dispatcher=dispatcher,
-        signals=SignalBoard(cfg.metrics.max_signal_entities),
-        correlator=correlator,
-        in_batch=in_batch,
-        silences=SilenceStore(out.silences_path),
-    )
-
-
-def _in_background(work: Callable[[], object]) -> None:
-    threading.Thread(target=work, name="flinkwatch-slack-routes", daemon=True).start()
-
-
-def route_checks(
-    slack: Any, run: Callable[[Callable[[], object]], None] = _in_background
-) -> Callable[[AppConfig], None]:
-    """A function that checks the Slack bot's routes when first called and on each change.
-
-    The check (:meth:`~sinks.slack.SlackBotSink.check_routes`) asks Slack over the
-    network, so ``run`` starts it in a daemon thread: neither the start nor a reload
-    waits for it. Webhook mode has no routes to check (a webhook is bound to its channel).
-    """
-    from sinks.slack import SlackBotSink
-
-    checked: list[object] = []
-
-    def check(cfg: AppConfig) -> None:
-        key = (cfg.slack.channel, cfg.slack.routes)
-        if isinstance(slack, SlackBotSink) and checked != [key]:
-            checked[:] = [key]
-            run(slack.check_routes)
-
-    return check
-
-
-def _keep_ledger_tidy(ledger: Any, retention_days: Callable[[], float]) -> None:
-    """Prune the ledger now and every 6 hours, in a daemon thread."""
-
-    def prune() -> None:
-        while True:
-            cutoff = int((time.time() - retention_days() * 86_400) * 1000)
-            try:
-                n = ledger.prune(older_than_ms=cutoff)
-            except Exception:
-                log.exception("alert ledger: pruning failed")
-            else:
-                if n:
-                    log.info("alert ledger: forgot %d transitions of closed incidents", n)
-            time.sleep(6 * 3600)
-
-    threading.Thread(target=prune, name="flinkwatch-ledger-prune", daemon=True).start()
-
-
 def _serve_metrics(
     cfg: AppConfig,
-    endpoint: Any,
-    pipeline: Any,
-    progress: Any,
-    watcher: Any,
-    actions: Any = None,
+    endpoint: MetricsEndpoint,
+    pipeline: Pipeline,
+    progress: ProgressLogger,
+    watcher: ConfigWatcher | None,
+    actions: SlackActions | None = None,
 ) -> None:
+    """Serve ``/metrics`` and the health answer of the run (and push, if configured)."""
     from prometheus_client import CollectorRegistry
 
     from sinks.metrics_server import HEALTH_PATH
-    from sinks.prometheus import FlinkwatchCollector, Pusher, Sources
+    from sinks.prometheus import ActiveAlerts, FlinkwatchCollector, Pusher, Sources
 
     out = pipeline.outputs
-    observers = [o for o in out.observers if o.name == "prometheus"]
+    observers = [o for o in out.observers if isinstance(o, ActiveAlerts)]
 
     def backlog() -> dict[str, int]:
         waiting = out.ledger.backlog()
@@ -532,10 +326,8 @@ def _serve_metrics(
 
 def cmd_replay(args: argparse.Namespace) -> int:
     """The same parser and detectors over files, in event time; alerts as JSON lines."""
-    from detectors.correlation import Correlator
-    from sinks import AlertLedger, JsonLinesAlertSink
     from streaming.app import Pipeline
-    from streaming.delivery import Outputs
+    from streaming.runtime import Runtime
     from streaming.session import get_session
     from streaming.sources import file_records, stage_files
 
@@ -560,16 +352,13 @@ def cmd_replay(args: argparse.Namespace) -> int:
         state_memory_mb=cfg.spark.state_memory_mb,
     )
     deadletters = Path(args.deadletters) if args.deadletters else work / "deadletters"
+    runtime = Runtime(cfg, replay=True, ledger_path=work / "ledger.sqlite", alerts_path=output)
     pipeline = Pipeline(
         spark=spark,
         cfg=cfg,
         logs=lambda: file_records(spark, logs_dir, kind="log"),
         metrics=lambda: file_records(spark, metrics_dir, kind="metric"),
-        outputs=Outputs(
-            ledger=AlertLedger(work / "ledger.sqlite"),
-            sinks=[JsonLinesAlertSink(output)],
-            correlator=Correlator(cfg.correlation),
-        ),
+        outputs=runtime.outputs,
         checkpoint_dir=work / "checkpoints",
         deadletter_dir=deadletters,
         trigger={"availableNow": True},
@@ -586,6 +375,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         log.error("replay failed: %s", exc)
         return 1
     finally:
+        runtime.close()
         if not args.keep_work:
             shutil.rmtree(work, ignore_errors=True)
     progress_done(True)
@@ -597,7 +387,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return 0
 
 
-def replay_counts(stats: Any) -> ReplayCounts:
+def replay_counts(stats: PipelineStats) -> ReplayCounts:
     """A replay's progress so far, from the pipeline's counters (read from another thread).
 
     The counters are updated by the queries' ``foreachBatch`` threads; ``dict(...)`` copies
@@ -690,7 +480,7 @@ def _original_name(staged: str) -> str:
     return name.split("-", 1)[1] if "-" in name else name
 
 
-def _kafka_settings(cfg: AppConfig) -> Any:
+def _kafka_settings(cfg: AppConfig) -> KafkaSettings:
     """The Kafka client settings of ``cfg`` (secrets from the environment)."""
     from conf.kafka_client import kafka_settings
 
@@ -812,7 +602,7 @@ def cmd_kafka_create_topics(args: argparse.Namespace) -> int:
 # --- deliveries ----------------------------------------------------------------------
 
 
-def _open_ledger(args: argparse.Namespace) -> Any:
+def _open_ledger(args: argparse.Namespace) -> AlertLedger | None:
     """The job's alert ledger (``<output.state_dir>/ledger.sqlite``); None if there is none."""
     from sinks import AlertLedger
 
@@ -891,7 +681,7 @@ def cmd_deliveries_resend(args: argparse.Namespace) -> int:
     return 1 if missing else 0
 
 
-def _add_deliveries(sub: Any) -> None:
+def _add_deliveries(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """``flinkwatch deliveries list|resend``: the alert ledger, for an operator."""
     dl = sub.add_parser("deliveries", help="list alert deliveries; send failed ones again")
     dsub = dl.add_subparsers(dest="deliveries_command", required=True)

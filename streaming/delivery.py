@@ -175,7 +175,8 @@ class Outputs:
         dispatcher: Drains slow sinks (Slack) in its own thread, outside the batch.
         signals: The detectors' per-entity signal gauges.
         correlator: Groups related transitions into incidents as the ledger records
-            them; rebuilt from the ledger after a restart (``None``: no incidents).
+            them; rebuilt from the ledger after a restart (``None``: no incidents). A
+            reload gives it its new settings (:meth:`streaming.runtime.Runtime.swap`).
         in_batch: Delivers ``sinks`` and keeps their failures (kept here, not in the
             batch handler, which is recreated each time the queries restart).
         silences: The command line's silences (``flinkwatch silence add``), read at
@@ -290,8 +291,6 @@ class AlertDelivery:
         self._signals([r for r in rows if r["status"] in (SIGNAL, SIGNAL_GONE)])
         self._detector_errors([r for r in rows if r["status"] == DETECTOR_ERROR], batch_id)
         correlator = self.out.correlator
-        if correlator is not None:
-            correlator.params = self.cfg.correlation  # follows a reload
         withheld, late = self._outcome("stale"), self._outcome("paged_late")
         self._read_silences()
         try:

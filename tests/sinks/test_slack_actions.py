@@ -357,7 +357,8 @@ def test_buttons_need_the_bot_and_the_signing_secret() -> None:
 def test_the_run_serves_the_buttons_on_the_configured_port_and_stops_without_a_secret(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from streaming.cli import _signing_secret, _slack_actions
+    from streaming.runtime import buttons_secret as _signing_secret
+    from streaming.runtime import slack_actions as _slack_actions
 
     app = AppConfig.model_validate(
         {

@@ -284,7 +284,7 @@ def test_alertmanager_is_drained_by_the_dispatcher_with_its_own_back_off(tmp_pat
     from conf import AppConfig
     from sinks import AlertLedger
     from sinks.alertmanager import alertmanager_sink
-    from streaming.cli import _outputs
+    from streaming.runtime import build_outputs as _outputs
 
     cfg = AppConfig.model_validate(
         {
@@ -309,7 +309,7 @@ def test_each_webhook_is_drained_by_the_dispatcher_with_its_own_back_off(tmp_pat
     from conf import AppConfig
     from sinks import AlertLedger
     from sinks.webhook import webhook_sinks
-    from streaming.cli import _outputs
+    from streaming.runtime import build_outputs as _outputs
 
     hook = {"url": "http://127.0.0.1:1/x", "secret": "${S}"}
     cfg = AppConfig.model_validate(
@@ -340,7 +340,7 @@ def test_slack_routes_are_checked_at_start_and_after_a_reload_that_changes_them(
     from lab.slack import SlackEmulator
     from sinks import AlertLedger
     from sinks.slack import SlackBotSink
-    from streaming.cli import route_checks
+    from streaming.runtime import route_checks
 
     with SlackEmulator(channels=("#flink-alerts",)) as emu:
         slack = {"mode": "bot", "api_url": emu.base_url, "channel": "#flink-alerts"}

@@ -1,0 +1,275 @@
+"""The composition root: the parts a config asks for, one config reference, an ordered close."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import streaming.runtime
+from conf import AppConfig, ConfigError, load_config
+from conf.reload import ConfigWatcher
+from detectors import Alert, AlertStatus, Severity
+from lab.slack import SlackEmulator
+from sinks.slack import SlackBotSink, SlackWebhookSink
+from streaming.app import run_forever
+from streaming.runtime import Runtime, StartError
+
+TOKEN = "xoxb-runtime-test"  # noqa: S105 - the emulator's
+ENV = {
+    "SLACK_BOT_TOKEN": TOKEN,
+    "SLACK_WEBHOOK_URL": "http://127.0.0.1:1/hook",
+    "SLACK_SIGNING_SECRET": "s3cret",
+    "HOOK_SECRET": "k",
+}
+
+
+def app(tmp_path: Path, **sections: Any) -> AppConfig:
+    return AppConfig.model_validate({"output": {"state_dir": str(tmp_path / "state")}, **sections})
+
+
+def names(rt: Runtime) -> list[str]:
+    return [s.name for s in rt.outputs.delivery_sinks()]
+
+
+def alert(alert_id: str, job: str) -> Alert:
+    return Alert(
+        alert_id=alert_id,
+        detector="checkpoint_failures",
+        entity=f"job:{job}",
+        status=AlertStatus.FIRING,
+        severity=Severity.WARNING,
+        event_time_ms=1_700_000_000_000,
+        summary=f"3 checkpoints of {job} expired",
+        job_id=job,
+    )
+
+
+def test_a_config_without_receivers_gets_the_alert_file_alone_and_no_dispatcher(
+    tmp_path: Path,
+) -> None:
+    with Runtime(app(tmp_path), env={}, start=False) as rt:
+        assert names(rt) == ["file"]
+        assert (rt.slack, rt.alertmanager, rt.webhooks, rt.further) == (None, None, [], [])
+        assert (rt.outputs.dispatcher, rt.resender, rt.actions) == (None, None, None)
+        # What a run keeps beside the file: the Prometheus view, incidents, silences.
+        assert [o.name for o in rt.outputs.observers] == ["prometheus", "console"]
+        assert rt.outputs.correlator is not None and rt.outputs.silences is not None
+
+
+BOT = {"mode": "bot", "api_url": "http://127.0.0.1:1/api/", "channel": "#flink-alerts"}
+ROUTE_ON = [{"channel": "#team-a", "continue": True}, {"channel": "#team-b"}]
+
+
+@pytest.mark.parametrize(
+    ("sections", "wanted"),
+    [
+        ({"slack": {"mode": "webhook"}}, ["file", "slack"]),
+        ({"slack": BOT}, ["file", "slack"]),
+        # Two routes that continue: an incident can reach three channels, each a sink.
+        (
+            {"slack": {**BOT, "routes": [*ROUTE_ON[:1], *ROUTE_ON[:1], ROUTE_ON[1]]}},
+            ["file", "slack", "slack:2", "slack:3"],
+        ),
+        ({"alertmanager": {"urls": ["http://127.0.0.1:1"]}}, ["file", "alertmanager"]),
+        (
+            {
+                "slack": {**BOT, "routes": ROUTE_ON},
+                "alertmanager": {"urls": ["http://127.0.0.1:1"]},
+                "webhooks": [
+                    {"name": "oncall", "url": "http://127.0.0.1:1/x", "secret": "${HOOK_SECRET}"}
+                ],
+            },
+            ["file", "slack", "alertmanager", "slack:2", "webhook:oncall"],
+        ),
+    ],
+    ids=["slack-webhook", "slack-bot", "continue-routes", "alertmanager", "everything"],
+)
+def test_each_receiver_the_config_names_is_a_sink_the_dispatcher_drains(
+    tmp_path: Path, sections: dict[str, Any], wanted: list[str]
+) -> None:
+    with Runtime(app(tmp_path, **sections), env=ENV, start=False) as rt:
+        assert names(rt) == wanted
+        assert rt.outputs.dispatcher is not None
+        assert [s.name for s in rt.outputs.dispatcher.sinks] == wanted[1:]
+        mode = sections.get("slack", {}).get("mode")
+        want = {"webhook": SlackWebhookSink, "bot": SlackBotSink}.get(mode, type(None))
+        assert type(rt.slack) is want
+        assert [s.name for s in rt.further] == [n for n in wanted if n.startswith("slack:")]
+        # Alertmanager ends alerts not posted again: a re-sender comes with its sink.
+        assert (rt.resender is not None) == ("alertmanager" in wanted)
+
+
+def test_the_buttons_come_with_the_bot_and_the_endpoint_only_when_started(tmp_path: Path) -> None:
+    cfg = app(tmp_path, slack={**BOT, "interactivity_port": 0, "interactivity_host": "127.0.0.1"})
+    with Runtime(cfg, env=ENV, start=False) as rt:
+        assert rt.actions is not None and rt.actions_server is None
+    with pytest.raises(ConfigError, match="SLACK_SIGNING_SECRET"):
+        Runtime(cfg, env={"SLACK_BOT_TOKEN": TOKEN}, start=False)
+
+
+def test_a_missing_secret_or_an_unusable_ledger_stops_the_build_naming_it(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"\$SLACK_BOT_TOKEN"):
+        Runtime(app(tmp_path, slack=BOT), env={}, start=False)
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "state").write_text("a file where the state directory should be")
+    with pytest.raises(StartError, match=r"alert ledger .*ledger.sqlite cannot be opened"):
+        Runtime(app(tmp_path / "full"), env={}, start=False)
+
+
+def test_a_replay_writes_the_ledger_and_its_file_and_nothing_else(tmp_path: Path) -> None:
+    # The live job's receivers and secrets are not a replay's business.
+    cfg = app(tmp_path, slack=BOT, alertmanager={"urls": ["http://127.0.0.1:1"]})
+    out = tmp_path / "replayed.jsonl"
+    with Runtime(
+        cfg, replay=True, ledger_path=tmp_path / "work" / "l.sqlite", alerts_path=out
+    ) as rt:
+        assert names(rt) == ["file"] and rt.outputs.sinks[0].path == out  # type: ignore[attr-defined]
+        assert rt.outputs.dispatcher is None and rt.outputs.observers == ()
+        assert rt.outputs.silences is None and rt.outputs.signals is None
+        assert rt.outputs.correlator is not None
+    assert not cfg.output.ledger_path.exists()
+
+
+def test_a_swap_is_what_the_sinks_and_the_correlator_read_next(tmp_path: Path) -> None:
+    with SlackEmulator(token=TOKEN, channels=("#flink-alerts", "#flink-other")) as emu:
+        first = app(tmp_path, slack={**BOT, "api_url": emu.base_url})
+        with Runtime(first, env=ENV, start=False) as rt:
+            assert rt.slack is not None
+            rt.ledger.record(0, [alert("a1", "7f")], [rt.slack])
+            rt.ledger.deliver(rt.slack)
+            new = app(
+                tmp_path,
+                cluster="renamed",
+                slack={**BOT, "api_url": emu.base_url, "channel": "#flink-other"},
+                correlation={"window_s": 60},
+            )
+            rt.swap(new)
+            assert rt.cfg is new
+            assert rt.outputs.correlator is not None
+            assert rt.outputs.correlator.params.window_s == 60
+            rt.ledger.record(1, [alert("a2", "8e")], [rt.slack])
+            rt.ledger.deliver(rt.slack)
+        (before,) = emu.messages("#flink-alerts")
+        assert "7f" in str(before["blocks"]) and "renamed" not in str(before["blocks"])
+        (moved,) = emu.messages("#flink-other")
+        assert "8e" in str(moved["blocks"]) and "renamed" in str(moved["blocks"])
+
+
+@dataclass
+class FakeQuery:
+    name: str = "flinkwatch-detect"
+    isActive: bool = True  # noqa: N815 - Spark's name
+
+    def stop(self) -> None:
+        self.isActive = False
+
+
+@dataclass
+class FakePipeline:
+    """Records the runtime's config at each start of the queries."""
+
+    cfg: AppConfig
+    runtime: Runtime
+    seen: list[tuple[int, int]] = field(default_factory=list)
+    spark: Any = None
+
+    def count_progress(self, queries: list[FakeQuery]) -> None:
+        pass
+
+    def start(self) -> list[FakeQuery]:
+        self.seen.append(
+            (self.cfg.correlation.max_members, self.runtime.cfg.correlation.max_members)
+        )
+        return [FakeQuery()]
+
+
+def test_a_reload_swaps_the_runtimes_config_before_the_queries_start_again(
+    tmp_path: Path,
+) -> None:
+    f = tmp_path / "c.yaml"
+    f.write_text(f"reload_interval_s: 0.01\noutput: {{state_dir: {tmp_path}}}\n")
+    first = load_config(f)
+    with Runtime(first, env={}, start=False) as rt:
+        p = FakePipeline(first, rt)
+        polls = {"n": 0}
+
+        def should_stop() -> bool:
+            polls["n"] += 1
+            if polls["n"] == 3:
+                f.write_text(
+                    f"reload_interval_s: 0.01\noutput: {{state_dir: {tmp_path}}}\n"
+                    "correlation: {max_members: 5}\n"
+                )
+            return len(p.seen) >= 2
+
+        watcher = ConfigWatcher(f, first)
+        assert run_forever(p, should_stop=should_stop, watcher=watcher, on_reload=rt.swap) == 0  # type: ignore[arg-type]
+        assert p.seen == [(20, 20), (5, 5)]
+        assert rt.outputs.correlator is not None
+        assert rt.outputs.correlator.params.max_members == 5
+
+
+class FakeSpark:
+    def __init__(self, order: list[str]) -> None:
+        self.order = order
+        self.streams = self
+
+    def removeListener(self, _listener: object) -> None:  # noqa: N802 - Spark's name
+        self.order.append("listener removed")
+
+    def stop(self) -> None:
+        self.order.append("spark")
+
+
+def test_close_stops_everything_once_spark_first_the_ledger_last(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    order: list[str] = []
+
+    def spy(name: str, fn: Any) -> Any:
+        def called(*args: Any, **kwargs: Any) -> Any:
+            order.append(name)
+            return fn(*args, **kwargs)
+
+        return called
+
+    with SlackEmulator(token=TOKEN, channels=("#flink-alerts",)) as emu:
+        cfg = app(
+            tmp_path,
+            slack={
+                **BOT,
+                "api_url": emu.base_url,
+                "interactivity_port": 0,
+                "interactivity_host": "127.0.0.1",
+            },
+            alertmanager={"urls": ["http://127.0.0.1:1"]},
+        )
+        rt = Runtime(cfg, env=ENV)
+        # The route check runs in the background; it writes what it found to the ledger.
+        for t in threading.enumerate():
+            if t.name == "flinkwatch-slack-routes":
+                t.join(30)
+        rt.attach(FakeSpark(order), object())  # type: ignore[arg-type]
+        assert rt.resender is not None and rt.actions_server is not None
+        assert rt.outputs.dispatcher is not None
+        rt.resender.stop = spy("resender", rt.resender.stop)  # type: ignore[method-assign]
+        rt.actions_server.close = spy("buttons", rt.actions_server.close)  # type: ignore[method-assign]
+        rt.outputs.dispatcher.stop = spy("dispatcher", rt.outputs.dispatcher.stop)  # type: ignore[method-assign]
+        monkeypatch.setattr(streaming.runtime, "flush", spy("flush", streaming.runtime.flush))
+        rt.ledger.close = spy("ledger", rt.ledger.close)  # type: ignore[method-assign]
+        with rt:
+            assert rt.close() == "all delivered"
+        assert rt.close() == "all delivered"  # and nothing stopped twice
+    assert order == [
+        "listener removed",
+        "spark",
+        "resender",
+        "buttons",
+        "dispatcher",
+        "flush",
+        "ledger",
+    ]
