@@ -8,8 +8,8 @@ import re
 import pytest
 
 from lab.fleet import FleetSpec, Incident, job_id, tm_id
-from lab.fleet.job import _Job
-from lab.fleet.metrics import _label
+from lab.fleet.identity import Identity
+from lab.fleet.metrics import label
 from tests.lab.fleet.helpers import (
     COMPLETED,
     JOB_STATE,
@@ -42,7 +42,7 @@ def test_a_lost_taskmanager_fails_the_job_over_and_it_restarts_from_its_checkpoi
     assert len(failed) == 3 and {m[2] for _, m in failed} == {"1"}  # subtask 1 of 3 vertices
     failed_at = failed[0][0].time_ms
     assert 40_000 <= failed_at - onset_ms < 51_000
-    vertex = next(k for k in _Job(spec, job, START_MS, START_MS).tasks if k.subtask == 0)
+    vertex = next(k for k in Identity(spec, job).tasks if k.subtask == 0)
     first_attempt = failed[0][1][4]
     # Region failover: every task restarts (the keyed exchanges make the graph one region).
     if version in ("1.11", "1.14"):
@@ -76,8 +76,8 @@ def test_a_lost_taskmanager_fails_the_job_over_and_it_restarts_from_its_checkpoi
     resumed = [int(m[1]) for r, m in messages(logs, COMPLETED) if r.time_ms > running]
     assert resumed and resumed[0] > last_done
     used = points(records, "flink_taskmanager_Status_JVM_Memory_Heap_Used")
-    assert max(t for t, _ in used[f"{_label(tm)}|"]) < onset_ms
-    assert min(t for t, _ in used[f"{_label(new_tm)}|"]) > onset_ms
+    assert max(t for t, _ in used[f"{label(tm)}|"]) < onset_ms
+    assert min(t for t, _ in used[f"{label(new_tm)}|"]) > onset_ms
     attempts = {
         json.loads(r.value).get("labels", json.loads(r.value).get("tags"))["task_attempt_num"]
         for r in records
