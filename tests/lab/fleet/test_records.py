@@ -1,4 +1,4 @@
-"""How a job's log records are written: Flink's layouts, JSON, the Fluent Bit envelope."""
+"""How a job's records are written: Flink's layouts, JSON, the envelope; in time order."""
 
 from __future__ import annotations
 
@@ -6,7 +6,9 @@ import json
 import re
 from datetime import UTC, datetime
 
-from lab.fleet import FleetSpec, Incident, job_id, tm_id
+from lab.fleet import FleetSpec, Incident, SimRecord, job_id, tm_id
+from lab.fleet.identity import Identity
+from lab.fleet.records import Records
 from tests.lab.fleet.helpers import (
     CONTINUATION,
     DEFAULT_LAYOUT,
@@ -101,3 +103,11 @@ def test_envelope_records_wrap_a_default_layout_line(fleet) -> None:
             assert kube["pod_name"].startswith("inventory-sync-3-") and kube["pod_name"] not in pods
         else:
             assert kube["pod_name"] == r.key.decode()
+
+
+def test_queued_records_come_out_in_time_order_equal_times_as_queued() -> None:
+    records = Records(Identity(FleetSpec(jobs=1), 0))
+    for t, value in ((30, b"c"), (10, b"a"), (30, b"d"), (20, b"b"), (40, b"e")):
+        records.push(SimRecord("metric", t, None, value))
+    assert [r.value for r in records.ready(40)] == [b"a", b"b", b"c", b"d"]
+    assert [r.value for r in records.ready(41)] == [b"e"]
