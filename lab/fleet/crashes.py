@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
-from lab.fleet.base import _ASK_TIMEOUT_MS, _REGISTRATION_TIMEOUT_MS, _Task, _TaskManager
-from lab.fleet.failover import _Failover
-from lab.fleet.ids import _digest, _hex32, job_id
-from lab.fleet.metrics import _TmState
-from lab.fleet.wording import _ENRICHED_METASPACE, _FLINK_EXC, _RELEASES, _hadoop_size, _hadoop_ts
+import random
+
+from lab.fleet.failover import Failover
+from lab.fleet.identity import Identity, Task, TaskManager
+from lab.fleet.ids import digest, hex32, job_id
+from lab.fleet.metrics import TmState
+from lab.fleet.records import Records
+from lab.fleet.state import ASK_TIMEOUT_MS, REGISTRATION_TIMEOUT_MS, RunState
+from lab.fleet.wording import (
+    ENRICHED_METASPACE,
+    FLINK_EXC,
+    hadoop_size,
+    hadoop_ts,
+    release_of,
+)
 
 # The top frames of a Metaspace OutOfMemoryError: a user class being loaded.
 _METASPACE_FRAMES = (
@@ -57,12 +67,34 @@ _OUT_OF_MEMORY: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 
 
-class _Crashes(_Failover):
-    """Lines of lost TaskManagers and JobManagers: kills, fatal errors, timeouts, leadership."""
+class Crashes:
+    """Lines of lost TaskManagers and JobManagers: kills, fatal errors, timeouts, leadership.
+
+    It draws from the incidents' generator: a process dies only after an onset.
+    """
+
+    def __init__(
+        self,
+        identity: Identity,
+        records: Records,
+        state: RunState,
+        failover: Failover,
+        irng: random.Random,
+    ) -> None:
+        """The crashes of the job ``identity`` names; ``irng``: the incidents' generator."""
+        self._id = identity
+        self._records = records
+        self._log = records.log
+        self._state = state
+        self._failover = failover
+        self._irng = irng
+
+    def _thread(self) -> str:
+        return self._records.dispatcher(self._irng)
 
     # -- a TaskManager killed, or out of memory ----------------------------------------
 
-    def _log_memory_kill(self, kill: int, reported: int, tm: _TaskManager, st: _TmState) -> None:
+    def log_memory_kill(self, kill: int, reported: int, tm: TaskManager, st: TmState) -> None:
         """YARN or Kubernetes kills ``tm`` for memory; the ResourceManager reports it.
 
         YARN (Hadoop 3 wording) sends SIGTERM, which the TaskManager's signal handler
@@ -70,8 +102,8 @@ class _Crashes(_Failover):
         version does. Kubernetes kills an OOMKilled container outright (exit code 137) and
         the watch reports the pod's termination.
         """
-        irng = self.irng
-        if self.k8s:
+        irng = self._irng
+        if self._id.k8s:
             self._log_worker_terminated(reported, tm, self._pod_diagnostics(137, "OOMKilled"))
             return
         self._log(
@@ -100,71 +132,71 @@ class _Crashes(_Failover):
             "org.apache.flink.yarn.YarnTaskExecutorRunner --configDir ."
         )
         diagnostics = (
-            f"{_hadoop_ts(kill)}Container [pid={pid},containerID={tm.tm_id}] is running "
+            f"{hadoop_ts(kill)}Container [pid={pid},containerID={tm.tm_id}] is running "
             f"{over}B beyond the 'PHYSICAL' memory limit. Current usage: "
-            f"{_hadoop_size(limit + over)} of {_hadoop_size(limit)} physical memory used; "
-            f"{_hadoop_size(vused)} of {_hadoop_size(vlimit)} virtual memory used. "
+            f"{hadoop_size(limit + over)} of {hadoop_size(limit)} physical memory used; "
+            f"{hadoop_size(vused)} of {hadoop_size(vlimit)} virtual memory used. "
             f"Killing container.\nDump of the process-tree for {tm.tm_id} :\n"
             "\t|- PID PPID PGRPID SESSID CMD_NAME USER_MODE_TIME(MILLIS) SYSTEM_TIME(MILLIS) "
             "VMEM_USAGE(BYTES) RSSMEM_USAGE(PAGES) FULL_CMD_LINE\n"
             f"\t|- {pid} {pid - 2} {pid} {pid} (java) {irng.randrange(10**5, 10**7)} "
             f"{irng.randrange(10**4, 10**6)} {vused} {(limit + over) // 4096} {java}\n"
-            f"{_hadoop_ts(kill + 14)}Container killed on request. Exit code is 143\n"
-            f"{_hadoop_ts(kill + 21)}Container exited with a non-zero exit code 143. "
+            f"{hadoop_ts(kill + 14)}Container killed on request. Exit code is 143\n"
+            f"{hadoop_ts(kill + 21)}Container exited with a non-zero exit code 143. "
         )
         self._log_worker_terminated(reported, tm, diagnostics, exit_status=-104)
 
     def _log_worker_terminated(
-        self, t: int, tm: _TaskManager, diagnostics: str, exit_status: int | None = None
+        self, t: int, tm: TaskManager, diagnostics: str, exit_status: int | None = None
     ) -> None:
         """The ResourceManager's report of a TaskManager container or pod that terminated.
 
         ``exit_status``: a YARN container's (None for a pod), which YARN's report shows
         from 1.14 on.
         """
-        if self.ver < (1, 12):
+        if self._id.ver < (1, 12):
             # 1.5-1.11: the ResourceManager passes the raw diagnostics on.
             text = f"Closing TaskExecutor connection {tm.tm_id} because: {diagnostics}"
-        elif exit_status is None or self.ver < (1, 14):
+        elif exit_status is None or self._id.ver < (1, 14):
             text = f"Worker {tm.tm_id} is terminated. Diagnostics: {diagnostics}"
         else:
             text = (
                 f"Worker {tm.tm_id} is terminated. Diagnostics: Container {tm.tm_id} "
                 f"marked as failed.\n Exit code:{exit_status}.\n Diagnostics:{diagnostics}"
             )
-        self._log(t, "worker_terminated", "INFO", text, self._idispatcher())
+        self._log(t, "worker_terminated", "INFO", text, self._thread())
 
     def _pod_diagnostics(self, code: int, reason: str) -> str:
         """KubernetesPod.getTerminatedDiagnostics() of a TaskManager pod."""
         # The main container is "flink-main-container" since pod templates (1.13).
-        container = "flink-main-container" if self.ver >= (1, 13) else "flink-task-manager"
+        container = "flink-main-container" if self._id.ver >= (1, 13) else "flink-task-manager"
         text = (
             "Pod terminated, container termination statuses: "
             f"[{container}(exitCode={code}, reason={reason}, message=null)]"
         )
-        if self.ver >= (1, 13):
+        if self._id.ver >= (1, 13):
             text += ", pod status: Failed(reason=null, message=null)"
         return text
 
-    def _log_exit(self, t: int, tm: _TaskManager, code: int, connected: bool) -> None:
+    def _log_exit(self, t: int, tm: TaskManager, code: int, connected: bool) -> None:
         """The ResourceManager hears that ``tm``'s process exited with ``code``.
 
         Before 1.12 it logs that only while the TaskManager is still connected (closing the
         connection is what it logs); from 1.12 every terminated worker is logged.
         """
-        if self.ver < (1, 12) and not connected:
+        if self._id.ver < (1, 12) and not connected:
             return
-        if self.k8s:
+        if self._id.k8s:
             self._log_worker_terminated(t, tm, self._pod_diagnostics(code, "Error"))
             return
         diagnostics = (
-            f"{_hadoop_ts(t - 400)}Exception from container-launch.\nContainer id: {tm.tm_id}\n"
-            f"Exit code: {code}\n\n{_hadoop_ts(t - 390)}Container exited with a non-zero exit "
+            f"{hadoop_ts(t - 400)}Exception from container-launch.\nContainer id: {tm.tm_id}\n"
+            f"Exit code: {code}\n\n{hadoop_ts(t - 390)}Container exited with a non-zero exit "
             f"code {code}. "
         )
         self._log_worker_terminated(t, tm, diagnostics, exit_status=code)
 
-    def _log_jvm_fatal(self, oom: str, t: int, tm: _TaskManager, exit_report: bool) -> None:
+    def log_jvm_fatal(self, oom: str, t: int, tm: TaskManager, exit_report: bool) -> None:
         """``tm``'s JVM fails for lack of memory; it logs why and exits.
 
         ``oom``: ``gc_overhead``, ``heap`` or ``direct`` (an uncaught error in a thread
@@ -180,27 +212,23 @@ class _Crashes(_Failover):
         if exit_report:
             # A process exit reaches the ResourceManager within seconds; a heartbeat timeout
             # before it (gc_overhead) has closed the connection already.
-            t_exit = t + self.irng.randrange(500, 3_000)
+            t_exit = t + self._irng.randrange(500, 3_000)
             self._log_exit(t_exit, tm, code, connected=oom != "gc_overhead")
 
     def _metaspace_trace(self, depth: int) -> str:
         """The Metaspace OutOfMemoryError (enriched from 1.11) with its top ``depth`` frames."""
-        message = _ENRICHED_METASPACE if self.ver >= (1, 11) else "Metaspace"
-        frames = self._frames(*_METASPACE_FRAMES[:depth])
+        message = ENRICHED_METASPACE if self._id.ver >= (1, 11) else "Metaspace"
+        frames = self._records.frames(*_METASPACE_FRAMES[:depth])
         return f"java.lang.OutOfMemoryError: {message}\n{frames}"
 
-    def _stateful_task(self, tm: _TaskManager) -> _Task:
-        """The co-process subtask ``tm`` runs (the one that loads user classes)."""
-        return next(k for k in self.tasks if k.vertex == 2 and k.subtask == tm.index)
-
-    def _log_metaspace_shutdown(self, t: int, tm: _TaskManager) -> None:
+    def _log_metaspace_shutdown(self, t: int, tm: TaskManager) -> None:
         """A task on ``tm`` fails with a Metaspace error; the TaskExecutor shuts ``tm`` down."""
-        irng, ver, n = self.irng, self.ver, self.spec.tms_per_job
+        irng, ver, n = self._irng, self._id.ver, self._id.spec.tms_per_job
         trace = self._metaspace_trace(len(_METASPACE_FRAMES))
-        task = self._stateful_task(tm)
-        suffix = self._attempt_suffix()
+        task = self._id.stateful_task(tm)
+        suffix = self._state.attempt_suffix()
         head = (
-            f"{task.name} ({task.subtask + 1}/{n}){suffix} ({self._attempt_id(task)}) "
+            f"{task.name} ({task.subtask + 1}/{n}){suffix} ({self._state.attempt_id(task)}) "
             "switched from RUNNING to FAILED"
         )
         if (1, 13) <= ver < (1, 17):
@@ -213,12 +241,12 @@ class _Crashes(_Failover):
         level = "WARN" if ver >= (1, 11) else "INFO"
         thread = f"{task.name} ({task.subtask + 1}/{n}){suffix}"
         self._log(t, "tm_task", level, text, thread, extra, tm=tm)
-        executor = (t + irng.randrange(1, 5), self._idispatcher())
-        runner = (t + irng.randrange(5, 12), self._idispatcher())
+        executor = (t + irng.randrange(1, 5), self._thread())
+        runner = (t + irng.randrange(5, 12), self._thread())
         self._log_taskexecutor_fatal(tm, trace, executor, runner)
 
     def _log_taskexecutor_fatal(
-        self, tm: _TaskManager, trace: str, executor: tuple[int, str], runner: tuple[int, str]
+        self, tm: TaskManager, trace: str, executor: tuple[int, str], runner: tuple[int, str]
     ) -> None:
         """``tm``'s TaskExecutor hits a fatal error and its TaskManagerRunner shuts it down.
 
@@ -226,7 +254,7 @@ class _Crashes(_Failover):
         of TaskManagerRunner's.
         """
         (t_executor, executor_thread), (t_runner, runner_thread) = executor, runner
-        address = self._rpc_address(tm.host, tm.rpc_port, "taskmanager_0")
+        address = self._id.rpc_address(tm.host, tm.rpc_port, "taskmanager_0")
         self._log(
             t_executor,
             "task_executor",
@@ -246,13 +274,13 @@ class _Crashes(_Failover):
             tm=tm,
         )
 
-    def _log_fatal_exit(self, oom: str, t: int, tm: _TaskManager) -> None:
+    def _log_fatal_exit(self, oom: str, t: int, tm: TaskManager) -> None:
         """An RPC thread of ``tm`` runs out of ``oom`` memory: FATAL, and the JVM halts."""
-        irng = self.irng
-        rpc = "pekko" if self.w.pekko else "akka"
+        irng = self._irng
+        rpc = "pekko" if self._id.wording.pekko else "akka"
         thread = f"flink-{rpc}.actor.default-dispatcher-{irng.randrange(2, 700)}"
         message, frames = _OUT_OF_MEMORY[oom]
-        trace = f"java.lang.OutOfMemoryError: {message}\n{self._frames(*frames)}"
+        trace = f"java.lang.OutOfMemoryError: {message}\n{self._records.frames(*frames)}"
         self._log(
             t,
             "fatal_exit",
@@ -262,7 +290,7 @@ class _Crashes(_Failover):
             trace,
             tm=tm,
         )
-        if self.ver >= (1, 17):
+        if self._id.ver >= (1, 17):
             # FLINK-30299: the handler dumps every thread before it halts the JVM.
             dump = (
                 '"main" Id=1 WAITING on java.util.concurrent.CompletableFuture$Signaller@'
@@ -280,21 +308,23 @@ class _Crashes(_Failover):
                 tm=tm,
             )
 
-    def _metaspace_failover(self, t: int, tm: _TaskManager) -> None:
+    def metaspace_failover(self, t: int, tm: TaskManager) -> None:
         """The JobManager hears of the task that failed with a Metaspace error; fails over."""
-        self._fail_job(t, tm.index, self._metaspace_trace(2), only=self._stateful_task(tm))
+        self._failover.fail_job(
+            t, tm.index, self._metaspace_trace(2), only=self._id.stateful_task(tm)
+        )
 
     # -- the JobManager dies and comes back (k8s_watch_crash) --------------------------
 
-    def _log_watch_crash(self, t: int) -> None:
+    def log_watch_crash(self, t: int) -> None:
         """The pods watch gets HTTP 410; Flink 1.10.2-1.12.1 treat it as fatal (seed 003)."""
-        irng = self.irng
+        irng = self._irng
         old = 5_000_000_000 + irng.randrange(0, 10**9)
         exc = (
             "io.fabric8.kubernetes.client.KubernetesClientException: too old resource version: "
             f"{old} ({old + irng.randrange(100_000, 900_000)})"
         )
-        trace = f"{exc}\n" + self._frames(
+        trace = f"{exc}\n" + self._records.frames(
             "io.fabric8.kubernetes.client.dsl.internal.WatchConnectionManager$1.onMessage("
             "WatchConnectionManager.java:259)",
             "org.apache.flink.kubernetes.shaded.okhttp3.internal.ws.RealWebSocket.onReadMessage("
@@ -305,7 +335,7 @@ class _Crashes(_Failover):
             "java.lang.Thread.run(Thread.java:748)",
         )
         # The fabric8 frames are shaded into flink-dist too: every frame carries its jar.
-        if self.w.log4j2:
+        if self._id.wording.log4j2:
             trace = trace.replace(" [?:?]", " [?:1.8.0_282]")
         thread = "OkHttp https://10.96.0.1/..."
         self._log(t, "rm_fatal", "ERROR", "Fatal error occurred in ResourceManager.", thread, trace)
@@ -324,16 +354,16 @@ class _Crashes(_Failover):
             "Stopped BLOB server at 0.0.0.0:6124",
             "BlobServer shutdown hook",
         )
-        self.jm_up = False
-        self.tasks_running = False
+        self._state.jm_up = False
+        self._state.tasks_running = False
 
-    def _log_tms_lost_jobmanager(self, t: int, jid: str, heartbeat: bool) -> None:
+    def log_tms_lost_jobmanager(self, t: int, jid: str, heartbeat: bool) -> None:
         """Every TaskManager of the job drops its JobManager connection (TaskExecutor lines)."""
-        irng = self.irng
-        for tm in self.slots:
+        irng = self._irng
+        for tm in self._state.slots:
             at = t + irng.randrange(0, 400)
             if heartbeat:
-                jm = _hex32(self.spec.seed, "jm-resource", self.index, self.run)
+                jm = hex32(self._id.spec.seed, "jm-resource", self._id.index, self._state.run)
                 text = f"The heartbeat of JobManager with id {jm} timed out."
             else:
                 text = (
@@ -341,35 +371,40 @@ class _Crashes(_Failover):
                 )
             self._log_jobmanager_gone(at, tm, text, jid)
 
-    def _log_jobmanager_gone(self, t: int, tm: _TaskManager, why: str, jid: str) -> None:
+    def _log_jobmanager_gone(self, t: int, tm: TaskManager, why: str, jid: str) -> None:
         """``tm`` logs ``why`` its JobManager of job ``jid`` is gone, and drops the connection."""
-        self._log(t, "task_executor", "INFO", why, self._idispatcher(), tm=tm)
+        self._log(t, "task_executor", "INFO", why, self._thread(), tm=tm)
         self._log(
-            t + self.irng.randrange(1, 6),
+            t + self._irng.randrange(1, 6),
             "task_executor",
             "INFO",
             f"Close JobManager connection for job {jid}.",
-            self._idispatcher(),
+            self._thread(),
             tm=tm,
         )
 
     def _leader_id(self) -> str:
         """The current JobMaster's leader id (a JobMasterId: 32 hex digits)."""
-        return _hex32(
-            self.spec.seed, "leader", self.index, self.run, self.attempt_no, self.deployment
+        return hex32(
+            self._id.spec.seed,
+            "leader",
+            self._id.index,
+            self._state.run,
+            self._state.attempt_no,
+            self._state.deployment,
         )
 
-    def _log_entrypoint_start(self, t: int, ha: bool) -> None:
+    def log_entrypoint_start(self, t: int, ha: bool) -> None:
         """The restarted JobManager container's first lines (ClusterEntrypoint).
 
         Without HA the new process will run the job under a new id: its records are keyed
         by that one from the start.
         """
-        irng = self.irng
+        irng = self._irng
         if not ha:
-            self.key = job_id(self.spec, self.index, self.run + 1).encode()
-        release = _RELEASES.get(self.ver, f"{self.ver[0]}.{self.ver[1]}.0")
-        rev = _hex32(self.spec.seed, "rev", release)[:7]
+            self._records.key = job_id(self._id.spec, self._id.index, self._state.run + 1).encode()
+        release = release_of(self._id.ver)
+        rev = hex32(self._id.spec.seed, "rev", release)[:7]
         entry = "KubernetesApplicationClusterEntrypoint"
         rule = "-" * 80
         lines = (
@@ -389,14 +424,14 @@ class _Crashes(_Failover):
 
     # -- a flapping TaskManager and lost leadership (restart_storm) --------------------
 
-    def _deploy_timeout(self, t: int, deploy: int, tm: _TaskManager) -> None:
+    def deploy_timeout(self, t: int, deploy: int, tm: TaskManager) -> None:
         """The deployment to the flapping TaskManager times out (restart_storm)."""
-        ver, w, n = self.ver, self.w, self.spec.tms_per_job
+        ver, w, n = self._id.ver, self._id.wording, self._id.spec.tms_per_job
         rpc = "pekko" if w.pekko else "akka"
-        uid = -int.from_bytes(_digest(self.spec.seed, "actor", tm.tm_id)[:4]) // 2
-        actor = self._rpc_address(tm.host, tm.rpc_port, "taskmanager_0")
+        uid = -int.from_bytes(digest(self._id.spec.seed, "actor", tm.tm_id)[:4]) // 2
+        actor = self._id.rpc_address(tm.host, tm.rpc_port, "taskmanager_0")
         ask = (
-            f"Ask timed out on [Actor[{actor}#{uid}]] after [{_ASK_TIMEOUT_MS} ms]. Message of "
+            f"Ask timed out on [Actor[{actor}#{uid}]] after [{ASK_TIMEOUT_MS} ms]. Message of "
             "type [org.apache.flink.runtime.rpc.messages.RemoteRpcInvocation]."
         )
         if ver >= (1, 11):
@@ -420,19 +455,19 @@ class _Crashes(_Failover):
                 "find detailed error information in the logs. 2) The recipient needs more time "
                 "for responding, due to problems like slow machines or network jitters. In that "
                 f"case, you can try to increase {rpc}.ask.timeout.\n"
-                + self._frames(
+                + self._records.frames(
                     "org.apache.flink.runtime.jobmaster.RpcTaskManagerGateway.submitTask("
                     "RpcTaskManagerGateway.java:59)"
                 )
                 + f"\nCaused by: {pattern}.AskTimeoutException: {ask}"
             )
 
-        def trace(task: _Task) -> str:
-            name = f"{task.name} ({task.subtask + 1}/{n}) ({self._attempt_id(task)})"
+        def trace(task: Task) -> str:
+            name = f"{task.name} ({task.subtask + 1}/{n}) ({self._state.attempt_id(task)})"
             return (
                 f"java.lang.Exception: Cannot deploy task {name} - TaskManager ({tm.location}) "
-                f"not responding after a rpcTimeout of {_ASK_TIMEOUT_MS} ms\n"
-                + self._frames(
+                f"not responding after a rpcTimeout of {ASK_TIMEOUT_MS} ms\n"
+                + self._records.frames(
                     "org.apache.flink.runtime.executiongraph.Execution.lambda$deploy$5("
                     "Execution.java:616)",
                     "java.util.concurrent.CompletableFuture.uniWhenComplete("
@@ -441,23 +476,26 @@ class _Crashes(_Failover):
                 + f"\n{cause}"
             )
 
-        self._fail_job(t, tm.index, trace, from_state="DEPLOYING")
+        self._failover.fail_job(t, tm.index, trace, from_state="DEPLOYING")
 
-    def _leadership_lost(self, t: int) -> None:
+    def leadership_lost(self, t: int) -> None:
         """The JobManager loses ZooKeeper and the job's leadership; the job is suspended."""
-        irng, ver, jid = self.irng, self.ver, self.jid
+        irng, ver, jid = self._irng, self._id.ver, self._state.jid
         port = (
             6123
-            if self.k8s
-            else 30000 + int.from_bytes(_digest(self.spec.seed, "jm-rpc", self.index)[:2]) % 30000
+            if self._id.k8s
+            else 30000
+            + int.from_bytes(digest(self._id.spec.seed, "jm-rpc", self._id.index)[:2]) % 30000
         )
-        address = self._rpc_address(self.jm_host, port, f"jobmanager_{1 + self.run}")
+        address = self._id.rpc_address(self._id.jm_host, port, f"jobmanager_{1 + self._state.run}")
         if ver < (1, 11):
             text: str | None = (
-                f"JobManager for job {self.name} ({jid}) was revoked leadership at {address}."
+                f"JobManager for job {self._id.name} ({jid}) was revoked leadership at {address}."
             )
         elif ver < (1, 13):
-            text = f"JobManager for job {self.name} ({jid}) at {address} was revoked leadership."
+            text = (
+                f"JobManager for job {self._id.name} ({jid}) at {address} was revoked leadership."
+            )
         elif ver >= (1, 18):
             leader = self._leader_id()
             uuid = f"{leader[:8]}-{leader[8:12]}-{leader[12:16]}-{leader[16:20]}-{leader[20:]}"
@@ -468,42 +506,42 @@ class _Crashes(_Failover):
         else:
             text = None  # 1.13-1.17 log the revocation at DEBUG only
         if text is not None:
-            self._log(t, "jm_leadership", "INFO", text, self._idispatcher())
+            self._log(t, "jm_leadership", "INFO", text, self._thread())
         if ver < (1, 13):
-            cause = f"{_FLINK_EXC}: JobManager is no longer the leader."
+            cause = f"{FLINK_EXC}: JobManager is no longer the leader."
         elif ver < (1, 15):
-            cause = f"{_FLINK_EXC}: Stopping JobMaster for job {self.name}({jid})."
+            cause = f"{FLINK_EXC}: Stopping JobMaster for job {self._id.name}({jid})."
         else:
-            cause = f"{_FLINK_EXC}: Stopping JobMaster for job '{self.name}' ({jid})."
-        trace = f"{cause}\n" + self._frames(
+            cause = f"{FLINK_EXC}: Stopping JobMaster for job '{self._id.name}' ({jid})."
+        trace = f"{cause}\n" + self._records.frames(
             "org.apache.flink.runtime.jobmaster.JobMaster.onStop(JobMaster.java:426)",
             "org.apache.flink.runtime.rpc.RpcEndpoint.internalCallOnStop(RpcEndpoint.java:214)",
         )
-        self._job_to(t + irng.randrange(2, 30), "SUSPENDED", trace)
+        self._failover.job_to(t + irng.randrange(2, 30), "SUSPENDED", trace)
         # The TaskManagers still reachable hear it from ZooKeeper (seed 004).
-        flapping = self.slots[-1]
-        for tm in self.slots:
+        flapping = self._state.slots[-1]
+        for tm in self._state.slots:
             if tm is flapping:
                 continue
             at = t + irng.randrange(100, 2_000)
             lost = f"JobManager for job {jid} with leader id {self._leader_id()} lost leadership."
             self._log_jobmanager_gone(at, tm, lost, jid)
 
-    def _log_registration_timeout(self, t: int, tm: _TaskManager) -> None:
+    def log_registration_timeout(self, t: int, tm: TaskManager) -> None:
         """The flapping TaskManager never got back to the ResourceManager: it gives up."""
-        limit = f"{_REGISTRATION_TIMEOUT_MS} ms" if self.ver < (1, 16) else "PT5M"
+        limit = f"{REGISTRATION_TIMEOUT_MS} ms" if self._id.ver < (1, 16) else "PT5M"
         trace = (
             "org.apache.flink.runtime.taskexecutor.exceptions.RegistrationTimeoutException: "
             f"Could not register at the ResourceManager within the specified maximum "
             f"registration duration {limit}. This indicates a problem with this instance. "
             "Terminating now.\n"
-            + self._frames(
+            + self._records.frames(
                 "org.apache.flink.runtime.taskexecutor.TaskExecutor.registrationTimeout("
                 "TaskExecutor.java:1494)",
                 "org.apache.flink.runtime.taskexecutor.TaskExecutor.lambda$startRegistrationTimeout"
                 "$17(TaskExecutor.java:1479)",
             )
         )
-        thread = self._idispatcher()
-        runner = (t + self.irng.randrange(2, 20), thread)
+        thread = self._thread()
+        runner = (t + self._irng.randrange(2, 20), thread)
         self._log_taskexecutor_fatal(tm, trace, (t, thread), runner)

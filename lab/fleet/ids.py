@@ -31,17 +31,20 @@ _TELEGRAF_SLOT = 2
 _K8S_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
 
-def _digest(seed: int, *parts: object) -> bytes:
+def digest(seed: int, *parts: object) -> bytes:
+    """16 bytes derived from the seed and ``parts``: the root of every id and placement."""
     raw = "|".join(["flinkwatch-sim", str(seed), *map(str, parts)]).encode()
     return hashlib.blake2b(raw, digest_size=16).digest()
 
 
-def _hex32(seed: int, *parts: object) -> str:
-    return _digest(seed, *parts).hex()
+def hex32(seed: int, *parts: object) -> str:
+    """32 lowercase hex digits derived from the seed and ``parts`` (Flink's ids look so)."""
+    return digest(seed, *parts).hex()
 
 
-def _k8s_suffix(seed: int, n: int, *parts: object) -> str:
-    return "".join(_K8S_ALPHABET[b % len(_K8S_ALPHABET)] for b in _digest(seed, *parts)[:n])
+def k8s_suffix(seed: int, n: int, *parts: object) -> str:
+    """``n`` characters of a Kubernetes-generated name suffix, derived from ``parts``."""
+    return "".join(_K8S_ALPHABET[b % len(_K8S_ALPHABET)] for b in digest(seed, *parts)[:n])
 
 
 def job_id(spec: FleetSpec, index: int, run: int = 0) -> str:
@@ -51,8 +54,8 @@ def job_id(spec: FleetSpec, index: int, run: int = 0) -> str:
     (``k8s_watch_crash_no_ha``) submits the job again under a new id, ``run=1``.
     """
     if run == 0:
-        return _hex32(spec.seed, "job", index)
-    return _hex32(spec.seed, "job", index, "run", run)
+        return hex32(spec.seed, "job", index)
+    return hex32(spec.seed, "job", index, "run", run)
 
 
 def job_name(spec: FleetSpec, index: int) -> str:
@@ -60,8 +63,25 @@ def job_name(spec: FleetSpec, index: int) -> str:
     return f"{_JOB_TEMPLATES[index % len(_JOB_TEMPLATES)][0]}-{index}"
 
 
-def _on_k8s(index: int) -> bool:
+def on_k8s(index: int) -> bool:
+    """Whether job ``index`` runs on Kubernetes (else on YARN)."""
     return index % 4 in _K8S_SLOTS
+
+
+def layout_of(index: int) -> Layout:
+    """The log layout of job ``index``: Flink's default pattern, JSON, or a Fluent Bit envelope."""
+    return _LAYOUT_BY_SLOT[index % 4]
+
+
+def sends_telegraf(index: int) -> bool:
+    """Whether job ``index``'s metrics come through Telegraf (else as canonical JSON)."""
+    return index % 4 == _TELEGRAF_SLOT
+
+
+def topics_of(index: int) -> tuple[str, str, str]:
+    """The Kafka topics job ``index`` reads and writes: (main source, side source, sink)."""
+    _, main, side, out = _JOB_TEMPLATES[index % len(_JOB_TEMPLATES)]
+    return main, side, out
 
 
 def tm_id(spec: FleetSpec, job_index: int, tm_index: int) -> str:
@@ -76,10 +96,10 @@ def tm_id(spec: FleetSpec, job_index: int, tm_index: int) -> str:
     if tm_index < 0:
         msg = f"tm_index must be >= 0, got {tm_index}"
         raise ValueError(msg)
-    if _on_k8s(job_index):
+    if on_k8s(job_index):
         return f"{job_name(spec, job_index)}-taskmanager-1-{tm_index + 1}"
     # One YARN cluster for the fleet; each job is an application on it. Container 1 is the
     # ApplicationMaster (the JobManager), TaskManagers come after.
     # The ResourceManager started some time in 2020-2022, before any simulated event.
-    cluster_ts = 1_600_000_000_000 + int.from_bytes(_digest(spec.seed, "rm")[:6]) % 63_072_000_000
+    cluster_ts = 1_600_000_000_000 + int.from_bytes(digest(spec.seed, "rm")[:6]) % 63_072_000_000
     return f"container_e05_{cluster_ts}_{40 + job_index:04d}_01_{tm_index + 2:06d}"

@@ -1,261 +1,91 @@
-"""How incidents play out: checkpoints that fail, and the plans of those that fail a job over."""
+"""How the incidents that fail a job over play out: their plans, fixed when the job is made.
+
+The checkpoint incidents act where they bite, as each checkpoint is simulated (see
+checkpoints.py); those that lose a process are planned ahead: their times are fixed when
+the job is created, and what they log is queued on the job's agenda.
+"""
 
 from __future__ import annotations
 
 import math
+import random
 from functools import partial
-from typing import Literal
 
-from lab.fleet.base import (
-    _ASK_TIMEOUT_MS,
-    _HEARTBEAT_INTERVAL_MS,
-    _HEARTBEAT_TIMEOUT_MS,
-    _NEVER,
-    _REGISTRATION_TIMEOUT_MS,
-    _RESTART_DELAY_MS,
-    _Break,
-    _Task,
-    _TaskManager,
+from lab.fleet.checkpoints import Checkpoints, StateGrowth
+from lab.fleet.crashes import Crashes
+from lab.fleet.failover import Failover
+from lab.fleet.identity import Identity, TaskManager
+from lab.fleet.metrics import Metrics, TmState
+from lab.fleet.records import Records
+from lab.fleet.spec import FleetSpec
+from lab.fleet.state import (
+    ASK_TIMEOUT_MS,
+    HEARTBEAT_INTERVAL_MS,
+    HEARTBEAT_TIMEOUT_MS,
+    NEVER,
+    REGISTRATION_TIMEOUT_MS,
+    RESTART_DELAY_MS,
+    Agenda,
+    Break,
+    RunState,
 )
-from lab.fleet.crashes import _Crashes
-from lab.fleet.ids import _hex32
-from lab.fleet.metrics import _Growth, _TmState
-from lab.fleet.wording import _JDK_FRAMES
 
 
-class _Incidents(_Crashes):
-    """The job's incidents: failed checkpoints as they happen, failovers planned ahead."""
+def onsets_of(spec: FleetSpec, index: int, start_ms: int) -> dict[str, int]:
+    """The earliest onset of each incident kind of job ``index``, epoch ms.
 
-    # -- checkpoints that fail ---------------------------------------------------------
+    A new kind adds itself to ``IncidentKind`` and acts where it bites: in
+    :class:`~lab.fleet.checkpoints.Checkpoints` for checkpoint outcomes, in
+    :class:`~lab.fleet.metrics.Metrics` for TaskManager metrics, or with a plan of its own
+    (:class:`IncidentPlan`).
+    """
+    onsets: dict[str, int] = {}
+    for inc in spec.incidents:
+        if inc.job_index == index:
+            t = start_ms + round(inc.onset_s * 1000)
+            onsets[inc.kind] = min(t, onsets.get(inc.kind, t))
+    return onsets
 
-    def _expire(
+
+class IncidentPlan:
+    """The plans of a job's incidents that fail it over.
+
+    Incidents draw from their own generator (``irng``), so that a job's records before an
+    onset are the same as without the incident.
+    """
+
+    def __init__(
         self,
-        n: int,
-        trigger: int,
-        late: Literal["one_tm", "skewed", "stateful", "none"] = "one_tm",
-        would_take: int = 0,
-    ) -> int:
-        """Checkpoint ``n`` never completes: expiry, the 1.15+ WARN, late acknowledgements.
+        identity: Identity,
+        records: Records,
+        state: RunState,
+        agenda: Agenda,
+        checkpoints: Checkpoints,
+        metrics: Metrics,
+        failover: Failover,
+        crashes: Crashes,
+        irng: random.Random,
+        end_ms: int,
+    ) -> None:
+        """The plans for the job ``identity`` names, until ``end_ms``."""
+        self._id = identity
+        self._records = records
+        self._state = state
+        self._agenda = agenda
+        self._checkpoints = checkpoints
+        self._metrics = metrics
+        self._failover = failover
+        self._crashes = crashes
+        self._irng = irng
+        self._end_ms = end_ms
 
-        ``late`` says who acknowledges after the expiry: ``one_tm`` 1-3 tasks of the
-        skewed TaskManager; ``skewed`` 3-6 tasks, ~80% of them on the skewed TaskManager;
-        ``stateful`` the co-process subtasks still busy when the checkpoint would have
-        completed (``would_take`` ms after the trigger); ``none`` nobody.
-        """
-        rng, w, jid = self.rng, self.w, self.jid
-        expired = trigger + self.timeout_ms
-        self._log(
-            expired,
-            "expire",
-            "INFO",
-            f"Checkpoint {n} of job {jid} expired before completing.",
-            "Checkpoint Timer",
-        )
-        last = expired
-        if w.failure_manager_warn:
-            last = expired + rng.randrange(0, 3)
-            trace = (
-                "org.apache.flink.runtime.checkpoint.CheckpointException: Checkpoint expired "
-                "before completing.\n\tat org.apache.flink.runtime.checkpoint.CheckpointCoordinator"
-                f"$CheckpointCanceller.run(CheckpointCoordinator.java:{w.expire_line}){w.frame_jar}\n"
-                f"{_JDK_FRAMES}"
-            )
-            self._log(
-                last,
-                "failure",
-                "WARN",
-                f"Failed to trigger or complete checkpoint {n} for job {jid}. "
-                f"({self.consecutive_failed} consecutive failed attempts so far)",
-                "Checkpoint Timer",
-                trace,
-            )
-        self.consecutive_failed += 1
-        self.changes.append((expired, 0, 0, 0, 1))
-
-        acks: list[tuple[int, _Task]] = []
-        skewed = self.skewed_tm
-        if late == "one_tm":
-            # All from the skewed TaskManager: its co-process task (the one behind on
-            # barrier alignment) first, then its sources.
-            on_tm = [t for t in self.tasks if t.subtask == skewed]
-            on_tm.sort(key=lambda t: t.is_source)
-            tasks = on_tm[: rng.randint(1, 3)]
-            times = sorted(last + rng.randrange(300, 6000) for _ in tasks)
-            acks = list(zip(times, tasks, strict=True))
-        elif late == "skewed":
-            # The skewed TaskManager's tasks (a subtask acknowledges once, so it sends at
-            # most one per task), and per each of them one more from another TaskManager
-            # with probability 1/4: 80% from the skewed one on average, 3-6 in all with
-            # one slot per TaskManager. The others were only a little late; the skewed
-            # ones straggle further behind.
-            on_tm = [t for t in self.tasks if t.subtask == skewed]
-            others = [t for t in self.tasks if t.subtask != skewed]
-            n_skewed = min(rng.randint(3, 6), len(on_tm))
-            n_other = min(sum(rng.random() < 0.25 for _ in range(n_skewed)), len(others))
-            acks = [(last + rng.randrange(200, 2500), t) for t in rng.sample(others, n_other)]
-            acks += [(last + rng.randrange(800, 6000), t) for t in rng.sample(on_tm, n_skewed)]
-        elif late == "stateful":
-            # Slow state uploads: the co-process subtasks (the ones with keyed state) finish
-            # their snapshots at about the time the whole checkpoint would have taken (or,
-            # far into the creep, give up on it when the next checkpoint's barrier comes).
-            span = min(would_take, self.timeout_ms * 3 // 2)
-            for task in self.tasks:
-                if task.vertex == 2:
-                    t = trigger + int(span * rng.uniform(0.85, 1.0))
-                    if t > expired:
-                        acks.append((max(t, last + 1), task))
-        acks.sort(key=lambda a: a[0])
-        for t, task in acks:
-            aid = self._attempt_id(task)
-            if w.late_with_location:
-                text = (
-                    f"Received late message for now expired checkpoint attempt {n} from task "
-                    f"{aid} of job {jid} at {self.slots[task.subtask].location}."
-                )
-            else:
-                text = (
-                    f"Received late message for now expired checkpoint attempt {n} from "
-                    f"{aid} of job {jid}."
-                )
-            self._log(t, "late", "WARN", text, self._io_thread())
-        return expired
-
-    def _lost(self, n: int, trigger: int, brk: _Break) -> int:
-        """Checkpoint ``n`` cannot complete: the job stops running before it would.
-
-        It expires if the timeout comes first, else it is aborted (silently, counted as
-        failed) when the job fails over.
-        """
-        if trigger + self.timeout_ms < brk.abort_ms:
-            return self._expire(n, trigger, late="none")
-        self.changes.append((brk.abort_ms, 0, 0, 0, 1))
-        return brk.abort_ms
-
-    def _decline(self, n: int, trigger: int, duration: int) -> int:
-        """checkpoint_declines: a stateful task's asynchronous snapshot fails; it declines ``n``.
-
-        The JobManager logs the decline (with the task's location from 1.9 and the cause
-        from 1.12), then the failure (1.7-1.10 "Discarding checkpoint", 1.15+ the
-        CheckpointFailureManager's WARN); 1.11-1.14 log the decline only.
-        """
-        irng, w, ver, jid = self.irng, self.w, self.ver, self.jid
-        t = trigger + max(int(duration * irng.uniform(0.3, 0.9)), 3)
-        task = irng.choice([tk for tk in self.tasks if tk.vertex == 2])
-        aid = self._attempt_id(task)
-        if ver < (1, 9):
-            text = f"Decline checkpoint {n} by task {aid} of job {jid}."
-        else:
-            text = (
-                f"Decline checkpoint {n} by task {aid} of job {jid} at "
-                f"{self.slots[task.subtask].location}."
-            )
-        materialize = self._materialize_failure(n, task)
-        self._log(
-            t, "decline", "INFO", text, self._idispatcher(), materialize if ver >= (1, 12) else ""
-        )
-        jar = w.frame_jar if w.log4j2 else ""
-        if w.failure_manager_warn:
-            t += irng.randrange(0, 3)
-            trace = (
-                "org.apache.flink.runtime.checkpoint.CheckpointException: Asynchronous task "
-                "checkpoint failed.\n\tat org.apache.flink.runtime.messages.checkpoint."
-                f"SerializedCheckpointException.unwrap(SerializedCheckpointException.java:51){jar}\n"
-                "\tat org.apache.flink.runtime.checkpoint.CheckpointCoordinator."
-                f"receiveDeclineMessage(CheckpointCoordinator.java:1035){jar}\n"
-                f"Caused by: {materialize}"
-            )
-            self._log(
-                t,
-                "failure",
-                "WARN",
-                f"Failed to trigger or complete checkpoint {n} for job {jid}. "
-                f"({self.consecutive_failed} consecutive failed attempts so far)",
-                self._io_thread_i(),
-                trace,
-            )
-        elif (1, 7) <= ver < (1, 11):
-            trace = (
-                "org.apache.flink.runtime.checkpoint.CheckpointException: Checkpoint was "
-                "declined.\n\tat org.apache.flink.runtime.checkpoint.CheckpointCoordinator."
-                f"receiveDeclineMessage(CheckpointCoordinator.java:905){jar}\n"
-                # Before 1.12 the cause is not wrapped for the RPC yet.
-                "Caused by: "
-                + materialize.replace(
-                    "org.apache.flink.util.SerializedThrowable", "java.lang.Exception", 1
-                )
-            )
-            self._log(
-                t,
-                "discard",
-                "INFO",
-                f"Discarding checkpoint {n} of job {jid}.",
-                self._idispatcher(),
-                trace,
-            )
-        self.consecutive_failed += 1
-        self.changes.append((t, 0, 0, 0, 1))
-        return t
-
-    def _materialize_failure(self, n: int, task: _Task) -> str:
-        """The cause a task declines checkpoint ``n`` with: its snapshot could not be written.
-
-        On YARN the checkpoint directory's HDFS quota is used up; on Kubernetes the S3
-        bucket refuses the upload (rotated credentials). Both last until someone acts, so
-        every checkpoint from the onset fails the same way. Causes cross the RPC boundary
-        as Flink's ``SerializedThrowable``, which prints the original's message.
-        """
-        w, k, par = self.w, task.subtask, self.spec.tms_per_job
-        jar = w.frame_jar if w.log4j2 else ""
-        jdk = " [?:?]" if w.log4j2 else ""
-        suffix = self._attempt_suffix()
-        if self.k8s:
-            request = _hex32(self.spec.seed, "s3-request", self.index, n)[:16].upper()
-            cause = (
-                "Access Denied (Service: Amazon S3; Status Code: 403; Error Code: AccessDenied; "
-                f"Request ID: {request}; Proxy: null)"
-            )
-            cause_frames = (
-                "\tat com.amazonaws.http.AmazonHttpClient$RequestExecutor.handleErrorResponse("
-                f"AmazonHttpClient.java:1879){jdk}\n"
-                "\tat org.apache.hadoop.fs.s3a.S3AFileSystem.putObjectDirect("
-                f"S3AFileSystem.java:2573){jdk}"
-            )
-        else:
-            quota = 10 * 2**40
-            used = quota + self.irng.randrange(2**20, 2**30)
-            cause = (
-                "The DiskSpace quota of /flink/checkpoints is exceeded: quota = "
-                f"{quota} B = 10 TB but diskspace consumed = {used} B = {used / 2**40:.2f} TB"
-            )
-            cause_frames = (
-                "\tat org.apache.hadoop.hdfs.server.namenode.DirectoryWithQuotaFeature."
-                f"verifyDiskspaceQuota(DirectoryWithQuotaFeature.java:211){jdk}\n"
-                "\tat org.apache.hadoop.hdfs.DFSOutputStream.addBlock(DFSOutputStream.java:1081)"
-                f"{jdk}"
-            )
-        return (
-            f"org.apache.flink.util.SerializedThrowable: Could not materialize checkpoint {n} "
-            f"for operator {task.name} ({k + 1}/{par}){suffix}.\n"
-            "\tat org.apache.flink.streaming.runtime.tasks.AsyncCheckpointRunnable."
-            f"handleExecutionException(AsyncCheckpointRunnable.java:257){jar}\n"
-            "\tat org.apache.flink.streaming.runtime.tasks.AsyncCheckpointRunnable.run("
-            f"AsyncCheckpointRunnable.java:128){jar}\n"
-            "\tat java.util.concurrent.ThreadPoolExecutor.runWorker(ThreadPoolExecutor.java:1128)"
-            f"{jdk}\n"
-            f"\tat java.lang.Thread.run(Thread.java:829){jdk}\n"
-            f"Caused by: org.apache.flink.util.SerializedThrowable: {cause}\n{cause_frames}"
-        )
-
-    # -- incidents that fail the job over: plans ---------------------------------------
-
-    def _plan_incidents(self) -> None:
-        """Fix the times of the failovers the job's incidents cause, and queue their lines."""
-        onsets = self.onset_ms
+    def plan(self, onsets: dict[str, int]) -> None:
+        """Fix the times of the failovers the incidents at ``onsets`` cause; queue their lines."""
         if "idle_heap_leak" in onsets:
             self._plan_leak(onsets["idle_heap_leak"])
         if "tm_memory_kill" in onsets:
             t = onsets["tm_memory_kill"]
-            self._plan_memory_kill(0, t, t + self.irng.randrange(40_000, 50_000))
+            self._plan_memory_kill(0, t, t + self._irng.randrange(40_000, 50_000))
         if "state_growth" in onsets:
             self._plan_state_growth(onsets["state_growth"])
         for kind in ("tm_heap_oom", "tm_direct_oom", "tm_metaspace_oom"):
@@ -274,15 +104,15 @@ class _Incidents(_Crashes):
         Every replacement TaskManager runs the same leaking source reader and is killed
         in turn once its heap is full.
         """
-        irng = self.irng
-        for st in self.tm_states:
+        irng = self._irng
+        for st in self._metrics.tm_states:
             st.idle_ms = onset
             # An idle TaskManager still allocates (timers, heartbeats, metrics, empty
             # polls), only less: a smaller, slower sawtooth, each cycle 1-2 minutes.
             st.idle_band = (st.ceiling - st.floor) * irng.uniform(0.3, 0.5)
             st.idle_growth = st.idle_band / irng.uniform(60, 120)
-        leaking = self.tm_states[0]
-        leak_per_ms = self.spec.heap_leak_mb_per_h * 2**20 / 3_600_000
+        leaking = self._metrics.tm_states[0]
+        leak_per_ms = self._id.spec.heap_leak_mb_per_h * 2**20 / 3_600_000
         start = onset
         while True:
             leaking.leak_ms = start
@@ -292,7 +122,7 @@ class _Incidents(_Crashes):
             # The JobMaster heard from it last up to one heartbeat interval (10 s) before
             # the kill, and gives up heartbeat.timeout (50 s) after that.
             failover = kill + irng.randrange(40_000, 50_000)
-            if kill >= self.end_ms:
+            if kill >= self._end_ms:
                 return
             replacement = self._plan_memory_kill(0, kill, failover)
             if replacement is None:
@@ -302,7 +132,7 @@ class _Incidents(_Crashes):
             replacement.idle_growth = leaking.idle_growth
             leaking, start = replacement, replacement.next_ms
 
-    def _plan_memory_kill(self, slot: int, kill: int, failover: int) -> _TmState | None:
+    def _plan_memory_kill(self, slot: int, kill: int, failover: int) -> TmState | None:
         """The TaskManager of ``slot`` is killed for memory at ``kill``; the job restarts.
 
         YARN kills a container over its physical memory limit, Kubernetes OOM-kills the
@@ -311,48 +141,53 @@ class _Incidents(_Crashes):
         checkpoint on a new TaskManager. Returns the new TaskManager's metric state, if it
         starts before the end.
         """
-        irng = self.irng
-        dead = self._tm_state_of(slot, kill)
+        irng, agenda = self._irng, self._agenda
+        dead = self._metrics.taskmanager_at(slot, kill)
         dead.dead_ms = kill
         # YARN reports completed containers on the next allocate heartbeat (every 5 s);
         # Kubernetes' watch reports the pod at once.
-        reported = kill + (irng.randrange(300, 5000) if not self.k8s else irng.randrange(50, 900))
+        k8s = self._id.k8s
+        reported = kill + (irng.randrange(300, 5000) if not k8s else irng.randrange(50, 900))
         tm = dead.tm
-        self._at(kill, lambda: self._log_memory_kill(kill, reported, tm, dead))
-        self.breaks.append(_Break(kill, failover))
-        self._at(failover, lambda: self._heartbeat_failover(failover, tm, rm_side=False))
+        agenda.at(kill, lambda: self._crashes.log_memory_kill(kill, reported, tm, dead))
+        self._state.breaks.append(Break(kill, failover))
+        agenda.at(failover, lambda: self._failover.heartbeat_failover(failover, tm, rm_side=False))
         # The ResourceManager asks for a new worker as soon as it knows the old one is gone.
         return self._plan_restart(failover, slot, reported + irng.randrange(8_000, 25_000))
 
     def _plan_restart(
         self, failover: int, slot: int | None, tm_ready: int | None = None
-    ) -> _TmState | None:
+    ) -> TmState | None:
         """After the failover at ``failover``: the restart delay, a restore, a redeploy.
 
         ``slot``'s TaskManager is replaced by a new one that registers at ``tm_ready``.
         Returns the new TaskManager's metric state, if it starts before the end.
         """
-        irng = self.irng
-        restart = failover + _RESTART_DELAY_MS + irng.randrange(0, 40)
+        irng = self._irng
+        restart = failover + RESTART_DELAY_MS + irng.randrange(0, 40)
         ready = restart if tm_ready is None else tm_ready
         deploy = max(restart, ready) + irng.randrange(20, 200)
         running = deploy + irng.randrange(1_500, 3_000)
-        new: _TmState | None = None
-        tm: _TaskManager | None = None
+        new: TmState | None = None
+        tm: TaskManager | None = None
         if slot is not None:
             tm, new = self._start_taskmanager(slot, ready)
-        self._at(restart, lambda: self._restart(restart, deploy, running, slot, tm))
+        self._agenda.at(restart, lambda: self._failover.restart(restart, deploy, running, slot, tm))
         return new
 
-    def _start_taskmanager(self, slot: int, ready: int) -> tuple[_TaskManager, _TmState | None]:
+    def _start_taskmanager(self, slot: int, ready: int) -> tuple[TaskManager, TmState | None]:
         """A new TaskManager (the next container or pod) for ``slot``, registered at ``ready``.
 
         Returns it, and its metric state if it starts before the end.
         """
-        tm = self._taskmanager(slot, self.tm_started)
-        self.tm_started += 1
-        self.kube_tm[tm.tm_id] = self._kube(tm.tm_id, tm.node)
-        return tm, self._new_tm_state(tm, ready) if ready < self.end_ms else None
+        state = self._state
+        number = state.tm_started
+        tm = self._id.taskmanager(slot, number)
+        state.tm_started += 1
+        self._records.add_taskmanager(tm)
+        if ready >= self._end_ms:
+            return tm, None
+        return tm, self._metrics.new_taskmanager(tm, number, ready)
 
     def _plan_state_growth(self, onset: int) -> None:
         """state_growth (seed 000): heap state grows until one TaskManager thrashes and dies.
@@ -370,33 +205,37 @@ class _Incidents(_Crashes):
         then (the key space stops growing), and the state shrinks back, halving its excess
         every checkpoint interval.
         """
-        irng, n = self.irng, self.spec.tms_per_job
-        victim = max(self.tm_states, key=lambda st: st.floor)
-        target = self.base_size + n * (0.9 * victim.heap_max - victim.floor) / 1.5
-        fill_ms = round(self.spec.state_growth_fill_s * 1000)
+        irng, n, agenda = self._irng, self._id.spec.tms_per_job, self._agenda
+        checkpoints = self._checkpoints
+        base_size = checkpoints.base_size
+        victim = max(self._metrics.tm_states, key=lambda st: st.floor)
+        target = base_size + n * (0.9 * victim.heap_max - victim.floor) / 1.5
+        fill_ms = round(self._id.spec.state_growth_fill_s * 1000)
         thrash = onset + fill_ms
-        failover = thrash + _HEARTBEAT_TIMEOUT_MS + irng.randrange(0, 3_000)
+        failover = thrash + HEARTBEAT_TIMEOUT_MS + irng.randrange(0, 3_000)
         fatal = failover + irng.randrange(2_000, 9_000)
-        growth = _Growth(
+        growth = StateGrowth(
             onset_ms=onset,
-            base=self.base_size,
-            slope=max(target - self.base_size, 0.0) / fill_ms,
+            base=base_size,
+            slope=max(target - base_size, 0.0) / fill_ms,
             bytes_per_ms=irng.uniform(60_000, 150_000),  # 60-150 MB/s to the checkpoint storage
             peak_ms=thrash,
-            resume_ms=_NEVER,
+            resume_ms=NEVER,
             tms=n,
-            half_life_ms=self.interval_ms,
+            half_life_ms=checkpoints.interval_ms,
         )
-        self.growth = growth
-        if thrash >= self.end_ms:
+        checkpoints.growth = growth
+        if thrash >= self._end_ms:
             return
         victim.dead_ms = thrash
         tm = victim.tm
-        self.breaks.append(_Break(thrash, failover))
-        self._at(failover, lambda: self._heartbeat_failover(failover, tm, rm_side=True))
-        self._at(fatal, lambda: self._log_jvm_fatal("gc_overhead", fatal, tm, exit_report=True))
+        self._state.breaks.append(Break(thrash, failover))
+        agenda.at(failover, lambda: self._failover.heartbeat_failover(failover, tm, rm_side=True))
+        agenda.at(
+            fatal, lambda: self._crashes.log_jvm_fatal("gc_overhead", fatal, tm, exit_report=True)
+        )
         self._plan_restart(failover, tm.index, fatal + irng.randrange(10_000, 25_000))
-        growth.resume_ms = failover + _RESTART_DELAY_MS
+        growth.resume_ms = failover + RESTART_DELAY_MS
 
     def _plan_jvm_fatal(self, kind: str, onset: int) -> None:
         """tm_*_oom: TaskManager 0's JVM runs out of one kind of memory at ``onset`` and exits.
@@ -409,23 +248,25 @@ class _Incidents(_Crashes):
         and the TaskManager shuts itself down (TaskExecutor and TaskManagerRunner ERROR
         lines, exit code 1). Either way the job is restored on a new TaskManager.
         """
-        irng = self.irng
-        st = self._tm_state_of(0, onset)
+        irng, agenda, crashes = self._irng, self._agenda, self._crashes
+        st = self._metrics.taskmanager_at(0, onset)
         tm = st.tm
         st.dead_ms = onset
         if kind == "tm_metaspace_oom":
             failover = onset + irng.randrange(5, 80)
             exited = onset + irng.randrange(1_000, 4_000)
-            self._at(onset, lambda: self._log_jvm_fatal("metaspace", onset, tm, exit_report=True))
-            self.breaks.append(_Break(onset, failover))
-            self._at(failover, lambda: self._metaspace_failover(failover, tm))
+            agenda.at(
+                onset, lambda: crashes.log_jvm_fatal("metaspace", onset, tm, exit_report=True)
+            )
+            self._state.breaks.append(Break(onset, failover))
+            agenda.at(failover, lambda: crashes.metaspace_failover(failover, tm))
             self._plan_restart(failover, 0, exited + irng.randrange(8_000, 25_000))
             return
         oom = "heap" if kind == "tm_heap_oom" else "direct"
         failover = onset + irng.randrange(40_000, 50_000)
-        self._at(onset, lambda: self._log_jvm_fatal(oom, onset, tm, exit_report=True))
-        self.breaks.append(_Break(onset, failover))
-        self._at(failover, lambda: self._heartbeat_failover(failover, tm, rm_side=False))
+        agenda.at(onset, lambda: crashes.log_jvm_fatal(oom, onset, tm, exit_report=True))
+        self._state.breaks.append(Break(onset, failover))
+        agenda.at(failover, lambda: self._failover.heartbeat_failover(failover, tm, rm_side=False))
         self._plan_restart(failover, 0, onset + irng.randrange(10_000, 25_000))
 
     def _plan_watch_crash(self, onset: int, ha: bool) -> None:
@@ -439,7 +280,7 @@ class _Incidents(_Crashes):
         job id, from nothing (``No checkpoint found during restore.``). The TaskManager pods
         survive and take the new deployment.
         """
-        irng = self.irng
+        irng, agenda, crashes = self._irng, self._agenda, self._crashes
         crash = onset
         start = crash + irng.randrange(10_000, 30_000)
         submit = start + irng.randrange(3_000, 8_000)
@@ -451,15 +292,15 @@ class _Incidents(_Crashes):
         else:
             # Without HA nothing tells the TaskManagers of a new leader: they notice the old
             # JobManager is gone when its heartbeat times out.
-            lost = crash + _HEARTBEAT_TIMEOUT_MS + irng.randrange(0, _HEARTBEAT_INTERVAL_MS)
+            lost = crash + HEARTBEAT_TIMEOUT_MS + irng.randrange(0, HEARTBEAT_INTERVAL_MS)
         deploy = submit + irng.randrange(2_000, 10_000)
         running = deploy + irng.randrange(1_500, 3_000)
-        self.breaks.append(_Break(crash, crash))
-        self._at(crash, lambda: self._log_watch_crash(crash))
-        old_id = self.job_id
-        self._at(lost, lambda: self._log_tms_lost_jobmanager(lost, old_id, heartbeat=not ha))
-        self._at(start, lambda: self._log_entrypoint_start(start, ha))
-        self._at(submit, lambda: self._jobmaster_start(submit, deploy, running, ha))
+        self._state.breaks.append(Break(crash, crash))
+        agenda.at(crash, lambda: crashes.log_watch_crash(crash))
+        old_id = self._id.job_id
+        agenda.at(lost, lambda: crashes.log_tms_lost_jobmanager(lost, old_id, heartbeat=not ha))
+        agenda.at(start, lambda: crashes.log_entrypoint_start(start, ha))
+        agenda.at(submit, lambda: self._failover.jobmaster_start(submit, deploy, running, ha))
 
     def _plan_storm(self, onset: int) -> None:
         """restart_storm (seed 004): a flapping TaskManager, restarts, lost leadership.
@@ -478,33 +319,34 @@ class _Incidents(_Crashes):
         deploys to a new TaskManager. The job is not RUNNING for about 5.5 minutes at the
         end, and barely ran in the 2.5 before.
         """
-        irng, n = self.irng, self.spec.tms_per_job
+        irng, n = self._irng, self._id.spec.tms_per_job
+        agenda, crashes, failover = self._agenda, self._crashes, self._failover
         slot = n - 1
-        st = self._tm_state_of(slot, onset)
+        st = self._metrics.taskmanager_at(slot, onset)
         tm = st.tm
         st.dead_ms = onset
         fail = onset + irng.randrange(40_000, 50_000)
-        self.breaks.append(_Break(onset, fail))
+        self._state.breaks.append(Break(onset, fail))
         first = fail
-        self._at(fail, lambda: self._heartbeat_failover(first, tm, rm_side=True))
-        delay = _RESTART_DELAY_MS
+        agenda.at(fail, lambda: failover.heartbeat_failover(first, tm, rm_side=True))
+        delay = RESTART_DELAY_MS
         for _ in range(3):
             restart = fail + delay + irng.randrange(0, 40)
             deploy = restart + irng.randrange(50, 400)
-            fail = deploy + _ASK_TIMEOUT_MS + irng.randrange(5, 60)
-            self._at(restart, partial(self._restart, restart, deploy, None, None, None))
-            self._at(fail, partial(self._deploy_timeout, fail, deploy, tm))
+            fail = deploy + ASK_TIMEOUT_MS + irng.randrange(5, 60)
+            agenda.at(restart, partial(failover.restart, restart, deploy, None, None, None))
+            agenda.at(fail, partial(crashes.deploy_timeout, fail, deploy, tm))
             delay *= 2
         lost = fail + irng.randrange(20_000, 40_000)
-        self._at(lost, lambda: self._leadership_lost(lost))
-        regto = first + _REGISTRATION_TIMEOUT_MS + irng.randrange(0, 2_000)
-        self._at(regto, lambda: self._log_registration_timeout(regto, tm))
+        agenda.at(lost, lambda: crashes.leadership_lost(lost))
+        regto = first + REGISTRATION_TIMEOUT_MS + irng.randrange(0, 2_000)
+        agenda.at(regto, lambda: crashes.log_registration_timeout(regto, tm))
         regained = lost + 300_000 + irng.randrange(0, 20_000)
         ready = regto + irng.randrange(15_000, 40_000)
         new_tm, _ = self._start_taskmanager(slot, ready)
         deploy = max(regained, ready) + irng.randrange(200, 2_000)
         running = deploy + irng.randrange(1_500, 3_000)
-        self._at(
+        agenda.at(
             regained,
-            lambda: self._jobmaster_start(regained, deploy, running, True, (slot, new_tm)),
+            lambda: failover.jobmaster_start(regained, deploy, running, True, (slot, new_tm)),
         )

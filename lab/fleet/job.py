@@ -1,20 +1,32 @@
-"""One simulated job's normal life (start-up, checkpoints), and the fleet of them."""
+"""One simulated job, composed of its parts, and the fleet of them."""
 
 from __future__ import annotations
 
 import heapq
-import math
+import random
 from collections.abc import Iterator
 from operator import attrgetter
 
-from lab.fleet.base import _NEVER
-from lab.fleet.incidents import _Incidents
+from lab.fleet.checkpoints import Checkpoints, Profile
+from lab.fleet.crashes import Crashes
+from lab.fleet.failover import Failover
+from lab.fleet.identity import Identity
+from lab.fleet.incidents import IncidentPlan, onsets_of
+from lab.fleet.metrics import Load, Metrics
+from lab.fleet.records import Records
 from lab.fleet.spec import FleetSpec, SimRecord
-from lab.fleet.wording import _COMMIT_FAILURE_TRACE
+from lab.fleet.state import Agenda, RunState
 
 
-class _Job(_Incidents):
-    """One simulated job: its constants, its state and the records it produces.
+class Job:
+    """One simulated job: its parts, its normal life, and the records it produces.
+
+    A job owns its parts and wires them once: who it is (:class:`~lab.fleet.identity.Identity`:
+    ids, wording, layout, graph), its records (:class:`~lab.fleet.records.Records`), what it
+    is doing now and what is planned for it (:class:`~lab.fleet.state.RunState`,
+    :class:`~lab.fleet.state.Agenda`), its checkpoints, its metrics, how it fails over, what
+    its dying processes log, and the plans of its incidents. It runs the start-up and the
+    loop that interleaves checkpoint cycles with the planned actions.
 
     Records are pushed onto a heap as whole checkpoint cycles are simulated, and handed
     out in event-time order once no later push can precede them: everything a cycle
@@ -24,221 +36,96 @@ class _Job(_Incidents):
     cycles, each logging at or after its own time; the lines they write may name
     checkpoints, so they are written when the simulation reaches them.
 
-    Each concern is a layer of its own, each built on the one before: ``_JobBase``
-    (identity, graph, state, writing records), ``_Metrics``, ``_Failover`` (failed tasks,
-    restart, redeploy), ``_Crashes`` (what dying processes log), ``_Incidents`` (failed
-    checkpoints, failover plans), and this class: the start-up, the checkpoint cycles,
-    and the loop that runs them with the planned actions.
+    Attributes:
+        identity: Who the job is and what it runs.
+
     """
 
     def __init__(self, spec: FleetSpec, index: int, start_ms: int, end_ms: int) -> None:
-        super().__init__(spec, index, start_ms, end_ms)
-        self._init_metrics(start_ms)
-        self._plan_incidents()
+        """Job ``index`` of ``spec``'s fleet, simulated from ``start_ms`` until ``end_ms``."""
+        seed = spec.seed
+        self.identity = ident = Identity(spec, index)
+        self._end_ms = end_ms
+        # Three generators: the job's (its normal life), the incidents' (so that a job's
+        # records before an onset are the same as without the incident) and the metrics'
+        # (in Metrics). The job's is drawn in this order, so that the same seed gives the
+        # same job: its checkpoints' profile, its load, the TaskManager whose tasks
+        # acknowledge late, its start.
+        self._rng = rng = random.Random(f"{seed}/job/{index}")
+        irng = random.Random(f"{seed}/incident/{index}")
+        profile = Profile.draw(rng)
+        load = Load.draw(rng)
+        skewed_tm = rng.randrange(spec.tms_per_job)
+        onsets = onsets_of(spec, index, start_ms)
+
+        self._records = records = Records(ident)
+        self._state = state = RunState(ident, start_ms, rng)
+        self._agenda = agenda = Agenda()
+        self._checkpoints = checkpoints = Checkpoints(
+            ident, records, state, profile, skewed_tm, onsets, rng, irng
+        )
+        self._metrics = metrics = Metrics(
+            ident, records, state, checkpoints, load, start_ms, end_ms
+        )
+        failover = Failover(ident, records, state, agenda, checkpoints, metrics, irng)
+        crashes = Crashes(ident, records, state, failover, irng)
+        plan = IncidentPlan(
+            ident, records, state, agenda, checkpoints, metrics, failover, crashes, irng, end_ms
+        )
+        plan.plan(onsets)
 
     def records(self) -> Iterator[SimRecord]:
-        """All records of this job before ``end_ms``, in event-time order."""
+        """All records of this job before its end, in event-time order."""
+        checkpoints, agenda, metrics = self._checkpoints, self._agenda, self._metrics
         self._startup()
-        rng = self.rng
-        self.trigger = self.running_ms + rng.randrange(0, self.interval_ms + 1)
+        checkpoints.start()
         while True:
-            action_ms = self.actions[0][0] if self.actions else _NEVER
-            now = min(self.trigger, action_ms)
-            if now >= self.end_ms:
+            action_ms = agenda.next_ms()
+            now = min(checkpoints.trigger, action_ms)
+            if now >= self._end_ms:
                 break
-            self._metrics_until(now)
-            yield from self._ready(now)
-            if action_ms <= self.trigger:
-                heapq.heappop(self.actions)[2]()
+            metrics.until(now)
+            yield from self._records.ready(now)
+            if action_ms <= checkpoints.trigger:
+                agenda.run_next()
                 continue
-            trigger = self.trigger
-            if not self.tasks_running:
-                # Failed over: the restart triggers again once every task runs.
-                self.trigger = _NEVER
-                continue
-            done = self._cycle(self.checkpoint, trigger)
-            self.checkpoint += 1
-            # Fixed-rate trigger with a few ms of scheduling jitter; with one concurrent
-            # checkpoint allowed, a checkpoint still pending delays the next one until it
-            # completes or expires.
-            trigger = max(trigger + self.interval_ms, done + rng.randrange(1, 12))
-            self.trigger = trigger + rng.randrange(0, 4)
-        self._metrics_until(self.end_ms)
-        yield from self._ready(self.end_ms)
-
-    def _ready(self, horizon: int) -> Iterator[SimRecord]:
-        heap = self.heap
-        while heap and heap[0][0] < horizon:
-            yield heapq.heappop(heap)[2]
+            checkpoints.step()
+        metrics.until(self._end_ms)
+        yield from self._records.ready(self._end_ms)
 
     # -- the normal life ---------------------------------------------------------------
 
     def _startup(self) -> None:
         """Log the JobManager's view of the job going to RUNNING (ExecutionGraph lines)."""
-        rng, t0, n = self.rng, self.start_ms, self.spec.tms_per_job
-        self._log(
+        ident, state, records = self.identity, self._state, self._records
+        rng, t0, n = self._rng, state.start_ms, ident.spec.tms_per_job
+        records.log(
             t0,
             "job_state",
             "INFO",
-            f"Job {self.name} ({self.jid}) switched from state CREATED to RUNNING.",
-            self._dispatcher(),
+            f"Job {ident.name} ({state.jid}) switched from state CREATED to RUNNING.",
+            records.dispatcher(rng),
         )
         # (state, share of the start-up span after which a task reaches it): scheduling is
         # immediate, slot allocation and deployment take most of the time.
         steps = [("SCHEDULED", 0.0), ("DEPLOYING", 0.3), ("INITIALIZING", 0.6), ("RUNNING", 0.95)]
-        if not self.w.initializing:
+        if not ident.wording.initializing:
             del steps[2]
-        span = self.running_ms - t0
-        for task in self.tasks:
+        span = state.running_ms - t0
+        for task in ident.tasks:
             prev = "CREATED"
-            for state, share in steps:
+            for step, share in steps:
                 t = t0 + 1 + task.vertex + int(span * share) + rng.randrange(0, span // 20)
-                t = min(t, self.running_ms)
-                self._log(
+                t = min(t, state.running_ms)
+                records.log(
                     t,
                     "task_state",
                     "INFO",
                     f"{task.name} ({task.subtask + 1}/{n}) ({task.attempt_id}) switched from "
-                    f"{prev} to {state}.",
-                    self._dispatcher(),
+                    f"{prev} to {step}.",
+                    records.dispatcher(rng),
                 )
-                prev = state
-
-    def _cycle(self, n: int, trigger: int) -> int:
-        """Log checkpoint ``n`` triggered at ``trigger``; return when it completed or expired."""
-        rng, w, jid = self.rng, self.w, self.jid
-        at = trigger - rng.randrange(0, 3)  # the trigger timestamp precedes the log line
-        if w.trigger_type is None:
-            text = f"Triggering checkpoint {n} @ {at} for job {jid}."
-        else:
-            text = f"Triggering checkpoint {n} (type={w.trigger_type}) @ {at} for job {jid}."
-        self._log(trigger, "trigger", "INFO", text, "Checkpoint Timer")
-
-        spike = 3.0 if rng.random() < 0.02 else 1.0
-        jitter = rng.lognormvariate(0, 0.25)
-        duration = int(self.base_duration_ms * jitter * spike)
-        duration = min(max(duration, 5), self.max_healthy_ms)
-        onsets = self.onset_ms
-        # From the onset no checkpoint completes, including one already in flight.
-        onset = onsets.get("checkpoint_expiry")
-        if onset is not None and trigger + duration >= onset:
-            return self._expire(n, trigger)
-        onset = onsets.get("late_acks_skew")
-        if onset is not None and trigger + duration >= onset:
-            self.skew_seen += 1
-            if self.skew_seen % 2 == 1:
-                return self._expire(n, trigger, late="skewed")
-        growth = self.growth
-        if growth is not None and trigger >= growth.onset_ms:
-            # A snapshot of heap state is written out at the storage's pace.
-            extra = growth.size(trigger) - growth.base
-            duration = max(duration + int(extra / growth.bytes_per_ms), 5)
-        brk = next((b for b in self.breaks if b.abort_ms > trigger), None)
-        if brk is not None and trigger + duration >= brk.stuck_ms:
-            return self._lost(n, trigger, brk)
-        onset = onsets.get("checkpoint_declines")
-        if onset is not None and trigger + duration >= onset:
-            return self._decline(n, trigger, duration)
-        onset = onsets.get("checkpoint_creep")
-        creeping = onset is not None and trigger >= onset
-        if creeping:
-            step = self.spec.creep_per_checkpoint * self.irng.uniform(0.8, 1.2)
-            self.creep = min(self.creep * (1 + step), 1e6)
-            duration = max(int(self.base_duration_ms * self.creep * jitter * spike), 5)
-            if duration >= self.timeout_ms:
-                return self._expire(n, trigger, late="stateful", would_take=duration)
-        onset = onsets.get("idle_heap_leak")
-        idle = onset is not None and trigger >= onset
-        if idle:
-            # Nothing to process: barriers pass at once and there is hardly any new state.
-            duration = max(int(duration * 0.3), 5)
-
-        # A healthy job's state wobbles around its level (key space and TTLs bound it): a
-        # mean-reverting AR(1) in log space. A random walk would climb 20 % in
-        # five minutes on about one job in 500 an hour, and that is growth, not health.
-        self.size_wobble = 0.9 * self.size_wobble + rng.gauss(0, 0.01)
-        if creeping:
-            self.size_bytes *= 1 + step * self.irng.uniform(0.5, 0.9)
-        wobbled = self.size_bytes * math.exp(self.size_wobble)
-        size = int(self.irng.uniform(2_000, 40_000)) if idle else int(wobbled)
-        if growth is not None and trigger >= growth.onset_ms:
-            size = int(size * growth.size(trigger) / growth.base)
-        if w.completed_new:
-            finalization = rng.randrange(0, 6)
-            done = trigger + duration + finalization
-            text = (
-                f"Completed checkpoint {n} for job {jid} ({size} bytes, "
-                f"checkpointDuration={duration} ms, finalizationTime={finalization} ms)."
-            )
-        else:
-            done = trigger + duration
-            text = f"Completed checkpoint {n} for job {jid} ({size} bytes in {duration} ms)."
-        self._log(done, "complete", "INFO", text, self._io_thread())
-        self.changes.append((done, duration, size, 1, 0))
-        self.restorable.append((done, n, at))
-        self.consecutive_failed = 0
-        self._chatter(n, trigger, done)
-        return done
-
-    def _chatter(self, n: int, trigger: int, done: int) -> None:
-        """INFO lines other classes log when a checkpoint completes, plus a rare WARN."""
-        rng, w, tasks_per_vertex = self.rng, self.w, self.spec.tms_per_job
-        budget = self.spec.chatter_per_checkpoint
-        suffix = self._attempt_suffix()
-        if w.kafka_source:
-            for source in (self.main_source, self.side_source)[:budget]:
-                self._log(
-                    done + rng.randrange(1, 8),
-                    "source_done",
-                    "INFO",
-                    f"Marking checkpoint {n} as completed for source {source}.",
-                    f"SourceCoordinator-{source}",
-                )
-                budget -= 1
-        if w.legacy_sink and budget > 0:
-            # Every sink subtask commits its transaction; rotate which ones are shown.
-            sinks = [t for t in self.tasks if t.vertex == 2]
-            for j in range(min(budget, len(sinks))):
-                task = sinks[(n + j) % len(sinks)]
-                k = task.subtask
-                # FlinkKafkaProducer cycles through a pool of 5 transactional ids per subtask,
-                # and each reuse re-initialises the producer, which bumps its epoch.
-                txn = k * 5 + n % 5
-                tid = f"{task.name}-{self.sink_uid}-{txn}"
-                # The transaction began when the previous checkpoint's snapshot was taken.
-                txn_start = max(trigger - self.interval_ms, self.running_ms) + rng.randrange(1, 40)
-                holder = (
-                    f"TransactionHolder{{handle=KafkaTransactionState [transactionalId={tid}, "
-                    f"producerId={self.producer_id_base + txn}, epoch={n // 5}], "
-                    f"transactionStartTime={txn_start}}}"
-                )
-                thread = f"{task.name} ({k + 1}/{tasks_per_vertex}){suffix}"
-                self._log(
-                    done + rng.randrange(5, 60),
-                    "txn_commit",
-                    "INFO",
-                    f"FlinkKafkaProducer {k + 1}/{tasks_per_vertex} - checkpoint {n} complete, "
-                    f"committing transaction {holder} from checkpoint {n}",
-                    thread,
-                    tm=self.slots[k],
-                )
-        if rng.random() < 0.01:
-            # The Kafka group coordinator moved: one source subtask's async offset commit fails.
-            k = rng.randrange(tasks_per_vertex)
-            if w.kafka_source:
-                site, text = (
-                    "commit_failed_reader",
-                    f"Failed to commit consumer offsets for checkpoint {n}",
-                )
-                thread = f"{self.main_source} -> Map ({k + 1}/{tasks_per_vertex}){suffix}"
-            else:
-                site, text = (
-                    "commit_failed_legacy",
-                    f"Consumer subtask {k} failed async Kafka commit.",
-                )
-                thread = f"Kafka Fetcher for {self.main_source} -> Map ({k + 1}/{tasks_per_vertex})"
-            t = done + rng.randrange(20, 400)
-            self._log(t, site, "WARN", text, thread, _COMMIT_FAILURE_TRACE, tm=self.slots[k])
+                prev = step
 
 
 def generate(spec: FleetSpec, start_ms: int, duration_s: float) -> Iterator[SimRecord]:
@@ -265,5 +152,5 @@ def generate(spec: FleetSpec, start_ms: int, duration_s: float) -> Iterator[SimR
         raise ValueError(msg)
     end_ms = start_ms + round(duration_s * 1000)
     first = spec.first_job
-    jobs = [_Job(spec, i, start_ms, end_ms) for i in range(first, first + spec.jobs)]
+    jobs = [Job(spec, i, start_ms, end_ms) for i in range(first, first + spec.jobs)]
     return heapq.merge(*(j.records() for j in jobs), key=attrgetter("time_ms"))

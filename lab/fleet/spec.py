@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from lab.fleet.ids import _on_k8s
-from lab.fleet.wording import _parse_version
+from lab.fleet.ids import on_k8s
+from lab.fleet.wording import parse_version
 
 IncidentKind = Literal[
     "checkpoint_expiry",
@@ -216,7 +216,7 @@ class FleetSpec:
             msg = "flink_versions must name at least one version"
             raise ValueError(msg)
         for v in self.flink_versions:
-            _parse_version(v)
+            parse_version(v)
         for inc in self.incidents:
             if inc.kind not in INCIDENT_KINDS:
                 msg = f"unknown incident kind {inc.kind!r}; known: {sorted(INCIDENT_KINDS)}"
@@ -234,13 +234,13 @@ class FleetSpec:
                 msg = "late_acks_skew needs tms_per_job >= 2 (a skewed TaskManager and others)"
                 raise ValueError(msg)
             if inc.kind.startswith("k8s_watch_crash"):
-                ver = _parse_version(self.flink_versions[inc.job_index % len(self.flink_versions)])
-                if not _on_k8s(inc.job_index) or not (1, 10) <= ver <= (1, 11):
+                ver = parse_version(self.flink_versions[inc.job_index % len(self.flink_versions)])
+                if not on_k8s(inc.job_index) or not (1, 10) <= ver <= (1, 11):
                     msg = (
                         f"{inc.kind} needs a job on Kubernetes (index % 4 in 2, 3) running Flink "
                         f"1.10 or 1.11 (1.12.2+ re-creates the watch, FLINK-20417); job "
                         f"{inc.job_index} runs {ver[0]}.{ver[1]} on "
-                        f"{'Kubernetes' if _on_k8s(inc.job_index) else 'YARN'}"
+                        f"{'Kubernetes' if on_k8s(inc.job_index) else 'YARN'}"
                     )
                     raise ValueError(msg)
         for i in {c.job_index for c in self.incidents}:

@@ -1,7 +1,7 @@
 """What a Flink version writes: its release, loggers, message wording and timestamps.
 
 Follows ``FLINK_FORMATS.md``: the wording of a job's lines depends on its version, fixed
-once per job in :class:`_Wording` and :func:`_sites_of` so that the hot loop only formats.
+once per job in :class:`Wording` and :func:`sites_of` so that the hot loop only formats.
 """
 
 from __future__ import annotations
@@ -12,7 +12,13 @@ from datetime import UTC, datetime
 from functools import lru_cache
 
 
-def _parse_version(v: str) -> tuple[int, int]:
+def parse_version(v: str) -> tuple[int, int]:
+    """``(major, minor)`` of a Flink version such as ``"1.18"`` or ``"1.10.2"``.
+
+    Raises:
+        ValueError: not ``MAJOR.MINOR[.PATCH]``, or older than 1.5.
+
+    """
     m = re.fullmatch(r"(\d+)\.(\d+)(?:\.\d+)?", v)
     if m is None:
         msg = f"flink version {v!r} is not MAJOR.MINOR"
@@ -40,6 +46,12 @@ _RELEASES = {
     (2, 0): "2.0.0",
 }
 
+
+def release_of(ver: tuple[int, int]) -> str:
+    """The patch release of ``ver`` whose jar names and version strings a job prints."""
+    return _RELEASES.get(ver, f"{ver[0]}.{ver[1]}.0")
+
+
 _CC = "org.apache.flink.runtime.checkpoint.CheckpointCoordinator"
 _CFM = "org.apache.flink.runtime.checkpoint.CheckpointFailureManager"
 _EG = "org.apache.flink.runtime.executiongraph.ExecutionGraph"
@@ -66,7 +78,7 @@ _SITES: dict[str, tuple[str, str, str]] = {
     "commit_failed_reader": (_KSR, "KafkaSourceReader.java", "148"),
     "commit_failed_legacy": (_FKCB, "FlinkKafkaConsumerBase.java", "780"),
     # 1.12+: a YARN container that completed; 1.5-1.11 log "Closing TaskExecutor connection"
-    # from ResourceManager.java under YarnResourceManager's logger instead (see _sites_of).
+    # from ResourceManager.java under YarnResourceManager's logger instead (see sites_of).
     "worker_terminated": (_ARM, "ActiveResourceManager.java", "263"),
     "tm_heartbeat_timeout": (_JM, "JobMaster.java", "1406"),
     "tm_disconnect": (_JM, "JobMaster.java", "870"),
@@ -102,7 +114,7 @@ _SITES: dict[str, tuple[str, str, str]] = {
 # CheckpointCoordinator$CheckpointCanceller.run line per release (illustrative).
 _CANCELLER_LINES = {(1, 15): 2143, (1, 16): 2155, (1, 17): 2183, (1, 18): 2216, (1, 19): 2242}
 
-_JDK_FRAMES = (
+JDK_FRAMES = (
     "\tat java.util.concurrent.Executors$RunnableAdapter.call(Executors.java:515) [?:?]\n"
     "\tat java.util.concurrent.FutureTask.run(FutureTask.java:264) [?:?]\n"
     "\tat java.util.concurrent.ScheduledThreadPoolExecutor$ScheduledFutureTask.run("
@@ -114,7 +126,7 @@ _JDK_FRAMES = (
 
 # Kafka's ApiExceptions carry no stack trace (they override fillInStackTrace), so an async
 # offset-commit failure prints as two lines and no frames.
-_COMMIT_FAILURE_TRACE = (
+COMMIT_FAILURE_TRACE = (
     "org.apache.kafka.clients.consumer.RetriableCommitFailedException: Offset commit failed "
     "with a retriable exception. You should retry committing the latest consumed offsets.\n"
     "Caused by: org.apache.kafka.common.errors.CoordinatorNotAvailableException: "
@@ -122,8 +134,11 @@ _COMMIT_FAILURE_TRACE = (
 )
 
 
-def _sites_of(ver: tuple[int, int], k8s: bool) -> dict[str, tuple[str, str, str]]:
-    """:data:`_SITES` as a job of version ``ver`` on YARN or Kubernetes logs them."""
+def sites_of(ver: tuple[int, int], k8s: bool) -> dict[str, tuple[str, str, str]]:
+    """Where each message is logged from, ``(logger, file, line)`` by site name.
+
+    As a job of version ``ver`` on YARN or Kubernetes (``k8s``) logs them.
+    """
     sites = dict(_SITES)
     if ver >= (1, 13):
         # The job's state is logged by DefaultExecutionGraph, under ExecutionGraph's logger.
@@ -165,10 +180,10 @@ def _sites_of(ver: tuple[int, int], k8s: bool) -> dict[str, tuple[str, str, str]
     return sites
 
 
-_FLINK_EXC = "org.apache.flink.util.FlinkException"
+FLINK_EXC = "org.apache.flink.util.FlinkException"
 
 # Flink 1.11+ rewrites a TaskManager's Metaspace OutOfMemoryError in place (FLINK-15989).
-_ENRICHED_METASPACE = (
+ENRICHED_METASPACE = (
     "Metaspace. The metaspace out-of-memory error has occurred. This can mean two things: "
     "either the job requires a larger size of JVM metaspace to load classes or there is a "
     "class loading leak. In the first case 'taskmanager.memory.jvm-metaspace.size' "
@@ -180,7 +195,7 @@ _ENRICHED_METASPACE = (
 
 
 @dataclass(frozen=True, slots=True)
-class _Wording:
+class Wording:
     """Version-dependent text of one job, fixed once so the hot loop only formats."""
 
     log4j2: bool
@@ -199,8 +214,9 @@ class _Wording:
     expire_line: int  # CheckpointCanceller frame line
 
     @staticmethod
-    def of(ver: tuple[int, int]) -> _Wording:
-        release = _RELEASES.get(ver, f"{ver[0]}.{ver[1]}.0")
+    def of(ver: tuple[int, int]) -> Wording:
+        """The wording of Flink ``ver``."""
+        release = release_of(ver)
         jar = f"flink-dist-{release}.jar" if ver >= (1, 15) else f"flink-dist_2.12-{release}.jar"
         if ver < (1, 11):
             trigger_type = None
@@ -210,7 +226,7 @@ class _Wording:
             trigger_type = (
                 "CheckpointType{name='Checkpoint', sharingFilesStrategy=FORWARD_BACKWARD}"
             )
-        return _Wording(
+        return Wording(
             log4j2=ver >= (1, 11),
             trigger_type=trigger_type,
             completed_new=ver >= (1, 14),
@@ -236,25 +252,28 @@ def _second_text(sec: int) -> str:
     return datetime.fromtimestamp(sec, UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def _log4j_ts(ms: int) -> str:
+def log4j_ts(ms: int) -> str:
+    """``ms`` as log4j's ``%d`` prints it, in UTC."""
     # %d{yyyy-MM-dd HH:mm:ss,SSS}; most records share a second with the one before.
     sec, milli = divmod(ms, 1000)
     return f"{_second_text(sec)},{milli:03d}"
 
 
-def _iso_ts(ms: int) -> str:
+def iso_ts(ms: int) -> str:
+    """``ms`` as a container runtime stamps a log line (RFC 3339, nanoseconds, UTC)."""
     # Container runtimes stamp with nanoseconds; the digits below the millisecond are noise.
     sec, milli = divmod(ms, 1000)
     return f"{_second_text(sec).replace(' ', 'T')}.{milli:03d}{(ms * 7919) % 1_000_000:06d}Z"
 
 
-def _hadoop_ts(ms: int) -> str:
+def hadoop_ts(ms: int) -> str:
+    """``ms`` as Hadoop 3 prefixes a container diagnostic."""
     # Hadoop 3 prefixes each container diagnostic with [yyyy-MM-dd HH:mm:ss.SSS].
     sec, milli = divmod(ms, 1000)
     return f"[{_second_text(sec)}.{milli:03d}]"
 
 
-def _hadoop_size(n: int) -> str:
+def hadoop_size(n: int) -> str:
     """Bytes as Hadoop's ``TraditionalBinaryPrefix.long2String(n, "B", 1)`` prints them.
 
     Exact multiples print whole (``3 GB``), anything else with one decimal (``3.0 GB``).

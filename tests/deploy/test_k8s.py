@@ -129,7 +129,7 @@ def test_kustomization_applies_the_base_and_generates_the_mounted_configmaps() -
 
 def test_config_mount_lets_an_edit_reach_the_running_job() -> None:
     # ConfigMap updates arrive by a symlink swap inside the mounted directory; a subPath
-    # mount is a bind of one file and never changes (tests/test_reload.py covers the swap).
+    # mount is a bind of one file and never changes (tests/conf/test_reload.py covers the swap).
     target = config_arg(APP["spec"]["arguments"])
     entry = mounts(pod_template("driver"))[str(target.parent)]
     assert "subPath" not in entry["mount"] and "subPathExpr" not in entry["mount"]

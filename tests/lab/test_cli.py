@@ -7,9 +7,11 @@ from typing import Any
 import pytest
 
 import lab.cli
+import lab.slack
 from lab import fleet
-from lab.cli import LOCAL_BOOTSTRAP, local_bootstrap
+from lab.cli import LOCAL_BOOTSTRAP, build_parser, local_bootstrap
 from lab.cli import main as lab_main
+from lab.fleet import Incident
 
 
 def _simulate_connects_to(monkeypatch, argv: list[str]) -> str:
@@ -72,3 +74,30 @@ def test_demo_runs_the_job_and_the_simulator_on_a_moved_local_kafka_port(
     assert base["kafka"]["bootstrap_servers"] == "127.0.0.1:19092"
     simulate = started[0]
     assert simulate[simulate.index("--bootstrap") + 1] == "127.0.0.1:19092"
+
+
+def test_simulate_takes_incidents_as_kind_at_job_colon_onset(capsys) -> None:
+    args = build_parser().parse_args(
+        ["simulate", "--incident", "restart_storm@2:300", "--incident", "tm_heap_oom@0:12.5"]
+    )
+    assert args.incident == [
+        Incident("restart_storm", 2, 300.0),
+        Incident("tm_heap_oom", 0, 12.5),
+    ]
+    for bad, why in (
+        ("no_such_kind@1:10", "unknown incident kind"),
+        ("restart_storm@x:10", "KIND@JOB:ONSET"),
+    ):
+        with pytest.raises(SystemExit):
+            build_parser().parse_args(["simulate", "--incident", bad])
+        assert why in capsys.readouterr().err
+
+
+def test_lab_slack_emulator_takes_its_options_as_the_docs_show(monkeypatch) -> None:
+    got: list[list[str]] = []
+    monkeypatch.setattr(lab.slack, "main", lambda argv: got.append(list(argv)) or 0)
+    args = build_parser().parse_args(["slack-emulator", "--channel", "#x", "--channel", "#y"])
+    assert args.func(args) == 0
+    assert got == [
+        ["--port", "0", "--token", "xoxb-flinkwatch-local", "--channel", "#x", "--channel", "#y"]
+    ]

@@ -39,7 +39,7 @@ from sinks.slack_actions import (
     signing_secret,
 )
 from streaming.delivery import AlertDelivery, Outputs, PipelineStats
-from tests.test_prometheus import bare_registry
+from tests.sinks.test_prometheus import bare_registry
 
 TOKEN = "xoxb-0000-actions-token"
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"

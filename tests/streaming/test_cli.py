@@ -169,26 +169,6 @@ def test_config_check_in_json_says_ok_and_on_error_the_field_and_message(tmp_pat
     assert "greater than" in out["message"]
 
 
-def test_simulate_takes_incidents_as_kind_at_job_colon_onset(capsys) -> None:
-    from lab.cli import build_parser
-    from lab.fleet import Incident
-
-    args = build_parser().parse_args(
-        ["simulate", "--incident", "restart_storm@2:300", "--incident", "tm_heap_oom@0:12.5"]
-    )
-    assert args.incident == [
-        Incident("restart_storm", 2, 300.0),
-        Incident("tm_heap_oom", 0, 12.5),
-    ]
-    for bad, why in (
-        ("no_such_kind@1:10", "unknown incident kind"),
-        ("restart_storm@x:10", "KIND@JOB:ONSET"),
-    ):
-        with pytest.raises(SystemExit):
-            build_parser().parse_args(["simulate", "--incident", bad])
-        assert why in capsys.readouterr().err
-
-
 def test_every_option_of_every_command_says_what_it_does() -> None:
     import argparse
 
@@ -490,19 +470,6 @@ def test_a_tool_without_its_kafka_password_names_the_variable_before_connecting(
     ) in caplog.text
     # Refused before anything started: `run` opened no ledger in ./var.
     assert not (tmp_path / "var").exists()
-
-
-def test_lab_slack_emulator_takes_its_options_as_the_docs_show(monkeypatch) -> None:
-    import lab.slack
-    from lab.cli import build_parser as lab_parser
-
-    got: list[list[str]] = []
-    monkeypatch.setattr(lab.slack, "main", lambda argv: got.append(list(argv)) or 0)
-    args = lab_parser().parse_args(["slack-emulator", "--channel", "#x", "--channel", "#y"])
-    assert args.func(args) == 0
-    assert got == [
-        ["--port", "0", "--token", "xoxb-flinkwatch-local", "--channel", "#x", "--channel", "#y"]
-    ]
 
 
 def test_the_spark_ui_is_on_by_default_and_no_spark_ui_turns_it_off() -> None:
