@@ -437,6 +437,16 @@ class Detector(ABC, Generic[P, S]):
         """The evidence of the entity's current incident (for :meth:`on_idle`)."""
         return {}
 
+    def job_name_from(self, state: S, event: Event) -> str | None:
+        """The job name ``state`` takes from ``event`` before :meth:`on_event`; ``None``: none.
+
+        Default: the event's, when it is about the state's job (a TaskManager's state may
+        see several jobs: a name goes with its own id).
+        """
+        if event.job_name and event.job_id in (None, state.job_id or event.job_id):
+            return event.job_name
+        return None
+
     def signal_values(self, state: S) -> dict[str, float]:
         """The entity's current :attr:`signals` (a missing name means not known yet)."""
         return {}
@@ -506,9 +516,9 @@ class Detector(ABC, Generic[P, S]):
         """:meth:`on_event`, with ``last_event_ms`` kept and the idle deadline added."""
         if state is not None:
             state.last_event_ms = max(state.last_event_ms, event.time_ms)
-            if event.job_name and event.job_id in (None, state.job_id or event.job_id):
-                # A TaskManager's state may see several jobs: a name goes with its own id.
-                state.job_name = event.job_name
+            name = self.job_name_from(state, event)
+            if name:
+                state.job_name = name
         return self._with_idle(self.on_event(state, event))
 
     def handle_timer(self, state: S, now_ms: int) -> Step[S]:

@@ -255,15 +255,15 @@ class JobLost(Detector[JobLostParams, JobLostState]):
 
     # Events -----------------------------------------------------------------------------
 
-    def handle_event(self, state: JobLostState | None, event: Event) -> Step[JobLostState]:
+    def job_name_from(self, state: JobLostState, event: Event) -> str | None:
         """The base's, but a metric's job name does not replace the log's.
 
         The Prometheus reporter filters label values (``orders-enrichment`` becomes
         ``orders_enrichment``); the job's state line names it as Flink does.
         """
-        if state is not None and state.job_name and event.kind == "metric":
-            event = event._replace(job_name=None)
-        return super().handle_event(state, event)
+        if state.job_name and event.kind == "metric":
+            return None
+        return super().job_name_from(state, event)
 
     def on_event(self, state: JobLostState | None, event: Event) -> Step[JobLostState]:
         """Start watching at RUNNING; follow the job's records and the TaskManagers' reports."""

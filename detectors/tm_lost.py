@@ -248,16 +248,15 @@ class TmLost(Detector[TmLostParams, TmLostState]):
         """``TaskManager X killed for memory``."""
         return process_headline(story)
 
-    def handle_event(self, state: TmLostState | None, event: Event) -> Step[TmLostState]:
-        """The base's, but the job name is the first one a failing job's line gave.
+    def job_name_from(self, state: TmLostState, event: Event) -> str | None:
+        """The name of the first job whose failing line named it; later jobs' names do not count.
 
         ``job_id`` is the first job that failed with the TaskManager; the base would
         take the name of whichever job's line came last.
         """
-        first_name = event.kind == "job_state" and event.job_id and not (state and state.job_name)
-        if state is not None and not first_name:
-            event = event._replace(job_name=None)
-        return super().handle_event(state, event)
+        if event.kind == "job_state" and event.job_id and not state.job_name:
+            return super().job_name_from(state, event)
+        return None
 
     def on_event(self, state: TmLostState | None, event: Event) -> Step[TmLostState]:
         """Record causes, releases and losses; fire on a kill or a timeout."""
