@@ -5,11 +5,12 @@ The Spark adapter (``streaming/processor.py``) groups events by ``(detector, ent
 loads the detector's typed state (:meth:`Detector.load`), and calls
 :meth:`Detector.advance` for each event in event-time order: that first fires every
 timer due at or before the event (:meth:`Detector.on_timer`), then folds the event in
-(:meth:`Detector.on_event`). When the watermark passes the pending timer it calls
-:meth:`Detector.fire_due`. The base class owns the idle deadline: an entity without
-events for ``idle_ttl_s`` is dropped, its open incident resolved (:meth:`Detector.on_idle`).
-So a replay of one long batch, live micro-batches and a unit test give the same alerts,
-like bytewax's ``on_notify``.
+(:meth:`Detector.on_event`). Both return alerts; the base keeps the state and asks
+:meth:`Detector.next_deadline` when to wake the entity again. When the watermark passes
+the pending timer it calls :meth:`Detector.fire_due`. The base class owns the idle
+deadline: an entity without events for ``idle_ttl_s`` is dropped, its open incident
+resolved (:meth:`Detector.on_close`). So a replay of one long batch, live micro-batches
+and a unit test give the same alerts, like bytewax's ``on_notify``.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import hashlib
 import json
 import typing
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, ClassVar, Generic, Literal, NamedTuple, TypeVar
@@ -267,15 +268,32 @@ class DetectorState(Record):
 S = TypeVar("S", bound=DetectorState)
 
 
+class Discard(tuple[Alert, ...]):
+    """The alerts of a hook that also drops the entity's state (bytewax's ``DISCARD``).
+
+    A hook returns its alerts and the base keeps the state; ``return Discard(alerts)``
+    emits them and forgets the entity instead, as if it was never seen.
+
+    Example:
+        >>> Discard(), list(Discard([]))
+        ((), [])
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, alerts: Iterable[Alert] = ()) -> Discard:  # noqa: D102
+        return super().__new__(cls, alerts)
+
+
 @dataclass(frozen=True, slots=True)
 class Step(Generic[S]):
-    """What one detector call decided.
+    """What the base tells the runner after one call; detectors never build one.
 
     Attributes:
-        state: The state to keep, or ``None`` to drop the entity's state entirely.
+        state: The state to keep, or ``None``: the entity's state is dropped.
         alerts: Transitions to emit (firing or resolved), in order.
-        timer_ms: Event time of the detector's own next deadline, or ``None``. The base
-            class adds the idle deadline, so a kept state is always woken up again.
+        timer_ms: When to wake the entity: the detector's :meth:`~Detector.next_deadline`
+            or the idle deadline, whichever is first (``None`` with no state).
     """
 
     state: S | None
@@ -339,12 +357,33 @@ P = TypeVar("P", bound=DetectorParams)
 
 
 class Detector(ABC, Generic[P, S]):
-    """Base class of all detectors.
+    """Base class of all detectors: one state machine per entity, in event time.
 
-    Subclasses set the class attributes and implement :meth:`on_event`; those with
-    deadlines of their own (windows, grace periods, hysteresis) implement
-    :meth:`on_timer` and ask for it in :attr:`Step.timer_ms`. Idle eviction is the
-    base's: see :meth:`on_idle`.
+    The core, what a new detector is written with (bytewax's ``StatefulLogic``:
+    ``on_item``, ``on_notify``, ``notify_at``):
+
+    - ``Detector[P, S]``, ``DetectorParams``, ``DetectorState``: subclass the two models
+      and name them as the type arguments; the base reads them from there.
+    - ``name``, ``scope``, ``kinds``: the detector's stable name, the entity it keys on
+      (``job``, ``tm``, ``cluster``) and the event kinds it reads.
+    - ``on_event(state, event)`` (required) and ``on_timer(state, now_ms)``: change the
+      state in place and return the alerts of that moment; the base keeps the state.
+    - ``next_deadline(state)``: when ``on_timer`` is due next; asked after every call.
+    - ``fire(...)``, ``resolve(...)``: the firing and resolved alerts of an incident.
+
+    Optional, each with a default that most detectors keep:
+
+    - ``on_close(state, now_ms)``: the entity went idle and is dropped: close what is open
+      (default: resolve the open incident, saying ``idle_words``).
+    - ``new_state(event)``: the state of an entity seen the first time (``None``: leave
+      it unwatched); ``return Discard(alerts)``: drop the state after those alerts.
+    - ``evidence``, ``runbook``, ``signals`` with ``signal_values``, ``metrics``, and
+      ``migrate`` for an older saved state.
+    - Incident story hooks, for correlation only: ``causal_rank``, ``headline``,
+      ``death``, ``aftermath``, ``role``.
+
+    Everything else (``advance``, ``fire_due``, loading and saving states) is what the
+    runner calls; a detector does not.
 
     Attributes:
         name: Stable detector name; part of the output contract.
@@ -355,7 +394,7 @@ class Detector(ABC, Generic[P, S]):
         state_model: The pydantic model of its state (from ``Detector[P, S]``).
         schema_version: The state layout's version: the default of the state model's
             ``v``; :meth:`migrate` upgrades older ones.
-        idle_words: What the resolve of an entity gone idle says (:meth:`on_idle`).
+        idle_words: What the resolve of an entity gone idle says (:meth:`on_close`).
         causal_rank: Where its alerts sit in a chain of cause and effect, for
             correlation: a leak (0) kills a JVM (1), which loses a TaskManager (2),
             which fails checkpoints (3, 4) and restarts the job (5).
@@ -371,19 +410,22 @@ class Detector(ABC, Generic[P, S]):
         (['firing'], True)
     """
 
+    # The core: every detector sets these.
     name: ClassVar[str]
     scope: ClassVar[Scope]
     kinds: ClassVar[frozenset[str]]
+    # Optional.
     metrics: ClassVar[frozenset[str]] = frozenset()
-    params_model: ClassVar[type[DetectorParams]]
-    state_model: ClassVar[type[DetectorState]]
-    schema_version: ClassVar[int] = 1
-    causal_rank: ClassVar[int] = 3
     #: What an idle entity's resolve says after who it is.
     idle_words: ClassVar[str] = "no events any more"
     runbook: ClassVar[str] = ""
     #: Gauges for dashboards, per entity: metric name (``flinkwatch_`` is prefixed) → help.
     signals: ClassVar[dict[str, str]] = {}
+    causal_rank: ClassVar[int] = 3
+    # Set by the base from ``Detector[P, S]``.
+    params_model: ClassVar[type[DetectorParams]]
+    state_model: ClassVar[type[DetectorState]]
+    schema_version: ClassVar[int] = 1
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -400,42 +442,69 @@ class Detector(ABC, Generic[P, S]):
         self.params = params
         self.idle_ms = int(params.idle_ttl_s * 1000)
 
-    # The detector's part -----------------------------------------------------------
+    # The core hooks ------------------------------------------------------------------
 
     @abstractmethod
-    def on_event(self, state: S | None, event: Event) -> Step[S]:
-        """Fold one event into the state.
+    def on_event(self, state: S, event: Event) -> Iterable[Alert]:
+        """Fold one event into the entity's state; return the alerts it makes.
+
+        Change ``state`` in place: the base keeps it (a :class:`Discard` drops it) and
+        asks :meth:`next_deadline` when the entity is due next.
 
         Args:
-            state: The entity's state, ``None`` for an entity seen the first time. Its
-                ``last_event_ms`` and ``job_name`` already include the event.
-            event: The event. Every timer due at or before its time has fired already.
+            state: The entity's state; :meth:`new_state` made it from this event for an
+                entity seen the first time. Its ``last_event_ms`` and ``job_name``
+                already include the event.
+            event: The event. Every deadline due at or before its time has fired already.
+
+        Returns:
+            The transitions, in order (usually a list, often empty).
         """
 
-    def on_timer(self, state: S, now_ms: int) -> Step[S]:
-        """The deadline asked for in an earlier :class:`Step` is due (``now_ms``).
+    def on_timer(self, state: S, now_ms: int) -> Iterable[Alert]:
+        """The deadline :meth:`next_deadline` gave is due; return the alerts it makes.
 
-        Default: nothing to do. The entity is not idle (:meth:`on_idle` runs then).
+        ``now_ms`` is that deadline (event time; a detector never reads a clock), or the
+        idle deadline if that comes first. Default: no alerts.
         """
-        return Step(state=state)
+        return ()
 
-    def on_idle(self, state: S, now_ms: int) -> tuple[Alert, ...]:
-        """The entity had no event for ``idle_ttl_s``; its state is dropped after this.
+    def next_deadline(self, state: S) -> int | None:
+        """When :meth:`on_timer` is due next (event time, ms); ``None``: not at all.
 
-        Runs after :meth:`on_timer` at the same time (a deadline due then comes first).
-        Default: :meth:`closing` the open incident, if any, saying :attr:`idle_words`.
+        Asked after every :meth:`on_event` and :meth:`on_timer` (bytewax's
+        ``notify_at``), so the deadline follows from the state. The base wakes the
+        entity at the earlier of this and the idle deadline. Default: ``None``.
+        """
+        return None
+
+    # Optional hooks, with defaults ------------------------------------------------------
+
+    def on_close(self, state: S, now_ms: int) -> Iterable[Alert]:
+        """The entity had no event for ``idle_ttl_s``: close what is open, at ``now_ms``.
+
+        Its state is dropped afterwards. Runs after :meth:`on_timer` at the same time (a
+        deadline due then comes first). Default: resolve the open incident, if any, as
+        ``{subject}: {idle_words}`` with :meth:`evidence`.
         """
         if not state.firing:
             return ()
-        return (self.closing(state, now_ms, self.idle_words),)
-
-    def closing(self, state: S, time_ms: int, why: str) -> Alert:
-        """The resolve of the open incident: ``{who}: {why}``, with :meth:`evidence`."""
-        return self.resolve(state, time_ms, f"{self.subject(state)}: {why}", self.evidence(state))
+        summary = f"{self.subject(state)}: {self.idle_words}"
+        return (self.resolve(state, now_ms, summary, self.evidence(state)),)
 
     def evidence(self, state: S) -> Evidence | Mapping[str, Any]:
-        """The evidence of the entity's current incident (for :meth:`on_idle`)."""
+        """The evidence of the entity's current incident (for :meth:`on_close`)."""
         return {}
+
+    def job_name_from(self, state: S, event: Event) -> str | None:
+        """The job name ``state`` takes from ``event`` before :meth:`on_event`; ``None``: none.
+
+        Default: the event's, when it is about the state's job (a TaskManager's state may
+        see several jobs: a name goes with its own id).
+        """
+        if event.job_name and event.job_id in (None, state.job_id or event.job_id):
+            return event.job_name
+        return None
 
     def signal_values(self, state: S) -> dict[str, float]:
         """The entity's current :attr:`signals` (a missing name means not known yet)."""
@@ -449,6 +518,8 @@ class Detector(ABC, Generic[P, S]):
         """
         msg = f"{cls.name}: no migration from state version {from_version}"
         raise _state_error(msg, cls.name, from_version)
+
+    # Incident story hooks (optional, advanced): how correlation tells an incident ------
 
     @classmethod
     def headline(cls, story: Story) -> str:
@@ -503,13 +574,17 @@ class Detector(ABC, Generic[P, S]):
         return Step(state, alerts, timer if state is not None else None)
 
     def handle_event(self, state: S | None, event: Event) -> Step[S]:
-        """:meth:`on_event`, with ``last_event_ms`` kept and the idle deadline added."""
-        if state is not None:
+        """:meth:`on_event`, on a new state or with ``last_event_ms`` and the name kept."""
+        if state is None:
+            state = self.new_state(event)
+            if state is None:
+                return Step(state=None)  # not watched
+        else:
             state.last_event_ms = max(state.last_event_ms, event.time_ms)
-            if event.job_name and event.job_id in (None, state.job_id or event.job_id):
-                # A TaskManager's state may see several jobs: a name goes with its own id.
-                state.job_name = event.job_name
-        return self._with_idle(self.on_event(state, event))
+            name = self.job_name_from(state, event)
+            if name:
+                state.job_name = name
+        return self._after(state, self.on_event(state, event))
 
     def handle_timer(self, state: S, now_ms: int) -> Step[S]:
         """A timer at ``now_ms``: the idle deadline (base) or the detector's own."""
@@ -518,22 +593,23 @@ class Detector(ABC, Generic[P, S]):
             # A deadline due at the idle time itself comes first; a late timer (a retry
             # after a failure) still closes at the idle deadline.
             due = self.on_timer(state, idle_at)
-            if due.state is None:
-                return Step(state=None, alerts=due.alerts)
-            return Step(state=None, alerts=due.alerts + self.on_idle(due.state, idle_at))
-        return self._with_idle(self.on_timer(state, now_ms))
+            if isinstance(due, Discard):
+                return Step(state=None, alerts=tuple(due))
+            return Step(state=None, alerts=(*due, *self.on_close(state, idle_at)))
+        return self._after(state, self.on_timer(state, now_ms))
 
     def idle_at(self, state: S) -> int:
         """When the entity counts as idle if no event comes."""
         return state.last_event_ms + self.idle_ms
 
-    def _with_idle(self, step: Step[S]) -> Step[S]:
-        if step.state is None:
-            return Step(state=None, alerts=step.alerts)
-        idle_at = self.idle_at(step.state)
-        if step.timer_ms is not None and step.timer_ms <= idle_at:
-            return step
-        return Step(step.state, step.alerts, idle_at)
+    def _after(self, state: S, alerts: Iterable[Alert]) -> Step[S]:
+        """A hook's alerts, with the state kept (unless discarded) and its next wake-up."""
+        if isinstance(alerts, Discard):
+            return Step(state=None, alerts=tuple(alerts))
+        alerts = tuple(alerts)  # before next_deadline: a generator changes the state as it runs
+        idle_at = self.idle_at(state)
+        own = self.next_deadline(state)
+        return Step(state, alerts, own if own is not None and own <= idle_at else idle_at)
 
     @classmethod
     def load(cls, data: Mapping[str, Any]) -> S:
@@ -596,11 +672,14 @@ class Detector(ABC, Generic[P, S]):
         """The state as JSON text (what :meth:`load_json` takes back)."""
         return state.model_dump_json()
 
-    def new_state(self, event: Event, **fields: Any) -> S:
-        """A state for an entity seen the first time, at ``event``.
+    def new_state(self, event: Event, **fields: Any) -> S | None:
+        """The state of an entity seen the first time, at ``event``; ``None``: not watched.
 
-        ``fields`` are the detector's own (and may override the identity: entity, job,
-        TaskManager, host), the rest comes from the event.
+        The base calls it before :meth:`on_event`. The identity (entity, job,
+        TaskManager, host) and ``last_event_ms`` come from the event, the rest from the
+        state model's defaults. Override it to set fields of your own from the first
+        event (``return super().new_state(event, clock_ms=event.time_ms)``), or to leave
+        an entity without state until an event worth watching comes (``None``).
         """
         identity: dict[str, Any] = {
             "v": self.schema_version,

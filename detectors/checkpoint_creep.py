@@ -71,7 +71,6 @@ from detectors.base import (
     DetectorState,
     Event,
     Evidence,
-    Step,
     Story,
 )
 from detectors.stats import for_humans, mann_kendall_z, median_interval, next_cadence
@@ -285,32 +284,31 @@ class CheckpointCreep(Detector[CheckpointCreepParams, CheckpointCreepState]):
             out["checkpoint_duration_slope_seconds"] = state.slope_ms / 1000
         return out
 
-    def on_event(
-        self, state: CheckpointCreepState | None, event: Event
-    ) -> Step[CheckpointCreepState]:
+    def new_state(self, event: Event, **fields: Any) -> CheckpointCreepState | None:
+        """A job's first line: its clock starts at the event."""
+        return super().new_state(event, clock_ms=event.time_ms, **fields)
+
+    def on_event(self, state: CheckpointCreepState, event: Event) -> list[Alert]:
         """Fold one checkpoint line or metric sample in; fire or resolve when due."""
-        st = state or self.new_state(event, clock_ms=event.time_ms)
-        st.host = event.host or st.host
+        state.host = event.host or state.host
         if event.kind == "checkpoint_triggered":
-            self._on_triggered(st, event)
+            self._on_triggered(state, event)
         elif event.kind == "checkpoint_completed":
-            self._on_completed(st, event)
+            self._on_completed(state, event)
         elif event.kind in ("checkpoint_expired", "checkpoint_declined", "checkpoint_failed"):
             if event.checkpoint_id is not None:
-                trig = st.pending.pop(event.checkpoint_id, None)
+                trig = state.pending.pop(event.checkpoint_id, None)
                 if event.kind == "checkpoint_expired" and trig is not None:
                     # Flink expires a checkpoint when its timeout runs out: this job's timeout.
-                    st.timeout_ms = max(event.time_ms - trig, 1)
+                    state.timeout_ms = max(event.time_ms - trig, 1)
         elif event.kind == "metric":
-            self._on_metric(st, event)
+            self._on_metric(state, event)
         # A late event is folded in at the latest time already evaluated.
-        alerts = self._evaluate(st, max(st.clock_ms, event.time_ms))
-        return Step(state=st, alerts=tuple(alerts), timer_ms=self._next_timer(st))
+        return self._evaluate(state, max(state.clock_ms, event.time_ms))
 
-    def on_timer(self, state: CheckpointCreepState, now_ms: int) -> Step[CheckpointCreepState]:
+    def on_timer(self, state: CheckpointCreepState, now_ms: int) -> list[Alert]:
         """Fire for a checkpoint pending too long, forget an abandoned one, finish a resolve."""
-        alerts = self._evaluate(state, now_ms)
-        return Step(state=state, alerts=tuple(alerts), timer_ms=self._next_timer(state))
+        return self._evaluate(state, now_ms)
 
     @classmethod
     def headline(cls, story: Story) -> str:
@@ -422,17 +420,17 @@ class CheckpointCreep(Detector[CheckpointCreepParams, CheckpointCreepState]):
 
     # --- time --------------------------------------------------------------------
 
-    def _next_timer(self, st: CheckpointCreepState) -> int | None:
+    def next_deadline(self, state: CheckpointCreepState) -> int | None:
         """The next event time at which the condition or the lifecycle may change."""
         timeout_ms = self.params.checkpoint_timeout_s * 1000
         times = []
-        for trig in st.pending.values():
+        for trig in state.pending.values():
             times.append(trig + int(self.params.pending_share * timeout_ms))
             times.append(trig + int(_ABANDON_AFTER * timeout_ms))
-        resolve = st.resolve_deadline(self._clear_ms())
+        resolve = state.resolve_deadline(self._clear_ms())
         if resolve is not None:
             times.append(resolve)
-        return min((t for t in times if t > st.clock_ms), default=None)
+        return min((t for t in times if t > state.clock_ms), default=None)
 
     def _evaluate(self, st: CheckpointCreepState, at_ms: int) -> list[Alert]:
         st.clock_ms = max(st.clock_ms, at_ms)
@@ -451,7 +449,7 @@ class CheckpointCreep(Detector[CheckpointCreepParams, CheckpointCreepState]):
             return [self._firing(st, at_ms, overdue)]
         if st.hysteresis(condition, at_ms, clear_for_ms=self._clear_ms()) == "resolved":
             why = "checkpoint durations no longer creeping and none overdue"
-            return [self.closing(st, at_ms, why)]
+            return [self._close(st, at_ms, why)]
         return []
 
     def _overdue(self, st: CheckpointCreepState, at_ms: int) -> list[tuple[int, int]]:
@@ -572,7 +570,11 @@ class CheckpointCreep(Detector[CheckpointCreepParams, CheckpointCreepState]):
             )
         return self.fire(st, at_ms, "; ".join(parts), self._evidence(st, at_ms, stats))
 
-    def closing(self, state: CheckpointCreepState, time_ms: int, why: str) -> Alert:
+    def on_close(self, state: CheckpointCreepState, now_ms: int) -> list[Alert]:
+        """No events any more: :meth:`_close`, saying ``idle_words``."""
+        return [self._close(state, now_ms, self.idle_words)] if state.firing else []
+
+    def _close(self, state: CheckpointCreepState, time_ms: int, why: str) -> Alert:
         """The resolve, with the evidence as of its own time (not the detector's clock)."""
         evidence = self._evidence(state, time_ms, self._trend(state))
         return self.resolve(state, time_ms, f"{self.subject(state)}: {why}", evidence)

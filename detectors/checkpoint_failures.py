@@ -46,7 +46,7 @@ from typing import Any
 
 from pydantic import Field
 
-from detectors.base import Alert, Detector, DetectorParams, DetectorState, Event, Evidence, Step
+from detectors.base import Alert, Detector, DetectorParams, DetectorState, Event, Evidence
 
 _MAX_SAVEPOINTS = 8  # savepoint ids remembered, to leave their failures out
 _MAX_UNCOUNTED = 20  # failures without a checkpoint id kept for the evidence
@@ -250,33 +250,42 @@ class CheckpointFailures(Detector[CheckpointFailuresParams, CheckpointFailuresSt
         old["failed"] = {cid: [int(t), "expired"] for cid, t in expired.items()}
         return old
 
-    def on_event(
-        self, state: CheckpointFailuresState | None, event: Event
-    ) -> Step[CheckpointFailuresState]:
+    def on_event(self, state: CheckpointFailuresState, event: Event) -> list[Alert]:
         """Fold one checkpoint line in; fire at a threshold, resolve on completions."""
-        st = state or self.new_state(event)
         alerts: list[Alert] = []
         cid = event.checkpoint_id
         if event.kind == "checkpoint_triggered":
             if cid is not None and "savepoint" in (event.reason or "").lower():
-                st.savepoints = [*st.savepoints, cid][-_MAX_SAVEPOINTS:]
+                state.savepoints = [*state.savepoints, cid][-_MAX_SAVEPOINTS:]
         elif event.kind == "checkpoint_completed":
-            if cid is None or cid not in st.savepoints:
-                st.completed_streak += 1
-                st.streak_ids = []
-                alerts.extend(self._recovered(st, event.time_ms))
-        elif self._record_failure(st, event) and not st.firing and self._breached(st):
-            alerts.append(self.fire(st, event.time_ms, self._summary(st), self.evidence(st)))
-        return Step(state=st, alerts=tuple(alerts), timer_ms=self._next_timer(st))
+            if cid is None or cid not in state.savepoints:
+                state.completed_streak += 1
+                state.streak_ids = []
+                alerts.extend(self._recovered(state, event.time_ms))
+        elif self._record_failure(state, event) and not state.firing and self._breached(state):
+            summary = self._summary(state)
+            alerts.append(self.fire(state, event.time_ms, summary, self.evidence(state)))
+        return alerts
 
-    def on_timer(
-        self, state: CheckpointFailuresState, now_ms: int
-    ) -> Step[CheckpointFailuresState]:
+    def on_timer(self, state: CheckpointFailuresState, now_ms: int) -> list[Alert]:
         """Resolve when due; age failures out of the window."""
         recovered = self._recovered(state, now_ms)
         if not recovered:
             self._trim(state, now_ms)
-        return Step(state=state, alerts=tuple(recovered), timer_ms=self._next_timer(state))
+        return recovered
+
+    def next_deadline(self, state: CheckpointFailuresState) -> int | None:
+        """The next deadline: the resolve (if only time is missing) or a failure ageing out."""
+        due: list[int] = []
+        clear_at = self._clear_at(state)
+        streak = state.completed_streak >= self.params.resolve_after_completed
+        if state.firing and streak and clear_at is not None:
+            # Due then unless a failure comes first (which resets the streak).
+            due.append(clear_at)
+        times = [t for t, _ in state.failed.values()] + [t for t, _ in state.uncounted]
+        if times:
+            due.append(min(times) + int(self.params.window_s * 1000) + 1)
+        return min(due) if due else None
 
     # ------------------------------------------------------------------------------
 
@@ -339,26 +348,14 @@ class CheckpointFailures(Detector[CheckpointFailuresParams, CheckpointFailuresSt
         at = self._clear_at(st)
         if at is not None and t < at:
             return []
-        resolved = self.closing(st, max(t, at or t), "checkpoints complete again")
+        summary = f"{self.subject(st)}: checkpoints complete again"
+        resolved = self.resolve(st, max(t, at or t), summary, self.evidence(st))
         st.failed, st.streak_ids = {}, []
         return [resolved]
 
     def _clear_at(self, st: CheckpointFailuresState) -> int | None:
         last = st.last_failure_ms
         return None if last is None else last + int(self.params.clear_for_s * 1000)
-
-    def _next_timer(self, st: CheckpointFailuresState) -> int | None:
-        """The next deadline: the resolve (if only time is missing) or a failure ageing out."""
-        due: list[int] = []
-        clear_at = self._clear_at(st)
-        streak = st.completed_streak >= self.params.resolve_after_completed
-        if st.firing and streak and clear_at is not None:
-            # Due then unless a failure comes first (which resets the streak).
-            due.append(clear_at)
-        times = [t for t, _ in st.failed.values()] + [t for t, _ in st.uncounted]
-        if times:
-            due.append(min(times) + int(self.params.window_s * 1000) + 1)
-        return min(due) if due else None
 
     def _summary(self, st: CheckpointFailuresState) -> str:
         p = self.params

@@ -84,7 +84,6 @@ from detectors.base import (
     Event,
     Evidence,
     Severity,
-    Step,
     Story,
 )
 from detectors.checkpoint_creep import SIZE_METRIC
@@ -342,34 +341,29 @@ class CheckpointStateGrowth(Detector[CheckpointStateGrowthParams, CheckpointStat
             out["checkpoint_size_growth_bytes_per_hour"] = float(state.slope)
         return out
 
-    def on_event(
-        self, state: CheckpointStateGrowthState | None, event: Event
-    ) -> Step[CheckpointStateGrowthState]:
+    def on_event(self, state: CheckpointStateGrowthState, event: Event) -> list[Alert]:
         """Fold one checkpoint line or size sample in; judge the window on a new sample."""
-        st = state or self.new_state(event)
         alerts: list[Alert] = []
         sample: Sample | None = None
         cid = event.checkpoint_id
         if event.kind == "checkpoint_triggered":
             if cid is not None and "savepoint" in (event.reason or "").lower():
-                st.savepoints = [*st.savepoints, cid][-_MAX_SAVEPOINTS:]
+                state.savepoints = [*state.savepoints, cid][-_MAX_SAVEPOINTS:]
             elif cid is not None:
-                st.cadence_ms = next_cadence(st.last_trigger, st.cadence_ms, cid, event.time_ms)
-                st.last_trigger = (cid, event.time_ms)
+                cadence = next_cadence(state.last_trigger, state.cadence_ms, cid, event.time_ms)
+                state.cadence_ms = cadence
+                state.last_trigger = (cid, event.time_ms)
         elif event.kind == "checkpoint_completed":
-            sample = self._log_sample(st, event)
+            sample = self._log_sample(state, event)
         elif event.kind == "metric" and event.metric == SIZE_METRIC:
-            sample = self._metric_sample(st, event)
-        if sample is not None and self._add(st, sample):
-            alerts.extend(self._judge(st, event.time_ms))
-        return Step(state=st, alerts=tuple(alerts), timer_ms=self._resolve_at(st))
+            sample = self._metric_sample(state, event)
+        if sample is not None and self._add(state, sample):
+            alerts.extend(self._judge(state, event.time_ms))
+        return alerts
 
-    def on_timer(
-        self, state: CheckpointStateGrowthState, now_ms: int
-    ) -> Step[CheckpointStateGrowthState]:
+    def on_timer(self, state: CheckpointStateGrowthState, now_ms: int) -> list[Alert]:
         """Finish a pending resolve: the condition has been false for ``clear_for_s``."""
-        alerts = self._resolve_due(state, now_ms)
-        return Step(state=state, alerts=tuple(alerts), timer_ms=self._resolve_at(state))
+        return self._resolve_due(state, now_ms)
 
     # --- samples -----------------------------------------------------------------
 
@@ -464,7 +458,7 @@ class CheckpointStateGrowth(Detector[CheckpointStateGrowthParams, CheckpointStat
             st.severity = self._severity(facts)
             return [self._firing(st, at_ms, AlertStatus.FIRING)]
         if transition == "resolved":
-            return [self.closing(st, at_ms, "checkpoint size no longer growing")]
+            return [self._close(st, at_ms, "checkpoint size no longer growing")]
         if st.firing and st.cond:
             severity = self._severity(facts)
             if severity.rank > (st.severity or self.params.severity).rank:
@@ -477,7 +471,7 @@ class CheckpointStateGrowth(Detector[CheckpointStateGrowthParams, CheckpointStat
         deadline = st.resolve_deadline(self._clear_ms())
         if deadline is None or now_ms < deadline:
             return []
-        return [self.closing(st, deadline, "checkpoint size no longer growing")]
+        return [self._close(st, deadline, "checkpoint size no longer growing")]
 
     def _evaluate(self, st: CheckpointStateGrowthState) -> dict[str, Any] | None:
         """The window's trend statistics (the evidence's verdict); ``None`` before it is covered."""
@@ -608,9 +602,9 @@ class CheckpointStateGrowth(Detector[CheckpointStateGrowthParams, CheckpointStat
             return Severity.CRITICAL
         return self.params.severity
 
-    def _resolve_at(self, st: CheckpointStateGrowthState) -> int | None:
+    def next_deadline(self, state: CheckpointStateGrowthState) -> int | None:
         """Just after a pending resolve's deadline: a sample stamped with it is judged first."""
-        deadline = st.resolve_deadline(self._clear_ms())
+        deadline = state.resolve_deadline(self._clear_ms())
         return None if deadline is None else deadline + 1
 
     def _clear_ms(self) -> int:
@@ -652,7 +646,11 @@ class CheckpointStateGrowth(Detector[CheckpointStateGrowthParams, CheckpointStat
             severity=st.severity,
         )
 
-    def closing(self, state: CheckpointStateGrowthState, time_ms: int, why: str) -> Alert:
+    def on_close(self, state: CheckpointStateGrowthState, now_ms: int) -> list[Alert]:
+        """No checkpoints any more: :meth:`_close`, saying ``idle_words``."""
+        return [self._close(state, now_ms, self.idle_words)] if state.firing else []
+
+    def _close(self, state: CheckpointStateGrowthState, time_ms: int, why: str) -> Alert:
         """The resolve, at the severity the incident reached."""
         severity, state.severity = state.severity, None
         summary = f"{self.subject(state)}: {why}"

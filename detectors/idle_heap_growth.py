@@ -78,7 +78,6 @@ from detectors.base import (
     Evidence,
     Record,
     Severity,
-    Step,
     Story,
 )
 from detectors.stats import theil_sen
@@ -293,6 +292,7 @@ class IdleHeapGrowth(Detector[IdleHeapGrowthParams, IdleHeapGrowthState]):
     """Fire when a TaskManager's post-GC heap floor rises for a window with zero throughput."""
 
     name = "idle_heap_growth"
+    idle_words = "no metrics from this TaskManager any more"
     causal_rank = 0
     runbook = (
         "A TaskManager's heap floor rises while it reads nothing: likely the Kafka source's "
@@ -321,31 +321,27 @@ class IdleHeapGrowth(Detector[IdleHeapGrowthParams, IdleHeapGrowthState]):
             out["taskmanager_records_per_second"] = closed[-1].rate
         return out
 
-    def on_event(
-        self, state: IdleHeapGrowthState | None, event: Event
-    ) -> Step[IdleHeapGrowthState]:
+    def on_event(self, state: IdleHeapGrowthState, event: Event) -> list[Alert]:
         """Fold one sample into its bucket; judge the window whenever a bucket closes."""
-        st = state or self.new_state(event)
-        self._note_identity(st, event)
+        self._note_identity(state, event)
         alerts: list[Alert] = []
         if event.value is not None and event.metric in self.metrics:
             start = self._bucket_start(event.time_ms)
-            alerts.extend(self._open_bucket(st, start))
-            bucket = next((b for b in reversed(st.buckets) if b.t == start), None)
+            alerts.extend(self._open_bucket(state, start))
+            bucket = next((b for b in reversed(state.buckets) if b.t == start), None)
             if bucket is not None:
-                self._fold(st, bucket, event)
-        return Step(state=st, alerts=tuple(alerts), timer_ms=self._next_timer(st))
+                self._fold(state, bucket, event)
+        return alerts
 
-    def on_timer(self, state: IdleHeapGrowthState, now_ms: int) -> Step[IdleHeapGrowthState]:
+    def on_timer(self, state: IdleHeapGrowthState, now_ms: int) -> tuple[Alert, ...]:
         """Resolve a TaskManager that went silent, or whose condition cleared long enough."""
-        alerts = self._clear_due(state, now_ms)
-        return Step(state=state, alerts=alerts, timer_ms=self._next_timer(state))
+        return self._clear_due(state, now_ms)
 
-    def on_idle(self, state: IdleHeapGrowthState, now_ms: int) -> tuple[Alert, ...]:
-        """A TaskManager without metrics: its incident closes."""
+    def on_close(self, state: IdleHeapGrowthState, now_ms: int) -> tuple[Alert, ...]:
+        """A TaskManager without metrics: its incident closes, saying why in its evidence."""
         if not state.firing:
             return ()
-        state.why = "no metrics from this TaskManager any more"
+        state.why = self.idle_words
         return (self._resolved(state, now_ms),)
 
     @classmethod
@@ -616,9 +612,9 @@ class IdleHeapGrowth(Detector[IdleHeapGrowthParams, IdleHeapGrowthState]):
         base = st.last_heap_ms if st.last_heap_ms is not None else st.last_event_ms
         return base + int(self.params.stale_after_s * 1000)
 
-    def _next_timer(self, st: IdleHeapGrowthState) -> int | None:
+    def next_deadline(self, state: IdleHeapGrowthState) -> int | None:
         """The resolve deadline, or when the heap samples count as stale (firing only)."""
-        if not st.firing:
+        if not state.firing:
             return None
-        deadline = st.resolve_deadline(int(self.params.clear_for_s * 1000))
-        return deadline if deadline is not None else self._stale_at(st)
+        deadline = state.resolve_deadline(int(self.params.clear_for_s * 1000))
+        return deadline if deadline is not None else self._stale_at(state)

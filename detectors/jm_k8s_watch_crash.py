@@ -45,7 +45,6 @@ from detectors.base import (
     Evidence,
     Record,
     Severity,
-    Step,
     Story,
 )
 
@@ -235,43 +234,47 @@ class JmK8sWatchCrash(Detector[JmK8sWatchCrashParams, JmK8sWatchCrashState]):
         }.get(str(story.root.evidence.get("restored")), "recovery not seen yet")
         return f"JobManager crashed on a Kubernetes watch error (too old resource version); {after}"
 
-    def on_event(
-        self, state: JmK8sWatchCrashState | None, event: Event
-    ) -> Step[JmK8sWatchCrashState]:
+    def on_event(self, state: JmK8sWatchCrashState, event: Event) -> list[Alert]:
         """Detect the crash, follow the restart and the jobs' recovery."""
-        st = state or self.new_state(event)
         t = event.time_ms
         alerts: list[Alert] = []
         src = event.host or ""
         kind = event.kind
         if kind in ("fatal_error", "k8s_watch_gone"):
-            alerts.extend(self._on_fatal_or_watch(st, event, src))
+            alerts.extend(self._on_fatal_or_watch(state, event, src))
         elif kind == "jm_started":
-            crash = self._crash_for(st, src, lambda c: c.jm_started_ms is None)
+            crash = self._crash_for(state, src, lambda c: c.jm_started_ms is None)
             if crash is not None:
                 crash.jm_started_ms = t
         elif kind == "job_restored" and event.job_id:
-            crash = self._crash_for(st, src, lambda c: True)
+            crash = self._crash_for(state, src, lambda c: True)
             if crash is not None and event.checkpoint_id is not None:
                 crash.restored[event.job_id] = event.checkpoint_id
         elif kind == "no_checkpoint_found":
-            crash = self._crash_for(st, src, lambda c: True)
+            crash = self._crash_for(state, src, lambda c: True)
             if crash is not None:
                 crash.no_checkpoint += 1
         elif kind == "job_state" and event.job_id and event.to_state:
-            alerts.extend(self._on_job_state(st, event, src))
-        return Step(state=st, alerts=tuple(alerts), timer_ms=self._next_timer(st))
+            alerts.extend(self._on_job_state(state, event, src))
+        return alerts
 
-    def on_timer(self, state: JmK8sWatchCrashState, now_ms: int) -> Step[JmK8sWatchCrashState]:
+    def on_timer(self, state: JmK8sWatchCrashState, now_ms: int) -> list[Alert]:
         """Escalate a JobManager that did not bring its jobs back; resolve recovered ones."""
-        alerts = self._due(state, now_ms)
-        return Step(state=state, alerts=tuple(alerts), timer_ms=self._next_timer(state))
+        return self._due(state, now_ms)
 
-    def on_idle(self, state: JmK8sWatchCrashState, now_ms: int) -> tuple[Alert, ...]:
+    def next_deadline(self, state: JmK8sWatchCrashState) -> int | None:
+        """A recovered crash resolving, or one whose jobs are not back escalating."""
+        due: list[int] = []
+        for crash in state.crashes.values():
+            if crash.back_ms is not None:
+                due.append(crash.back_ms + int(self.params.clear_for_s * 1000))
+            elif crash.severity is not Severity.CRITICAL:
+                due.append(crash.latest() + int(self.params.restart_timeout_s * 1000))
+        return min(due, default=None)
+
+    def on_close(self, state: JmK8sWatchCrashState, now_ms: int) -> list[Alert]:
         """The fleet went quiet: every open crash closes."""
-        return tuple(
-            self._close(state, src, now_ms, self.idle_words) for src in list(state.crashes)
-        )
+        return [self._close(state, src, now_ms, self.idle_words) for src in list(state.crashes)]
 
     # Crash --------------------------------------------------------------------------------
 
@@ -470,15 +473,6 @@ class JmK8sWatchCrash(Detector[JmK8sWatchCrashParams, JmK8sWatchCrashState]):
         view = self._view(st, src, crash)
         summary = f"JobManager crash (too old resource version): {why}"
         return self.resolve(view, t, summary, self._evidence(crash), crash.severity)
-
-    def _next_timer(self, st: JmK8sWatchCrashState) -> int | None:
-        due: list[int] = []
-        for crash in st.crashes.values():
-            if crash.back_ms is not None:
-                due.append(crash.back_ms + int(self.params.clear_for_s * 1000))
-            elif crash.severity is not Severity.CRITICAL:
-                due.append(crash.latest() + int(self.params.restart_timeout_s * 1000))
-        return min(due, default=None)
 
     # Output -------------------------------------------------------------------------------
 

@@ -16,7 +16,7 @@ JobManager writes or exports: state, checkpoint and restore lines, and the per-j
 ``flink_jobmanager_job_uptime``, ``…_numRestarts`` and ``…_lastCheckpointDuration``
 (exported at every scrape, whatever the job's checkpointing). The alert fires, once per
 incident, at the first of these deadlines (event time, through
-:attr:`~detectors.base.Step.timer_ms`):
+:meth:`~detectors.base.Detector.next_deadline`):
 
 - a TaskManager reported the job's JobManager lost (``jm_heartbeat_timeout`` with the job
   id) and no telemetry came for ``confirm_s`` after it, or for the job's usual rhythm if
@@ -51,7 +51,7 @@ State per job (bounded, :class:`JobLostState`): the latest state and record, the
 
 from __future__ import annotations
 
-from typing import Literal, Self
+from typing import Any, Literal, Self
 
 from pydantic import Field, model_validator
 
@@ -60,12 +60,12 @@ from detectors.base import (
     Detector,
     DetectorParams,
     DetectorState,
+    Discard,
     Event,
     Evidence,
     Member,
     Record,
     Severity,
-    Step,
     Story,
 )
 from detectors.story import job
@@ -255,45 +255,45 @@ class JobLost(Detector[JobLostParams, JobLostState]):
 
     # Events -----------------------------------------------------------------------------
 
-    def handle_event(self, state: JobLostState | None, event: Event) -> Step[JobLostState]:
+    def job_name_from(self, state: JobLostState, event: Event) -> str | None:
         """The base's, but a metric's job name does not replace the log's.
 
         The Prometheus reporter filters label values (``orders-enrichment`` becomes
         ``orders_enrichment``); the job's state line names it as Flink does.
         """
-        if state is not None and state.job_name and event.kind == "metric":
-            event = event._replace(job_name=None)
-        return super().handle_event(state, event)
+        if state.job_name and event.kind == "metric":
+            return None
+        return super().job_name_from(state, event)
 
-    def on_event(self, state: JobLostState | None, event: Event) -> Step[JobLostState]:
-        """Start watching at RUNNING; follow the job's records and the TaskManagers' reports."""
+    def new_state(self, event: Event, **fields: Any) -> JobLostState | None:
+        """A job is watched from its state line to RUNNING; before that it has no state."""
+        if event.kind != "job_state" or event.to_state != "RUNNING":
+            return None  # never seen RUNNING: not watched
+        return super().new_state(event, **fields)
+
+    def on_event(self, state: JobLostState, event: Event) -> list[Alert] | Discard:
+        """Follow the job's records and the TaskManagers' reports; forget a job that ended."""
         kind, t = event.kind, event.time_ms
-        if state is None:
-            if kind != "job_state" or event.to_state != "RUNNING":
-                return Step(state=None)  # never seen RUNNING: not watched
-            state = self.new_state(event)
-        st = state
         alerts: list[Alert] = []
         if kind in _REPORTS:
-            self._on_report(st, event)
+            self._on_report(state, event)
         else:
-            ended, back = self._on_telemetry(st, event)
+            ended, back = self._on_telemetry(state, event)
             if ended is not None:
-                if st.firing:
-                    alerts.append(self.closing(st, t, f"the job ended ({ended})"))
+                if state.firing:
+                    alerts.append(self._close(state, t, f"the job ended ({ended})"))
                 # A new run of the same job id starts a new watch at its RUNNING line.
-                return Step(state=None, alerts=tuple(alerts))
+                return Discard(alerts)
             if back is not None:
                 alerts.append(back)
-        return Step(state=st, alerts=tuple(alerts), timer_ms=self._next_timer(st))
+        return alerts
 
-    def on_timer(self, state: JobLostState, now_ms: int) -> Step[JobLostState]:
+    def on_timer(self, state: JobLostState, now_ms: int) -> list[Alert]:
         """Page at the first deadline that passed (a resolve needs the job's records)."""
         due = self._deadline(state)
         if due is None or now_ms < due[0]:
-            return Step(state=state, timer_ms=self._next_timer(state))
-        alert = self._fire(state, due[0], due[1])
-        return Step(state=state, alerts=(alert,), timer_ms=self._next_timer(state))
+            return []
+        return [self._fire(state, due[0], due[1])]
 
     def _on_telemetry(self, st: JobLostState, event: Event) -> tuple[str | None, Alert | None]:
         """A record of the job itself: the terminal state it reached, or its resolve."""
@@ -405,8 +405,9 @@ class JobLost(Detector[JobLostParams, JobLostState]):
                 due.append((report.t + wait, "released"))
         return min(due, default=None)
 
-    def _next_timer(self, st: JobLostState) -> int | None:
-        due = self._deadline(st)
+    def next_deadline(self, state: JobLostState) -> int | None:
+        """The first deadline at which the job counts as lost."""
+        due = self._deadline(state)
         return due[0] if due is not None else None
 
     # Incident ---------------------------------------------------------------------------
@@ -440,12 +441,13 @@ class JobLost(Detector[JobLostParams, JobLostState]):
         if st.clear_since_ms is None or silent_again:
             st.clear_since_ms = t
         if t - st.clear_since_ms >= int(self.params.clear_for_s * 1000):
-            return self.closing(st, t, "the job is RUNNING and reporting again")
+            return self._close(st, t, "the job is RUNNING and reporting again")
         return None
 
-    def closing(self, state: JobLostState, time_ms: int, why: str) -> Alert:
+    def _close(self, state: JobLostState, time_ms: int, why: str) -> Alert:
         """The resolve; the next incident starts with no report and no reporters."""
-        alert = super().closing(state, time_ms, why)
+        summary = f"{self.subject(state)}: {why}"
+        alert = self.resolve(state, time_ms, summary, self.evidence(state))
         state.why = None
         state.report = None
         state.reporters = []

@@ -46,6 +46,7 @@ State per process (:class:`JvmFatalState`): the open incident's facts (texts cut
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from pydantic import Field
 
@@ -59,7 +60,6 @@ from detectors.base import (
     Member,
     Record,
     Severity,
-    Step,
     Story,
 )
 from detectors.story import process_headline
@@ -321,35 +321,41 @@ class JvmFatal(Detector[JvmFatalParams, JvmFatalState]):
     def signal_values(self, state: JvmFatalState) -> dict[str, float]:  # noqa: D102
         return {"process_fatal_exits": float(state.exits if state.firing else 0)}
 
-    def on_event(self, state: JvmFatalState | None, event: Event) -> Step[JvmFatalState]:
+    def new_state(self, event: Event, **fields: Any) -> JvmFatalState | None:
+        """A process's first line: its clock starts at the event."""
+        return super().new_state(event, clock_ms=event.time_ms, **fields)
+
+    def on_event(self, state: JvmFatalState, event: Event) -> list[Alert]:
         """Fold a fatal or OOM line in; fire when a process is known to have died of it."""
-        st = state or self.new_state(event, clock_ms=event.time_ms)
-        st.host = st.host or event.host
-        at = self._tick(st, event.time_ms)
+        state.host = state.host or event.host
+        at = self._tick(state, event.time_ms)
         # A line out of order is stamped with the clock. What fell due by then but after
         # the line's own time has not fired (only with a zero cause_wait_s or clear_for_s)
         # goes first, as it did when the line came in order.
-        alerts = list(self._decide(st, at)) if at > event.time_ms else []
+        alerts = list(self._decide(state, at)) if at > event.time_ms else []
         text = event.message or event.reason or ""
         if event.kind == "jvm_oom":
             cause, line = _oom_line(text) or ("other", None)
             line = line or text.split("\n", 1)[0]
-            if st.pending is not None:
-                pending, st.pending = st.pending, None
-                alerts.extend(self._exit(st, at, pending, cause, line))
+            if state.pending is not None:
+                pending, state.pending = state.pending, None
+                alerts.extend(self._exit(state, at, pending, cause, line))
             else:
-                st.oom = (at, cause, line[:_TEXT_CHARS])
+                state.oom = (at, cause, line[:_TEXT_CHARS])
         elif event.kind == "fatal_error":
-            alerts.extend(self._on_fatal(st, at, text))
-        return Step(state=st, alerts=tuple(alerts), timer_ms=min(self._due(st), default=None))
+            alerts.extend(self._on_fatal(state, at, text))
+        return alerts
 
-    def on_timer(self, state: JvmFatalState, now_ms: int) -> Step[JvmFatalState]:
+    def on_timer(self, state: JvmFatalState, now_ms: int) -> tuple[Alert, ...]:
         """Decide a fatal line that waited for its cause; resolve."""
-        alerts = self._decide(state, now_ms)
-        return Step(state=state, alerts=alerts, timer_ms=min(self._due(state), default=None))
+        return self._decide(state, now_ms)
 
-    def on_idle(self, state: JvmFatalState, now_ms: int) -> tuple[Alert, ...]:
-        """A process without lines: its open incident closes."""
+    def next_deadline(self, state: JvmFatalState) -> int | None:
+        """A fatal line's wait for its cause running out, or the resolve."""
+        return min(self._due(state), default=None)
+
+    def on_close(self, state: JvmFatalState, now_ms: int) -> tuple[Alert, ...]:
+        """A process without lines: its open incident closes as a clear would."""
         return (self._resolved(state, now_ms),) if state.firing else ()
 
     @classmethod

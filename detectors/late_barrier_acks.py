@@ -58,7 +58,6 @@ from detectors.base import (
     Event,
     Evidence,
     Record,
-    Step,
     Story,
 )
 from detectors.story import job
@@ -213,33 +212,34 @@ class LateBarrierAcks(Detector[LateBarrierAcksParams, LateBarrierAcksState]):
             "late_acks": float(sum(r.late_acks for r in live)),
         }
 
-    def on_event(
-        self, state: LateBarrierAcksState | None, event: Event
-    ) -> Step[LateBarrierAcksState]:
+    def on_event(self, state: LateBarrierAcksState, event: Event) -> list[Alert]:
         """Attach the event to its checkpoint attempt; fire at the threshold."""
-        st = state or self.new_state(event)
         t = event.time_ms
         alerts: list[Alert] = []
-        self._prune(st, t)
+        self._prune(state, t)
         cp = event.checkpoint_id
         if cp is not None:
             if event.kind == "checkpoint_late_ack":
-                alerts.extend(self._on_late_ack(st, event, cp))
+                alerts.extend(self._on_late_ack(state, event, cp))
             elif event.kind == "checkpoint_expired" or (
                 event.kind == "checkpoint_failed" and "expired" in (event.reason or "").lower()
             ):
-                self._on_expired(st, cp, t)
+                self._on_expired(state, cp, t)
             elif event.kind == "checkpoint_declined" or (
                 event.kind == "checkpoint_failed" and event.reason
             ):
-                self._on_aborted(st, cp, t)
-        return Step(state=st, alerts=tuple(alerts), timer_ms=self._resolve_at(st))
+                self._on_aborted(state, cp, t)
+        return alerts
 
-    def on_timer(self, state: LateBarrierAcksState, now_ms: int) -> Step[LateBarrierAcksState]:
-        """Resolve once late acks stopped for ``clear_for_s``."""
+    def on_timer(self, state: LateBarrierAcksState, now_ms: int) -> list[Alert]:
+        """Resolve once late acks stopped for ``clear_for_s``; prune the window.
+
+        Pruned at every deadline, the idle one too: a job gone quiet closes its incident
+        with the late acks still in the window.
+        """
         alerts = self._resolve_if_due(state, now_ms)
         self._prune(state, now_ms)
-        return Step(state=state, alerts=tuple(alerts), timer_ms=self._resolve_at(state))
+        return alerts
 
     @classmethod
     def headline(cls, story: Story) -> str:
@@ -247,11 +247,6 @@ class LateBarrierAcks(Detector[LateBarrierAcksParams, LateBarrierAcksState]):
         host = story.root.evidence.get("concentrated_host")
         where = f", concentrated on {host} (skew or backpressure there)" if host else ""
         return f"checkpoints of {job(story.root)} get barrier acks after they expired{where}"
-
-    def on_idle(self, state: LateBarrierAcksState, now_ms: int) -> tuple[Alert, ...]:
-        """A job gone quiet closes its incident, with the late acks still in the window."""
-        self._prune(state, now_ms)
-        return super().on_idle(state, now_ms)
 
     # Checkpoint attempts --------------------------------------------------------------
 
@@ -375,22 +370,21 @@ class LateBarrierAcks(Detector[LateBarrierAcksParams, LateBarrierAcksState]):
 
     # Lifecycle ----------------------------------------------------------------------------
 
-    def _resolve_at(self, st: LateBarrierAcksState) -> int | None:
-        return st.resolve_deadline(int(self.params.clear_for_s * 1000))
+    def next_deadline(self, state: LateBarrierAcksState) -> int | None:
+        """The pending resolve."""
+        return state.resolve_deadline(int(self.params.clear_for_s * 1000))
 
     def _resolve_if_due(self, st: LateBarrierAcksState, now_ms: int) -> list[Alert]:
-        deadline = self._resolve_at(st)
+        deadline = self.next_deadline(st)
         if deadline is None or now_ms < deadline:
             return []
-        # Resolve at the deadline itself, even when the timer runs late.
+        # Resolve at the deadline itself, even when the timer runs late. A new incident
+        # then needs min_checkpoints late ones of its own.
         minutes = self.params.clear_for_s / 60
-        return [self.closing(st, deadline, f"no late checkpoint acks for {minutes:.0f} min")]
-
-    def closing(self, state: LateBarrierAcksState, time_ms: int, why: str) -> Alert:
-        """The resolve; a new incident then needs ``min_checkpoints`` late ones of its own."""
-        alert = super().closing(state, time_ms, why)
-        self._reset_tracking(state)
-        return alert
+        summary = f"{self.subject(st)}: no late checkpoint acks for {minutes:.0f} min"
+        alert = self.resolve(st, deadline, summary, self.evidence(st))
+        self._reset_tracking(st)
+        return [alert]
 
     @staticmethod
     def _reset_tracking(st: LateBarrierAcksState) -> None:

@@ -54,7 +54,6 @@ from detectors.base import (
     Member,
     Record,
     Severity,
-    Step,
 )
 from detectors.story import job, num
 
@@ -238,41 +237,40 @@ class RestartStorm(Detector[RestartStormParams, RestartStormState]):
             ),
         }
 
-    def on_event(self, state: RestartStormState | None, event: Event) -> Step[RestartStormState]:
+    def on_event(self, state: RestartStormState, event: Event) -> list[Alert]:
         """Count restarts and failovers, track the not-RUNNING episode, fire and resolve."""
-        st = state or self.new_state(event)
         t = event.time_ms
         alerts: list[Alert] = []
-        self._prune(st, t)
+        self._prune(state, t)
         if event.kind == "job_state" and event.to_state:
-            alerts.extend(self._on_transition(st, event))
+            alerts.extend(self._on_transition(state, event))
         elif event.kind == "leadership_lost":
-            if st.status not in _TERMINAL | {"CANCELLING"}:
+            if state.status not in _TERMINAL | {"CANCELLING"}:
                 # TaskManagers also log it when a job ends: only a running job fails over.
-                self._on_failover(st, t, "lost_leadership", [])
+                self._on_failover(state, t, "lost_leadership", [])
         elif event.kind == "job_restored" and event.checkpoint_id is not None:
-            since = st.running_since
+            since = state.running_since
             if (
-                st.status == "RUNNING"
-                and st.down_since is None
+                state.status == "RUNNING"
+                and state.down_since is None
                 and (since is None or t - since > _RESTORE_AFTER_RUNNING_MS)
             ):
                 # Restored while we saw it RUNNING for a while: a new JobManager took it
                 # over (a crashed one restarted by Kubernetes or YARN). A failover inside
                 # one JobManager logs RESTARTING -> RUNNING just before its restore line
                 # (1.10+), so a restore right after RUNNING is that failover's.
-                self._on_failover(st, t, "jobmanager_restart", [], seen=True)
-            st.restored = [*st.restored, event.checkpoint_id][-5:]
-        fired = self._evaluate(st, t)
+                self._on_failover(state, t, "jobmanager_restart", [], seen=True)
+            state.restored = [*state.restored, event.checkpoint_id][-5:]
+        fired = self._evaluate(state, t)
         if fired is not None:
             alerts.append(fired)
-        return Step(state=st, alerts=tuple(alerts), timer_ms=self._next_timer(st))
+        return alerts
 
-    def on_timer(self, state: RestartStormState, now_ms: int) -> Step[RestartStormState]:
+    def on_timer(self, state: RestartStormState, now_ms: int) -> list[Alert]:
         """Confirm failovers, fire a recovery that is taking too long, resolve."""
         alerts = self._due(state, now_ms)
         self._prune(state, now_ms)
-        return Step(state=state, alerts=tuple(alerts), timer_ms=self._next_timer(state))
+        return alerts
 
     # Transitions ------------------------------------------------------------------------
 
@@ -401,7 +399,7 @@ class RestartStorm(Detector[RestartStormParams, RestartStormState]):
                     severity=Severity.CRITICAL,
                 )
             ]
-        alert = self.closing(st, t, f"job was stopped ({to})")
+        alert = self._close(st, t, f"job was stopped ({to})")
         st.restarts = []
         st.tm_ids = []
         return [alert]
@@ -469,7 +467,7 @@ class RestartStorm(Detector[RestartStormParams, RestartStormState]):
         if deadline_r is not None and now_ms >= deadline_r:
             minutes = self.params.clear_for_s / 60
             alerts.append(
-                self.closing(st, deadline_r, f"RUNNING for {minutes:.0f} min without a restart")
+                self._close(st, deadline_r, f"RUNNING for {minutes:.0f} min without a restart")
             )
         return alerts
 
@@ -479,7 +477,11 @@ class RestartStorm(Detector[RestartStormParams, RestartStormState]):
         start = max(st.running_since, st.last_restart_ms or 0)
         return start + int(self.params.clear_for_s * 1000)
 
-    def closing(self, state: RestartStormState, time_ms: int, why: str) -> Alert:
+    def on_close(self, state: RestartStormState, now_ms: int) -> list[Alert]:
+        """A job gone quiet resolves as any other: :meth:`_close`, saying ``idle_words``."""
+        return [self._close(state, now_ms, self.idle_words)] if state.firing else []
+
+    def _close(self, state: RestartStormState, time_ms: int, why: str) -> Alert:
         """The resolve, at the severity the incident reached; the storm's facts reset."""
         severity = state.severity or self.params.severity
         summary = f"job {self._job(state)}: {why}"
@@ -493,14 +495,14 @@ class RestartStorm(Detector[RestartStormParams, RestartStormState]):
         horizon = now_ms - self.params.window_s * 1000
         st.restarts = [r for r in st.restarts if r.t >= horizon]
 
-    def _next_timer(self, st: RestartStormState) -> int | None:
+    def next_deadline(self, state: RestartStormState) -> int | None:
         """The next deadline: a failover confirmed, a recovery too slow, or the resolve."""
         timers: list[int] = []
-        if not st.firing:
-            if st.down_since is not None:
-                timers.append(st.down_since + int(self.params.max_recovery_s * 1000))
-            timers.extend(self._confirmations(st)[:1])
-        deadline = self._resolve_deadline(st)
+        if not state.firing:
+            if state.down_since is not None:
+                timers.append(state.down_since + int(self.params.max_recovery_s * 1000))
+            timers.extend(self._confirmations(state)[:1])
+        deadline = self._resolve_deadline(state)
         if deadline is not None:
             timers.append(deadline)
         return min(timers, default=None)

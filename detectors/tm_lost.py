@@ -50,7 +50,6 @@ from detectors.base import (
     Evidence,
     Member,
     Record,
-    Step,
     Story,
 )
 from detectors.story import process_headline
@@ -248,44 +247,45 @@ class TmLost(Detector[TmLostParams, TmLostState]):
         """``TaskManager X killed for memory``."""
         return process_headline(story)
 
-    def handle_event(self, state: TmLostState | None, event: Event) -> Step[TmLostState]:
-        """The base's, but the job name is the first one a failing job's line gave.
+    def job_name_from(self, state: TmLostState, event: Event) -> str | None:
+        """The name of the first job whose failing line named it; later jobs' names do not count.
 
         ``job_id`` is the first job that failed with the TaskManager; the base would
         take the name of whichever job's line came last.
         """
-        first_name = event.kind == "job_state" and event.job_id and not (state and state.job_name)
-        if state is not None and not first_name:
-            event = event._replace(job_name=None)
-        return super().handle_event(state, event)
+        if event.kind == "job_state" and event.job_id and not state.job_name:
+            return super().job_name_from(state, event)
+        return None
 
-    def on_event(self, state: TmLostState | None, event: Event) -> Step[TmLostState]:
-        """Record causes, releases and losses; fire on a kill or a timeout."""
-        if state is None and not self._worth_state(event):
+    def new_state(self, event: Event, **fields: Any) -> TmLostState | None:
+        """A TaskManager's first loss signal; the job comes from jobs failing with it."""
+        if not self._worth_state(event):
             # A failing job that names no TaskManager we track, an OOM of a healthy-so-far
             # JVM without an id, ...: nothing to remember.
-            return Step(state=None)
-        # The job comes from the lines of jobs failing with it, the host from its own.
-        st = state or self.new_state(event._replace(job_id=None, job_name=None, host=None))
-        st.host = st.host or _own_host(event)
+            return None
+        return super().new_state(event._replace(job_id=None, job_name=None, host=None), **fields)
+
+    def on_event(self, state: TmLostState, event: Event) -> list[Alert]:
+        """Record causes, releases and losses; fire on a kill or a timeout."""
+        # The host comes from the TaskManager's own lines.
+        state.host = state.host or _own_host(event)
         alerts: list[Alert] = []
         kind = event.kind
         if kind == "tm_released":
-            self._on_released(st, event.time_ms)
+            self._on_released(state, event.time_ms)
         elif kind == "container_memory_kill":
-            alerts.extend(self._on_kill(st, event))
+            alerts.extend(self._on_kill(state, event))
         elif kind in ("jvm_oom", "fatal_error"):
-            alerts.extend(self._on_oom(st, event))
+            alerts.extend(self._on_oom(state, event))
         elif kind == "heartbeat_timeout":
-            alerts.extend(self._on_timeout(st, event))
+            alerts.extend(self._on_timeout(state, event))
         elif kind == "job_state":
-            self._on_job_failure(st, event)
-        return Step(state=st, alerts=tuple(alerts), timer_ms=self._next_timer(st))
+            self._on_job_failure(state, event)
+        return alerts
 
-    def on_timer(self, state: TmLostState, now_ms: int) -> Step[TmLostState]:
+    def on_timer(self, state: TmLostState, now_ms: int) -> list[Alert]:
         """Page a pending timeout with cause unknown; resolve once the signals stopped."""
-        alerts = self._due(state, now_ms)
-        return Step(state=state, alerts=tuple(alerts), timer_ms=self._next_timer(state))
+        return self._due(state, now_ms)
 
     # Events -----------------------------------------------------------------------------
 
@@ -402,7 +402,7 @@ class TmLost(Detector[TmLostParams, TmLostState]):
         clear_at = self._clear_at(st)
         if clear_at is not None and now_ms >= clear_at:
             minutes = self.params.clear_for_s / 60
-            alerts.append(self.closing(st, clear_at, f"no loss signal for {minutes:.0f} min"))
+            alerts.append(self._close(st, clear_at, f"no loss signal for {minutes:.0f} min"))
         return alerts
 
     def _clear_at(self, st: TmLostState) -> int | None:
@@ -411,11 +411,16 @@ class TmLost(Detector[TmLostParams, TmLostState]):
             return None
         return st.last_signal_ms + int(self.params.clear_for_s * 1000)
 
-    def closing(self, state: TmLostState, time_ms: int, why: str) -> Alert:
+    def on_close(self, state: TmLostState, now_ms: int) -> list[Alert]:
+        """No events about it any more: :meth:`_close`, saying ``idle_words``."""
+        return [self._close(state, now_ms, self.idle_words)] if state.firing else []
+
+    def _close(self, state: TmLostState, time_ms: int, why: str) -> Alert:
         """The resolve, with a cause that was logged too late for the page."""
         if state.late_cause:
             state.cause = state.late_cause
-        alert = super().closing(state, time_ms, why)
+        summary = f"{self.subject(state)}: {why}"
+        alert = self.resolve(state, time_ms, summary, self.evidence(state))
         state.first_ms = None
         state.cause = None
         state.late_cause = None
@@ -424,8 +429,9 @@ class TmLost(Detector[TmLostParams, TmLostState]):
         state.signals = []
         return alert
 
-    def _next_timer(self, st: TmLostState) -> int | None:
-        due = [t for t in (st.pending_until, self._clear_at(st)) if t is not None]
+    def next_deadline(self, state: TmLostState) -> int | None:
+        """A pending timeout paging with cause unknown, or the resolve."""
+        due = [t for t in (state.pending_until, self._clear_at(state)) if t is not None]
         return min(due, default=None)
 
     def evidence(self, state: TmLostState) -> TmLostEvidence:

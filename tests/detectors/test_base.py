@@ -15,7 +15,6 @@ from detectors.base import (
     DetectorState,
     Event,
     Evidence,
-    Step,
 )
 from tests.detectors.timeline import drive, drive_timer
 
@@ -39,17 +38,21 @@ class Counter(Detector[DetectorParams, CountState]):
     scope = "job"
     kinds = frozenset({"checkpoint_expired"})
 
-    def on_event(self, state: CountState | None, event: Event) -> Step[CountState]:
-        st = state or self.new_state(event)
-        st.seen += 1
+    def on_event(self, state: CountState, event: Event) -> tuple[Alert, ...]:
+        state.seen += 1
         alerts: tuple[Alert, ...] = ()
-        if st.seen == 2:
-            alerts = (self.fire(st, event.time_ms, "two", self.evidence(st)),)
-        return Step(st, alerts, event.time_ms + 10_000)
+        if state.seen == 2:
+            alerts = (self.fire(state, event.time_ms, "two", self.evidence(state)),)
+        return alerts
 
-    def on_timer(self, state: CountState, now_ms: int) -> Step[CountState]:
+    def on_timer(self, state: CountState, now_ms: int) -> tuple[Alert, ...]:
         state.deadlines.append(now_ms)
-        return Step(state)
+        return ()
+
+    def next_deadline(self, state: CountState) -> int | None:
+        # 10 s after the latest event, until that deadline has fired.
+        due = state.last_event_ms + 10_000
+        return due if not state.deadlines or state.deadlines[-1] < due else None
 
     def evidence(self, state: CountState) -> CountEvidence:
         return CountEvidence(seen=state.seen)
