@@ -65,19 +65,6 @@ def median_interval(samples: Sequence[Sequence[Any]]) -> float | None:
     return float(median(gaps)) if gaps else None
 
 
-def learn_cadence(st: dict[str, Any], checkpoint_id: int, time_ms: int) -> None:
-    """Fold a checkpoint trigger into ``st["cadence_ms"]``: the job's checkpoint interval.
-
-    The same as :func:`next_cadence`, for a state kept as a dict (``st["last_trigger"]``
-    is the previous trigger).
-    """
-    last = st.get("last_trigger")
-    st["last_trigger"] = [checkpoint_id, time_ms]
-    cadence = next_cadence(last, st.get("cadence_ms"), checkpoint_id, time_ms)
-    if cadence is not None:
-        st["cadence_ms"] = cadence
-
-
 def next_cadence(
     last_trigger: Sequence[int] | None, cadence_ms: int | None, checkpoint_id: int, time_ms: int
 ) -> int | None:
