@@ -74,7 +74,7 @@ from detectors.base import (
     Step,
     Story,
 )
-from detectors.stats import for_humans, mann_kendall_z, median_interval, next_cadence
+from detectors.stats import for_humans, mann_kendall_z, median_interval, next_cadence, theil_sen
 from detectors.story import job
 
 DURATION_METRIC = "flink_jobmanager_job_lastCheckpointDuration"
@@ -487,11 +487,11 @@ class CheckpointCreep(Detector[CheckpointCreepParams, CheckpointCreepState]):
         z = mann_kendall_z(y)
         # The current slope: Theil-Sen over the newest half of the window, so an
         # accelerating creep is projected from where it is now, not from its start.
+        # Indexed by sample, not by time: the trend is per checkpoint.
         m = min(n, max(10, n // 2))
         newest = y[-m:]
-        slope = median(
-            [(newest[j] - newest[i]) / (j - i) for i in range(m) for j in range(i + 1, m)]
-        )
+        slope = theil_sen(list(enumerate(newest)))
+        # Where the fitted line is at the newest sample (Sen's median intercept).
         level = median(newest[i] - slope * i for i in range(m)) + slope * (m - 1)
         interval = median_interval(samples[-m:])
         per_hour = slope * 3_600_000 / interval if interval else None

@@ -9,7 +9,7 @@ from statistics import median
 from typing import Any
 
 
-def theil_sen(points: list[tuple[float, float]]) -> float:
+def theil_sen(points: Sequence[tuple[float, float]]) -> float:
     """Median of the pairwise slopes: a line fit that a few outliers cannot drag.
 
     Example:
