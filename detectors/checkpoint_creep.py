@@ -64,16 +64,8 @@ from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from detectors.base import (
-    Alert,
-    Detector,
-    DetectorParams,
-    DetectorState,
-    Event,
-    Evidence,
-    Step,
-    Story,
-)
+from detectors.base import Detector, DetectorParams, DetectorState, Evidence, Step, Story
+from detectors.model import Alert, Event
 from detectors.stats import for_humans, mann_kendall_z, median_interval, next_cadence, theil_sen
 from detectors.story import job
 

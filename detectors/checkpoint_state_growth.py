@@ -75,19 +75,9 @@ from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from detectors.base import (
-    Alert,
-    AlertStatus,
-    Detector,
-    DetectorParams,
-    DetectorState,
-    Event,
-    Evidence,
-    Severity,
-    Step,
-    Story,
-)
+from detectors.base import Detector, DetectorParams, DetectorState, Evidence, Step, Story
 from detectors.checkpoint_creep import SIZE_METRIC
+from detectors.model import Alert, AlertStatus, Event, Severity
 from detectors.stats import for_humans, mann_kendall_z, median_interval, next_cadence, theil_sen
 from detectors.story import job, mb, tm
 

@@ -56,18 +56,16 @@ from typing import Literal, Self
 from pydantic import Field, model_validator
 
 from detectors.base import (
-    Alert,
     Detector,
     DetectorParams,
     DetectorState,
-    Event,
     Evidence,
     Member,
     Record,
-    Severity,
     Step,
     Story,
 )
+from detectors.model import Alert, Event, Severity
 from detectors.story import job
 
 #: States that end a job for good.

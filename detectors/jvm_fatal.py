@@ -50,18 +50,16 @@ import re
 from pydantic import Field
 
 from detectors.base import (
-    Alert,
     Detector,
     DetectorParams,
     DetectorState,
-    Event,
     Evidence,
     Member,
     Record,
-    Severity,
     Step,
     Story,
 )
+from detectors.model import Alert, Event, Severity
 from detectors.story import process_headline
 
 _TEXT_CHARS = 300  # evidence texts are cut to this

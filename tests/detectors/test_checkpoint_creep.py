@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 
 from detectors import AlertStatus, Event
-from detectors.base import Alert
 from detectors.checkpoint_creep import (
     DURATION_METRIC,
     SIZE_METRIC,
@@ -26,6 +25,7 @@ from detectors.checkpoint_creep import (
     CheckpointCreepParams,
     CheckpointCreepState,
 )
+from detectors.model import Alert
 from tests.detectors.timeline import drive_timer
 
 JOB = "5d1e0f9a7b33f4c2a9b7d1e4f60a8b5c"

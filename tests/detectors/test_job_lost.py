@@ -12,7 +12,6 @@ import pytest
 from pydantic import ValidationError
 
 from detectors import REGISTRY, AlertStatus, Event, Severity
-from detectors.base import EVENT_KINDS
 from detectors.correlation import Correlator
 from detectors.job_lost import (
     LAST_CHECKPOINT_DURATION,
@@ -21,6 +20,7 @@ from detectors.job_lost import (
     JobLost,
     JobLostParams,
 )
+from detectors.model import EVENT_KINDS
 from tests.detectors.timeline import drive, drive_timer
 
 JOB = "016ba2f5c82eb9472e74954d863dbbbb"
