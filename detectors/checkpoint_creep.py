@@ -65,12 +65,9 @@ from typing import Any, Literal, NamedTuple
 from pydantic import BaseModel, ConfigDict, Field
 
 from detectors.base import Detector, DetectorParams, DetectorState, Evidence, Step, Story
-from detectors.model import Alert, Event
+from detectors.model import LAST_CHECKPOINT_DURATION, LAST_CHECKPOINT_SIZE, Alert, Event
 from detectors.stats import for_humans, mann_kendall_z, median_interval, next_cadence, theil_sen
 from detectors.story import job
-
-DURATION_METRIC = "flink_jobmanager_job_lastCheckpointDuration"
-SIZE_METRIC = "flink_jobmanager_job_lastCheckpointSize"
 
 _MAX_PENDING = 16  # concurrent checkpoints tracked per job (Flink's default allows 1)
 _MAX_SAVEPOINTS = 8  # savepoint ids remembered, to ignore their completion
@@ -265,7 +262,7 @@ class CheckpointCreep(Detector[CheckpointCreepParams, CheckpointCreepState]):
             "metric",
         }
     )
-    metrics = frozenset({DURATION_METRIC, SIZE_METRIC})
+    metrics = frozenset({LAST_CHECKPOINT_DURATION, LAST_CHECKPOINT_SIZE})
 
     # --- entry points ------------------------------------------------------------
 
@@ -360,13 +357,13 @@ class CheckpointCreep(Detector[CheckpointCreepParams, CheckpointCreepState]):
         value = event.value
         if value is None or not math.isfinite(value):
             return
-        if event.metric == SIZE_METRIC:
+        if event.metric == LAST_CHECKPOINT_SIZE:
             st.metric_size = (value, event.time_ms)
             last = st.samples[-1] if st.samples else None
             if last is not None and last.source == "m" and last.time_ms == event.time_ms:
                 st.samples[-1] = last._replace(size_bytes=int(value) if value >= 0 else None)
             return
-        if event.metric != DURATION_METRIC:
+        if event.metric != LAST_CHECKPOINT_DURATION:
             return
         previous, st.metric_duration = st.metric_duration, value
         # -1 before the first checkpoint; an unchanged value is the same checkpoint.

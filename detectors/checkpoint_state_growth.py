@@ -76,8 +76,7 @@ from typing import Any, Literal, NamedTuple
 from pydantic import BaseModel, ConfigDict, Field
 
 from detectors.base import Detector, DetectorParams, DetectorState, Evidence, Step, Story
-from detectors.checkpoint_creep import SIZE_METRIC
-from detectors.model import Alert, AlertStatus, Event, Severity
+from detectors.model import LAST_CHECKPOINT_SIZE, Alert, AlertStatus, Event, Severity
 from detectors.stats import for_humans, mann_kendall_z, median_interval, next_cadence, theil_sen
 from detectors.story import job, mb, tm
 
@@ -285,7 +284,7 @@ class CheckpointStateGrowth(Detector[CheckpointStateGrowthParams, CheckpointStat
     idle_words = "no checkpoints from this job any more"
     scope = "job"
     kinds = frozenset({"checkpoint_triggered", "checkpoint_completed", "metric"})
-    metrics = frozenset({SIZE_METRIC})
+    metrics = frozenset({LAST_CHECKPOINT_SIZE})
     causal_rank = 0
     runbook = (
         "The job's state keeps growing. Look for windows whose slide is much smaller than their "
@@ -348,7 +347,7 @@ class CheckpointStateGrowth(Detector[CheckpointStateGrowthParams, CheckpointStat
                 st.last_trigger = (cid, event.time_ms)
         elif event.kind == "checkpoint_completed":
             sample = self._log_sample(st, event)
-        elif event.kind == "metric" and event.metric == SIZE_METRIC:
+        elif event.kind == "metric" and event.metric == LAST_CHECKPOINT_SIZE:
             sample = self._metric_sample(st, event)
         if sample is not None and self._add(st, sample):
             alerts.extend(self._judge(st, event.time_ms))

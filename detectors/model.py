@@ -6,7 +6,8 @@ package can import it and none of its arrows points up. The floors, bottom first
 ``conf``, ``sinks``, ``streaming``; ``lab`` and ``bench`` sit on top.
 
 * :class:`Event`: one parsed Flink log line or metric sample (its ``kind`` one of
-  :data:`EVENT_KINDS`), as the parser emits it and the detectors read it.
+  :data:`EVENT_KINDS`), as the parser emits it and the detectors read it; the names of
+  the Flink metrics more than one detector reads (:data:`LAST_CHECKPOINT_SIZE`, ...).
 * :class:`Alert` with :class:`Severity` and :class:`AlertStatus`: what a detector decides,
   as the ledger records it and the sinks deliver it.
 * The error hierarchy, one base and subclasses that carry their context:
@@ -58,6 +59,12 @@ EVENT_KINDS: tuple[str, ...] = (
     "metric",
     "unparsed",
 )
+
+
+#: Flink metric names (``Event.metric``) that more than one detector reads; a name only one
+#: detector reads stays in that detector's module.
+LAST_CHECKPOINT_DURATION = "flink_jobmanager_job_lastCheckpointDuration"
+LAST_CHECKPOINT_SIZE = "flink_jobmanager_job_lastCheckpointSize"
 
 
 class Event(NamedTuple):

@@ -14,13 +14,12 @@ from pydantic import ValidationError
 from detectors import REGISTRY, AlertStatus, Event, Severity
 from detectors.correlation import Correlator
 from detectors.job_lost import (
-    LAST_CHECKPOINT_DURATION,
     NUM_RESTARTS,
     UPTIME,
     JobLost,
     JobLostParams,
 )
-from detectors.model import EVENT_KINDS
+from detectors.model import EVENT_KINDS, LAST_CHECKPOINT_DURATION
 from tests.detectors.timeline import drive, drive_timer
 
 JOB = "016ba2f5c82eb9472e74954d863dbbbb"

@@ -7,21 +7,26 @@ import sys
 from pathlib import Path
 
 import conf.errors
-from detectors import model
+from detectors import REGISTRY, model
 
 DETECTORS = Path(model.__file__).parent
 ABOVE = {"conf", "sinks", "streaming", "lab", "bench", "tests", "scripts", "pyspark"}
 
 
-def imported_packages(path: Path) -> set[str]:
-    """Top-level names a module imports, at module level or inside a function."""
+def imported_modules(path: Path) -> set[str]:
+    """Modules a module imports, at module level or inside a function."""
     out = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
-            out |= {a.name.split(".")[0] for a in node.names}
+            out |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            out.add(node.module.split(".")[0])
+            out.add(node.module)
     return out
+
+
+def imported_packages(path: Path) -> set[str]:
+    """Top-level names a module imports."""
+    return {m.split(".")[0] for m in imported_modules(path)}
 
 
 def test_no_detector_module_imports_a_floor_above_or_spark() -> None:
@@ -43,3 +48,15 @@ def test_conf_errors_are_the_models_classes() -> None:
     assert conf.errors.StateError is model.StateError
     assert conf.errors.ConfigError is model.ConfigError
     assert conf.errors.FlinkwatchError is model.FlinkwatchError
+
+
+def test_a_detector_imports_the_shared_modules_never_another_detector() -> None:
+    # Whatever two detectors share (a metric name, a statistic) lives in a shared module.
+    shared = {"detectors.base", "detectors.model", "detectors.stats", "detectors.story"}
+    wrong = {
+        f"{det.__module__} imports {m}"
+        for det in REGISTRY.values()
+        for m in imported_modules(DETECTORS / f"{det.__module__.split('.')[-1]}.py")
+        if m.startswith("detectors") and m not in shared
+    }
+    assert not wrong
