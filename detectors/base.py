@@ -56,9 +56,14 @@ class Evidence(BaseModel):
 class Record(BaseModel):
     """A mutable part of a detector's state (the state itself, or a record inside it).
 
-    Fields are written on every event: the checks pydantic makes on assignment (frozen
-    models, validation, private attributes) do not apply here and cost as much as the
-    detector's own work, so a declared field is set directly.
+    Fields are written on every event, so a declared field is written straight into the
+    instance's values; any other name goes to pydantic, which refuses it. Pydantic's own
+    assignment (it does not validate here either) also notes the name in
+    ``model_fields_set`` (read only by :meth:`Detector.load_json`, before any write), for
+    about 75 ns more a write: measured with pydantic 2.14 over every detector call of
+    ``tests/detectors``, an ``idle_heap_growth`` sample took 7.05 µs instead of 6.35
+    (+11 %), all calls 5 % more.
+    A frozen model with ``model_copy(update=...)`` costs 1.8 µs a write.
     """
 
     model_config = ConfigDict(extra="forbid")
