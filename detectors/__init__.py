@@ -6,7 +6,7 @@ adapter are both derived from it. Adding a detector is one module plus one line.
 
 from typing import Any
 
-from detectors.base import Alert, AlertStatus, Detector, DetectorParams, Event, Severity, Step
+from detectors.base import Detector, DetectorParams, Step
 from detectors.checkpoint_creep import CheckpointCreep
 from detectors.checkpoint_failures import CheckpointFailures
 from detectors.checkpoint_state_growth import CheckpointStateGrowth
@@ -15,6 +15,7 @@ from detectors.jm_k8s_watch_crash import JmK8sWatchCrash
 from detectors.job_lost import JobLost
 from detectors.jvm_fatal import JvmFatal
 from detectors.late_barrier_acks import LateBarrierAcks
+from detectors.model import Alert, AlertStatus, Event, Severity
 from detectors.restart_storm import RestartStorm
 from detectors.tm_lost import TmLost
 

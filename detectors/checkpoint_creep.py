@@ -64,20 +64,10 @@ from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from detectors.base import (
-    Alert,
-    Detector,
-    DetectorParams,
-    DetectorState,
-    Event,
-    Evidence,
-    Story,
-)
-from detectors.stats import for_humans, mann_kendall_z, median_interval, next_cadence
+from detectors.base import Detector, DetectorParams, DetectorState, Evidence, Story
+from detectors.model import LAST_CHECKPOINT_DURATION, LAST_CHECKPOINT_SIZE, Alert, Event
+from detectors.stats import for_humans, mann_kendall_z, median_interval, next_cadence, theil_sen
 from detectors.story import job
-
-DURATION_METRIC = "flink_jobmanager_job_lastCheckpointDuration"
-SIZE_METRIC = "flink_jobmanager_job_lastCheckpointSize"
 
 _MAX_PENDING = 16  # concurrent checkpoints tracked per job (Flink's default allows 1)
 _MAX_SAVEPOINTS = 8  # savepoint ids remembered, to ignore their completion
@@ -272,7 +262,7 @@ class CheckpointCreep(Detector[CheckpointCreepParams, CheckpointCreepState]):
             "metric",
         }
     )
-    metrics = frozenset({DURATION_METRIC, SIZE_METRIC})
+    metrics = frozenset({LAST_CHECKPOINT_DURATION, LAST_CHECKPOINT_SIZE})
 
     # --- entry points ------------------------------------------------------------
 
@@ -366,13 +356,13 @@ class CheckpointCreep(Detector[CheckpointCreepParams, CheckpointCreepState]):
         value = event.value
         if value is None or not math.isfinite(value):
             return
-        if event.metric == SIZE_METRIC:
+        if event.metric == LAST_CHECKPOINT_SIZE:
             st.metric_size = (value, event.time_ms)
             last = st.samples[-1] if st.samples else None
             if last is not None and last.source == "m" and last.time_ms == event.time_ms:
                 st.samples[-1] = last._replace(size_bytes=int(value) if value >= 0 else None)
             return
-        if event.metric != DURATION_METRIC:
+        if event.metric != LAST_CHECKPOINT_DURATION:
             return
         previous, st.metric_duration = st.metric_duration, value
         # -1 before the first checkpoint; an unchanged value is the same checkpoint.
@@ -485,11 +475,11 @@ class CheckpointCreep(Detector[CheckpointCreepParams, CheckpointCreepState]):
         z = mann_kendall_z(y)
         # The current slope: Theil-Sen over the newest half of the window, so an
         # accelerating creep is projected from where it is now, not from its start.
+        # Indexed by sample, not by time: the trend is per checkpoint.
         m = min(n, max(10, n // 2))
         newest = y[-m:]
-        slope = median(
-            [(newest[j] - newest[i]) / (j - i) for i in range(m) for j in range(i + 1, m)]
-        )
+        slope = theil_sen(list(enumerate(newest)))
+        # Where the fitted line is at the newest sample (Sen's median intercept).
         level = median(newest[i] - slope * i for i in range(m)) + slope * (m - 1)
         interval = median_interval(samples[-m:])
         per_hour = slope * 3_600_000 / interval if interval else None

@@ -46,7 +46,8 @@ from typing import Any
 
 from pydantic import Field
 
-from detectors.base import Alert, Detector, DetectorParams, DetectorState, Event, Evidence
+from detectors.base import Detector, DetectorParams, DetectorState, Evidence
+from detectors.model import Alert, Event
 
 _MAX_SAVEPOINTS = 8  # savepoint ids remembered, to leave their failures out
 _MAX_UNCOUNTED = 20  # failures without a checkpoint id kept for the evidence

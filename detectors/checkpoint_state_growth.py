@@ -75,18 +75,8 @@ from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from detectors.base import (
-    Alert,
-    AlertStatus,
-    Detector,
-    DetectorParams,
-    DetectorState,
-    Event,
-    Evidence,
-    Severity,
-    Story,
-)
-from detectors.checkpoint_creep import SIZE_METRIC
+from detectors.base import Detector, DetectorParams, DetectorState, Evidence, Story
+from detectors.model import LAST_CHECKPOINT_SIZE, Alert, AlertStatus, Event, Severity
 from detectors.stats import for_humans, mann_kendall_z, median_interval, next_cadence, theil_sen
 from detectors.story import job, mb, tm
 
@@ -294,7 +284,7 @@ class CheckpointStateGrowth(Detector[CheckpointStateGrowthParams, CheckpointStat
     idle_words = "no checkpoints from this job any more"
     scope = "job"
     kinds = frozenset({"checkpoint_triggered", "checkpoint_completed", "metric"})
-    metrics = frozenset({SIZE_METRIC})
+    metrics = frozenset({LAST_CHECKPOINT_SIZE})
     causal_rank = 0
     runbook = (
         "The job's state keeps growing. Look for windows whose slide is much smaller than their "
@@ -355,7 +345,7 @@ class CheckpointStateGrowth(Detector[CheckpointStateGrowthParams, CheckpointStat
                 state.last_trigger = (cid, event.time_ms)
         elif event.kind == "checkpoint_completed":
             sample = self._log_sample(state, event)
-        elif event.kind == "metric" and event.metric == SIZE_METRIC:
+        elif event.kind == "metric" and event.metric == LAST_CHECKPOINT_SIZE:
             sample = self._metric_sample(state, event)
         if sample is not None and self._add(state, sample):
             alerts.extend(self._judge(state, event.time_ms))

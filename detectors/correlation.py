@@ -34,7 +34,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from detectors import REGISTRY
-from detectors.base import Alert, AlertStatus, Detector, Member, Severity, Story
+from detectors.base import Detector, Member, Story
+from detectors.model import Alert, AlertStatus, Severity
 
 #: Where a detector not (or no longer) registered sits in the causal order.
 _MIDDLE = 3

@@ -68,18 +68,8 @@ from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from detectors.base import (
-    Alert,
-    AlertStatus,
-    Detector,
-    DetectorParams,
-    DetectorState,
-    Event,
-    Evidence,
-    Record,
-    Severity,
-    Story,
-)
+from detectors.base import Detector, DetectorParams, DetectorState, Evidence, Record, Story
+from detectors.model import Alert, AlertStatus, Event, Severity
 from detectors.stats import theil_sen
 from detectors.story import num, tm
 

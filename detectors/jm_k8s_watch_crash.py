@@ -35,18 +35,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from detectors.base import (
-    Alert,
-    AlertStatus,
-    Detector,
-    DetectorParams,
-    DetectorState,
-    Event,
-    Evidence,
-    Record,
-    Severity,
-    Story,
-)
+from detectors.base import Detector, DetectorParams, DetectorState, Evidence, Record, Story
+from detectors.model import Alert, AlertStatus, Event, Severity
 
 _TOO_OLD = "too old resource version"
 _JM_FATAL = re.compile(

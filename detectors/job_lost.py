@@ -56,18 +56,16 @@ from typing import Any, Literal, Self
 from pydantic import Field, model_validator
 
 from detectors.base import (
-    Alert,
     Detector,
     DetectorParams,
     DetectorState,
     Discard,
-    Event,
     Evidence,
     Member,
     Record,
-    Severity,
     Story,
 )
+from detectors.model import LAST_CHECKPOINT_DURATION, Alert, Event, Severity
 from detectors.story import job
 
 #: States that end a job for good.
@@ -77,7 +75,6 @@ _TERMINAL = frozenset({"CANCELED", "FINISHED", "FAILED"})
 #: checkpoint completes, and is on the bus for checkpoint_creep already).
 UPTIME = "flink_jobmanager_job_uptime"
 NUM_RESTARTS = "flink_jobmanager_job_numRestarts"
-LAST_CHECKPOINT_DURATION = "flink_jobmanager_job_lastCheckpointDuration"
 HEARTBEAT_METRICS = frozenset({UPTIME, NUM_RESTARTS, LAST_CHECKPOINT_DURATION})
 #: TaskManager records about the job's JobManager: reports, not the job's own telemetry.
 _REPORTS = frozenset({"jm_heartbeat_timeout", "job_released"})

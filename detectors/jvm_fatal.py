@@ -51,17 +51,15 @@ from typing import Any
 from pydantic import Field
 
 from detectors.base import (
-    Alert,
     Detector,
     DetectorParams,
     DetectorState,
-    Event,
     Evidence,
     Member,
     Record,
-    Severity,
     Story,
 )
+from detectors.model import Alert, Event, Severity
 from detectors.story import process_headline
 
 _TEXT_CHARS = 300  # evidence texts are cut to this

@@ -50,16 +50,8 @@ from typing import Any
 
 from pydantic import Field
 
-from detectors.base import (
-    Alert,
-    Detector,
-    DetectorParams,
-    DetectorState,
-    Event,
-    Evidence,
-    Record,
-    Story,
-)
+from detectors.base import Detector, DetectorParams, DetectorState, Evidence, Record, Story
+from detectors.model import Alert, Event
 from detectors.story import job
 
 #: Longer task / TaskManager / host names are cut to this many characters in the state.

@@ -43,18 +43,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from detectors.base import (
-    Alert,
-    AlertStatus,
-    Detector,
-    DetectorParams,
-    DetectorState,
-    Event,
-    Evidence,
-    Member,
-    Record,
-    Severity,
-)
+from detectors.base import Detector, DetectorParams, DetectorState, Evidence, Member, Record
+from detectors.model import Alert, AlertStatus, Event, Severity
 from detectors.story import job, num
 
 #: States that end a run on purpose or for good.

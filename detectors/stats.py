@@ -9,7 +9,7 @@ from statistics import median
 from typing import Any
 
 
-def theil_sen(points: list[tuple[float, float]]) -> float:
+def theil_sen(points: Sequence[tuple[float, float]]) -> float:
     """Median of the pairwise slopes: a line fit that a few outliers cannot drag.
 
     Example:
@@ -63,19 +63,6 @@ def median_interval(samples: Sequence[Sequence[Any]]) -> float | None:
     """
     gaps = [b[0] - a[0] for a, b in zip(samples, samples[1:], strict=False) if b[0] > a[0]]
     return float(median(gaps)) if gaps else None
-
-
-def learn_cadence(st: dict[str, Any], checkpoint_id: int, time_ms: int) -> None:
-    """Fold a checkpoint trigger into ``st["cadence_ms"]``: the job's checkpoint interval.
-
-    The same as :func:`next_cadence`, for a state kept as a dict (``st["last_trigger"]``
-    is the previous trigger).
-    """
-    last = st.get("last_trigger")
-    st["last_trigger"] = [checkpoint_id, time_ms]
-    cadence = next_cadence(last, st.get("cadence_ms"), checkpoint_id, time_ms)
-    if cadence is not None:
-        st["cadence_ms"] = cadence
 
 
 def next_cadence(

@@ -42,16 +42,15 @@ from typing import Any, Literal, Self
 from pydantic import Field, model_validator
 
 from detectors.base import (
-    Alert,
     Detector,
     DetectorParams,
     DetectorState,
-    Event,
     Evidence,
     Member,
     Record,
     Story,
 )
+from detectors.model import Alert, Event
 from detectors.story import process_headline
 
 #: Why a TaskManager was lost (the alert's ``cause``).

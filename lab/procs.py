@@ -205,10 +205,6 @@ class SparkCluster:
         """Pid (and process group) of worker ``i`` (1-based)."""
         return int((self.dir / f"worker-{i}.pid").read_text())
 
-    def worker_ui_port(self, i: int) -> int:
-        """Web UI port of worker ``i``; executor log URLs name it."""
-        return self.ui_port + i
-
     def kill_worker(self, i: int) -> None:
         """SIGKILL worker ``i``'s process group (worker, executor, Python workers)."""
         pid = self.worker_pid(i)

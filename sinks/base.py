@@ -19,10 +19,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from conf.errors import FlinkwatchError
-from detectors import Alert, AlertStatus
 from detectors.base import Member
 from detectors.correlation import IncidentView
+from detectors.model import Alert, AlertStatus, FlinkwatchError
 
 
 def transition_key(alert: Alert) -> str:

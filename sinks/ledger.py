@@ -37,9 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from conf.errors import FlinkwatchError
-from detectors import Alert, AlertStatus
 from detectors.correlation import IncidentView
+from detectors.model import Alert, AlertStatus, FlinkwatchError
 from sinks.base import (
     AmbiguousDeliveryError,
     DeliverySink,

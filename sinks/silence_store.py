@@ -23,8 +23,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from conf.errors import FlinkwatchError
 from conf.silences import Matchers, Silence
+from detectors.model import FlinkwatchError
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS silences (

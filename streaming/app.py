@@ -41,7 +41,7 @@ from pyspark.sql.streaming import StreamingQuery
 from conf import AppConfig
 from conf.kafka_client import kafka_settings
 from conf.reload import ConfigWatcher
-from detectors.base import EVENT_KINDS
+from detectors.model import EVENT_KINDS
 from sinks import DeadLetterFileSink
 from streaming import catchup, placement
 from streaming.bus import active_detectors, bus_records, detect_input

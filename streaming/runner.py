@@ -31,9 +31,9 @@ from functools import partial
 from typing import Any, Protocol
 
 from conf import ParamsResolver
-from conf.errors import StateError
 from detectors import REGISTRY, Alert, Detector, Event
 from detectors.base import DetectorState
+from detectors.model import StateError
 from streaming.entity import (
     MAX_SOURCES,
     SOURCE_HORIZON_MS,

@@ -27,7 +27,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from detectors.base import Alert, Event
+from detectors.model import Alert, Event
 
 #: Model fields whose column has another name: ``time_ms`` is ``event_ms`` in rows (the
 #: parsed DataFrames also carry it as the ``event_time`` timestamp).

@@ -8,7 +8,7 @@ from typing import Any
 
 from kafka import KafkaProducer
 
-from conf.errors import FlinkwatchError
+from detectors.model import FlinkwatchError
 from lab.fleet.spec import SimRecord
 
 

@@ -7,15 +7,8 @@ from typing import Any
 
 import pytest
 
-from conf.errors import FlinkwatchError, StateError
-from detectors.base import (
-    Alert,
-    Detector,
-    DetectorParams,
-    DetectorState,
-    Event,
-    Evidence,
-)
+from detectors.base import Detector, DetectorParams, DetectorState, Evidence
+from detectors.model import Alert, Event, FlinkwatchError, StateError
 from tests.detectors.timeline import drive, drive_timer
 
 T0 = 1_700_000_000_000

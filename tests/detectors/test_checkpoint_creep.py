@@ -17,15 +17,13 @@ from pathlib import Path
 import pytest
 
 from detectors import AlertStatus, Event
-from detectors.base import Alert
 from detectors.checkpoint_creep import (
-    DURATION_METRIC,
-    SIZE_METRIC,
     CheckpointCreep,
     CheckpointCreepEvidence,
     CheckpointCreepParams,
     CheckpointCreepState,
 )
+from detectors.model import LAST_CHECKPOINT_DURATION, LAST_CHECKPOINT_SIZE, Alert
 from tests.detectors.timeline import drive_timer
 
 JOB = "5d1e0f9a7b33f4c2a9b7d1e4f60a8b5c"
@@ -133,7 +131,7 @@ def test_contract_attributes() -> None:
     assert CheckpointCreep.scope == "job"
     assert "checkpoint_triggered" in CheckpointCreep.kinds
     assert "metric" in CheckpointCreep.kinds
-    assert CheckpointCreep.metrics == {DURATION_METRIC, SIZE_METRIC}
+    assert CheckpointCreep.metrics == {LAST_CHECKPOINT_DURATION, LAST_CHECKPOINT_SIZE}
     assert CheckpointCreep.params_model is CheckpointCreepParams
 
 
@@ -417,8 +415,8 @@ def scrapes(durations: list[int], start: int, every: int = 15 * S) -> list[Event
         i = (t - start) // INTERVAL
         done = t - start - i * INTERVAL >= durations[i]
         value = durations[i] if done else (durations[i - 1] if i else -1)
-        events.append(metric(DURATION_METRIC, t, value))
-        events.append(metric(SIZE_METRIC, t, SIZE + i if value >= 0 else -1))
+        events.append(metric(LAST_CHECKPOINT_DURATION, t, value))
+        events.append(metric(LAST_CHECKPOINT_SIZE, t, SIZE + i if value >= 0 else -1))
     return events
 
 
@@ -441,10 +439,10 @@ def test_metric_only_creep_fires_from_value_changes() -> None:
 
 
 def test_minus_one_and_repeated_values_are_not_samples() -> None:
-    events = [metric(DURATION_METRIC, T0 + i * 15 * S, -1) for i in range(4)]
-    events += [metric(DURATION_METRIC, T0 + (4 + i) * 15 * S, 2500) for i in range(8)]
-    events += [metric(DURATION_METRIC, T0 + 12 * 15 * S, -1)]  # a new run of the job
-    events += [metric(DURATION_METRIC, T0 + 13 * 15 * S, 2500)]
+    events = [metric(LAST_CHECKPOINT_DURATION, T0 + i * 15 * S, -1) for i in range(4)]
+    events += [metric(LAST_CHECKPOINT_DURATION, T0 + (4 + i) * 15 * S, 2500) for i in range(8)]
+    events += [metric(LAST_CHECKPOINT_DURATION, T0 + 12 * 15 * S, -1)]  # a new run of the job
+    events += [metric(LAST_CHECKPOINT_DURATION, T0 + 13 * 15 * S, 2500)]
     state, _, _ = run(default(), events)
     assert state is not None and [s.duration_ms for s in state.samples] == [2500, 2500]
 

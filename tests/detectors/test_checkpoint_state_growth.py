@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 
 from detectors import REGISTRY, AlertStatus, Event, Severity
-from detectors.checkpoint_creep import SIZE_METRIC
 from detectors.checkpoint_state_growth import (
     CheckpointStateGrowth,
     CheckpointStateGrowthParams,
     CheckpointStateGrowthState,
 )
 from detectors.correlation import Correlator
+from detectors.model import LAST_CHECKPOINT_SIZE
 from tests.detectors.timeline import drive, drive_timer
 
 JOB = "0039825bafae26bc34db88e037a1dae3"
@@ -70,7 +70,7 @@ def firing_minutes(alerts: list, start: int = T0) -> list[tuple[str, float]]:
 
 def test_registered_under_its_contract_name() -> None:
     assert REGISTRY["checkpoint_state_growth"] is CheckpointStateGrowth
-    assert CheckpointStateGrowth.metrics == frozenset({SIZE_METRIC})
+    assert CheckpointStateGrowth.metrics == frozenset({LAST_CHECKPOINT_SIZE})
 
 
 def test_steady_growth_after_a_flat_history_fires_and_resolves_once_it_levels() -> None:
@@ -192,7 +192,7 @@ def test_metric_samples_count_when_the_value_changes_and_logs_win() -> None:
     det = default()
 
     def metric(t: int, v: float) -> Event:
-        return Event(kind="metric", time_ms=t, job_id=JOB, metric=SIZE_METRIC, value=v)
+        return Event(kind="metric", time_ms=t, job_id=JOB, metric=LAST_CHECKPOINT_SIZE, value=v)
 
     state, _ = run(
         det, [metric(T0, -1), metric(T0 + 15 * S, 100 * MB), metric(T0 + 30 * S, 100 * MB)]

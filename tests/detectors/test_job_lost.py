@@ -12,15 +12,14 @@ import pytest
 from pydantic import ValidationError
 
 from detectors import REGISTRY, AlertStatus, Event, Severity
-from detectors.base import EVENT_KINDS
 from detectors.correlation import Correlator
 from detectors.job_lost import (
-    LAST_CHECKPOINT_DURATION,
     NUM_RESTARTS,
     UPTIME,
     JobLost,
     JobLostParams,
 )
+from detectors.model import EVENT_KINDS, LAST_CHECKPOINT_DURATION
 from tests.detectors.timeline import drive, drive_timer
 
 JOB = "016ba2f5c82eb9472e74954d863dbbbb"

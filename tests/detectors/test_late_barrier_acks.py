@@ -12,13 +12,14 @@ import pytest
 from pydantic import ValidationError
 
 from detectors import AlertStatus, Event
-from detectors.base import Alert, Discard
+from detectors.base import Discard
 from detectors.late_barrier_acks import (
     LateBarrierAcks,
     LateBarrierAcksEvidence,
     LateBarrierAcksParams,
     LateBarrierAcksState,
 )
+from detectors.model import Alert
 from tests.detectors.timeline import drive_timer
 
 JOB = "5b7e0c4d9a2f4e18b6c3d1a0f8e7d6c5"

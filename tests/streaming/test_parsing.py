@@ -18,7 +18,7 @@ import yaml
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from detectors.base import EVENT_KINDS
+from detectors.model import EVENT_KINDS
 from streaming.metric_parsing import parse_metrics
 from streaming.parsing import ParseLimits, parse_logs
 from streaming.schemas import EVENT_COLUMNS

@@ -11,8 +11,8 @@ import datetime as dt
 import pytest
 
 from conf import AppConfig
-from detectors.checkpoint_creep import DURATION_METRIC
 from detectors.idle_heap_growth import HEAP_USED
+from detectors.model import LAST_CHECKPOINT_DURATION
 from streaming.bus import active_detectors, bus_records
 from streaming.routes import Routes, decode, scope_of
 
@@ -54,7 +54,7 @@ def test_metric_events_reach_only_the_detectors_that_name_them(spark) -> None:
     events = _events(
         spark,
         [
-            ("metric", DURATION_METRIC, JOB, None),
+            ("metric", LAST_CHECKPOINT_DURATION, JOB, None),
             ("metric", HEAP_USED, JOB, TM),
             ("metric", "flink_taskmanager_Status_JVM_CPU_Load", JOB, TM),  # nobody reads it
             ("checkpoint_expired", None, JOB, None),
@@ -78,12 +78,12 @@ def test_metric_events_reach_only_the_detectors_that_name_them(spark) -> None:
     )
     assert got == [
         ("checkpoint_creep", "checkpoint_expired", None),
-        ("checkpoint_creep", "metric", DURATION_METRIC),
+        ("checkpoint_creep", "metric", LAST_CHECKPOINT_DURATION),
         ("checkpoint_failures", "checkpoint_expired", None),
         ("idle_heap_growth", "metric", HEAP_USED),
         # The job's own records: it is alive.
         ("job_lost", "checkpoint_expired", None),
-        ("job_lost", "metric", DURATION_METRIC),
+        ("job_lost", "metric", LAST_CHECKPOINT_DURATION),
         ("late_barrier_acks", "checkpoint_expired", None),
     ]
 
