@@ -327,7 +327,8 @@ class AlertmanagerServer:
         )
         route: dict[str, Any] = {"receiver": "slack", "group_by": ["alertname", "job_id"]}
         if self.group_wait_s is not None:
-            route["group_wait"] = _duration(self.group_wait_s)
+            # 0s is Alertmanager's "notify at once"; a scrape interval cannot be zero.
+            route["group_wait"] = "0s" if self.group_wait_s == 0 else _duration(self.group_wait_s)
         config = {
             "route": route,
             "receivers": [
