@@ -19,6 +19,7 @@ import datetime as dt
 import json
 import secrets
 import sqlite3
+import threading
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
@@ -107,7 +108,12 @@ class SilenceStore:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         # A writer holds the lock for microseconds; the job and the command wait for it.
-        self._db = sqlite3.connect(str(self.path), timeout=10, isolation_level=None)
+        # The job builds the store on its main thread and reads it in Spark's
+        # foreachBatch thread: one connection, shared, its uses serialised by _lock.
+        self._db = sqlite3.connect(
+            str(self.path), timeout=10, isolation_level=None, check_same_thread=False
+        )
+        self._lock = threading.Lock()
         self._db.execute(_SCHEMA)
 
     def add(
@@ -141,20 +147,21 @@ class SilenceStore:
             created_by=created_by,
             created_ms=now_ms,
         )
-        self._db.execute(
-            "INSERT INTO silences (id, matchers, given, starts_ms, ends_ms, comment, "
-            "created_by, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                s.id,
-                s.matchers.model_dump_json(exclude_none=True),
-                json.dumps(list(s.given)),
-                s.starts_ms,
-                s.ends_ms,
-                s.comment,
-                s.created_by,
-                s.created_ms,
-            ),
-        )
+        with self._lock:
+            self._db.execute(
+                "INSERT INTO silences (id, matchers, given, starts_ms, ends_ms, comment, "
+                "created_by, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    s.id,
+                    s.matchers.model_dump_json(exclude_none=True),
+                    json.dumps(list(s.given)),
+                    s.starts_ms,
+                    s.ends_ms,
+                    s.comment,
+                    s.created_by,
+                    s.created_ms,
+                ),
+            )
         return s
 
     def expire(self, silence_id: str, now_ms: int) -> StoredSilence:
@@ -163,10 +170,11 @@ class SilenceStore:
         Raises:
             SilenceNotFoundError: no silence has that id.
         """
-        self._db.execute(
-            "UPDATE silences SET ends_ms = ?, expired_ms = ? WHERE id = ? AND ends_ms > ?",
-            (now_ms, now_ms, silence_id, now_ms),
-        )
+        with self._lock:
+            self._db.execute(
+                "UPDATE silences SET ends_ms = ?, expired_ms = ? WHERE id = ? AND ends_ms > ?",
+                (now_ms, now_ms, silence_id, now_ms),
+            )
         found = self._select("WHERE id = ?", (silence_id,))
         if not found:
             msg = f"no silence {silence_id!r} (flinkwatch silence list --all)"
@@ -185,12 +193,14 @@ class SilenceStore:
 
     def close(self) -> None:
         """Close the database."""
-        self._db.close()
+        with self._lock:
+            self._db.close()
 
     def _select(self, where: str, args: tuple[object, ...]) -> list[StoredSilence]:
         # ``where`` is one of this class's own fixed clauses; values are bound.
         query = f"SELECT {_COLUMNS} FROM silences {where} ORDER BY created_ms, id"  # noqa: S608
-        rows = self._db.execute(query, args).fetchall()
+        with self._lock:
+            rows = self._db.execute(query, args).fetchall()
         return [
             StoredSilence(
                 id=r[0],

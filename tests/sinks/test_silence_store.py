@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -59,3 +60,23 @@ def test_expiring_an_unknown_id_names_it(tmp_path: Path) -> None:
     store = SilenceStore(tmp_path / "s.sqlite")
     with pytest.raises(SilenceNotFoundError, match="s-nothere"):
         store.expire("s-nothere", NOW)
+
+
+def test_the_job_reads_the_store_from_another_thread_than_the_one_that_opened_it(
+    tmp_path: Path,
+) -> None:
+    # The run builds its outputs on the main thread; Spark calls foreachBatch on another.
+    store = SilenceStore(tmp_path / "s.sqlite")
+    sid = _add(store, "job_name=pay-etl")
+    seen: list[object] = []
+
+    def batch() -> None:
+        try:
+            seen.append([s.name for s in store.in_force(NOW)])
+        except Exception as exc:  # what the batch thread would log
+            seen.append(exc)
+
+    worker = threading.Thread(target=batch)
+    worker.start()
+    worker.join()
+    assert seen == [[sid]]
