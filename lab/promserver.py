@@ -301,8 +301,11 @@ class AlertmanagerServer:
         slack_url: str,
         channel: str,
         group_wait_s: float | None = None,
+        send_resolved: bool = False,
     ) -> None:
         self.binary = Path(binary)
+        #: Also page when an alert resolves (Alertmanager's Slack default: no).
+        self.send_resolved = send_resolved
         self.workdir = Path(workdir)
         self.slack_url = slack_url
         self.channel = channel
@@ -335,7 +338,12 @@ class AlertmanagerServer:
                 {
                     "name": "slack",
                     "slack_configs": [
-                        {"api_url": self.slack_url, "channel": self.channel, "text": text}
+                        {
+                            "api_url": self.slack_url,
+                            "channel": self.channel,
+                            "text": text,
+                            "send_resolved": self.send_resolved,
+                        }
                     ],
                 }
             ],
