@@ -146,7 +146,7 @@ def test_routes_continue_to_each_later_match_once_and_the_default_takes_only_the
     )
     assert cfg.max_channels == 3
 
-    def taken(job_name: str, severity: Severity) -> list[str]:
+    def taken(job_name: str | None, severity: Severity, config: SlackConfig = cfg) -> list[str]:
         a = Alert(
             alert_id="a",
             detector="checkpoint_creep",
@@ -157,20 +157,11 @@ def test_routes_continue_to_each_later_match_once_and_the_default_takes_only_the
             summary="s",
             job_name=job_name,
         )
-        return [ch for _, ch in cfg.routes_for(a, "prod")]
+        return [ch for _, ch in config.routes_for(a, "prod")]
 
     assert taken("pay-etl", Severity.CRITICAL) == ["#team", "#pager"]  # #team once
     assert taken("pay-etl", Severity.WARNING) == ["#team", "#late"]
     assert taken("orders", Severity.WARNING) == ["#late"]
     # Nothing matched at all: the default channel.
-    none = cfg.model_copy(update={"routes": cfg.routes[:1]})
-    a = Alert(
-        alert_id="a",
-        detector="checkpoint_creep",
-        entity="job:x",
-        status=AlertStatus.FIRING,
-        severity=Severity.WARNING,
-        event_time_ms=0,
-        summary="s",
-    )
-    assert none.routes_for(a, "prod") == [("slack.channel", "#flink-alerts")]
+    only_the_team = cfg.model_copy(update={"routes": cfg.routes[:1]})
+    assert taken(None, Severity.WARNING, only_the_team) == ["#flink-alerts"]
