@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -104,14 +105,21 @@ def test_a_silence_added_while_the_job_runs_withholds_the_next_batchs_page(tmp_p
         dispatcher=Dispatcher(ledger, [Slack()]),  # not started: deliveries stay recorded
         silences=SilenceStore(cfg.output.silences_path),
     )
-    deliver = AlertDelivery(outputs, PipelineStats(), cfg)
+    delivery = AlertDelivery(outputs, PipelineStats(), cfg)
+
+    def deliver(batch: Batch, batch_id: int) -> None:
+        # Spark calls foreachBatch on a thread of its own, not the one that built outputs.
+        worker = threading.Thread(target=delivery, args=(batch, batch_id))
+        worker.start()
+        worker.join()
+
     now = int(time.time() * 1000)
-    deliver(Batch([_row("a1", now)]), 0)  # type: ignore[arg-type]
+    deliver(Batch([_row("a1", now)]), 0)
     # The SRE silences job a2 from another shell while the job runs.
     assert main(["silence", "add", "job_id=a2", "-c", "noisy", "--state-dir", str(tmp_path)]) == 0
     # Recorded after the silence was added, though the events happened a little before it
     # (as a page does after its record's trip through Kafka and Spark): no page for a2.
-    deliver(Batch([_row("a2", now), _row("a3", now)]), 1)  # type: ignore[arg-type]
+    deliver(Batch([_row("a2", now), _row("a3", now)]), 1)
     states = {d.key: d.state for d in ledger.deliveries(None) if d.sink == "slack"}
     assert states == {
         "id-a1:firing": "pending",
