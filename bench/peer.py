@@ -64,7 +64,7 @@ from lab.slack import WEBHOOK_CHANNEL, SlackEmulator
 REPO = Path(__file__).resolve().parent.parent
 RULES = REPO / "bench" / "peer_rules.yml"
 
-_TOKEN = "xoxb-peer-local"  # noqa: S105 - the local Slack emulator's token, not a secret
+TOKEN = "xoxb-peer-local"  # noqa: S105 - the local Slack emulator's token, not a secret
 _TOKEN_ENV = "FW_PEER_SLACK_TOKEN"  # noqa: S105 - the name of a variable
 _CHANNEL = "#flink-alerts"
 #: flinkwatch's alerts also go through Alertmanager, one per group_wait (None: its
@@ -830,7 +830,8 @@ def _rule_health(server: PrometheusServer) -> dict[str, Any]:
     return out
 
 
-def _prometheus_binary() -> Path:
+def prometheus_binary() -> Path:
+    """The prometheus binary (alertmanager sits beside it): .stack's, else on PATH."""
     binary = find_binary()
     if binary is None:
         msg = (
@@ -886,7 +887,7 @@ def run_peer(
         RuntimeError: No prometheus binary, flinkwatch did not start, or producing failed.
 
     """
-    binary = _prometheus_binary()
+    binary = prometheus_binary()
     workdir = Path(workdir).resolve()
     state_dir, prom_dir = workdir / "state", workdir / "prometheus"
     for d in (state_dir, prom_dir):
@@ -905,7 +906,7 @@ def run_peer(
     slack_watch = SlackWatch(index)
     via_watches: list[SlackWatch] = []
     emulator = SlackEmulator(
-        token=_TOKEN, channels=(_CHANNEL,), on_message=slack_watch.on_message
+        token=TOKEN, channels=(_CHANNEL,), on_message=slack_watch.on_message
     ).start()
     board = MetricBoard(stale_after_s=3 * spec.metric_interval_s)
     endpoint = ReporterEndpoint(board).start()
@@ -917,7 +918,7 @@ def run_peer(
     via: dict[str, tuple[SlackEmulator, AlertmanagerServer]] = {}
     for side, group_wait in VIA_ALERTMANAGER.items():
         watch = SlackWatch(index, am_side=side)
-        emu = SlackEmulator(token=_TOKEN, channels=(_CHANNEL,), on_message=watch.on_message)
+        emu = SlackEmulator(token=TOKEN, channels=(_CHANNEL,), on_message=watch.on_message)
         am = AlertmanagerServer(
             binary.with_name("alertmanager"),
             prom_dir / side,
@@ -950,7 +951,7 @@ def run_peer(
             sort_keys=False,
         )
     )
-    job = FlinkwatchProcess(config_path, workdir / "flinkwatch.log", _TOKEN)
+    job = FlinkwatchProcess(config_path, workdir / "flinkwatch.log", TOKEN)
     producer: Producer | None = None
     prom_watch = PrometheusWatch(prometheus, index)
     try:

@@ -31,14 +31,13 @@ from typing import Any
 import yaml
 
 from bench.peer import (
-    _TOKEN,
-    FleetIndex,
+    TOKEN,
     FlinkwatchProcess,
     MetricBoard,
     Producer,
-    _prometheus_binary,
     create_topics,
     flinkwatch_config,
+    prometheus_binary,
 )
 from bench.run import Broker
 from detectors import REGISTRY
@@ -64,12 +63,10 @@ class Moment:
 class Timeline:
     """What the local Slack receives, in order, with its arrival time."""
 
-    def __init__(self, index: FleetIndex) -> None:
-        self.index = index
+    def __init__(self) -> None:
         self.moments: list[Moment] = []
         self.first_post: dict[str, Any] | None = None
         self._lock = threading.Lock()
-        self._seen_updates: set[str] = set()
 
     def on_message(self, m: dict[str, Any]) -> None:
         """The emulator's callback (posts, thread replies and webhook posts)."""
@@ -138,16 +135,15 @@ def run(workdir: Path, minutes: float, kind: str, log: Any = print) -> dict[str,
     onset_s = 60.0
     incident = Incident(kind, 0, onset_s)  # type: ignore[arg-type]
     spec = FleetSpec(jobs=4, tms_per_job=2, incidents=(incident,))
-    index = FleetIndex.of(spec)
-    timeline = Timeline(index)
+    timeline = Timeline()
     stamp = time.strftime("%Y%m%d%H%M%S")
     topics = (f"walk-{stamp}.logs", f"walk-{stamp}.metrics")
     broker = Broker([], 2).start()
     emu = SlackEmulator(
-        token=_TOKEN, channels=(_CHANNEL,), on_message=timeline.on_message, signing_secret=_SECRET
+        token=TOKEN, channels=(_CHANNEL,), on_message=timeline.on_message, signing_secret=_SECRET
     ).start()
     am = AlertmanagerServer(
-        _prometheus_binary().with_name("alertmanager"),
+        prometheus_binary().with_name("alertmanager"),
         workdir / "alertmanager",
         emu.webhook_url,
         _CHANNEL,
@@ -163,7 +159,7 @@ def run(workdir: Path, minutes: float, kind: str, log: Any = print) -> dict[str,
         port = yaml.safe_load(config.read_text())["slack"]["interactivity_port"]
         emu.set_request_url(f"http://127.0.0.1:{port}/slack/actions")
         os.environ[_SECRET_ENV] = _SECRET
-        job = FlinkwatchProcess(config, workdir / "flinkwatch.log", _TOKEN)
+        job = FlinkwatchProcess(config, workdir / "flinkwatch.log", TOKEN)
         job.start()
         log(f"walkthrough: flinkwatch started its queries after {job.wait_started(600):.0f} s")
         start_ms = int(time.time() * 1000)
