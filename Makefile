@@ -57,9 +57,8 @@ lint: setup
 # at 5,000 records/s, a real Prometheus + Alertmanager with equivalent rules, and one
 # backlog drained on a local Spark standalone cluster of 1, then 2 workers
 # (scripts/spark-cluster.sh). About 2.5 hours; results and the latency/CPU chart in
-# bench/results/ (matplotlib, the `bench` extra, is installed here). BENCH_ARGS=--help
+# bench/results/. BENCH_ARGS=--help
 bench: setup prometheus
-	@$(PY) -c 'import matplotlib' 2>/dev/null || $(PY) -m pip install --quiet -e '.[dev,bench]'
 	@$(VENV)/bin/python -m bench.run $(BENCH_ARGS)
 
 unit: setup prometheus

@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bench.plot import draw
 from lab.procs import children, cmdline, free_port_pair, free_port_run
 
 if TYPE_CHECKING:  # for the annotations; the modules are imported where used, as above
@@ -1305,17 +1306,11 @@ def _derived(result: dict[str, Any]) -> None:
 def _save(result: dict[str, Any]) -> str:
     """Write the results so far (after every phase: a late failure keeps the early numbers).
 
-    Also draws ``latency_vs_rate.png`` from the steady runs (when matplotlib is installed:
-    ``pip install -e '.[bench]'``, which ``make bench`` does).
+    Also draws ``latency_vs_rate.png`` from the steady runs.
     """
     RESULTS.mkdir(parents=True, exist_ok=True)
     _derived(result)
-    try:
-        from bench.plot import draw
-
-        draw(result, RESULTS / "latency_vs_rate.png")
-    except ImportError as exc:
-        log.warning("no chart: %s (pip install -e '.[bench]')", exc)
+    draw(result, RESULTS / "latency_vs_rate.png")
     text = json.dumps(result, indent=2)
     (RESULTS / "latest.json").write_text(text + "\n")
     stamp = result["run_at"].replace(":", "").replace("-", "")[:15]
