@@ -59,7 +59,7 @@ from streaming.metric_parsing import parse_metrics
 from streaming.parsing import DEAD_LETTER_REASONS, ParseLimits, parse_logs
 from streaming.placement import Placement
 from streaming.processor import STATE_LAYOUT, ShardProcessor
-from streaming.schemas import ALERT_SCHEMA
+from streaming.rows import DETECT_SCHEMA
 from streaming.sources import kafka_records, kafka_stream
 from streaming.ticks import TICK_KEY, Ticker, tick_value
 
@@ -117,7 +117,7 @@ def alert_stream(
     )
     return rows.groupBy("shard").transformWithStateInPandas(
         statefulProcessor=processor,
-        outputStructType=ALERT_SCHEMA,
+        outputStructType=DETECT_SCHEMA,
         outputMode="Append",
         timeMode="EventTime",
     )

@@ -43,8 +43,8 @@ from sinks.dispatch import Dispatcher
 from sinks.prometheus import SignalBoard
 from sinks.silence_store import SilenceStore
 from streaming.bus import bus_records
-from streaming.entity import DETECTOR_ERROR, ENTITY_COUNT, ENTITY_REFUSED, SIGNAL, SIGNAL_GONE
-from streaming.schemas import DEAD_LETTER_SCHEMA, alert_of
+from streaming.rows import DetectorFailure, EntityCount, Refused, Signal, SignalGone, read
+from streaming.schemas import DEAD_LETTER_SCHEMA
 
 log = logging.getLogger(__name__)
 
@@ -52,9 +52,8 @@ log = logging.getLogger(__name__)
 PARSE_COUNTS = "flinkwatch_parse_counts"
 
 
-def rows_to_alerts(rows: Sequence[Any]) -> list[Alert]:
-    """Collected alert rows → typed alerts, in event-time order."""
-    alerts = [alert_of(r) for r in rows]
+def in_order(alerts: Sequence[Alert]) -> list[Alert]:
+    """Alerts in event-time order (a firing before its escalation before its resolve)."""
     order = {AlertStatus.FIRING: 0, AlertStatus.ESCALATED: 1, AlertStatus.RESOLVED: 2}
     return sorted(alerts, key=lambda a: (a.event_time_ms, a.alert_id, order[a.status]))
 
@@ -126,7 +125,7 @@ class PipelineStats:
         with self._lock:
             self.query_failures[cause] += 1
 
-    def count_entities(self, checkpoint: str, rows: Sequence[Any]) -> None:
+    def count_entities(self, checkpoint: str, counts: Sequence[EntityCount]) -> None:
         """Take each shard's entity count from its latest row (rows in batch order).
 
         A shard reports at each of its turns, and every shard has one at least each
@@ -137,9 +136,8 @@ class PipelineStats:
             if checkpoint != self.entities_of:
                 self.shard_entities.clear()
                 self.entities_of = checkpoint
-            for r in rows:
-                info = json.loads(r["evidence"] or "{}")
-                self.shard_entities[r["entity"]] = int(info.get("entities") or 0)
+            for c in counts:
+                self.shard_entities[c.shard] = c.entities
 
     def entities(self) -> int | None:
         """Entities the detect query holds (``None`` before any shard has reported)."""
@@ -198,7 +196,6 @@ class Outputs:
 
 
 #: Rows of the detect query that are not alert transitions.
-_NOT_ALERTS = (SIGNAL, SIGNAL_GONE, DETECTOR_ERROR, ENTITY_REFUSED, ENTITY_COUNT)
 
 
 class AlertDelivery:
@@ -280,30 +277,33 @@ class AlertDelivery:
         Raises:
             LedgerError: the ledger could not record the batch (nothing of it was).
         """
-        rows = batch.collect()
-        alert_rows = [r for r in rows if r["status"] not in _NOT_ALERTS]
-        refused = [r for r in rows if r["status"] == ENTITY_REFUSED]
+        items = [read(r) for r in batch.collect()]
+        alerts = [x for x in items if isinstance(x, Alert)]
+        refused = [x for x in items if isinstance(x, Refused)]
         if refused and self.stats.first_count("entities_refused", batch_id):
-            self.stats.entities_refused.update(r["detector"] for r in refused)
-        counts = [r for r in rows if r["status"] == ENTITY_COUNT]
+            self.stats.entities_refused.update(x.about.detector for x in refused)
+        counts = [x for x in items if isinstance(x, EntityCount)]
         if counts:
             self.stats.count_entities(self.checkpoint.name if self.checkpoint else "", counts)
-        self._signals([r for r in rows if r["status"] in (SIGNAL, SIGNAL_GONE)])
-        self._detector_errors([r for r in rows if r["status"] == DETECTOR_ERROR], batch_id)
+        self._signals([x for x in items if isinstance(x, Signal | SignalGone)])
+        self._detector_errors([x for x in items if isinstance(x, DetectorFailure)], batch_id)
         correlator = self.out.correlator
         withheld, late = self._outcome("stale"), self._outcome("paged_late")
         self._read_silences()
         try:
             new = self.out.ledger.record(
                 batch_id,
-                rows_to_alerts(alert_rows),
+                in_order(alerts),
                 self.out.delivery_sinks(),
                 self._silence,
                 correlator.observe if correlator is not None else None,
                 self._max_age_ms(),
                 # How far detection has got: signal rows carry their entity's newest event
                 # time, so a batch without transitions still says whether flinkwatch is behind.
-                max((int(r["event_ms"] or 0) for r in rows), default=None),
+                max(
+                    (x.event_time_ms if isinstance(x, Alert) else x.about.event_ms for x in items),
+                    default=None,
+                ),
                 self._query_id(),
             )
         except LedgerError:
@@ -363,47 +363,46 @@ class AlertDelivery:
             time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(oldest / 1000)),
         )
 
-    def _detector_errors(self, rows: Sequence[Any], batch_id: int) -> None:
+    def _detector_errors(self, failures: Sequence[DetectorFailure], batch_id: int) -> None:
         # Raised on an executor, told here: the driver's log is the one people read, and
         # the counter is what an alert rule can watch. Counted once per batch id, and
         # logged once per detector and batch: a detector that raises on every event must
         # not flood the log.
-        if not rows or not self.stats.first_count("detector_errors", batch_id):
+        if not failures or not self.stats.first_count("detector_errors", batch_id):
             return
-        by_detector: dict[str, list[tuple[Any, dict[str, Any]]]] = {}
-        for r in rows:
-            info = json.loads(r["evidence"] or "{}")
-            outcome = "dropped" if info.get("dropped") else "skipped"
-            self.stats.detector_errors[(r["detector"], outcome)] += 1
-            by_detector.setdefault(r["detector"], []).append((r, info))
+        by_detector: dict[str, list[DetectorFailure]] = {}
+        for f in failures:
+            outcome = "dropped" if f.dropped else "skipped"
+            self.stats.detector_errors[(f.about.detector, outcome)] += 1
+            by_detector.setdefault(f.about.detector, []).append(f)
         for detector, seen in by_detector.items():
-            first, info = seen[0]
-            dropped = sum(1 for _r, i in seen if i.get("dropped"))
+            first = seen[0]
+            dropped = sum(1 for f in seen if f.dropped)
             log.error(
                 "detector=%s raised %d time(s) in batch %d (%d entities, %d dropped with their "
                 "incidents resolved); first: entity=%s %s %s (%d in a row; %s)",
                 detector,
                 len(seen),
                 batch_id,
-                len({r["entity"] for r, _i in seen}),
+                len({f.about.entity for f in seen}),
                 dropped,
-                first["entity"],
-                info.get("where", "call"),
-                first["summary"],
-                int(info.get("failures") or 1),
-                "entity dropped" if info.get("dropped") else "skipped, state kept as before",
+                first.about.entity,
+                first.where,
+                first.error,
+                first.failures,
+                "entity dropped" if first.dropped else "skipped, state kept as before",
             )
 
-    def _signals(self, rows: Sequence[Any]) -> None:
+    def _signals(self, notes: Sequence[Signal | SignalGone]) -> None:
         board = self.out.signals
         if board is None:
             return
-        for r in rows:
-            if r["status"] == SIGNAL_GONE:
-                board.drop(r["detector"], r["entity"])
-                continue
-            labels = {k: r[k] for k in ("job_id", "job_name", "tm_id", "host") if r[k]}
-            board.update(r["detector"], r["entity"], labels, json.loads(r["evidence"] or "{}"))
+        for n in notes:
+            a = n.about
+            if isinstance(n, SignalGone):
+                board.drop(a.detector, a.entity)
+            else:
+                board.update(a.detector, a.entity, a.labels(), n.values)
 
 
 class ParseBatch:

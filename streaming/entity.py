@@ -1,4 +1,4 @@
-"""What an entity keeps between micro-batches, and the rows the detect query emits.
+"""What an entity keeps between micro-batches.
 
 An entity (``job:<id>``, ``tm:<id>``, ``cluster``) is saved as one value: a header the
 runner owns (:class:`Header`) and, per detector that has state for it, that detector's
@@ -10,7 +10,6 @@ entity's detectors.
 from __future__ import annotations
 
 import json
-import traceback
 import zlib
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,22 +18,6 @@ from pydantic import ValidationError
 
 from detectors import Alert, Detector
 from detectors.base import DetectorState
-from streaming.schemas import alert_row
-
-#: ``status`` of the non-alert rows the runner emits for dashboards: the entity's
-#: current detector signals (``evidence`` holds them), or that the entity is gone.
-SIGNAL = "signal"
-SIGNAL_GONE = "signal_gone"
-#: ``status`` of a row saying a detector raised for an entity (``summary`` says what,
-#: ``evidence`` holds ``where``, ``failures`` in a row and whether the entity was dropped).
-DETECTOR_ERROR = "detector_error"
-#: ``status`` of a row saying an entity seen the first time was not admitted: the query
-#: holds ``spark.max_entities`` already.
-ENTITY_REFUSED = "entity_refused"
-#: ``status`` of a row saying how many entities a shard holds after its turn (``entity``
-#: is ``shard:<n>``, ``evidence`` holds ``{"entities": n}``): what the entity cap counts.
-#: The state store's rows are no measure of it: a shard keeps its entities in one value.
-ENTITY_COUNT = "entity_count"
 
 #: Layout version of the saved value (the header's ``v``).
 LAYOUT = 2
@@ -142,77 +125,6 @@ def saved_text(header: Header, texts: dict[str, str]) -> str:
     """The value to save: the header line, then one ``detector<TAB>state`` line each."""
     # JSON text has no raw newline or tab, and detector names have neither.
     return "\n".join([header.text(), *(f"{n}\t{t}" for n, t in sorted(texts.items()))])
-
-
-# Output rows ----------------------------------------------------------------------------
-
-
-def entity_row(
-    detector: str,
-    entity: str,
-    state: DetectorState | None,
-    status: str,
-    summary: str | None,
-    evidence: Any,
-) -> dict[str, Any]:
-    """A non-alert output row about an entity (who it is comes from its state)."""
-    return {
-        "alert_id": None,
-        "detector": detector,
-        "entity": entity,
-        "status": status,
-        "severity": None,
-        "event_ms": state.last_event_ms if state else 0,
-        "job_id": state.job_id if state else None,
-        "job_name": state.job_name if state else None,
-        "tm_id": state.tm_id if state else None,
-        "host": state.host if state else None,
-        "summary": summary,
-        "evidence": json.dumps(evidence),
-    }
-
-
-def signal_row(detector: Detector[Any, Any], entity: str, state: DetectorState) -> dict[str, Any]:
-    """The entity's current signals for one detector."""
-    return entity_row(detector.name, entity, state, SIGNAL, None, detector.signal_values(state))
-
-
-def gone_row(detector: str, entity: str) -> dict[str, Any]:
-    """The entity's signals of one detector are gone (the state was dropped)."""
-    return entity_row(detector, entity, None, SIGNAL_GONE, None, {})
-
-
-def where(exc: BaseException) -> str:
-    """``Type: message at file:line`` of the innermost frame: enough to find the bug."""
-    frames = traceback.extract_tb(exc.__traceback__)
-    at = f" at {frames[-1].filename.rsplit('/', 2)[-1]}:{frames[-1].lineno}" if frames else ""
-    return f"{type(exc).__name__}: {str(exc)[:300]}{at}"
-
-
-def error_row(
-    detector: str,
-    entity: str,
-    state: DetectorState | None,
-    exc: BaseException,
-    evidence: dict[str, Any],
-) -> dict[str, Any]:
-    """A :data:`DETECTOR_ERROR` row: the driver logs and counts it (executors cannot)."""
-    return entity_row(detector, entity, state, DETECTOR_ERROR, where(exc), evidence)
-
-
-def refused_row(detector: str, entity: str) -> dict[str, Any]:
-    """An :data:`ENTITY_REFUSED` row, counted on the driver."""
-    return entity_row(detector, entity, None, ENTITY_REFUSED, None, {})
-
-
-def count_row(shard: str, entities: int) -> dict[str, Any]:
-    """An :data:`ENTITY_COUNT` row: the shard holds ``entities`` entities."""
-    return entity_row("", f"shard:{shard}", None, ENTITY_COUNT, None, {"entities": entities})
-
-
-def alert_rows(alerts: list[Alert]) -> list[dict[str, Any]]:
-    """Alerts → output rows (:data:`~streaming.schemas.ALERT_SCHEMA` columns)."""
-    return [alert_row(a) for a in alerts]
 
 
 def signature(token: str, values: dict[str, float]) -> str:

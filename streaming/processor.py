@@ -28,11 +28,10 @@ from pyspark.sql.streaming.stateful_processor import (
 from pyspark.sql.types import BinaryType, StructField, StructType
 
 from conf import ParamsResolver
-from streaming.entity import error_row
 from streaming.packed import PackedStore
 from streaming.routes import Routes
+from streaming.rows import DETECT_COLUMNS, error_row
 from streaming.runner import Clock, EntityRunner, ShardRunner
-from streaming.schemas import ALERT_COLUMNS
 
 # Names the detect checkpoint: a release that keeps a shard's state another way starts a
 # new one (rebuilt from the bus) instead of failing on the old one's state schema.
@@ -121,8 +120,8 @@ class ShardProcessor(StatefulProcessor):
         clock = Clock(values.getCurrentWatermarkInMs(), self._delay_ms, self._grace_ms)
         out = self._runner.run(store, wakes, rows, clock, ticks, shard=str(key[0]))
         if store.damaged is not None:
-            info = {"where": "unpack", "failures": 1, "dropped": True}
-            out.rows.append(error_row("state", f"shard:{key[0]}", None, store.damaged, info))
+            shard = f"shard:{key[0]}"
+            out.rows.append(error_row("state", shard, None, store.damaged, "unpack", dropped=True))
         timer = out.timer
         if timer != old_timer:
             # One timer per shard, at its earliest wake-up; a timer that fired is gone.
@@ -136,7 +135,7 @@ class ShardProcessor(StatefulProcessor):
         elif store.dirty:
             self._shard.update((store.value(),))
         if out.rows:
-            yield pd.DataFrame(out.rows, columns=list(ALERT_COLUMNS))
+            yield pd.DataFrame(out.rows, columns=list(DETECT_COLUMNS))
 
     def _packed(self) -> bytes | None:
         row = self._shard.get()

@@ -38,18 +38,13 @@ from streaming.entity import (
     MAX_SOURCES,
     SOURCE_HORIZON_MS,
     Header,
-    alert_rows,
     close_incident,
-    count_row,
-    error_row,
-    gone_row,
     parse_saved,
-    refused_row,
     saved_text,
-    signal_row,
     signature,
 )
 from streaming.routes import BusEvent, Routes, decode, scope_of
+from streaming.rows import alert_rows, count_row, error_row, gone_row, refused_row, signal_row
 from streaming.ticks import TICK_KEY, frontier
 
 log = logging.getLogger(__name__)
@@ -148,7 +143,7 @@ class Fold:
         state: The state to save (``None``: drop it).
         timer: The detector's next deadline.
         alerts: Transitions, in order.
-        errors: :func:`~streaming.entity.error_row` rows for calls that raised.
+        errors: :func:`~streaming.rows.error_row` rows for calls that raised.
         failures: Calls in a row that raised (kept in the header).
         dropped: The state was dropped after :data:`MAX_FAILURES` failures in a row.
     """
@@ -204,8 +199,11 @@ def fold_events(
             start = partial(_thawed, detector, snapshot)
             dropped = out.failures >= MAX_FAILURES
             out.dropped = out.dropped or dropped
-            info = {"where": "on_event", "failures": out.failures, "dropped": dropped}
-            out.errors.append(error_row(detector.name, entity, out.state, exc, info))
+            out.errors.append(
+                error_row(
+                    detector.name, entity, out.state, exc, "on_event", out.failures, dropped=dropped
+                )
+            )
             if dropped:
                 closing = close_incident(detector, out.state, event.time_ms, "it kept failing")
                 out.alerts.extend([closing] if closing else [])
@@ -478,8 +476,9 @@ class EntityRunner:
             kept: DetectorState = det.load_json(snapshot)
             failures += 1
             dropped = failures >= MAX_FAILURES
-            info = {"where": "on_timer", "failures": failures, "dropped": dropped}
-            turn.rows.append(error_row(det.name, turn.entity, kept, exc, info))
+            turn.rows.append(
+                error_row(det.name, turn.entity, kept, exc, "on_timer", failures, dropped=dropped)
+            )
             if not dropped:
                 return kept, due, failures, turn.now + min(RETRY_MS, det.idle_ms), []
             closing = close_incident(det, kept, turn.now, "it kept failing")
@@ -532,10 +531,9 @@ class EntityRunner:
         raw = _raw(text)
         at = int(raw.get("last_event_ms") or 0)
         closing = self._close(name, raw, at, "its saved state is unreadable")
-        info = {"where": "load", "failures": 1, "dropped": True}
         turn.rows.extend(
             [
-                error_row(name, turn.entity, None, exc, info),
+                error_row(name, turn.entity, None, exc, "load", dropped=True),
                 *alert_rows([closing] if closing else []),
                 gone_row(name, turn.entity),
             ]
@@ -647,8 +645,7 @@ class ShardRunner:
                 # shape): skipped, and told once per shard and batch.
                 bad += 1
                 if bad == 1:
-                    info = {"where": "decode", "failures": 1, "dropped": False}
-                    out.append(error_row(BUS_READER, entity, None, exc, info))
+                    out.append(error_row(BUS_READER, entity, None, exc, "decode"))
         reached = frontier(ticks, tick_values)
         if reached is not None and (clock.tick_ms is None or reached > clock.tick_ms):
             clock = replace(clock, tick_ms=reached)

@@ -99,7 +99,7 @@ EVENT_COLUMNS: tuple[str, ...] = (
 BUS_VALUE_SCHEMA = StructType([*EVENT_FIELDS[:2], *POSITION_FIELDS, *EVENT_FIELDS[2:]])
 BUS_FIELDS: tuple[str, ...] = tuple(BUS_VALUE_SCHEMA.fieldNames())
 
-#: The adapter's output rows: alerts (and signal, error and refusal rows in their shape).
+#: An alert as a row (the detect query adds a `kind` and its notes, :mod:`streaming.rows`).
 ALERT_SCHEMA = StructType(columns_of(Alert))
 ALERT_COLUMNS: tuple[str, ...] = tuple(ALERT_SCHEMA.fieldNames())
 

@@ -79,6 +79,7 @@ def row(
     detector: str = "checkpoint_failures",
 ) -> dict[str, Any]:
     return {
+        "kind": "alert",
         "alert_id": alert_id,
         "detector": detector,
         "entity": f"job:{job}",
@@ -91,6 +92,7 @@ def row(
         "host": None,
         "summary": f"3 checkpoints of job {job} expired within 30 min",
         "evidence": "{}",
+        "data": None,
     }
 
 

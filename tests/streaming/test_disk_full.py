@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from conf import AppConfig, SparkConfig
+from detectors import Alert, AlertStatus, Severity
 from detectors.correlation import Correlator
 from sinks import AlertLedger, DeliverySink, JsonLinesAlertSink, LedgerError, Transition
 from sinks.besteffort import BestEffort
@@ -29,6 +30,7 @@ from sinks.dispatch import Dispatcher
 from sinks.prometheus import ActiveAlerts
 from streaming.app import run_forever, storage_full
 from streaming.delivery import AlertDelivery, Outputs, PipelineStats
+from streaming.rows import alert_rows
 from tests.volumes import DEV_FULL, fill, tiny_volume
 
 
@@ -52,20 +54,18 @@ class Batch:
 
 
 def row(alert_id: str, status: str = "firing", t: int = 1, summary: str = "s") -> dict[str, Any]:
-    return {
-        "alert_id": alert_id,
-        "detector": "checkpoint_failures",
-        "entity": f"job:{alert_id}",
-        "status": status,
-        "severity": "warning",
-        "event_ms": t,
-        "job_id": alert_id,
-        "job_name": None,
-        "tm_id": None,
-        "host": None,
-        "summary": summary,
-        "evidence": "{}",
-    }
+    alert = Alert(
+        alert_id=alert_id,
+        detector="checkpoint_failures",
+        entity=f"job:{alert_id}",
+        status=AlertStatus(status),
+        severity=Severity.WARNING,
+        event_time_ms=t,
+        job_id=alert_id,
+        summary=summary,
+    )
+    (r,) = alert_rows([alert])
+    return r
 
 
 def cfg() -> AppConfig:

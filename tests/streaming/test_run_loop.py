@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -20,6 +19,15 @@ from sinks import AlertLedger, DeliverySink, RetryableDeliveryError
 from sinks.besteffort import BestEffort
 from streaming.app import run_forever
 from streaming.delivery import AlertDelivery, Outputs, PipelineStats
+from streaming.rows import (
+    About,
+    DetectorFailure,
+    EntityCount,
+    Refused,
+    Signal,
+    SignalGone,
+    note_row,
+)
 
 
 class FakeQuery:
@@ -168,6 +176,7 @@ class FakeBatch:
 
 
 ROW = {
+    "kind": "alert",
     "alert_id": "a1",
     "detector": "checkpoint_failures",
     "entity": "job:7f",
@@ -180,7 +189,10 @@ ROW = {
     "host": None,
     "summary": "s",
     "evidence": "{}",
+    "data": None,
 }
+#: Whom the notes in these tests are about (the alert row's job).
+ABOUT = About("checkpoint_failures", "job:7f", 1, "7f")
 
 
 def test_a_failing_sink_does_not_block_the_others_nor_fail_the_batch_and_catches_up_later(
@@ -212,20 +224,13 @@ def test_signal_rows_feed_the_board_and_never_reach_the_sinks(tmp_path: Path) ->
     sink, board = Recording("file"), SignalBoard()
     outputs = Outputs(ledger=AlertLedger(tmp_path / "l.sqlite"), sinks=[sink], signals=board)
     deliver = AlertDelivery(outputs, PipelineStats(), cfg())
-    signal = {
-        **ROW,
-        "alert_id": None,
-        "status": "signal",
-        "severity": None,
-        "detector": "checkpoint_failures",
-        "evidence": '{"checkpoints_expired": 2.0}',
-    }
+    signal = note_row(Signal(ABOUT, {"checkpoints_expired": 2.0}))
     deliver(FakeBatch([signal]), 0)  # type: ignore[arg-type]
     assert sink.sent == []
     assert board.snapshot() == [
         ("checkpoint_failures", {"job_id": "7f"}, {"checkpoints_expired": 2.0})
     ]
-    deliver(FakeBatch([{**signal, "status": "signal_gone", "evidence": "{}"}]), 1)  # type: ignore[arg-type]
+    deliver(FakeBatch([note_row(SignalGone(ABOUT))]), 1)  # type: ignore[arg-type]
     assert board.snapshot() == []
 
 
@@ -286,15 +291,9 @@ def test_detector_errors_are_logged_and_counted_once_on_the_driver(
     deliver = AlertDelivery(
         Outputs(ledger=AlertLedger(tmp_path / "l.sqlite"), sinks=[sink]), stats, cfg()
     )
-    raised = {
-        **ROW,
-        "alert_id": None,
-        "status": "detector_error",
-        "severity": None,
-        "summary": "KeyError: 'ts' at checkpoint_failures.py:88",
-        "evidence": '{"where": "on_timer", "failures": 3, "dropped": true}',
-    }
-    again = {**raised, "entity": "job:80", "evidence": '{"where": "on_event", "failures": 1}'}
+    error = "KeyError: 'ts' at checkpoint_failures.py:88"
+    raised = note_row(DetectorFailure(ABOUT, error, "on_timer", 3, dropped=True))
+    again = note_row(DetectorFailure(replace(ABOUT, entity="job:80"), error, "on_event"))
     with caplog.at_level(logging.ERROR, logger="streaming.delivery"):
         deliver(FakeBatch([raised, again]), 4)  # type: ignore[arg-type]
         deliver(FakeBatch([raised, again]), 4)  # type: ignore[arg-type]  # replayed
@@ -340,11 +339,7 @@ def _cap_pipeline(tmp_path: Path, **spark: Any) -> Any:
 
 def _shards_hold(pipeline: Any, batch: int, **held: int) -> None:
     """A detect batch whose shards (``s0=...``) say how many entities they hold."""
-    rows = [
-        {**ROW, "alert_id": None, "detector": "", "status": "entity_count", "severity": None}
-        | {"entity": f"shard:{k[1:]}", "evidence": json.dumps({"entities": n})}
-        for k, n in held.items()
-    ]
+    rows = [note_row(EntityCount(k[1:], n)) for k, n in held.items()]
     AlertDelivery(pipeline.outputs, pipeline.stats, pipeline.cfg)(FakeBatch(rows), batch)  # type: ignore[arg-type]
 
 
@@ -388,10 +383,9 @@ def test_the_entity_cap_switch_holds_for_its_minimum_dwell(tmp_path: Path, monke
 def test_entity_counts_of_another_detect_checkpoint_are_not_added(tmp_path: Path) -> None:
     # spark.state_shards changed: a new checkpoint, whose shards are other shards.
     stats = PipelineStats()
-    row = {**ROW, "alert_id": None, "status": "entity_count", "entity": "shard:31"}
-    stats.count_entities("detect-kafka-shards32-packed1", [{**row, "evidence": '{"entities": 9}'}])
-    stats.count_entities("detect-kafka-shards8-packed1", [{**row, "entity": "shard:3"}])
-    assert stats.shard_entities == {"shard:3": 0} and stats.entities() == 0
+    stats.count_entities("detect-kafka-shards32-packed1", [EntityCount("31", 9)])
+    stats.count_entities("detect-kafka-shards8-packed1", [EntityCount("3", 0)])
+    assert stats.shard_entities == {"3": 0} and stats.entities() == 0
 
 
 def test_refused_entities_are_counted_once_per_batch(tmp_path: Path) -> None:
@@ -399,8 +393,8 @@ def test_refused_entities_are_counted_once_per_batch(tmp_path: Path) -> None:
     deliver = AlertDelivery(
         Outputs(ledger=AlertLedger(tmp_path / "l.sqlite"), sinks=[sink]), stats, cfg()
     )
-    refused = {**ROW, "alert_id": None, "status": "entity_refused", "severity": None}
-    deliver(FakeBatch([refused, {**refused, "entity": "job:80"}]), 3)  # type: ignore[arg-type]
+    refused = note_row(Refused(ABOUT))
+    deliver(FakeBatch([refused, note_row(Refused(replace(ABOUT, entity="job:80")))]), 3)  # type: ignore[arg-type]
     deliver(FakeBatch([refused]), 3)  # type: ignore[arg-type]  # replayed
     assert stats.entities_refused == {"checkpoint_failures": 2}
     assert sink.sent == []
@@ -416,7 +410,7 @@ def test_an_incident_that_opened_while_flinkwatch_was_down_pages_once_it_caught_
     slack.notifies = True
     ledger = AlertLedger(tmp_path / "l.sqlite", clock=lambda: now["ms"])
     deliver = AlertDelivery(Outputs(ledger=ledger, sinks=[slack]), PipelineStats(), cfg())
-    signal = {**ROW, "alert_id": None, "status": "signal", "severity": None, "evidence": "{}"}
+    signal = note_row(Signal(ABOUT, {}))
     deliver(FakeBatch([{**signal, "event_ms": now["ms"] - 5_000}]), 0)  # type: ignore[arg-type]
     now["ms"] += 3 * 3_600_000
     opened = {**ROW, "event_ms": now["ms"] - 2 * 3_600_000}

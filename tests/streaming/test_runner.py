@@ -9,10 +9,10 @@ import pytest
 from conf import AppConfig
 from detectors import REGISTRY, Alert, AlertStatus, Severity
 from streaming.bus import active_detectors
-from streaming.entity import Header, alert_rows, parse_saved
+from streaming.entity import Header, parse_saved
 from streaming.routes import BusEvent, Routes, decode
+from streaming.rows import DETECT_COLUMNS, DetectorFailure, EntityCount, alert_rows, read
 from streaming.runner import Clock, EntityRunner, ShardRunner, fresh
-from streaming.schemas import ALERT_COLUMNS
 from streaming.ticks import TICK_KEY, tick_value
 
 T0 = 1_700_000_000_000
@@ -88,7 +88,14 @@ def _statuses(rows: list[dict], detector: str | None = None) -> list[str]:
     return [
         r["status"]
         for r in rows
-        if r["alert_id"] and (detector is None or r["detector"] == detector)
+        if r["kind"] == "alert" and (detector is None or r["detector"] == detector)
+    ]
+
+
+def _failures(rows: list[dict], detector: str | None = None) -> list[DetectorFailure]:
+    notes = [read(r) for r in rows if r["kind"] == "detector_error"]
+    return [
+        n for n in notes if isinstance(n, DetectorFailure) and detector in (None, n.about.detector)
     ]
 
 
@@ -121,8 +128,13 @@ def test_output_rows_match_the_output_schema() -> None:
         evidence={"n": 3},
     )
     (row,) = alert_rows([a])
-    assert list(row) == list(ALERT_COLUMNS)
-    assert (row["status"], row["severity"], row["event_ms"]) == ("resolved", "critical", 42)
+    assert list(row) == list(DETECT_COLUMNS)
+    assert (row["kind"], row["status"], row["severity"], row["event_ms"]) == (
+        "alert",
+        "resolved",
+        "critical",
+        42,
+    )
     assert json.loads(row["evidence"]) == {"n": 3}
 
 
@@ -286,9 +298,11 @@ def test_a_shard_says_after_each_turn_how_many_entities_it_holds() -> None:
 
     def held(out: list[dict]) -> int:
         *_, last = out
-        assert (last["status"], last["entity"]) == ("entity_count", "shard:7")
-        assert [r for r in out if r["status"] == "entity_count"] == [last]
-        return int(json.loads(last["evidence"])["entities"])
+        assert (last["kind"], last["entity"]) == ("entity_count", "shard:7")
+        assert [r for r in out if r["kind"] == "entity_count"] == [last]
+        count = read(last)
+        assert isinstance(count, EntityCount) and count.shard == "7"
+        return count.entities
 
     other, third = "c" * 32, "d" * 32
     out = shard.batch([_expiry(1), {**_expiry(1, job_id=other), "entity": "job:" + other}])
@@ -323,9 +337,9 @@ def test_an_event_that_raises_is_skipped_and_its_half_change_is_not_saved(monkey
     monkeypatch.setattr(cls, "on_event", poisoned)
     shard = Shard()
     out = shard.batch([_expiry(i) for i in (1, 2, 3)])
-    (err,) = [r for r in out if r["status"] == "detector_error"]
-    assert err["entity"] == JOB_KEY and "ValueError: cannot handle checkpoint 12" in err["summary"]
-    assert json.loads(err["evidence"]) == {"where": "on_event", "failures": 1, "dropped": False}
+    (err,) = _failures(out)
+    assert err.about.entity == JOB_KEY and "ValueError: cannot handle checkpoint 12" in err.error
+    assert (err.where, err.failures, err.dropped) == ("on_event", 1, False)
     # What is saved is what the other two events make, as if the bad one never came;
     # and the event after it succeeded, so no failure is carried over.
     assert shard.saved()[1]["checkpoint_failures"] == clean.saved()[1]["checkpoint_failures"]
@@ -354,16 +368,15 @@ def test_a_deadline_that_always_raises_gives_the_detector_up_and_resolves_its_in
     at = shard.saved()[0].due["checkpoint_failures"]
     for n in (1, 2):
         out = shard.batch([], watermark=at)
-        errors = [json.loads(r["evidence"]) for r in out if r["status"] == "detector_error"]
-        assert [e["failures"] for e in errors] == [n]
+        assert [e.failures for e in _failures(out)] == [n]
         header, states = shard.saved()
         assert states["checkpoint_failures"]["firing"] is True
         assert header.fail["checkpoint_failures"] == n
         assert shard.timer() == at + 60_000  # retried soon, not after the idle TTL
         at = shard.timer()
     out = shard.batch([], watermark=at)
-    errors = [json.loads(r["evidence"]) for r in out if r["status"] == "detector_error"]
-    assert errors == [{"where": "on_timer", "failures": 3, "dropped": True}]
+    errors = [(e.where, e.failures, e.dropped) for e in _failures(out)]
+    assert errors == [("on_timer", 3, True)]
     (resolved,) = [r for r in out if r["status"] == "resolved"]
     assert resolved["alert_id"] == firing["alert_id"]
     assert "kept failing" in resolved["summary"]
@@ -381,14 +394,10 @@ def test_events_that_keep_raising_drop_the_detector_after_three_in_a_row(monkeyp
     shard.batch([_expiry(5)])
     assert shard.saved()[0].fail["checkpoint_failures"] == 1
     out = shard.batch([_expiry(6), _expiry(7)])
-    errors = [
-        json.loads(r["evidence"])
-        for r in out
-        if r["status"] == "detector_error" and r["detector"] == "checkpoint_failures"
-    ]
-    assert [(e["failures"], e["dropped"]) for e in errors] == [(2, False), (3, True)]
+    errors = _failures(out, "checkpoint_failures")
+    assert [(e.failures, e.dropped) for e in errors] == [(2, False), (3, True)]
     assert _statuses(out, "checkpoint_failures") == ["resolved"]
-    assert "signal_gone" in [r["status"] for r in out if r["detector"] == "checkpoint_failures"]
+    assert "signal_gone" in [r["kind"] for r in out if r["detector"] == "checkpoint_failures"]
     # The entity's other detectors go on.
     assert "checkpoint_failures" not in shard.saved()[1] and "checkpoint_creep" in shard.saved()[1]
 
@@ -399,11 +408,11 @@ def test_while_the_entity_cap_is_hit_new_entities_are_refused_and_known_ones_go_
     shard.runner.admit_new = False
     before = dict(shard.store.values)
     out = shard.batch([_expiry(2)])
-    assert [r for r in out if r["status"] == "entity_refused"] == []
+    assert [r for r in out if r["kind"] == "entity_refused"] == []
     assert shard.store.values[JOB_KEY] != before[JOB_KEY]  # known: watched as before
     other = "c" * 32
     out = shard.batch([{**_expiry(1, job_id=other), "entity": "job:" + other}])
-    assert sorted((r["status"], r["detector"]) for r in out) == [
+    assert sorted((r["kind"], r["detector"]) for r in out) == [
         ("entity_refused", "checkpoint_creep"),
         ("entity_refused", "checkpoint_failures"),
         ("entity_refused", "job_lost"),
@@ -427,8 +436,7 @@ def test_each_event_is_replayed_at_most_once_however_many_raise(monkeypatch) -> 
     monkeypatch.setattr(cls, "on_event", flaky)
     rows = [{**_expiry(i), "event_ms": T0 + i * 1000} for i in range(1, 401)]
     out = Shard().batch(rows)
-    errors = [r for r in out if r["status"] == "detector_error"]
-    assert len(errors) == 200
+    assert len(_failures(out)) == 200
     assert calls["n"] <= 2 * len(rows)
 
 
@@ -445,9 +453,9 @@ def test_a_saved_state_of_a_newer_version_is_dropped_its_incident_closed_and_rep
 
     shard.store.values[JOB_KEY] = saved_text(header, texts)
     out = shard.batch([_expiry(9)])
-    (err,) = [r for r in out if r["status"] == "detector_error"]
-    assert "StateError" in err["summary"] and "newer" in err["summary"]
-    assert json.loads(err["evidence"]) == {"where": "load", "failures": 1, "dropped": True}
+    (err,) = _failures(out)
+    assert "StateError" in err.error and "newer" in err.error
+    assert (err.where, err.failures, err.dropped) == ("load", 1, True)
     (resolved,) = [r for r in out if r["status"] == "resolved"]
     assert "saved state is unreadable" in resolved["summary"]
     # It starts over with the batch's event, in the current layout.
@@ -535,7 +543,7 @@ def test_without_a_bus_time_deadlines_wait_for_the_watermark() -> None:
 def test_signals_are_emitted_when_they_change_and_again_after_a_restart() -> None:
     shard = Shard(token="run1")
     out = shard.batch([_expiry(1)])
-    assert "signal" in [r["status"] for r in out if r["detector"] == "checkpoint_failures"]
+    assert "signal" in [r["kind"] for r in out if r["detector"] == "checkpoint_failures"]
     out = shard.batch(
         [{**_expiry(1), "kind": "checkpoint_triggered", "offset": 50, "checkpoint_id": 90}]
     )
@@ -545,15 +553,15 @@ def test_signals_are_emitted_when_they_change_and_again_after_a_restart() -> Non
     out = restarted.batch(
         [{**_expiry(1), "kind": "checkpoint_triggered", "offset": 51, "checkpoint_id": 91}]
     )
-    assert "signal" in [r["status"] for r in out if r["detector"] == "checkpoint_failures"]
+    assert "signal" in [r["kind"] for r in out if r["detector"] == "checkpoint_failures"]
 
 
 def test_an_unreadable_bus_value_is_reported_and_the_rest_goes_on() -> None:
     shard = Shard()
     rows = [(JOB_KEY, "not json", None), (JOB_KEY, json.dumps(_expiry(1)), None)]
     out = shard.shard.run(shard.store, shard.wakes, rows, Clock(0))
-    (err,) = [r for r in out.rows if r["status"] == "detector_error"]
-    assert err["detector"] == "bus" and json.loads(err["evidence"])["where"] == "decode"
+    (err,) = _failures(out.rows)
+    assert err.about.detector == "bus" and err.where == "decode"
     assert out.bad == 1 and JOB_KEY in shard.store.values
 
 

@@ -82,6 +82,7 @@ class Batch:
 
 def _row(job: str, t: int) -> dict[str, Any]:
     return {
+        "kind": "alert",
         "alert_id": f"id-{job}",
         "detector": "checkpoint_failures",
         "entity": f"job:{job}",
@@ -94,6 +95,7 @@ def _row(job: str, t: int) -> dict[str, Any]:
         "host": None,
         "summary": "s",
         "evidence": "{}",
+        "data": None,
     }
 
 
