@@ -435,7 +435,7 @@ def latency(
     from bench.load import compile_producer, producer_command, write_load
     from bench.measure import cpu_split, top_threads
     from lab.fleet import generate
-    from streaming.app import run_forever
+    from streaming.supervise import run_forever
 
     per_job = _records_per_job_per_s(args.tms)
     jobs = max(1, round(rate / per_job))

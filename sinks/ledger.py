@@ -314,25 +314,9 @@ class AlertLedger:
                         log.info("%s: its incident has resolved already; not recorded", key)
                     continue
                 silenced = self._silence_of(db, alert, silencer)
-                cur = db.execute(
-                    "INSERT OR IGNORE INTO transitions (key, alert_id, status, batch_id, "
-                    "silenced_by, alert, recorded_ms, frontier_ms, run) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        key,
-                        alert.alert_id,
-                        alert.status.value,
-                        batch_id,
-                        silenced,
-                        alert.model_dump_json(),
-                        now,
-                        before,
-                        run,
-                    ),
-                )
-                if cur.rowcount == 0:
+                seq = self._insert(db, key, alert, batch_id, silenced, now, before, run)
+                if seq is None:
                     continue
-                seq = int(cur.lastrowid or 0)
                 incident = correlate(alert) if correlate else None
                 if incident is not None:
                     db.execute(
@@ -342,13 +326,8 @@ class AlertLedger:
                 old = max_age_ms is not None and now - alert.event_time_ms > max_age_ms
                 t = Transition(seq, key, alert, silenced, now, incident)
                 for sink in sinks:
-                    state = "pending"
-                    if not sink.wants(t) and not self._routed_before(db, t, sink.name):
-                        state = "unrouted"
-                    elif sink.notifies and silenced:
-                        state = "silenced"
-                    elif sink.notifies and self._stale(db, alert, sink.name, old):
-                        state = "stale"
+                    state = self._first_state(db, t, sink, old)
+                    if state == "stale":
                         withheld[sink.name] += 1
                         self._held = self._held or behind
                     db.execute(
@@ -375,6 +354,52 @@ class AlertLedger:
             if n:
                 self.outcomes[(sink_name, "paged_late")] += n
         return new
+
+    @staticmethod
+    def _insert(
+        db: sqlite3.Connection,
+        key: str,
+        alert: Alert,
+        batch_id: int,
+        silenced: str | None,
+        now: int,
+        frontier: int | None,
+        run: str | None,
+    ) -> int | None:
+        """Insert one transition; its ``seq``, or ``None`` when it was recorded before."""
+        cur = db.execute(
+            "INSERT OR IGNORE INTO transitions (key, alert_id, status, batch_id, "
+            "silenced_by, alert, recorded_ms, frontier_ms, run) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                key,
+                alert.alert_id,
+                alert.status.value,
+                batch_id,
+                silenced,
+                alert.model_dump_json(),
+                now,
+                frontier,
+                run,
+            ),
+        )
+        return int(cur.lastrowid or 0) if cur.rowcount else None
+
+    def _first_state(
+        self, db: sqlite3.Connection, t: Transition, sink: DeliverySink, old: bool
+    ) -> str:
+        """Where a new transition's delivery to one sink starts.
+
+        ``unrouted`` when the sink does not take it (and took none of its incident before),
+        ``silenced`` or ``stale`` for a notifying sink (see :meth:`record`), else ``pending``.
+        """
+        if not sink.wants(t) and not self._routed_before(db, t, sink.name):
+            return "unrouted"
+        if sink.notifies and t.silenced_by:
+            return "silenced"
+        if sink.notifies and self._stale(db, t.alert, sink.name, old):
+            return "stale"
+        return "pending"
 
     @staticmethod
     def _closed(db: sqlite3.Connection, alert_id: str) -> bool:

@@ -97,11 +97,11 @@ def run_job(
     command-line settings that win over the file.
     """
     from conf.reload import ConfigWatcher
-    from streaming.app import run_forever
     from streaming.listener import ProgressLogger
     from streaming.live import live_session
     from streaming.runtime import Runtime, StartError
     from streaming.session import on_jvm_signals
+    from streaming.supervise import run_forever
     from streaming.topics import KafkaConnectError
 
     # First of all: a stop asked for while Spark starts (a minute on a busy node) must

@@ -14,7 +14,7 @@ its cluster drain all build what sits around the queries here, the same way:
 One config reference, :attr:`Runtime.cfg`: every part that lives across query restarts
 reads the config through it at each use, and a reload puts the new config in force with
 one call, :meth:`Runtime.swap`. The queries take theirs when they start
-(:class:`~streaming.app.Pipeline`); :func:`~streaming.app.run_forever` restarts them and
+(:class:`~streaming.app.Pipeline`); :func:`~streaming.supervise.run_forever` restarts them and
 swaps this one together. :meth:`Runtime.close` stops everything in the one order that
 is safe.
 

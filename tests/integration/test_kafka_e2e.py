@@ -11,8 +11,9 @@ import pytest
 
 from conf import AppConfig, KafkaConfig, OutputConfig, SparkConfig
 from sinks import AlertLedger, JsonLinesAlertSink
-from streaming.app import Pipeline, run_forever
+from streaming.app import Pipeline
 from streaming.delivery import Outputs
+from streaming.supervise import run_forever
 from streaming.topics import ensure_bus_topics
 from tests.conftest import KafkaBroker, wait_until
 

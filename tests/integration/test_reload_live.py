@@ -9,7 +9,7 @@ import yaml
 
 from conf import load_config
 from conf.reload import ConfigWatcher
-from streaming.app import run_forever
+from streaming.supervise import run_forever
 from tests.conftest import wait_until
 from tests.integration.test_kafka_e2e import config, expired_cycle, pipeline, read_alerts
 

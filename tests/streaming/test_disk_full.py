@@ -28,9 +28,9 @@ from sinks import AlertLedger, DeliverySink, JsonLinesAlertSink, LedgerError, Tr
 from sinks.besteffort import BestEffort
 from sinks.dispatch import Dispatcher
 from sinks.prometheus import ActiveAlerts
-from streaming.app import run_forever, storage_full
 from streaming.delivery import AlertDelivery, Outputs, PipelineStats
 from streaming.rows import alert_rows
+from streaming.supervise import run_forever, storage_full
 from tests.volumes import DEV_FULL, fill, tiny_volume
 
 

@@ -17,7 +17,6 @@ from detectors import AlertStatus
 from detectors.checkpoint_failures import CheckpointFailures, CheckpointFailuresParams
 from sinks import AlertLedger, DeliverySink, RetryableDeliveryError
 from sinks.besteffort import BestEffort
-from streaming.app import run_forever
 from streaming.delivery import AlertDelivery, Outputs, PipelineStats
 from streaming.rows import (
     About,
@@ -28,6 +27,7 @@ from streaming.rows import (
     SignalGone,
     note_row,
 )
+from streaming.supervise import run_forever
 
 
 class FakeQuery:
@@ -116,9 +116,9 @@ class HeldPipeline(FakePipeline):
 def test_a_held_parse_query_starts_once_the_detect_query_has_read_the_bus(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    import streaming.app
+    import streaming.supervise
 
-    monkeypatch.setattr(streaming.app, "_DRAIN_CHECK_S", 0.01)
+    monkeypatch.setattr(streaming.supervise, "_DRAIN_CHECK_S", 0.01)
     # Kafka unreachable for a moment is asked again; it does not fail the queries.
     p = HeldPipeline(cfg(), fail_after=[None], answers=[OSError("no broker"), False, True])
     looks = {"n": 0}
@@ -127,7 +127,7 @@ def test_a_held_parse_query_starts_once_the_detect_query_has_read_the_bus(
         looks["n"] += 1  # a bound, in case the parse query is never started
         return p.starts >= 2 or looks["n"] > 40
 
-    with caplog.at_level(logging.INFO, logger="streaming.app"):
+    with caplog.at_level(logging.INFO, logger="streaming.supervise"):
         rc = run_forever(p, should_stop=should_stop)  # type: ignore[arg-type]
     assert (rc, p.starts, p.asked) == (0, 2, 3)
     said = [r.getMessage() for r in caplog.records]

@@ -15,8 +15,8 @@ from conf.reload import ConfigWatcher
 from detectors import Alert, AlertStatus, Severity
 from lab.slack import SlackEmulator
 from sinks.slack import SlackBotSink, SlackWebhookSink
-from streaming.app import run_forever
 from streaming.runtime import Runtime, StartError
+from streaming.supervise import run_forever
 
 TOKEN = "xoxb-runtime-test"  # noqa: S105 - the emulator's
 ENV = {

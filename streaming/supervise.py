@@ -1,0 +1,420 @@
+"""Supervision of the running queries: restarts, reloads, switches, a full volume, a stop.
+
+:func:`run_forever` starts the queries of a :class:`~streaming.app.Pipeline`, watches them,
+and restarts them on their checkpoints when one fails, when the config changes, or when
+they must run in another shape (the bus drained, parsing caught up, the entity cap
+switched). Stopping waits for the detect query's batch in flight, and keeps Spark's own
+noise about cancelled tasks out of the log.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql.streaming import StreamingQuery
+
+from conf import AppConfig
+from conf.reload import ConfigWatcher
+from streaming import catchup
+from streaming.delivery import PipelineStats
+from streaming.listener import DETECT_QUERY
+
+if TYPE_CHECKING:
+    from streaming.app import Pipeline
+
+log = logging.getLogger(__name__)
+
+
+def run_forever(
+    pipeline: Pipeline,
+    *,
+    should_stop: Callable[[], bool] = lambda: False,
+    watcher: ConfigWatcher | None = None,
+    reload_requested: threading.Event | None = None,
+    on_reload: Callable[[AppConfig], None] | None = None,
+) -> int:
+    """Run the queries until stopped; restart them on the same checkpoints after a failure.
+
+    A valid change of the config file (or SIGHUP, via ``reload_requested``) restarts both
+    queries on their checkpoints with the new config: detector state is kept, and a
+    micro-batch cut short is replayed, which the sinks dedupe; an incident its first run
+    opened and the replay (with the new settings) does not is closed by the ledger. The
+    new config goes to ``on_reload`` too (:meth:`streaming.runtime.Runtime.swap`: the
+    sinks' config) once the queries have stopped, before they start again.
+
+    A failure because a volume is full (the ledger's, the checkpoints') is waited out: it
+    is not counted against ``spark.max_restarts``, and the queries are started again after
+    a back-off doubling up to a minute, until there is space. Spark has not committed the
+    failed batch, so nothing is skipped while the event bus still holds its records.
+
+    Returns:
+        0 when stopped on request, 1 after ``max_restarts`` failures in a row.
+    """
+    failures = 0
+    full = 0  # failures in a row because a volume is full
+    while True:
+        if should_stop():  # asked while Spark started, or during a back-off
+            return 0
+        try:
+            queries = pipeline.start()
+        except Exception as exc:
+            # A query that cannot start (bad checkpoint, unreachable storage) must not leave
+            # the other one running unsupervised: stop what started and retry as a failure.
+            _stop_quietly(list(pipeline.spark.streams.active))
+            why = storage_full(exc)
+            _count_failure(pipeline, why)
+            if why is not None:
+                full += 1
+                wait = _full_backoff(pipeline.cfg, full)
+                _say_full(pipeline, "starting the queries", why, wait)
+                if _sleep_unless(should_stop, wait):
+                    return 0
+                continue
+            log.exception("starting the queries failed")
+            failures += 1
+            if failures > pipeline.cfg.spark.max_restarts or _sleep_unless(
+                should_stop, pipeline.cfg.spark.restart_backoff_s
+            ):
+                return 1 if failures > pipeline.cfg.spark.max_restarts else 0
+            continue
+        log.info(
+            "queries started: %s (config hash %s)",
+            ", ".join(q.name or "?" for q in queries),
+            watcher.stats.active_hash if watcher else "-",
+        )
+        started = time.monotonic()
+        failed, new_cfg, switch = _watch(pipeline, queries, should_stop, watcher, reload_requested)
+        stats = getattr(pipeline, "stats", None)
+        note = _stop_quietly(queries, stats, pipeline.cfg.spark.stop_grace_s)
+        if switch:
+            continue
+        if new_cfg is not None:
+            pipeline.cfg = new_cfg
+            log.info("config reload: restarting the queries on their checkpoints")
+            if on_reload is not None:
+                on_reload(new_cfg)
+            continue
+        if failed is None:
+            if stats is not None:
+                stats.stop_note = note
+            return 0
+        exc = failed.exception()
+        if time.monotonic() - started > 300:
+            failures = full = 0  # it ran fine for a while: this is a new streak
+        why = storage_full(exc)
+        _count_failure(pipeline, why)
+        if why is not None:
+            full += 1
+            wait = _full_backoff(pipeline.cfg, full)
+            _say_full(pipeline, f"query {failed.name}", why, wait)
+            if _sleep_unless(should_stop, wait):
+                return 0
+            continue
+        full = 0
+        failures += 1
+        spark_cfg = pipeline.cfg.spark
+        if failures > spark_cfg.max_restarts:
+            log.error(
+                "query %s failed %d times in a row; giving up: %s", failed.name, failures, exc
+            )
+            return 1
+        log.error(
+            "query %s failed (%s); restarting both queries from their checkpoints in %.0f s "
+            "(attempt %d of %d)",
+            failed.name,
+            str(exc).splitlines()[0] if exc else "stopped",
+            spark_cfg.restart_backoff_s,
+            failures,
+            spark_cfg.max_restarts,
+        )
+        if _sleep_unless(should_stop, spark_cfg.restart_backoff_s):
+            return 0
+
+
+def _watch(
+    pipeline: Pipeline,
+    queries: list[StreamingQuery],
+    should_stop: Callable[[], bool],
+    watcher: ConfigWatcher | None,
+    reload_requested: threading.Event | None,
+) -> tuple[StreamingQuery | None, AppConfig | None, bool]:
+    """Watch the running queries until one fails, the config changes or they must switch.
+
+    Returns:
+        The failed query, the new config, and whether the queries are to be restarted in
+        another shape (the bus drained, parsing caught up, the entity cap switched); all
+        empty when asked to stop.
+    """
+    next_poll = time.monotonic() + pipeline.cfg.reload_interval_s
+    next_catchup = time.monotonic() + _CATCHUP_CHECK_S
+    next_drain = time.monotonic() + _DRAIN_CHECK_S
+    while not should_stop():
+        pipeline.count_progress(queries)
+        if hasattr(pipeline, "tick"):
+            pipeline.tick(queries)
+        failed = next((q for q in queries if not q.isActive), None)
+        if failed is not None:
+            return failed, None, False
+        if getattr(pipeline, "parse_held", False) and time.monotonic() >= next_drain:
+            next_drain = time.monotonic() + _DRAIN_CHECK_S
+            if _drained(pipeline):
+                log.info("bus: the detect query has read the bus; starting the parse query")
+                return None, None, True
+        if time.monotonic() >= next_catchup:
+            next_catchup = time.monotonic() + _CATCHUP_CHECK_S
+            if getattr(pipeline, "catching_up", False) and _caught_up(pipeline):
+                log.info("parse: caught up; restarting the queries to parse in real time")
+                return None, None, True
+            if hasattr(pipeline, "admission") and pipeline.admission():
+                return None, None, True
+        forced = reload_requested is not None and reload_requested.is_set()
+        if watcher is not None and (forced or time.monotonic() >= next_poll):
+            if reload_requested is not None:
+                reload_requested.clear()
+            new_cfg = watcher.poll(force=forced)
+            if new_cfg is not None:
+                return None, new_cfg, False
+            next_poll = time.monotonic() + pipeline.cfg.reload_interval_s
+        else:
+            time.sleep(0.25)
+    return None, None, False
+
+
+#: What an error says when a volume is full: ENOSPC and EDQUOT as the JVM and the OS word
+#: them, and SQLite's SQLITE_FULL (the ledger).
+_FULL_WORDS = ("no space left on device", "disk quota exceeded", "database or disk is full")
+#: Longest wait between two starts while a volume is full.
+FULL_BACKOFF_MAX_S = 60.0
+
+
+def storage_full(exc: BaseException | None) -> str | None:
+    """The line of a query failure that says a volume is full, or ``None``.
+
+    A failure in ``foreachBatch`` reaches the driver as Spark's wrapper around the Python
+    traceback, so the words are looked for in every line; the last such line is returned:
+    a chained Python traceback ends with the error raised last, which says the most
+    (the ledger's, naming its file, after SQLite's own).
+    """
+    if exc is None:
+        return None
+    found = [line for line in str(exc).splitlines() if any(w in line.lower() for w in _FULL_WORDS)]
+    return found[-1].strip()[:500] if found else None
+
+
+def _full_backoff(cfg: AppConfig, streak: int) -> float:
+    return min(cfg.spark.restart_backoff_s * 2 ** (streak - 1), FULL_BACKOFF_MAX_S)
+
+
+def _count_failure(pipeline: Any, why: str | None) -> None:
+    stats = getattr(pipeline, "stats", None)
+    if stats is not None:
+        stats.count_query_failure("other" if why is None else "storage_full")
+
+
+def _say_full(pipeline: Any, what: str, why: str, wait: float) -> None:
+    log.error(
+        "%s failed: a volume is full (%s). Detection waits; Spark did not commit the batch "
+        "and runs it again once there is space, so nothing is lost while the event bus "
+        "holds its records (24 h). Free space under output.state_dir=%s; next try in %.0f s "
+        "(not counted against spark.max_restarts)",
+        what,
+        why,
+        pipeline.cfg.output.state_dir,
+        wait,
+    )
+
+
+#: How often a catching-up parse query is checked for having caught up (seconds).
+_CATCHUP_CHECK_S = 10.0
+#: How often a held parse query checks whether the detect query has read the bus
+#: (seconds): detection of new records waits for it.
+_DRAIN_CHECK_S = 1.0
+
+
+def _caught_up(pipeline: Any) -> bool:
+    plan = pipeline.parse_plan
+    try:
+        return bool(plan is not None and catchup.caught_up(pipeline.cfg, plan.checkpoint))
+    except Exception as exc:  # Kafka unreachable for a moment: ask again later
+        log.warning("parse: cannot tell whether the catch-up is done: %s", exc)
+        return False
+
+
+def _drained(pipeline: Any) -> bool:
+    try:
+        return bool(pipeline.bus_drained())
+    except Exception as exc:  # Kafka unreachable for a moment: ask again later
+        log.warning("bus: cannot tell whether the detect query has read the bus: %s", exc)
+        return False
+
+
+def _sleep_unless(should_stop: Callable[[], bool], seconds: float) -> bool:
+    """Sleep up to ``seconds``; True as soon as a stop is requested."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if should_stop():
+            return True
+        time.sleep(min(0.2, max(deadline - time.monotonic(), 0)))
+    return should_stop()
+
+
+#: JVM loggers that report a stopped query's interrupted tasks and threads as failures (the
+#: real-time parse query's tasks are always running, so every stop interrupts them), and the
+#: transformWithState state server, which logs every call a Python worker of an
+#: interrupted detect task still makes, on the state store Spark aborted, as an ERROR
+#: with its stack trace (STATE_STORE_OPERATION_OUT_OF_ORDER).
+_STOP_NOISE = (
+    "org.apache.spark.sql.execution.datasources.v2.WriteToDataSourceV2Exec",
+    "org.apache.spark.sql.execution.datasources.v2.DataWritingSparkTask",
+    "org.apache.spark.scheduler.TaskSetManager",
+    "org.apache.spark.executor.Executor",
+    "org.apache.spark.util.Utils",
+    # Interrupted while it forked chmod for a checkpoint file (no native Hadoop library).
+    "org.apache.hadoop.util.Shell",
+    "org.apache.spark.sql.execution.python.streaming.TransformWithStateInPySparkStateServer",
+)
+#: Longest wait, after the queries stopped, for their interrupted tasks to end.
+_TASKS_END_S = 10.0
+
+
+def _stop_quietly(
+    queries: Sequence[StreamingQuery], stats: PipelineStats | None = None, grace_s: float = 0.0
+) -> str:
+    """Stop ``queries`` in order; the detect query between two micro-batches if it can.
+
+    A detect batch cut short is run again at the next start (Spark did not commit it;
+    the sinks dedupe what it had recorded), but its interrupted tasks leave Python workers
+    calling a state store Spark aborted. So when ``stats`` counts the detect query's
+    deliveries, it is stopped at once if no batch runs, or as soon as the one in flight
+    has been delivered, waiting up to ``grace_s``; after that the batch is abandoned.
+
+    Returns:
+        What became of the detect query's batch in flight ("" without a detect query).
+    """
+    # Stopping interrupts the running micro-batch; the callback's py4j thread then logs
+    # the InterruptedException as an error, which on a requested stop is not one.
+    py4j_log = logging.getLogger("py4j.clientserver")
+    level = py4j_log.level
+    py4j_log.setLevel(logging.CRITICAL)
+    restore = _jvm_log_levels(_STOP_NOISE, "OFF") if queries else None
+    note = ""
+    try:
+        for q in queries:
+            if not q.isActive:
+                continue
+            if q.name == DETECT_QUERY and stats is not None:
+                note = _finish_batch(q, stats, grace_s)
+            q.stop()
+        if restore:
+            _settle()
+    finally:
+        py4j_log.setLevel(level)
+        if restore:
+            restore()
+    return note
+
+
+def _finish_batch(query: StreamingQuery, stats: PipelineStats, grace_s: float) -> str:
+    """Wait until ``query`` runs no micro-batch (up to ``grace_s``); say how it went."""
+    seen = stats.delivered  # before asking: a batch that ends meanwhile still counts
+    if not _in_batch(query):
+        return "no micro-batch in flight"
+    deadline = time.monotonic() + grace_s
+
+    def left() -> float:
+        return max(deadline - time.monotonic(), 0.0)
+
+    abandoned = (
+        f"micro-batch in flight abandoned at spark.stop_grace_s={grace_s:g}, "
+        "the next start runs it again"
+    )
+    # Woken by the delivery itself: with batches back to back (trigger_interval_s 0, a
+    # backlog) the next one starts at once, which a poll of the status would not catch.
+    while not stats.wait_delivered(seen, min(0.1, left())):
+        if not _in_batch(query):  # a trigger that found no data, or a failure
+            return "no micro-batch in flight"
+        if not left():
+            return abandoned
+    batch = stats.delivered_batch
+    # Spark commits the batch after the handler returned, then reports its progress;
+    # stopped before, the next start would run the batch again (its transitions are
+    # recorded, so nothing is sent twice, but the work is done twice).
+    if _poll_until(lambda: _committed(query, batch), left(), every_s=0.01):
+        return f"micro-batch {batch} finished first"
+    return f"micro-batch {batch} delivered but not committed, the next start runs it again"
+
+
+def _in_batch(query: StreamingQuery) -> bool:
+    return bool(query.isActive and query.status.get("isTriggerActive"))
+
+
+def _committed(query: StreamingQuery, batch_id: int | None) -> bool:
+    if not query.isActive or batch_id is None:
+        return True
+    last = query.lastProgress
+    return last is not None and last.batchId >= batch_id
+
+
+def _settle() -> None:
+    """Wait until Spark has taken in the stopped queries' last jobs and their tasks ended.
+
+    ``stop()`` returns once a query's thread has ended, but the scheduler handles the job
+    that thread submitted last, and then its cancellation, later, in order; and a task
+    reports its interruption only once it has noticed it. Both used to come after the
+    stop's loggers spoke again: the real-time parse query, stopped as it started,
+    launched its tasks only then ("Aborting task"), or they reported while Spark stopped
+    ("Exception in statusUpdate"). A job submitted now is handled after those events:
+    once it has run, no task of the stopped queries is left to launch, and the wait for
+    the launched ones to end (the scheduler's own count, not the status store's, which
+    lags) covers the rest.
+    """
+    from pyspark import SparkContext
+
+    sc = SparkContext._active_spark_context  # noqa: SLF001 - the scheduler's view is the JVM's
+    jsc, jvm = sc._jsc if sc else None, sc._jvm if sc else None  # noqa: SLF001
+    if jsc is None or jvm is None:
+        return
+    one = jvm.java.util.ArrayList()
+    one.add(0)
+    job = jsc.parallelize(one, 1).countAsync()  # a JVM job: no query to plan, no Python
+    try:
+        job.get(int(_TASKS_END_S), jvm.java.util.concurrent.TimeUnit.SECONDS)
+    except Exception:  # noqa: BLE001 - no task slot in time (executors lost): do not hang
+        job.cancel(True)
+        return
+    launched = jsc.sc().taskScheduler().taskIdToTaskSetManager()
+    _poll_until(launched.isEmpty, _TASKS_END_S)
+
+
+def _poll_until(done: Callable[[], bool], seconds: float, every_s: float = 0.1) -> bool:
+    """Poll ``done`` up to ``seconds``; whether it held."""
+    deadline = time.monotonic() + seconds
+    while not done():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(every_s)
+    return True
+
+
+def _jvm_log_levels(names: Sequence[str], level: str) -> Callable[[], None] | None:
+    """Set JVM loggers to ``level``; a function that puts them back (None: no JVM here)."""
+    from pyspark import SparkContext
+
+    jvm = SparkContext._jvm  # noqa: SLF001 - log4j levels are only reachable here
+    if jvm is None:
+        return None
+    log4j = jvm.org.apache.logging.log4j
+    config = log4j.core.config.Configurator
+    before = {n: log4j.LogManager.getLogger(n).getLevel() for n in names}
+    for n in names:
+        config.setLevel(n, log4j.Level.getLevel(level))
+
+    def restore() -> None:
+        for n, lvl in before.items():
+            config.setLevel(n, lvl)
+
+    return restore
