@@ -16,6 +16,8 @@ from sinks.base import AlertObserver, DeliverySink, RetryableDeliveryError, Tran
 
 log = logging.getLogger(__name__)
 
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
 
 def iso_utc(ms: int) -> str:
     """Epoch ms → ISO-8601 UTC with milliseconds and a ``Z``."""
@@ -40,6 +42,36 @@ def alert_record(alert: Alert) -> dict[str, Any]:
             rec[k] = v
     rec["evidence"] = alert.evidence
     return rec
+
+
+def alert_from_record(rec: dict[str, Any]) -> Alert:
+    """The alert a JSON-lines record holds: :func:`alert_record` read back.
+
+    Raises:
+        ValueError: not such a record (a field missing or of the wrong kind, a bad time).
+    """
+    try:
+        at = dt.datetime.fromisoformat(str(rec["event_time"]))
+        if at.tzinfo is None:
+            msg = f"event_time {rec['event_time']!r} has no time zone"
+            raise ValueError(msg)
+        return Alert(
+            alert_id=rec["alert_id"],
+            detector=rec["detector"],
+            entity=rec["entity"],
+            status=rec["status"],
+            severity=rec["severity"],
+            event_time_ms=(at - _EPOCH) // dt.timedelta(milliseconds=1),
+            job_id=rec.get("job_id"),
+            job_name=rec.get("job_name"),
+            tm_id=rec.get("tm_id"),
+            host=rec.get("host"),
+            summary=rec["summary"],
+            evidence=rec.get("evidence") or {},
+        )
+    except (KeyError, TypeError) as exc:
+        msg = f"not an alert record: {type(exc).__name__}: {exc}"
+        raise ValueError(msg) from exc
 
 
 def _append_lines(path: Path, lines: Iterable[str]) -> int:

@@ -768,9 +768,11 @@ def build_parser() -> argparse.ArgumentParser:
     kt.set_defaults(func=cmd_kafka_create_topics)
 
     _add_deliveries(sub)
-    from streaming.silence_cli import add_silence_parser  # it imports this module
+    from streaming.report_cli import add_report_parser  # they import this module
+    from streaming.silence_cli import add_silence_parser
 
     add_silence_parser(sub)
+    add_report_parser(sub)
     return p
 
 

@@ -6,9 +6,11 @@ import json
 import os
 import time
 
+import pytest
+
 from detectors import Alert, AlertStatus, Severity
 from sinks import AlertLedger, DeadLetterFileSink, JsonLinesAlertSink
-from sinks.files import alert_record, iso_utc
+from sinks.files import alert_from_record, alert_record, iso_utc
 
 
 def alert(status: AlertStatus = AlertStatus.FIRING) -> Alert:
@@ -39,6 +41,24 @@ def test_alert_record_has_the_documented_fields() -> None:
         "job_id",
         "evidence",
     }
+
+
+def test_an_alert_record_reads_back_as_the_alert_and_a_broken_one_is_refused() -> None:
+    named = alert(AlertStatus.RESOLVED).model_copy(
+        update={"job_name": "orders-enrich", "tm_id": "tm-1", "host": "10.0.0.7"}
+    )
+    for a in (alert(), named):
+        assert alert_from_record(json.loads(json.dumps(alert_record(a)))) == a
+    rec = alert_record(alert())
+    for broken in (
+        {k: v for k, v in rec.items() if k != "detector"},
+        {**rec, "event_time": "yesterday"},
+        {**rec, "event_time": "2024-06-03T10:10:00.002"},  # no zone: not ours
+        {**rec, "status": "exploded"},
+        {**rec, "evidence": [1, 2]},
+    ):
+        with pytest.raises(ValueError):
+            alert_from_record(broken)
 
 
 def test_iso_utc_keeps_milliseconds() -> None:
