@@ -62,8 +62,8 @@ from conf import ConfigError, SlackConfig
 from conf.silences import parse_matchers
 from sinks.base import Transition
 from sinks.dispatch import Dispatcher
+from sinks.http_server import AppServer, serve_app
 from sinks.ledger import AlertLedger, LedgerError
-from sinks.metrics_server import AppServer, serve_app
 from sinks.silence_store import SilenceStore
 
 log = logging.getLogger(__name__)

@@ -61,7 +61,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming.listener import StreamingQueryListener
 
-    from sinks.metrics_server import AppServer
+    from sinks.http_server import AppServer
 
 # The run's own lines, under the name they always had ("flinkwatch", the command line's).
 log = logging.getLogger("flinkwatch")
