@@ -269,6 +269,8 @@ class CheckpointStateGrowthEvidence(Evidence):
         fit: The line the verdict fitted (its slope is ``slope_bytes_per_hour``).
         heap_share: The ``heap_share`` parameter; only with ``state_heap_mb`` and a heap
             backend, where the heap projection is made.
+        recent: The newest checkpoints ``[time_ms, size, duration]``, unthinned (at most
+            10): what the surge test judges.
     """
 
     growing: bool | None = None
@@ -294,6 +296,7 @@ class CheckpointStateGrowthEvidence(Evidence):
     hint: str
     fit: GrowthFit | None = None
     heap_share: float | None = None
+    recent: list[Checkpoint] = []
 
     def as_dict(self) -> dict[str, Any]:
         """The fields given: a verdict not reached leaves its fields out, no heap no share."""
@@ -692,6 +695,7 @@ class CheckpointStateGrowth(Detector[CheckpointStateGrowthParams, CheckpointStat
         return CheckpointStateGrowthEvidence(
             **(state.facts or {}),
             heap_share=p.heap_share if heap else None,
+            recent=list(state.recent),
             sizes_bytes=[s.size for s in samples],
             times_ms=[s.t for s in samples],
             source={"l": "log", "m": "metric"}.get(sources, "mixed") if sources else None,

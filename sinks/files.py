@@ -42,6 +42,28 @@ def alert_record(alert: Alert) -> dict[str, Any]:
     return rec
 
 
+def record_alert(rec: dict[str, Any]) -> Alert:
+    """The alert a JSON-lines record (:func:`alert_record`) was written from.
+
+    Raises:
+        ValueError: The record is not one (a field missing or of the wrong shape).
+    """
+    try:
+        t = dt.datetime.fromisoformat(str(rec["event_time"]))
+        return Alert.model_validate(
+            {
+                **{k: v for k, v in rec.items() if k in Alert.model_fields},
+                "event_time_ms": (t - _EPOCH) // dt.timedelta(milliseconds=1),
+            }
+        )
+    except (KeyError, TypeError, ValueError) as exc:  # pydantic's ValidationError is one
+        msg = f"not an alert record: {exc}"
+        raise ValueError(msg) from exc
+
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
 def _append_lines(path: Path, lines: Iterable[str]) -> int:
     path.parent.mkdir(parents=True, exist_ok=True)
     n = 0

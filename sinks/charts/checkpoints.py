@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
@@ -124,23 +125,37 @@ def creep(alert: Alert, ev: CheckpointCreepEvidence) -> Figure | None:
 
 
 def state_growth(alert: Alert, ev: CheckpointStateGrowthEvidence) -> Figure | None:
-    """Checkpoint sizes over time, the fitted slope and, when set, the heap share line."""
+    """Checkpoint sizes over time, the fitted slope and, when set, the heap share line.
+
+    A surge is judged on the newest checkpoints, unthinned, against an early level, with
+    their durations following: those are drawn too, the durations on a second axis.
+    """
     sizes = ev.sizes_bytes
-    if not sizes or len(ev.times_ms) != len(sizes):
+    if len(ev.times_ms) != len(sizes) or not (sizes or ev.recent):
         return None
     heap = ev.heap_share * ev.state_heap_mb * _MB if ev.heap_share and ev.state_heap_mb else None
-    div, unit = scale(sizes)
+    div, unit = scale([*sizes, *(c.size for c in ev.recent)])
     fig, (ax,) = figure()
-    xs = times(ev.times_ms)
     ax.plot(
-        xs,
+        times(ev.times_ms),
         [s / div for s in sizes],
         "o-",
         color=PALETTE[0],
         markersize=3,
         linewidth=1,
-        label="checkpoint size",
+        label="checkpoint size (the window's samples)",
     )
+    surge = ev.surge
+    if ev.recent:
+        ax.plot(
+            times(c.t for c in ev.recent),
+            [c.size / div for c in ev.recent],
+            "s",
+            color=PALETTE[0],
+            markersize=4,
+            markerfacecolor="none",
+            label="newest checkpoints, each",
+        )
     fit = ev.fit
     if fit is not None:
         per_h = (fit.to_bytes - fit.from_bytes) / max(fit.to_ms - fit.from_ms, 1) * 3_600_000
@@ -152,16 +167,16 @@ def state_growth(alert: Alert, ev: CheckpointStateGrowthEvidence) -> Figure | No
             linewidth=1.8,
             label=f"fitted slope ({per_h / div:+,.3g} {unit}/h)",
         )
-    surge = ev.surge
     if surge is not None:
         ax.axhline(
             surge.since_bytes / div,
             color=PALETTE[2],
             linestyle="-.",
             linewidth=1,
-            label=f"level {surge.over_s / 60:.0f} min earlier (surge {surge.ratio:g}x)",
+            label=f"size {surge.over_s / 60:.0f} min earlier (surge {surge.ratio:g}x)",
         )
-    top = max(sizes) / div
+        _surge_durations(ax, ev)
+    top = max([*sizes, *(c.size for c in ev.recent)]) / div
     if heap is not None:
         share = f"{ev.heap_share:.0%} of the {ev.state_heap_mb:,.0f} MB heap"
         ax.axhline(heap / div, color=LIMIT, linestyle=":", linewidth=1.4, label=share)
@@ -173,9 +188,41 @@ def state_growth(alert: Alert, ev: CheckpointStateGrowthEvidence) -> Figure | No
         ax.set_ylim(0, top * 1.08)
     style(ax, f"checkpoint size ({unit})")
     time_axis(ax)
-    legend(ax, loc="upper left")
-    title(fig, alert, f"window {ev.window_s / 60:.0f} min")
+    handles = [h for a in fig.axes for h in a.get_legend_handles_labels()[0]]
+    ax.legend(handles=handles, fontsize=7, framealpha=0.8, loc="upper left")
+    what = f"window {ev.window_s / 60:.0f} min"
+    if surge is not None:
+        what = f"surge {surge.ratio:g}x in {surge.over_s / 60:.0f} min; {what}"
+    title(fig, alert, what)
     return fig
+
+
+def _surge_durations(ax: Axes, ev: CheckpointStateGrowthEvidence) -> None:
+    """The newest checkpoints' durations and their early level, on a second axis."""
+    surge = ev.surge
+    durations = [(c.t, c.duration) for c in ev.recent if c.duration is not None]
+    if surge is None or not durations:
+        return
+    div, unit = seconds([d for _, d in durations])
+    dur_ax = ax.twinx()
+    dur_ax.plot(
+        times(t for t, _ in durations),
+        [d / div for _, d in durations],
+        "^",
+        color=GREY,
+        markersize=4,
+        label="their durations",
+    )
+    dur_ax.axhline(
+        surge.since_duration_ms / div,
+        color=GREY,
+        linestyle=":",
+        linewidth=1,
+        label="duration earlier",
+    )
+    dur_ax.set_ylim(bottom=0)
+    dur_ax.set_ylabel(f"checkpoint duration ({unit})", fontsize=8, color=GREY)
+    dur_ax.tick_params(labelsize=7, colors=GREY)
 
 
 def failures(alert: Alert, ev: CheckpointFailuresEvidence) -> Figure | None:

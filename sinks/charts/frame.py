@@ -150,7 +150,13 @@ def time_axis(ax: Axes, *, label: bool = True) -> None:
     """Dates on ``ax``'s x axis, in UTC, as short as they can be read."""
     locator = mdates.AutoDateLocator(tz=dt.UTC, minticks=3, maxticks=8)  # type: ignore[no-untyped-call]
     ax.xaxis.set_major_locator(locator)
-    concise = mdates.ConciseDateFormatter(locator, tz=dt.UTC)  # type: ignore[no-untyped-call]
+    concise = mdates.ConciseDateFormatter(  # type: ignore[no-untyped-call]
+        locator,
+        tz=dt.UTC,
+        # Whole clock times (17:31:30, not "30"): the date is in the offset at the end.
+        formats=["%Y", "%b", "%b %d", "%H:%M", "%H:%M", "%H:%M:%S"],
+        zero_formats=["", "%Y", "%b", "%b %d", "%H:%M", "%H:%M"],
+    )
     ax.xaxis.set_major_formatter(concise)
     ax.xaxis.get_offset_text().set_fontsize(7)
     if label:

@@ -101,6 +101,11 @@ def test_steady_growth_after_a_flat_history_fires_and_resolves_once_it_levels() 
     grown = 300 + 3.0 * (times[-1] - T0 - 180 * MIN) / MIN
     assert fit["to_bytes"] == pytest.approx(grown * MB, rel=0.03)
     assert "heap_share" not in ev  # no heap given: no heap line
+    # The newest checkpoints unthinned (what the surge test judges): the last 10 to the firing.
+    assert [c[0] for c in ev["recent"]] == [
+        alerts[0].event_time_ms - k * MIN for k in range(9, -1, -1)
+    ]
+    assert {c[2] for c in ev["recent"]} == {5000}
     assert alerts[0].summary.startswith(f"checkpoint size of job {JOB} keeps growing: ")
     assert state is not None and not state.firing
 

@@ -6,9 +6,11 @@ import json
 import os
 import time
 
+import pytest
+
 from detectors import Alert, AlertStatus, Severity
 from sinks import AlertLedger, DeadLetterFileSink, JsonLinesAlertSink
-from sinks.files import alert_record, iso_utc
+from sinks.files import alert_record, iso_utc, record_alert
 
 
 def alert(status: AlertStatus = AlertStatus.FIRING) -> Alert:
@@ -39,6 +41,16 @@ def test_alert_record_has_the_documented_fields() -> None:
         "job_id",
         "evidence",
     }
+
+
+def test_a_record_read_back_is_the_alert_it_was_written_from() -> None:
+    for a in (alert(), alert(AlertStatus.RESOLVED).model_copy(update={"host": "h", "tm_id": "t"})):
+        rec = json.loads(json.dumps({**alert_record(a), "incident_id": "cd34", "root_cause": "x"}))
+        assert record_alert(rec) == a
+    with pytest.raises(ValueError, match="not an alert record"):
+        record_alert({"alert_id": "ab12", "event_time": "2024-06-03T10:10:00.002Z"})
+    with pytest.raises(ValueError, match="not an alert record"):
+        record_alert({**alert_record(alert()), "event_time": None})
 
 
 def test_iso_utc_keeps_milliseconds() -> None:
