@@ -79,17 +79,23 @@ def render(alert: Alert, incident: IncidentView | None = None) -> bytes | None:
 
     Returns:
         PNG bytes (720 x 360 px), or ``None``: no chart for this detector, evidence of
-        another shape (an older release, a resolve without a verdict) or without a series.
+        another shape (an older release, a resolve without a verdict) or without a series,
+        or values no axis can place (logged).
     """
-    if incident is not None and len(incident.members) >= 2:
-        return png(incident_chart(incident))
-    chart = CHARTS.get(alert.detector)
-    if chart is None:
-        return None
     try:
+        if incident is not None and len(incident.members) >= 2:
+            return png(incident_chart(incident))
+        chart = CHARTS.get(alert.detector)
+        if chart is None:
+            return None
         evidence = chart.evidence.model_validate(alert.evidence)
+        fig = chart.draw(alert, evidence)
+        return None if fig is None else png(fig)
     except ValidationError as exc:
         log.debug("chart: evidence of %s %s does not fit: %s", alert.detector, alert.alert_id, exc)
         return None
-    fig = chart.draw(alert, evidence)
-    return None if fig is None else png(fig)
+    except (ValueError, OverflowError) as exc:
+        # A value the axes cannot place (a time past year 9999 from a garbled log line):
+        # the message goes without its chart rather than not at all.
+        log.warning("chart: %s %s cannot be drawn: %s", alert.detector, alert.alert_id, exc)
+        return None

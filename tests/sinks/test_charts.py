@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import random
 import threading
+import warnings
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -276,6 +277,34 @@ def test_evidence_without_a_series_gives_no_chart() -> None:
     assert render(idle) is None
     # Evidence of another shape (another release) is no chart either, not an error.
     assert render(alert.model_copy(update={"evidence": {"durations_ms": "lots"}})) is None
+
+
+def test_values_no_axis_can_place_give_no_chart_not_an_error(caplog) -> None:
+    alert = creep_alert()
+    far = alert.model_copy(update={"event_time_ms": 10**15})  # the year 33658
+    assert render(far) is None
+    assert "cannot be drawn" in caplog.text and alert.alert_id in caplog.text
+
+
+def test_a_single_point_or_a_flat_series_draws_without_a_warning() -> None:
+    alert = creep_alert()
+    ev = alert.evidence
+    one = {k: ev[k][-1:] for k in ("durations_ms", "sizes_bytes", "checkpoint_ids", "times_ms")}
+    flat = {"durations_ms": [0] * 3, "sizes_bytes": [0] * 3, "checkpoint_ids": [1, 2, 3]}
+    restarts = restart_alert()
+    cases = [
+        alert.model_copy(update={"evidence": {**ev, **one, "fit": None}}),
+        alert.model_copy(update={"evidence": {**ev, **flat, "times_ms": ev["times_ms"][:3]}}),
+        restarts.model_copy(
+            update={
+                "evidence": {**restarts.evidence, "timeline": restarts.evidence["timeline"][:1]}
+            }
+        ),
+    ]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for case in cases:
+            decoded(render(case))
 
 
 def test_detectors_without_a_series_have_no_chart() -> None:
