@@ -177,6 +177,22 @@ class PendingCheckpoint(BaseModel):
     pending_for_s: int
 
 
+class CreepFit(BaseModel):
+    """The line the trend test fitted: Theil-Sen over the newest samples, per checkpoint.
+
+    Attributes:
+        samples: How many of the newest samples it was fitted over.
+        level_ms: Where the line is at the newest sample (Sen's median intercept).
+        slope_ms: Its slope, ms per checkpoint.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    samples: int
+    level_ms: float
+    slope_ms: float
+
+
 class CheckpointCreepEvidence(Evidence):
     """What a ``checkpoint_creep`` alert shows.
 
@@ -207,6 +223,8 @@ class CheckpointCreepEvidence(Evidence):
         slope_ms_per_hour: The same slope per hour, at the samples' spacing.
         checkpoint_interval_s: Median spacing of the newest samples.
         projected_timeout_in_s: When the timeout is reached at that slope, linearly.
+        times_ms: When the samples of ``durations_ms`` completed (the same length).
+        fit: The fitted line, for a chart (with the statistics).
     """
 
     signals: list[Literal["trend", "pending"]]
@@ -231,6 +249,8 @@ class CheckpointCreepEvidence(Evidence):
     slope_ms_per_hour: int | None = None
     checkpoint_interval_s: float | None = None
     projected_timeout_in_s: int | None = None
+    times_ms: list[int] = []
+    fit: CreepFit | None = None
 
 
 class CheckpointCreep(Detector[CheckpointCreepParams, CheckpointCreepState]):
@@ -523,6 +543,7 @@ class CheckpointCreep(Detector[CheckpointCreepParams, CheckpointCreepState]):
             "slope_ms_per_hour": None if per_hour is None else round(per_hour),
             "checkpoint_interval_s": None if not interval else round(interval / 1000, 1),
             "projected_timeout_in_s": None if projected is None else round(projected),
+            "fit": CreepFit(samples=m, level_ms=round(level, 1), slope_ms=round(slope, 1)),
         }
 
     # --- alerts ------------------------------------------------------------------
@@ -593,6 +614,7 @@ class CheckpointCreep(Detector[CheckpointCreepParams, CheckpointCreepState]):
                 for cid, trig in overdue[:_MAX_PENDING]
             ],
             **(stats or {}),
+            times_ms=[s.time_ms for s in samples],
         )
 
 

@@ -42,7 +42,7 @@ three expiries, at most ~9 KB with the defaults (measured in
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import Field
 
@@ -52,6 +52,7 @@ from detectors.model import Alert, Event
 _MAX_SAVEPOINTS = 8  # savepoint ids remembered, to leave their failures out
 _MAX_UNCOUNTED = 20  # failures without a checkpoint id kept for the evidence
 _EXAMPLE_CHARS = 200  # one example text per reason, this long at most
+_EVIDENCE_CAP = 60  # failures the evidence's timeline lists at most (the newest)
 
 #: Reason keys that a more specific line of the same checkpoint may replace.
 _GENERIC = frozenset({"declined", "unknown", "other"})
@@ -182,6 +183,15 @@ class CheckpointFailuresState(DetectorState):
     last_failure_ms: int | None = None
 
 
+class FailureMark(NamedTuple):
+    """One failure of the window, for a chart: ``[time_ms, checkpoint_id, reason, counted]``."""
+
+    time_ms: int
+    checkpoint_id: int | None
+    reason: str
+    counted: bool
+
+
 class CheckpointFailuresEvidence(Evidence):
     """What a ``checkpoint_failures`` alert shows.
 
@@ -194,6 +204,8 @@ class CheckpointFailuresEvidence(Evidence):
         streak: Counted failures in a row without a completed checkpoint.
         window_s: The window the failures are counted in.
         completed_streak: Checkpoints completed in a row since.
+        timeline: The failures inside the window (counted or not, a checkpoint's first
+            failure), the newest 60, oldest first.
     """
 
     expired_checkpoints: list[int]
@@ -204,6 +216,7 @@ class CheckpointFailuresEvidence(Evidence):
     streak: int
     window_s: float
     completed_streak: int
+    timeline: list[FailureMark] = []
 
 
 class CheckpointFailures(Detector[CheckpointFailuresParams, CheckpointFailuresState]):
@@ -398,4 +411,9 @@ class CheckpointFailures(Detector[CheckpointFailuresParams, CheckpointFailuresSt
             streak=len(state.streak_ids),
             window_s=self.params.window_s,
             completed_streak=state.completed_streak,
+            timeline=sorted(
+                [FailureMark(t, cid, key, counts(key)) for cid, (t, key) in failed]
+                + [FailureMark(t, None, key, False) for t, key in state.uncounted],
+                key=lambda m: (m.time_ms, m.checkpoint_id or 0),
+            )[-_EVIDENCE_CAP:],
         )

@@ -61,7 +61,7 @@ or later as one ``escalated`` transition).
 State per job (bounded, :class:`CheckpointStateGrowthState`): at most ``max_samples``
 samples ``[time, bytes, source]`` of about 30 B, the newest 10 checkpoints and 7 early
 levels for the surge test, 8 savepoint ids, the peak before the last drop and the last
-verdict: ~3.4 KB with the defaults, measured in
+verdict with its fitted line: ~3.6 KB with the defaults, measured in
 ``tests/detectors/test_checkpoint_state_growth.py``.
 A verdict costs O(``max_samples``²) comparisons (Mann-Kendall and Theil-Sen pairs),
 about 2,000 with the defaults, once per kept sample.
@@ -220,6 +220,24 @@ class Surge(BaseModel):
     over_s: int
 
 
+class GrowthFit(BaseModel):
+    """The line the verdict fitted: Theil-Sen over the newest half of the window.
+
+    Attributes:
+        from_ms: The first sample it was fitted over.
+        to_ms: The newest sample.
+        from_bytes: The line's size at ``from_ms``.
+        to_bytes: The line's size at ``to_ms`` (Sen's median intercept).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    from_ms: int
+    to_ms: int
+    from_bytes: int
+    to_bytes: int
+
+
 class CheckpointStateGrowthEvidence(Evidence):
     """What a ``checkpoint_state_growth`` alert shows.
 
@@ -248,6 +266,11 @@ class CheckpointStateGrowthEvidence(Evidence):
         state_backend: The ``state_backend`` parameter.
         state_heap_mb: The ``state_heap_mb`` parameter.
         hint: What usually makes state grow, and what to do.
+        fit: The line the verdict fitted (its slope is ``slope_bytes_per_hour``).
+        heap_share: The ``heap_share`` parameter; only with ``state_heap_mb`` and a heap
+            backend, where the heap projection is made.
+        recent: The newest checkpoints ``[time_ms, size, duration]``, unthinned (at most
+            10): what the surge test judges.
     """
 
     growing: bool | None = None
@@ -271,10 +294,16 @@ class CheckpointStateGrowthEvidence(Evidence):
     state_backend: str
     state_heap_mb: float | None
     hint: str
+    fit: GrowthFit | None = None
+    heap_share: float | None = None
+    recent: list[Checkpoint] = []
 
     def as_dict(self) -> dict[str, Any]:
-        """The fields given: a verdict not reached leaves its fields out."""
-        return self.model_dump(mode="json", exclude_unset=True)
+        """The fields given: a verdict not reached leaves its fields out, no heap no share."""
+        out = self.model_dump(mode="json", exclude_unset=True)
+        if out.get("heap_share") is None:
+            out.pop("heap_share", None)
+        return out
 
 
 class CheckpointStateGrowth(Detector[CheckpointStateGrowthParams, CheckpointStateGrowthState]):
@@ -490,7 +519,16 @@ class CheckpointStateGrowth(Detector[CheckpointStateGrowthParams, CheckpointStat
         span_ms = median(t[-q:]) - median(t[:q])
         slope_avg = rise / span_ms if span_ms > 0 else 0.0
         h = n // 2
-        slope_half = theil_sen(list(zip(t[h:], y[h:], strict=True)))
+        newest = list(zip(t[h:], y[h:], strict=True))
+        slope_half = theil_sen(newest)
+        # The fitted line's end, where Sen's median intercept puts it (for a chart).
+        fit_end = median(yi - slope_half * (ti - t[-1]) for ti, yi in newest)
+        fit = {
+            "from_ms": int(t[h]),
+            "to_ms": int(t[-1]),
+            "from_bytes": round(fit_end - slope_half * (t[-1] - t[h])),
+            "to_bytes": round(fit_end),
+        }
         slope_quarter = theil_sen(list(zip(t[-q:], y[-q:], strict=True)))
         per_h = slope_half * _HOUR_MS
         peak = st.peak
@@ -525,6 +563,7 @@ class CheckpointStateGrowth(Detector[CheckpointStateGrowthParams, CheckpointStat
             ),
             "samples": n,
             "peak_before_drop_bytes": peak,
+            "fit": fit,
         }
         facts.update(heap)
         return facts
@@ -651,8 +690,12 @@ class CheckpointStateGrowth(Detector[CheckpointStateGrowthParams, CheckpointStat
         p = self.params
         samples = state.samples[-_EVIDENCE_CAP:]
         sources = "".join(sorted({s.src for s in samples}))
+        # The heap share the projection is made against, where it is made (for a chart).
+        heap = p.state_heap_mb is not None and p.state_backend != "rocksdb"
         return CheckpointStateGrowthEvidence(
             **(state.facts or {}),
+            heap_share=p.heap_share if heap else None,
+            recent=list(state.recent),
             sizes_bytes=[s.size for s in samples],
             times_ms=[s.t for s in samples],
             source={"l": "log", "m": "metric"}.get(sources, "mixed") if sources else None,

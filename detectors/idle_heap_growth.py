@@ -56,7 +56,7 @@ State per TaskManager (bounded, :class:`IdleHeapGrowthState`): at most
 ``window_s / bucket_s + 2`` buckets of about 130 bytes, at most ``max_series``
 counter series of at most ``_COUNTER_LEVELS`` values each, the throughput metric
 names seen (at most the 8 of :data:`THROUGHPUT_METRICS`), at most ``_MAX_JOBS`` job
-ids and the last evaluation. Measured as saved (JSON): about 3.4 KB for a
+ids and the last evaluation. Measured as saved (JSON): about 3.9 KB for a
 TaskManager with a handful of series, about 46 KB worst case with the defaults
 (256 counter series of 8 17-digit values each, plus full buckets).
 """
@@ -64,7 +64,7 @@ TaskManager with a handful of series, about 46 KB worst case with the defaults
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Literal, Self
+from typing import Any, Literal, NamedTuple, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -101,6 +101,8 @@ _COUNTER_LEVELS = 8
 _MAX_JOBS = 4
 #: Upper bound on buckets per window, so the state stays small whatever the config.
 _MAX_WINDOW_BUCKETS = 288
+#: Buckets whose throughput the evidence lists at most (the newest).
+_EVIDENCE_CAP = 60
 
 
 class IdleHeapGrowthParams(DetectorParams):
@@ -175,6 +177,20 @@ class Bucket(Record):
     ci: bool = False
 
 
+class BucketView(NamedTuple):
+    """One bucket of the window, for a chart: ``[start_ms, floor_mb, rate, moved]``.
+
+    ``floor_mb`` is its post-GC floor (``None``: no GC in it), ``rate`` its highest
+    records-per-second sample (``None``: no throughput sample), ``moved`` whether a
+    throughput counter took a new value or a rate was above ``max_idle_rate``.
+    """
+
+    t: int
+    floor_mb: float | None
+    rate: float | None
+    moved: bool
+
+
 class HeapFloorFacts(BaseModel):
     """What the latest verdict measured over the window (the core of the evidence).
 
@@ -194,6 +210,8 @@ class HeapFloorFacts(BaseModel):
         max_rate: Highest records-per-second rate in the window.
         kafka_commits_succeeded: ``increasing``, ``flat``, or ``None`` without samples.
         jobs: The TaskManager's jobs: id → name (when known).
+        buckets: The window's buckets, heap floor beside records in/out, the newest 60
+            (for a chart).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -213,6 +231,7 @@ class HeapFloorFacts(BaseModel):
     max_rate: float
     kafka_commits_succeeded: Literal["increasing", "flat"] | None
     jobs: dict[str, str | None]
+    buckets: list[BucketView] = []
 
 
 class IdleHeapGrowthState(DetectorState):
@@ -540,6 +559,15 @@ class IdleHeapGrowth(Detector[IdleHeapGrowthParams, IdleHeapGrowthState]):
                 None if not commits else "increasing" if any(b.ci for b in commits) else "flat"
             ),
             jobs=dict(st.jobs),
+            buckets=[
+                BucketView(
+                    b.t,
+                    None if b.gc is None else round(b.gc / _MB, 1),
+                    b.rate if b.tp else None,
+                    b.act,
+                )
+                for b in win[-_EVIDENCE_CAP:]
+            ],
         )
 
     def _severity(self, facts: HeapFloorFacts) -> Severity:

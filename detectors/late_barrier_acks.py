@@ -48,7 +48,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from detectors.base import Detector, DetectorParams, DetectorState, Evidence, Record, Story
 from detectors.model import Alert, Event
@@ -146,6 +146,25 @@ class LateBarrierAcksState(DetectorState):
     hosts: dict[str, Offender] = {}
 
 
+class LateCheckpoint(BaseModel):
+    """One late checkpoint attempt of the window, for a chart.
+
+    Attributes:
+        checkpoint_id: The checkpoint id.
+        time_ms: The attempt's first line (its expiry or first late ack).
+        late_acks: Its late acks.
+        by_host: Its late acks from each host of ``top_hosts``, in that order (numbers, not
+            names: a name is listed once); the rest came from other hosts or named none.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    checkpoint_id: int
+    time_ms: int
+    late_acks: int
+    by_host: list[int]
+
+
 class LateBarrierAcksEvidence(Evidence):
     """What a ``late_barrier_acks`` alert shows.
 
@@ -162,6 +181,7 @@ class LateBarrierAcksEvidence(Evidence):
         located_late_acks: The late acks that name a location.
         concentrated: One host sent at least ``concentration_share`` of the located acks.
         concentrated_host: That host.
+        per_checkpoint: The late checkpoints, the newest 20, with their late acks per host.
     """
 
     late_checkpoints: int
@@ -175,6 +195,7 @@ class LateBarrierAcksEvidence(Evidence):
     located_late_acks: int
     concentrated: bool
     concentrated_host: str | None
+    per_checkpoint: list[LateCheckpoint] = []
 
 
 class LateBarrierAcks(Detector[LateBarrierAcksParams, LateBarrierAcksState]):
@@ -406,6 +427,15 @@ class LateBarrierAcks(Detector[LateBarrierAcksParams, LateBarrierAcksState]):
             located_late_acks=located,
             concentrated=concentrated,
             concentrated_host=top_hosts[0]["host"] if concentrated else None,
+            per_checkpoint=[
+                LateCheckpoint(
+                    checkpoint_id=r.id,
+                    time_ms=r.first_ms,
+                    late_acks=r.late_acks,
+                    by_host=[state.hosts[h["host"]].cps.get(r.seq, 0) for h in top_hosts],
+                )
+                for r in late[-_MAX_EVIDENCE_IDS:]
+            ],
         )
 
     def _top(self, counters: dict[str, Offender], label: str, of: int) -> list[dict[str, Any]]:

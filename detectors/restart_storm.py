@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from pydantic import Field
 
@@ -58,6 +58,7 @@ _RETRACT_MS = 30_000
 #: A FAILING transition's cause is used for the RESTARTING that follows within this long.
 _PAIR_MS = 60_000
 _RESTORE_AFTER_RUNNING_MS = 5_000  # a restore this soon after RUNNING is that run's own
+_EVIDENCE_CAP = 60  # restarts the evidence's timeline lists at most (the newest)
 #: (cause, pattern) in priority order; the first that matches the failure text wins.
 _CAUSES: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
@@ -167,6 +168,14 @@ class RestartStormState(DetectorState):
     evaluated_ms: int | None = None
 
 
+class RestartMark(NamedTuple):
+    """One restart of the window, for a chart: ``[time_ms, cause, failover]``."""
+
+    time_ms: int
+    cause: str
+    failover: bool
+
+
 class RestartStormEvidence(Evidence):
     """What a ``restart_storm`` alert shows (``tm_ids``: the TaskManagers its causes name).
 
@@ -180,6 +189,7 @@ class RestartStormEvidence(Evidence):
         fired_for: Why the incident fired: ``restarts`` or ``slow_recovery``.
         restored_checkpoints: The checkpoints the job was restored from, the newest 5.
         window_s: The ``window_s`` parameter.
+        timeline: The restarts and failovers of ``restarts``, the newest 60, oldest first.
     """
 
     restarts: int
@@ -191,6 +201,7 @@ class RestartStormEvidence(Evidence):
     fired_for: str | None
     restored_checkpoints: list[int]
     window_s: float
+    timeline: list[RestartMark] = []
 
 
 class RestartStorm(Detector[RestartStormParams, RestartStormState]):
@@ -525,6 +536,9 @@ class RestartStorm(Detector[RestartStormParams, RestartStormState]):
             fired_for=state.fired_for,
             restored_checkpoints=list(state.restored),
             window_s=self.params.window_s,
+            timeline=[
+                RestartMark(r.t, r.cause, r.failover) for r in state.restarts[-_EVIDENCE_CAP:]
+            ],
         )
 
 

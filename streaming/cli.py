@@ -384,6 +384,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if sum(pipeline.stats.dead_letters.values()) and args.deadletters:
         print(f"dead letters written to {deadletters}", file=sys.stderr)
     print(f"alerts written to {output}", file=sys.stderr)
+    if args.report:
+        from sinks.replay_report import write_report  # matplotlib: only when asked for
+
+        report = write_report(output, Path(args.report), cfg.correlation)
+        print(f"report written to {report.index} ({report.charts} charts)", file=sys.stderr)
     return 0
 
 
@@ -730,6 +735,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--config", help="YAML config with the thresholds to try")
     rp.add_argument("--output", required=True, help="alerts as JSON lines")
     rp.add_argument("--deadletters", help="directory for records that did not parse")
+    rp.add_argument("--report", metavar="DIR", help="write every incident's charts and index.html")
     rp.add_argument("--keep-work", action="store_true", help=argparse.SUPPRESS)
     rp.set_defaults(func=cmd_replay)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import sys
 import types
@@ -48,3 +49,34 @@ def test_the_adding_a_detector_guide_runs_and_prints_what_it_says(monkeypatch, c
     assert capsys.readouterr().out.splitlines() == said
     assert [a.status.value for a in module.alerts] == ["firing", "resolved"]
     assert module.alerts[0].alert_id == module.alerts[1].alert_id
+
+
+def test_the_charts_page_shows_a_real_png_per_charted_detector_or_says_none_exercises_it() -> None:
+    from sinks.charts import CHARTS
+
+    page = (REPO / "docs" / "charts.md").read_text(encoding="utf-8")
+    images = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", page)
+    assert images, "docs/charts.md shows no chart"
+    for target in images:
+        data = (REPO / "docs" / target).read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n", target
+    not_exercised = page.split("## Not exercised by a real run", 1)[1].split("\n## ", 1)[0]
+    for detector in CHARTS:
+        shown = f"images/{detector}.png" in images
+        listed = f"- `{detector}`:" in not_exercised
+        assert shown != listed, detector  # one or the other, never both
+    # Each image comes from the real run the page names, which the script renders it from.
+    spec = importlib.util.spec_from_file_location(
+        "doc_charts", REPO / "scripts" / "render_doc_charts.py"
+    )
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    rendered = {name: run for run, names in script.SHOWN.items() for name in names}
+    assert sorted(f"images/{name}.png" for name in rendered) == sorted(images)
+    for target in images:
+        section = page.split(f"]({target})", 1)[1].split("\n#", 1)[0]
+        run = re.search(r"From `(\w+)`", section)
+        assert run is not None, target
+        name = target.removeprefix("images/").removesuffix(".png")
+        assert rendered[name] == run.group(1) and (script.REAL / run.group(1)).is_dir()

@@ -180,11 +180,32 @@ def test_evidence_carries_the_durations_slope_ratio_and_projection() -> None:
     assert ev["pending_checkpoints"] == [] and ev["restarts_seen"] == 0
 
 
+def test_evidence_carries_the_samples_times_and_the_fitted_line_for_a_chart() -> None:
+    durations = creep_durations(80)
+    events, _ = checkpoints(durations)
+    _, alerts, _ = run(default(), events)
+    ev = alerts[0].evidence
+    completions = {e.checkpoint_id: e.time_ms for e in events if e.kind == "checkpoint_completed"}
+    assert ev["times_ms"] == [completions[cid] for cid in ev["checkpoint_ids"]]
+    fit = ev["fit"]
+    # Theil-Sen over the newest half of the window, the slope the evidence states.
+    assert fit["samples"] == max(10, ev["samples"] // 2)
+    assert fit["slope_ms"] == ev["slope_ms_per_checkpoint"]
+    # The line goes through the newest durations: half of them within 10 % of it (jitter).
+    m = fit["samples"]
+    newest = ev["durations_ms"][-m:]
+    line = [fit["level_ms"] - fit["slope_ms"] * (m - 1 - i) for i in range(m)]
+    off = sorted(abs(d - y) / y for d, y in zip(newest, line, strict=True))
+    assert off[m // 2] < 0.1
+    assert sum(d > y for d, y in zip(newest, line, strict=True)) in range(m // 4, 3 * m // 4)
+
+
 def test_evidence_lists_are_capped() -> None:
     det = CheckpointCreep(CheckpointCreepParams(window=200, min_samples=20))
     events, _ = checkpoints(creep_durations(200, growth=0.02)[:120])
     state, alerts, _ = run(det, events)
     assert alerts and len(alerts[0].evidence["durations_ms"]) == 60
+    assert len(alerts[0].evidence["times_ms"]) == 60
     assert state is not None and len(state.samples) <= 200
 
 
@@ -608,6 +629,9 @@ def test_a_state_saved_before_typed_states_loads_and_carries_on_alike() -> None:
         "restarts_seen": 0,
         "pending_checkpoints": [{"checkpoint_id": 5, "pending_for_s": 300}],
         **stats,
+        # What a chart draws, after what Slack shows: the samples' times, no fitted line yet.
+        "times_ms": [T0 + 63 * S, T0 + 124 * S, T0 + 300 * S],
+        "fit": None,
     }
     # The same keys in the same order (Slack shows the first few scalars).
     assert alerts[0].evidence == want and list(alerts[0].evidence) == list(want)

@@ -228,7 +228,30 @@ def test_a_later_line_with_a_reason_that_does_not_count_takes_the_checkpoint_bac
     # A third counted failure fires; the decline stays listed as not counted.
     _, alerts = run(det, [expired(8, T0 + 3 * MIN)], state)
     assert alerts[0].evidence["not_counted"] == {"task_not_ready": 1}
+    # For a chart: every failure of the window on a time line, counted or not.
+    assert alerts[0].evidence["timeline"] == [
+        [T0, 5, "task_not_ready", False],
+        [T0 + MIN, 6, "expired", True],
+        [T0 + 2 * MIN, 7, "expired", True],
+        [T0 + 3 * MIN, 8, "expired", True],
+    ]
     assert alerts[0].evidence["failed_checkpoints"] == [6, 7, 8]
+
+
+def test_the_evidence_timeline_holds_failures_without_an_id_and_the_newest_60() -> None:
+    det = CheckpointFailures(CheckpointFailuresParams(max_tracked=100, min_expired=1000))
+    events = [failed(None, T0, None, f"Failed to trigger checkpoint for job {JOB}.")]
+    events += [expired(i, T0 + i * S) for i in range(1, 80)]
+    state, _ = run(det, events)
+    timeline = det.evidence(state).timeline
+    assert len(timeline) == 60
+    assert [m.checkpoint_id for m in timeline] == list(range(20, 80))
+    state, _ = run(det, events[:3])
+    assert [tuple(m) for m in det.evidence(state).timeline] == [
+        (T0, None, "trigger_failure", False),
+        (T0 + S, 1, "expired", True),
+        (T0 + 2 * S, 2, "expired", True),
+    ]
 
 
 def test_restart_trigger_failures_do_not_count() -> None:

@@ -92,6 +92,20 @@ def test_steady_growth_after_a_flat_history_fires_and_resolves_once_it_levels() 
     assert ev["growth_ratio"] >= 1.2 and ev["mann_kendall_z"] >= 3.0
     assert 140 * MB <= ev["slope_bytes_per_hour"] <= 220 * MB
     assert ev["state_backend"] == "unknown" and "sliding window" in ev["hint"]
+    # The fitted line, for a chart: over the newest half of the window, ending at the newest
+    # sample, its slope the one stated, its end near the growing size (+3 MB a minute).
+    fit, times = ev["fit"], ev["times_ms"]
+    assert fit["to_ms"] == times[-1] and times[0] < fit["from_ms"] < times[-1]
+    per_h = (fit["to_bytes"] - fit["from_bytes"]) / (fit["to_ms"] - fit["from_ms"]) * 3_600_000
+    assert per_h == pytest.approx(ev["slope_bytes_per_hour"], rel=0.01)
+    grown = 300 + 3.0 * (times[-1] - T0 - 180 * MIN) / MIN
+    assert fit["to_bytes"] == pytest.approx(grown * MB, rel=0.03)
+    assert "heap_share" not in ev  # no heap given: no heap line
+    # The newest checkpoints unthinned (what the surge test judges): the last 10 to the firing.
+    assert [c[0] for c in ev["recent"]] == [
+        alerts[0].event_time_ms - k * MIN for k in range(9, -1, -1)
+    ]
+    assert {c[2] for c in ev["recent"]} == {5000}
     assert alerts[0].summary.startswith(f"checkpoint size of job {JOB} keeps growing: ")
     assert state is not None and not state.firing
 
@@ -180,12 +194,14 @@ def test_heap_backend_projection_makes_it_critical_and_escalates_once() -> None:
     assert "of the 3057 MB heap in ~" in escalated.summary
     assert escalated.alert_id == first.alert_id
     assert "heap" in first.evidence["hint"] and "RocksDB" in first.evidence["hint"]
+    assert first.evidence["heap_share"] == 0.5 and first.evidence["state_heap_mb"] == 3057
     # With RocksDB the heap does not hold the state: no projection, no escalation.
     det = default(state_backend="rocksdb", state_heap_mb=3057)
     _, alerts = run(det, checkpoints(jitter(flat + grow, 0.02)))
     assert [a.status for a in alerts] == [AlertStatus.FIRING]
     assert alerts[0].evidence["heap_share_in_s"] is None
     assert "RocksDB: watch local disk" in alerts[0].evidence["hint"]
+    assert "heap_share" not in alerts[0].evidence
 
 
 def test_metric_samples_count_when_the_value_changes_and_logs_win() -> None:
@@ -214,7 +230,7 @@ def test_fast_checkpoints_are_thinned_and_state_stays_bounded() -> None:
     assert min(gaps[:-1]) >= det.params.window_s * 1000 / det.params.max_samples
     # The newest sample is always kept.
     assert state.samples[-1].t == events[-1].time_ms
-    assert len(json.dumps(det.dump(state))) < 3600
+    assert len(json.dumps(det.dump(state))) < 3700
 
 
 def test_timer_resolves_a_levelled_job_and_evicts_an_idle_one() -> None:

@@ -155,6 +155,12 @@ def test_leak_fires_once_within_an_hour_with_the_evidence() -> None:
     assert ev["floors_mb"] == sorted(ev["floors_mb"])
     assert ev["heap_max_mb"] is None and ev["hours_to_heap_max"] is None
     assert ev["throughput_series"] == [IN, IN_RATE, OUT, OUT_RATE]
+    # For a chart: each bucket of the window, its floor beside its records in/out.
+    starts = [t for t, *_ in ev["buckets"]]
+    assert starts[0] >= ev["window_start_ms"] and starts[-1] < ev["window_end_ms"]
+    assert starts == sorted(starts) and len(starts) == 10  # the samples began at T0
+    assert [f for _, f, _, _ in ev["buckets"] if f is not None] == ev["floors_mb"]
+    assert {(rate, moved) for _, _, rate, moved in ev["buckets"]} == {(0.0, False)}
     assert ev["max_rate"] == 0.0 and ev["throughput_samples"] > 0
     assert ev["kafka_commits_succeeded"] == "flat"
     assert ev["window_end_ms"] - ev["window_start_ms"] == 3_600_000

@@ -520,6 +520,13 @@ def test_a_state_saved_before_typed_states_loads_and_carries_on_alike() -> None:
         "located_late_acks": 5,
         "concentrated": True,
         "concentrated_host": "worker-7",
+        # For a chart: each late checkpoint with its late acks per host of top_hosts.
+        "per_checkpoint": [
+            {"checkpoint_id": 420, "time_ms": T0, "late_acks": 2, "by_host": [2, 0]},
+            {"checkpoint_id": 421, "time_ms": T0 + 600 * SEC, "late_acks": 1, "by_host": [0, 1]},
+            {"checkpoint_id": 422, "time_ms": T0 + 1200 * SEC, "late_acks": 1, "by_host": [1, 0]},
+            {"checkpoint_id": 424, "time_ms": T0 + 1900 * SEC, "late_acks": 1, "by_host": [1, 0]},
+        ],
     }
     # The same keys in the same order (Slack shows the first few scalars).
     assert alerts[0].evidence == want and list(alerts[0].evidence) == list(want)
@@ -569,6 +576,16 @@ def test_worst_case_state_size_with_default_caps() -> None:
     assert state is not None and state.next_seq == 1000
     size = len(json.dumps(det.dump(state)))
     assert 30_000 < size < 35_000, size
+    # The evidence's per-checkpoint counts stay small: the newest 20, numbers per top host.
+    ev = det.evidence(state)
+    assert len(ev.per_checkpoint) == 20
+    assert ev.per_checkpoint[-1].checkpoint_id == 10_059
+    assert {len(c.by_host) for c in ev.per_checkpoint} == {params.top_n}
+    # Each late ack of a top host is counted in its checkpoint.
+    for c in ev.per_checkpoint:
+        assert sum(c.by_host) <= c.late_acks == params.max_tasks
+    assert sum(c.by_host[0] for c in ev.per_checkpoint) == 20 * params.max_tasks // params.max_hosts
+    assert len(json.dumps(ev.as_dict()["per_checkpoint"])) < 2_000
 
 
 def test_typical_incident_state_is_small() -> None:

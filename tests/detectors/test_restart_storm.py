@@ -89,6 +89,12 @@ def test_third_restart_within_the_window_fires_with_counted_causes_and_tm_ids() 
     assert ev["causes"] == {"tm_heartbeat_timeout": 2, "rpc_timeout": 1}
     assert ev["tm_ids"] == [TM]
     assert ev["not_running_s"] == 0.0
+    # For a chart: each restart on a time line, with its cause.
+    assert ev["timeline"] == [
+        [T0 + 5 * MIN, "tm_heartbeat_timeout", False],
+        [T0 + 9 * MIN, "tm_heartbeat_timeout", False],
+        [T0 + 12 * MIN, "rpc_timeout", False],
+    ]
     assert alerts[0].job_id == JOB and alerts[0].job_name == NAME
     assert alerts[1].alert_id == alerts[0].alert_id
 
@@ -207,6 +213,10 @@ def test_jobmanager_restart_without_notice_counts_as_a_failover() -> None:
     _, alerts = drive(det, events)
     assert len(alerts) == 1
     assert alerts[0].evidence["causes"] == {"jobmanager_restart": 1, "tm_heartbeat_timeout": 1}
+    assert alerts[0].evidence["timeline"] == [
+        [T0 + MIN, "jobmanager_restart", True],
+        [T0 + 2 * MIN, "tm_heartbeat_timeout", False],
+    ]
 
 
 def test_job_failing_for_good_while_firing_escalates_to_critical() -> None:
@@ -313,6 +323,11 @@ def test_state_stays_bounded() -> None:
     assert st is not None
     assert len(st.restarts) == 50 and len(st.tm_ids) == 10
     assert len(json.dumps(det.dump(st))) < 8192
+    # The evidence's timeline: the newest 60 at most, whatever max_tracked allows.
+    det = RestartStorm(RestartStormParams(max_tracked=200))
+    st, _ = drive(det, events)
+    timeline = det.evidence(st).timeline
+    assert len(timeline) == 60 and timeline[-1].time_ms == T0 + 199 * 5 * S
 
 
 def test_a_job_idle_longer_than_the_ttl_starts_afresh() -> None:
