@@ -18,7 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from conf import AppConfig, ConfigError
-from streaming.cli import _kafka_settings, _load, _setup_logging, _with, run_job
+from conf.kafka_client import kafka_settings
+from streaming.cli import run_job
+from streaming.cli_args import load_or_exit, setup_logging, with_overrides
 
 log = logging.getLogger("flinkwatch")
 
@@ -55,7 +57,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     """Produce a simulated Flink fleet (healthy jobs + injected incidents) into Kafka."""
     from lab import fleet as sim
 
-    cfg = _load(args.config)
+    cfg = load_or_exit(args.config)
     picked = tuple(args.incident or ())
     # --incident-jobs: checkpoint expiries on the first N jobs (1 unless --incident is used).
     expiring = args.incident_jobs if args.incident_jobs is not None else (0 if picked else 1)
@@ -80,8 +82,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     start_ms = int(args.start_ms if args.start_ms is not None else time.time() * 1000)
     try:
         bootstrap = local_bootstrap(cfg.kafka.bootstrap_servers, args.bootstrap)
-        cfg = _with(cfg, {"kafka": {"bootstrap_servers": bootstrap}})
-        settings = _kafka_settings(cfg)
+        cfg = with_overrides(cfg, {"kafka": {"bootstrap_servers": bootstrap}})
+        settings = kafka_settings(cfg.kafka)
     except (ConfigError, ValueError) as exc:
         log.error("simulate: %s", exc)
         return 2
@@ -133,7 +135,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     """Simulated fleet (in the background, real time) plus the job, on the local stack."""
     import subprocess
 
-    cfg = _load(args.config)
+    cfg = load_or_exit(args.config)
     state = Path(args.state_dir)
     kafka: dict[str, object] = dict(DEMO_TOPICS)
     try:
@@ -244,7 +246,7 @@ def _recreate_topics(cfg: AppConfig, topics: list[str], partitions: int = 2) -> 
 
     from streaming.topics import connect
 
-    admin = connect(KafkaAdminClient, _kafka_settings(cfg).python, client_id="flinkwatch-demo")
+    admin = connect(KafkaAdminClient, kafka_settings(cfg.kafka).python, client_id="flinkwatch-demo")
     try:
         existing = [t for t in topics if t in set(admin.list_topics())]
         if existing:
@@ -376,7 +378,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m lab``."""
     args = build_parser().parse_args(argv)
-    _setup_logging(args.verbose)
+    setup_logging(args.verbose)
     return int(args.func(args) or 0)
 
 

@@ -22,12 +22,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from conf import AppConfig, ConfigError, load_config
+from streaming.cli_args import (
+    add_output_format,
+    base_overrides,
+    load_or_exit,
+    print_json,
+    setup_logging,
+    with_overrides,
+)
+from streaming.deliveries_cli import add_deliveries_parser
 from streaming.replay_progress import ReplayCounts, ReplayProgress
+from streaming.report_cli import add_report_parser
+from streaming.silence_cli import add_silence_parser
 
 if TYPE_CHECKING:  # `flinkwatch --version` and `config check` must not import Spark
     from conf.kafka_client import KafkaSettings
     from conf.reload import ConfigWatcher
-    from sinks import AlertLedger
     from sinks.metrics_server import MetricsEndpoint
     from sinks.slack_actions import SlackActions
     from streaming.app import Pipeline
@@ -37,51 +47,13 @@ if TYPE_CHECKING:  # `flinkwatch --version` and `config check` must not import S
 log = logging.getLogger("flinkwatch")
 
 
-def _setup_logging(verbose: bool) -> None:
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO,
-        format="%(asctime)s %(levelname)-5s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-    # py4j logs every JVM call at INFO.
-    logging.getLogger("py4j").setLevel(logging.WARNING)
-    # kafka-python narrates every connection at INFO.
-    logging.getLogger("kafka").setLevel(logging.WARNING)
-
-
-def _load(path: str | None) -> AppConfig:
-    try:
-        return load_config(path)
-    except ConfigError as exc:
-        log.error("%s", exc)
-        raise SystemExit(2) from exc
-
-
 # --- run -------------------------------------------------------------------------
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     """The long-running job: Kafka → parse → detectors → sinks."""
-    cfg = _with(_load(args.config), base_overrides(args))
+    cfg = with_overrides(load_or_exit(args.config), base_overrides(args))
     return run_job(cfg, args.duration, config_path=args.config, base=base_overrides(args))
-
-
-def base_overrides(args: argparse.Namespace) -> dict[str, dict[str, object]]:
-    """Command-line overrides of config sections, re-applied on every reload."""
-    out: dict[str, dict[str, object]] = {}
-    if getattr(args, "bootstrap", None):
-        out.setdefault("kafka", {})["bootstrap_servers"] = args.bootstrap
-    if getattr(args, "state_dir", None):
-        out.setdefault("output", {})["state_dir"] = Path(args.state_dir)
-    if getattr(args, "no_spark_ui", False):
-        out.setdefault("spark", {})["ui_port"] = None
-    return out
-
-
-def _with(cfg: AppConfig, updates: dict[str, dict[str, object]]) -> AppConfig:
-    return cfg.model_copy(
-        update={sec: getattr(cfg, sec).model_copy(update=vals) for sec, vals in updates.items()}
-    )
 
 
 def run_job(
@@ -148,7 +120,9 @@ def run_job(
         pipeline = runtime.pipeline(spark)
         watcher = None
         if config_path:
-            watcher = ConfigWatcher(config_path, cfg, transform=lambda c: _with(c, base or {}))
+            watcher = ConfigWatcher(
+                config_path, cfg, transform=lambda c: with_overrides(c, base or {})
+            )
             log.info(
                 "watching %s for changes every %.0f s (or SIGHUP)",
                 config_path,
@@ -331,7 +305,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from streaming.session import get_session
     from streaming.sources import file_records, stage_files
 
-    cfg = _load(args.config)
+    cfg = load_or_exit(args.config)
     if not args.logs and not args.metrics:
         log.error("replay needs --logs and/or --metrics")
         return 2
@@ -455,7 +429,7 @@ def cmd_parse(args: argparse.Namespace) -> int:
     from streaming.session import get_session
     from streaming.sources import file_records, stage_files
 
-    cfg = _load(args.config)
+    cfg = load_or_exit(args.config)
     work = Path(tempfile.mkdtemp(prefix="flinkwatch-parse-"))
     try:
         staged = stage_files(args.paths, work / "in")
@@ -503,7 +477,7 @@ def cmd_config_check(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         if as_json:
             # On stdout, like the success: a script reads one place and the exit code.
-            _print_json(
+            print_json(
                 {"ok": False, "file": args.file, "fields": list(exc.fields), "message": str(exc)}
             )
         else:
@@ -523,7 +497,7 @@ def cmd_config_check(args: argparse.Namespace) -> int:
                 {"detector": d, "severity": sev.value, "route": route, "channel": channel}
                 for d, sev, route, channel in routes
             ]
-        _print_json(out)
+        print_json(out)
         return 0
     print(f"OK {args.file}: detectors enabled: {', '.join(enabled) or 'none'}")
     if routes:
@@ -550,23 +524,6 @@ def _sample_labels(texts: list[str]) -> dict[str, str]:
     return labels
 
 
-def _print_json(value: object) -> None:
-    """One JSON document on stdout (``-o json``): what a script or ``jq`` reads."""
-    print(json.dumps(value, indent=2))
-
-
-def _add_output_format(parser: argparse.ArgumentParser) -> None:
-    """``-o text|json``: the same answer for a person or for a script."""
-    parser.add_argument(
-        "-o",
-        "--output",
-        dest="output_format",
-        choices=["text", "json"],
-        default="text",
-        help="text for a person, json for a script (default: text)",
-    )
-
-
 def cmd_kafka_create_topics(args: argparse.Namespace) -> int:
     """Create topics if missing (used by scripts/stack.sh)."""
     from kafka.admin import KafkaAdminClient
@@ -579,9 +536,9 @@ def cmd_kafka_create_topics(args: argparse.Namespace) -> int:
         topic_spec,
     )
 
-    cfg = _load(args.config)
+    cfg = load_or_exit(args.config)
     if args.bootstrap:
-        cfg = _with(cfg, {"kafka": {"bootstrap_servers": args.bootstrap}})
+        cfg = with_overrides(cfg, {"kafka": {"bootstrap_servers": args.bootstrap}})
     try:
         # The broker may still be starting: connect() waits for it.
         admin = connect(KafkaAdminClient, _kafka_settings(cfg).python, client_id="flinkwatch-admin")
@@ -602,109 +559,6 @@ def cmd_kafka_create_topics(args: argparse.Namespace) -> int:
     for t in args.topics:
         print(f"topic {t}: {'created' if t in created else 'exists'}", file=sys.stderr)
     return 0
-
-
-# --- deliveries ----------------------------------------------------------------------
-
-
-def _open_ledger(args: argparse.Namespace) -> AlertLedger | None:
-    """The job's alert ledger (``<output.state_dir>/ledger.sqlite``); None if there is none."""
-    from sinks import AlertLedger
-
-    path = _with(_load(args.config), base_overrides(args)).output.ledger_path
-    if not path.is_file():
-        # Opening would create an empty ledger: a wrong --config must not look like "all fine".
-        print(f"no ledger at {path} (check --config / --state-dir)", file=sys.stderr)
-        return None
-    return AlertLedger(path)
-
-
-def cmd_deliveries_list(args: argparse.Namespace) -> int:
-    """Print the ledger's deliveries in one state (or all), oldest first."""
-    ledger = _open_ledger(args)
-    if ledger is None:
-        return 2
-    try:
-        rows = ledger.deliveries(None if args.state == "all" else [args.state])
-    finally:
-        ledger.close()
-    if args.output_format == "json":
-        _print_json(
-            [
-                {
-                    "seq": d.seq,
-                    "sink": d.sink,
-                    "state": d.state,
-                    "attempts": d.attempts,
-                    "error": d.error,
-                    "updated_ms": d.updated_ms,
-                    "transition": d.key,
-                    "alert": d.alert.model_dump(mode="json"),
-                }
-                for d in rows
-            ]
-        )
-        return 0
-    if not rows:
-        print(f"no deliveries ({args.state})", file=sys.stderr)
-        return 0
-    w_sink = max(len("sink"), *(len(d.sink) for d in rows))
-    w_key = max(len("transition"), *(len(d.key) for d in rows))
-    head = f"{'seq':>6}  {'sink':<{w_sink}}  {'state':<9}  attempts  {'transition':<{w_key}}"
-    print(f"{head}  summary")
-    for d in rows:
-        line = f"{d.seq:>6}  {d.sink:<{w_sink}}  {d.state:<9}  {d.attempts:>8}  {d.key:<{w_key}}"
-        print(f"{line}  {d.alert.summary}")
-        if d.error:
-            print(f"{'':>6}  error: {d.error}")
-    return 0
-
-
-def cmd_deliveries_resend(args: argparse.Namespace) -> int:
-    """Move failed deliveries back to pending, so they are sent again."""
-    if bool(args.seq) == args.all_failed:
-        args.usage_error("give SEQ... or --all-failed")
-    ledger = _open_ledger(args)
-    if ledger is None:
-        return 2
-    try:
-        moved = ledger.resend(None if args.all_failed else args.seq)
-    finally:
-        ledger.close()
-    for seq, sink in moved:
-        print(f"seq {seq} ({sink}): failed -> pending")
-    done = {seq for seq, _ in moved}
-    missing = [] if args.all_failed else [q for q in dict.fromkeys(args.seq) if q not in done]
-    for seq in missing:
-        print(f"seq {seq}: no failed delivery (see `flinkwatch deliveries list`)", file=sys.stderr)
-    if moved:
-        print(
-            "queued: a running job sends them in order (Slack, Alertmanager and webhooks "
-            "within 30 s, the alert file at its next batch); otherwise the next start does",
-            file=sys.stderr,
-        )
-    return 1 if missing else 0
-
-
-def _add_deliveries(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """``flinkwatch deliveries list|resend``: the alert ledger, for an operator."""
-    dl = sub.add_parser("deliveries", help="list alert deliveries; send failed ones again")
-    dsub = dl.add_subparsers(dest="deliveries_command", required=True)
-    # allow_abbrev off: `resend --state x` must not pass for --state-dir.
-    ls = dsub.add_parser("list", help="print deliveries from the ledger", allow_abbrev=False)
-    states = ["failed", "pending", "sending", "stale", "all"]
-    ls.add_argument("--state", choices=states, default="failed", help="which (default: failed)")
-    _add_output_format(ls)
-    ls.set_defaults(func=cmd_deliveries_list)
-    rs = dsub.add_parser(
-        "resend", help="move failed deliveries back to pending", allow_abbrev=False
-    )
-    rs.add_argument("seq", nargs="*", type=int, metavar="SEQ", help="seq numbers, as listed")
-    rs.add_argument("--all-failed", action="store_true", help="every failed delivery")
-    rs.set_defaults(func=cmd_deliveries_resend, usage_error=rs.error)
-    for cmd in (ls, rs):
-        cmd.add_argument("--config", help="YAML config; the ledger is in its output.state_dir")
-        cmd.add_argument("--state-dir", help="override output.state_dir")
 
 
 # --- main ----------------------------------------------------------------------------
@@ -756,7 +610,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="a sample job (job_name=pay-etl, cluster=prod, ...): print the Slack route each "
         "detector's incidents about it would take",
     )
-    _add_output_format(cc)
+    add_output_format(cc)
     cc.set_defaults(func=cmd_config_check)
 
     k = sub.add_parser("kafka", help="Kafka tools")
@@ -773,10 +627,7 @@ def build_parser() -> argparse.ArgumentParser:
     kt.add_argument("topics", nargs="+", help="topic names")
     kt.set_defaults(func=cmd_kafka_create_topics)
 
-    _add_deliveries(sub)
-    from streaming.report_cli import add_report_parser  # they import this module
-    from streaming.silence_cli import add_silence_parser
-
+    add_deliveries_parser(sub)
     add_silence_parser(sub)
     add_report_parser(sub)
     return p
@@ -806,7 +657,7 @@ def version() -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``flinkwatch`` console script."""
     args = build_parser().parse_args(argv)
-    _setup_logging(args.verbose)
+    setup_logging(args.verbose)
     return int(args.func(args) or 0)
 
 

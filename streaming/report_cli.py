@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from streaming.cli import _load, _with, base_overrides
+from streaming.cli_args import config_of
 
 
 def add_report_parser(sub: Any) -> None:
@@ -63,7 +63,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"report: --since {exc}", file=sys.stderr)
         return 2
-    ledger_path = _with(_load(args.config), base_overrides(args)).output.ledger_path
+    ledger_path = config_of(args).output.ledger_path
     files = [Path(p) for p in args.alerts]
     for p in files:
         if not p.is_file():

@@ -20,7 +20,7 @@ from typing import Any
 from conf import ConfigError
 from conf.silences import parse_duration, parse_matchers
 from sinks.silence_store import SilenceNotFoundError, SilenceStore, StoredSilence
-from streaming.cli import _add_output_format, _load, _with, base_overrides
+from streaming.cli_args import add_output_format, config_of
 
 
 def add_silence_parser(sub: Any) -> None:
@@ -31,7 +31,7 @@ def add_silence_parser(sub: Any) -> None:
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("--config", help="YAML config (for output.state_dir)")
         p.add_argument("--state-dir", help="override output.state_dir")
-        _add_output_format(p)
+        add_output_format(p)
 
     a = ssub.add_parser("add", help="silence the alerts the matchers cover")
     a.add_argument(
@@ -60,7 +60,7 @@ def add_silence_parser(sub: Any) -> None:
 
 
 def _store(args: argparse.Namespace) -> SilenceStore:
-    cfg = _with(_load(args.config), base_overrides(args))
+    cfg = config_of(args)
     return SilenceStore(cfg.output.silences_path)
 
 

@@ -474,13 +474,14 @@ def test_a_tool_without_its_kafka_password_names_the_variable_before_connecting(
 
 def test_the_spark_ui_is_on_by_default_and_no_spark_ui_turns_it_off() -> None:
     from conf import AppConfig
-    from streaming.cli import _with, base_overrides, build_parser
+    from streaming.cli import build_parser
+    from streaming.cli_args import base_overrides, with_overrides
 
     assert AppConfig().spark.ui_port == 4040
     args = build_parser().parse_args(["run", "--no-spark-ui"])
-    assert _with(AppConfig(), base_overrides(args)).spark.ui_port is None
+    assert with_overrides(AppConfig(), base_overrides(args)).spark.ui_port is None
     args = build_parser().parse_args(["run"])
-    assert _with(AppConfig(), base_overrides(args)).spark.ui_port == 4040
+    assert with_overrides(AppConfig(), base_overrides(args)).spark.ui_port == 4040
 
 
 def test_version_prints_the_installed_distributions_version(monkeypatch, capsys) -> None:
