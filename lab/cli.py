@@ -11,16 +11,20 @@ import logging
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from conf import AppConfig, ConfigError
 from conf.kafka_client import kafka_settings
 from streaming.cli import run_job
 from streaming.cli_args import load_or_exit, setup_logging, with_overrides
+
+if TYPE_CHECKING:
+    from lab.slack import SlackEmulator
 
 log = logging.getLogger("flinkwatch")
 
@@ -133,8 +137,6 @@ DEMO_TOPICS = {
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """Simulated fleet (in the background, real time) plus the job, on the local stack."""
-    import subprocess
-
     cfg = load_or_exit(args.config)
     state = Path(args.state_dir)
     kafka: dict[str, object] = dict(DEMO_TOPICS)
@@ -151,33 +153,58 @@ def cmd_demo(args: argparse.Namespace) -> int:
             "output": cfg.output.model_copy(update={"state_dir": state}),
         }
     )
-    emulator = None
-    base_slack: dict[str, object] = {}
-    if cfg.slack.mode == "off":
-        # No Slack configured: bring a local one, so the demo shows the messages an
-        # on-call channel would get (one per incident, updated on resolve).
-        from lab.slack import SlackEmulator
-
-        emulator = SlackEmulator(
-            channels=(cfg.slack.channel,),
-            on_message=lambda m: log.warning(
-                "SLACK %s%s: %s",
-                "#" + str(m.get("channel_name", "")),
-                " (thread reply)" if m.get("thread_ts") else "",
-                m.get("text"),
-            ),
-        ).start()
-        os.environ[cfg.slack.token_env] = emulator.token
-        base_slack = {"mode": "bot", "api_url": emulator.base_url}
+    emulator, base_slack = _local_slack(cfg) if cfg.slack.mode == "off" else (None, {})
+    if base_slack:
         cfg = cfg.model_copy(update={"slack": cfg.slack.model_copy(update=base_slack)})
-        log.info(
-            "demo: local Slack emulator at %s (set slack.mode to use yours)", emulator.base_url
-        )
     if args.fresh:
         # A fresh demo starts from empty topics and state: the simulator's job ids are
         # deterministic, so records of an earlier demo would mix with this one's.
         shutil.rmtree(state, ignore_errors=True)
         _recreate_topics(cfg, list(DEMO_TOPICS.values()))
+    sim = _start_simulator(args, cfg)
+    try:
+        return run_job(
+            cfg,
+            args.duration,
+            config_path=args.config,
+            base={
+                "kafka": kafka,
+                "output": {"state_dir": state},
+                **({"slack": base_slack} if base_slack else {}),
+            },
+        )
+    finally:
+        if emulator is not None:
+            emulator.stop()
+        sim.terminate()
+        sim.wait(timeout=30)
+        log.info("demo: alerts are in %s", cfg.output.alerts_path)
+
+
+def _local_slack(cfg: AppConfig) -> tuple[SlackEmulator, dict[str, object]]:
+    """No Slack configured: a local one, so the demo shows what an on-call channel gets.
+
+    One message per incident, updated on resolve, its chart in the thread. Returns the
+    running emulator and the ``slack`` settings that point the job at it.
+    """
+    from lab.slack import SlackEmulator
+
+    emulator = SlackEmulator(
+        channels=(cfg.slack.channel,),
+        on_message=lambda m: log.warning(
+            "SLACK %s%s: %s",
+            "#" + str(m.get("channel_name", "")),
+            " (thread reply)" if m.get("thread_ts") else "",
+            m.get("text"),
+        ),
+    ).start()
+    os.environ[cfg.slack.token_env] = emulator.token
+    log.info("demo: local Slack emulator at %s (set slack.mode to use yours)", emulator.base_url)
+    return emulator, {"mode": "bot", "api_url": emulator.base_url}
+
+
+def _start_simulator(args: argparse.Namespace, cfg: AppConfig) -> subprocess.Popen[bytes]:
+    """The simulated fleet, in real time, in a process of its own, onto the demo's topics."""
     sim = subprocess.Popen(
         [
             sys.executable,
@@ -217,23 +244,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         args.jobs,
         args.incident_at,
     )
-    try:
-        return run_job(
-            cfg,
-            args.duration,
-            config_path=args.config,
-            base={
-                "kafka": kafka,
-                "output": {"state_dir": state},
-                **({"slack": base_slack} if base_slack else {}),
-            },
-        )
-    finally:
-        if emulator is not None:
-            emulator.stop()
-        sim.terminate()
-        sim.wait(timeout=30)
-        log.info("demo: alerts are in %s", cfg.output.alerts_path)
+    return sim
 
 
 def _ignore_sigint() -> None:
