@@ -298,3 +298,65 @@ def test_it_joins_the_jobs_open_incident_and_is_root_only_over_consequences() ->
     view = c.observe(mine)
     assert view.joined and view.root.detector == "job_lost"
     assert "a new ERROR Lookup of sku" in view.headline
+
+
+# --- a simulated fleet -------------------------------------------------------------------------
+
+
+def _fleet_pages(params: NewErrorPatternParams, spec: object, hours: float) -> dict[str, list]:
+    """The alerts per job of a simulated fleet's lines, read as the parse query reads them."""
+    from lab.fleet import generate
+    from lab.loglines import sim_events
+
+    records = generate(spec, T0, hours * 3600)  # type: ignore[arg-type]
+    # Only the lines this detector reads can matter (the bus routes no others to it).
+    wanted = (b"WARN", b"ERROR", b"FATAL", b"switched from state")
+    logs = (r for r in records if r.stream == "log" and any(w in r.value for w in wanted))
+    by_job: dict[str, list[Event]] = {}
+    for e in sim_events(logs):
+        if e.kind in NewErrorPattern.kinds and e.job_id:
+            by_job.setdefault(e.job_id, []).append(e)
+    d = NewErrorPattern(params)
+    end = T0 + int(hours * 3600 * S)
+    return {job: drive(d, events, until=end)[1] for job, events in by_job.items()} | {
+        "_lines": [e for events in by_job.values() for e in events if e.kind != "job_state"]
+    }
+
+
+def test_a_healthy_simulated_fleet_of_100_jobs_pages_nothing_in_an_hour() -> None:
+    from lab.fleet import FleetSpec
+
+    # Job i runs versions[i % 4] in layout i % 4: the JSON-layout jobs (i % 4 == 1) run 2.0,
+    # whose lines name their job in the MDC, so their background reaches the detector.
+    spec = FleetSpec(jobs=100, flink_versions=("1.11", "2.0", "1.18", "2.0"), metric_interval_s=600)
+    pages = _fleet_pages(NewErrorPatternParams(), spec, 1.0)
+    lines = pages.pop("_lines")
+    assert {j: a for j, a in pages.items() if a} == {}
+    # The test means something: background ERROR lines of many jobs reached it ...
+    errors = [e for e in lines if e.kind == "log_error"]
+    assert len({e.job_id for e in errors}) >= 12 and len(errors) >= 150
+    # ... and without the warm-up they would have paged.
+    eager = _fleet_pages(NewErrorPatternParams(learn_s=0), spec, 1.0)
+    eager.pop("_lines")
+    assert sum(1 for a in eager.values() if a) >= 5
+
+
+def test_the_simulated_new_error_incident_pages_its_job_only() -> None:
+    from lab.fleet import FleetSpec, Incident, job_id
+
+    spec = FleetSpec(
+        jobs=8,
+        flink_versions=("1.11", "2.0", "1.18", "2.0"),
+        metric_interval_s=600,
+        incidents=(Incident("new_error", 5, 2400.0),),
+    )
+    pages = _fleet_pages(NewErrorPatternParams(), spec, 1.0)
+    pages.pop("_lines")
+    fired = {
+        j: [a for a in alerts if a.status is AlertStatus.FIRING] for j, alerts in pages.items()
+    }
+    assert {j for j, a in fired.items() if a} == {job_id(spec, 5)}
+    (alert,) = fired[job_id(spec, 5)]
+    assert T0 + 2400 * S < alert.event_time_ms < T0 + 2400 * S + 3 * 40 * S + 4 * S
+    assert alert.evidence["exception"] == "java.net.SocketTimeoutException"
+    assert alert.evidence["template"].startswith("ERROR Lookup of key <*> in the reference service")
