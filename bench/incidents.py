@@ -55,6 +55,9 @@ DETECTORS: dict[str, dict[str, Any]] = {
     },
     "idle_heap_growth": {"bucket_s": 60, "window_s": 360, "min_buckets": 5},
     "checkpoint_state_growth": {"window_s": 300},
+    # A 45 s warm-up: the jobs start with the run, and the background's first decoder error
+    # (lab/fleet/background.py) comes within 40 s of a job's start, so it is learned.
+    "new_error_pattern": {"learn_s": 45},
 }
 
 #: About how long after its onset each kind pages (seconds of event time, from the peer
@@ -79,6 +82,8 @@ PAGE_WITHIN_S: dict[str, float] = {
     "k8s_watch_crash": 30,
     "k8s_watch_crash_no_ha": 30,
     "restart_storm": 150,
+    # The third lookup failure (every 5-40 s) within the window.
+    "new_error": 90,
 }
 
 #: Kinds injected once each, slowest first; more ``checkpoint_expiry`` fill up the count.
@@ -112,6 +117,8 @@ def _k8s_ok(index: int) -> bool:
 #: an envelope job (``i % 4 == 3``; measured: on the JSON layout, whose simulated records
 #: carry no file path, nothing pages for it).
 JOBS_FOR: dict[str, tuple[Callable[[int], bool], ...]] = {
+    # A job's own code names its job only in the MDC of a JSON layout on 1.19+ (``i % 8 == 5``).
+    "new_error": (lambda i: i % 4 == 1 and VERSIONS[i % len(VERSIONS)] == "2.0",),
     "k8s_watch_crash": (lambda i: _k8s_ok(i) and i % 4 == 3, _k8s_ok),
     "k8s_watch_crash_no_ha": (lambda i: _k8s_ok(i) and i % 4 == 2, _k8s_ok),
     "tm_metaspace_oom": (lambda i: i % 4 == 3,),

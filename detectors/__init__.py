@@ -16,6 +16,7 @@ from detectors.job_lost import JobLost
 from detectors.jvm_fatal import JvmFatal
 from detectors.late_barrier_acks import LateBarrierAcks
 from detectors.model import Alert, AlertStatus, Event, Severity
+from detectors.new_error_pattern import NewErrorPattern
 from detectors.restart_storm import RestartStorm
 from detectors.tm_lost import TmLost
 
@@ -32,6 +33,7 @@ REGISTRY: dict[str, type[Detector[Any, Any]]] = {
         JmK8sWatchCrash,
         JobLost,
         RestartStorm,
+        NewErrorPattern,
     )
 }
 

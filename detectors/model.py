@@ -56,6 +56,8 @@ EVENT_KINDS: tuple[str, ...] = (
     "jm_started",
     "job_restored",
     "no_checkpoint_found",
+    "log_warn",
+    "log_error",
     "metric",
     "unparsed",
 )

@@ -74,6 +74,19 @@ _BARE_HEX_NOT_JOB = (
     "tm_released",
 )
 
+# A WARN or ERROR line no rule classifies is a line of its own kind, by its level, for
+# new_error_pattern (FATAL counts as ERROR: logback and log4j 1 print it). A line without a
+# level (a stack-trace line shipped as a record of its own) stays `unparsed`.
+FREE_KINDS = {"WARN": "log_warn", "WARNING": "log_warn", "ERROR": "log_error", "FATAL": "log_error"}
+# The job those lines name, in their words (`for job J`, `of job J`, `job J`, `jobId: J`,
+# `JobID=J`, `job (J)`); never a bare 32-hex id, which in these lines is as often a
+# JobMaster, allocation or resource id.
+_NAMED_JOB = r"(?i:\bjob(?: ?id)?[:=]? ?\(?)" + J + r"\b"
+# The job the logging framework's MDC names (`flink-job-id`, Flink 1.19+, FLINK-34417): a
+# top-level key in the ECS layout (log4j2 JsonTemplateLayout flattens the MDC), under
+# `contextMap` in log4j2's JsonLayout, under `mdc` in a JsonTemplateLayout that nests it.
+_MDC_JOB_KEY = "flink-job-id"
+
 # Kinds a process logs about itself (no process id in the text): their tm_id comes from the
 # shipper's envelope, see parse_logs. A TaskManager's word on its JobManager is its own too.
 _SELF_REPORTED = ("fatal_error", "jvm_oom", "jm_heartbeat_timeout", "job_released")
@@ -240,6 +253,9 @@ _LOG_JSON_SCHEMA = StructType(
         StructField("log.level", StringType()),
         StructField("log.logger", StringType()),
         StructField("error.stack_trace", StringType()),
+        StructField(_MDC_JOB_KEY, StringType()),
+        StructField("contextMap", StructType([StructField(_MDC_JOB_KEY, StringType())])),
+        StructField("mdc", StructType([StructField(_MDC_JOB_KEY, StringType())])),
         StructField("_corrupt", StringType()),
     ]
 )
@@ -472,8 +488,14 @@ def _match_slots(kind: Column, msg: Column) -> list[Column]:
     return slots
 
 
-def _log_fields(kind: Column, msg: Column, slots: list[Column]) -> dict[str, Column]:
-    """Kind-specific fields from the slot groups of :func:`_match_slots`."""
+def _log_fields(
+    kind: Column, msg: Column, slots: list[Column], mdc_job: Column
+) -> dict[str, Column]:
+    """Kind-specific fields from the slot groups of :func:`_match_slots`.
+
+    ``mdc_job`` is the job id the record's MDC names (JSON layouts), for the lines of
+    :data:`FREE_KINDS` only: what the other kinds name is in their own words.
+    """
     by_field: dict[str, Column] = {}
     for f in _FIELDS:
         expr = None
@@ -488,13 +510,14 @@ def _log_fields(kind: Column, msg: Column, slots: list[Column]) -> dict[str, Col
         assert expr is not None
         by_field[f] = expr
     classified = kind != "unparsed"
+    free = kind.isin(*sorted(set(FREE_KINDS.values())))
     reason = F.coalesce(by_field["reason"], F.when(classified, _first_exception(msg)))
     return {
         **by_field,
         "checkpoint_id": by_field["checkpoint_id"].cast(LongType()),
         "duration_ms": by_field["duration_ms"].cast(LongType()),
         "size_bytes": by_field["size_bytes"].cast(LongType()),
-        "job_id": F.when(
+        "job_id": F.when(free, F.coalesce(mdc_job, _rx(msg, _NAMED_JOB))).when(
             classified,
             F.coalesce(
                 by_field["job_id"],
@@ -652,7 +675,28 @@ def _headed(df: DataFrame, lim: ParseLimits, *, fallback_time: bool) -> DataFram
     ok = F.col("error").isNull()
     df = df.select("*", F.when(ok, F.substring_index(F.col("_message"), "\n", 1)).alias("_first"))
     df = df.select("*", F.when(ok, _classify(F.col("_message"), F.col("_first"))).alias("_kind"))
-    return df.select("*", _by_cause(F.col("_kind"), F.col("_message")).alias("kind"))
+    df = df.select("*", _by_cause(F.col("_kind"), F.col("_message")).alias("_ruled"))
+    return df.select("*", _by_level(F.col("_ruled"), _level()).alias("kind"))
+
+
+def _level() -> Column:
+    """The record's level as its layout prints it, upper case (null: none)."""
+    jc = F.col("_j")
+    matched = F.coalesce(F.col("_lay1") != "", F.lit(False))
+    return F.upper(
+        F.coalesce(
+            F.when(F.col("_flink_json"), F.coalesce(jc["level"], jc["log.level"])),
+            F.when(matched, F.col("_lay2")),
+        )
+    )
+
+
+def _by_level(kind: Column, level: Column) -> Column:
+    """An ``unparsed`` WARN or ERROR line's kind by its level (:data:`FREE_KINDS`), else ``kind``."""
+    expr = kind
+    for lv, k in FREE_KINDS.items():
+        expr = F.when((kind == "unparsed") & (level == lv), F.lit(k)).otherwise(expr)
+    return expr
 
 
 def _event_columns(df: DataFrame, lim: ParseLimits) -> DataFrame:
@@ -663,13 +707,10 @@ def _event_columns(df: DataFrame, lim: ParseLimits) -> DataFrame:
     kind, msg = F.col("kind"), F.col("_message")
     slots = _match_slots(kind, msg)
     df = df.select("*", *[slot.alias(f"_slot{i}") for i, slot in enumerate(slots)])
-    fields = _log_fields(kind, msg, [F.col(f"_slot{i}") for i in range(len(slots))])
-    level = F.upper(
-        F.coalesce(
-            F.when(F.col("_flink_json"), F.coalesce(jc["level"], jc["log.level"])),
-            F.when(matched, F.col("_lay2")),
-        )
-    )
+    mdc = F.coalesce(jc[_MDC_JOB_KEY], jc["contextMap"][_MDC_JOB_KEY], jc["mdc"][_MDC_JOB_KEY])
+    mdc_job = _rx(F.when(F.col("_is_json"), mdc), f"^{J}$")
+    fields = _log_fields(kind, msg, [F.col(f"_slot{i}") for i in range(len(slots))], mdc_job)
+    level = _level()
     logger = F.coalesce(
         F.when(
             F.col("_flink_json"),

@@ -7,6 +7,7 @@ import random
 from collections.abc import Iterator
 from operator import attrgetter
 
+from lab.fleet.background import Background
 from lab.fleet.checkpoints import Checkpoints, Profile
 from lab.fleet.crashes import Crashes
 from lab.fleet.failover import Failover
@@ -73,6 +74,7 @@ class Job:
             ident, records, state, agenda, checkpoints, metrics, failover, crashes, irng, end_ms
         )
         plan.plan(onsets)
+        Background(ident, records, state, agenda, onsets, end_ms)
 
     def records(self) -> Iterator[SimRecord]:
         """All records of this job before its end, in event-time order."""

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 from lab.fleet.identity import Identity, TaskManager
 from lab.fleet.spec import SimRecord
-from lab.fleet.wording import iso_ts, log4j_ts
+from lab.fleet.wording import PROCESS_SITES, iso_ts, log4j_ts
 
 
 def _kube(pod: str, node: str) -> str:
@@ -67,9 +67,13 @@ class Records:
         logger, file, line = ident.sites[site]
         ts = log4j_ts(t)
         if ident.layout == "json":
+            # 1.19+ puts the job id in the MDC of a job's lines, and a JSON layout prints it.
+            mdc = ident.wording.mdc_job_id and site not in PROCESS_SITES
             text = (
                 f'{{"level":"{level}","timestamp":"{ts}","thread":{json.dumps(thread)},'
-                f'"file":"{file}","line":"{line}","message":{json.dumps(msg)}}}'
+                f'"file":"{file}","line":"{line}","message":{json.dumps(msg)}'
+                + (f',"flink-job-id":"{self.key.decode()}"' if mdc else "")
+                + "}"
             )
             if trace:
                 text = f"{text}\n{trace}"

@@ -22,6 +22,7 @@ IncidentKind = Literal[
     "k8s_watch_crash",
     "k8s_watch_crash_no_ha",
     "restart_storm",
+    "new_error",
 ]
 
 #: Incident kinds :func:`generate` knows how to inject.
@@ -34,6 +35,7 @@ _FAILOVER_KINDS = INCIDENT_KINDS - {
     "checkpoint_creep",
     "late_acks_skew",
     "checkpoint_declines",
+    "new_error",
 }
 
 
@@ -130,9 +132,15 @@ class Incident:
               job only runs again about 5.5 minutes later, restored on a new
               TaskManager.
 
+            * ``new_error``: the job's own code starts failing to look up reference data
+              in a remote service: an ERROR line with a ``SocketTimeoutException`` every
+              5-40 s on a source subtask's thread; the job keeps running (see
+              ``lab/fleet/background.py``). Only a JSON layout on 1.19+ names the job in
+              those lines (the MDC), so only there can a job detector see it.
+
             A job takes at most one of the kinds that fail it over (all but
-            ``checkpoint_expiry``, ``checkpoint_creep``, ``late_acks_skew`` and
-            ``checkpoint_declines``). Replacement TaskManagers are named by
+            ``checkpoint_expiry``, ``checkpoint_creep``, ``late_acks_skew``,
+            ``checkpoint_declines`` and ``new_error``). Replacement TaskManagers are named by
             :func:`tm_id` with indexes from ``tms_per_job`` on.
         job_index: Which job of the fleet.
         onset_s: Seconds after the start of the simulation when it begins.

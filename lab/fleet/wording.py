@@ -109,7 +109,31 @@ _SITES: dict[str, tuple[str, str, str]] = {
         "112",
     ),
     "blob": ("org.apache.flink.runtime.blob.BlobServer", "BlobServer.java", "345"),
+    # The job's own code (the healthy background and the new_error incident, background.py).
+    "user_drop": ("com.example.pipeline.RecordDecoder", "RecordDecoder.java", "57"),
+    "user_lookup": ("com.example.pipeline.ReferenceLookup", "ReferenceLookup.java", "88"),
 }
+
+#: Sites logged outside any job's context: on 1.19+ their JSON records carry no job id in
+#: the MDC (``flink-job-id``, FLINK-34417), which the JobManager's job lines and the
+#: TaskManager's task threads carry. A legacy Kafka fetcher thread is the task's own
+#: thread's child and does not inherit it.
+PROCESS_SITES = frozenset(
+    {
+        "worker_terminated",
+        "tm_signal",
+        "task_executor",
+        "tm_runner",
+        "entrypoint",
+        "blob",
+        "rm_heartbeat",
+        "rm_close",
+        "rm_fatal",
+        "fatal_exit",
+        "commit_failed_legacy",
+        "remote_gated",
+    }
+)
 
 # CheckpointCoordinator$CheckpointCanceller.run line per release (illustrative).
 _CANCELLER_LINES = {(1, 15): 2143, (1, 16): 2155, (1, 17): 2183, (1, 18): 2216, (1, 19): 2242}
@@ -177,6 +201,13 @@ def sites_of(ver: tuple[int, int], k8s: bool) -> dict[str, tuple[str, str, str]]
             "JobMasterServiceLeadershipRunner.java",
         )
     sites["jm_leadership"] = (*leadership, "288")
+    # The RPC system's remoting: Akka until 1.17, Pekko from 1.18 (FLINK-32468).
+    remoting = "org.apache.pekko.remote" if ver >= (1, 18) else "akka.remote"
+    sites["remote_gated"] = (
+        f"{remoting}.ReliableDeliverySupervisor",
+        "ReliableDeliverySupervisor.scala",
+        "0",
+    )
     return sites
 
 
@@ -209,6 +240,7 @@ class Wording:
     legacy_sink: bool  # FlinkKafkaProducer (TwoPhaseCommitSinkFunction logs each commit)
     attempt_suffix: bool  # 1.12+: TaskManager-side task names end in "#<attempt>"
     pekko: bool  # 1.18+: Pekko instead of Akka (thread names)
+    mdc_job_id: bool  # 1.19+: the job id in the logging MDC (FLINK-34417)
     io_thread: str  # JobManager I/O executor threads
     frame_jar: str  # packaging suffix of Flink frames
     expire_line: int  # CheckpointCanceller frame line
@@ -238,6 +270,7 @@ class Wording:
             legacy_sink=ver < (1, 15),
             attempt_suffix=ver >= (1, 12),
             pekko=ver >= (1, 18),
+            mdc_job_id=ver >= (1, 19),
             io_thread="jobmanager-io-thread" if ver >= (1, 15) else "jobmanager-future-thread",
             frame_jar=f" [{jar}:{release}]",
             expire_line=_CANCELLER_LINES.get(ver, 2216),

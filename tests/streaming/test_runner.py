@@ -287,6 +287,11 @@ def test_a_name_alone_is_kept_until_the_idle_deadline() -> None:
     idle = int(AppConfig().detectors.checkpoint_failures.idle_ttl_s * 1000)
     assert shard.timer() == T0 + idle
     shard.batch([], watermark=T0 + idle)
+    # new_error_pattern keeps what a job learned for a week (its job state line starts the
+    # learning): the entity goes at that detector's idle deadline.
+    longest = int(AppConfig().detectors.new_error_pattern.idle_ttl_s * 1000)
+    assert shard.timer() == T0 + longest
+    shard.batch([], watermark=T0 + longest)
     assert shard.store.values == {} and shard.wakes == {}
 
 

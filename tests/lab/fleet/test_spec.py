@@ -28,6 +28,7 @@ def test_incident_kinds_are_the_literal_ones() -> None:
             "k8s_watch_crash",
             "k8s_watch_crash_no_ha",
             "restart_storm",
+            "new_error",
         }
     )
 
