@@ -250,6 +250,15 @@ def _check_replicas(admin: Any, topics: list[str]) -> None:
 
     try:
         described = {t["name"]: t for t in admin.describe_topics(topics)}
+        unready = [t for t in topics if not described.get(t, {}).get("partitions")]
+        if unready:
+            # Made a moment ago (by another client, when ours found it there already):
+            # the brokers' metadata may not hold its partitions yet, on KRaft above all.
+            try:
+                admin.wait_for_topics(unready)
+            except errors.KafkaTimeoutError:
+                pass  # said as far as it is known; a topic not yet described is skipped
+            described.update({t["name"]: t for t in admin.describe_topics(unready)})
         resources = [ConfigResource("TOPIC", t, ["min.insync.replicas"]) for t in topics]
         configs = admin.describe_configs(resources, config_filter="all").get("topic", {})
     except errors.KafkaError as exc:
