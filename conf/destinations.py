@@ -161,6 +161,13 @@ class SlackConfig(FrozenModel):
         ),
         json_schema_extra=RESTART,
     )
+    charts: bool = Field(
+        default=True,
+        description=(
+            "bot mode: post a chart of what decided each incident into its thread, after the "
+            "message (docs/slack.md#the-evidence-chart); the token needs files:write"
+        ),
+    )
 
     @model_validator(mode="after")
     def _buttons_need_the_bot(self) -> SlackConfig:

@@ -442,6 +442,24 @@ class SlackBotSink(_SlackSink):
             reply_broadcast=broadcast,
         )
 
+    @property
+    def ledger(self) -> AlertLedger:
+        """The ledger this sink keeps its incidents' messages in (:meth:`AlertLedger.recall`)."""
+        return self._ledger
+
+    def api(self, method: str, **kwargs: Any) -> Any:
+        """One Web API call with this sink's client, typed as its own sends are.
+
+        For what follows this sink's messages (the evidence chart in an incident's thread,
+        :mod:`sinks.slack_chart`): same token, retries and error classes.
+
+        Raises:
+            RetryableDeliveryError: Slack surely did not carry it out.
+            AmbiguousDeliveryError: it may have been carried out.
+            PermanentDeliveryError: Slack refused it.
+        """
+        return self._call(method, **kwargs)
+
     def _call(self, method: str, **kwargs: Any) -> Any:
         """One Web API call; its failure typed by what it says about the request.
 

@@ -13,8 +13,8 @@ a stall past the client's timeout or a closed connection after the message was s
 Slack's (``response_metadata.next_cursor``), with a page size tests can make small.
 
 The emulator is :class:`SlackEmulator` (``server.py``: HTTP, lifecycle, the fault API); what
-it stores and how the Web API methods answer is ``workspace.py``; the faults it can inject
-are ``faults.py``.
+it stores and how the Web API methods answer is ``workspace.py``, the files uploaded as
+``files_upload_v2`` uploads them ``uploads.py``; the faults it can inject are ``faults.py``.
 """
 
 from lab.slack.server import SlackEmulator, main

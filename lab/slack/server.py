@@ -311,6 +311,19 @@ class SlackEmulator:
         with self._lock:
             return self._workspace.messages(channel)
 
+    def files(self) -> list[dict[str, Any]]:
+        """Every file asked an upload URL for, oldest first, as ``files.info`` shows it.
+
+        Each also has ``content`` (the bytes posted to its upload URL; None before they
+        arrived) and ``completed`` (``files.completeUploadExternal`` took it).
+        """
+        with self._lock:
+            root = self._workspace.url
+            return [
+                {**u.view(root), "content": u.content, "completed": u.shared}
+                for u in self._workspace.uploads.all()
+            ]
+
     def webhook_messages(self) -> list[Message]:
         """Messages that arrived through the incoming webhook, oldest first."""
         return self.messages(WEBHOOK_CHANNEL)
@@ -428,7 +441,9 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 def _print_message(message: Message) -> None:
-    text = " ".join(str(message["text"]).split()) or "(blocks only)"
+    names = ", ".join(str(f["name"]) for f in message.get("files", []))
+    shown = f"{message['text']} [file {names}]" if names else message["text"]
+    text = " ".join(str(shown).split()) or "(blocks only)"
     thread = f" [reply to {message['thread_ts']}]" if message["thread_ts"] else ""
     print(f"#{message['channel_name']} {message['ts']}{thread} {text}", flush=True)
 

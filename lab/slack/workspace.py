@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl
 
+from lab.slack.uploads import DOWNLOAD_PREFIX, UPLOAD_PREFIX, _Uploads
+
 Message = dict[str, Any]
 ApiMethod = Callable[[str, dict[str, Any]], dict[str, Any]]
 
@@ -66,9 +68,20 @@ _SCOPES = {
     "conversations.replies": "channels:history",
     "conversations.info": "channels:read",
     "conversations.list": "channels:read",
+    "files.getUploadURLExternal": "files:write",
+    "files.completeUploadExternal": "files:write",
+    "files.info": "files:read",
 }
-#: Methods that take no ``channel`` argument.
-_CHANNEL_FREE = frozenset({"auth.test", "conversations.list"})
+#: Methods that take no ``channel`` argument (completing an upload checks its own).
+_CHANNEL_FREE = frozenset(
+    {
+        "auth.test",
+        "conversations.list",
+        "files.getUploadURLExternal",
+        "files.completeUploadExternal",
+        "files.info",
+    }
+)
 #: Methods that write to a channel: refused in an archived one.
 _WRITES = frozenset({"chat.postMessage", "chat.update"})
 
@@ -170,6 +183,7 @@ class _Workspace:
         self._response_urls: dict[str, dict[str, str]] = {}
         #: What the app answered presses with through their response URLs, oldest first.
         self.ephemeral: list[dict[str, Any]] = []
+        self.uploads = _Uploads()
         self._methods: dict[str, ApiMethod] = {
             "auth.test": self._auth_test,
             "chat.postMessage": self._post_message,
@@ -178,6 +192,9 @@ class _Workspace:
             "conversations.replies": self._replies,
             "conversations.info": self._info,
             "conversations.list": self._list,
+            "files.getUploadURLExternal": lambda _, p: self.uploads.open(p, self.url),
+            "files.completeUploadExternal": self._complete_upload,
+            "files.info": self._file_info,
         }
 
     def set_scopes(self, scopes: tuple[str, ...] | None) -> None:
@@ -230,6 +247,11 @@ class _Workspace:
             return self._webhook(method, path, body)
         if path.startswith("/actions/"):
             return self._respond(method, path, body)
+        if path.startswith(UPLOAD_PREFIX):
+            return _Reply(*self.uploads.receive(method, path, body))
+        if path.startswith(DOWNLOAD_PREFIX):
+            authorized = auth == f"Bearer {self.token}"
+            return _Reply(*self.uploads.download(method, path, authorized))
         return _Reply.text("not_found", 404)
 
     def _respond(self, method: str, path: str, body: bytes) -> _Reply:
@@ -346,6 +368,7 @@ class _Workspace:
         metadata: Any,
         parent: Message | None,
         broadcast: bool = False,
+        files: list[dict[str, Any]] | None = None,
     ) -> Message:
         message: Message = {
             "channel": cid,
@@ -359,6 +382,8 @@ class _Workspace:
             "updates": 0,
             "edited": [],
         }
+        if files:
+            message["files"] = files
         if parent is None:
             message["replies"] = []
             self._store[cid].append(message)
@@ -384,6 +409,8 @@ class _Workspace:
             view["edited"] = {"user": BOT_USER_ID, "ts": message["edited"][-1]["edited_ts"]}
         if with_metadata and message["metadata"]:
             view["metadata"] = message["metadata"]
+        if message.get("files"):
+            view.update(files=message["files"], upload=True, display_as_bot=False)
         return view
 
     def _auth_test(self, cid: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -500,3 +527,62 @@ class _Workspace:
         cursor = base64.b64encode(f"next:{start + size}".encode()).decode() if rest else ""
         channels = [self._channel(c) for c in page]
         return {"ok": True, "channels": channels, "response_metadata": {"next_cursor": cursor}}
+
+    def _complete_upload(self, cid: str, params: dict[str, Any]) -> dict[str, Any]:
+        """``files.completeUploadExternal``: share uploaded files as one message.
+
+        In ``channel_id`` (or each of ``channels``), in the thread of ``thread_ts`` if
+        given (a top-level message's ts: Slack's docs say never a reply's); without a
+        channel the files stay private. Everything is checked before anything changes.
+        """
+        claimed, problem = self.uploads.claim(params.get("files"))
+        if problem:
+            return _error(problem)
+        wanted = [str(params["channel_id"])] if params.get("channel_id") else []
+        wanted += [c for c in str(params.get("channels") or "").split(",") if c]
+        thread_ts = params.get("thread_ts") or None
+        if thread_ts and len(wanted) != 1:
+            return _error("invalid_arguments")  # a thread is in one channel
+        targets: list[tuple[str, Message | None]] = []
+        for name in dict.fromkeys(wanted):
+            target = self._share_target(name, thread_ts)
+            if isinstance(target, str):
+                return _error(target)
+            targets.append(target)
+        self.uploads.complete(claimed)
+        files = [upload for upload, _ in claimed]
+        text = str(params.get("initial_comment") or "")
+        for target_cid, parent in targets:
+            views = [u.view(self.url, shares=False) for u in files]
+            message = self._add(target_cid, text, None, None, parent, files=views)
+            for upload in files:
+                share = {"ts": message["ts"], "channel_name": self._names[target_cid]}
+                if parent is not None:
+                    share["thread_ts"] = parent["ts"]
+                upload.shares.setdefault(target_cid, []).append(share)
+        return {"ok": True, "files": [u.view(self.url) for u in files]}
+
+    def _share_target(self, channel: str, thread_ts: Any) -> tuple[str, Message | None] | str:
+        """The channel id and thread parent to share into, or the error code."""
+        target = self._resolve(channel)
+        if target is None:
+            return "channel_not_found"
+        if target in self._without_bot:
+            return "not_in_channel"
+        if target in self._archived:
+            return "is_archived"
+        if not thread_ts:
+            return target, None
+        found = self._find(target, str(thread_ts))
+        if found is None:
+            return "thread_not_found"
+        if found[1] is not None:
+            return "invalid_thread_ts"  # a reply's ts, not its thread's
+        return target, found[0]
+
+    def _file_info(self, cid: str, params: dict[str, Any]) -> dict[str, Any]:
+        found = self.uploads.get(params.get("file"))
+        if found is None:
+            return _error("file_not_found")
+        meta = {"response_metadata": {"next_cursor": ""}}
+        return {"ok": True, "file": found.view(self.url), "comments": [], **meta}
