@@ -189,15 +189,16 @@ def _local_slack(cfg: AppConfig) -> tuple[SlackEmulator, dict[str, object]]:
     """
     from lab.slack import SlackEmulator
 
-    emulator = SlackEmulator(
-        channels=(cfg.slack.channel,),
-        on_message=lambda m: log.warning(
-            "SLACK %s%s: %s",
-            "#" + str(m.get("channel_name", "")),
-            " (thread reply)" if m.get("thread_ts") else "",
-            m.get("text"),
-        ),
-    ).start()
+    def said(m: dict[str, Any]) -> None:
+        files = m.get("files") or []
+        what = m.get("text") or ", ".join(
+            f"chart {f.get('name')} ({f.get('size', 0) // 1024} KB, {f.get('url_private')})"
+            for f in files
+        )
+        reply = " (thread reply)" if m.get("thread_ts") else ""
+        log.warning("SLACK #%s%s: %s", m.get("channel_name", ""), reply, what)
+
+    emulator = SlackEmulator(channels=(cfg.slack.channel,), on_message=said).start()
     os.environ[cfg.slack.token_env] = emulator.token
     log.info("demo: local Slack emulator at %s (set slack.mode to use yours)", emulator.base_url)
     return emulator, {"mode": "bot", "api_url": emulator.base_url}

@@ -103,6 +103,10 @@ class DeliverySink(ABC):
     name: str = "sink"
     #: Pages a human: silenced transitions are withheld from it.
     notifies: bool = False
+    #: Transitions one pass of the dispatcher sends it at most (``None``: all that are
+    #: open). A slow sink, whose every send is seconds of work, takes one at a time, so a
+    #: page recorded meanwhile waits for one send of it, not for its whole queue.
+    per_pass: int | None = None
 
     @abstractmethod
     def send(self, t: Transition) -> None:

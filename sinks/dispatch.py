@@ -74,6 +74,8 @@ class Dispatcher:
         #: The back-off of each sink that failed, and when it may be tried again.
         self._wait: dict[str, float] = {}
         self._due: dict[str, float] = {}
+        #: The last pass left work for a sink served a few at a time (:attr:`per_pass`).
+        self._more = False
         #: Open deliveries per sink after the last pass (the backlog).
         self.backlog: dict[str, int] = {s.name: 0 for s in self.sinks}
         self._jobs_lock = threading.Lock()
@@ -140,13 +142,18 @@ class Dispatcher:
     def drain_once(self) -> bool:
         """One pass over every sink not backing off; True when nothing is left open."""
         clear = True
+        self._more = False
         now = self._clock()
         for sink in self.sinks:
             if self._due.get(sink.name, now) > now:
                 clear = False  # backing off: an outage is not hammered once per batch
                 continue
             try:
-                self.backlog[sink.name] = self.ledger.deliver(sink)
+                left = self.ledger.deliver(sink, at_most=sink.per_pass)
+                self.backlog[sink.name] = left
+                # A sink served a few at a time comes back at once, after the others.
+                if sink.per_pass is not None and left > 0:
+                    self._more, clear = True, False
                 self._wait.pop(sink.name, None)
                 self._due.pop(sink.name, None)
             except RetryableDeliveryError as exc:
@@ -182,5 +189,7 @@ class Dispatcher:
             # A wake-up (a new batch) drains the sinks not backing off at once; a sink
             # backing off is tried when its wait is over.
             timeout = min([self.poll_s, *(due - now for due in self._due.values())])
+            if self._more:
+                timeout = 0.0
             self._wake.wait(max(timeout, 0.0))
             self._wake.clear()

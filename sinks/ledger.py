@@ -607,8 +607,11 @@ class AlertLedger:
                 (error[:500], self._clock(), sink, seq),
             )
 
-    def deliver(self, sink: DeliverySink, limit: int = 1000) -> int:
+    def deliver(self, sink: DeliverySink, limit: int = 1000, at_most: int | None = None) -> int:
         """Send the sink's open transitions in order until one fails retryably.
+
+        ``at_most`` ends the call after that many transitions were handled (sent,
+        confirmed or refused); ``None``: every open one.
 
         Returns:
             How many are still open for the sink.
@@ -619,11 +622,15 @@ class AlertLedger:
                 arrived); later transitions wait behind it, so the sink receives them
                 in order.
         """
+        handled = 0
         while True:
             batch = self.pending(sink.name, limit=min(limit, 100))
             if not batch:
                 return 0
             for t, state in batch:
+                if at_most is not None and handled >= at_most:
+                    return self.backlog().get(sink.name, 0)
+                handled += 1
                 if state == "sending":
                     # A crash mid-send, or a send without an answer: only the sink can
                     # tell whether it arrived.

@@ -70,6 +70,9 @@ class SlackChartSink(DeliverySink):
     #: Silenced and too-old transitions are withheld from it as from the text page, so it
     #: never waits for a page that will not come.
     notifies = True
+    #: A chart is drawn and uploaded (three round trips): one per dispatcher pass, so a page
+    #: recorded meanwhile goes out after one chart, not after a queue of them.
+    per_pass = 1
 
     def __init__(self, bot: SlackBotSink, cfg: Callable[[], SlackConfig], render: Render) -> None:
         self._bot = bot

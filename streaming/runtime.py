@@ -48,11 +48,13 @@ from sinks import (
 )
 from sinks.alertmanager import AlertmanagerSink, Resender, alertmanager_sink
 from sinks.besteffort import BestEffort
+from sinks.charts import render as render_chart
 from sinks.dispatch import Dispatcher
 from sinks.prometheus import ActiveAlerts, SignalBoard
 from sinks.silence_store import SilenceStore
 from sinks.slack import SlackBotSink, slack_sink
 from sinks.slack_actions import PATH, SlackActions, signing_secret
+from sinks.slack_chart import slack_chart_sink
 from sinks.webhook import WebhookSink, webhook_sinks
 from streaming.app import Pipeline
 from streaming.delivery import Outputs
@@ -170,12 +172,15 @@ class Runtime:
             prune_ledger(self.ledger, lambda: self.cfg.output.ledger_retention_days, self._pruning)
         # Routes with `continue` take an incident to further channels, each its own sink.
         self.further = self.slack.also() if isinstance(self.slack, SlackBotSink) else []
+        # The evidence chart follows the page into its thread: after Slack in the
+        # dispatcher's order, one chart a pass.
+        chart = slack_chart_sink(self.slack, lambda: self.cfg.slack, render_chart)
         self.outputs = build_outputs(
             cfg,
             self.ledger,
             self.slack,
             self.alertmanager,
-            [*self.further, *self.webhooks],
+            [*self.further, *self.webhooks, *([chart] if chart is not None else [])],
             alerts_path=alerts_path,
             start=start,
         )

@@ -1,10 +1,12 @@
-"""Dispatcher jobs: run in its thread, once per key, tried again while the receiver fails."""
+"""The dispatcher: jobs run once per key and tried again; slow sinks served a few at a time."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from sinks import AlertLedger, PermanentDeliveryError, RetryableDeliveryError
+from detectors import Alert, AlertStatus, Severity
+from sinks import AlertLedger, DeliverySink, PermanentDeliveryError, RetryableDeliveryError
+from sinks.base import Transition
 from sinks.dispatch import JOB_TRIES, Dispatcher
 
 
@@ -36,3 +38,44 @@ def test_a_job_that_fails_retryably_is_tried_again_then_given_up(tmp_path: Path)
     while d.run_jobs():
         pass
     assert tries.count(1) == JOB_TRIES and tries.count(2) == 1
+
+
+class Receiver(DeliverySink):
+    """Records what it got, and when: one shared log for every receiver of a test."""
+
+    def __init__(self, name: str, log: list[str], per_pass: int | None = None) -> None:
+        self.name, self.log, self.per_pass = name, log, per_pass
+
+    def send(self, t: Transition) -> None:
+        self.log.append(f"{self.name}:{t.alert.alert_id}")
+
+
+def _firing(alert_id: str) -> Alert:
+    return Alert(
+        alert_id=alert_id,
+        detector="checkpoint_failures",
+        entity=f"job:{alert_id}",
+        status=AlertStatus.FIRING,
+        severity=Severity.WARNING,
+        event_time_ms=1_700_000_000_000,
+        summary="3 checkpoints expired",
+    )
+
+
+def test_a_sink_served_one_at_a_time_lets_a_new_page_past_its_queue(tmp_path: Path) -> None:
+    # Charts are seconds of work each: a page recorded while three wait must go out after
+    # one of them, not after all three.
+    got: list[str] = []
+    ledger = AlertLedger(tmp_path / "l.sqlite")
+    page, chart = Receiver("page", got), Receiver("chart", got, per_pass=1)
+    d = Dispatcher(ledger, [page, chart])
+    ledger.record(0, [_firing("a"), _firing("b"), _firing("c")], [page, chart])
+    assert d.drain_once() is False  # two charts still wait
+    assert got == ["page:a", "page:b", "page:c", "chart:a"]
+    ledger.record(1, [_firing("d")], [page, chart])
+    assert d.drain_once() is False
+    assert got[4:] == ["page:d", "chart:b"]
+    while not d.drain_once():
+        pass
+    assert got[6:] == ["chart:c", "chart:d"]
+    assert d.backlog == {"page": 0, "chart": 0}

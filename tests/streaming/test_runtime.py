@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import io
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
+from matplotlib import image
 
 import streaming.runtime
 from conf import AppConfig, ConfigError, load_config
@@ -17,6 +19,7 @@ from lab.slack import SlackEmulator
 from sinks.slack import SlackBotSink, SlackWebhookSink
 from streaming.runtime import Runtime, StartError
 from streaming.supervise import run_forever
+from tests.sinks.test_charts import failures_alert
 
 TOKEN = "xoxb-runtime-test"  # noqa: S105 - the emulator's
 ENV = {
@@ -68,11 +71,12 @@ ROUTE_ON = [{"channel": "#team-a", "continue": True}, {"channel": "#team-b"}]
     ("sections", "wanted"),
     [
         ({"slack": {"mode": "webhook"}}, ["file", "slack"]),
-        ({"slack": BOT}, ["file", "slack"]),
+        # A bot posts the incident's chart into its thread: a sink after the channels.
+        ({"slack": BOT}, ["file", "slack", "slack_chart"]),
         # Two routes that continue: an incident can reach three channels, each a sink.
         (
             {"slack": {**BOT, "routes": [*ROUTE_ON[:1], *ROUTE_ON[:1], ROUTE_ON[1]]}},
-            ["file", "slack", "slack:2", "slack:3"],
+            ["file", "slack", "slack:2", "slack:3", "slack_chart"],
         ),
         ({"alertmanager": {"urls": ["http://127.0.0.1:1"]}}, ["file", "alertmanager"]),
         (
@@ -83,7 +87,7 @@ ROUTE_ON = [{"channel": "#team-a", "continue": True}, {"channel": "#team-b"}]
                     {"name": "oncall", "url": "http://127.0.0.1:1/x", "secret": "${HOOK_SECRET}"}
                 ],
             },
-            ["file", "slack", "alertmanager", "slack:2", "webhook:oncall"],
+            ["file", "slack", "alertmanager", "slack:2", "webhook:oncall", "slack_chart"],
         ),
     ],
     ids=["slack-webhook", "slack-bot", "continue-routes", "alertmanager", "everything"],
@@ -273,3 +277,28 @@ def test_close_stops_everything_once_spark_first_the_ledger_last(
         "flush",
         "ledger",
     ]
+
+
+def test_a_run_pages_an_incident_then_posts_its_real_chart_in_the_thread(tmp_path: Path) -> None:
+    # The product's wiring, end to end but for Spark: the real renderer, the real client,
+    # the ledger and the dispatcher; the page first, its chart once, in its thread.
+    fired = failures_alert()
+    with SlackEmulator(token=TOKEN, channels=("#flink-alerts",)) as emu:
+        cfg = app(tmp_path, slack={**BOT, "api_url": emu.base_url})
+        with Runtime(cfg, env=ENV, start=False) as rt:
+            out = rt.outputs
+            assert out.correlator is not None and out.dispatcher is not None
+            out.ledger.record(0, [fired], out.delivery_sinks(), correlate=out.correlator.observe)
+            while not out.dispatcher.drain_once():
+                pass
+            out.ledger.record(0, [fired], out.delivery_sinks())  # a replayed batch
+            assert out.dispatcher.drain_once()
+        (page,) = emu.messages("#flink-alerts")
+        assert "expired" in page["text"]
+        (reply,) = page["replies"]
+        (shown,) = reply["files"]
+        (stored,) = emu.files()
+        assert stored["id"] == shown["id"] and stored["completed"]
+        png = stored["content"]
+        assert png.startswith(b"\x89PNG\r\n\x1a\n") and 5_000 < len(png) < 150_000
+        assert image.imread(io.BytesIO(png)).shape[:2] == (360, 720)
