@@ -56,7 +56,7 @@ class Moment:
     """One thing that happened, at wall time ``at``."""
 
     at: float
-    where: str  # "slack", "slack thread", "slack update", "alertmanager", "press"
+    where: str  # "slack", "slack thread", "slack chart", "slack update", "alertmanager", "press"
     what: str
 
 
@@ -72,8 +72,13 @@ class Timeline:
         """The emulator's callback (posts, thread replies and webhook posts)."""
         now = time.time()
         text = str(m.get("text", "")).split("\n", 1)[0][:160]
+        files = m.get("files") or []
         if m.get("channel") == WEBHOOK_CHANNEL:
             where = "alertmanager"
+        elif files:
+            where = "slack chart"
+            sizes = (f"{f.get('title')} ({int(f.get('size') or 0) // 1024} KB)" for f in files)
+            text = ", ".join(sizes)
         elif m.get("thread_ts"):
             where = "slack thread"
         else:
