@@ -4,7 +4,8 @@ The job is killed (SIGKILL, whole process group: the Python driver and its JVM) 
 several moments while records flow and while Slack is down, and restarted on the same
 checkpoints and ledger each time. At the end every expected transition must have
 reached Slack and the alert file exactly once: one message per incident, one thread
-reply per resolve, and no second ``chat.postMessage`` for anything. A real Alertmanager
+reply per resolve, one evidence chart per incident in its thread, and no second
+``chat.postMessage`` for anything. A real Alertmanager
 gets them too: every delivery ``delivered`` once in the ledger, none left firing.
 """
 
@@ -45,6 +46,16 @@ T0 = dt.datetime(2024, 6, 3, 8, 0, tzinfo=dt.UTC)
 def line(at: dt.datetime, msg: str) -> str:
     ts = at.strftime("%Y-%m-%d %H:%M:%S,") + f"{at.microsecond // 1000:03d}"
     return f"{ts} INFO  {CC:<60} [] - {msg}"
+
+
+def said(message: dict) -> list[dict]:
+    """The thread's text replies (the resolve)."""
+    return [r for r in message["replies"] if not r.get("files")]
+
+
+def charts(message: dict) -> list[dict]:
+    """The thread's file replies (the evidence chart)."""
+    return [r for r in message["replies"] if r.get("files")]
 
 
 def incident(i: int, job: str) -> list[str]:
@@ -215,10 +226,11 @@ def test_every_transition_reaches_slack_exactly_once_across_kills(kafka, tmp_pat
         try:
             wait_until(
                 lambda: (
-                    sum(len(m["replies"]) for m in slack.messages("#flink-alerts")) >= len(JOBS)
+                    sum(len(said(m)) for m in slack.messages("#flink-alerts")) >= len(JOBS)
+                    and sum(len(charts(m)) for m in slack.messages("#flink-alerts")) >= len(JOBS)
                 ),
                 timeout=300,
-                what="every incident fired and resolved in Slack",
+                what="every incident fired and resolved in Slack, each with its chart",
             )
             time.sleep(3)  # anything duplicated late would show up now
             # Alertmanager's deliveries are through too (none wait in the ledger).
@@ -252,9 +264,12 @@ def test_every_transition_reaches_slack_exactly_once_across_kills(kafka, tmp_pat
     jobs_in_slack = sorted(next(j for j in JOBS if j in m["text"]) for m in messages)
     assert jobs_in_slack == sorted(JOBS)
     for m in messages:
-        assert [r["metadata"]["event_payload"]["key"].split(":")[1] for r in m["replies"]] == [
+        assert [r["metadata"]["event_payload"]["key"].split(":")[1] for r in said(m)] == [
             "resolved"
         ]
+        # The evidence chart too: once in the thread, whatever the kills cut.
+        (chart,) = charts(m)
+        assert chart["files"][0]["name"].endswith(".png")
         assert "resolved" in m["text"]  # the incident's message was updated
     assert posts.count(200) == 2 * len(JOBS), "a chat.postMessage was repeated"
 
