@@ -244,6 +244,21 @@ def test_slack_refused_fires_on_the_first_refusal_and_on_later_ones(tmp_path: Pa
     check(tmp_path, {delivered: "0+3x40"}, silent("35m", "FlinkwatchSlackRefused"))
 
 
+def test_charts_refused_fires_on_a_refused_chart_and_not_for_the_pages(tmp_path: Path) -> None:
+    chart = f'flinkwatch_deliveries_total{{{JOB}, sink="slack_chart", outcome="failed"}}'
+    page = f'flinkwatch_deliveries_total{{{JOB}, sink="slack", outcome="failed"}}'
+    check(
+        tmp_path,
+        {chart: "_x5 1x40"},
+        silent("4m", "FlinkwatchChartsRefused"),
+        firing("6m", "FlinkwatchChartsRefused", **WHO),
+        silent("6m", "FlinkwatchSlackRefused"),
+        silent("40m", "FlinkwatchChartsRefused"),
+    )
+    # A refused page is the other rule's, not this one's.
+    check(tmp_path, {page: "_x5 1x40"}, silent("6m", "FlinkwatchChartsRefused"))
+
+
 def test_config_rejected_fires_after_a_rejected_reload(tmp_path: Path) -> None:
     check(
         tmp_path,
