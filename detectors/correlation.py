@@ -198,7 +198,7 @@ class Correlator:
         if opened or rose:
             inc.severity = alert.severity
         members = tuple(inc.members.values())
-        root = min(members, key=lambda m: (_rank(m.detector), m.first_ms))
+        root = min(members, key=lambda m: (causal_rank(m.detector), m.first_ms))
         return IncidentView(
             incident_id=incident_id,
             headline=headline(members, root),
@@ -226,7 +226,8 @@ class Correlator:
 # --- the root-cause line ---------------------------------------------------------------
 
 
-def _rank(detector: str) -> int:
+def causal_rank(detector: str) -> int:
+    """A detector's place in the causal order (one no longer registered: the middle)."""
     cls = REGISTRY.get(detector)
     return cls.causal_rank if cls is not None else _MIDDLE
 

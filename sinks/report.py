@@ -39,8 +39,8 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ConfigDict, Field
 
 from conf.silences import parse_duration
-from detectors import REGISTRY, Alert, AlertStatus, Severity
-from detectors.base import Detector
+from detectors import Alert, AlertStatus, Severity
+from detectors.correlation import causal_rank
 from sinks.files import iso_utc
 
 #: The version of the JSON layout; a change that breaks a reader bumps it.
@@ -321,7 +321,7 @@ def _incident(iid: str, alerts: list[Alert], opened_ms: int, press: NoisePress |
             # A resolve may not name what the firing did: keep what is known.
             was = jobs.get(key, JobRef())
             jobs[key] = JobRef(job_id=a.job_id or was.job_id, job_name=a.job_name or was.job_name)
-    root = min(first.values(), key=lambda a: (rank(a.detector), a.event_time_ms, a.alert_id))
+    root = min(first.values(), key=lambda a: (causal_rank(a.detector), a.event_time_ms, a.alert_id))
     done_ms = max(resolved.values()) if resolved.keys() >= first.keys() else None
     return Incident(
         incident_id=iid,
@@ -336,12 +336,6 @@ def _incident(iid: str, alerts: list[Alert], opened_ms: int, press: NoisePress |
         summary=root.summary,
         noise=press,
     )
-
-
-def rank(detector: str) -> int:
-    """A detector's place in the causal order (one no longer registered: the middle)."""
-    cls = REGISTRY.get(detector)
-    return cls.causal_rank if cls is not None else Detector.causal_rank
 
 
 def nearest_rank(values: Sequence[float], pct: float) -> float:
