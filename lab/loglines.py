@@ -13,8 +13,9 @@ fields stay empty, and dead letters are ``None`` without a reason. ``tests/lab/t
 holds it to the kind and job id every log case of ``tests/data/parsing/log_cases.yaml``
 states (the cases the Spark parser is held to in ``tests/streaming/test_parsing.py``).
 
-Layouts read: Flink's default pattern layout (log4j 1 and 2), Flink's JSON layout, ECS,
-and a shipper envelope whose ``log`` holds a pattern-layout line.
+Layouts read: Flink's default pattern layout (log4j 1 and 2), Flink's JSON layout, log4j2's
+JsonLayout, ECS, a shipper envelope whose ``log`` or ``message`` holds a line in any of these,
+and an OTLP/JSON request (its first log record).
 """
 
 from __future__ import annotations
@@ -115,16 +116,86 @@ def _mdc(d: dict[str, Any]) -> str | None:
     return None
 
 
+def _thrown(d: dict[str, Any]) -> str | None:
+    """log4j2 JsonLayout's exception as the parser joins it to the message."""
+    t = d.get("thrown")
+    if not isinstance(t, dict) or not t.get("name"):
+        return None
+    trace = t.get("extendedStackTrace") or t.get("stackTrace")
+    if isinstance(trace, str) and not trace.lstrip().startswith("["):
+        return trace
+    text = ": ".join(
+        str(x) for x in (t["name"], t.get("message") or t.get("localizedMessage")) if x
+    )
+    cause = t.get("cause")
+    if isinstance(cause, dict) and cause.get("name"):
+        head = ": ".join(str(x) for x in (cause["name"], cause.get("message")) if x)
+        text += f"\nCaused by: {head}"
+    return text
+
+
+_LAYOUT_TIME_KEYS = ("timestamp", "@timestamp", "instant", "timeMillis")
+
+
+def _layout_ms(d: dict[str, Any]) -> int | None:
+    stamp = d.get("timestamp") or d.get("@timestamp")
+    if stamp:
+        return _epoch_ms(str(stamp))
+    instant = d.get("instant")
+    if isinstance(instant, dict):
+        try:
+            sec, nanos = int(instant["epochSecond"]), int(instant.get("nanoOfSecond") or 0)
+        except (KeyError, TypeError, ValueError):
+            return None
+        return sec * 1000 + nanos // 1_000_000
+    try:
+        return int(d["timeMillis"])
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _json_layout(d: dict[str, Any], tail: str) -> tuple[str, str, int | None] | None:
+    """(message, level, time) of a JSON layout record (Flink's, log4j2's, ECS); None if not one."""
+    lv = d.get("level") or d.get("log.level")
+    if not (isinstance(d.get("message"), str) and lv) or isinstance(d.get("log"), str):
+        return None
+    parts = [d["message"], d.get("error.stack_trace"), _thrown(d), tail or None]
+    return "\n".join(p for p in parts if p), str(lv).upper(), _layout_ms(d)
+
+
+def _otlp_first(d: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """The first OTLP log record of a request (the parser makes one event of each)."""
+    for res in d.get("resourceLogs") or ():
+        for scope in res.get("scopeLogs") or ():
+            for rec in scope.get("logRecords") or ():
+                return rec, scope.get("scope") or {}
+    return None
+
+
 def event_of(record: str, fallback_ms: int | None = None) -> Event | None:
     """The event the parse query makes of one log record; ``None`` for a dead letter.
 
     ``fallback_ms`` is the time of a record without one of its own (the Kafka timestamp,
-    or in a file the time of the record before it).
+    or in a file the time of the record before it). Of an OTLP request, the first log
+    record's.
     """
     text = record.lstrip()
     mdc: str | None = None
     level: str | None = None
-    stamp: str | None = None
+    time_ms: int | None = None
+    envelope_ms: int | None = None
+    if text.startswith('{"resourceLogs"'):
+        first = _otlp_first(json.loads(text))
+        if first is None or not isinstance(first[0].get("body", {}).get("stringValue"), str):
+            return None
+        rec, scope = first
+        stamp = rec.get("timeUnixNano")
+        stamp = stamp if stamp and int(stamp) > 0 else rec.get("observedTimeUnixNano")
+        envelope_ms = int(stamp) // 1_000_000 if stamp else None
+        text, structured = rec["body"]["stringValue"].lstrip(), rec.get("severityText")
+        if structured and not text.startswith("{") and not _LAYOUT.match(text):
+            level = str(structured).upper()
+            return _event(text, level, envelope_ms or fallback_ms, None)
     if text.startswith("{"):
         head, _, tail = text.partition("\n")
         try:
@@ -133,22 +204,36 @@ def event_of(record: str, fallback_ms: int | None = None) -> Event | None:
             return None
         if not isinstance(d, dict):
             return None
+        layout = _json_layout(d, tail)
+        line = d.get("log") if isinstance(d.get("log"), str) else d.get("message")
+        if layout is None and isinstance(line, str) and line.lstrip().startswith("{"):
+            # A shipper's line that is a JSON layout itself (Fluent Bit, Docker, Vector).
+            try:
+                inner = json.loads(line)
+            except ValueError:
+                inner = None
+            if isinstance(inner, dict) and (layout := _json_layout(inner, tail)) is not None:
+                d = inner
+        stamp = d.get("@timestamp") or d.get("time") or d.get("timestamp")
+        envelope_ms = envelope_ms or (_epoch_ms(str(stamp)) if stamp else None)
         mdc = _mdc(d)
-        lv = d.get("level") or d.get("log.level")
-        if isinstance(d.get("message"), str) and lv and not isinstance(d.get("log"), str):
-            parts = [d["message"], d.get("error.stack_trace"), tail or None]
-            message = "\n".join(p for p in parts if p)
-            level, stamp = str(lv).upper(), d.get("timestamp") or d.get("@timestamp")
+        if layout is not None:
+            message, level, time_ms = layout
+            if time_ms is None and any(d.get(k) for k in _LAYOUT_TIME_KEYS):
+                return None  # the parser's bad_timestamp
         else:
-            line = d.get("log") if isinstance(d.get("log"), str) else d.get("message")
             if not isinstance(line, str):
                 return None
             message, level, stamp = _text_line(line + (f"\n{tail}" if tail else ""))
-            stamp = stamp or d.get("@timestamp") or d.get("time") or d.get("timestamp")
+            time_ms = _epoch_ms(stamp)
     else:
         message, level, stamp = _text_line(text)
+        time_ms = _epoch_ms(stamp)
+    return _event(message, level, time_ms or envelope_ms or fallback_ms, mdc)
+
+
+def _event(message: str, level: str | None, time_ms: int | None, mdc: str | None) -> Event | None:
     message = re.sub(r"\s+$", "", message)
-    time_ms = _epoch_ms(stamp) if stamp else fallback_ms
     if time_ms is None:
         return None
     kind = classify(message, level)

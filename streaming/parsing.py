@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
+    ArrayType,
+    DecimalType,
     DoubleType,
     LongType,
     StringType,
@@ -39,7 +41,38 @@ DEAD_LETTER_REASONS: tuple[str, ...] = (
     "bad_type",
     "non_finite_value",
     "invalid_id",
+    # Log records of a shape flinkwatch recognises but cannot read (docs/input-formats.md says
+    # what to change in the shipper for each).
+    "metric_on_log_topic",
+    "otlp_protobuf",
+    "envelope_without_line",
+    "otlp_record_cap",
 )
+
+#: The record shapes :func:`parse_logs` recognises (its ``shape`` column, ``shapes=True``).
+#: A shipper envelope whose line is itself a JSON layout is named ``<envelope>+<layout>``.
+LOG_LAYOUTS: tuple[str, ...] = ("log4j_text", "flink_json", "log4j2_json_layout", "ecs_json")
+LOG_ENVELOPES: tuple[str, ...] = (
+    "fluentbit",
+    "docker_json",
+    "vector",
+    "filebeat",
+    "json_envelope",
+    "otlp_json",
+)
+NOT_LOG_SHAPES: tuple[str, ...] = (
+    "metric_json",
+    "telegraf_json",
+    "vector_metric",
+    "otlp_metrics",
+    "influx_line",
+    "otlp_protobuf",
+    "unknown",
+)
+
+#: At most this many log records of one OTLP request become events; the rest are one
+#: ``otlp_record_cap`` dead letter (a request is at most ``parsing.max_record_bytes`` anyway).
+MAX_OTLP_LOG_RECORDS = 1000
 
 
 @dataclass(frozen=True)
@@ -223,6 +256,11 @@ _TASK_CAUSE_RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ),
 )
 
+
+def _strings(*names: str) -> StructType:
+    return StructType([StructField(n, StringType()) for n in names])
+
+
 _LOG_JSON_SCHEMA = StructType(
     [
         StructField("level", StringType()),
@@ -244,18 +282,92 @@ _LOG_JSON_SCHEMA = StructType(
                 [
                     StructField("pod_name", StringType()),
                     StructField("host", StringType()),
+                    # Vector's kubernetes_logs source.
+                    StructField("pod_node_name", StringType()),
                     StructField("pod", StructType([StructField("name", StringType())])),
                     StructField("node", StructType([StructField("name", StringType())])),
                 ]
             ),
         ),
+        StructField("stream", StringType()),
+        StructField("source_type", StringType()),
         # Elastic's ECS layout (log4j2 `EcsLayout.json`): flat dotted keys, the trace apart.
         StructField("log.level", StringType()),
         StructField("log.logger", StringType()),
         StructField("error.stack_trace", StringType()),
+        # log4j2's stock JsonLayout: the time as `instant` (2.11+) or `timeMillis`, the
+        # exception as an object (its trace an array of frames, or a string with
+        # `stacktraceAsString`; a string field keeps an array's JSON text).
+        StructField("loggerName", StringType()),
+        StructField("instant", _strings("epochSecond", "nanoOfSecond")),
+        StructField("timeMillis", StringType()),
+        StructField(
+            "thrown",
+            StructType(
+                [
+                    *_strings("name", "message", "localizedMessage").fields,
+                    *_strings("extendedStackTrace", "stackTrace").fields,
+                    StructField("cause", _strings("name", "message")),
+                ]
+            ),
+        ),
         StructField(_MDC_JOB_KEY, StringType()),
         StructField("contextMap", StructType([StructField(_MDC_JOB_KEY, StringType())])),
         StructField("mdc", StructType([StructField(_MDC_JOB_KEY, StringType())])),
+        # A metric record on the log topic (canonical, Telegraf, Vector's metric event).
+        *_strings("name", "value", "fields", "gauge", "counter").fields,
+        StructField("_corrupt", StringType()),
+    ]
+)
+
+# OTLP/JSON attributes: `[{"key": .., "value": {"stringValue": ..}}]`.
+_OTLP_ATTRS = ArrayType(
+    StructType([StructField("key", StringType()), StructField("value", _strings("stringValue"))])
+)
+# The OpenTelemetry Collector's `kafka` exporter with `encoding: otlp_json`: one
+# ExportLogsServiceRequest per record. 64-bit integers are JSON strings in OTLP/JSON.
+_OTLP_LOGS_SCHEMA = StructType(
+    [
+        StructField(
+            "resourceLogs",
+            ArrayType(
+                StructType(
+                    [
+                        StructField(
+                            "resource", StructType([StructField("attributes", _OTLP_ATTRS)])
+                        ),
+                        StructField(
+                            "scopeLogs",
+                            ArrayType(
+                                StructType(
+                                    [
+                                        StructField("scope", _strings("name")),
+                                        StructField(
+                                            "logRecords",
+                                            ArrayType(
+                                                StructType(
+                                                    [
+                                                        *_strings(
+                                                            "timeUnixNano",
+                                                            "observedTimeUnixNano",
+                                                            "severityText",
+                                                        ).fields,
+                                                        StructField(
+                                                            "body", _strings("stringValue")
+                                                        ),
+                                                        StructField("attributes", _OTLP_ATTRS),
+                                                    ]
+                                                )
+                                            ),
+                                        ),
+                                    ]
+                                )
+                            ),
+                        ),
+                    ]
+                )
+            ),
+        ),
         StructField("_corrupt", StringType()),
     ]
 )
@@ -278,8 +390,12 @@ def epoch_ms_from_text(ts: Column) -> Column:
         F.when(num < 1e11, num * 1000)
         .when(num < 1e14, num)
         .when(num < 1e17, num / 1000)
-        .otherwise(num / 1_000_000)
-    ).cast(LongType())
+        .cast(LongType())
+    )
+    # A double holds 15-16 digits: nanoseconds (OTLP's times) are divided exactly.
+    by_magnitude = F.coalesce(
+        by_magnitude, (ts.cast(DecimalType(38, 0)) / 1_000_000).cast(LongType())
+    )
     text = F.regexp_replace(F.regexp_replace(ts, ",", "."), "^(\\S+)T", "$1 ")
     as_ts = F.unix_millis(F.to_timestamp(text))
     return F.when(ts.rlike(r"^\s*-?\d+(\.\d+)?\s*$"), by_magnitude).otherwise(as_ts)
@@ -531,27 +647,109 @@ def _log_fields(
     }
 
 
-def parse_logs(records: DataFrame, limits: ParseLimits | None = None) -> DataFrame:
-    """Parse log records (raw log4j lines, Flink JSON layout, shipper envelopes).
+def parse_logs(
+    records: DataFrame, limits: ParseLimits | None = None, *, shapes: bool = False
+) -> DataFrame:
+    """Parse log records (raw log4j lines, JSON layouts, shipper envelopes, OTLP/JSON).
 
     Args:
         records: Columns ``value`` (string), ``topic``, ``partition``, ``offset``,
             ``kafka_ts`` (timestamp, may be null).
         limits: Dead-letter bounds.
+        shapes: Add a last column ``shape``: the record shape recognised (one of
+            :data:`LOG_LAYOUTS`, :data:`LOG_ENVELOPES`, ``<envelope>+<layout>`` or
+            :data:`NOT_LOG_SHAPES`), for ``flinkwatch doctor``.
 
     Returns:
-        One row per record with :data:`~streaming.schemas.EVENT_COLUMNS`.
+        One row per log event with :data:`~streaming.schemas.EVENT_COLUMNS` (an OTLP
+        request makes one row per log record, numbered by ``seq``), plus ``shape``.
     """
     lim = limits or ParseLimits()
-    df = _unwrapped(records)
+    df = _otlp_exploded(records)
+    df = _unwrapped(df)
     df = _headed(df, lim, fallback_time="fallback_time" in records.columns)
-    return _event_columns(df, lim)
+    return _event_columns(df, lim, shapes=shapes)
+
+
+def _attr(attrs: Column, key: str) -> Column:
+    """The string value of OTLP attribute ``key`` (null when absent)."""
+    return F.get(F.filter(attrs, lambda a: a["key"] == key), 0)["value"]["stringValue"]
+
+
+def _otlp_exploded(records: DataFrame) -> DataFrame:
+    """Records with one row per log record of an OTLP/JSON request (``_o``), others as they are.
+
+    The test on the record's first characters keeps the other shapes from paying for the
+    request's schema; a record of another shape gets ``_o`` null and ``_seq`` null.
+    """
+    value = F.col("value")
+    df = records.select("*", value.rlike(r'^\s*\{\s*"resourceLogs"\s*:').alias("_is_otlp"))
+    req = F.from_json(F.when(F.col("_is_otlp"), value), _OTLP_LOGS_SCHEMA, JSON_OPTS)
+
+    def item(r: Column, s: Column, lr: Column) -> Column:
+        res = r["resource"]["attributes"]
+        stamp = lr["timeUnixNano"]
+        return F.struct(
+            lr["body"]["stringValue"].alias("line"),
+            # 0 (or no value) means the source gave no time: the collector's then counts.
+            F.when(stamp.try_cast(LongType()) > 0, stamp)
+            .otherwise(lr["observedTimeUnixNano"])
+            .alias("ts"),
+            lr["severityText"].alias("level"),
+            s["scope"]["name"].alias("logger"),
+            _attr(res, "host.name").alias("host"),
+            _attr(res, "k8s.pod.name").alias("pod"),
+            F.coalesce(_attr(lr["attributes"], "log.file.path"), _attr(res, "log.file.path")).alias(
+                "path"
+            ),
+        )
+
+    # flatten() of a list holding a null list is null: drop the null lists first.
+    items = F.flatten(
+        F.filter(
+            F.transform(
+                req["resourceLogs"],
+                lambda r: F.flatten(
+                    F.filter(
+                        F.transform(
+                            r["scopeLogs"],
+                            lambda s: F.transform(s["logRecords"], lambda lr: item(r, s, lr)),
+                        ),
+                        lambda a: a.isNotNull(),
+                    )
+                ),
+            ),
+            lambda a: a.isNotNull(),
+        )
+    )
+    df = df.select(
+        *records.columns,
+        "_is_otlp",
+        F.when(F.col("_is_otlp"), req["_corrupt"].isNotNull()).alias("_otlp_bad"),
+        F.when(F.col("_is_otlp") & req["_corrupt"].isNull(), items).alias("_items"),
+    )
+    # One element past the cap is kept: it stands for the rest (an `otlp_record_cap` dead letter).
+    return df.select(
+        *records.columns,
+        "_is_otlp",
+        "_otlp_bad",
+        F.size(F.col("_items")).alias("_otlp_n"),
+        F.posexplode_outer(F.slice(F.col("_items"), 1, MAX_OTLP_LOG_RECORDS + 1)).alias(
+            "_seq", "_o"
+        ),
+    )
 
 
 def _unwrapped(records: DataFrame) -> DataFrame:
-    """Records with the log line to parse (``_line``) out of whatever envelope it came in."""
-    value = F.col("value")
-    trimmed = F.ltrim(value)
+    """Records with the log line to parse (``_line``) out of whatever envelope it came in.
+
+    ``_e`` is the record's JSON object (a layout or a shipper's envelope), ``_j`` the JSON
+    layout the fields come from: ``_e`` itself, or the line inside the envelope when that
+    line is a JSON layout (``_nested``: JSON on stdout under a Fluent Bit or Vector DaemonSet).
+    """
+    # The text to read: the record, or the body of one OTLP log record.
+    text = F.when(F.col("_is_otlp"), F.col("_o.line")).otherwise(F.col("value"))
+    trimmed = F.ltrim(text)
     is_json = trimmed.startswith("{")
     # The JSON object is the first line; continuation lines glued after it (files read
     # whole, shippers that join multi-line records) belong to its message.
@@ -562,59 +760,172 @@ def _unwrapped(records: DataFrame) -> DataFrame:
         "offset",
         "kafka_ts",
         *(["fallback_time"] if "fallback_time" in records.columns else []),
-        value.alias("raw"),
-        F.length(value).alias("_len"),
+        "_is_otlp",
+        "_otlp_bad",
+        "_otlp_n",
+        F.coalesce(F.col("_seq"), F.lit(0)).alias("seq"),
+        "_o",
+        F.col("value").alias("raw"),
+        text.alias("_text"),
+        F.length(F.col("value")).alias("_len"),
         is_json.alias("_is_json"),
         F.when(is_json, json_split).alias("_jsplit"),
     )
     json_text = _group(F.col("_jsplit"), 1)
-    j = F.from_json(
-        F.when(F.col("_is_json"), F.coalesce(json_text, F.ltrim(F.col("raw")))),
+    e = F.from_json(
+        F.when(F.col("_is_json"), F.coalesce(json_text, F.ltrim(F.col("_text")))),
         _LOG_JSON_SCHEMA,
         JSON_OPTS,
     )
     df = df.select(
-        "*", j.alias("_j"), F.coalesce(_group(F.col("_jsplit"), 2), F.lit("")).alias("_tail")
+        "*", e.alias("_e"), F.coalesce(_group(F.col("_jsplit"), 2), F.lit("")).alias("_tail")
     )
-    jc = F.col("_j")
+    ec = F.col("_e")
     # Filebeat's `log` is an object (`log.offset`, `log.file.path`); its line is `message`.
-    filebeat_log = F.col("_is_json") & F.col("raw").rlike(r'(?<!\\)"log"\s*:\s*\{')
-    log_line = F.when(~filebeat_log, jc["log"])
-    # Flink's JSON layout or ECS, also as Filebeat ships them decoded
+    filebeat_log = F.col("_is_json") & F.col("_text").rlike(r'(?<!\\)"log"\s*:\s*\{')
+    log_line = F.when(~filebeat_log, ec["log"])
+    # Flink's JSON layout, log4j2's JsonLayout or ECS, also as Filebeat ships them decoded
     # (`json.keys_under_root`: the layout's keys next to Filebeat's `log` object).
-    layout_ts = F.coalesce(jc["timestamp"], jc["@timestamp"])
-    is_flink_json = (
-        jc["message"].isNotNull()
-        & F.coalesce(jc["level"], jc["log.level"]).isNotNull()
-        & (jc["log"].isNull() | (filebeat_log & layout_ts.isNotNull()))
+    top_layout = (
+        ec["message"].isNotNull()
+        & F.coalesce(ec["level"], ec["log.level"]).isNotNull()
+        & (ec["log"].isNull() | (filebeat_log & _layout_time(ec).isNotNull()))
     )
-    envelope_line = F.coalesce(log_line, jc["message"])
-    # Text to run the layout regex on: the raw value, or the line inside an envelope.
+    df = df.select(
+        "*",
+        filebeat_log.alias("_filebeat"),
+        top_layout.alias("_top_layout"),
+        F.when(F.col("_is_json") & ~top_layout, F.coalesce(log_line, ec["message"])).alias(
+            "_eline"
+        ),
+    )
+    # The envelope's line is a JSON layout itself: parsed again, only then.
+    inner = F.from_json(
+        F.when(F.ltrim(F.col("_eline")).startswith("{"), F.col("_eline")),
+        _LOG_JSON_SCHEMA,
+        JSON_OPTS,
+    )
+    df = df.select("*", inner.alias("_inner"))
+    ic = F.col("_inner")
+    nested = F.coalesce(
+        ic["_corrupt"].isNull()
+        & ic["message"].isNotNull()
+        & F.coalesce(ic["level"], ic["log.level"]).isNotNull(),
+        F.lit(False),
+    )
+    flink_json = F.col("_top_layout") | nested
+    tail = F.when(F.col("_tail") != "", F.col("_tail"))
+    # Text to run the layout regex on: the record, or the line inside an envelope.
     line = F.when(
         F.col("_is_json"),
-        F.when(
-            ~is_flink_json & envelope_line.isNotNull(),
-            F.concat_ws("\n", envelope_line, F.when(F.col("_tail") != "", F.col("_tail"))),
-        ),
-    ).otherwise(F.col("raw"))
+        F.when(~flink_json & F.col("_eline").isNotNull(), F.concat_ws("\n", F.col("_eline"), tail)),
+    ).otherwise(F.col("_text"))
     return df.select(
         "*",
+        F.when(nested, ic).otherwise(ec).alias("_j"),
         line.alias("_line"),
-        is_flink_json.alias("_flink_json"),
+        flink_json.alias("_flink_json"),
+        nested.alias("_nested"),
+    )
+
+
+def _otlp_structured() -> Column:
+    """An OTLP log record that says its level or logger itself: its body is the message.
+
+    A logging bridge (the OpenTelemetry Java agent's log4j appender) sends the bare
+    message; the filelog receiver sends the file's line, which must be in a layout.
+    """
+    return F.col("_is_otlp") & (F.col("_o.level").isNotNull() | F.col("_o.logger").isNotNull())
+
+
+def _layout_time(s: Column) -> Column:
+    """A JSON layout's time as written (log4j2 JsonLayout's ``instant``: its seconds)."""
+    return F.coalesce(s["timestamp"], s["@timestamp"], s["timeMillis"], s["instant"]["epochSecond"])
+
+
+def _layout_ms(s: Column) -> Column:
+    """Epoch ms of a JSON layout's time (null when absent or unreadable)."""
+    text = F.coalesce(s["timestamp"], s["@timestamp"])
+    instant = s["instant"]
+    instant_ms = instant["epochSecond"].try_cast(LongType()) * 1000 + F.coalesce(
+        instant["nanoOfSecond"].try_cast(LongType()), F.lit(0)
+    ) / F.lit(1_000_000)
+    return (
+        F.when(text.isNotNull(), epoch_ms_from_text(text))
+        .when(instant["epochSecond"].isNotNull(), instant_ms.cast(LongType()))
+        .when(s["timeMillis"].isNotNull(), epoch_ms_from_text(s["timeMillis"]))
+    )
+
+
+def _thrown(s: Column) -> Column:
+    """log4j2 JsonLayout's exception as the lines a pattern layout prints (null: none).
+
+    ``name: message`` and its cause's, or the trace itself when it is a string
+    (``stacktraceAsString``); a trace as an array of frames adds no line detectors read.
+    """
+    t = s["thrown"]
+    head = F.concat_ws(": ", t["name"], F.coalesce(t["message"], t["localizedMessage"]))
+    cause = t["cause"]
+    caused = F.when(
+        cause["name"].isNotNull(),
+        F.concat(F.lit("Caused by: "), F.concat_ws(": ", cause["name"], cause["message"])),
+    )
+    as_text = F.coalesce(t["extendedStackTrace"], t["stackTrace"])
+    return F.when(
+        t["name"].isNotNull(),
+        F.when(as_text.isNotNull() & ~F.ltrim(as_text).startswith("["), as_text).otherwise(
+            F.concat_ws("\n", head, caused)
+        ),
+    )
+
+
+# Influx line protocol (Telegraf's default `data_format`): `measurement[,tags] fields time`.
+_INFLUX_LINE = (
+    r"^(?:[^\s\\]|\\.)+ (?:[^\s\\=]|\\.)+=(?:[^\s\\\"]|\\.|\"(?:[^\"\\]|\\.)*\")+"
+    r"(?:,(?:[^\s\\=]|\\.)+=(?:[^\s\\\"]|\\.|\"(?:[^\"\\]|\\.)*\")+)* -?\d{1,19}$"
+)
+# Protocol buffers' bytes as Kafka's string cast hands them on: an OTLP request starts with
+# field 1 (`\n`), and its lengths and fixed64 times are control bytes no log text holds.
+_BINARY = "[\\x00-\\x08\\x0B\\x0C\\x0E-\\x1F\\uFFFD]"
+
+
+def _not_a_log(matched: Column) -> Column:
+    """The shape of a record that cannot be a log (:data:`NOT_LOG_SHAPES`), else null."""
+    ec = F.col("_e")
+    json_unread = F.col("_is_json") & F.col("_line").isNull() & ~F.col("_flink_json")
+    text_unread = ~F.col("_is_json") & ~matched & ~F.col("_is_otlp")
+    first = F.substring_index(F.col("_text"), "\n", 1)
+    return (
+        F.when(F.col("raw").startswith("\n") & F.col("raw").rlike(_BINARY), F.lit("otlp_protobuf"))
+        .when(
+            json_unread & F.col("_text").rlike(r'^\s*\{\s*"resourceMetrics"\s*:'),
+            F.lit("otlp_metrics"),
+        )
+        .when(json_unread & ec["name"].isNotNull() & ec["value"].isNotNull(), F.lit("metric_json"))
+        .when(
+            json_unread & ec["name"].isNotNull() & ec["fields"].isNotNull(), F.lit("telegraf_json")
+        )
+        .when(
+            json_unread
+            & ec["name"].isNotNull()
+            & (ec["gauge"].isNotNull() | ec["counter"].isNotNull()),
+            F.lit("vector_metric"),
+        )
+        .when(text_unread & first.rlike(_INFLUX_LINE), F.lit("influx_line"))
     )
 
 
 def _headed(df: DataFrame, lim: ParseLimits, *, fallback_time: bool) -> DataFrame:
     """The layout's header (time, level, logger), the message, the error and the kind."""
     jc = F.col("_j")
-    layout_ts = F.coalesce(jc["timestamp"], jc["@timestamp"])
+    ec = F.col("_e")
     # Four anchored regexp_extract calls cost less than one _groups evaluation here
     # (measured: the layout matches at the first character; the cost is in copying text).
     df = df.select(
         "*", *[F.regexp_extract("_line", _LAYOUT, i).alias(f"_lay{i}") for i in (1, 2, 3, 4)]
     )
     tail = F.when(F.col("_tail") != "", F.col("_tail"))
-    jmsg = F.concat_ws("\n", jc["message"], jc["error.stack_trace"], tail)
+    jmsg = F.concat_ws("\n", jc["message"], jc["error.stack_trace"], _thrown(jc), tail)
     matched = F.coalesce(F.col("_lay1") != "", F.lit(False))
     # Trailing line breaks go too (Docker's json-file driver keeps the `\n` in `log`).
     message = F.regexp_replace(
@@ -622,12 +933,22 @@ def _headed(df: DataFrame, lim: ParseLimits, *, fallback_time: bool) -> DataFram
         r"\s+$",
         "",
     )
-    ts_text = F.when(F.col("_flink_json"), layout_ts).when(matched, F.col("_lay1"))
-    envelope_ts = F.coalesce(jc["@timestamp"], jc["time"], jc["date"], jc["timestamp"])
+    ts_text = F.when(F.col("_flink_json"), _layout_time(jc)).when(matched, F.col("_lay1"))
+    ts_ms = F.when(F.col("_flink_json"), _layout_ms(jc)).when(
+        matched, epoch_ms_from_text(F.col("_lay1"))
+    )
+    envelope_ts = F.coalesce(
+        F.col("_o.ts"),
+        F.when(
+            F.col("_is_json") & (~F.col("_flink_json") | F.col("_nested")),
+            F.coalesce(ec["@timestamp"], ec["time"], ec["date"], ec["timestamp"]),
+        ),
+    )
     df = df.select(
         "*",
         ts_text.alias("_ts_text"),
-        epoch_ms_from_text(ts_text).alias("_ts_ms"),
+        ts_ms.alias("_ts_ms"),
+        _not_a_log(matched).alias("_not_log"),
     )
     # A record without a time of its own takes the Kafka record's or, in a file, the
     # time of the record before it (``fallback_time``, see streaming.sources).
@@ -636,20 +957,43 @@ def _headed(df: DataFrame, lim: ParseLimits, *, fallback_time: bool) -> DataFram
         fallback = F.coalesce(fallback, epoch_ms_from_text(F.col("fallback_time")))
     event_ms = F.coalesce(
         F.col("_ts_ms"),
-        F.when(F.col("_is_json") & ~F.col("_flink_json"), epoch_ms_from_text(envelope_ts)),
+        epoch_ms_from_text(envelope_ts),
         F.when(~matched & ~F.col("_flink_json"), fallback),
     )
     is_continuation = F.col("_line").rlike(_CONTINUATION)
+    # A shipper's envelope we know by its own keys (a JSON object with none of them and no
+    # line is only `missing_field`).
+    envelope = (
+        ec["kubernetes"].isNotNull()
+        | ec["stream"].isNotNull()
+        | ec["source_type"].isNotNull()
+        | ec["date"].isNotNull()
+        | F.col("_filebeat")
+        | (ec["@timestamp"].isNotNull() & ec["host"].isNotNull())
+    )
+    otlp = F.col("_is_otlp")
     error = (
         F.when(F.col("raw").isNull() | F.col("raw").rlike(r"^\s*$"), F.lit("empty"))
         .when(F.col("_len") > lim.max_record_bytes, F.lit("too_large"))
-        .when(F.col("_is_json") & F.col("_j._corrupt").isNotNull(), F.lit("invalid_json"))
+        .when(F.col("_not_log") == "otlp_protobuf", F.lit("otlp_protobuf"))
+        .when(F.col("_not_log").isNotNull(), F.lit("metric_on_log_topic"))
+        .when(otlp & F.col("_otlp_bad"), F.lit("invalid_json"))
+        .when(otlp & (F.col("seq") >= MAX_OTLP_LOG_RECORDS), F.lit("otlp_record_cap"))
+        .when(
+            otlp & (F.col("_text").isNull() | F.col("_text").rlike(r"^\s*$")),
+            F.lit("envelope_without_line"),
+        )
+        .when(F.col("_is_json") & ec["_corrupt"].isNotNull(), F.lit("invalid_json"))
         .when(
             F.col("_is_json") & F.col("_line").isNull() & ~F.col("_flink_json"),
-            F.lit("missing_field"),
+            F.when(envelope, F.lit("envelope_without_line")).otherwise(F.lit("missing_field")),
         )
         .when(
-            ~F.col("_flink_json") & ~matched & ~is_continuation & F.col("_line").isNotNull(),
+            ~F.col("_flink_json")
+            & ~matched
+            & ~is_continuation
+            & F.col("_line").isNotNull()
+            & ~_otlp_structured(),
             F.lit("unknown_layout"),
         )
         .when(F.col("_ts_text").isNotNull() & F.col("_ts_ms").isNull(), F.lit("bad_timestamp"))
@@ -661,15 +1005,18 @@ def _headed(df: DataFrame, lim: ParseLimits, *, fallback_time: bool) -> DataFram
         message.alias("_message"),
         event_ms.alias("_event_ms"),
         F.coalesce(
-            jc["kubernetes"]["pod_name"],
-            jc["kubernetes"]["pod"]["name"],
+            F.col("_o.pod"),
+            ec["kubernetes"]["pod_name"],
+            ec["kubernetes"]["pod"]["name"],
         ).alias("_pod"),
         F.coalesce(
-            jc["kubernetes"]["host"],
-            jc["kubernetes"]["node"]["name"],
-            F.get_json_object(jc["host"], "$.name"),
-            jc["host"],
-            jc["hostname"],
+            F.col("_o.host"),
+            ec["kubernetes"]["host"],
+            ec["kubernetes"]["node"]["name"],
+            ec["kubernetes"]["pod_node_name"],
+            F.get_json_object(ec["host"], "$.name"),
+            ec["host"],
+            ec["hostname"],
         ).alias("_env_host"),
     )
     ok = F.col("error").isNull()
@@ -680,13 +1027,14 @@ def _headed(df: DataFrame, lim: ParseLimits, *, fallback_time: bool) -> DataFram
 
 
 def _level() -> Column:
-    """The record's level as its layout prints it, upper case (null: none)."""
+    """The record's level as its layout (or else its OTLP severity) prints it, upper case."""
     jc = F.col("_j")
     matched = F.coalesce(F.col("_lay1") != "", F.lit(False))
     return F.upper(
         F.coalesce(
             F.when(F.col("_flink_json"), F.coalesce(jc["level"], jc["log.level"])),
             F.when(matched, F.col("_lay2")),
+            F.col("_o.level"),
         )
     )
 
@@ -699,7 +1047,50 @@ def _by_level(kind: Column, level: Column) -> Column:
     return expr
 
 
-def _event_columns(df: DataFrame, lim: ParseLimits) -> DataFrame:
+def _shape() -> Column:
+    """The record's shape (see :func:`parse_logs`)."""
+    jc, ec = F.col("_j"), F.col("_e")
+    matched = F.coalesce(F.col("_lay1") != "", F.lit(False))
+    layout = (
+        F.when(~F.col("_flink_json"), F.lit(None))
+        .when(jc["log.level"].isNotNull(), F.lit("ecs_json"))
+        .when(
+            jc["instant"].isNotNull() | jc["timeMillis"].isNotNull() | jc["loggerName"].isNotNull(),
+            F.lit("log4j2_json_layout"),
+        )
+        .otherwise(F.lit("flink_json"))
+    )
+    envelope = (
+        F.when(F.col("_is_otlp"), F.lit("otlp_json"))
+        .when(~F.col("_is_json"), F.lit(None))
+        .when(F.col("_filebeat"), F.lit("filebeat"))
+        .when(
+            ec["source_type"].isNotNull() | ec["kubernetes"]["pod_node_name"].isNotNull(),
+            F.lit("vector"),
+        )
+        .when(
+            ec["log"].isNotNull() & (ec["kubernetes"].isNotNull() | ec["date"].isNotNull()),
+            F.lit("fluentbit"),
+        )
+        .when(ec["log"].isNotNull(), F.lit("docker_json"))
+        .when(F.col("_top_layout"), F.lit(None))
+        .when(ec["@timestamp"].isNotNull() & ec["message"].isNotNull(), F.lit("filebeat"))
+        .when(F.col("_eline").isNotNull(), F.lit("json_envelope"))
+    )
+    text = F.when(
+        ~F.col("_is_json") & (matched | F.col("_line").rlike(_CONTINUATION)), F.lit("log4j_text")
+    )
+    return F.coalesce(
+        F.col("_not_log"),
+        F.when(envelope.isNotNull() & layout.isNotNull(), F.concat_ws("+", envelope, layout)),
+        envelope,
+        layout,
+        F.when(~F.col("_is_otlp"), text),
+        F.lit("unknown"),
+    )
+
+
+def _event_columns(df: DataFrame, lim: ParseLimits, *, shapes: bool) -> DataFrame:
     """The parsed event's fields from the message, in :data:`EVENT_COLUMNS` order."""
     jc = F.col("_j")
     ok = F.col("error").isNull()
@@ -715,16 +1106,30 @@ def _event_columns(df: DataFrame, lim: ParseLimits) -> DataFrame:
         F.when(
             F.col("_flink_json"),
             F.coalesce(
-                jc["logger"], jc["log.logger"], F.regexp_replace(jc["file"], r"\.java$", "")
+                jc["logger"],
+                jc["log.logger"],
+                jc["loggerName"],
+                F.regexp_replace(jc["file"], r"\.java$", ""),
             ),
         ),
         F.when(matched, F.col("_lay3")),
+        F.col("_o.logger"),
     )
+    # Where a shipper says the file came from: a YARN container directory names the process.
+    path = F.coalesce(F.col("_o.path"), F.when(F.col("_is_json"), F.col("_text")))
+    detail = F.when(
+        F.col("error") == "otlp_record_cap",
+        F.format_string(
+            "%d log records beyond the first %d",
+            F.col("_otlp_n") - MAX_OTLP_LOG_RECORDS,
+            F.lit(MAX_OTLP_LOG_RECORDS),
+        ),
+    ).otherwise(F.substring(F.col("_e._corrupt"), 1, 200))
     return df.select(
         "topic",
         "partition",
         "offset",
-        F.lit(0).alias("seq"),
+        "seq",
         "kafka_ts",
         F.col("kind"),
         F.when(ok, F.timestamp_millis(F.col("_event_ms"))).alias("event_time"),
@@ -737,10 +1142,7 @@ def _event_columns(df: DataFrame, lim: ParseLimits) -> DataFrame:
             # directory (`…/container_…/taskmanager.log`) or, failing that, its host does.
             F.when(
                 F.col("kind").isin(*_SELF_REPORTED),
-                F.coalesce(
-                    _rx(F.when(F.col("_is_json"), F.col("raw")), _YARN_LOG_DIR),
-                    F.col("_env_host"),
-                ),
+                F.coalesce(_rx(path, _YARN_LOG_DIR), F.col("_env_host")),
             ),
         ).alias("tm_id"),
         F.coalesce(fields["host"], F.col("_env_host")).alias("host"),
@@ -757,8 +1159,7 @@ def _event_columns(df: DataFrame, lim: ParseLimits) -> DataFrame:
         F.when(level == "WARNING", F.lit("WARN")).otherwise(level).alias("level"),
         logger.alias("logger"),
         F.col("error"),
-        F.when(F.col("error").isNotNull(), F.substring(F.col("_j._corrupt"), 1, 200)).alias(
-            "detail"
-        ),
+        F.when(F.col("error").isNotNull(), detail).alias("detail"),
         F.when(F.col("error").isNotNull(), F.substring(F.col("raw"), 1, 65536)).alias("raw"),
+        *([_shape().alias("shape")] if shapes else []),
     )

@@ -20,7 +20,15 @@ from pyspark.sql import functions as F
 
 from detectors.model import EVENT_KINDS
 from streaming.metric_parsing import parse_metrics
-from streaming.parsing import ParseLimits, parse_logs
+from streaming.parsing import (
+    DEAD_LETTER_REASONS,
+    LOG_ENVELOPES,
+    LOG_LAYOUTS,
+    MAX_OTLP_LOG_RECORDS,
+    NOT_LOG_SHAPES,
+    ParseLimits,
+    parse_logs,
+)
 from streaming.schemas import EVENT_COLUMNS
 from tests.conftest import RECORD_SCHEMA, records_df
 
@@ -77,8 +85,8 @@ def _expectations(case: dict[str, Any]) -> list[dict[str, Any]]:
 def _check(case: dict[str, Any], rows: list[dict[str, Any]]) -> None:
     expected = _expectations(case)
     assert len(rows) == len(expected), f"{len(rows)} rows: {rows}"
-    if len(rows) > 1:  # one record, several metrics: pair them by metric name
-        rows = sorted(rows, key=lambda r: str(r["metric"]))
+    if len(rows) > 1:  # one record, several events: pair them by metric name, else in seq order
+        rows = sorted(rows, key=lambda r: (str(r["metric"]), r["seq"]))
         expected = sorted(expected, key=lambda w: str(w.get("metric")))
     for want_row, row in zip(expected, rows, strict=True):
         want_row = dict(want_row)
@@ -139,10 +147,16 @@ def test_every_log_kind_has_a_case() -> None:
 def test_every_dead_letter_reason_has_a_case() -> None:
     log_errors = {w.get("error") for c in LOG_CASES for w in _expectations(c)}
     metric_errors = {w.get("error") for c in METRIC_CASES for w in _expectations(c)}
-    # too_large is generated in test_oversized_records_are_dead_lettered.
-    assert {"invalid_json", "empty", "unknown_layout", "bad_timestamp", "missing_field"} <= (
-        log_errors
-    )
+    # too_large, otlp_protobuf and otlp_record_cap are generated in tests below.
+    assert {
+        "invalid_json",
+        "empty",
+        "unknown_layout",
+        "bad_timestamp",
+        "missing_field",
+        "metric_on_log_topic",
+        "envelope_without_line",
+    } <= log_errors
     assert {"invalid_json", "bad_type", "non_finite_value", "missing_field"} <= metric_errors
 
 
@@ -209,3 +223,133 @@ def test_zone_less_log_timestamp_is_read_in_session_time_zone(spark: SparkSessio
         (None, _ms(dt.datetime(2020, 10, 17, 14, 51, 36, 289000, tzinfo=shanghai).isoformat())),
         (None, _ms("2024-05-20T09:20:11.402+00:00")),
     ]
+
+
+# --- shipper routes (issue #33) -----------------------------------------------------------------
+
+_COMPLETED = (
+    "2026-11-23 04:42:23,446 INFO  org.apache.flink.runtime.checkpoint.CheckpointCoordinator"
+    "    [] - Completed checkpoint {n} for job 4a65850149ce04ff4047c9701f25e7a7 (82250 bytes,"
+    " checkpointDuration=851 ms, finalizationTime=21 ms)."
+)
+
+
+def _otlp_request(bodies: list[str]) -> str:
+    records = [
+        {
+            "timeUnixNano": "0",
+            "observedTimeUnixNano": "1795408943452000000",
+            "body": {"stringValue": b},
+        }
+        for b in bodies
+    ]
+    host = {"key": "host.name", "value": {"stringValue": "gke-pool-1-4f2a"}}
+    return json.dumps(
+        {
+            "resourceLogs": [
+                {"resource": {"attributes": [host]}, "scopeLogs": [{"logRecords": records}]}
+            ]
+        }
+    )
+
+
+@pytest.mark.spark
+def test_an_otlp_request_with_10000_log_records_is_cut_at_the_cap(spark: SparkSession) -> None:
+    cap = MAX_OTLP_LOG_RECORDS
+    request = _otlp_request([_COMPLETED.format(n=n) for n in range(1, 10_001)])
+    lim = ParseLimits(max_record_bytes=len(request) + 1)
+    rows = parse_logs(records_df(spark, [request]), lim).orderBy("seq").collect()
+    assert len(rows) == cap + 1
+    events, surplus = rows[:cap], rows[cap]
+    assert [(r.seq, r.kind, r.checkpoint_id) for r in events] == [
+        (i, "checkpoint_completed", i + 1) for i in range(cap)
+    ]
+    assert {r.host for r in events} == {"gke-pool-1-4f2a"}
+    assert (surplus.seq, surplus.kind, surplus.error) == (cap, None, "otlp_record_cap")
+    assert surplus.detail == f"{10_000 - cap} log records beyond the first {cap}"
+    assert len(surplus.raw) == 65536
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        b, n = n & 0x7F, n >> 7
+        out.append(b | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    """A length-delimited protobuf field."""
+    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+
+
+def _otlp_proto(body: str) -> str:
+    """An ExportLogsServiceRequest in protobuf, as Kafka's value cast to a string shows it."""
+    any_value = _field(1, body.encode())
+    record = (
+        bytes([1 << 3 | 1])
+        + (1795408943452000000).to_bytes(8, "little")  # time_unix_nano
+        + bytes([2 << 3])
+        + _varint(9)  # severity_number
+        + _field(5, any_value)  # body
+    )
+    host = _field(1, _field(1, b"host.name") + _field(2, _field(1, b"gke-pool-1-4f2a")))
+    request = _field(1, _field(1, host) + _field(2, _field(2, record)))
+    return request.decode("utf-8", errors="replace")
+
+
+@pytest.mark.spark
+def test_otlp_protobuf_is_refused_with_its_own_reason(spark: SparkSession) -> None:
+    value = _otlp_proto(_COMPLETED.format(n=1))
+    rows = parse_logs(records_df(spark, [value]), shapes=True).collect()
+    assert [(r.kind, r.error, r.shape) for r in rows] == [(None, "otlp_protobuf", "otlp_protobuf")]
+
+
+# One record per shape: (case id or a record, the shape parse_logs(shapes=True) names).
+_SHAPES = [
+    ("layout_kubectl_timestamps_prefix", "log4j_text"),
+    ("unparsed_lone_stack_frame", "log4j_text"),
+    ("log_warn_json_context_map_job_id", "flink_json"),
+    ("log4j2_json_layout_instant_completed_2_3", "log4j2_json_layout"),
+    ("log_error_ecs_mdc_job_id_2_3", "ecs_json"),
+    ("envelope_fluentbit_docker_trailing_newline", "fluentbit"),
+    ("fluentbit_k8s_wrapping_ecs_fatal_oom", "fluentbit+ecs_json"),
+    (json.dumps({"log": _COMPLETED.format(n=1) + "\n", "stream": "stdout"}), "docker_json"),
+    ("docker_json_wrapping_flink_json_layout_seed000", "docker_json+flink_json"),
+    ("vector_k8s_text_line_host_from_pod_node_name", "vector"),
+    ("vector_k8s_wrapping_ecs_fatal_oom", "vector+ecs_json"),
+    ("envelope_filebeat_ecs_log_object", "filebeat"),
+    ("envelope_filebeat_decoded_json_layout_fatal_seed000", "filebeat+flink_json"),
+    (json.dumps({"message": _COMPLETED.format(n=1)}), "json_envelope"),
+    ("otlp_json_bridge_bare_message_nanos_as_strings", "otlp_json"),
+    ("otlp_json_body_ecs_layout", "otlp_json+ecs_json"),
+    ("dead_metric_canonical_on_log_topic", "metric_json"),
+    ("dead_metric_telegraf_json_on_log_topic", "telegraf_json"),
+    ("dead_metric_vector_on_log_topic", "vector_metric"),
+    ("dead_metric_otlp_json_on_log_topic", "otlp_metrics"),
+    ("dead_metric_influx_line_on_log_topic", "influx_line"),
+    ("dead_unknown_layout", "unknown"),
+    ("dead_json_without_line", "unknown"),
+]
+
+
+@pytest.mark.spark
+def test_the_shape_column_names_each_record_shape(spark: SparkSession) -> None:
+    by_id = {c["id"]: c["value"] for c in LOG_CASES}
+    values = [by_id.get(v, v) for v, _ in _SHAPES]
+    parsed = parse_logs(records_df(spark, values), shapes=True)
+    assert parsed.columns == [*EVENT_COLUMNS, "shape"]
+    got = [(r.offset, r.shape) for r in parsed.orderBy("offset").collect()]
+    assert got == [(i, shape) for i, (_, shape) in enumerate(_SHAPES)]
+
+
+def test_every_shape_and_dead_letter_reason_is_documented() -> None:
+    page = (DATA.parent.parent.parent / "docs" / "input-formats.md").read_text(encoding="utf-8")
+    for reason in DEAD_LETTER_REASONS:
+        assert f"| `{reason}` |" in page, reason
+    for shape in (*LOG_LAYOUTS, *LOG_ENVELOPES, *NOT_LOG_SHAPES):
+        assert f"`{shape}`" in page, shape
+    # otlp_protobuf has a test of its own.
+    shown = {s for _, s in _SHAPES if "+" not in s} | {"otlp_protobuf"}
+    assert shown == {*LOG_LAYOUTS, *LOG_ENVELOPES, *NOT_LOG_SHAPES}
