@@ -193,6 +193,9 @@ def event_of(record: str, fallback_ms: int | None = None) -> Event | None:
         stamp = stamp if stamp and int(stamp) > 0 else rec.get("observedTimeUnixNano")
         envelope_ms = int(stamp) // 1_000_000 if stamp else None
         text, structured = rec["body"]["stringValue"].lstrip(), rec.get("severityText")
+        number = rec.get("severityNumber")
+        if not structured and isinstance(number, int) and 1 <= number <= 24:
+            structured = ("TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL")[(number - 1) // 4]
         if structured and not text.startswith("{") and not _LAYOUT.match(text):
             level = str(structured).upper()
             return _event(text, level, envelope_ms or fallback_ms, None)

@@ -22,6 +22,7 @@ from pyspark.sql.types import (
     ArrayType,
     DecimalType,
     DoubleType,
+    IntegerType,
     LongType,
     StringType,
     StructField,
@@ -351,6 +352,7 @@ _OTLP_LOGS_SCHEMA = StructType(
                                                             "timeUnixNano",
                                                             "observedTimeUnixNano",
                                                             "severityText",
+                                                            "severityNumber",
                                                         ).fields,
                                                         StructField(
                                                             "body", _strings("stringValue")
@@ -676,6 +678,15 @@ def _attr(attrs: Column, key: str) -> Column:
     return F.get(F.filter(attrs, lambda a: a["key"] == key), 0)["value"]["stringValue"]
 
 
+def _severity(number: Column) -> Column:
+    """The level of an OTLP ``severityNumber`` (its ranges: 1-4 TRACE … 21-24 FATAL)."""
+    n = number.try_cast(IntegerType())
+    expr = F.when(n > 24, F.lit(None))
+    for low, level in ((21, "FATAL"), (17, "ERROR"), (13, "WARN"), (9, "INFO"), (5, "DEBUG")):
+        expr = expr.when(n >= low, F.lit(level))
+    return expr.when(n >= 1, F.lit("TRACE"))
+
+
 def _otlp_exploded(records: DataFrame) -> DataFrame:
     """Records with one row per log record of an OTLP/JSON request (``_o``), others as they are.
 
@@ -683,7 +694,9 @@ def _otlp_exploded(records: DataFrame) -> DataFrame:
     request's schema; a record of another shape gets ``_o`` null and ``_seq`` null.
     """
     value = F.col("value")
-    df = records.select("*", value.rlike(r'^\s*\{\s*"resourceLogs"\s*:').alias("_is_otlp"))
+    # The regex runs on the first characters only: a long record does not pay for its length.
+    head = F.substring(value, 1, 64)
+    df = records.select("*", head.rlike(r'^\s*\{\s*"resourceLogs"\s*:').alias("_is_otlp"))
     req = F.from_json(F.when(F.col("_is_otlp"), value), _OTLP_LOGS_SCHEMA, JSON_OPTS)
 
     def item(r: Column, s: Column, lr: Column) -> Column:
@@ -695,7 +708,7 @@ def _otlp_exploded(records: DataFrame) -> DataFrame:
             F.when(stamp.try_cast(LongType()) > 0, stamp)
             .otherwise(lr["observedTimeUnixNano"])
             .alias("ts"),
-            lr["severityText"].alias("level"),
+            F.coalesce(lr["severityText"], _severity(lr["severityNumber"])).alias("level"),
             s["scope"]["name"].alias("logger"),
             _attr(res, "host.name").alias("host"),
             _attr(res, "k8s.pod.name").alias("pod"),
@@ -882,7 +895,7 @@ def _thrown(s: Column) -> Column:
 # Influx line protocol (Telegraf's default `data_format`): `measurement[,tags] fields time`.
 _INFLUX_LINE = (
     r"^(?:[^\s\\]|\\.)+ (?:[^\s\\=]|\\.)+=(?:[^\s\\\"]|\\.|\"(?:[^\"\\]|\\.)*\")+"
-    r"(?:,(?:[^\s\\=]|\\.)+=(?:[^\s\\\"]|\\.|\"(?:[^\"\\]|\\.)*\")+)* -?\d{1,19}$"
+    r"(?:,(?:[^\s\\=]|\\.)+=(?:[^\s\\\"]|\\.|\"(?:[^\"\\]|\\.)*\")+)* \d{10,19}$"
 )
 # Protocol buffers' bytes as Kafka's string cast hands them on: an OTLP request starts with
 # field 1 (`\n`), and its lengths and fixed64 times are control bytes no log text holds.
