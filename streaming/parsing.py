@@ -668,7 +668,7 @@ def parse_logs(
     """
     lim = limits or ParseLimits()
     df = _otlp_exploded(records)
-    df = _unwrapped(df)
+    df = _unwrapped(df, shapes=shapes)
     df = _headed(df, lim, fallback_time="fallback_time" in records.columns)
     return _event_columns(df, lim, shapes=shapes)
 
@@ -697,7 +697,7 @@ def _otlp_exploded(records: DataFrame) -> DataFrame:
     # The regex runs on the first characters only: a long record does not pay for its length.
     head = F.substring(value, 1, 64)
     df = records.select("*", head.rlike(r'^\s*\{\s*"resourceLogs"\s*:').alias("_is_otlp"))
-    req = F.from_json(F.when(F.col("_is_otlp"), value), _OTLP_LOGS_SCHEMA, JSON_OPTS)
+    req = F.col("_req")
 
     def item(r: Column, s: Column, lr: Column) -> Column:
         res = r["resource"]["attributes"]
@@ -738,27 +738,27 @@ def _otlp_exploded(records: DataFrame) -> DataFrame:
     df = df.select(
         *records.columns,
         "_is_otlp",
-        F.when(F.col("_is_otlp"), req["_corrupt"].isNotNull()).alias("_otlp_bad"),
-        F.when(F.col("_is_otlp") & req["_corrupt"].isNull(), items).alias("_items"),
+        F.from_json(F.when(F.col("_is_otlp"), value), _OTLP_LOGS_SCHEMA, JSON_OPTS).alias("_req"),
     )
+    items = F.when(req["_corrupt"].isNull(), items)
     # One element past the cap is kept: it stands for the rest (an `otlp_record_cap` dead letter).
     return df.select(
         *records.columns,
         "_is_otlp",
-        "_otlp_bad",
-        F.size(F.col("_items")).alias("_otlp_n"),
-        F.posexplode_outer(F.slice(F.col("_items"), 1, MAX_OTLP_LOG_RECORDS + 1)).alias(
-            "_seq", "_o"
-        ),
+        req["_corrupt"].isNotNull().alias("_otlp_bad"),
+        F.size(items).alias("_otlp_n"),
+        F.posexplode_outer(F.slice(items, 1, MAX_OTLP_LOG_RECORDS + 1)).alias("_seq", "_o"),
     )
 
 
-def _unwrapped(records: DataFrame) -> DataFrame:
+def _unwrapped(records: DataFrame, *, shapes: bool) -> DataFrame:
     """Records with the log line to parse (``_line``) out of whatever envelope it came in.
 
     ``_e`` is the record's JSON object (a layout or a shipper's envelope), ``_j`` the JSON
     layout the fields come from: ``_e`` itself, or the line inside the envelope when that
     line is a JSON layout (``_nested``: JSON on stdout under a Fluent Bit or Vector DaemonSet).
+    What later steps need of the envelope is taken here, and only that goes on: every
+    projection after this one copies each column it carries.
     """
     # The text to read: the record, or the body of one OTLP log record.
     text = F.when(F.col("_is_otlp"), F.col("_o.line")).otherwise(F.col("value"))
@@ -833,12 +833,88 @@ def _unwrapped(records: DataFrame) -> DataFrame:
         F.col("_is_json"),
         F.when(~flink_json & F.col("_eline").isNotNull(), F.concat_ws("\n", F.col("_eline"), tail)),
     ).otherwise(F.col("_text"))
-    return df.select(
+    df = df.select(
         "*",
         F.when(nested, ic).otherwise(ec).alias("_j"),
         line.alias("_line"),
         flink_json.alias("_flink_json"),
         nested.alias("_nested"),
+    )
+    flink_json, nested = F.col("_flink_json"), F.col("_nested")
+    o = F.col("_o")
+    envelope_ts = F.coalesce(
+        o["ts"],
+        F.when(
+            F.col("_is_json") & (~flink_json | nested),
+            F.coalesce(ec["@timestamp"], ec["time"], ec["date"], ec["timestamp"]),
+        ),
+    )
+    # A shipper's envelope we know by its own keys (a JSON object with none of them and no
+    # line is only `missing_field`).
+    envelope = (
+        ec["kubernetes"].isNotNull()
+        | ec["stream"].isNotNull()
+        | ec["source_type"].isNotNull()
+        | ec["date"].isNotNull()
+        | F.col("_filebeat")
+        | (ec["@timestamp"].isNotNull() & ec["host"].isNotNull())
+    )
+    json_unread = F.col("_is_json") & F.col("_line").isNull() & ~flink_json
+    json_metric = (
+        F.when(
+            json_unread & F.substring(F.col("_text"), 1, 64).rlike(r'^\s*\{\s*"resourceMetrics"'),
+            F.lit("otlp_metrics"),
+        )
+        .when(json_unread & ec["name"].isNotNull() & ec["value"].isNotNull(), F.lit("metric_json"))
+        .when(
+            json_unread & ec["name"].isNotNull() & ec["fields"].isNotNull(), F.lit("telegraf_json")
+        )
+        .when(
+            json_unread
+            & ec["name"].isNotNull()
+            & (ec["gauge"].isNotNull() | ec["counter"].isNotNull()),
+            F.lit("vector_metric"),
+        )
+    )
+    return df.select(
+        "topic",
+        "partition",
+        "offset",
+        "kafka_ts",
+        *(["fallback_time"] if "fallback_time" in records.columns else []),
+        "seq",
+        "raw",
+        "_len",
+        "_is_otlp",
+        "_otlp_bad",
+        "_otlp_n",
+        (F.col("_is_otlp") & (o["line"].isNull() | o["line"].rlike(r"^\s*$"))).alias("_otlp_blank"),
+        o["level"].alias("_o_level"),
+        o["logger"].alias("_o_logger"),
+        o["path"].alias("_o_path"),
+        "_is_json",
+        "_tail",
+        "_j",
+        "_line",
+        "_flink_json",
+        "_nested",
+        ec["_corrupt"].alias("_e_corrupt"),
+        envelope_ts.alias("_env_ts"),
+        F.when(json_unread, envelope).alias("_envelope"),
+        json_metric.alias("_json_metric"),
+        F.coalesce(o["pod"], ec["kubernetes"]["pod_name"], ec["kubernetes"]["pod"]["name"]).alias(
+            "_pod"
+        ),
+        F.coalesce(
+            o["host"],
+            ec["kubernetes"]["host"],
+            ec["kubernetes"]["node"]["name"],
+            ec["kubernetes"]["pod_node_name"],
+            F.get_json_object(ec["host"], "$.name"),
+            ec["host"],
+            ec["hostname"],
+        ).alias("_env_host"),
+        *([_envelope_shape().alias("_shape_env")] if shapes else []),
     )
 
 
@@ -848,7 +924,7 @@ def _otlp_structured() -> Column:
     A logging bridge (the OpenTelemetry Java agent's log4j appender) sends the bare
     message; the filelog receiver sends the file's line, which must be in a layout.
     """
-    return F.col("_is_otlp") & (F.col("_o.level").isNotNull() | F.col("_o.logger").isNotNull())
+    return F.col("_is_otlp") & (F.col("_o_level").isNotNull() | F.col("_o_logger").isNotNull())
 
 
 def _layout_time(s: Column) -> Column:
@@ -904,26 +980,11 @@ _BINARY = "[\\x00-\\x08\\x0B\\x0C\\x0E-\\x1F\\uFFFD]"
 
 def _not_a_log(matched: Column) -> Column:
     """The shape of a record that cannot be a log (:data:`NOT_LOG_SHAPES`), else null."""
-    ec = F.col("_e")
-    json_unread = F.col("_is_json") & F.col("_line").isNull() & ~F.col("_flink_json")
     text_unread = ~F.col("_is_json") & ~matched & ~F.col("_is_otlp")
-    first = F.substring_index(F.col("_text"), "\n", 1)
+    first = F.substring_index(F.col("raw"), "\n", 1)
     return (
         F.when(F.col("raw").startswith("\n") & F.col("raw").rlike(_BINARY), F.lit("otlp_protobuf"))
-        .when(
-            json_unread & F.col("_text").rlike(r'^\s*\{\s*"resourceMetrics"\s*:'),
-            F.lit("otlp_metrics"),
-        )
-        .when(json_unread & ec["name"].isNotNull() & ec["value"].isNotNull(), F.lit("metric_json"))
-        .when(
-            json_unread & ec["name"].isNotNull() & ec["fields"].isNotNull(), F.lit("telegraf_json")
-        )
-        .when(
-            json_unread
-            & ec["name"].isNotNull()
-            & (ec["gauge"].isNotNull() | ec["counter"].isNotNull()),
-            F.lit("vector_metric"),
-        )
+        .when(F.col("_json_metric").isNotNull(), F.col("_json_metric"))
         .when(text_unread & first.rlike(_INFLUX_LINE), F.lit("influx_line"))
     )
 
@@ -931,7 +992,6 @@ def _not_a_log(matched: Column) -> Column:
 def _headed(df: DataFrame, lim: ParseLimits, *, fallback_time: bool) -> DataFrame:
     """The layout's header (time, level, logger), the message, the error and the kind."""
     jc = F.col("_j")
-    ec = F.col("_e")
     # Four anchored regexp_extract calls cost less than one _groups evaluation here
     # (measured: the layout matches at the first character; the cost is in copying text).
     df = df.select(
@@ -950,13 +1010,6 @@ def _headed(df: DataFrame, lim: ParseLimits, *, fallback_time: bool) -> DataFram
     ts_ms = F.when(F.col("_flink_json"), _layout_ms(jc)).when(
         matched, epoch_ms_from_text(F.col("_lay1"))
     )
-    envelope_ts = F.coalesce(
-        F.col("_o.ts"),
-        F.when(
-            F.col("_is_json") & (~F.col("_flink_json") | F.col("_nested")),
-            F.coalesce(ec["@timestamp"], ec["time"], ec["date"], ec["timestamp"]),
-        ),
-    )
     df = df.select(
         "*",
         ts_text.alias("_ts_text"),
@@ -970,20 +1023,10 @@ def _headed(df: DataFrame, lim: ParseLimits, *, fallback_time: bool) -> DataFram
         fallback = F.coalesce(fallback, epoch_ms_from_text(F.col("fallback_time")))
     event_ms = F.coalesce(
         F.col("_ts_ms"),
-        epoch_ms_from_text(envelope_ts),
+        epoch_ms_from_text(F.col("_env_ts")),
         F.when(~matched & ~F.col("_flink_json"), fallback),
     )
     is_continuation = F.col("_line").rlike(_CONTINUATION)
-    # A shipper's envelope we know by its own keys (a JSON object with none of them and no
-    # line is only `missing_field`).
-    envelope = (
-        ec["kubernetes"].isNotNull()
-        | ec["stream"].isNotNull()
-        | ec["source_type"].isNotNull()
-        | ec["date"].isNotNull()
-        | F.col("_filebeat")
-        | (ec["@timestamp"].isNotNull() & ec["host"].isNotNull())
-    )
     otlp = F.col("_is_otlp")
     error = (
         F.when(F.col("raw").isNull() | F.col("raw").rlike(r"^\s*$"), F.lit("empty"))
@@ -992,14 +1035,13 @@ def _headed(df: DataFrame, lim: ParseLimits, *, fallback_time: bool) -> DataFram
         .when(F.col("_not_log").isNotNull(), F.lit("metric_on_log_topic"))
         .when(otlp & F.col("_otlp_bad"), F.lit("invalid_json"))
         .when(otlp & (F.col("seq") >= MAX_OTLP_LOG_RECORDS), F.lit("otlp_record_cap"))
+        .when(F.col("_otlp_blank"), F.lit("envelope_without_line"))
+        .when(F.col("_is_json") & F.col("_e_corrupt").isNotNull(), F.lit("invalid_json"))
         .when(
-            otlp & (F.col("_text").isNull() | F.col("_text").rlike(r"^\s*$")),
-            F.lit("envelope_without_line"),
-        )
-        .when(F.col("_is_json") & ec["_corrupt"].isNotNull(), F.lit("invalid_json"))
-        .when(
-            F.col("_is_json") & F.col("_line").isNull() & ~F.col("_flink_json"),
-            F.when(envelope, F.lit("envelope_without_line")).otherwise(F.lit("missing_field")),
+            F.col("_envelope").isNotNull(),
+            F.when(F.col("_envelope"), F.lit("envelope_without_line")).otherwise(
+                F.lit("missing_field")
+            ),
         )
         .when(
             ~F.col("_flink_json")
@@ -1017,20 +1059,6 @@ def _headed(df: DataFrame, lim: ParseLimits, *, fallback_time: bool) -> DataFram
         error.alias("error"),
         message.alias("_message"),
         event_ms.alias("_event_ms"),
-        F.coalesce(
-            F.col("_o.pod"),
-            ec["kubernetes"]["pod_name"],
-            ec["kubernetes"]["pod"]["name"],
-        ).alias("_pod"),
-        F.coalesce(
-            F.col("_o.host"),
-            ec["kubernetes"]["host"],
-            ec["kubernetes"]["node"]["name"],
-            ec["kubernetes"]["pod_node_name"],
-            F.get_json_object(ec["host"], "$.name"),
-            ec["host"],
-            ec["hostname"],
-        ).alias("_env_host"),
     )
     ok = F.col("error").isNull()
     df = df.select("*", F.when(ok, F.substring_index(F.col("_message"), "\n", 1)).alias("_first"))
@@ -1047,7 +1075,7 @@ def _level() -> Column:
         F.coalesce(
             F.when(F.col("_flink_json"), F.coalesce(jc["level"], jc["log.level"])),
             F.when(matched, F.col("_lay2")),
-            F.col("_o.level"),
+            F.col("_o_level"),
         )
     )
 
@@ -1060,20 +1088,10 @@ def _by_level(kind: Column, level: Column) -> Column:
     return expr
 
 
-def _shape() -> Column:
-    """The record's shape (see :func:`parse_logs`)."""
-    jc, ec = F.col("_j"), F.col("_e")
-    matched = F.coalesce(F.col("_lay1") != "", F.lit(False))
-    layout = (
-        F.when(~F.col("_flink_json"), F.lit(None))
-        .when(jc["log.level"].isNotNull(), F.lit("ecs_json"))
-        .when(
-            jc["instant"].isNotNull() | jc["timeMillis"].isNotNull() | jc["loggerName"].isNotNull(),
-            F.lit("log4j2_json_layout"),
-        )
-        .otherwise(F.lit("flink_json"))
-    )
-    envelope = (
+def _envelope_shape() -> Column:
+    """The shipper envelope's name (see :func:`parse_logs`), in :func:`_unwrapped`'s terms."""
+    ec = F.col("_e")
+    return (
         F.when(F.col("_is_otlp"), F.lit("otlp_json"))
         .when(~F.col("_is_json"), F.lit(None))
         .when(F.col("_filebeat"), F.lit("filebeat"))
@@ -1090,6 +1108,22 @@ def _shape() -> Column:
         .when(ec["@timestamp"].isNotNull() & ec["message"].isNotNull(), F.lit("filebeat"))
         .when(F.col("_eline").isNotNull(), F.lit("json_envelope"))
     )
+
+
+def _shape() -> Column:
+    """The record's shape (see :func:`parse_logs`)."""
+    jc = F.col("_j")
+    matched = F.coalesce(F.col("_lay1") != "", F.lit(False))
+    layout = (
+        F.when(~F.col("_flink_json"), F.lit(None))
+        .when(jc["log.level"].isNotNull(), F.lit("ecs_json"))
+        .when(
+            jc["instant"].isNotNull() | jc["timeMillis"].isNotNull() | jc["loggerName"].isNotNull(),
+            F.lit("log4j2_json_layout"),
+        )
+        .otherwise(F.lit("flink_json"))
+    )
+    envelope = F.col("_shape_env")
     text = F.when(
         ~F.col("_is_json") & (matched | F.col("_line").rlike(_CONTINUATION)), F.lit("log4j_text")
     )
@@ -1126,10 +1160,10 @@ def _event_columns(df: DataFrame, lim: ParseLimits, *, shapes: bool) -> DataFram
             ),
         ),
         F.when(matched, F.col("_lay3")),
-        F.col("_o.logger"),
+        F.col("_o_logger"),
     )
     # Where a shipper says the file came from: a YARN container directory names the process.
-    path = F.coalesce(F.col("_o.path"), F.when(F.col("_is_json"), F.col("_text")))
+    path = F.coalesce(F.col("_o_path"), F.when(F.col("_is_json"), F.col("raw")))
     detail = F.when(
         F.col("error") == "otlp_record_cap",
         F.format_string(
@@ -1137,7 +1171,7 @@ def _event_columns(df: DataFrame, lim: ParseLimits, *, shapes: bool) -> DataFram
             F.col("_otlp_n") - MAX_OTLP_LOG_RECORDS,
             F.lit(MAX_OTLP_LOG_RECORDS),
         ),
-    ).otherwise(F.substring(F.col("_e._corrupt"), 1, 200))
+    ).otherwise(F.substring(F.col("_e_corrupt"), 1, 200))
     return df.select(
         "topic",
         "partition",
