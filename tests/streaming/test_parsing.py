@@ -249,7 +249,8 @@ def _otlp_request(bodies: list[str]) -> str:
             "resourceLogs": [
                 {"resource": {"attributes": [host]}, "scopeLogs": [{"logRecords": records}]}
             ]
-        }
+        },
+        separators=(",", ":"),  # compact, as the collector's exporter writes it
     )
 
 
