@@ -33,13 +33,15 @@ otelcol() {
   if [ -x "$out/otelcol-flinkwatch" ]; then say "otelcol: built ($out/otelcol-flinkwatch)"; return; fi
   GOBIN=$out go install "go.opentelemetry.io/collector/cmd/builder@$OTELCOL_VERSION"
   local src=$out/otelcol-build
-  # The builder's own "get modules" step runs a strict `go mod tidy`, which also wants
-  # the test dependencies of every component; here the proxy refuses one of them
-  # (contrib's pkg/golden v0.155.0: 403) and the checksum database does not know
-  # pkg/stanza v0.155.0 (404). So the builder only writes the sources and go.mod, and
-  # `go mod tidy -e` resolves what the binary imports (nothing of which is missing).
+  # The builder writes the sources and go.mod, then runs a strict `go mod tidy`, which
+  # also wants the test dependencies of every component: here the proxy refuses one of
+  # them (contrib's pkg/golden v0.155.0: 403) and the checksum database does not know
+  # pkg/stanza v0.155.0 (404), so that step fails. (--skip-get-modules would not write
+  # go.mod at all.) `go mod tidy -e` then resolves what the binary imports, nothing of
+  # which is missing, and `go build` compiles it as the builder would have.
+  rm -rf "$src"
   "$out/builder" --config "$repo/scripts/shippers/otelcol-builder.yaml" \
-    --skip-get-modules --skip-compilation --output-path "$src"
+    --skip-compilation --output-path "$src" || [ -f "$src/go.mod" ]
   (
     cd "$src"
     export GOFLAGS=-mod=mod
