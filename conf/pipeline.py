@@ -377,21 +377,24 @@ class MetricNameRule(FrozenModel):
         min_length=1,
         max_length=1000,
         description=(
-            "Java regular expression on the whole incoming name (anchored; no nested "
-            "quantifier such as (a+)+)"
+            "Java regular expression the whole incoming metric name must match; no nested "
+            "quantifier such as (a+)+."
         ),
     )
     name: str = Field(
         min_length=1,
         max_length=300,
         description=(
-            "canonical name, $1-$9 for the match's groups; characters outside "
-            "[a-zA-Z0-9:_] become _"
+            "The canonical name; $1-$9 are the match's groups; characters outside "
+            "[a-zA-Z0-9:_] become _."
         ),
     )
     labels: dict[MetricLabel, str] = Field(
         default_factory=dict,
-        description="labels taken from the name, e.g. {tm_id: $2}; they win over the record's",
+        description=(
+            "Labels taken from the name (host, tm_id, job_id, job_name, task_name, "
+            "subtask_index, operator_name), e.g. {tm_id: $2}; they win over the record's."
+        ),
     )
 
     @field_validator("match")

@@ -241,6 +241,15 @@ BUILTIN_NAMES: tuple[NameRule, ...] = (
     NameRule(
         "graphite", rf"([^.]+)\.jobmanager\.({_JM_METRICS})", "flink_jobmanager_$2", {"host": "$1"}
     ),
+    # The per-job detectors key on the job id, which no default scope format names: with
+    # `metrics.scope.jm-job: <host>.jobmanager.<job_id>` (or `….<job_name>.<job_id>`
+    # through a rule) they see these samples.
+    NameRule(
+        "graphite",
+        r"([^.]+)\.jobmanager\.([0-9a-fA-F]{32})\.([^.]+)",
+        "flink_jobmanager_job_$3",
+        {"host": "$1", "job_id": "$2"},
+    ),
     NameRule(
         "graphite",
         r"([^.]+)\.jobmanager\.([^.]+)\.([^.]+)",
