@@ -459,7 +459,7 @@ class ParsingConfig(FrozenModel):
         gt=0,
         description=(
             "Samples read from one metric record holding many (an OTLP or line-protocol batch);"
-            " the rest are one dead letter (too_many_points)."
+            " those past it are dropped, counted as one dead letter (too_many_points)."
         ),
     )
     metric_names: tuple[MetricNameRule, ...] = Field(

@@ -61,8 +61,8 @@ class ParseLimits:
             (or of ``max_event_ms`` when there is none) are absurd.
         max_event_ms: Upper bound when a record has no Kafka timestamp (files).
         max_message_chars: Messages are cut to this length in the output.
-        max_points_per_record: Samples read from one metric record holding many; the rest
-            are one dead letter (``too_many_points``).
+        max_points_per_record: Samples read from one metric record holding many; those
+            past it are dropped, counted as one dead letter (``too_many_points``).
     """
 
     max_record_bytes: int = 1_048_576

@@ -243,7 +243,8 @@ def test_points_past_the_cap_are_one_dead_letter(spark: SparkSession) -> None:
         (2, "metric", None),
         (3, None, "too_many_points"),
     ]
-    assert rows[3].detail == "2"  # points left out
+    # One dead letter stands for the samples past the cap (here 2), not one each.
+    assert rows[3].detail == "samples past the first 3 of the record"
 
 
 @pytest.mark.spark
