@@ -580,8 +580,7 @@ def parse_metrics(
         & jc["value"].isNull()
         & (xc["log"].isNotNull() | xc["message"].isNotNull())
     )
-    # The shape and the samples are decided by the same tests, in one projection (each
-    # projection copies the whole row: the parse of a canonical record is mostly copies).
+    # The shape and the JSON shapes' samples are decided by the same tests.
     shape = (
         F.when(text == "influx", F.lit("influx_line"))
         .when(text.isNotNull(), F.lit("unknown"))
@@ -627,8 +626,8 @@ def parse_metrics(
         *[F.when(xc[k].isNotNull(), F.lit(k)) for k in _VECTOR_OTHER],
         F.when(xc["kind"] == "incremental", F.lit("incremental")),
     )
-    # What the refusals of a whole record say, taken here so that the parsed JSON is not
-    # carried (copied) through the projections after the explode.
+    # What the refusals of a whole record say is taken here, so that the parsed JSON is not
+    # carried past the explode.
     df = df.select(
         "*",
         shape.alias("_shape"),
@@ -637,11 +636,10 @@ def parse_metrics(
         F.coalesce(jc["_corrupt"], oc["_corrupt"]).alias("_corrupt"),
     )
     sh = F.col("_shape")
-    # Line protocol's and OTLP's samples are made in the explode itself. A projection pays
-    # for the expressions it holds on every row, taken or not (their lambdas cost a
-    # canonical record about 1 µs, an eighth of its parse, measured); the generator is
-    # evaluated per row, only its branch taken. An OTLP record without a gauge or sum
-    # point becomes one sample refused with the types it held.
+    # Line protocol's and OTLP's samples are made in the explode itself, their branch
+    # taken only for their records (in a projection they cost every record more; what
+    # their lambdas still cost is mostly planning, once per query plan). An OTLP record
+    # without a gauge or sum becomes one sample refused with the types it held.
     otlp = _otlp_points(oc)
     refused = F.array(
         _point(
