@@ -95,7 +95,7 @@ _OTHER_JSON_SCHEMA = StructType(
 _OTLP_KV = "array<struct<key: string, value: struct<stringValue: string, intValue: string>>>"
 _OTLP_POINTS = (
     f"struct<dataPoints: array<struct<attributes: {_OTLP_KV}, timeUnixNano: string, "
-    "asDouble: string, asInt: string>>>"
+    "asDouble: string, asInt: string, flags: string>>>"
 )
 _OTLP_METRIC = (
     f"struct<name: string, gauge: {_OTLP_POINTS}, sum: {_OTLP_POINTS}, histogram: string, "
@@ -412,6 +412,9 @@ def _otlp_points(o: Column) -> Column:
                 F.coalesce(m["gauge"]["dataPoints"], F.array()),
                 F.coalesce(m["sum"]["dataPoints"], F.array()),
             )
+            # Flag 1, no recorded value: the receiver's staleness marker for a series that
+            # went away (a cancelled job's), no sample.
+            dps = F.filter(dps, lambda dp: F.coalesce(dp["flags"].cast("int"), F.lit(0)) % 2 == 0)
             return F.transform(
                 dps,
                 lambda dp: _point(

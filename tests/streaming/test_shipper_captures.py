@@ -125,11 +125,19 @@ def test_otelcol_relabeling_is_capture_flinks_filter() -> None:
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("suffix", ["telegraf-json.jsonl", "telegraf-json-v1.jsonl"])
+@pytest.mark.parametrize(
+    "suffix",
+    [
+        "telegraf-json.jsonl",
+        "telegraf-json-v1.jsonl",
+        "telegraf-influx.lp",
+        "telegraf-influx-v1.lp",
+    ],
+)
 def test_telegraf_json_parses_to_the_series_of_the_runs_own_scrapes(
     spark, tmp_path: Path, suffix: str
 ) -> None:
-    # Telegraf's JSON, metric_version 2 and 1 alike, reaches the detectors as the same
+    # Telegraf's JSON and line protocol, metric_version 2 and 1 alike, reach the detectors as the same
     # series the canonical scrapes of the same reporter do. (Their host differs: Telegraf
     # puts its own machine's name where Flink's TaskManager series have an empty host.)
     folder = SHIPPERS / "telegraf_growth_2_3"
@@ -143,5 +151,28 @@ def test_telegraf_json_parses_to_the_series_of_the_runs_own_scrapes(
     assert len(shipped) == 600
     assert [r["error"] for r in shipped if r["error"] is not None] == []
     assert {tuple(r[c] for c in series) for r in shipped} == {
+        tuple(r[c] for c in series) for r in canonical
+    }
+
+
+@pytest.mark.spark
+def test_otlp_json_parses_to_the_series_of_the_runs_own_scrapes(spark, tmp_path: Path) -> None:
+    # Every gauge and sum point of the Collector's records is a sample: the run's own series,
+    # and the receiver's series about its scrape (no detector reads them). The points it
+    # marks as no longer recorded (the cancelled job's series) are none.
+    folder = SHIPPERS / "otelcol_growth_2_3"
+    series = ["metric", "job_id", "tm_id", "task"]
+
+    def parsed(name: str) -> list:
+        staged = stage_files([folder / name], tmp_path / name)
+        records = file_records(spark, staged, kind="metric", stream=False)
+        return parse_metrics(records, shapes=True).collect()
+
+    shipped, canonical = parsed("growth_2_3.otlp-metrics.jsonl"), parsed("growth_2_3.jsonl")
+    assert [r["error"] for r in shipped if r["error"] is not None] == []
+    assert {r["shape"] for r in shipped} == {"otlp_json"}
+    flink = [r for r in shipped if r["metric"] not in OTEL_SCRAPE_SERIES]
+    assert len(flink) == len(canonical) == 600
+    assert {tuple(r[c] for c in series) for r in flink} == {
         tuple(r[c] for c in series) for r in canonical
     }
