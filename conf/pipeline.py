@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Literal
 
@@ -320,6 +321,121 @@ class SparkConfig(FrozenModel):
     )
 
 
+#: The labels a metric event carries (the Prometheus reporter's label names); a naming
+#: rule may fill any of them from the incoming name.
+MetricLabel = Literal[
+    "host", "tm_id", "job_id", "job_name", "task_name", "subtask_index", "operator_name"
+]
+
+# A group whose body repeats and that repeats itself, `(a+)+`, `(\w*\.)*`: Java's
+# backtracking matcher can take exponential time on a name that almost matches, and the
+# rules run on every metric sample inside the parse query.
+_REPEAT = re.compile(r"[*+]|\{\d*,\d*\}|\{\d*[2-9]\d*\}|\{\d{2,}\}")
+_TEMPLATE_REF = re.compile(r"\$(\d)")
+
+
+def _nested_quantifier(pattern: str) -> bool:
+    """Whether a quantified group of ``pattern`` holds a quantifier of its own."""
+    stack: list[bool] = []  # per open group: does its body repeat?
+    i, in_class = 0, False
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = c != "]"
+        elif c == "[":
+            in_class = True
+            if pattern[i + 1 : i + 2] == "]":
+                i += 1
+        elif c == "(":
+            stack.append(False)
+        elif c == ")" and stack:
+            body_repeats = stack.pop()
+            if body_repeats and _REPEAT.match(pattern, i + 1):
+                return True
+            if stack:
+                stack[-1] = stack[-1] or body_repeats
+        elif stack and _REPEAT.match(pattern, i):
+            stack[-1] = True
+        i += 1
+    return False
+
+
+class MetricNameRule(FrozenModel):
+    r"""One naming rule: an incoming metric name → the canonical (Prometheus reporter) name.
+
+    Example::
+
+        match: '([^.]+)\.taskmanager\.([^.]+)\.Status\.JVM\.Memory\.Heap\.Used'
+        name: flink_taskmanager_Status_JVM_Memory_Heap_Used
+        labels: {host: $1, tm_id: $2}
+    """
+
+    match: str = Field(
+        min_length=1,
+        max_length=1000,
+        description=(
+            "Java regular expression the whole incoming metric name must match; no nested "
+            "quantifier such as (a+)+."
+        ),
+    )
+    name: str = Field(
+        min_length=1,
+        max_length=300,
+        description=(
+            "The canonical name; $1-$9 are the match's groups; characters outside "
+            "[a-zA-Z0-9:_] become _."
+        ),
+    )
+    labels: dict[MetricLabel, str] = Field(
+        default_factory=dict,
+        description=(
+            "Labels taken from the name (host, tm_id, job_id, job_name, task_name, "
+            "subtask_index, operator_name), e.g. {tm_id: $2}; they win over the record's."
+        ),
+    )
+
+    @field_validator("match")
+    @classmethod
+    def _compiles(cls, v: str) -> str:
+        if "(?P" in v:
+            msg = "named groups are Java's (?<name>...), and templates use $1-$9"
+            raise ValueError(msg)
+        try:
+            re.compile(v)
+        except re.error as exc:
+            msg = f"not a regular expression: {exc}"
+            raise ValueError(msg) from exc
+        if _nested_quantifier(v):
+            msg = (
+                "a repeated group that repeats inside, such as (a+)+, can backtrack for "
+                "minutes on one name; write it without the nesting"
+            )
+            raise ValueError(msg)
+        return v
+
+    @model_validator(mode="after")
+    def _templates_name_groups(self) -> MetricNameRule:
+        groups = re.compile(self.match).groups
+        for where, tmpl in [
+            ("name", self.name),
+            *((f"labels.{k}", t) for k, t in self.labels.items()),
+        ]:
+            # Java's replacement syntax: `$n` is a group, `\\` escapes; anything else
+            # with `$` or `\\` fails inside the parse query, so refuse it here.
+            bare = _TEMPLATE_REF.sub("", tmpl)
+            if "$" in bare or "\\" in bare:
+                msg = f"{where}: only $1-$9 may follow $, and \\ is not allowed: {tmpl!r}"
+                raise ValueError(msg)
+            for ref in _TEMPLATE_REF.findall(tmpl):
+                if int(ref) > groups or ref == "0":
+                    msg = f"{where}: ${ref} but the match has {groups} group(s)"
+                    raise ValueError(msg)
+        return self
+
+
 class ParsingConfig(FrozenModel):
     """How records are read and when they become dead letters."""
 
@@ -336,5 +452,20 @@ class ParsingConfig(FrozenModel):
             "Event time this far past the record's Kafka timestamp is a dead letter "
             "(bad_timestamp): a record from a host whose clock runs ahead would move the watermark"
             " and make the records after it late."
+        ),
+    )
+    max_points_per_record: int = Field(
+        default=10_000,
+        gt=0,
+        description=(
+            "Samples read from one metric record holding many (an OTLP or line-protocol batch);"
+            " those past it are dropped, counted as one dead letter (too_many_points)."
+        ),
+    )
+    metric_names: tuple[MetricNameRule, ...] = Field(
+        default=(),
+        description=(
+            "Naming rules tried in order before the built-in ones (docs/input-formats.md#metric-"
+            "names): an incoming metric name → the canonical name the detectors read."
         ),
     )

@@ -52,7 +52,7 @@ def _restart_only(key: str) -> bool:
 
 
 #: Lists of models whose entries' keys get rows of their own (``webhooks[].url``).
-LISTED = ("webhooks",)
+LISTED = ("webhooks", "parsing.metric_names")
 
 
 def _listed_model(ann: Any) -> type[BaseModel] | None:

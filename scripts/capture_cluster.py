@@ -59,8 +59,11 @@ ACTIONS = {
 }
 
 
-def _config(work: Path, checkpoint_s: float) -> str:
-    """The cluster's config.yaml (flat keys; Flink 2 reads them as well as nested ones)."""
+def _config(work: Path, checkpoint_s: float, extra: dict[str, str | None] | None = None) -> str:
+    """The cluster's config.yaml (flat keys; Flink 2 reads them as well as nested ones).
+
+    ``extra`` overrides the settings below; a key mapped to None is left out.
+    """
     shipped = (_pyflink_home() / "conf" / "config.yaml").read_text()
     opts = next(
         line.split("all:", 1)[1].strip() for line in shipped.splitlines() if "all: --add-" in line
@@ -89,26 +92,34 @@ def _config(work: Path, checkpoint_s: float) -> str:
         "execution.checkpointing.interval": f"{checkpoint_s:g}s",
         "execution.checkpointing.dir": f"file://{work / 'checkpoints'}",
     }
-    return "".join(f"{k}: {json.dumps(v)}\n" for k, v in settings.items())
+    merged = {k: v for k, v in {**settings, **(extra or {})}.items() if v is not None}
+    return "".join(f"{k}: {json.dumps(v)}\n" for k, v in merged.items())
 
 
-def _conf_dir(work: Path, checkpoint_s: float) -> Path:
+def _conf_dir(work: Path, checkpoint_s: float, extra: dict[str, str | None] | None = None) -> Path:
     conf = work / "conf"
     conf.mkdir()
     for name in ("log4j-console.properties", "log4j.properties", "log4j-cli.properties"):
         shutil.copy(_pyflink_home() / "conf" / name, conf / name)
-    (conf / "config.yaml").write_text(_config(work, checkpoint_s))
+    (conf / "config.yaml").write_text(_config(work, checkpoint_s, extra))
     return conf
 
 
 class Process:
-    """One Flink JVM started in the foreground (``flink-console.sh`` execs java: pid = JVM)."""
+    """One Flink JVM started in the foreground (``flink-console.sh`` execs java: pid = JVM).
 
-    def __init__(self, script: str, conf: Path, log_dir: Path, *args: str) -> None:
+    ``home`` is the Flink distribution whose ``bin/`` starts it (and whose ``lib/`` is its
+    classpath): PyFlink's own unless given, e.g. a copy with more jars in ``lib/``.
+    """
+
+    def __init__(
+        self, script: str, conf: Path, log_dir: Path, *args: str, home: Path | None = None
+    ) -> None:
         log_dir.mkdir(parents=True)
         self.log_dir = log_dir
         env = {**os.environ, "FLINK_CONF_DIR": str(conf), "FLINK_LOG_DIR": str(log_dir)}
-        cmd = ["bash", str(_pyflink_home() / "bin" / script), "start-foreground", *args]
+        bin_dir = (home or _pyflink_home()) / "bin"
+        cmd = ["bash", str(bin_dir / script), "start-foreground", *args]
         self.proc = subprocess.Popen(
             cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
@@ -165,8 +176,16 @@ def _scrape(out: Path, every_s: float, stop: threading.Event, seen: set[str]) ->
             f.flush()
 
 
-def _submit(conf: Path, checkpoint_s: float) -> str:
-    """Submit the healthy tumbling-window job to the cluster; its job id."""
+def _submit(
+    conf: Path,
+    checkpoint_s: float,
+    statements: list[str] | None = None,
+    settings: dict[str, str] | None = None,
+) -> str:
+    """Submit a SQL job (the healthy tumbling window unless given) to the cluster; its id.
+
+    ``settings`` go into the job's configuration (checkpoint timeout and the like).
+    """
     from pyflink.common import Configuration
     from pyflink.table import EnvironmentSettings, TableEnvironment
 
@@ -177,12 +196,14 @@ def _submit(conf: Path, checkpoint_s: float) -> str:
         "rest.port": "8081",
         "parallelism.default": "2",
         "execution.checkpointing.interval": f"{checkpoint_s:g}s",
+        **(settings or {}),
     }.items():
         config.set_string(k, v)
     env = TableEnvironment.create(
         EnvironmentSettings.new_instance().in_streaming_mode().with_configuration(config).build()
     )
-    _, _, statements = SCENARIOS["healthy"]
+    if statements is None:
+        _, _, statements = SCENARIOS["healthy"]
     for stmt in statements[:-1]:
         env.execute_sql(stmt)
     client = env.execute_sql(statements[-1]).get_job_client()

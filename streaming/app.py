@@ -70,13 +70,17 @@ def parse_limits(cfg: AppConfig) -> ParseLimits:
     return ParseLimits(
         max_record_bytes=cfg.parsing.max_record_bytes,
         max_future_ms=int(cfg.parsing.max_future_skew_s * 1000),
+        max_points_per_record=cfg.parsing.max_points_per_record,
     )
 
 
 def parsed_events(logs: DataFrame, metrics: DataFrame, cfg: AppConfig) -> DataFrame:
     """Both record streams parsed into one stream of events (and dead letters)."""
     lim = parse_limits(cfg)
-    return parse_logs(logs, lim).unionByName(parse_metrics(metrics, lim))
+    # Read from ``cfg`` at each start of the parse query, so a reload that restarts the
+    # queries applies changed naming rules too.
+    named = parse_metrics(metrics, lim, names=cfg.parsing.metric_names)
+    return parse_logs(logs, lim).unionByName(named)
 
 
 def counted(events: DataFrame) -> DataFrame:

@@ -435,8 +435,12 @@ def cmd_parse(args: argparse.Namespace) -> int:
         staged = stage_files(args.paths, work / "in")
         spark = get_session(timezone=cfg.parsing.log_timezone, require_kafka=False)
         records = file_records(spark, staged, kind=args.kind, stream=False)
-        parse = parse_metrics if args.kind == "metric" else parse_logs
-        df = parse(records, parse_limits(cfg)).orderBy("topic", "offset")
+        lim = parse_limits(cfg)
+        if args.kind == "metric":
+            parsed = parse_metrics(records, lim, names=cfg.parsing.metric_names)
+        else:
+            parsed = parse_logs(records, lim)
+        df = parsed.orderBy("topic", "offset")
         for row in df.toLocalIterator():
             rec = {k: v for k, v in row.asDict().items() if v is not None}
             if "event_time" in rec:

@@ -1,15 +1,31 @@
-"""Metric records (canonical JSON and Telegraf JSON) → ``metric`` events, in Spark SQL.
+"""Metric records → ``metric`` events, in Spark SQL.
 
 The log parser's sibling (:mod:`streaming.parsing`): same output columns, same limits and
-dead-letter reasons, no Python per record.
+dead-letter reasons, no Python per record. A record is first recognised by a cheap test of
+its first characters (its *shape*: our canonical JSON, Telegraf JSON, Vector JSON, OTLP
+JSON, InfluxDB line protocol), and only that shape's expression reads it, so records of
+the usual shapes do not pay for the others. Every shape becomes a list of samples (name,
+value, time, labels), one event each, numbered by ``seq``; then the sample's name is
+mapped onto the canonical name the detectors read (Flink's Prometheus reporter's: see
+:data:`BUILTIN_NAMES` and ``parsing.metric_names``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import DoubleType, MapType, StringType, StructField, StructType
+from pyspark.sql.types import (
+    DoubleType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+)
 
+from conf.pipeline import MetricNameRule
 from streaming.parsing import JSON_OPTS, ParseLimits, epoch_ms_from_text, time_error
 from streaming.schemas import null_column
 
@@ -24,6 +40,28 @@ _NOT_IN_METRICS = ("checkpoint_id", "duration_ms", "size_bytes", "from_state", "
 JOB_ID_PATTERN = r"^[0-9a-fA-F]{32}$"
 ENTITY_ID_PATTERN = r"^[A-Za-z0-9\[][A-Za-z0-9._:@/\[\]-]{0,127}$"
 
+#: The labels an event is built from (Flink's scope variables, as the Prometheus reporter
+#: names them); every shape's labels are reduced to these, so no other label can collide.
+LABELS = ("host", "tm_id", "job_id", "job_name", "task_name", "subtask_index", "operator_name")
+
+#: What ``shapes=True`` reports per record (the ``shape`` column).
+SHAPES = ("canonical", "telegraf_json", "influx_line", "vector_json", "otlp_json", "unknown")
+
+_LABEL_STRUCT = StructType([StructField(k, StringType()) for k in LABELS])
+_POINT = StructType(
+    [
+        StructField("n", StringType()),
+        StructField("v", StringType()),
+        StructField("ts", StringType()),
+        StructField("lab", _LABEL_STRUCT),
+        # A refusal of this sample alone (a line that is not line protocol, the cap).
+        StructField("err", StringType()),
+    ]
+)
+
+# Vector's metric kinds that carry no single value we read.
+_VECTOR_OTHER = ("distribution", "aggregated_histogram", "aggregated_summary", "set", "sketch")
+
 _METRIC_JSON_SCHEMA = StructType(
     [
         StructField("name", StringType()),
@@ -35,11 +73,210 @@ _METRIC_JSON_SCHEMA = StructType(
         StructField("_corrupt", StringType()),
     ]
 )
+# Read only from records that mention these keys: every field of a schema costs each record
+# parsed with it, and the canonical records are most of the topic.
+_OTHER_JSON_KEYS = ('"kind"', '"log"', '"message"')
+_OTHER_JSON_SCHEMA = StructType(
+    [
+        # Vector's metric event.
+        StructField("namespace", StringType()),
+        StructField("kind", StringType()),
+        StructField("gauge", StructType([StructField("value", StringType())])),
+        StructField("counter", StructType([StructField("value", StringType())])),
+        *[StructField(k, StringType()) for k in _VECTOR_OTHER],
+        # A log record on the wrong topic (a shipper envelope or a JSON layout).
+        StructField("log", StringType()),
+        StructField("message", StringType()),
+    ]
+)
+
+# OTLP JSON (protobuf's JSON mapping): 64-bit integers are strings, so every number is
+# read as text. Histograms and summaries are kept as text only to name them.
+_OTLP_KV = "array<struct<key: string, value: struct<stringValue: string, intValue: string>>>"
+_OTLP_POINTS = (
+    f"struct<dataPoints: array<struct<attributes: {_OTLP_KV}, timeUnixNano: string, "
+    "asDouble: string, asInt: string, flags: string>>>"
+)
+_OTLP_METRIC = (
+    f"struct<name: string, gauge: {_OTLP_POINTS}, sum: {_OTLP_POINTS}, histogram: string, "
+    "summary: string, exponentialHistogram: string>"
+)
+_OTLP_SCHEMA = (
+    f"resourceMetrics array<struct<resource: struct<attributes: {_OTLP_KV}>, "
+    f"scopeMetrics: array<struct<metrics: array<{_OTLP_METRIC}>>>>>, _corrupt string"
+)
+
+# InfluxDB line protocol: `measurement[,tag=v...] field=v[,field=v...] [timestamp]`, with
+# `\,` `\ ` `\=` escapes and double-quoted string fields. Each alternation below is between
+# disjoint first characters, so the matcher never backtracks over a long line.
+_LP_NAME = r"(?:[^\\, ]|\\.)+"
+_LP_KEY = r"(?:[^\\,= ]|\\.)+"
+_LP_TAGVAL = r"(?:[^\\, ]|\\.)+"
+_LP_FIELDS = r'(?:[^\\ "]|\\.|"(?:[^\\"]|\\.)*")+'
+_LP_LINE = rf"^({_LP_NAME})((?:,{_LP_KEY}={_LP_TAGVAL})*) ({_LP_FIELDS})(?: (-?\d+))?[ \t\r]*$"
+_LP_TAG = rf",({_LP_KEY})=({_LP_TAGVAL})"
+_LP_FIELD = rf'(?:^|,)({_LP_KEY})=("(?:[^\\"]|\\.)*"|[^,]*)'
+
+# A log line (Flink's layouts start with the date) on the metrics topic.
+_LOG_LINE = r"^\s*\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}"
+# Prometheus text exposition forwarded as is: `# HELP`/`# TYPE`, or `name{labels} value`.
+_PROM_TEXT = (
+    r"^(?:# (?:HELP|TYPE) "
+    r"|[a-zA-Z_:][a-zA-Z0-9_:]*(?:\{[^}\n]*\})? +[^ =\n]+(?: +-?\d+)? *(?:\n|$))"
+)
+# Protobuf (OTLP's default `otlp_proto` encoding) read as text: field 1 (`\n`), then bytes
+# that are no text.
+_BINARY = "[\\x00-\\x08\\x0e-\\x1f\\x{FFFD}]"
+
+# A field holding the value of the measurement itself (Telegraf's prometheus input with
+# metric_version=1: `gauge`/`counter`/`value`; Flink's InfluxDB reporter: `value`).
+_VALUE_FIELDS = ("value", "gauge", "counter")
 
 
-def _bad_ids(labels: Column) -> Column:
+@dataclass(frozen=True)
+class NameRule:
+    """A naming rule as the parser applies it (built in, or from ``parsing.metric_names``).
+
+    Attributes:
+        scheme: What the ``naming`` column says when this rule matched.
+        match: Java regular expression on the whole incoming name.
+        name: The canonical name, ``$n`` for groups; characters outside ``[a-zA-Z0-9:_]``
+            become ``_`` (the Prometheus reporter's own filter).
+        labels: Label → template, taken from the name (they win over the record's).
+        guard: A literal the name must start with, tested before the regex (cheap).
+    """
+
+    scheme: str
+    match: str
+    name: str
+    labels: dict[str, str] = field(default_factory=dict)
+    guard: str | None = None
+
+
+# Flink's default scope formats (`metrics.scope.*`), as StatsD/Graphite-style reporters
+# and JMX render them: `<host>.taskmanager.<tm_id>`, `<host>.jobmanager.<job_name>`,
+# `…<job_name>.<task_name>.<subtask_index>`. These assume the components hold no dot;
+# a fleet whose host or job names do writes its own rule (parsing.metric_names).
+_JM_METRICS = (
+    r"Status\..+|numRegisteredTaskManagers|numRunningJobs|taskSlotsAvailable"
+    r"|taskSlotsTotal|numPendingTaskManagers"
+)
+_SOURCE_READER = r"(?:KafkaSourceReader|KafkaConsumer|source)\..+"
+
+#: The built-in naming schemes, tried in order after the user's rules. A name starting
+#: with ``flink_`` is already canonical (the Prometheus reporter) and skips them all.
+BUILTIN_NAMES: tuple[NameRule, ...] = (
+    # InfluxDB reporter: measurement `<scope>_<metric>`, scope variables as tags.
+    NameRule("influxdb", r"((?:taskmanager|jobmanager)_.+)", "flink_$1", guard=None),
+    # Datadog reporter: `flink.<scope>.<metric>`, tags `key:value`.
+    NameRule("datadog", r"flink\.(.+)", "flink_$1", guard="flink."),
+    # JMX reporter's ObjectName domain (Jolokia, or a shipper naming a metric by its MBean),
+    # key properties as tags.
+    NameRule("jmx", r"org\.apache\.flink\.(.+)", "flink_$1", guard="org.apache.flink."),
+    # The Prometheus JMX exporter without rules: `<domain>_<first key property's value>_
+    # <attribute>`, the other key properties as labels. Flink's JMXReporter builds the
+    # ObjectName from a Hashtable, whose order puts `host` first for TaskManager and
+    # JobManager beans, `job_name` for a job on the JobManager, `job_id` for tasks and
+    # operators (checked on Java 17). A meter's `Count` is no rate: only its `Rate` maps.
+    NameRule(
+        "jmx_exporter",
+        r"org_apache_flink_taskmanager_(Status(?:_[A-Z0-9][A-Za-z0-9]*)+)_(.+)_(?:Value|Count)",
+        "flink_taskmanager_$1",
+        {"host": "$2"},
+        guard="org_apache_flink_",
+    ),
+    NameRule(
+        "jmx_exporter",
+        r"org_apache_flink_jobmanager_(Status(?:_[A-Z0-9][A-Za-z0-9]*)+|numRegisteredTaskManagers"
+        r"|numRunningJobs|taskSlotsAvailable|taskSlotsTotal|numPendingTaskManagers)_(.+)_Value",
+        "flink_jobmanager_$1",
+        {"host": "$2"},
+        guard="org_apache_flink_",
+    ),
+    NameRule(
+        "jmx_exporter",
+        r"org_apache_flink_jobmanager_job_([A-Za-z0-9]+)_(.+)_(?:Value|Count)",
+        "flink_jobmanager_job_$1",
+        {"job_name": "$2"},
+        guard="org_apache_flink_",
+    ),
+    NameRule(
+        "jmx_exporter",
+        r"org_apache_flink_(taskmanager_job_.+)_([0-9a-fA-F]{32})_(?:Value|Rate)",
+        "flink_$1",
+        {"job_id": "$2"},
+        guard="org_apache_flink_",
+    ),
+    NameRule(
+        "jmx_exporter",
+        r"org_apache_flink_(taskmanager_job_.+)(?<!PerSecond)_([0-9a-fA-F]{32})_Count",
+        "flink_$1",
+        {"job_id": "$2"},
+        guard="org_apache_flink_",
+    ),
+    # StatsD / Graphite with Flink's default scope formats.
+    NameRule(
+        "graphite",
+        r"([^.]+)\.taskmanager\.([^.]+)\.(Status\..+)",
+        "flink_taskmanager_$3",
+        {"host": "$1", "tm_id": "$2"},
+    ),
+    NameRule(
+        "graphite",
+        rf"([^.]+)\.taskmanager\.([^.]+)\.([^.]+)\.([^.]+)\.(\d+)\.({_SOURCE_READER})",
+        "flink_taskmanager_job_task_operator_$6",
+        {"host": "$1", "tm_id": "$2", "job_name": "$3", "operator_name": "$4"},
+    ),
+    NameRule(
+        "graphite",
+        r"([^.]+)\.taskmanager\.([^.]+)\.([^.]+)\.([^.]+)\.(\d+)\.(.+)",
+        "flink_taskmanager_job_task_$6",
+        {
+            "host": "$1",
+            "tm_id": "$2",
+            "job_name": "$3",
+            "task_name": "$4",
+            "subtask_index": "$5",
+        },
+    ),
+    NameRule(
+        "graphite",
+        r"([^.]+)\.taskmanager\.([^.]+)\.([^.]+)\.([^.]+)",
+        "flink_taskmanager_job_$4",
+        {"host": "$1", "tm_id": "$2", "job_name": "$3"},
+    ),
+    NameRule(
+        "graphite", rf"([^.]+)\.jobmanager\.({_JM_METRICS})", "flink_jobmanager_$2", {"host": "$1"}
+    ),
+    # The per-job detectors key on the job id, which no default scope format names: with
+    # `metrics.scope.jm-job: <host>.jobmanager.<job_id>` (or `….<job_name>.<job_id>`
+    # through a rule) they see these samples.
+    NameRule(
+        "graphite",
+        r"([^.]+)\.jobmanager\.([0-9a-fA-F]{32})\.([^.]+)",
+        "flink_jobmanager_job_$3",
+        {"host": "$1", "job_id": "$2"},
+    ),
+    NameRule(
+        "graphite",
+        r"([^.]+)\.jobmanager\.([^.]+)\.([^.]+)",
+        "flink_jobmanager_job_$3",
+        {"host": "$1", "job_name": "$2"},
+    ),
+)
+
+
+def name_rules(configured: Sequence[MetricNameRule] = ()) -> tuple[NameRule, ...]:
+    """The user's rules (``parsing.metric_names``, in order), then the built-in ones."""
+    own = tuple(
+        NameRule(f"config[{i}]", r.match, r.name, dict(r.labels)) for i, r in enumerate(configured)
+    )
+    return own + BUILTIN_NAMES
+
+
+def _bad_ids(lab: Column) -> Column:
     """True where the job id, TaskManager id or host label is not an id (see the patterns)."""
-    job, tm, host = labels["job_id"], labels["tm_id"], labels["host"]
+    job, tm, host = lab["job_id"], lab["tm_id"], lab["host"]
 
     def bad(label: Column, pattern: str) -> Column:
         # An empty label is no id at all (Flink's reporter sends `host=""` in local mode).
@@ -48,72 +285,425 @@ def _bad_ids(labels: Column) -> Column:
     return bad(job, JOB_ID_PATTERN) | bad(tm, ENTITY_ID_PATTERN) | bad(host, ENTITY_ID_PATTERN)
 
 
-# Telegraf sends `{"fields": {"value": x}}` (or gauge/counter) for a named metric, or, with
-# the prometheus input's metric_version=2, `{"name": "prometheus", "fields": {<metric>: x}}`.
-_TELEGRAF_VALUE_KEYS = ("value", "gauge", "counter")
+def _contains_any(text: Column, literals: tuple[str, ...]) -> Column:
+    out = text.contains(literals[0])
+    for lit in literals[1:]:
+        out = out | text.contains(lit)
+    return out
 
 
-def parse_metrics(records: DataFrame, limits: ParseLimits | None = None) -> DataFrame:
-    """Parse metric records (canonical JSON and Telegraf JSON) into ``metric`` events.
+def _labels_from_map(m: Column) -> Column:
+    return F.struct(*[m[k].alias(k) for k in LABELS])
 
-    A Telegraf record with several fields becomes several events, numbered by ``seq``.
+
+def _labels_from_pairs(pairs: Column, fallback: Column | None = None) -> Column:
+    """Labels from an array of ``{k, v}`` (the first of a repeated key wins)."""
+
+    def one(k: str) -> Column:
+        hit = F.filter(pairs, lambda e: e["k"] == k)[0]["v"]
+        return (F.coalesce(hit, fallback[k]) if fallback is not None else hit).alias(k)
+
+    return F.struct(*[one(k) for k in LABELS])
+
+
+def _point(n: Column, v: Column, ts: Column, lab: Column, err: Column | None = None) -> Column:
+    return F.struct(
+        n.alias("n"),
+        v.alias("v"),
+        ts.alias("ts"),
+        lab.alias("lab"),
+        (err if err is not None else F.lit(None).cast(StringType())).alias("err"),
+    )
+
+
+def _field_points(
+    measurement: Column, keys: Column, values: Column, ts: Column, lab: Column
+) -> Column:
+    """The samples of one Telegraf metric or line-protocol line (``fields`` as two arrays).
+
+    A field named ``value``/``gauge``/``counter`` is the value of the measurement; a meter
+    (``count`` and ``rate``, the InfluxDB reporter) is its rate, a lone ``count`` (a
+    counter) its count. Otherwise each field is a sample: of the metric named by the
+    field under Telegraf's ``metric_version = 2`` (measurement ``prometheus``), else of
+    ``<measurement>_<field>`` (a summary's ``count``/``sum``/quantiles under version 1).
+    """
+    v2 = measurement == "prometheus"
+    has = lambda k: F.array_contains(keys, k)  # noqa: E731
+    single = F.coalesce(
+        *[F.when(has(k), F.lit(k)) for k in _VALUE_FIELDS],
+        F.when(~v2 & (F.size(keys) == 2) & has("rate") & has("count"), F.lit("rate")),
+        F.when(~v2 & (F.size(keys) == 1) & has("count"), F.lit("count")),
+    )
+    one = F.array(_point(measurement, values[F.array_position(keys, single) - 1], ts, lab))
+    each = F.transform(
+        F.arrays_zip(keys.alias("k"), values.alias("v")),
+        lambda e: _point(
+            F.when(v2, e["k"]).otherwise(F.concat(measurement, F.lit("_"), e["k"])),
+            e["v"],
+            ts,
+            lab,
+        ),
+    )
+    return F.when(single.isNotNull(), one).otherwise(each)
+
+
+def _unescape(c: Column) -> Column:
+    return F.regexp_replace(c, r"\\(.)", "$1")
+
+
+def _influx_points(raw: Column) -> Column:
+    """Every line of a line-protocol record, every field of it, as samples."""
+    lines = F.filter(
+        F.split(raw, r"\r?\n"), lambda s: (F.trim(s) != "") & ~F.ltrim(s).startswith("#")
+    )
+
+    def line_points(s: Column) -> Column:
+        ok = s.rlike(_LP_LINE)
+        tags = F.regexp_extract(s, _LP_LINE, 2)
+        fields = F.regexp_extract(s, _LP_LINE, 3)
+        tag_pairs = F.arrays_zip(
+            F.transform(F.regexp_extract_all(tags, F.lit(_LP_TAG), 1), _unescape).alias("k"),
+            F.transform(F.regexp_extract_all(tags, F.lit(_LP_TAG), 2), _unescape).alias("v"),
+        )
+        raw_values = F.regexp_extract_all(fields, F.lit(_LP_FIELD), 2)
+        values = F.transform(
+            raw_values,
+            lambda v: (
+                F.when(v.rlike("^(?:t|T|true|True|TRUE)$"), F.lit("1"))
+                .when(v.rlike("^(?:f|F|false|False|FALSE)$"), F.lit("0"))
+                .otherwise(F.regexp_replace(v, r"^(-?\d+)[iu]$", "$1"))
+            ),
+        )
+        keys = F.transform(F.regexp_extract_all(fields, F.lit(_LP_FIELD), 1), _unescape)
+        ts = F.nullif(F.regexp_extract(s, _LP_LINE, 4), F.lit(""))
+        measurement = _unescape(F.regexp_extract(s, _LP_LINE, 1))
+        lab = _labels_from_pairs(tag_pairs)
+        bad = F.array(
+            _point(
+                F.lit(None).cast(StringType()),
+                s,
+                F.lit(None).cast(StringType()),
+                F.lit(None).cast(_LABEL_STRUCT),
+                F.lit("bad_line_protocol"),
+            )
+        )
+        return F.when(ok, _field_points(measurement, keys, values, ts, lab)).otherwise(bad)
+
+    return F.flatten(F.transform(lines, line_points))
+
+
+def _otlp_points(o: Column) -> Column:
+    """Every gauge and sum data point of an OTLP JSON record (histograms, summaries skipped)."""
+
+    def kv(attrs: Column) -> Column:
+        return F.transform(
+            attrs,
+            lambda a: F.struct(
+                a["key"].alias("k"),
+                F.coalesce(a["value"]["stringValue"], a["value"]["intValue"]).alias("v"),
+            ),
+        )
+
+    def resource(rm: Column) -> Column:
+        res_lab = _labels_from_pairs(kv(rm["resource"]["attributes"]))
+
+        def metric(m: Column) -> Column:
+            dps = F.concat(
+                F.coalesce(m["gauge"]["dataPoints"], F.array()),
+                F.coalesce(m["sum"]["dataPoints"], F.array()),
+            )
+            # Flag 1, no recorded value: the receiver's staleness marker for a series that
+            # went away (a cancelled job's), no sample.
+            dps = F.filter(dps, lambda dp: F.coalesce(dp["flags"].cast("int"), F.lit(0)) % 2 == 0)
+            return F.transform(
+                dps,
+                lambda dp: _point(
+                    m["name"],
+                    F.coalesce(dp["asDouble"], dp["asInt"]),
+                    dp["timeUnixNano"],
+                    _labels_from_pairs(kv(dp["attributes"]), res_lab),
+                ),
+            )
+
+        return F.flatten(
+            F.transform(
+                rm["scopeMetrics"], lambda sm: F.flatten(F.transform(sm["metrics"], metric))
+            )
+        )
+
+    return F.flatten(F.transform(o["resourceMetrics"], resource))
+
+
+def _otlp_metrics(o: Column) -> Column:
+    """Every metric of an OTLP JSON record, across resources and scopes."""
+    return F.flatten(
+        F.transform(
+            o["resourceMetrics"],
+            lambda rm: F.flatten(F.transform(rm["scopeMetrics"], lambda sm: sm["metrics"])),
+        )
+    )
+
+
+def _otlp_has_values(o: Column) -> Column:
+    """Whether an OTLP record holds a gauge or a sum (cheaper than counting its points)."""
+    return F.exists(_otlp_metrics(o), lambda m: m["gauge"].isNotNull() | m["sum"].isNotNull())
+
+
+def _otlp_skipped_types(o: Column) -> Column:
+    """Which metric types an OTLP record held instead of gauges and sums (for the detail)."""
+    types = F.transform(
+        _otlp_metrics(o),
+        lambda m: F.coalesce(
+            F.when(m["histogram"].isNotNull(), F.lit("histogram")),
+            F.when(m["summary"].isNotNull(), F.lit("summary")),
+            F.when(m["exponentialHistogram"].isNotNull(), F.lit("exponentialHistogram")),
+            F.lit("no data points"),
+        ),
+    )
+    return F.concat_ws(",", F.array_distinct(types))
+
+
+def _rule_index(n: Column, rules: tuple[NameRule, ...]) -> Column:
+    """Which rule names a sample called ``n``: its position, -1 (canonical) or null (none).
+
+    User rules come first; a name that is already canonical (``flink_…``) skips the
+    built-ins, so the Prometheus reporter's samples pay one prefix test.
+    """
+    n_user = sum(1 for r in rules if r.scheme.startswith("config["))
+
+    def test(i: int, r: NameRule) -> Column:
+        hit = n.rlike(f"^(?:{r.match})$")
+        return F.when(n.startswith(r.guard) & hit if r.guard else hit, F.lit(i))
+
+    return F.coalesce(
+        *[test(i, r) for i, r in enumerate(rules[:n_user])],
+        F.when(n.startswith("flink_"), F.lit(-1)),
+        *[test(n_user + i, r) for i, r in enumerate(rules[n_user:])],
+    )
+
+
+def _apply(
+    n: Column, lab: Column, idx: Column, rules: tuple[NameRule, ...]
+) -> tuple[Column, Column, Column]:
+    """(canonical name, labels, naming scheme) of a sample by the rule ``idx`` chose."""
+
+    def replaced(r: NameRule, template: str) -> Column:
+        return F.regexp_replace(n, f"^(?:{r.match})$", template)
+
+    # Most samples are canonical or unknown: they skip every rule's comparison.
+    kept = idx.isNull() | (idx == -1)
+
+    name = F.when(kept, n).otherwise(
+        F.coalesce(
+            *[
+                F.when(
+                    idx == i,
+                    F.regexp_replace(replaced(r, r.name), "[^a-zA-Z0-9:_]", "_"),
+                )
+                for i, r in enumerate(rules)
+            ],
+            n,
+        )
+    )
+    labels = []
+    for k in LABELS:
+        from_name = [
+            F.when(idx == i, replaced(r, r.labels[k])) for i, r in enumerate(rules) if k in r.labels
+        ]
+        own = F.when(kept, lab[k]).otherwise(F.coalesce(*from_name, lab[k]))
+        labels.append((own if from_name else lab[k]).alias(k))
+    scheme = (
+        F.when(idx.isNull(), F.lit("none"))
+        .when(idx == -1, F.lit("prometheus"))
+        .otherwise(F.coalesce(*[F.when(idx == i, F.lit(r.scheme)) for i, r in enumerate(rules)]))
+    )
+    return name, F.struct(*labels), scheme
+
+
+def parse_metrics(
+    records: DataFrame,
+    limits: ParseLimits | None = None,
+    *,
+    names: Sequence[MetricNameRule] = (),
+    shapes: bool = False,
+) -> DataFrame:
+    """Parse metric records into ``metric`` events (or dead letters).
+
+    Args:
+        records: Raw records (``value``, ``topic``, ``partition``, ``offset``, ``kafka_ts``).
+        limits: Dead-letter bounds; ``max_points_per_record`` caps a batch record.
+        names: ``parsing.metric_names``: naming rules tried before the built-in ones.
+        shapes: Add two last columns, ``naming`` (the scheme whose rule named the sample:
+            ``prometheus``, ``influxdb``, ``datadog``, ``jmx``, ``jmx_exporter``,
+            ``graphite``, ``config[i]``, or ``none``) and ``shape`` (one of
+            :data:`SHAPES`), for ``flinkwatch doctor``.
+
+    A record holding several samples (Telegraf fields, line-protocol lines, OTLP points)
+    becomes several rows, numbered by ``seq``.
     """
     lim = limits or ParseLimits()
-    value = F.col("value")
-    j = F.from_json(value, _METRIC_JSON_SCHEMA, JSON_OPTS)
+    rules = name_rules(names)
+    raw = F.col("value")
+    is_otlp = raw.startswith('{"resourceMetrics"')
+    is_json = ~is_otlp & (raw.startswith("{") | raw.rlike(r"^\s+\{"))
+    # Not JSON: a log line, protobuf, Prometheus text, else InfluxDB line protocol. A JSON
+    # record pays two prefix tests here.
+    text_kind = (
+        F.when(raw.startswith("{") & ~raw.startswith('{"resourceLogs"'), F.lit(None))
+        .when(raw.isNull() | raw.rlike(r"^\s*$"), F.lit("empty"))
+        .when(raw.startswith('{"resourceLogs"'), F.lit("log"))
+        .when(is_json, F.lit(None))
+        .when(raw.rlike(_LOG_LINE), F.lit("log"))
+        .when(raw.startswith("\n") & raw.rlike(_BINARY), F.lit("protobuf"))
+        .when(raw.rlike(_PROM_TEXT), F.lit("prometheus_text"))
+        .otherwise(F.lit("influx"))
+    )
     df = records.select(
-        "topic", "partition", "offset", "kafka_ts", value.alias("raw"), j.alias("_j")
-    )
-    jc = F.col("_j")
-    telegraf = jc["fields"].isNotNull() & jc["value"].isNull()
-    single_key = F.coalesce(
-        *[F.when(F.map_contains_key(jc["fields"], k), F.lit(k)) for k in _TELEGRAF_VALUE_KEYS]
-    )
-    # (name, value) pairs: canonical → one; Telegraf → one per field.
-    pairs = (
+        "topic",
+        "partition",
+        "offset",
+        "kafka_ts",
+        raw.alias("raw"),
+        # Each is null unless the record is of its kind (from_json never returns null).
+        F.when(is_json, F.from_json(raw, _METRIC_JSON_SCHEMA, JSON_OPTS)).alias("_j"),
         F.when(
-            telegraf & single_key.isNotNull(),
+            is_json & _contains_any(raw, _OTHER_JSON_KEYS),
+            F.from_json(raw, _OTHER_JSON_SCHEMA, JSON_OPTS),
+        ).alias("_x"),
+        F.when(is_otlp, F.from_json(raw, _OTLP_SCHEMA, JSON_OPTS)).alias("_o"),
+        text_kind.alias("_text"),
+    )
+    jc, xc, oc, rc, text = F.col("_j"), F.col("_x"), F.col("_o"), F.col("raw"), F.col("_text")
+    json_broken = jc["_corrupt"].isNotNull()
+    vector = xc["kind"].isNotNull() & jc["fields"].isNull() & jc["value"].isNull()
+    telegraf = jc["fields"].isNotNull() & jc["value"].isNull()
+    otlp_ok = oc["_corrupt"].isNull()
+    log_json = (
+        jc["name"].isNull()
+        & jc["value"].isNull()
+        & (xc["log"].isNotNull() | xc["message"].isNotNull())
+    )
+    # The shape and the JSON shapes' samples are decided by the same tests.
+    shape = (
+        F.when(text == "influx", F.lit("influx_line"))
+        .when(text.isNotNull(), F.lit("unknown"))
+        .when(oc.isNotNull(), F.when(otlp_ok, F.lit("otlp_json")))
+        .when(jc.isNull() | json_broken, F.lit(None))
+        .when(log_json, F.lit("log_json"))
+        .when(vector, F.lit("vector_json"))
+        .when(telegraf, F.lit("telegraf_json"))
+        .otherwise(F.lit("canonical"))
+    )
+    json_lab = _labels_from_map(F.coalesce(jc["labels"], jc["tags"]))
+    vector_name = F.when(
+        F.coalesce(xc["namespace"], F.lit("")) != "",
+        F.concat(xc["namespace"], F.lit("_"), jc["name"]),
+    ).otherwise(jc["name"])
+    json_points = (
+        F.when(jc.isNull() | json_broken | log_json, F.lit(None))
+        .when(
+            vector,
             F.array(
-                F.struct(jc["name"].alias("n"), F.element_at(jc["fields"], single_key).alias("v"))
+                _point(
+                    vector_name,
+                    F.coalesce(xc["gauge"]["value"], xc["counter"]["value"]),
+                    # Vector writes nanoseconds; Spark's timestamps hold microseconds.
+                    F.regexp_replace(jc["timestamp"], r"(\.\d{6})\d+", "$1"),
+                    json_lab,
+                )
             ),
         )
         .when(
             telegraf,
-            F.transform(
-                F.map_entries(jc["fields"]),
-                lambda e: F.struct(e["key"].alias("n"), e["value"].alias("v")),
+            _field_points(
+                jc["name"],
+                F.map_keys(jc["fields"]),
+                F.map_values(jc["fields"]),
+                jc["timestamp"],
+                json_lab,
             ),
         )
-        .otherwise(F.array(F.struct(jc["name"].alias("n"), jc["value"].alias("v"))))
+        .otherwise(F.array(_point(jc["name"], jc["value"], jc["timestamp"], json_lab)))
     )
-    labels = F.coalesce(jc["labels"], jc["tags"], F.create_map().cast("map<string,string>"))
+    vector_other = F.coalesce(
+        *[F.when(xc[k].isNotNull(), F.lit(k)) for k in _VECTOR_OTHER],
+        F.when(xc["kind"] == "incremental", F.lit("incremental")),
+    )
+    # What the refusals of a whole record say is taken here, so that the parsed JSON is not
+    # carried past the explode.
     df = df.select(
         "*",
-        F.posexplode_outer(F.when(jc["_corrupt"].isNull() & jc.isNotNull(), pairs)).alias(
-            "_seq", "_p"
-        ),
-        labels.alias("_labels"),
+        shape.alias("_shape"),
+        json_points.alias("_jpts"),
+        F.when(vector, vector_other).alias("_vec_other"),
+        F.coalesce(jc["_corrupt"], oc["_corrupt"]).alias("_corrupt"),
     )
+    sh = F.col("_shape")
+    # Line protocol's and OTLP's samples are made in the explode itself, their branch
+    # taken only for their records (in a projection they cost every record more; what
+    # their lambdas still cost is mostly planning, once per query plan). An OTLP record
+    # without a gauge or sum becomes one sample refused with the types it held.
+    otlp = _otlp_points(oc)
+    refused = F.array(
+        _point(
+            F.lit(None).cast(StringType()),
+            _otlp_skipped_types(oc),
+            F.lit(None).cast(StringType()),
+            F.lit(None).cast(_LABEL_STRUCT),
+            F.lit("unsupported_metric_type"),
+        )
+    )
+    samples = (
+        F.when(text == "influx", _influx_points(rc))
+        .when(sh == "otlp_json", F.when(_otlp_has_values(oc), otlp).otherwise(refused))
+        .otherwise(F.col("_jpts"))
+    )
+    cap = lim.max_points_per_record
+    # The sample at the cap stands for all past it: one dead letter, the rest dropped.
+    df = df.select("*", F.posexplode_outer(samples).alias("_seq", "_p")).where(
+        F.col("_seq").isNull() | (F.col("_seq") <= cap)
+    )
+
+    # The rule's index is a column of its own: every name and label expression reads it.
+    df = df.select("*", _rule_index(F.col("_p.n"), rules).alias("_rule"))
+    name, lab, scheme = _apply(F.col("_p.n"), F.col("_p.lab"), F.col("_rule"), rules)
+    df = df.select("*", name.alias("_name"), lab.alias("_lab"), scheme.alias("_naming"))
+
     # Spark's JSON reader hands a bare NaN/Infinity token to a string field as `"NaN"`.
     num = F.regexp_replace(F.col("_p.v"), r'^"(.*)"$', "$1").cast(DoubleType())
-    event_ms = epoch_ms_from_text(jc["timestamp"])
+    # Line protocol may leave the time out: then it is the time the record was written.
+    event_ms = F.coalesce(
+        epoch_ms_from_text(F.col("_p.ts")),
+        F.when(sh == "influx_line", F.unix_millis(F.col("kafka_ts"))),
+    )
     error = (
-        F.when(F.col("raw").isNull() | F.col("raw").rlike(r"^\s*$"), F.lit("empty"))
-        .when(F.length(F.col("raw")) > lim.max_record_bytes, F.lit("too_large"))
-        .when(jc.isNull() | jc["_corrupt"].isNotNull(), F.lit("invalid_json"))
+        F.when(text == "empty", F.lit("empty"))
+        .when(F.length(rc) > lim.max_record_bytes, F.lit("too_large"))
+        .when((text == "log") | (sh == "log_json"), F.lit("log_on_metric_topic"))
+        .when(text == "protobuf", F.lit("otlp_protobuf"))
+        .when(text == "prometheus_text", F.lit("prometheus_text"))
+        .when(sh.isNull(), F.lit("invalid_json"))
+        .when(F.col("_vec_other").isNotNull(), F.lit("unsupported_metric_type"))
+        .when(F.col("_seq") == cap, F.lit("too_many_points"))
+        .when(F.col("_p.err").isNotNull(), F.col("_p.err"))
         .when(
             F.col("_p").isNull() | F.col("_p.n").isNull() | F.col("_p.v").isNull(),
             F.lit("missing_field"),
         )
-        .when(jc["timestamp"].isNull(), F.lit("missing_field"))
+        .when(F.col("_p.ts").isNull() & (sh != "influx_line"), F.lit("missing_field"))
         .when(num.isNull(), F.lit("bad_type"))
         .when(F.isnan(num) | (F.abs(num) == float("inf")), F.lit("non_finite_value"))
-        .when(_bad_ids(F.col("_labels")), F.lit("invalid_id"))
+        .when(_bad_ids(F.col("_lab")), F.lit("invalid_id"))
         .otherwise(time_error(event_ms, F.col("kafka_ts"), lim))
     )
-    lab = F.col("_labels")
+    detail = (
+        F.when(F.col("_vec_other").isNotNull(), F.col("_vec_other"))
+        .when(F.col("_seq") == cap, F.lit(f"samples past the first {cap} of the record"))
+        .otherwise(F.coalesce(F.col("_corrupt"), F.col("_p.v")))
+    )
+    lab_c = F.col("_lab")
     ok = F.col("_err").isNull()
-    return df.select("*", error.alias("_err")).select(
+    out = df.select("*", error.alias("_err")).select(
         "topic",
         "partition",
         "offset",
@@ -121,24 +711,35 @@ def parse_metrics(records: DataFrame, limits: ParseLimits | None = None) -> Data
         "kafka_ts",
         F.when(ok, F.lit("metric")).alias("kind"),
         F.when(ok, F.timestamp_millis(event_ms)).alias("event_time"),
-        lab["job_id"].alias("job_id"),
-        lab["job_name"].alias("job_name"),
-        lab["tm_id"].alias("tm_id"),
-        lab["host"].alias("host"),
+        lab_c["job_id"].alias("job_id"),
+        lab_c["job_name"].alias("job_name"),
+        lab_c["tm_id"].alias("tm_id"),
+        lab_c["host"].alias("host"),
         F.coalesce(
             F.when(
-                lab["task_name"].isNotNull(),
-                F.concat_ws("/", lab["task_name"], lab["subtask_index"]),
+                lab_c["task_name"].isNotNull(),
+                F.concat_ws("/", lab_c["task_name"], lab_c["subtask_index"]),
             ),
-            lab["operator_name"],
+            lab_c["operator_name"],
         ).alias("task"),
         *[null_column(c) for c in _NOT_IN_METRICS],
-        F.when(ok, F.col("_p.n")).alias("metric"),
+        F.when(ok, F.col("_name")).alias("metric"),
         F.when(ok, num).alias("value"),
         null_column("message"),
         F.lit(None).cast(StringType()).alias("level"),
         F.lit(None).cast(StringType()).alias("logger"),
         F.col("_err").alias("error"),
-        F.when(~ok, F.substring(F.coalesce(jc["_corrupt"], F.col("_p.v")), 1, 200)).alias("detail"),
-        F.when(~ok, F.substring(F.col("raw"), 1, 65536)).alias("raw"),
+        F.when(~ok, F.substring(detail, 1, 200)).alias("detail"),
+        F.when(~ok, F.substring(rc, 1, 65536)).alias("raw"),
+        F.col("_naming").alias("naming"),
+        F.coalesce(sh, F.lit("unknown")).alias("shape"),
     )
+    if shapes:
+        return out.select(
+            *[c for c in out.columns if c not in ("naming", "shape")],
+            F.when(F.col("kind").isNotNull(), F.col("naming")).alias("naming"),
+            F.when(F.col("shape") == "log_json", F.lit("unknown"))
+            .otherwise(F.col("shape"))
+            .alias("shape"),
+        )
+    return out.drop("naming", "shape")

@@ -18,8 +18,11 @@ import yaml
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from conf import load_config
+from conf.pipeline import MetricNameRule
 from detectors.model import EVENT_KINDS
-from streaming.metric_parsing import parse_metrics
+from streaming.app import parsed_events
+from streaming.metric_parsing import SHAPES, parse_metrics
 from streaming.parsing import (
     DEAD_LETTER_REASONS,
     LOG_ENVELOPES,
@@ -36,6 +39,8 @@ DATA = Path(__file__).resolve().parent.parent / "data" / "parsing"
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 CASE_KEYS = {"id", "flink", "source", "value", "kafka_ts", "expect"}
 OUTPUT_COLUMNS = set(EVENT_COLUMNS) - {"topic", "partition", "offset", "kafka_ts"}
+# parse_metrics(shapes=True) adds these (for `flinkwatch doctor`); metric cases may state them.
+SHAPE_COLUMNS = ("naming", "shape")
 
 Rows = dict[int, list[dict[str, Any]]]
 
@@ -68,9 +73,9 @@ def _records(spark: SparkSession, cases: list[dict[str, Any]], topic: str) -> Da
     return spark.createDataFrame(rows, RECORD_SCHEMA)
 
 
-def _collect(parsed: DataFrame) -> Rows:
+def _collect(parsed: DataFrame, extra: tuple[str, ...] = ()) -> Rows:
     """All output rows by offset; event_time as epoch ms (no Python time-zone conversion)."""
-    cols = [c for c in EVENT_COLUMNS if c not in ("event_time", "kafka_ts")]
+    cols = [c for c in EVENT_COLUMNS if c not in ("event_time", "kafka_ts")] + list(extra)
     out: Rows = defaultdict(list)
     for row in parsed.select(*cols, F.unix_millis("event_time").alias("event_time")).collect():
         out[row["offset"]].append(row.asDict())
@@ -115,7 +120,8 @@ def log_rows(spark: SparkSession) -> Rows:
 
 @pytest.fixture(scope="module")
 def metric_rows(spark: SparkSession) -> Rows:
-    return _collect(parse_metrics(_records(spark, METRIC_CASES, "flink.metrics")))
+    parsed = parse_metrics(_records(spark, METRIC_CASES, "flink.metrics"), shapes=True)
+    return _collect(parsed, SHAPE_COLUMNS)
 
 
 # --- the case files themselves ---------------------------------------------------------------
@@ -127,12 +133,13 @@ def metric_rows(spark: SparkSession) -> Rows:
 def test_case_files_are_well_formed(name: str, cases: list[dict[str, Any]]) -> None:
     ids = [c["id"] for c in cases]
     assert len(ids) == len(set(ids)), f"{name}: duplicate ids"
+    columns = OUTPUT_COLUMNS | (set(SHAPE_COLUMNS) if cases is METRIC_CASES else set())
     for case in cases:
         assert set(case) <= CASE_KEYS, f"{case['id']}: unknown keys {set(case) - CASE_KEYS}"
         assert {"id", "flink", "source", "value", "expect"} <= set(case), case["id"]
         assert str(case["source"]).startswith(("REAL ", "CONSTRUCTED")), case["id"]
         for want in _expectations(case):
-            assert want and set(want) <= OUTPUT_COLUMNS, f"{case['id']}: {set(want)}"
+            assert want and set(want) <= columns, f"{case['id']}: {set(want)}"
             assert ("kind" in want) != ("error" in want), f"{case['id']}: kind xor error"
             if "kind" in want:
                 assert want["kind"] in EVENT_KINDS, case["id"]
@@ -158,6 +165,19 @@ def test_every_dead_letter_reason_has_a_case() -> None:
         "envelope_without_line",
     } <= log_errors
     assert {"invalid_json", "bad_type", "non_finite_value", "missing_field"} <= metric_errors
+    # Every reason of the metric routes (DEAD_LETTER_REASONS' block before the log routes');
+    # too_many_points is generated in test_points_past_the_cap_are_one_dead_letter.
+    metric_block = slice(
+        DEAD_LETTER_REASONS.index("log_on_metric_topic"),
+        DEAD_LETTER_REASONS.index("metric_on_log_topic"),
+    )
+    routes = DEAD_LETTER_REASONS[metric_block]
+    assert set(routes) - {"too_many_points"} <= metric_errors
+
+
+def test_every_shape_has_a_case() -> None:
+    shapes = {w.get("shape") for c in METRIC_CASES for w in _expectations(c)}
+    assert set(SHAPES) <= shapes
 
 
 # --- the cases --------------------------------------------------------------------------------
@@ -354,3 +374,89 @@ def test_every_shape_and_dead_letter_reason_is_documented() -> None:
     # otlp_protobuf has a test of its own.
     shown = {s for _, s in _SHAPES if "+" not in s} | {"otlp_protobuf"}
     assert shown == {*LOG_LAYOUTS, *LOG_ENVELOPES, *NOT_LOG_SHAPES}
+
+
+@pytest.mark.spark
+def test_points_past_the_cap_are_one_dead_letter(spark: SparkSession) -> None:
+    line = "prometheus,host=jm_0 " + ",".join(f"flink_m{i}={i}" for i in range(5))
+    lim = ParseLimits(max_points_per_record=3)
+    rows = (
+        parse_metrics(records_df(spark, [line + " 1710183765000000000"]), lim)
+        .select("seq", "kind", "metric", "error", "detail")
+        .orderBy("seq")
+        .collect()
+    )
+    assert [(r.seq, r.kind, r.error) for r in rows] == [
+        (0, "metric", None),
+        (1, "metric", None),
+        (2, "metric", None),
+        (3, None, "too_many_points"),
+    ]
+    # One dead letter stands for the samples past the cap (here 2), not one each.
+    assert rows[3].detail == "samples past the first 3 of the record"
+
+
+@pytest.mark.spark
+def test_configured_names_come_before_the_built_in_ones(spark: SparkSession) -> None:
+    rules = (
+        # A Graphite prefix the default scope formats do not know.
+        MetricNameRule(
+            match=r"prod\.flink\.([^.]+)\.taskmanager\.([^.]+)\.Status\.JVM\.Memory\.Heap\.Used",
+            name="flink_taskmanager_Status_JVM_Memory_Heap_Used",
+            labels={"host": "$1", "tm_id": "$2"},
+        ),
+        # Overrides the InfluxDB built-in for one measurement, and the label the record has.
+        MetricNameRule(
+            match="taskmanager_(Status_JVM_Memory_Heap_Max)",
+            name="flink_taskmanager_$1",
+            labels={"host": "renamed"},
+        ),
+    )
+    values = [
+        '{"name":"prod.flink.worker-7.taskmanager.tm_1.Status.JVM.Memory.Heap.Used",'
+        '"value":5,"timestamp":1710183765871}',
+        '{"name":"taskmanager_Status_JVM_Memory_Heap_Max","value":9,"timestamp":1710183765871,'
+        '"labels":{"host":"worker-7","tm_id":"tm_1"}}',
+        # Only the whole name matches: the rule is anchored.
+        '{"name":"xprod.flink.w.taskmanager.t.Status.JVM.Memory.Heap.Used","value":1,'
+        '"timestamp":1710183765871}',
+    ]
+    rows = (
+        parse_metrics(records_df(spark, values), names=rules, shapes=True)
+        .select("offset", "metric", "host", "tm_id", "naming")
+        .orderBy("offset")
+        .collect()
+    )
+    assert [tuple(r)[1:] for r in rows] == [
+        ("flink_taskmanager_Status_JVM_Memory_Heap_Used", "worker-7", "tm_1", "config[0]"),
+        ("flink_taskmanager_Status_JVM_Memory_Heap_Max", "renamed", "tm_1", "config[1]"),
+        ("xprod.flink.w.taskmanager.t.Status.JVM.Memory.Heap.Used", None, None, "none"),
+    ]
+
+
+@pytest.mark.spark
+def test_shapes_adds_naming_and_shape_as_the_last_columns(spark: SparkSession) -> None:
+    plain = parse_metrics(records_df(spark, ["x"]))
+    shaped = parse_metrics(records_df(spark, ["x"]), shapes=True)
+    assert plain.columns == list(EVENT_COLUMNS)
+    assert shaped.columns == [*EVENT_COLUMNS, "naming", "shape"]
+
+
+@pytest.mark.spark
+def test_the_parse_query_reads_naming_rules_from_the_config_it_starts_with(
+    spark: SparkSession,
+) -> None:
+    # A reload restarts the queries with the new config (streaming.supervise), and each
+    # start builds the parse query through parsed_events: the rules in force are the new ones.
+    value = '{"name":"heap.used","value":1,"timestamp":1710183765871,"labels":{}}'
+    logs, metrics = records_df(spark, []), records_df(spark, [value], topic="flink.metrics")
+    before = load_config(text="")
+    after = load_config(
+        text="parsing:\n  metric_names:\n"
+        "    - {match: 'heap\\.used', name: flink_taskmanager_Status_JVM_Memory_Heap_Used}\n"
+    )
+    names = [
+        parsed_events(logs, metrics, cfg).select("metric").first()["metric"]
+        for cfg in (before, after)
+    ]
+    assert names == ["heap.used", "flink_taskmanager_Status_JVM_Memory_Heap_Used"]
