@@ -460,3 +460,37 @@ def test_the_parse_query_reads_naming_rules_from_the_config_it_starts_with(
         for cfg in (before, after)
     ]
     assert names == ["heap.used", "flink_taskmanager_Status_JVM_Memory_Heap_Used"]
+
+
+def _capture(spark: SparkSession, path: Path, topic_part: str) -> DataFrame:
+    """The records of a real shipper capture (tests/data/shippers/*/README.md) on one topic."""
+    rows = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        r = json.loads(line)
+        if topic_part in r["topic"]:
+            ts = dt.datetime.fromtimestamp(r["timestamp_ms"] / 1000, tz=dt.UTC)
+            rows.append((r["value"], r["topic"], r["partition"], r["offset"], ts))
+    return spark.createDataFrame(rows, RECORD_SCHEMA)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(
+    ("capture", "topic_part", "shape"),
+    [
+        (
+            "layouts_expiry_2_3/layouts_expiry_2_3.kafka_jsonlayout.records.jsonl",
+            "logs",
+            "log4j2_json_layout",
+        ),
+        ("otelcol_growth_2_3/growth_2_3.records.jsonl", "logs", "otlp_json"),
+    ],
+)
+def test_real_shipper_log_captures_parse_without_dead_letters(
+    spark: SparkSession, capture: str, topic_part: str, shape: str
+) -> None:
+    records = _capture(spark, DATA.parent / "shippers" / capture, topic_part)
+    rows = parse_logs(records, shapes=True).collect()
+    assert len(rows) >= records.count()
+    assert {(r.error, r.shape) for r in rows} == {(None, shape)}
+    kinds = {r.kind for r in rows}
+    assert {"checkpoint_triggered", "checkpoint_completed", "task_state"} <= kinds
