@@ -542,7 +542,18 @@ def parse_metrics(
     becomes several rows, numbered by ``seq``.
     """
     lim = limits or ParseLimits()
-    rules = name_rules(names)
+    df = _recognised(records)
+    df = _sampled(df, lim.max_points_per_record)
+    df = _named(df, name_rules(names))
+    return _metric_events(df, lim, shapes=shapes)
+
+
+def _recognised(records: DataFrame) -> DataFrame:
+    """Records with their shape (``_shape``, ``_text``) and the JSON shapes' samples (``_jpts``).
+
+    Each record is parsed as its shape only: the tests on its first characters keep the
+    other shapes' expressions from running on it.
+    """
     raw = F.col("value")
     is_otlp = raw.startswith('{"resourceMetrics"')
     is_json = ~is_otlp & (raw.startswith("{") | raw.rlike(r"^\s+\{"))
@@ -573,7 +584,7 @@ def parse_metrics(
         F.when(is_otlp, F.from_json(raw, _OTLP_SCHEMA, JSON_OPTS)).alias("_o"),
         text_kind.alias("_text"),
     )
-    jc, xc, oc, rc, text = F.col("_j"), F.col("_x"), F.col("_o"), F.col("raw"), F.col("_text")
+    jc, xc, oc, text = F.col("_j"), F.col("_x"), F.col("_o"), F.col("_text")
     json_broken = jc["_corrupt"].isNotNull()
     vector = xc["kind"].isNotNull() & jc["fields"].isNull() & jc["value"].isNull()
     telegraf = jc["fields"].isNotNull() & jc["value"].isNull()
@@ -631,14 +642,18 @@ def parse_metrics(
     )
     # What the refusals of a whole record say is taken here, so that the parsed JSON is not
     # carried past the explode.
-    df = df.select(
+    return df.select(
         "*",
         shape.alias("_shape"),
         json_points.alias("_jpts"),
         F.when(vector, vector_other).alias("_vec_other"),
         F.coalesce(jc["_corrupt"], oc["_corrupt"]).alias("_corrupt"),
     )
-    sh = F.col("_shape")
+
+
+def _sampled(df: DataFrame, cap: int) -> DataFrame:
+    """One row per sample (``_seq``, ``_p``), at most ``cap`` and one standing for the rest."""
+    oc, rc, text, sh = F.col("_o"), F.col("raw"), F.col("_text"), F.col("_shape")
     # Line protocol's and OTLP's samples are made in the explode itself, their branch
     # taken only for their records (in a projection they cost every record more; what
     # their lambdas still cost is mostly planning, once per query plan). An OTLP record
@@ -658,16 +673,24 @@ def parse_metrics(
         .when(sh == "otlp_json", F.when(_otlp_has_values(oc), otlp).otherwise(refused))
         .otherwise(F.col("_jpts"))
     )
-    cap = lim.max_points_per_record
     # The sample at the cap stands for all past it: one dead letter, the rest dropped.
-    df = df.select("*", F.posexplode_outer(samples).alias("_seq", "_p")).where(
+    return df.select("*", F.posexplode_outer(samples).alias("_seq", "_p")).where(
         F.col("_seq").isNull() | (F.col("_seq") <= cap)
     )
 
+
+def _named(df: DataFrame, rules: tuple[NameRule, ...]) -> DataFrame:
+    """Each sample's canonical name, labels and naming scheme (``_name``, ``_lab``, ``_naming``)."""
     # The rule's index is a column of its own: every name and label expression reads it.
     df = df.select("*", _rule_index(F.col("_p.n"), rules).alias("_rule"))
     name, lab, scheme = _apply(F.col("_p.n"), F.col("_p.lab"), F.col("_rule"), rules)
-    df = df.select("*", name.alias("_name"), lab.alias("_lab"), scheme.alias("_naming"))
+    return df.select("*", name.alias("_name"), lab.alias("_lab"), scheme.alias("_naming"))
+
+
+def _metric_events(df: DataFrame, lim: ParseLimits, *, shapes: bool) -> DataFrame:
+    """The samples as ``metric`` events or dead letters, in EVENT_COLUMNS order."""
+    rc, text, sh = F.col("raw"), F.col("_text"), F.col("_shape")
+    cap = lim.max_points_per_record
 
     # Spark's JSON reader hands a bare NaN/Infinity token to a string field as `"NaN"`.
     num = F.regexp_replace(F.col("_p.v"), r'^"(.*)"$', "$1").cast(DoubleType())

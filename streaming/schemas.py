@@ -118,6 +118,11 @@ DEAD_LETTER_SCHEMA = StructType(
 DEAD_LETTER_FIELDS: tuple[str, ...] = tuple(DEAD_LETTER_SCHEMA.fieldNames())
 
 
+#: ``from_json`` options of the parsers: a record that is not JSON keeps its text in
+#: ``_corrupt`` (a dead letter's detail) instead of failing the query.
+JSON_OPTS = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt"}
+
+
 def null_column(name: str) -> Any:
     """An empty event column of the right type (a parser that never fills it)."""
     from pyspark.sql import functions as F
