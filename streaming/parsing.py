@@ -21,14 +21,14 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import (
     DecimalType,
     DoubleType,
-    IntegerType,
     LongType,
     StringType,
     StructField,
     StructType,
 )
 
-from streaming.schemas import null_column
+from streaming.otlp_logs import MAX_OTLP_LOG_RECORDS, otlp_exploded
+from streaming.schemas import JSON_OPTS, null_column
 
 #: Why a record is a dead letter (the ``error`` column).
 DEAD_LETTER_REASONS: tuple[str, ...] = (
@@ -76,10 +76,6 @@ NOT_LOG_SHAPES: tuple[str, ...] = (
     "otlp_protobuf",
     "unknown",
 )
-
-#: At most this many log records of one OTLP request become events; the rest are one
-#: ``otlp_record_cap`` dead letter (a request is at most ``parsing.max_record_bytes`` anyway).
-MAX_OTLP_LOG_RECORDS = 1000
 
 
 @dataclass(frozen=True)
@@ -132,7 +128,17 @@ _MDC_JOB_KEY = "flink-job-id"
 
 # Kinds a process logs about itself (no process id in the text): their tm_id comes from the
 # shipper's envelope, see parse_logs. A TaskManager's word on its JobManager is its own too.
+# In a file, the log's own `Starting TaskManager with ResourceID` line names the process
+# (``source_tm`` from streaming.sources) where the envelope does not.
 _SELF_REPORTED = ("fatal_error", "jvm_oom", "jm_heartbeat_timeout", "job_released")
+# The host of rsyslog's header (see _LAYOUT). Anchored: a line in Flink's own layout fails it
+# at its 11th character.
+_SYSLOG_HOST = (
+    r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2}) (\S+) \S+: \d{4}-"
+)
+#: Columns a file source adds that the parser reads when present (streaming.sources): the
+#: time of the record before, and what the log said of itself (its TaskManager, its one job).
+_FILE_COLUMNS = ("fallback_time", "source_tm", "source_job")
 # A YARN container's log directory in a shipper's file path (JSON may escape the slashes).
 _YARN_LOG_DIR = r"[/\\]+(container_(?:e\d+_)?\d+_\d+_\d+_\d+)[/\\]+[\w.-]+\.(?:log|out|err)\b"
 
@@ -140,9 +146,11 @@ _YARN_LOG_DIR = r"[/\\]+(container_(?:e\d+_)?\d+_\d+_\d+_\d+)[/\\]+[\w.-]+\.(?:l
 #  - Flink default, log4j1 (<=1.10) and log4j2 (>=1.11, `[]` for the empty NDC)
 #  - the logback layout and `[thread]` variants seen in the field
 #  - Hadoop NodeManager (`logger: message`), for YARN container kills
-#  - an optional `kubectl logs --timestamps` RFC 3339 prefix
+#  - an optional `kubectl logs --timestamps` RFC 3339 prefix, or rsyslog's header (its
+#    default template: `<RFC 3339 time> <host> <tag>: `, the tag ending in a colon)
 _LAYOUT = (
-    r"(?s)^(?:\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?Z\s+)?"
+    r"(?s)^(?:\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})\s+"
+    r"(?:\S+\s+\S+:\s+)?)?"
     r"(\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[,.]\d{1,9})?)\s+"
     r"(?:\[[^\]]*\]\s+)?"
     r"(TRACE|DEBUG|INFO|WARN|WARNING|ERROR|FATAL)\s+"
@@ -329,22 +337,6 @@ _LOG_JSON_SCHEMA = StructType(
         StructField("_corrupt", StringType()),
     ]
 )
-
-# OTLP/JSON attributes: `[{"key": .., "value": {"stringValue": ..}}]`.
-_OTLP_ATTRS = "array<struct<key: string, value: struct<stringValue: string>>>"
-# The OpenTelemetry Collector's `kafka` exporter with `encoding: otlp_json`: one
-# ExportLogsServiceRequest per record. 64-bit integers are JSON strings in OTLP/JSON.
-_OTLP_RECORD = (
-    "struct<timeUnixNano: string, observedTimeUnixNano: string, severityText: string, "
-    f"severityNumber: string, body: struct<stringValue: string>, attributes: {_OTLP_ATTRS}>"
-)
-_OTLP_LOGS_SCHEMA = (
-    f"resourceLogs array<struct<resource: struct<attributes: {_OTLP_ATTRS}>, "
-    f"scopeLogs: array<struct<scope: struct<name: string>, logRecords: array<{_OTLP_RECORD}>>>>>, "
-    "_corrupt string"
-)
-
-JSON_OPTS = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt"}
 
 
 def _rx(col: Column | str, pattern: str, idx: int = 1) -> Column:
@@ -577,12 +569,14 @@ def _match_slots(kind: Column, msg: Column) -> list[Column]:
 
 
 def _log_fields(
-    kind: Column, msg: Column, slots: list[Column], mdc_job: Column
+    kind: Column, msg: Column, slots: list[Column], mdc_job: Column, file_job: Column
 ) -> dict[str, Column]:
     """Kind-specific fields from the slot groups of :func:`_match_slots`.
 
-    ``mdc_job`` is the job id the record's MDC names (JSON layouts), for the lines of
-    :data:`FREE_KINDS` only: what the other kinds name is in their own words.
+    ``mdc_job`` is the job id the record's MDC names (JSON layouts) and ``file_job`` the one
+    job the TaskManager whose log it is held then (files), for the lines of
+    :data:`FREE_KINDS` only, after what the line says itself: what the other kinds name is
+    in their own words.
     """
     by_field: dict[str, Column] = {}
     for f in _FIELDS:
@@ -605,7 +599,7 @@ def _log_fields(
         "checkpoint_id": by_field["checkpoint_id"].cast(LongType()),
         "duration_ms": by_field["duration_ms"].cast(LongType()),
         "size_bytes": by_field["size_bytes"].cast(LongType()),
-        "job_id": F.when(free, F.coalesce(mdc_job, _rx(msg, _NAMED_JOB))).when(
+        "job_id": F.when(free, F.coalesce(mdc_job, _rx(msg, _NAMED_JOB), file_job)).when(
             classified,
             F.coalesce(
                 by_field["job_id"],
@@ -628,98 +622,21 @@ def parse_logs(
         records: Columns ``value`` (string), ``topic``, ``partition``, ``offset``,
             ``kafka_ts`` (timestamp, may be null).
         limits: Dead-letter bounds.
-        shapes: Add a last column ``shape``: the record shape recognised (one of
-            :data:`LOG_LAYOUTS`, :data:`LOG_ENVELOPES`, ``<envelope>+<layout>`` or
-            :data:`NOT_LOG_SHAPES`), for ``flinkwatch doctor``.
+        shapes: Add two last columns for ``flinkwatch doctor``: ``own_tm``, the
+            TaskManager (or host) the record's own source names (its pod, a YARN container
+            in its path, its file's start line, its host), and ``shape``, the record shape
+            recognised (one of :data:`LOG_LAYOUTS`, :data:`LOG_ENVELOPES`,
+            ``<envelope>+<layout>`` or :data:`NOT_LOG_SHAPES`).
 
     Returns:
         One row per log event with :data:`~streaming.schemas.EVENT_COLUMNS` (an OTLP
         request makes one row per log record, numbered by ``seq``), plus ``shape``.
     """
     lim = limits or ParseLimits()
-    df = _otlp_exploded(records)
+    df = otlp_exploded(records)
     df = _unwrapped(df, shapes=shapes)
     df = _headed(df, lim, fallback_time="fallback_time" in records.columns)
     return _event_columns(df, lim, shapes=shapes)
-
-
-def _attr(attrs: Column, key: str) -> Column:
-    """The string value of OTLP attribute ``key`` (null when absent)."""
-    return F.get(F.filter(attrs, lambda a: a["key"] == key), 0)["value"]["stringValue"]
-
-
-def _severity(number: Column) -> Column:
-    """The level of an OTLP ``severityNumber`` (its ranges: 1-4 TRACE … 21-24 FATAL)."""
-    n = number.try_cast(IntegerType())
-    expr = F.when(n > 24, F.lit(None))
-    for low, level in ((21, "FATAL"), (17, "ERROR"), (13, "WARN"), (9, "INFO"), (5, "DEBUG")):
-        expr = expr.when(n >= low, F.lit(level))
-    return expr.when(n >= 1, F.lit("TRACE"))
-
-
-def _otlp_exploded(records: DataFrame) -> DataFrame:
-    """Records with one row per log record of an OTLP/JSON request (``_o``), others as they are.
-
-    The test on the record's first characters keeps the other shapes from paying for the
-    request's schema; a record of another shape gets ``_o`` null and ``_seq`` null.
-    """
-    value = F.col("value")
-    # The regex runs on the first characters only: a long record does not pay for its length.
-    # As the exporter writes it: compact, the request's one key first.
-    is_otlp = value.startswith('{"resourceLogs":')
-    # One projection before the generator (each copies the record).
-    df = records.select(
-        "*",
-        is_otlp.alias("_is_otlp"),
-        F.from_json(F.when(is_otlp, value), _OTLP_LOGS_SCHEMA, JSON_OPTS).alias("_req"),
-    )
-    req = F.col("_req")
-
-    def item(r: Column, s: Column, lr: Column) -> Column:
-        res = r["resource"]["attributes"]
-        stamp = lr["timeUnixNano"]
-        return F.struct(
-            lr["body"]["stringValue"].alias("line"),
-            # 0 (or no value) means the source gave no time: the collector's then counts.
-            F.when(stamp.try_cast(LongType()) > 0, stamp)
-            .otherwise(lr["observedTimeUnixNano"])
-            .alias("ts"),
-            F.coalesce(lr["severityText"], _severity(lr["severityNumber"])).alias("level"),
-            s["scope"]["name"].alias("logger"),
-            _attr(res, "host.name").alias("host"),
-            _attr(res, "k8s.pod.name").alias("pod"),
-            F.coalesce(_attr(lr["attributes"], "log.file.path"), _attr(res, "log.file.path")).alias(
-                "path"
-            ),
-        )
-
-    # flatten() of a list holding a null list is null: drop the null lists first.
-    items = F.flatten(
-        F.filter(
-            F.transform(
-                req["resourceLogs"],
-                lambda r: F.flatten(
-                    F.filter(
-                        F.transform(
-                            r["scopeLogs"],
-                            lambda s: F.transform(s["logRecords"], lambda lr: item(r, s, lr)),
-                        ),
-                        lambda a: a.isNotNull(),
-                    )
-                ),
-            ),
-            lambda a: a.isNotNull(),
-        )
-    )
-    items = F.when(req["_corrupt"].isNull(), items)
-    # One element past the cap is kept: it stands for the rest (an `otlp_record_cap` dead letter).
-    return df.select(
-        *records.columns,
-        "_is_otlp",
-        req["_corrupt"].isNotNull().alias("_otlp_bad"),
-        F.size(items).alias("_otlp_n"),
-        F.posexplode_outer(F.slice(items, 1, MAX_OTLP_LOG_RECORDS + 1)).alias("_seq", "_o"),
-    )
 
 
 def _unwrapped(records: DataFrame, *, shapes: bool) -> DataFrame:
@@ -743,7 +660,7 @@ def _unwrapped(records: DataFrame, *, shapes: bool) -> DataFrame:
         "partition",
         "offset",
         "kafka_ts",
-        *(["fallback_time"] if "fallback_time" in records.columns else []),
+        *[c for c in _FILE_COLUMNS if c in records.columns],
         "_is_otlp",
         "_otlp_bad",
         "_otlp_n",
@@ -852,7 +769,7 @@ def _unwrapped(records: DataFrame, *, shapes: bool) -> DataFrame:
         "partition",
         "offset",
         "kafka_ts",
-        *(["fallback_time"] if "fallback_time" in records.columns else []),
+        *[c for c in _FILE_COLUMNS if c in records.columns],
         "seq",
         "raw",
         "_len",
@@ -884,6 +801,8 @@ def _unwrapped(records: DataFrame, *, shapes: bool) -> DataFrame:
             F.get_json_object(ec["host"], "$.name"),
             ec["host"],
             ec["hostname"],
+            # rsyslog's default template: `<RFC 3339 time> <host> <tag>: <line>`.
+            F.when(~F.col("_is_json"), _rx(F.col("_line"), _SYSLOG_HOST)),
         ).alias("_env_host"),
         *([_envelope_shape().alias("_shape_env")] if shapes else []),
     )
@@ -1028,14 +947,27 @@ def _headed(df: DataFrame, lim: ParseLimits, *, fallback_time: bool) -> DataFram
     df = df.select(
         "*",
         error.alias("error"),
-        message.alias("_message"),
+        message.alias("_raw_message"),
         event_ms.alias("_event_ms"),
     )
+    df = df.select("*", _line_breaks(F.col("_raw_message")).alias("_message"))
     ok = F.col("error").isNull()
     df = df.select("*", F.when(ok, F.substring_index(F.col("_message"), "\n", 1)).alias("_first"))
     df = df.select("*", F.when(ok, _classify(F.col("_message"), F.col("_first"))).alias("_kind"))
     df = df.select("*", _by_cause(F.col("_kind"), F.col("_message")).alias("_ruled"))
     return df.select("*", _by_level(F.col("_ruled"), _level()).alias("kind"))
+
+
+# rsyslog's imfile writes a line break inside a message as the two characters `\n` (its
+# `escapeLF`, on by default): a stack trace arrives as one line. Such a message has no real
+# line break, and a `\n` before a stack frame, a cause or an exception class.
+_ESCAPED_BREAK = r"\\n(?:\t|at |Caused by: |[\w$]+(?:\.[\w$]+)+(?:Exception|Error|Throwable)\b)"
+
+
+def _line_breaks(message: Column) -> Column:
+    """``message`` with rsyslog's escaped line breaks made real again (see _ESCAPED_BREAK)."""
+    escaped = message.contains("\\n") & ~message.contains("\n") & message.rlike(_ESCAPED_BREAK)
+    return F.when(escaped, F.regexp_replace(message, r"\\n", "\n")).otherwise(message)
 
 
 def _level() -> Column:
@@ -1108,6 +1040,11 @@ def _shape() -> Column:
     )
 
 
+def _file_column(df: DataFrame, name: str) -> Column:
+    """A column a file source adds (:data:`_FILE_COLUMNS`), null for Kafka records."""
+    return F.col(name) if name in df.columns else F.lit(None).cast(StringType())
+
+
 def _event_columns(df: DataFrame, lim: ParseLimits, *, shapes: bool) -> DataFrame:
     """The parsed event's fields from the message, in :data:`EVENT_COLUMNS` order."""
     jc = F.col("_j")
@@ -1118,7 +1055,8 @@ def _event_columns(df: DataFrame, lim: ParseLimits, *, shapes: bool) -> DataFram
     df = df.select("*", *[slot.alias(f"_slot{i}") for i, slot in enumerate(slots)])
     mdc = F.coalesce(jc[_MDC_JOB_KEY], jc["contextMap"][_MDC_JOB_KEY], jc["mdc"][_MDC_JOB_KEY])
     mdc_job = _rx(F.when(F.col("_is_json"), mdc), f"^{J}$")
-    fields = _log_fields(kind, msg, [F.col(f"_slot{i}") for i in range(len(slots))], mdc_job)
+    slot_cols = [F.col(f"_slot{i}") for i in range(len(slots))]
+    fields = _log_fields(kind, msg, slot_cols, mdc_job, _file_column(df, "source_job"))
     level = _level()
     logger = F.coalesce(
         F.when(
@@ -1135,6 +1073,8 @@ def _event_columns(df: DataFrame, lim: ParseLimits, *, shapes: bool) -> DataFram
     )
     # Where a shipper says the file came from: a YARN container directory names the process.
     path = F.coalesce(F.col("_o_path"), F.when(F.col("_is_json"), F.col("raw")))
+    # The process a record's own source names (see _SELF_REPORTED); the pod comes first.
+    own_tm = F.coalesce(_rx(path, _YARN_LOG_DIR), _file_column(df, "source_tm"), F.col("_env_host"))
     detail = F.when(
         F.col("error") == "otlp_record_cap",
         F.format_string(
@@ -1157,11 +1097,9 @@ def _event_columns(df: DataFrame, lim: ParseLimits, *, shapes: bool) -> DataFram
             fields["tm_id"],
             F.when(F.col("kind").isNotNull(), F.col("_pod")),
             # A process's own fatal lines name no process: the shipper's YARN container
-            # directory (`…/container_…/taskmanager.log`) or, failing that, its host does.
-            F.when(
-                F.col("kind").isin(*_SELF_REPORTED),
-                F.coalesce(_rx(path, _YARN_LOG_DIR), F.col("_env_host")),
-            ),
+            # directory (`…/container_…/taskmanager.log`), the log's own start line (files),
+            # or, failing both, its host does.
+            F.when(F.col("kind").isin(*_SELF_REPORTED), own_tm),
         ).alias("tm_id"),
         F.coalesce(fields["host"], F.col("_env_host")).alias("host"),
         fields["task"].alias("task"),
@@ -1179,5 +1117,7 @@ def _event_columns(df: DataFrame, lim: ParseLimits, *, shapes: bool) -> DataFram
         F.col("error"),
         F.when(F.col("error").isNotNull(), detail).alias("detail"),
         F.when(F.col("error").isNotNull(), F.substring(F.col("raw"), 1, 65536)).alias("raw"),
+        # For doctor: whom a line of the record would be attributed to, had it no id itself.
+        *([F.coalesce(F.col("_pod"), own_tm).alias("own_tm")] if shapes else []),
         *([_shape().alias("shape")] if shapes else []),
     )

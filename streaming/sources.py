@@ -115,6 +115,73 @@ def _time_text(record: Column) -> Column:
     return F.when(found != "", found)
 
 
+# What a TaskManager's own log says of itself: whose it is (its first lines, and again after
+# a restart into the same file), and which jobs it holds slots of (TaskExecutor and
+# DefaultJobLeaderService, every version from 1.5 to 2.3). Only a log file as Flink wrote it
+# is one process's (a mini-cluster's JobManager runs in its TaskManager's JVM): a file of
+# shipper records (JSON, or behind a syslog or `kubectl --timestamps` header), or of text
+# records where a JobManager starts beside a TaskManager (a KafkaAppender's topic written
+# out), interleaves processes, and its records name their own source in their envelope.
+_SHIPPED = r"^\s*(?:\{|\d{4}-\d{2}-\d{2}T)"
+_JM_START = r"Starting \w+ClusterEntry[Pp]oint"
+_TM_START = r"Starting TaskManager with ResourceID: ([^\s\"\\,]+)"
+_JOB_ADDED = r"Add job ([0-9a-f]{32}) for job leader monitoring"
+_JOB_REMOVED = r"Remove job ([0-9a-f]{32}) from job leader monitoring"
+
+
+def _found(record: Column, pattern: str) -> Column:
+    value = F.regexp_extract(record, pattern, 1)
+    return F.when(value != "", value)
+
+
+def _jobmanager_start(record: Column) -> Column:
+    """Whether a record is a JobManager process starting.
+
+    A file holding one and a TaskManager's start holds two processes: a topic's records
+    written out, not one process's log (a mini-cluster logs no entrypoint).
+    """
+    return record.contains("ClusterEntry") & record.rlike(_JM_START)
+
+
+def _mark(record: Column, i: Column) -> Column:
+    """A record that names the log's TaskManager or a job it holds, as a mark; else null."""
+    says = record.contains("Starting TaskManager with ResourceID") | record.contains(
+        " job leader monitoring"
+    )
+    return F.when(
+        says,
+        F.struct(
+            i.alias("i"),
+            _found(record, _TM_START).alias("tm"),
+            _found(record, _JOB_ADDED).alias("add"),
+            _found(record, _JOB_REMOVED).alias("rm"),
+        ),
+    )
+
+
+def _self_at(marks: Column, i: Column) -> Column:
+    """The TaskManager a log is, and the jobs it holds, as of its record ``i``.
+
+    Folds the marks up to ``i``: a start names the TaskManager and forgets the jobs of the
+    one before it (a restart logging into the same file), an added job joins, a removed one
+    leaves. A few marks per file: the cost is the records times the marks before them.
+    """
+    start = F.struct(
+        F.lit(None).cast("string").alias("tm"), F.array().cast("array<string>").alias("jobs")
+    )
+
+    def step(acc: Column, m: Column) -> Column:
+        jobs = (
+            F.when(m["tm"].isNotNull(), F.array().cast("array<string>"))
+            .when(m["add"].isNotNull(), F.array_union(acc["jobs"], F.array(m["add"])))
+            .when(m["rm"].isNotNull(), F.array_remove(acc["jobs"], m["rm"]))
+            .otherwise(acc["jobs"])
+        )
+        return F.struct(F.coalesce(m["tm"], acc["tm"]).alias("tm"), jobs.alias("jobs"))
+
+    return F.aggregate(F.filter(marks, lambda m: m["i"] <= i), start, step)
+
+
 def file_records(
     spark: SparkSession, directory: Path, *, kind: str, stream: bool = True
 ) -> DataFrame:
@@ -124,7 +191,10 @@ def file_records(
     metric files are one record per line. A log record without a time of its own (a
     shipper without multiline handling wrote ``java.lang.OutOfMemoryError: …`` as a record
     of its own) gets ``fallback_time``: the time of the record before it in the file,
-    where Kafka records fall back to their Kafka timestamp.
+    where Kafka records fall back to their Kafka timestamp. A log record also gets what
+    its file said of itself before it (:func:`_self_at`): ``source_tm``, the TaskManager
+    whose log it is, and ``source_job``, the one job that TaskManager held then (null when
+    it held none or several), for the lines that name neither.
     """
     reader = spark.readStream if stream else spark.read
     df = reader.format("text").option("wholetext", "true").load(str(directory))
@@ -135,10 +205,21 @@ def file_records(
     if kind == "log":
         # Arrays, not a window: the file source is a stream. Each record's time text is
         # extracted once; a record looks back a few records for one.
-        df = df.select("topic", "_recs", F.transform("_recs", _time_text).alias("_times"))
-        items = F.transform(
+        df = df.select(
+            "topic",
             "_recs",
-            lambda rec, i: F.struct(
+            F.transform("_recs", _time_text).alias("_times"),
+            # Null for a file of shipper records: nothing in it speaks for the file.
+            F.when(
+                ~F.coalesce(F.element_at("_recs", 1), F.lit("")).rlike(_SHIPPED)
+                & ~F.exists("_recs", _jobmanager_start),
+                F.filter(F.transform("_recs", _mark), lambda m: m.isNotNull()),
+            ).alias("_marks"),
+        )
+
+        def item(rec: Column, i: Column) -> Column:
+            me = _self_at(F.col("_marks"), i)
+            return F.struct(
                 rec.alias("value"),
                 F.coalesce(
                     *[
@@ -146,8 +227,11 @@ def file_records(
                         for k in range(1, _LOOK_BACK + 1)
                     ]
                 ).alias("fallback_time"),
-            ),
-        )
+                me["tm"].alias("source_tm"),
+                F.when(F.size(me["jobs"]) == 1, me["jobs"][0]).alias("source_job"),
+            )
+
+        items = F.transform("_recs", item)
     else:
         items = F.transform(
             "_recs",
@@ -155,6 +239,7 @@ def file_records(
                 rec.alias("value"), F.lit(None).cast("string").alias("fallback_time")
             ),
         )
+    own = ["source_tm", "source_job"] if kind == "log" else []
     return (
         df.select("topic", F.posexplode(items).alias("offset", "_rec"))
         .where(F.trim(F.col("_rec.value")) != "")
@@ -165,5 +250,6 @@ def file_records(
             F.col("offset").cast("long").alias("offset"),
             F.lit(None).cast("timestamp").alias("kafka_ts"),
             F.col("_rec.fallback_time").alias("fallback_time"),
+            *[F.col(f"_rec.{c}").alias(c) for c in own],
         )
     )

@@ -360,7 +360,7 @@ def test_the_shape_column_names_each_record_shape(spark: SparkSession) -> None:
     by_id = {c["id"]: c["value"] for c in LOG_CASES}
     values = [by_id.get(v, v) for v, _ in _SHAPES]
     parsed = parse_logs(records_df(spark, values), shapes=True)
-    assert parsed.columns == [*EVENT_COLUMNS, "shape"]
+    assert parsed.columns == [*EVENT_COLUMNS, "own_tm", "shape"]
     got = [(r.offset, r.shape) for r in parsed.orderBy("offset").collect()]
     assert got == [(i, shape) for i, (_, shape) in enumerate(_SHAPES)]
 
