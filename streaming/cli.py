@@ -31,6 +31,7 @@ from streaming.cli_args import (
     with_overrides,
 )
 from streaming.deliveries_cli import add_deliveries_parser
+from streaming.doctor_cli import add_doctor_parser
 from streaming.replay_progress import ReplayCounts, ReplayProgress
 from streaming.report_cli import add_report_parser
 from streaming.silence_cli import add_silence_parser
@@ -634,6 +635,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_deliveries_parser(sub)
     add_silence_parser(sub)
     add_report_parser(sub)
+    add_doctor_parser(sub)
     return p
 
 

@@ -1,0 +1,218 @@
+"""``flinkwatch doctor``: what the data on the topics (or in files) lets flinkwatch see.
+
+Reads a sample, the newest ``--sample`` records of each partition of the configured log
+and metric topics (or the files given), parses it with the product's own parsers, counts
+it in Spark by shape, kind, dead-letter reason and naming, and prints what
+:mod:`streaming.doctor` makes of the counts: which record shapes arrive, why records are
+refused (with one example each), and per detector whether the signals it needs are there.
+Nothing is written to Kafka and no consumer group is committed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from streaming.cli_args import add_output_format, config_of, log, print_json
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from conf import AppConfig
+    from streaming.doctor import Tally
+
+#: The newest records per partition a sample reads by default.
+DEFAULT_SAMPLE = 10_000
+#: Characters of a dead letter's record shown as its example.
+_EXAMPLE_CHARS = 400
+
+
+def add_doctor_parser(sub: Any) -> None:
+    """The ``doctor`` command."""
+    d = sub.add_parser(
+        "doctor",
+        help="read a sample of the input and say what it lets each detector see",
+        allow_abbrev=False,
+    )
+    d.add_argument("--config", help="YAML config (topics, Kafka connection, parsing limits)")
+    d.add_argument("--bootstrap", help="override kafka.bootstrap_servers")
+    d.add_argument(
+        "--logs", nargs="+", default=[], help="log files or directories instead of the topics"
+    )
+    d.add_argument("--metrics", nargs="+", default=[], help="metric files instead of the topics")
+    d.add_argument(
+        "--sample",
+        type=int,
+        default=DEFAULT_SAMPLE,
+        help=f"newest records per partition read from each topic (default {DEFAULT_SAMPLE:,})",
+    )
+    add_output_format(d)
+    d.set_defaults(func=cmd_doctor)
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    """Sample, parse, count, judge, print."""
+    from streaming.doctor import as_json, diagnose, render_text
+    from streaming.session import get_session
+
+    cfg = config_of(args)
+    if args.sample < 1:
+        log.error("--sample must be at least 1")
+        return 2
+    from_files = bool(args.logs or args.metrics)
+    work = Path(tempfile.mkdtemp(prefix="flinkwatch-doctor-"))
+    try:
+        spark = get_session(timezone=cfg.parsing.log_timezone, require_kafka=not from_files)
+        inputs = (
+            _file_inputs(spark, args, work)
+            if from_files
+            else _topic_inputs(spark, cfg, args.sample)
+        )
+        tally = collect_tally(cfg, inputs)
+    except FileNotFoundError as exc:
+        log.error("%s", exc)
+        return 2
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    enabled = [n for n, p in cfg.detector_params().items() if p.enabled]
+    diagnosis = diagnose(tally, enabled)
+    if args.output_format == "json":
+        print_json(as_json(diagnosis))
+    else:
+        print("\n".join(render_text(diagnosis)))
+    sys.stdout.flush()
+    return 0
+
+
+#: Per input: where the sample came from, and its records (``value``, ``topic``, ...).
+Inputs = dict[str, tuple[str, "DataFrame"]]
+
+
+def _file_inputs(spark: SparkSession, args: argparse.Namespace, work: Path) -> Inputs:
+    from streaming.sources import file_records, stage_files
+
+    out: Inputs = {}
+    for name, paths, kind in (("logs", args.logs, "log"), ("metrics", args.metrics, "metric")):
+        if paths:
+            staged = stage_files(paths, work / name)
+            files = sum(1 for _ in staged.iterdir())
+            out[name] = (f"{files} file(s)", file_records(spark, staged, kind=kind, stream=False))
+    return out
+
+
+def _topic_inputs(spark: SparkSession, cfg: AppConfig, sample: int) -> Inputs:
+    import json
+
+    from streaming.catchup import end_offsets
+    from streaming.sources import kafka_records
+
+    topics = {"logs": cfg.kafka.logs_topic, "metrics": cfg.kafka.metrics_topic}
+    first, end = end_offsets(cfg.kafka, list(topics.values()))
+    out: Inputs = {}
+    for name, topic in topics.items():
+        parts = end.get(topic, {})
+        if not parts:
+            log.warning("topic %s has no partitions (missing?): nothing sampled from it", topic)
+            continue
+        start = {p: max(first.get(topic, {}).get(p, 0), stop - sample) for p, stop in parts.items()}
+        records = sum(parts[p] - start[p] for p in parts)
+        df = kafka_records(
+            spark, cfg.kafka, topic, stream=False, starting_offsets=json.dumps({topic: start})
+        )
+        what = f"{topic}: the newest {records:,} records of {len(parts)} partition(s)"
+        out[name] = (what, df)
+    return out
+
+
+def collect_tally(cfg: AppConfig, inputs: Inputs) -> Tally:
+    """Parse each input and count it (one small Spark aggregation per input)."""
+    from pyspark.sql import functions as F
+
+    from detectors import REGISTRY
+    from streaming.app import parse_limits
+    from streaming.doctor import Count, Example, Tally, side_of_logger
+    from streaming.metric_parsing import parse_metrics
+    from streaming.parsing import parse_logs
+
+    known = sorted({m for d in REGISTRY.values() for m in d.metrics})
+    counts: list[Count] = []
+    examples: list[Example] = []
+    sources: dict[str, str] = {}
+    for name, (what, records) in inputs.items():
+        sources[name] = what
+        lim = parse_limits(cfg)
+        if name == "logs":
+            df = parse_logs(records, lim, shapes=True)
+        else:
+            df = parse_metrics(records, lim, names=cfg.parsing.metric_names, shapes=True)
+        # Metric records name their TaskManager in their labels, or not at all.
+        own = F.col("own_tm").isNotNull() if "own_tm" in df.columns else F.lit(False)
+        metric = F.when(F.col("metric").isin(*known), F.col("metric")).when(
+            F.col("kind") == "metric", F.lit("other")
+        )
+        grouped = df.groupBy(
+            "shape",
+            "kind",
+            "error",
+            F.col("job_id").isNotNull().alias("job"),
+            F.col("tm_id").isNotNull().alias("tm"),
+            own.alias("source"),
+            "logger",
+            metric.alias("metric_seen"),
+        ).count()
+        for r in grouped.collect():
+            counts.append(
+                Count(
+                    input=name,  # type: ignore[arg-type]
+                    shape=r["shape"] or "unknown",
+                    kind=r["kind"],
+                    error=r["error"],
+                    job=bool(r["job"]),
+                    tm=bool(r["tm"]),
+                    side=side_of_logger(r["logger"]),
+                    metric=r["metric_seen"],
+                    n=int(r["count"]),
+                    source=bool(r["source"]),
+                )
+            )
+        first_dead = (
+            df.where(F.col("error").isNotNull())
+            .groupBy("error")
+            .agg(F.min_by(F.struct("topic", "partition", "offset", "raw"), "offset").alias("e"))
+        )
+        for r in first_dead.collect():
+            e = r["e"]
+            examples.append(
+                Example(
+                    input=name,  # type: ignore[arg-type]
+                    error=r["error"],
+                    source=_display_source(e["topic"]),
+                    partition=int(e["partition"] or 0),
+                    offset=int(e["offset"] or 0),
+                    raw=(e["raw"] or "")[:_EXAMPLE_CHARS],
+                )
+            )
+    return Tally(tuple(_merged(counts)), tuple(examples), sources)
+
+
+def _merged(counts: list[Any]) -> list[Any]:
+    """Rows that differ only by logger (several loggers of one side) summed into one."""
+    from dataclasses import replace
+
+    out: dict[tuple[Any, ...], Any] = {}
+    for c in counts:
+        key = (c.input, c.shape, c.kind, c.error, c.job, c.tm, c.side, c.metric, c.source)
+        out[key] = replace(out[key], n=out[key].n + c.n) if key in out else c
+    return list(out.values())
+
+
+def _display_source(topic: str | None) -> str:
+    # Files are staged as `NNNNN-<name>` links: show the name the user gave.
+    name = Path(topic or "").name
+    if "/" in (topic or "") and "-" in name:
+        return name.split("-", 1)[1]
+    return topic or ""
