@@ -428,7 +428,7 @@ def cmd_parse(args: argparse.Namespace) -> int:
     from streaming.metric_parsing import parse_metrics
     from streaming.parsing import parse_logs
     from streaming.session import get_session
-    from streaming.sources import file_records, stage_files
+    from streaming.sources import file_records, given_name, stage_files
 
     cfg = load_or_exit(args.config)
     work = Path(tempfile.mkdtemp(prefix="flinkwatch-parse-"))
@@ -446,7 +446,7 @@ def cmd_parse(args: argparse.Namespace) -> int:
             rec = {k: v for k, v in row.asDict().items() if v is not None}
             if "event_time" in rec:
                 rec["event_time"] = rec["event_time"].strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
-            rec["topic"] = _original_name(rec.get("topic", ""))
+            rec["topic"] = given_name(rec.get("topic", ""))
             rec.pop("kafka_ts", None)
             rec.pop("partition", None)
             print(json.dumps(rec, default=str))
@@ -456,12 +456,6 @@ def cmd_parse(args: argparse.Namespace) -> int:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0
-
-
-def _original_name(staged: str) -> str:
-    # stage_files names links `NNNNN-<name>`; show the user the name they gave.
-    name = Path(staged).name
-    return name.split("-", 1)[1] if "-" in name else name
 
 
 def _kafka_settings(cfg: AppConfig) -> KafkaSettings:

@@ -137,6 +137,7 @@ def collect_tally(cfg: AppConfig, inputs: Inputs) -> Tally:
     from streaming.doctor import Count, Example, Tally, side_of_logger
     from streaming.metric_parsing import parse_metrics
     from streaming.parsing import parse_logs
+    from streaming.sources import given_name
 
     known = sorted({m for d in REGISTRY.values() for m in d.metrics})
     counts: list[Count] = []
@@ -186,11 +187,13 @@ def collect_tally(cfg: AppConfig, inputs: Inputs) -> Tally:
         )
         for r in first_dead.collect():
             e = r["e"]
+            topic = e["topic"] or ""
             examples.append(
                 Example(
                     input=name,  # type: ignore[arg-type]
                     error=r["error"],
-                    source=_display_source(e["topic"]),
+                    # A file's path (staged); a Kafka topic's name as it is.
+                    source=given_name(topic) if "/" in topic else topic,
                     partition=int(e["partition"] or 0),
                     offset=int(e["offset"] or 0),
                     raw=(e["raw"] or "")[:_EXAMPLE_CHARS],
@@ -208,11 +211,3 @@ def _merged(counts: list[Any]) -> list[Any]:
         key = (c.input, c.shape, c.kind, c.error, c.job, c.tm, c.side, c.metric, c.source)
         out[key] = replace(out[key], n=out[key].n + c.n) if key in out else c
     return list(out.values())
-
-
-def _display_source(topic: str | None) -> str:
-    # Files are staged as `NNNNN-<name>` links: show the name the user gave.
-    name = Path(topic or "").name
-    if "/" in (topic or "") and "-" in name:
-        return name.split("-", 1)[1]
-    return topic or ""

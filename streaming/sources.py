@@ -104,6 +104,12 @@ def stage_files(paths: Sequence[str | Path], into: Path) -> Path:
     return into
 
 
+def given_name(staged: str) -> str:
+    """The name the user gave a file :func:`stage_files` linked as ``NNNNN-<name>``."""
+    name = Path(staged).name
+    return name.split("-", 1)[1] if "-" in name else name
+
+
 #: A timestamp somewhere near a record's start: its layout's or its JSON envelope's.
 _TIME_TEXT = r"(\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d{1,9})?(?:Z|[+-]\d{2}:?\d{2})?)"
 #: How many records back a record without a time of its own looks for one.
