@@ -182,6 +182,15 @@ class SparkConfig(FrozenModel):
         ge=0,
         description="Detector micro-batch interval; 0 = the next batch as soon as one ends.",
     )
+    poll_interval_s: float = Field(
+        default=0.25,
+        gt=0,
+        le=10,
+        description=(
+            "With nothing new to read, how often each query looks again (Spark's polling "
+            "delay): the most a record waits after a quiet spell, and what idling costs."
+        ),
+    )
     parse_mode: Literal["realtime", "microbatch"] = Field(
         default="realtime",
         description=(
@@ -225,12 +234,13 @@ class SparkConfig(FrozenModel):
         ),
     )
     tick_interval_s: float | None = Field(
-        default=5.0,
+        default=1.0,
         gt=0,
         description=(
-            "How often the driver writes a tick to the event bus (every record the raw topics "
-            "held then is on the bus), so deadlines pass when nothing at all arrives; null = "
-            "no ticks: a whole cluster falling silent is then seen only with other data."
+            "Least time between two ticks: the driver writes a tick to the event bus (every "
+            "record the raw topics held then is on the bus) when a deadline is due, so "
+            "deadlines pass when nothing at all arrives; null = no ticks: a whole cluster "
+            "falling silent is then seen only with other data."
         ),
     )
     watermark_delay_s: float = Field(

@@ -58,7 +58,7 @@ from streaming.placement import Placement
 from streaming.processor import STATE_LAYOUT, ShardProcessor
 from streaming.rows import DETECT_SCHEMA
 from streaming.sources import kafka_records, kafka_stream
-from streaming.ticks import TICK_KEY, Ticker, tick_value
+from streaming.ticks import TICK_KEY, Ticker, tick_value, woken
 
 log = logging.getLogger(__name__)
 
@@ -362,7 +362,16 @@ class Pipeline:
         return [self.start_parse, self.start_detect, self.start_deadletters]
 
     def start(self) -> list[StreamingQuery]:
-        """Start every query, to run side by side."""
+        """Start every query, to run side by side.
+
+        The first tick after a start goes to every shard (:mod:`streaming.ticks`): a
+        reload may have changed the shards' deadlines, and each reports them again.
+        """
+        self.stats.forget_due()
+        # Read when a query starts: with a trigger of 0 an idle query asks its sources for
+        # new offsets every this often (Spark's default, 10 ms, is a busy loop).
+        delay = f"{max(1, round(self.cfg.spark.poll_interval_s * 1000))}ms"
+        self.spark.conf.set("spark.sql.streaming.pollingDelay", delay)
         return [start() for start in self.starters()]
 
     def admission(self) -> bool:
@@ -413,6 +422,8 @@ class Pipeline:
             return
         if self.ticker is None:
             self.ticker = _kafka_ticker(self.cfg)
+        shards = self.cfg.spark.state_shards
+        self.ticker.wakes = lambda t_ms: woken(self.stats.due(), shards, t_ms)
         self.ticker.interval_s = self.cfg.spark.tick_interval_s
         self.ticker.poll(parse.lastProgress)
 
@@ -473,7 +484,7 @@ def _kafka_ticker(cfg: AppConfig) -> Ticker:
     k = cfg.kafka
     producer: Any = None
 
-    def send(event_ms: int) -> None:
+    def send(event_ms: int, shards: list[int] | None) -> None:
         nonlocal producer
         if producer is None:
             producer = connect(
@@ -482,7 +493,7 @@ def _kafka_ticker(cfg: AppConfig) -> Ticker:
         # One per partition: a micro-batch may read the partitions unevenly.
         parts = sorted(producer.partitions_for(k.events_topic) or ())
         for p in parts:
-            value = tick_value(event_ms, p, len(parts))
+            value = tick_value(event_ms, p, len(parts), shards)
             producer.send(k.events_topic, key=TICK_KEY.encode(), value=value.encode(), partition=p)
         producer.flush(timeout=10)
 

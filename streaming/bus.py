@@ -202,18 +202,24 @@ def detect_input(records: DataFrame, shards: int) -> DataFrame:
     ``parsing.max_future_skew_s``) cannot move everyone's watermark ahead with its own and
     make every other host's records late. The host keeps its own times in its events.
     """
-    event_ms = F.from_json("value", "event_ms long")["event_ms"]
+    head = F.from_json("value", "event_ms long, shards array<int>")
+    event_ms = head["event_ms"]
     event_time = F.timestamp_millis(event_ms)
     has_bus = "bus_ts" in records.columns
     if has_bus:
         event_time = F.least(event_time, F.col("bus_ts"))
-    # A tick (streaming.ticks) goes to every shard, and has no event time of its own for
-    # the watermark: it bounds the frontier for deadlines, it must not make records late.
+    # A tick (streaming.ticks) goes to the shards it names (every shard when it names
+    # none), and has no event time of its own for the watermark: it bounds the frontier
+    # for deadlines, it must not make records late. A named shard past this query's count
+    # (a tick written for another one) is not a shard here.
     tick = F.col("key") == TICK_KEY
     shard = F.pmod(F.xxhash64("key"), F.lit(shards)).cast("int")
     every = F.sequence(F.lit(0), F.lit(shards - 1))
+    named = F.array_intersect(head["shards"], every)
     return records.where(event_ms.isNotNull()).select(
-        F.explode(F.when(tick, every).otherwise(F.array(shard))).alias("shard"),
+        F.explode(F.when(tick, F.coalesce(named, every)).otherwise(F.array(shard))).alias(
+            "shard"
+        ),
         F.col("key").alias("entity"),
         "value",
         (F.unix_millis("bus_ts") if has_bus else F.lit(None).cast("long")).alias("bus_ms"),

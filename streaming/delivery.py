@@ -79,6 +79,9 @@ class PipelineStats:
     #: (:data:`~streaming.entity.ENTITY_COUNT` rows), and the checkpoint they belong to.
     shard_entities: dict[str, int] = field(default_factory=dict)
     entities_of: str | None = None
+    #: When each shard's first entity is due (bus frontier, ms; ``None``: none is), from
+    #: the same rows; cleared at each start of the queries (:meth:`forget_due`).
+    shard_due: dict[str, int | None] = field(default_factory=dict)
     # Last batch counted per query; kept here, not in the handlers, because the handlers
     # are recreated when the queries restart and Spark then replays the last batch.
     counted: dict[str, int] = field(default_factory=dict)
@@ -128,16 +131,28 @@ class PipelineStats:
     def count_entities(self, checkpoint: str, counts: Sequence[EntityCount]) -> None:
         """Take each shard's entity count from its latest row (rows in batch order).
 
-        A shard reports at each of its turns, and every shard has one at least each
-        ``spark.tick_interval_s`` (a tick goes to every shard), so the sum is complete
-        seconds after a start. Counts of another checkpoint (a new shard count) are dropped.
+        A shard reports at each of its turns, and the first tick after a start goes to
+        every shard, so the sum is complete seconds after a start. Counts of another
+        checkpoint (a new shard count) are dropped.
         """
         with self._lock:
             if checkpoint != self.entities_of:
                 self.shard_entities.clear()
+                self.shard_due.clear()
                 self.entities_of = checkpoint
             for c in counts:
                 self.shard_entities[c.shard] = c.entities
+                self.shard_due[c.shard] = c.due_ms
+
+    def due(self) -> dict[str, int | None]:
+        """A copy of :attr:`shard_due` (read from the driver's loop)."""
+        with self._lock:
+            return dict(self.shard_due)
+
+    def forget_due(self) -> None:
+        """Forget when the shards are due: the next tick goes to every shard."""
+        with self._lock:
+            self.shard_due.clear()
 
     def entities(self) -> int | None:
         """Entities the detect query holds (``None`` before any shard has reported)."""

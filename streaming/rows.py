@@ -163,18 +163,23 @@ class Refused:
 
 @dataclass(frozen=True, slots=True)
 class EntityCount:
-    """A shard holds ``entities`` entities after its turn."""
+    """A shard holds ``entities`` entities after its turn.
+
+    ``due_ms``: the bus frontier at which the first of them is due (``None``: none is),
+    so the driver ticks only the shards a tick would wake (:mod:`streaming.ticks`).
+    """
 
     kind: ClassVar[RowKind] = RowKind.ENTITY_COUNT
     shard: str
     entities: int
+    due_ms: int | None = None
 
     @property
     def about(self) -> About:  # noqa: D102
         return About("", f"shard:{self.shard}")
 
     def data(self) -> Any:  # noqa: D102
-        return {"entities": self.entities}
+        return {"entities": self.entities, "due_ms": self.due_ms}
 
 
 Note = Signal | SignalGone | DetectorFailure | Refused | EntityCount
@@ -221,7 +226,12 @@ def read(row: Mapping[str, Any]) -> Alert | Note:
     if kind is RowKind.ENTITY_REFUSED:
         return Refused(about)
     if kind is RowKind.ENTITY_COUNT:
-        return EntityCount(about.entity.removeprefix("shard:"), int(data["entities"]))
+        due = data.get("due_ms")
+        return EntityCount(
+            about.entity.removeprefix("shard:"),
+            int(data["entities"]),
+            None if due is None else int(due),
+        )
     return DetectorFailure(
         about, data["error"], data["where"], int(data["failures"]), bool(data["dropped"])
     )
@@ -268,6 +278,6 @@ def refused_row(detector: str, entity: str) -> dict[str, Any]:
     return note_row(Refused(About(detector, entity)))
 
 
-def count_row(shard: str, entities: int) -> dict[str, Any]:
+def count_row(shard: str, entities: int, due_ms: int | None = None) -> dict[str, Any]:
     """An :class:`EntityCount` row: the shard holds ``entities`` entities."""
-    return note_row(EntityCount(shard, entities))
+    return note_row(EntityCount(shard, entities, due_ms))

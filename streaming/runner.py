@@ -674,8 +674,10 @@ class ShardRunner:
                 changed = True
         timer = min((clock.timer(w) for w in wakes.values()), default=None)
         if shard is not None:
-            # Every saved entity has a wake-up, so the table counts them without a read.
-            out.append(count_row(shard, len(wakes)))
+            # Every saved entity has a wake-up, so the table counts them without a read,
+            # and says at which frontier the first is due: a tick before that wakes none.
+            due = min((w[1] for w in wakes.values()), default=None)
+            out.append(count_row(shard, len(wakes), due))
         return ShardOutcome(out, wakes, changed, timer, bad)
 
 

@@ -9,9 +9,17 @@ A tick is flinkwatch's own evidence of time: "every record the raw topics held a
 broker time T has been parsed and is on the event bus". The driver reads the raw
 topics' end offsets at T, and once the parse query's progress shows it has read past
 them, writes a tick ``{"kind": "tick", "event_ms": T, "p": p, "of": n}`` to each of the
-event bus's n partitions (key :data:`TICK_KEY`). The detect query hands every tick to
-every shard (it carries no event time for the watermark, so it never makes a real record
-late). A micro-batch may read the bus's partitions unevenly (``maxOffsetsPerTrigger``), so
+event bus's n partitions (key :data:`TICK_KEY`). The detect query hands the tick to the
+shards it names (``"shards"``; every shard when it names none); it carries no event time
+for the watermark, so it never makes a real record late.
+
+Ticks follow the deadlines, not the clock: each shard says, at the end of each of its
+turns, at which frontier its first entity is due (:class:`~streaming.rows.EntityCount`),
+and a tick is taken only when some shard would be due at its time, and names only those
+shards (:func:`woken`). With nothing due (no entity at all, or every deadline minutes
+away) no tick is written and the detect query starts no micro-batch. The first tick
+after a start goes to every shard: until each has reported, the driver does not know
+when it is due. A micro-batch may read the bus's partitions unevenly (``maxOffsetsPerTrigger``), so
 a shard takes as the bus's frontier the time every partition has reached with its ticks
 (:func:`frontier`): all records written before it are read. Deadlines past it, plus each
 entity's own delivery lag and ``spark.deadline_grace_s``, fire. A tick never claims more
@@ -37,9 +45,25 @@ TICK_KIND = "tick"
 Offsets = dict[str, dict[str, int]]
 
 
-def tick_value(event_ms: int, partition: int, partitions: int) -> str:
-    """A tick's bus value, for one of the bus's partitions."""
-    return json.dumps({"kind": TICK_KIND, "event_ms": event_ms, "p": partition, "of": partitions})
+def tick_value(
+    event_ms: int, partition: int, partitions: int, shards: list[int] | None = None
+) -> str:
+    """A tick's bus value, for one of the bus's partitions; ``shards``: those it wakes."""
+    d: dict[str, Any] = {"kind": TICK_KIND, "event_ms": event_ms, "p": partition, "of": partitions}
+    if shards is not None:
+        d["shards"] = shards
+    return json.dumps(d)
+
+
+def woken(due: dict[str, int | None], shards: int, t_ms: int) -> list[int] | None:
+    """The shards a tick of time ``t_ms`` would wake; ``None``: every shard.
+
+    ``due`` is each shard's first due time as it last reported it (``None``: nothing is
+    due). Every shard until all ``shards`` have reported since the start.
+    """
+    if len(due) < shards:
+        return None
+    return sorted(int(s) for s, at in due.items() if at is not None and at <= t_ms)
 
 
 def frontier(seen: dict[str, int], values: list[str]) -> int | None:
@@ -88,41 +112,54 @@ def read_past(progress: Any, target: Offsets) -> bool:
 
 @dataclass
 class Ticker:
-    """Writes ticks to the event bus while the parse query keeps up.
+    """Writes ticks to the event bus while the parse query keeps up, when a shard is due.
 
     Args:
         end_offsets: The raw topics' end offsets now (a Kafka round trip).
-        send: Writes the tick of a time (ms) to every partition of the event bus.
-        interval_s: How often a tick is taken; 0 disables ticks.
+        send: Writes the tick of a time (ms) to every partition of the event bus, for the
+            shards named (``None``: every shard).
+        interval_s: The least time between two ticks taken; 0 disables ticks.
+        wakes: The shards a tick of a time (ms) would wake (:func:`woken`; ``None``: every
+            shard, an empty list: none, and no tick is taken).
         clock: Wall time in seconds (``time.time``; injected in tests).
     """
 
     end_offsets: Callable[[], Offsets]
-    send: Callable[[int], None]
+    send: Callable[[int, list[int] | None], None]
     interval_s: float
+    wakes: Callable[[int], list[int] | None] = lambda _t: None
     clock: Callable[[], float] = time.time
     #: The pending tick: its time (ms) and the raw topics' end offsets then.
     _pending: tuple[int, Offsets] | None = None
     _next: float = 0.0
     sent: int = 0
+    #: Times the driver's loop looked (:meth:`poll`): its progress, which tests count.
+    looks: int = 0
 
     def poll(self, parse_progress: Any) -> None:
         """Send the pending tick once the parse query read past it; take the next one.
 
-        Called from the driver's loop (every quarter second): does nothing until
-        ``interval_s`` passed since the last tick was taken. A failure to reach Kafka is
-        logged and the tick tried again at the next interval.
+        Called from the driver's loop (every quarter second). A pending tick goes out as
+        soon as the parse query's progress shows it read past it (at once when nothing
+        arrived since its last batch), to the shards due by then; a new one is taken when
+        ``interval_s`` passed since the last and some shard would be due at its time. A
+        failure to reach Kafka is logged and the tick tried again at the next interval.
         """
         now = self.clock()
-        if self.interval_s <= 0 or now < self._next:
+        self.looks += 1
+        if self.interval_s <= 0:
             return
-        self._next = now + self.interval_s
         try:
             if self._pending is not None and read_past(parse_progress, self._pending[1]):
-                self.send(self._pending[0])
-                self.sent += 1
+                t = self._pending[0]
                 self._pending = None
-            if self._pending is None:
+                # Asked again: records read meanwhile may have woken the shards already.
+                shards = self.wakes(t)
+                if shards is None or shards:
+                    self.send(t, shards)
+                    self.sent += 1
+            if self._pending is None and now >= self._next and self.wakes(int(now * 1000)) != []:
+                self._next = now + self.interval_s
                 self._pending = (int(now * 1000), self.end_offsets())
         except Exception as exc:  # Kafka unreachable for a moment: the next interval retries
             log.warning("ticks: cannot read the raw topics or write the tick: %s", exc)

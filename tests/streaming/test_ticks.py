@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
-from streaming.ticks import Ticker, frontier, read_past, tick_value
+from streaming.ticks import Ticker, frontier, read_past, tick_value, woken
 
 
 def _progress(**ends: dict[str, int]) -> SimpleNamespace:
@@ -33,23 +33,76 @@ class Clock:
 def test_a_tick_is_sent_only_once_the_parse_query_read_what_the_raw_topics_held() -> None:
     clock, sent = Clock(), []
     ends = {"logs": {"0": 10}}
-    ticker = Ticker(lambda: dict(ends), sent.append, interval_s=5, clock=clock)
+    ticker = Ticker(lambda: dict(ends), lambda t, s: sent.append(t), interval_s=5, clock=clock)
     ticker.poll(_progress(logs={"0": 3}))  # takes a tick at t=1000 s: offsets up to 10
     assert sent == []
-    clock.t += 5
+    clock.t += 1
     ticker.poll(_progress(logs={"0": 9}))  # not yet read past 10
     assert sent == []
-    clock.t += 2
-    ticker.poll(_progress(logs={"0": 10}))  # within the interval: not looked at
-    assert sent == []
-    clock.t += 3
-    ticker.poll(_progress(logs={"0": 10}))
+    clock.t += 0.25
+    ticker.poll(_progress(logs={"0": 10}))  # read past: sent at once, not at the interval
     assert sent == [1_000_000]
-    # The next tick is taken at once, with the offsets of its own time.
+    # The next tick is taken only once the interval has passed, with its own offsets.
     ends["logs"]["0"] = 12
-    clock.t += 5
     ticker.poll(_progress(logs={"0": 12}))
-    assert sent[-1] == 1_010_000
+    assert len(sent) == 1
+    clock.t += 4
+    ticker.poll(_progress(logs={"0": 12}))  # taken at 1005.25 s; nothing new since: sent
+    ticker.poll(_progress(logs={"0": 12}))
+    assert sent[-1] == 1_005_250
+
+
+def test_ticks_follow_the_deadlines_and_name_the_shards_they_wake() -> None:
+    clock, sent, looked = Clock(), [], {"n": 0}
+    due: dict[str, int | None] = {}
+
+    def ends() -> dict:
+        looked["n"] += 1
+        return {"logs": {"0": 10}}
+
+    read = _progress(logs={"0": 10})
+    ticker = Ticker(
+        ends,
+        lambda t, s: sent.append((t, s)),
+        interval_s=1,
+        wakes=lambda t: woken(due, 3, t),
+        clock=clock,
+    )
+    # Not every shard has reported since the start: the first tick goes to all of them.
+    ticker.poll(read)
+    ticker.poll(read)
+    assert sent == [(1_000_000, None)]
+    # Every shard reported: nothing due for a minute. No tick is taken, Kafka is not
+    # even asked for its offsets, however long the wait.
+    due.update({"0": None, "1": 1_060_000, "2": None})
+    asked = looked["n"]
+    for _ in range(200):
+        clock.t += 0.25
+        ticker.poll(read)
+    assert len(sent) == 1
+    assert looked["n"] == asked
+    # Shard 1 comes due: a tick for it alone, at once.
+    clock.t = 1060.5
+    ticker.poll(read)
+    ticker.poll(read)
+    assert sent[-1] == (1_060_500, [1])
+    # A shard that records woke meanwhile (its due time moved on) gets no tick.
+    clock.t += 2
+    due["2"] = 1_062_000
+    ticker.poll(_progress(logs={"0": 3}))  # taken; not read yet
+    due["2"] = 1_090_000
+    due["1"] = 1_090_000
+    ticker.poll(read)
+    assert len(sent) == 2
+
+
+def test_a_tick_wakes_the_shards_due_by_its_time() -> None:
+    due: dict[str, int | None] = {"0": 5, "1": None, "2": 9}
+    assert woken(due, 4, 100) is None  # shard 3 never reported
+    due["3"] = 100
+    assert woken(due, 4, 99) == [0, 2]
+    assert woken(due, 4, 100) == [0, 2, 3]
+    assert woken({"0": None, "1": None}, 2, 10**15) == []
 
 
 def test_a_tick_that_cannot_reach_kafka_is_tried_again(caplog) -> None:
@@ -62,7 +115,7 @@ def test_a_tick_that_cannot_reach_kafka_is_tried_again(caplog) -> None:
         return {"logs": {"0": 0}}
 
     sent: list[int] = []
-    ticker = Ticker(ends, sent.append, interval_s=5, clock=clock)
+    ticker = Ticker(ends, lambda t, s: sent.append(t), interval_s=5, clock=clock)
     ticker.poll(None)
     assert "cannot read the raw topics" in caplog.text
     clock.t += 5
