@@ -219,8 +219,11 @@ def _config(
     trigger_s: float,
     detectors: dict[str, dict[str, Any]] | None = None,
     slack_url: str | None = None,
+    spark: dict[str, Any] | None = None,
 ) -> AppConfig:
     """The job's config; ``detectors``: parameters other than the defaults.
+
+    ``spark``: more keys of the ``spark`` section (``--spark``), to compare settings.
 
     ``slack_url``: the local Slack emulator's Web API, where the job's bot posts (its
     token is :data:`TOKEN`, given to :func:`_runtime`).
@@ -245,7 +248,7 @@ def _config(
                 "events_topic": f"{prefix}.events",
                 "deadletters_topic": f"{prefix}.deadletters",
             },
-            "spark": {"trigger_interval_s": trigger_s},
+            "spark": {"trigger_interval_s": trigger_s, **(spark or {})},
             # The backlog phase replays hours of history: its alerts must reach the
             # (local) Slack like live ones to be measured, however old.
             "output": {"state_dir": str(state), "console": False, "page_max_age_s": None},
@@ -474,6 +477,7 @@ def latency(
         args.trigger_s,
         detectors=inc.DETECTORS,
         slack_url=slack.base_url,
+        spark=args.spark,
     )
     arrivals: dict[str, tuple[float, bool]] = {}
     slack.on_arrival = lambda alert_id, at, reply: arrivals.setdefault(alert_id, (at, reply))
@@ -921,6 +925,10 @@ def table(r: dict[str, Any]) -> str:
             f"{t.get('records', 0):,} records, {t.get('fleet', {}).get('jobs')} jobs / "
             f"{t.get('fleet', {}).get('taskmanagers')} TMs, {t.get('fleet', {}).get('hours')} h",
         ),
+        (
+            "idle `flinkwatch run` (empty topics), cores of its process tree",
+            _idle_row(r.get("idle") or {}),
+        ),
         ("pipeline records/s", f"{r.get('pipeline_records_per_s') or 0:,}"),
         ("baseline records/s (read + count)", f"{r.get('baseline_records_per_s') or 0:,}"),
         ("ratio pipeline / baseline", f"{r.get('ratio')}"),
@@ -1028,6 +1036,26 @@ def _session(args: argparse.Namespace) -> tuple[Any, str]:
     return spark, f"http://127.0.0.1:{ui_port}"
 
 
+def _idle_row(idle: dict[str, Any]) -> str:
+    cores = idle.get("cores") or {}
+    batches = [r.get("batches_in_window") for r in idle.get("runs") or []]
+    return (
+        f"median {cores.get('median')} (min {cores.get('min')}, max {cores.get('max')}); "
+        f"batches in the window {batches}"
+    )
+
+
+def _setting(text: str) -> tuple[str, Any]:
+    """``KEY=VALUE`` of ``--spark``: the value read as YAML (numbers, null, booleans)."""
+    import yaml
+
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        msg = f"expected KEY=VALUE, got {text!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return key, yaml.safe_load(value)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; returns 0."""
     p = argparse.ArgumentParser(prog="bench", description=__doc__.split("\n\n")[0])
@@ -1061,6 +1089,15 @@ def main(argv: list[str] | None = None) -> int:
         default=0.0,
         help="detect trigger of the steady runs (0: back to back)",
     )
+    p.add_argument(
+        "--spark",
+        type=_setting,
+        nargs="*",
+        default=[],
+        metavar="KEY=VALUE",
+        help="steady runs: keys of the config's spark section, e.g. parse_mode=microbatch "
+        "(VALUE read as YAML)",
+    )
     p.add_argument("--ui-retained", type=int, default=1000, help="Spark UI: stages and jobs kept")
     p.add_argument("--peer-minutes", type=float, default=12.0, help="real-time peer run")
     p.add_argument(
@@ -1072,8 +1109,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--worker-memory", default="2g", help="cluster: memory each worker offers")
     p.add_argument("--executor-memory", default="1536m", help="cluster: spark.executor.memory")
+    p.add_argument("--idle-runs", type=int, default=2, help="idle: runs of `flinkwatch run`")
+    p.add_argument("--idle-warmup-s", type=float, default=90.0, help="idle: warm-up per run")
+    p.add_argument("--idle-window-s", type=float, default=60.0, help="idle: measured per run")
     p.add_argument("--skip", nargs="*", default=[], choices=list(PHASES))
     args = p.parse_args(argv)
+    args.spark = dict(args.spark)
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)-5s %(name)s: %(message)s"
     )
@@ -1099,12 +1140,21 @@ def main(argv: list[str] | None = None) -> int:
     topics += [f"steady{int(r)}.{s}" for r in args.rate for s in ("logs", "metrics")]
     topics += [f"soak{int(args.soak_rate)}.{s}" for s in ("logs", "metrics")]
     topics += [f"restart{int(args.restart_rate)}.{s}" for s in ("logs", "metrics")]
+    topics += [f"idle{n}.{s}" for n in range(args.idle_runs) for s in ("logs", "metrics")]
     broker = Broker(topics, 2).start()
     rss = RssSampler().start()
     slack = _Slack()
     slack.emulator.start()
     meters: Meters | None = None
     try:
+        if "idle" not in args.skip:
+            # First, before this process starts a Spark session of its own beside it.
+            from bench.idle import idle
+
+            result["idle"] = idle(
+                broker.bootstrap, WORK, args.idle_runs, args.idle_warmup_s, args.idle_window_s
+            )
+            _save(result)
         local = not {"throughput", "latency", "soak", "restart"} <= set(args.skip)
         if local:
             from bench.measure import BatchWatch, CpuSampler, StageCpu
@@ -1248,6 +1298,7 @@ def peer_summary(peer: dict[str, Any]) -> dict[str, Any]:
 
 #: The top-level result keys each phase writes.
 PHASES: dict[str, tuple[str, ...]] = {
+    "idle": ("idle",),
     "throughput": (
         "throughput",
         "pipeline_records_per_s",
