@@ -217,9 +217,7 @@ def detect_input(records: DataFrame, shards: int) -> DataFrame:
     every = F.sequence(F.lit(0), F.lit(shards - 1))
     named = F.array_intersect(head["shards"], every)
     return records.where(event_ms.isNotNull()).select(
-        F.explode(F.when(tick, F.coalesce(named, every)).otherwise(F.array(shard))).alias(
-            "shard"
-        ),
+        F.explode(F.when(tick, F.coalesce(named, every)).otherwise(F.array(shard))).alias("shard"),
         F.col("key").alias("entity"),
         "value",
         (F.unix_millis("bus_ts") if has_bus else F.lit(None).cast("long")).alias("bus_ms"),
