@@ -44,6 +44,7 @@ from sinks import DeadLetterFileSink
 from streaming import catchup, placement
 from streaming.bus import active_detectors, bus_records, detect_input
 from streaming.catchup import ParsePlan
+from streaming.checkpoints import CheckpointDir
 from streaming.delivery import (
     PARSE_COUNTS,
     AlertDelivery,
@@ -142,7 +143,8 @@ class Pipeline:
     spark: SparkSession
     cfg: AppConfig
     outputs: Outputs
-    checkpoint_dir: Path
+    #: A local ``Path``, or a directory on HDFS or S3 (:func:`streaming.checkpoints.prepare`).
+    checkpoint_dir: CheckpointDir
     deadletter_dir: Path
     logs: Callable[[], DataFrame] | None = None
     metrics: Callable[[], DataFrame] | None = None
@@ -188,7 +190,7 @@ class Pipeline:
         return self.cfg.output.state_dir / placement.RECORD_NAME
 
     @property
-    def detect_checkpoint(self) -> Path:
+    def detect_checkpoint(self) -> CheckpointDir:
         """The detect query's checkpoint.
 
         The state is keyed by shard: another shard count (or layout of a shard's value) is
@@ -224,7 +226,13 @@ class Pipeline:
 
     @property
     def hop_dir(self) -> Path:
-        """Where the parse query hands events to the detect query on the files bus."""
+        """Where the parse query hands events to the detect query on the files bus.
+
+        A local directory: the files bus (replay) keeps its checkpoints on the local disk.
+        """
+        if not isinstance(self.checkpoint_dir, Path):
+            msg = "the files bus keeps its checkpoints on a local disk"
+            raise ValueError(msg)
         return self.checkpoint_dir / "events"
 
     def _dead_letter_sink(self) -> DeadLetterFileSink:

@@ -33,6 +33,7 @@ from pathlib import Path
 
 from conf import KafkaConfig
 from streaming.catchup import backlog, committed_offsets, end_offsets
+from streaming.checkpoints import CheckpointDir
 from streaming.topics import KafkaTopicError
 
 log = logging.getLogger(__name__)
@@ -128,7 +129,7 @@ def decide(topic: str, known: int | None, partitions: int, unread: int) -> Place
     return Placement(topic, None, partitions, held=True)
 
 
-def bus_backlog(cfg: KafkaConfig, detect_checkpoint: Path) -> tuple[int, int]:
+def bus_backlog(cfg: KafkaConfig, detect_checkpoint: CheckpointDir) -> tuple[int, int]:
     """Partitions of the event bus, and its records the detect query has not committed.
 
     Raises:
