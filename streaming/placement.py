@@ -11,8 +11,9 @@ partition, and be dropped as repeats.
 
 So the parse query places every bus record itself (Spark's Kafka sink honours a
 ``partition`` column): ``hash(entity) mod n``, where ``n`` is recorded in
-``<state_dir>/bus-partitions.json`` beside the checkpoints, not in them, so that a
-checkpoint reset (whose new detect query reads again what the bus holds) keeps it. ``n``
+``<state_dir>/bus-partitions.json``, on the driver's disk, not in the checkpoints (which
+may be on HDFS or S3), so that a checkpoint reset (whose new detect query reads again
+what the bus holds) keeps it. ``n``
 changes only when the queries start and the detect query has read every record the bus
 holds: then no entity has a record left unread anywhere, and the first records placed by
 the new count are read after all the old ones. When the topic's partition count is not
