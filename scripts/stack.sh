@@ -3,7 +3,8 @@
 # connector jars, both resolved from Maven Central with the project's own POMs.
 #
 #   scripts/stack.sh fetch    resolve jars into $FLINKWATCH_STACK_DIR/jars (cached, idempotent):
-#                             the broker, the Kafka connector, S3A, and the tests' HDFS and S3 servers
+#                             the broker, the Kafka connector, S3A
+#   scripts/stack.sh fetch-servers   the same for the tests' HDFS and S3 API servers
 #   scripts/stack.sh up       fetch, format storage once, start the broker, create the topics
 #   scripts/stack.sh down     stop the broker (data is kept; `down --purge` deletes it)
 #   scripts/stack.sh status   say whether the broker is running and where
@@ -58,10 +59,15 @@ fetch() {
   # library (slf4j, lz4, snappy, scala) ends up on Spark's classpath.
   fetch_one spark-kafka "spark-sql-kafka-0-10_2.13,spark-token-provider-kafka-0-10_2.13,kafka-clients,commons-pool2"
   # Checkpoints on s3a:// (output.checkpoint_location): S3A, the AWS SDK v2 modules it needs
-  # and Spark's object-store checkpoint manager, ~10 MB; not netty, the logging bridges or
+  # and Spark's object-store checkpoint manager, 13 MB; not netty, the logging bridges or
   # the HTTP client, which pyspark's jars/ has in newer versions.
   fetch_one hadoop-aws "" "io.netty" "slf4j-api,commons-codec,commons-logging,httpclient,httpcore"
-  # The tests' own HDFS and S3 servers, each a JVM of its own (never on Spark's classpath).
+}
+
+# The tests' own HDFS and S3 API servers, each a JVM of its own (never on Spark's
+# classpath): 78 MB and 39 MB, for `make test` only (a demo uses neither).
+fetch_servers() {
+  command -v mvn >/dev/null || { say "mvn not found: install Maven"; exit 1; }
   fetch_one hdfs-minicluster ""
   fetch_one s3proxy ""
 }
@@ -171,9 +177,10 @@ status() {
 
 case "${1:-}" in
   fetch) fetch ;;
+  fetch-servers) fetch_servers ;;
   up) up ;;
   down) shift; down "${1:-}" ;;
   status) status ;;
   jars) echo "$stack/jars/spark-kafka" ;;
-  *) echo "usage: $0 fetch|up|down [--purge]|status|jars" >&2; exit 2 ;;
+  *) echo "usage: $0 fetch|fetch-servers|up|down [--purge]|status|jars" >&2; exit 2 ;;
 esac

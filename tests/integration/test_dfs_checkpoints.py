@@ -3,7 +3,7 @@
 The live layout (raw topics, event bus and dead letters on the test broker) with
 ``output.checkpoint_location`` on ``hdfs://`` (Hadoop's own MiniDFSCluster, its name node
 and data node in one JVM) or on ``s3a://`` (s3proxy over an in-memory blob store), both
-resolved from Maven Central by ``scripts/stack.sh fetch`` and started here on free ports
+resolved from Maven Central by ``scripts/stack.sh fetch-servers`` and started here on free ports
 of 127.0.0.1. Two expiries of a job are read, the queries stop, a new run starts on the
 same checkpoints and reads the third: one alert, with all three, says that the detector
 state and the offsets came back from the file system, and the checkpoint files are listed
@@ -41,6 +41,12 @@ pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
 JARS = Path(os.environ.get("FLINKWATCH_STACK_DIR", str(REPO / ".stack"))) / "jars"
 KEY, SECRET = "flinkwatch", "flinkwatch-secret"
+
+
+def jars(name: str) -> Path:
+    d = JARS / name
+    assert any(d.glob("*.jar")), f"no jars in {d}: run `scripts/stack.sh fetch-servers`"
+    return d
 
 
 def free_port() -> int:
@@ -99,7 +105,7 @@ def hdfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             "java",
             "-Xmx384m",
             "-cp",
-            str(JARS / "hdfs-minicluster" / "*"),
+            str(jars("hdfs-minicluster") / "*"),
             "org.apache.hadoop.test.MiniDFSClusterManager",
             "-nnport",
             str(port),
@@ -146,7 +152,7 @@ def s3(tmp_path_factory: pytest.TempPathFactory, spark: SparkSession) -> Iterato
         "jclouds.provider=transient\n"
         f"jclouds.identity={KEY}\njclouds.credential={SECRET}\n"
     )
-    (jar,) = (JARS / "s3proxy").glob("*.jar")
+    (jar,) = jars("s3proxy").glob("*.jar")
     server = Server(
         ["java", "-Xmx256m", "-jar", str(jar), "--properties", str(d / "s3proxy.conf")],
         d / "s3proxy.log",
