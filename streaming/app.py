@@ -41,7 +41,7 @@ from conf import AppConfig
 from conf.kafka_client import kafka_settings
 from detectors.model import EVENT_KINDS
 from sinks import DeadLetterFileSink
-from streaming import catchup, placement
+from streaming import catchup, checkpoints, placement
 from streaming.bus import active_detectors, bus_records, detect_input
 from streaming.catchup import ParsePlan
 from streaming.checkpoints import CheckpointDir
@@ -143,7 +143,7 @@ class Pipeline:
     spark: SparkSession
     cfg: AppConfig
     outputs: Outputs
-    #: A local ``Path``, or a directory on HDFS or S3 (:func:`streaming.checkpoints.prepare`).
+    #: A local ``Path``, or a directory on HDFS or S3 (:func:`streaming.checkpoints.open_dir`).
     checkpoint_dir: CheckpointDir
     deadletter_dir: Path
     logs: Callable[[], DataFrame] | None = None
@@ -248,6 +248,7 @@ class Pipeline:
 
     def start_parse(self) -> StreamingQuery:
         """Start the parse query (from its checkpoint, if any)."""
+        checkpoints.use_file_manager(self.spark, str(self.checkpoint_dir))
         # Set here, not only at session start, so a reloaded log_timezone applies.
         self.spark.conf.set("spark.sql.session.timeZone", self.cfg.parsing.log_timezone)
         if self.bus == "files":
@@ -320,6 +321,7 @@ class Pipeline:
 
     def start_detect(self) -> StreamingQuery:
         """Start the detect query (from its checkpoint, if any)."""
+        checkpoints.use_file_manager(self.spark, str(self.checkpoint_dir))
         delay = f"{int(self.cfg.spark.watermark_delay_s * 1000)} milliseconds"
         # One stream for logs and metrics together: with one watermark per stream, a
         # stream that has no data (no metrics topic traffic, a logs-only replay) would
@@ -340,6 +342,7 @@ class Pipeline:
 
     def start_deadletters(self) -> StreamingQuery:
         """Start the query that keeps the dead-letter topic's records as files."""
+        checkpoints.use_file_manager(self.spark, str(self.checkpoint_dir))
         trigger = self.trigger or {"processingTime": "5 seconds"}
         return (
             kafka_stream(

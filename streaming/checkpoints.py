@@ -243,16 +243,15 @@ def file_manager(location: str) -> str:
     return ABORTABLE if checkpoint_scheme(location) in OBJECT_STORES else RENAMING
 
 
-def prepare(spark: SparkSession, location: str) -> CheckpointDir:
-    """Point the session's checkpoint writes at what ``location`` needs; its directory.
+def use_file_manager(spark: SparkSession, location: str) -> None:
+    """Have the session write checkpoints as ``location``'s file system needs.
 
-    The file manager is a session setting that every query (and every state store) reads
-    when it starts. A class the user chose (``spark-submit --conf``) that is neither of
-    flinkwatch's is left as it is.
+    The file manager is a session setting that each query (and each of its state stores)
+    reads when it starts, so the pipeline sets it before it starts its queries. A class
+    the user chose (``spark-submit --conf``) that is neither of flinkwatch's is kept.
     """
     want = file_manager(location)
     have = spark.conf.get(FILE_MANAGER_KEY, None)
     if have != want and have in (None, RENAMING, ABORTABLE):
         spark.conf.set(FILE_MANAGER_KEY, want)
         log.info("checkpoints: %s, written by %s", location, want.rsplit(".", 1)[-1])
-    return open_dir(spark, location)

@@ -224,7 +224,7 @@ class Runtime:
             spark=spark,
             cfg=self.cfg,
             outputs=self.outputs,
-            checkpoint_dir=checkpoints.prepare(spark, out.checkpoints),
+            checkpoint_dir=checkpoints.open_dir(spark, out.checkpoints),
             deadletter_dir=out.deadletter_path,
             trigger=trigger,
             bus="kafka",

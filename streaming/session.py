@@ -153,7 +153,7 @@ def get_session(
         # forked process for every file (offsets, commits, changelogs, snapshots), about
         # 90 ms of CPU per micro-batch of a small stateful query (measured). A local or
         # HDFS rename is atomic either way.
-        # On S3 (no atomic rename) checkpoints.prepare picks another per location.
+        # On S3 (no atomic rename) the pipeline picks another (checkpoints.use_file_manager).
         checkpoints.FILE_MANAGER_KEY: checkpoints.RENAMING,
         # Malformed input must never fail the query: without ANSI, a bad cast is null.
         "spark.sql.ansi.enabled": "false",

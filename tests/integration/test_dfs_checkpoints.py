@@ -175,6 +175,9 @@ def s3(tmp_path_factory: pytest.TempPathFactory, spark: SparkSession) -> Iterato
             hadoop.set(f"fs.s3a.bucket.{bucket}.{k}", v)
         yield f"s3a://{bucket}"
     finally:
+        # The queries of the S3 test set the session's file manager for S3 when they
+        # started; the session's other tests write local checkpoints.
+        spark.conf.set(checkpoints.FILE_MANAGER_KEY, checkpoints.RENAMING)
         server.stop()
 
 

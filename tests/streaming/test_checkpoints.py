@@ -39,17 +39,18 @@ def test_object_stores_are_written_without_renames_the_rest_with_them() -> None:
 
 
 @pytest.mark.spark
-def test_prepare_sets_the_file_manager_and_leaves_a_users_own_class(
+def test_the_file_manager_follows_the_location_and_leaves_a_users_own_class(
     spark: SparkSession, tmp_path: Path
 ) -> None:
     key = checkpoints.FILE_MANAGER_KEY
+    s3 = "s3a://bucket/ck"
     try:
-        checkpoints.prepare(spark, "s3a://bucket/ck")
+        checkpoints.use_file_manager(spark, s3)
         assert spark.conf.get(key) == checkpoints.ABORTABLE
-        assert checkpoints.prepare(spark, str(tmp_path)) == tmp_path
+        checkpoints.use_file_manager(spark, str(tmp_path))
         assert spark.conf.get(key) == checkpoints.RENAMING
         spark.conf.set(key, "com.example.TheirCheckpointFileManager")
-        checkpoints.prepare(spark, "s3a://bucket/ck")
+        checkpoints.use_file_manager(spark, s3)
         assert spark.conf.get(key) == "com.example.TheirCheckpointFileManager"
     finally:
         spark.conf.set(key, checkpoints.RENAMING)
