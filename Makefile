@@ -6,7 +6,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup prereqs prometheus demo test lint unit bench up down clean
+.PHONY: setup prereqs prometheus dfs-servers demo test lint unit bench up down clean
 
 # Python env (pip caches downloads in ~/.cache/pip) + Kafka broker and Spark connector jars
 # (Maven caches them in ~/.m2).
@@ -26,6 +26,11 @@ prereqs:
 prometheus: setup
 	@scripts/prometheus.sh fetch >/dev/null
 
+# Hadoop's HDFS mini-cluster and s3proxy from Maven Central (117 MB in ~/.m2 and .stack) for
+# the tests that keep checkpoints on hdfs:// and s3a://; only test fetches them.
+dfs-servers: setup
+	@scripts/stack.sh fetch-servers
+
 $(STAMP): pyproject.toml | prereqs
 	@echo "[setup] creating $(VENV) and installing flinkwatch with its dev tools"
 	@PYTHON=$(PYTHON) scripts/venv.sh ensure $(VENV)
@@ -43,7 +48,7 @@ demo: setup
 # that the tests start on a free port, and a real Prometheus).
 # Two workers (pytest-xdist), a test file each at a time: most of the suite's time is real
 # processes starting and waiting (brokers, JVMs, Prometheus), which two cores overlap.
-test: setup lint prometheus
+test: setup lint prometheus dfs-servers
 	@$(VENV)/bin/pytest -n 2 --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 lint: setup

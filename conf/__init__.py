@@ -12,6 +12,7 @@ import re
 import stat
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import yaml
 from pydantic import (
@@ -49,14 +50,33 @@ DEFAULT_CONFIG = Path(__file__).with_name("flinkwatch.yaml")
 MAX_CONFIG_BYTES = 1 << 20
 
 
+def checkpoint_scheme(location: str | None) -> str | None:
+    """The URI scheme of a checkpoint location (``hdfs``, ``s3a``...); None for a path."""
+    m = re.match(r"([A-Za-z][A-Za-z0-9+.-]*):", location or "")
+    # A one-letter "scheme" is a Windows drive, which is a path.
+    return m.group(1).lower() if m and len(m.group(1)) > 1 else None
+
+
 class OutputConfig(FrozenModel):
     """Where state and results go."""
 
     state_dir: Path = Field(
         default=Path("var"),
         description=(
-            "Checkpoints, the alert ledger, the alert file and dead letters (and the replay's "
-            "event files)."
+            "Checkpoints (unless checkpoint_location says otherwise), the alert ledger, the "
+            "silences, the bus placement record, the alert file and dead letters (and the "
+            "replay's event files), on the driver's local disk."
+        ),
+    )
+    checkpoint_location: str | None = Field(
+        default=None,
+        description=(
+            "Where Spark keeps the queries' checkpoints (offsets, commits, the detectors' "
+            "RocksDB state): a path, or a Hadoop file system URI such as "
+            "hdfs://namenode:8020/flinkwatch/checkpoints or s3a://bucket/flinkwatch/checkpoints "
+            "(its settings, e.g. fs.s3a.endpoint, go in spark.options as spark.hadoop.*); "
+            "null = <state_dir>/checkpoints. The ledger and the other files stay in state_dir "
+            "(docs/deployment.md)."
         ),
     )
     alerts_file: Path | None = Field(
@@ -96,10 +116,38 @@ class OutputConfig(FrozenModel):
         ),
     )
 
+    @model_validator(mode="after")
+    def _known_scheme(self) -> OutputConfig:
+        scheme = checkpoint_scheme(self.checkpoint_location)
+        if scheme in ("s3", "s3n"):
+            msg = (
+                f"output.checkpoint_location: {scheme}:// has no file system in Hadoop 3; "
+                "use s3a://"
+            )
+            raise ValueError(msg)
+        return self
+
+    @property
+    def checkpoints(self) -> str:
+        """Spark checkpoints (offsets and detector state): a local path or a Hadoop URI."""
+        if self.checkpoint_location is None:
+            return str(self.state_dir / "checkpoints")
+        return self.checkpoint_location
+
     @property
     def checkpoint_dir(self) -> Path:
-        """Spark checkpoints (offsets and detector state)."""
-        return self.state_dir / "checkpoints"
+        """Spark checkpoints as a local directory.
+
+        Raises:
+            ValueError: ``checkpoint_location`` is on a Hadoop file system (hdfs://, s3a://):
+                read it through ``streaming.checkpoints.open_dir``.
+        """
+        if checkpoint_scheme(self.checkpoint_location) not in (None, "file"):
+            msg = f"the checkpoints are not on a local disk: {self.checkpoint_location}"
+            raise ValueError(msg)
+        if self.checkpoint_location is None:
+            return self.state_dir / "checkpoints"
+        return Path(urlsplit(self.checkpoint_location).path or self.checkpoint_location)
 
     @property
     def alerts_path(self) -> Path:

@@ -2,7 +2,9 @@
 # Local stack for flinkwatch: a single-node Apache Kafka broker (KRaft) and the Spark Kafka
 # connector jars, both resolved from Maven Central with the project's own POMs.
 #
-#   scripts/stack.sh fetch    resolve jars into $FLINKWATCH_STACK_DIR/jars (cached, idempotent)
+#   scripts/stack.sh fetch    resolve jars into $FLINKWATCH_STACK_DIR/jars (cached, idempotent):
+#                             the broker, the Kafka connector, S3A
+#   scripts/stack.sh fetch-servers   the same for the tests' HDFS and S3 API servers
 #   scripts/stack.sh up       fetch, format storage once, start the broker, create the topics
 #   scripts/stack.sh down     stop the broker (data is kept; `down --purge` deletes it)
 #   scripts/stack.sh status   say whether the broker is running and where
@@ -30,8 +32,8 @@ pidfile=$kafka_dir/broker.pid
 
 say() { printf '[stack] %s\n' "$*" >&2; }
 
-fetch_one() {  # fetch_one NAME INCLUDE_IDS
-  local name=$1 include=$2 dest=$stack/jars/$1
+fetch_one() {  # fetch_one NAME INCLUDE_IDS [EXCLUDE_GROUP_IDS EXCLUDE_IDS]
+  local name=$1 include=$2 exclude_groups=${3:-} exclude=${4:-} dest=$stack/jars/$1
   if [ -f "$dest/.complete" ]; then
     say "jars/$name: cached ($(ls "$dest"/*.jar | wc -l) jars)"
     return
@@ -41,6 +43,8 @@ fetch_one() {  # fetch_one NAME INCLUDE_IDS
   local args=(-q -B -Dstyle.color=never -s "$repo/scripts/maven/settings.xml" -f "$repo/scripts/maven/$name/pom.xml"
     dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$dest.tmp")
   [ -n "$include" ] && args+=(-DincludeArtifactIds="$include")
+  [ -n "$exclude_groups" ] && args+=(-DexcludeGroupIds="$exclude_groups")
+  [ -n "$exclude" ] && args+=(-DexcludeArtifactIds="$exclude")
   mvn "${args[@]}" >&2
   touch "$dest.tmp/.complete"
   rm -rf "$dest" && mv "$dest.tmp" "$dest"
@@ -54,6 +58,18 @@ fetch() {
   # pyspark ships Spark itself; copy only what its jars/ lacks, so no second copy of a
   # library (slf4j, lz4, snappy, scala) ends up on Spark's classpath.
   fetch_one spark-kafka "spark-sql-kafka-0-10_2.13,spark-token-provider-kafka-0-10_2.13,kafka-clients,commons-pool2"
+  # Checkpoints on s3a:// (output.checkpoint_location): S3A, the AWS SDK v2 modules it needs
+  # and Spark's object-store checkpoint manager, 13 MB; not netty, the logging bridges or
+  # the HTTP client, which pyspark's jars/ has in newer versions.
+  fetch_one hadoop-aws "" "io.netty" "slf4j-api,commons-codec,commons-logging,httpclient,httpcore"
+}
+
+# The tests' own HDFS and S3 API servers, each a JVM of its own (never on Spark's
+# classpath): 78 MB and 39 MB, for `make test` only (a demo uses neither).
+fetch_servers() {
+  command -v mvn >/dev/null || { say "mvn not found: install Maven"; exit 1; }
+  fetch_one hdfs-minicluster ""
+  fetch_one s3proxy ""
 }
 
 running() { [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; }
@@ -161,9 +177,10 @@ status() {
 
 case "${1:-}" in
   fetch) fetch ;;
+  fetch-servers) fetch_servers ;;
   up) up ;;
   down) shift; down "${1:-}" ;;
   status) status ;;
   jars) echo "$stack/jars/spark-kafka" ;;
-  *) echo "usage: $0 fetch|up|down [--purge]|status|jars" >&2; exit 2 ;;
+  *) echo "usage: $0 fetch|fetch-servers|up|down [--purge]|status|jars" >&2; exit 2 ;;
 esac

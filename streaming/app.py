@@ -41,9 +41,10 @@ from conf import AppConfig
 from conf.kafka_client import kafka_settings
 from detectors.model import EVENT_KINDS
 from sinks import DeadLetterFileSink
-from streaming import catchup, placement
+from streaming import catchup, checkpoints, placement
 from streaming.bus import active_detectors, bus_records, detect_input
 from streaming.catchup import ParsePlan
+from streaming.checkpoints import CheckpointDir
 from streaming.delivery import (
     PARSE_COUNTS,
     AlertDelivery,
@@ -142,7 +143,8 @@ class Pipeline:
     spark: SparkSession
     cfg: AppConfig
     outputs: Outputs
-    checkpoint_dir: Path
+    #: A local ``Path``, or a directory on HDFS or S3 (:func:`streaming.checkpoints.open_dir`).
+    checkpoint_dir: CheckpointDir
     deadletter_dir: Path
     logs: Callable[[], DataFrame] | None = None
     metrics: Callable[[], DataFrame] | None = None
@@ -188,7 +190,7 @@ class Pipeline:
         return self.cfg.output.state_dir / placement.RECORD_NAME
 
     @property
-    def detect_checkpoint(self) -> Path:
+    def detect_checkpoint(self) -> CheckpointDir:
         """The detect query's checkpoint.
 
         The state is keyed by shard: another shard count (or layout of a shard's value) is
@@ -224,7 +226,13 @@ class Pipeline:
 
     @property
     def hop_dir(self) -> Path:
-        """Where the parse query hands events to the detect query on the files bus."""
+        """Where the parse query hands events to the detect query on the files bus.
+
+        A local directory: the files bus (replay) keeps its checkpoints on the local disk.
+        """
+        if not isinstance(self.checkpoint_dir, Path):
+            msg = "the files bus keeps its checkpoints on a local disk"
+            raise ValueError(msg)
         return self.checkpoint_dir / "events"
 
     def _dead_letter_sink(self) -> DeadLetterFileSink:
@@ -240,6 +248,7 @@ class Pipeline:
 
     def start_parse(self) -> StreamingQuery:
         """Start the parse query (from its checkpoint, if any)."""
+        checkpoints.use_file_manager(self.spark, str(self.checkpoint_dir))
         # Set here, not only at session start, so a reloaded log_timezone applies.
         self.spark.conf.set("spark.sql.session.timeZone", self.cfg.parsing.log_timezone)
         if self.bus == "files":
@@ -312,6 +321,7 @@ class Pipeline:
 
     def start_detect(self) -> StreamingQuery:
         """Start the detect query (from its checkpoint, if any)."""
+        checkpoints.use_file_manager(self.spark, str(self.checkpoint_dir))
         delay = f"{int(self.cfg.spark.watermark_delay_s * 1000)} milliseconds"
         # One stream for logs and metrics together: with one watermark per stream, a
         # stream that has no data (no metrics topic traffic, a logs-only replay) would
@@ -332,6 +342,7 @@ class Pipeline:
 
     def start_deadletters(self) -> StreamingQuery:
         """Start the query that keeps the dead-letter topic's records as files."""
+        checkpoints.use_file_manager(self.spark, str(self.checkpoint_dir))
         trigger = self.trigger or {"processingTime": "5 seconds"}
         return (
             kafka_stream(

@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Literal
 
 from conf import AppConfig, KafkaConfig
+from streaming import checkpoints
+from streaming.checkpoints import CheckpointDir
 
 log = logging.getLogger(__name__)
 
@@ -33,13 +33,15 @@ Mode = Literal["realtime", "microbatch"]
 MODES: tuple[Mode, ...] = ("realtime", "microbatch")
 
 
-def committed_offsets(checkpoint: Path) -> Offsets | None:
-    """Per topic and partition, where the last committed batch of a parse query ended."""
+def committed_offsets(checkpoint: CheckpointDir) -> Offsets | None:
+    """Per topic and partition, where the last committed batch of a query ended."""
     offsets, commits = checkpoint / "offsets", checkpoint / "commits"
-    if not offsets.is_dir():
+    if not offsets.is_dir() or not commits.is_dir():
         return None
+    # One listing per directory, not a look-up per batch: on HDFS or S3 each is a request.
+    committed = {p.name for p in commits.iterdir()}
     done = sorted(
-        int(p.name) for p in offsets.iterdir() if p.name.isdigit() and (commits / p.name).exists()
+        int(p.name) for p in offsets.iterdir() if p.name.isdigit() and p.name in committed
     )
     if not done:
         return None
@@ -52,7 +54,7 @@ def committed_offsets(checkpoint: Path) -> Offsets | None:
     return out
 
 
-def _last_commit_mtime(checkpoint: Path) -> float:
+def _last_commit_mtime(checkpoint: CheckpointDir) -> float:
     commits = checkpoint / "commits"
     times = [p.stat().st_mtime for p in commits.iterdir()] if commits.is_dir() else []
     return max(times, default=0.0)
@@ -108,7 +110,7 @@ class ParsePlan:
     """How the parse query starts this time."""
 
     mode: Mode
-    checkpoint: Path
+    checkpoint: CheckpointDir
     #: Spark ``startingOffsets`` per topic (JSON), for a fresh checkpoint after a switch.
     starting: dict[str, str]
     #: ``maxOffsetsPerTrigger`` per topic (micro-batches only).
@@ -121,7 +123,7 @@ class ParsePlan:
         return self.mode == "microbatch"
 
 
-def plan(cfg: AppConfig, checkpoint_dir: Path, *, realtime: bool) -> ParsePlan:
+def plan(cfg: AppConfig, checkpoint_dir: CheckpointDir, *, realtime: bool) -> ParsePlan:
     """Choose the mode, the checkpoint and where to start, from the backlog."""
     topics = [cfg.kafka.logs_topic, cfg.kafka.metrics_topic]
     dirs = {m: checkpoint_dir / f"parse-{m}" for m in MODES}
@@ -137,7 +139,7 @@ def plan(cfg: AppConfig, checkpoint_dir: Path, *, realtime: bool) -> ParsePlan:
     starting: dict[str, str] = {}
     if resume is not None and newest != mode:
         # The other mode ran last: start afresh where it ended.
-        shutil.rmtree(dirs[mode], ignore_errors=True)
+        checkpoints.remove(dirs[mode])
         starting = {t: json.dumps({t: resume[t]}) for t in topics if t in resume}
     limit = cfg.kafka.max_offsets_per_trigger or 0
     max_offsets = {
@@ -155,7 +157,7 @@ def plan(cfg: AppConfig, checkpoint_dir: Path, *, realtime: bool) -> ParsePlan:
     return ParsePlan(mode, dirs[mode], starting, max_offsets, behind)
 
 
-def caught_up(cfg: AppConfig, checkpoint: Path) -> bool:
+def caught_up(cfg: AppConfig, checkpoint: CheckpointDir) -> bool:
     """True when a catching-up parse query is within ``spark.realtime_max_lag`` of the end."""
     resume = committed_offsets(checkpoint)
     if resume is None:

@@ -43,6 +43,7 @@ from sinks.dispatch import Dispatcher
 from sinks.prometheus import SignalBoard
 from sinks.silence_store import SilenceStore
 from streaming.bus import bus_records
+from streaming.checkpoints import CheckpointDir
 from streaming.rows import DetectorFailure, EntityCount, Refused, Signal, SignalGone, read
 from streaming.schemas import DEAD_LETTER_SCHEMA
 
@@ -232,7 +233,7 @@ class AlertDelivery:
         outputs: Outputs,
         stats: PipelineStats,
         cfg: AppConfig,
-        checkpoint: Path | None = None,
+        checkpoint: CheckpointDir | None = None,
     ) -> None:
         self.out = outputs
         self.stats = stats

@@ -11,8 +11,9 @@ partition, and be dropped as repeats.
 
 So the parse query places every bus record itself (Spark's Kafka sink honours a
 ``partition`` column): ``hash(entity) mod n``, where ``n`` is recorded in
-``<state_dir>/bus-partitions.json`` beside the checkpoints, not in them, so that a
-checkpoint reset (whose new detect query reads again what the bus holds) keeps it. ``n``
+``<state_dir>/bus-partitions.json``, on the driver's disk, not in the checkpoints (which
+may be on HDFS or S3), so that a checkpoint reset (whose new detect query reads again
+what the bus holds) keeps it. ``n``
 changes only when the queries start and the detect query has read every record the bus
 holds: then no entity has a record left unread anywhere, and the first records placed by
 the new count are read after all the old ones. When the topic's partition count is not
@@ -33,6 +34,7 @@ from pathlib import Path
 
 from conf import KafkaConfig
 from streaming.catchup import backlog, committed_offsets, end_offsets
+from streaming.checkpoints import CheckpointDir
 from streaming.topics import KafkaTopicError
 
 log = logging.getLogger(__name__)
@@ -128,7 +130,7 @@ def decide(topic: str, known: int | None, partitions: int, unread: int) -> Place
     return Placement(topic, None, partitions, held=True)
 
 
-def bus_backlog(cfg: KafkaConfig, detect_checkpoint: Path) -> tuple[int, int]:
+def bus_backlog(cfg: KafkaConfig, detect_checkpoint: CheckpointDir) -> tuple[int, int]:
     """Partitions of the event bus, and its records the detect query has not committed.
 
     Raises:

@@ -56,6 +56,7 @@ from sinks.slack import SlackBotSink, slack_sink
 from sinks.slack_actions import PATH, SlackActions, signing_secret
 from sinks.slack_chart import slack_chart_sink
 from sinks.webhook import WebhookSink, webhook_sinks
+from streaming import checkpoints
 from streaming.app import Pipeline
 from streaming.delivery import Outputs
 
@@ -223,7 +224,7 @@ class Runtime:
             spark=spark,
             cfg=self.cfg,
             outputs=self.outputs,
-            checkpoint_dir=out.checkpoint_dir,
+            checkpoint_dir=checkpoints.open_dir(spark, out.checkpoints),
             deadletter_dir=out.deadletter_path,
             trigger=trigger,
             bus="kafka",

@@ -43,6 +43,14 @@ def test_only_the_targets_that_run_prometheus_fetch_it() -> None:
         assert fetch < _first(commands, "pytest" if target != "bench" else "bench.run"), target
 
 
+def test_only_make_test_fetches_the_hdfs_and_s3_servers() -> None:
+    # 117 MB of test servers: not for a demo or a lint.
+    for target in ("setup", "demo", "up", "lint", "unit"):
+        assert not any("fetch-servers" in c for c in _commands(target)), target
+    commands = _commands("test")
+    assert _first(commands, "scripts/stack.sh fetch-servers") < _first(commands, "pytest")
+
+
 def test_ci_runs_make_test() -> None:
     run = (REPO / ".ci" / "run").read_text(encoding="utf-8").splitlines()
     assert run[-1] == "make test"

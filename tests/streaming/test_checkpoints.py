@@ -1,0 +1,89 @@
+"""Checkpoint directories read through Hadoop's API as through pathlib, and where they go.
+
+The Hadoop side runs on the shared session against the local file system (``file://``),
+which takes the same JVM calls an ``hdfs://`` or ``s3a://`` directory does
+(tests/integration/test_dfs_checkpoints.py runs those for real).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+from pyspark.sql import SparkSession
+
+from conf import AppConfig, OutputConfig
+from streaming import checkpoints
+from streaming.catchup import _last_commit_mtime, committed_offsets
+from streaming.checkpoints import HadoopDir
+from tests.streaming.test_catchup import _batch
+
+
+def test_a_checkpoint_location_is_a_path_or_a_hadoop_uri(tmp_path: Path) -> None:
+    assert OutputConfig(state_dir=tmp_path).checkpoints == str(tmp_path / "checkpoints")
+    assert OutputConfig(state_dir=tmp_path).checkpoint_dir == tmp_path / "checkpoints"
+    assert OutputConfig(checkpoint_location="file:///ck").checkpoint_dir == Path("/ck")
+    remote = OutputConfig(checkpoint_location="hdfs://nn:8020/fw/ck")
+    assert remote.checkpoints == "hdfs://nn:8020/fw/ck"
+    with pytest.raises(ValueError, match="not on a local disk"):
+        _ = remote.checkpoint_dir
+    with pytest.raises(ValidationError, match="use s3a://"):
+        AppConfig.model_validate({"output": {"checkpoint_location": "s3://bucket/ck"}})
+
+
+def test_object_stores_are_written_without_renames_the_rest_with_them() -> None:
+    assert checkpoints.file_manager("s3a://b/ck") == checkpoints.ABORTABLE
+    for where in ("hdfs://nn:8020/ck", "/var/lib/flinkwatch/checkpoints", "file:///ck"):
+        assert checkpoints.file_manager(where) == checkpoints.RENAMING
+
+
+@pytest.mark.spark
+def test_the_file_manager_follows_the_location_and_leaves_a_users_own_class(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    key = checkpoints.FILE_MANAGER_KEY
+    s3 = "s3a://bucket/ck"
+    try:
+        checkpoints.use_file_manager(spark, s3)
+        assert spark.conf.get(key) == checkpoints.ABORTABLE
+        checkpoints.use_file_manager(spark, str(tmp_path))
+        assert spark.conf.get(key) == checkpoints.RENAMING
+        spark.conf.set(key, "com.example.TheirCheckpointFileManager")
+        checkpoints.use_file_manager(spark, s3)
+        assert spark.conf.get(key) == "com.example.TheirCheckpointFileManager"
+    finally:
+        spark.conf.set(key, checkpoints.RENAMING)
+
+
+@pytest.mark.spark
+def test_a_hadoop_directory_reads_a_checkpoint_as_pathlib_does(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    local = tmp_path / "parse-realtime"
+    remote = HadoopDir.of(spark, local.as_uri())
+    assert committed_offsets(remote) is None and not remote.exists()
+    _batch(local, 0, {"l": {"0": 1, "1": 2}}, {"m": {"0": 5}})
+    _batch(local, 1, {"l": {"0": 7, "1": 9}}, {"m": {"0": 50}})
+    _batch(local, 2, {"l": {"0": 8, "1": 9}}, {"m": {"0": 90}}, commit=False)
+    assert (
+        committed_offsets(remote)
+        == committed_offsets(local)
+        == {
+            "l": {"0": 7, "1": 9},
+            "m": {"0": 50},
+        }
+    )
+    assert _last_commit_mtime(remote) == pytest.approx(_last_commit_mtime(local), abs=1.0)
+    assert remote.is_dir() and (remote / "offsets" / "0").exists()
+    assert not (remote / "offsets" / "0").is_dir()
+    assert (remote / "commits" / "1").read_text() == "v1\n{}"
+    with pytest.raises(FileNotFoundError):
+        (remote / "metadata").read_text()
+    with pytest.raises(FileNotFoundError):
+        list((remote / "nothing").iterdir())
+    (remote / "sub").mkdir(parents=True, exist_ok=True)
+    assert (local / "sub").is_dir()
+    checkpoints.remove(remote)
+    assert not local.exists()
+    checkpoints.remove(remote)  # gone already: nothing to do
