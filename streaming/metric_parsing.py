@@ -26,7 +26,14 @@ from pyspark.sql.types import (
 )
 
 from conf.pipeline import MetricNameRule
-from streaming.parsing import JSON_OPTS, ParseLimits, epoch_ms_from_text, time_error
+from streaming.parsing import (
+    JSON_OPTS,
+    ParseLimits,
+    epoch_ms_from_text,
+    longer_than,
+    prefix,
+    time_error,
+)
 from streaming.schemas import null_column
 
 #: Event columns a metric sample never fills.
@@ -544,6 +551,7 @@ def parse_metrics(
     lim = limits or ParseLimits()
     df = _recognised(records)
     df = _sampled(df, lim.max_points_per_record)
+    df = _valued(df)
     df = _named(df, name_rules(names))
     return _metric_events(df, lim, shapes=shapes)
 
@@ -679,6 +687,23 @@ def _sampled(df: DataFrame, cap: int) -> DataFrame:
     )
 
 
+def _valued(df: DataFrame) -> DataFrame:
+    """Each sample's value as a number (``_num``) and its time in epoch ms (``_ems``).
+
+    Columns of their own: the refusals and the event both read them, and an expression
+    read twice is evaluated twice.
+    """
+    v = F.col("_p.v")
+    # Spark's JSON reader hands a bare NaN/Infinity token to a string field as `"NaN"`.
+    unquoted = F.when(v.startswith('"'), F.regexp_replace(v, r'^"(.*)"$', "$1")).otherwise(v)
+    # Line protocol may leave the time out: then it is the time the record was written.
+    event_ms = F.coalesce(
+        epoch_ms_from_text(F.col("_p.ts")),
+        F.when(F.col("_shape") == "influx_line", F.unix_millis(F.col("kafka_ts"))),
+    )
+    return df.select("*", unquoted.cast(DoubleType()).alias("_num"), event_ms.alias("_ems"))
+
+
 def _named(df: DataFrame, rules: tuple[NameRule, ...]) -> DataFrame:
     """Each sample's canonical name, labels and naming scheme (``_name``, ``_lab``, ``_naming``)."""
     # The rule's index is a column of its own: every name and label expression reads it.
@@ -692,16 +717,10 @@ def _metric_events(df: DataFrame, lim: ParseLimits, *, shapes: bool) -> DataFram
     rc, text, sh = F.col("raw"), F.col("_text"), F.col("_shape")
     cap = lim.max_points_per_record
 
-    # Spark's JSON reader hands a bare NaN/Infinity token to a string field as `"NaN"`.
-    num = F.regexp_replace(F.col("_p.v"), r'^"(.*)"$', "$1").cast(DoubleType())
-    # Line protocol may leave the time out: then it is the time the record was written.
-    event_ms = F.coalesce(
-        epoch_ms_from_text(F.col("_p.ts")),
-        F.when(sh == "influx_line", F.unix_millis(F.col("kafka_ts"))),
-    )
+    num, event_ms = F.col("_num"), F.col("_ems")
     error = (
         F.when(text == "empty", F.lit("empty"))
-        .when(F.length(rc) > lim.max_record_bytes, F.lit("too_large"))
+        .when(longer_than(rc, lim.max_record_bytes), F.lit("too_large"))
         .when((text == "log") | (sh == "log_json"), F.lit("log_on_metric_topic"))
         .when(text == "protobuf", F.lit("otlp_protobuf"))
         .when(text == "prometheus_text", F.lit("prometheus_text"))
@@ -752,8 +771,8 @@ def _metric_events(df: DataFrame, lim: ParseLimits, *, shapes: bool) -> DataFram
         F.lit(None).cast(StringType()).alias("level"),
         F.lit(None).cast(StringType()).alias("logger"),
         F.col("_err").alias("error"),
-        F.when(~ok, F.substring(detail, 1, 200)).alias("detail"),
-        F.when(~ok, F.substring(rc, 1, 65536)).alias("raw"),
+        F.when(~ok, prefix(detail, 200)).alias("detail"),
+        F.when(~ok, prefix(rc, 65536)).alias("raw"),
         F.col("_naming").alias("naming"),
         F.coalesce(sh, F.lit("unknown")).alias("shape"),
     )

@@ -159,6 +159,8 @@ _LAYOUT = (
     r"(.*)$"
 )
 
+_LAYOUT_PARTS = "".join(f"\u0001${i}" for i in (1, 2, 3, 4))
+
 # A record that is part of a stack trace or of a multi-line message.
 _CONTINUATION = (
     r"^(?:\s|at |Caused by:|Suppressed:|\.\.\. \d+ more|\[\d{4}-|Dump of the process-tree|"
@@ -345,6 +347,24 @@ def _rx(col: Column | str, pattern: str, idx: int = 1) -> Column:
     # nullif evaluates the extraction once (a `when` would generate it twice, and the
     # parse projection must stay under the JVM's 64 KB method limit for codegen).
     return F.nullif(F.regexp_extract(c, pattern, idx), F.lit(""))
+
+
+def longer_than(text: Column, n: int) -> Column:
+    """True when ``text`` has more than ``n`` characters.
+
+    Spark counts characters by reading the whole string; a string of at most ``n`` bytes
+    has at most ``n`` characters, and its byte length is known without reading it.
+    """
+    return (F.octet_length(text) > n) & (F.length(text) > n)
+
+
+def prefix(text: Column, n: int) -> Column:
+    """The first ``n`` characters of ``text``.
+
+    ``substring`` counts every character of the string first: only a string of more than
+    ``n`` bytes can have more than ``n`` characters.
+    """
+    return F.when(F.octet_length(text) <= n, text).otherwise(F.substring(text, 1, n))
 
 
 def epoch_ms_from_text(ts: Column) -> Column:
@@ -634,12 +654,12 @@ def parse_logs(
     """
     lim = limits or ParseLimits()
     df = otlp_exploded(records)
-    df = _unwrapped(df, shapes=shapes)
+    df = _unwrapped(df, lim, shapes=shapes)
     df = _headed(df, lim, fallback_time="fallback_time" in records.columns)
     return _event_columns(df, lim, shapes=shapes)
 
 
-def _unwrapped(records: DataFrame, *, shapes: bool) -> DataFrame:
+def _unwrapped(records: DataFrame, lim: ParseLimits, *, shapes: bool) -> DataFrame:
     """Records with the log line to parse (``_line``) out of whatever envelope it came in.
 
     ``_e`` is the record's JSON object (a layout or a shipper's envelope), ``_j`` the JSON
@@ -668,7 +688,7 @@ def _unwrapped(records: DataFrame, *, shapes: bool) -> DataFrame:
         "_o",
         F.col("value").alias("raw"),
         text.alias("_text"),
-        F.length(F.col("value")).alias("_len"),
+        longer_than(F.col("value"), lim.max_record_bytes).alias("_too_large"),
         is_json.alias("_is_json"),
         F.when(is_json, json_split).alias("_jsplit"),
     )
@@ -750,7 +770,7 @@ def _unwrapped(records: DataFrame, *, shapes: bool) -> DataFrame:
     json_unread = F.col("_is_json") & F.col("_line").isNull() & ~flink_json
     json_metric = (
         F.when(
-            json_unread & F.substring(F.col("_text"), 1, 64).rlike(r'^\s*\{\s*"resourceMetrics"'),
+            json_unread & prefix(F.col("_text"), 64).rlike(r'^\s*\{\s*"resourceMetrics"'),
             F.lit("otlp_metrics"),
         )
         .when(json_unread & ec["name"].isNotNull() & ec["value"].isNotNull(), F.lit("metric_json"))
@@ -772,11 +792,15 @@ def _unwrapped(records: DataFrame, *, shapes: bool) -> DataFrame:
         *[c for c in _FILE_COLUMNS if c in records.columns],
         "seq",
         "raw",
-        "_len",
+        "_too_large",
         "_is_otlp",
         "_otlp_bad",
         "_otlp_n",
         (F.col("_is_otlp") & (o["line"].isNull() | o["line"].rlike(r"^\s*$"))).alias("_otlp_blank"),
+        # The layout's groups from one evaluation of its regex (see _headed): the match is
+        # the whole line, replaced by its groups behind separators, which only the message
+        # can hold; a line that does not match is left as it is.
+        F.split(F.regexp_replace(F.col("_line"), _LAYOUT, _LAYOUT_PARTS), _SEP, 5).alias("_lparts"),
         o["level"].alias("_o_level"),
         o["logger"].alias("_o_logger"),
         o["path"].alias("_o_path"),
@@ -879,22 +903,44 @@ def _not_a_log(matched: Column) -> Column:
     )
 
 
+# What Java's `\s` matches, and the line terminators before which its `$` matches too: a
+# regex made of `\s` and anchors can only match a text that starts (or ends) with one.
+_SPACE_OR_BREAK = (" ", "\t", "\n", "\x0b", "\f", "\r", "\u0085", "\u2028", "\u2029")
+
+
+def _blank(text: Column) -> Column:
+    """Whether ``text`` is only white space: the regex only for a text starting with it."""
+    starts = text == ""
+    for c in _SPACE_OR_BREAK:
+        starts = starts | text.startswith(c)
+    return starts & text.rlike(r"^\s*$")
+
+
+def _rstripped(text: Column) -> Column:
+    """``text`` without trailing white space (the regex only where the text ends in one)."""
+    ends = F.lit(False)
+    for c in _SPACE_OR_BREAK:
+        ends = ends | text.endswith(c)
+    return F.when(ends, F.regexp_replace(text, r"\s+$", "")).otherwise(text)
+
+
 def _headed(df: DataFrame, lim: ParseLimits, *, fallback_time: bool) -> DataFrame:
     """The layout's header (time, level, logger), the message, the error and the kind."""
     jc = F.col("_j")
-    # Four anchored regexp_extract calls cost less than one _groups evaluation here
-    # (measured: the layout matches at the first character; the cost is in copying text).
+    # `_layN` as four regexp_extract calls would give them: empty when the layout does not
+    # match, null for no line.
+    line, parts = F.col("_line"), F.col("_lparts")
+    hit = (F.size(parts) == 5) & (parts[0] == "") & ~line.startswith(_SEP)
+    none = F.when(line.isNotNull(), F.lit(""))
     df = df.select(
-        "*", *[F.regexp_extract("_line", _LAYOUT, i).alias(f"_lay{i}") for i in (1, 2, 3, 4)]
+        "*", *[F.when(hit, parts[i]).otherwise(none).alias(f"_lay{i}") for i in (1, 2, 3, 4)]
     )
     tail = F.when(F.col("_tail") != "", F.col("_tail"))
     jmsg = F.concat_ws("\n", jc["message"], jc["error.stack_trace"], _thrown(jc), tail)
     matched = F.coalesce(F.col("_lay1") != "", F.lit(False))
     # Trailing line breaks go too (Docker's json-file driver keeps the `\n` in `log`).
-    message = F.regexp_replace(
-        F.when(F.col("_flink_json"), jmsg).when(matched, F.col("_lay4")).otherwise(F.col("_line")),
-        r"\s+$",
-        "",
+    message = _rstripped(
+        F.when(F.col("_flink_json"), jmsg).when(matched, F.col("_lay4")).otherwise(F.col("_line"))
     )
     ts_text = F.when(F.col("_flink_json"), _layout_time(jc)).when(matched, F.col("_lay1"))
     ts_ms = F.when(F.col("_flink_json"), _layout_ms(jc)).when(
@@ -919,8 +965,8 @@ def _headed(df: DataFrame, lim: ParseLimits, *, fallback_time: bool) -> DataFram
     is_continuation = F.col("_line").rlike(_CONTINUATION)
     otlp = F.col("_is_otlp")
     error = (
-        F.when(F.col("raw").isNull() | F.col("raw").rlike(r"^\s*$"), F.lit("empty"))
-        .when(F.col("_len") > lim.max_record_bytes, F.lit("too_large"))
+        F.when(F.col("raw").isNull() | _blank(F.col("raw")), F.lit("empty"))
+        .when(F.col("_too_large"), F.lit("too_large"))
         .when(F.col("_not_log") == "otlp_protobuf", F.lit("otlp_protobuf"))
         .when(F.col("_not_log").isNotNull(), F.lit("metric_on_log_topic"))
         .when(otlp & F.col("_otlp_bad"), F.lit("invalid_json"))
@@ -1082,7 +1128,7 @@ def _event_columns(df: DataFrame, lim: ParseLimits, *, shapes: bool) -> DataFram
             F.col("_otlp_n") - MAX_OTLP_LOG_RECORDS,
             F.lit(MAX_OTLP_LOG_RECORDS),
         ),
-    ).otherwise(F.substring(F.col("_e_corrupt"), 1, 200))
+    ).otherwise(prefix(F.col("_e_corrupt"), 200))
     return df.select(
         "topic",
         "partition",
@@ -1108,15 +1154,15 @@ def _event_columns(df: DataFrame, lim: ParseLimits, *, shapes: bool) -> DataFram
         fields["size_bytes"].alias("size_bytes"),
         fields["from_state"].alias("from_state"),
         fields["to_state"].alias("to_state"),
-        F.substring(fields["reason"], 1, 500).alias("reason"),
+        prefix(fields["reason"], 500).alias("reason"),
         null_column("metric"),
         null_column("value"),
-        F.substring(F.col("_message"), 1, lim.max_message_chars).alias("message"),
+        prefix(F.col("_message"), lim.max_message_chars).alias("message"),
         F.when(level == "WARNING", F.lit("WARN")).otherwise(level).alias("level"),
         logger.alias("logger"),
         F.col("error"),
         F.when(F.col("error").isNotNull(), detail).alias("detail"),
-        F.when(F.col("error").isNotNull(), F.substring(F.col("raw"), 1, 65536)).alias("raw"),
+        F.when(F.col("error").isNotNull(), prefix(F.col("raw"), 65536)).alias("raw"),
         # For doctor: whom a line of the record would be attributed to, had it no id itself.
         *([F.coalesce(F.col("_pod"), own_tm).alias("own_tm")] if shapes else []),
         *([_shape().alias("shape")] if shapes else []),

@@ -170,7 +170,9 @@ def get_session(
         # generated class and Spark falls back, on every micro-batch (there is no cache of
         # failed compiles). Without whole-stage fusion each expression is compiled into its
         # own method once and cached; the queries here are projections, where fusion gains
-        # little (measured: bench/README.md).
+        # little. Measured again with `python -m bench.parse_cost --conf
+        # spark.sql.codegen.wholeStage=true` (issue #34): the log plans still fail to
+        # compile, and the metric plan, which compiles, took more CPU than without fusion.
         "spark.sql.codegen.wholeStage": "false",
         # Java's regex engine recurses per repetition of a group; a long multi-line record
         # (a deep stack trace) can overflow the default 1 MiB thread stack.
