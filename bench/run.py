@@ -2,7 +2,8 @@
 
 One command (``make bench``, or ``python -m bench.run``) on the local machine:
 
-1. starts its own Kafka broker (``scripts/stack.sh`` on a free port, purged at the end);
+1. starts its own Kafka broker (``scripts/stack.sh`` on a free port, purged at the end;
+   not for the replay phase alone);
 2. **throughput**: writes a backlog of a simulated 100-job / 400-TaskManager fleet into
    Kafka, then drains it twice in one Spark session: a baseline query that only reads
    Kafka and counts, and the full pipeline (parse + every detector + ledger, alert file and
@@ -24,6 +25,9 @@ One command (``make bench``, or ``python -m bench.run``) on the local machine:
 6. **cluster**: one backlog drained by the full pipeline on a local Spark standalone
    cluster with one worker, then two (one core each): records/s per worker count, CPU per
    process and the load average (:mod:`bench.cluster`).
+7. **replay**: ``flinkwatch replay`` in a fresh process, on a small real Flink run and on
+   an hour of the 100-job fleet written to files first; wall time and CPU of its process
+   tree, median of 3 (:mod:`bench.replay`).
 
 Results: ``bench/results/latest.json``, a dated copy, and a table on stdout (also written
 as ``bench/results/latest.md``). Phases skipped with ``--skip`` keep their results from the
@@ -970,6 +974,17 @@ def table(r: dict[str, Any]) -> str:
                 f"{cpu.get('cores_used_by_machine')}, load avg {cpu.get('loadavg_1m_mean')})",
             )
         )
+    rp = r.get("replay") or {}
+    for what, key in (("small real run", "small"), ("an hour of 100 jobs", "hour_100_jobs")):
+        wall, cpu = rp.get(f"{key}_wall_s"), rp.get(f"{key}_cpu_s")
+        if wall and cpu:
+            rows.append(
+                (
+                    f"`flinkwatch replay`, {what}",
+                    f"{wall['median']} s wall ({wall['min']}-{wall['max']}), "
+                    f"{cpu['median']} CPU s, median of {len(wall['runs'])}",
+                )
+            )
     for kind, fw in (r.get("flinkwatch_time_to_alert_s") or {}).items():
         am = (r.get("prometheus_time_to_alert_s") or {}).get(kind)
         rows.append(
@@ -1072,6 +1087,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--worker-memory", default="2g", help="cluster: memory each worker offers")
     p.add_argument("--executor-memory", default="1536m", help="cluster: spark.executor.memory")
+    p.add_argument(
+        "--replay-runs", type=int, default=3, help="replay: runs of each input (the median)"
+    )
     p.add_argument("--skip", nargs="*", default=[], choices=list(PHASES))
     args = p.parse_args(argv)
     logging.basicConfig(
@@ -1099,7 +1117,8 @@ def main(argv: list[str] | None = None) -> int:
     topics += [f"steady{int(r)}.{s}" for r in args.rate for s in ("logs", "metrics")]
     topics += [f"soak{int(args.soak_rate)}.{s}" for s in ("logs", "metrics")]
     topics += [f"restart{int(args.restart_rate)}.{s}" for s in ("logs", "metrics")]
-    broker = Broker(topics, 2).start()
+    # The replay phase reads files: alone it needs no broker.
+    broker = Broker(topics, 2).start() if set(PHASES) - {"replay"} - set(args.skip) else None
     rss = RssSampler().start()
     slack = _Slack()
     slack.emulator.start()
@@ -1202,6 +1221,13 @@ def main(argv: list[str] | None = None) -> int:
             c = result["cluster"] = cluster_phase(broker, args, WORK)
             result["cluster_records_per_s"] = {n: r["records_per_s"] for n, r in c["runs"].items()}
             _save(result)
+        if "replay" not in args.skip:
+            from bench.replay import replay_phase
+
+            result["replay"] = replay_phase(
+                WORK / "replay", jobs=args.jobs, tms=args.tms, runs=args.replay_runs
+            )
+            _save(result)
         if "peer" not in args.skip:
             from bench.peer import run_peer
 
@@ -1212,7 +1238,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         rss.stop()
         slack.emulator.stop()
-        broker.stop()
+        if broker is not None:
+            broker.stop()
     summary = _save(result)
     print(summary)  # noqa: T201
     return 0
@@ -1260,6 +1287,7 @@ PHASES: dict[str, tuple[str, ...]] = {
     "restart": ("restart",),
     "soak": ("soak",),
     "cluster": ("cluster", "cluster_records_per_s"),
+    "replay": ("replay",),
     "peer": (
         "peer",
         "flinkwatch_time_to_alert_s",
@@ -1295,6 +1323,11 @@ def _derived(result: dict[str, Any]) -> None:
     start = ((at or {}).get("first_detect_batch_s") or {}).get("from_queries_start")
     if start is None:
         start = (restart.get("first_detect_batch_at_start_s") or {}).get("from_queries_start")
+    rp = result.get("replay") or {}
+    result["replay_wall_s"] = {
+        "small": (rp.get("small_wall_s") or {}).get("median"),
+        "hour_100_jobs": (rp.get("hour_100_jobs_wall_s") or {}).get("median"),
+    }
     result["first_detect_batch_s"] = {
         "start": start,
         "restart": restart.get("first_detect_batch_s"),
