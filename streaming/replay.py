@@ -23,10 +23,13 @@ Each batch is delivered as one micro-batch of the detect query was (its transiti
 event-time order), batch 0 before batch 1, so the alert file and the incidents are the
 streaming replay's.
 
-Why batch, measured (issue #34): the streaming replay of a small real run (160 KB of logs)
-spent its time starting two queries (planning, a checkpoint each, the state store's
-RocksDB instances and their commits) and in a hop through Parquet files between them;
-the records themselves took well under a second.
+Why batch, measured on the small real run ``growth_2_3`` (issue #34; a 2-core machine
+shared with other Spark work, so indicative): the streaming replay started a parse and a
+detect query one after the other, each planned, checkpointed and committed (RocksDB
+stores, a hop through Parquet files, two detect micro-batches): 83-97 s wall, 38 CPU s;
+the same with the JVM's C1 compiler alone (below) 30 s, 20 CPU s; this shape 20-45 s,
+17-21 CPU s. What is left is mostly the JVM starting and planning and compiling the
+parse projection (Spark's driver thread), not the records.
 """
 
 from __future__ import annotations
@@ -56,10 +59,10 @@ from streaming.schemas import DEAD_LETTER_SCHEMA
 
 log = logging.getLogger(__name__)
 
-#: Up to this much input a replay is over in seconds, and the JVM compiles with C1 only:
-#: its optimising compiler (C2) spent more CPU compiling Spark's code than the whole
-#: replay of a small real run took without it (measured, issue #34). Past it the
-#: records are many and C2's faster code pays for its compiling.
+#: Up to this much input the JVM compiles with C1 only: its optimising compiler (C2)
+#: took 12.8 of the 38 CPU seconds of a small real run's replay; with C1 alone the run
+#: took 20 (measured, issue #34). Past it the records are many and C2's faster code is
+#: meant to pay for its compiling (not measured: an hour of the fleet ran with C2).
 SHORT_INPUT_BYTES = 64 * 2**20
 
 #: The detect step's output: the detect query's rows and the batch each belongs to.
