@@ -185,43 +185,44 @@ def replay(
     """
     events, observed = _counts(parsed_events(logs, metrics, cfg))
     k = cfg.kafka
-    # The bus records and dead letters of one parse, kept for the three reads below.
-    bus = bus_records(events, cfg, dead_letters=True).persist()
-    try:
-        rows = detect_input(bus.where(F.col("topic") == k.events_topic), cfg.spark.state_shards)
-        (newest,) = rows.select(F.max(F.unix_millis("event_time"))).first() or (None,)
-        counts = observed.get
-        _count_parse(stats, counts)
-        if any(counts.get(f"error:{r}") for r in DEAD_LETTER_REASONS):
-            letters = (
-                bus.where(F.col("topic") == k.deadletters_topic)
-                .select(F.from_json("value", DEAD_LETTER_SCHEMA).alias("d"))
-                .select("d.*")
-                .toLocalIterator()
-            )
-            write_dead_letters(dead_letters, 0, letters)
-        sp = cfg.spark
-        delay_ms = int(sp.watermark_delay_s * 1000)
-        shard = ShardReplay(
-            cfg.resolver(),
-            active_detectors(cfg),
-            delay_ms=delay_ms,
-            grace_ms=None if sp.deadline_grace_s is None else int(sp.deadline_grace_s * 1000),
-            watermark_ms=None if newest is None else newest - delay_ms,
+    # The bus records and dead letters of one parse, kept for the reads below; a local
+    # checkpoint, not a cache: each read then plans a scan of the kept rows, not the
+    # whole parse projection again (a cached plan is analysed whole to be matched).
+    # Measured on the small real run: 1.1 of 17 CPU s. Its blocks go when ``bus`` is
+    # collected (Spark's context cleaner), at the latest with the replay's process.
+    bus = bus_records(events, cfg, dead_letters=True).localCheckpoint()
+    rows = detect_input(bus.where(F.col("topic") == k.events_topic), cfg.spark.state_shards)
+    (newest,) = rows.select(F.max(F.unix_millis("event_time"))).first() or (None,)
+    counts = observed.get
+    _count_parse(stats, counts)
+    if any(counts.get(f"error:{r}") for r in DEAD_LETTER_REASONS):
+        letters = (
+            bus.where(F.col("topic") == k.deadletters_topic)
+            .select(F.from_json("value", DEAD_LETTER_SCHEMA).alias("d"))
+            .select("d.*")
+            .toLocalIterator()
         )
+        write_dead_letters(dead_letters, 0, letters)
+    sp = cfg.spark
+    delay_ms = int(sp.watermark_delay_s * 1000)
+    shard = ShardReplay(
+        cfg.resolver(),
+        active_detectors(cfg),
+        delay_ms=delay_ms,
+        grace_ms=None if sp.deadline_grace_s is None else int(sp.deadline_grace_s * 1000),
+        watermark_ms=None if newest is None else newest - delay_ms,
+    )
 
-        def detect(key: tuple[Any, ...], pdf: pd.DataFrame) -> pd.DataFrame:
-            # A function: Spark reads the arguments of what it is given (not of __call__).
-            return shard(key, pdf)
+    def detect(key: tuple[Any, ...], pdf: pd.DataFrame) -> pd.DataFrame:
+        # A function: Spark reads the arguments of what it is given (not of __call__).
+        return shard(key, pdf)
 
-        out = (
-            rows.select("shard", "entity", "value")
-            .groupBy("shard")
-            .applyInPandas(detect, schema=REPLAY_SCHEMA)
-            .collect()
-        )
-    finally:
-        bus.unpersist()
+    out = (
+        rows.select("shard", "entity", "value")
+        .groupBy("shard")
+        .applyInPandas(detect, schema=REPLAY_SCHEMA)
+        .collect()
+    )
     deliver = AlertDelivery(outputs, stats, cfg)
     batches = [0, 1] if newest is not None else [0]
     for b in batches:
