@@ -2,7 +2,8 @@
 
 One command (``make bench``, or ``python -m bench.run``) on the local machine:
 
-1. starts its own Kafka broker (``scripts/stack.sh`` on a free port, purged at the end);
+1. starts its own Kafka broker (``scripts/stack.sh`` on a free port, purged at the end;
+   not for the replay phase alone);
 2. **throughput**: writes a backlog of a simulated 100-job / 400-TaskManager fleet into
    Kafka, then drains it twice in one Spark session: a baseline query that only reads
    Kafka and counts, and the full pipeline (parse + every detector + ledger, alert file and
@@ -24,6 +25,9 @@ One command (``make bench``, or ``python -m bench.run``) on the local machine:
 6. **cluster**: one backlog drained by the full pipeline on a local Spark standalone
    cluster with one worker, then two (one core each): records/s per worker count, CPU per
    process and the load average (:mod:`bench.cluster`).
+7. **replay**: ``flinkwatch replay`` in a fresh process, on a small real Flink run and on
+   an hour of the 100-job fleet written to files first; wall time and CPU of its process
+   tree, median of 3 (:mod:`bench.replay`).
 
 Results: ``bench/results/latest.json``, a dated copy, and a table on stdout (also written
 as ``bench/results/latest.md``). Phases skipped with ``--skip`` keep their results from the
@@ -978,6 +982,17 @@ def table(r: dict[str, Any]) -> str:
                 f"{cpu.get('cores_used_by_machine')}, load avg {cpu.get('loadavg_1m_mean')})",
             )
         )
+    rp = r.get("replay") or {}
+    for what, key in (("small real run", "small"), ("an hour of 100 jobs", "hour_100_jobs")):
+        wall, cpu = rp.get(f"{key}_wall_s"), rp.get(f"{key}_cpu_s")
+        if wall and cpu:
+            rows.append(
+                (
+                    f"`flinkwatch replay`, {what}",
+                    f"{wall['median']} s wall ({wall['min']}-{wall['max']}), "
+                    f"{cpu['median']} CPU s, median of {len(wall['runs'])}",
+                )
+            )
     for kind, fw in (r.get("flinkwatch_time_to_alert_s") or {}).items():
         am = (r.get("prometheus_time_to_alert_s") or {}).get(kind)
         rows.append(
@@ -1112,6 +1127,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--idle-runs", type=int, default=2, help="idle: runs of `flinkwatch run`")
     p.add_argument("--idle-warmup-s", type=float, default=90.0, help="idle: warm-up per run")
     p.add_argument("--idle-window-s", type=float, default=60.0, help="idle: measured per run")
+    p.add_argument(
+        "--replay-runs", type=int, default=3, help="replay: runs of each input (the median)"
+    )
     p.add_argument("--skip", nargs="*", default=[], choices=list(PHASES))
     args = p.parse_args(argv)
     args.spark = dict(args.spark)
@@ -1141,7 +1159,8 @@ def main(argv: list[str] | None = None) -> int:
     topics += [f"soak{int(args.soak_rate)}.{s}" for s in ("logs", "metrics")]
     topics += [f"restart{int(args.restart_rate)}.{s}" for s in ("logs", "metrics")]
     topics += [f"idle{n}.{s}" for n in range(args.idle_runs) for s in ("logs", "metrics")]
-    broker = Broker(topics, 2).start()
+    # The replay phase reads files: alone it needs no broker.
+    broker = Broker(topics, 2).start() if set(PHASES) - {"replay"} - set(args.skip) else None
     rss = RssSampler().start()
     slack = _Slack()
     slack.emulator.start()
@@ -1252,6 +1271,13 @@ def main(argv: list[str] | None = None) -> int:
             c = result["cluster"] = cluster_phase(broker, args, WORK)
             result["cluster_records_per_s"] = {n: r["records_per_s"] for n, r in c["runs"].items()}
             _save(result)
+        if "replay" not in args.skip:
+            from bench.replay import replay_phase
+
+            result["replay"] = replay_phase(
+                WORK / "replay", jobs=args.jobs, tms=args.tms, runs=args.replay_runs
+            )
+            _save(result)
         if "peer" not in args.skip:
             from bench.peer import run_peer
 
@@ -1262,7 +1288,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         rss.stop()
         slack.emulator.stop()
-        broker.stop()
+        if broker is not None:
+            broker.stop()
     summary = _save(result)
     print(summary)  # noqa: T201
     return 0
@@ -1311,6 +1338,7 @@ PHASES: dict[str, tuple[str, ...]] = {
     "restart": ("restart",),
     "soak": ("soak",),
     "cluster": ("cluster", "cluster_records_per_s"),
+    "replay": ("replay",),
     "peer": (
         "peer",
         "flinkwatch_time_to_alert_s",
@@ -1346,6 +1374,11 @@ def _derived(result: dict[str, Any]) -> None:
     start = ((at or {}).get("first_detect_batch_s") or {}).get("from_queries_start")
     if start is None:
         start = (restart.get("first_detect_batch_at_start_s") or {}).get("from_queries_start")
+    rp = result.get("replay") or {}
+    result["replay_wall_s"] = {
+        "small": (rp.get("small_wall_s") or {}).get("median"),
+        "hour_100_jobs": (rp.get("hour_100_jobs_wall_s") or {}).get("median"),
+    }
     result["first_detect_batch_s"] = {
         "start": start,
         "restart": restart.get("first_detect_batch_s"),

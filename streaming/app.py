@@ -15,8 +15,10 @@ The parse query places each entity's records on a partition of the bus itself, b
 that changes only when the detect query has read the whole bus; until then the parse query
 waits (:mod:`streaming.placement`).
 
-Replay and the tests' ``run_once`` use ``bus="files"``: the parse query's ``foreachBatch``
-writes the same bus records as Parquet files and the dead letters directly.
+The tests' ``run_once`` uses ``bus="files"``: the parse query's ``foreachBatch`` writes
+the same bus records as Parquet files and the dead letters directly, so the live detect
+query (its state, the entity cap, a batch the ledger fails) is tested without Kafka.
+``flinkwatch replay`` runs no queries at all (:mod:`streaming.replay`).
 
 If a query fails (a Kafka broker restart, say) all are restarted on their checkpoints
 after a back-off: offsets and detector state come back from the checkpoints, so no record
@@ -132,11 +134,11 @@ class Pipeline:
     Attributes:
         bus: ``kafka``: the live layout: three queries reading and writing Kafka (the raw
             topics, the event bus and the dead-letter topic of ``cfg.kafka``); ``files``:
-            replay, the parse query writes the bus as Parquet files under the checkpoint
-            directory, from ``logs`` and ``metrics``.
+            the tests' layout, the parse query writes the bus as Parquet files under the
+            checkpoint directory, from ``logs`` and ``metrics``.
         trigger: ``None``: the parse query as ``spark.parse_mode`` says (real time once
             caught up) and the detect query on ``spark.trigger_interval_s``, both read at
-            each start, so a reload changes them; replay and tests pass
+            each start, so a reload changes them; tests pass
             ``{"availableNow": True}`` for every query.
     """
 
@@ -466,7 +468,7 @@ class Pipeline:
         return f"parse:{self.parse_plan.checkpoint.name if self.parse_plan else '-'}"
 
     def run_once(self) -> None:
-        """Process everything available, query after query (replay, tests).
+        """Process everything available, query after query (tests).
 
         A parse query held back by the bus placement runs after the detect query has read
         the bus, in a second round.

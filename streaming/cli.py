@@ -300,8 +300,15 @@ def _serve_metrics(
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    """The same parser and detectors over files, in event time; alerts as JSON lines."""
-    from streaming.app import Pipeline
+    """The same parser and detectors over files, in event time; alerts as JSON lines.
+
+    One Spark batch job (:mod:`streaming.replay`): the files are all there at the start,
+    so none of the live job's streaming machinery (queries, checkpoints, state store) is
+    needed to give its alerts.
+    """
+    from sinks import DeadLetterFileSink
+    from streaming.delivery import PipelineStats
+    from streaming.replay import input_bytes, replay, session_settings
     from streaming.runtime import Runtime
     from streaming.session import get_session
     from streaming.sources import file_records, stage_files
@@ -324,27 +331,32 @@ def cmd_replay(args: argparse.Namespace) -> int:
         shuffle_partitions=cfg.spark.shuffle_partitions,
         timezone=cfg.parsing.log_timezone,
         require_kafka=False,
-        state_memory_mb=cfg.spark.state_memory_mb,
+        state_memory_mb=None,
+        extra=session_settings(input_bytes(logs_dir, metrics_dir)),
     )
     deadletters = Path(args.deadletters) if args.deadletters else work / "deadletters"
-    runtime = Runtime(cfg, replay=True, ledger_path=work / "ledger.sqlite", alerts_path=output)
-    pipeline = Pipeline(
-        spark=spark,
-        cfg=cfg,
-        logs=lambda: file_records(spark, logs_dir, kind="log"),
-        metrics=lambda: file_records(spark, metrics_dir, kind="metric"),
-        outputs=runtime.outputs,
-        checkpoint_dir=work / "checkpoints",
-        deadletter_dir=deadletters,
-        trigger={"availableNow": True},
+    out = cfg.output
+    sink = DeadLetterFileSink(
+        deadletters,
+        max_per_batch=out.deadletters_max_per_batch,
+        retain_bytes=int(out.deadletters_retain_mb * 2**20),
     )
-    progress_done = ReplayProgress(lambda: replay_counts(pipeline.stats)).start()
+    runtime = Runtime(cfg, replay=True, ledger_path=work / "ledger.sqlite", alerts_path=output)
+    stats = PipelineStats()
+    progress_done = ReplayProgress(lambda: replay_counts(stats)).start()
     try:
-        pipeline.run_once()
+        replay(
+            file_records(spark, logs_dir, kind="log", stream=False),
+            file_records(spark, metrics_dir, kind="metric", stream=False),
+            cfg,
+            runtime.outputs,
+            sink,
+            stats,
+        )
         # The output file is the replay's product, not a copy: what could not be written
         # during the run is written now, or the replay fails.
-        for sink in pipeline.outputs.sinks:
-            pipeline.outputs.ledger.deliver(sink)
+        for s in runtime.outputs.sinks:
+            runtime.outputs.ledger.deliver(s)
     except Exception as exc:
         progress_done(False)
         log.error("replay failed: %s", exc)
@@ -354,9 +366,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
         if not args.keep_work:
             shutil.rmtree(work, ignore_errors=True)
     progress_done(True)
-    _print_summary(pipeline.stats.alerts, pipeline.stats.kinds, pipeline.stats.dead_letters)
+    _print_summary(stats.alerts, stats.kinds, stats.dead_letters)
     _print_incidents(output)
-    if sum(pipeline.stats.dead_letters.values()) and args.deadletters:
+    if sum(stats.dead_letters.values()) and args.deadletters:
         print(f"dead letters written to {deadletters}", file=sys.stderr)
     print(f"alerts written to {output}", file=sys.stderr)
     if args.report:

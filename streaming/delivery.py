@@ -18,7 +18,7 @@ import sqlite3
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -283,7 +283,11 @@ class AlertDelivery:
             )
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
-        """Record and deliver one micro-batch of alert transitions.
+        """Record and deliver one micro-batch of alert transitions (see :meth:`record`)."""
+        self.record(batch.collect(), batch_id)
+
+    def record(self, rows: Iterable[Mapping[str, Any]], batch_id: int) -> None:
+        """Record and deliver one batch of the detect query's rows.
 
         The ledger is the record: if it cannot record the batch, the batch fails, so Spark
         does not commit it and runs it again (from the same offsets and state) when the
@@ -293,7 +297,7 @@ class AlertDelivery:
         Raises:
             LedgerError: the ledger could not record the batch (nothing of it was).
         """
-        items = [read(r) for r in batch.collect()]
+        items = [read(r) for r in rows]
         alerts = [x for x in items if isinstance(x, Alert)]
         refused = [x for x in items if isinstance(x, Refused)]
         if refused and self.stats.first_count("entities_refused", batch_id):

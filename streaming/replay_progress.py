@@ -3,9 +3,10 @@
 A replay of a month of logs runs for minutes and, before this, said nothing until it
 ended. :class:`ReplayProgress` logs one line at least every ``every_s`` seconds while it
 runs and a summary at the end, from what the driver knows (:class:`ReplayCounts`):
-records are counted per parse micro-batch by the parse query's ``foreachBatch``, alerts
-per detect micro-batch, so the numbers move a batch at a time; the lines keep coming
-while a long batch runs, so a replay that is alive looks alive. Pure Python: the clock
+records once the parse has read every file (parse batch 1), alerts once the detectors
+have run (detect batches 0 and 1, :mod:`streaming.replay`), so the numbers move a step
+at a time; the lines keep coming while a long step runs, so a replay that is alive looks
+alive. Pure Python: the clock
 is injected and nothing here imports Spark.
 """
 
@@ -26,11 +27,11 @@ class ReplayCounts(BaseModel):
     """What a replay has done so far, as the driver sees it.
 
     Attributes:
-        records: Records read and parsed (events and dead letters), in finished parse batches.
+        records: Records read and parsed (events and dead letters), once parsed.
         newest_event_ms: The newest event time among them (epoch ms, UTC), if any.
         alerts: Alert transitions written so far.
-        parse_batches: Parse micro-batches finished.
-        detect_batches: Detect micro-batches finished.
+        parse_batches: Parse batches finished (a replay has one).
+        detect_batches: Detect batches delivered (a replay has two: its records, its end).
     """
 
     model_config = ConfigDict(frozen=True)

@@ -1,0 +1,246 @@
+"""``flinkwatch replay``: the live job's parser and detectors over files, as one batch job.
+
+The live job is three streaming queries because its input never ends. A replay's input
+is a few files that are all there at the start, so it runs as Spark *batch* work: no
+checkpoints, no state store, no query starts, no hop through bus files. What decides
+is the live job's code: the same parser (:func:`streaming.app.parsed_events`), the same
+bus records (:func:`streaming.bus.bus_records`, :func:`streaming.bus.detect_input`), the
+same shards and runner (:class:`streaming.runner.ShardRunner`, one call per shard as
+:class:`streaming.processor.ShardProcessor` makes it) and the same delivery
+(:class:`streaming.delivery.AlertDelivery`: ledger, alert file, correlator).
+
+Time is what the streaming replay did (it ran the detect query with ``availableNow``):
+
+* batch 0: every record, each shard's entities run with Spark's first watermark (0), so
+  an entity's deadlines fire only as its own later events pass them
+  (:meth:`detectors.base.Detector.advance`);
+* batch 1: the watermark then stands at the newest bus event time less
+  ``spark.watermark_delay_s``; the shards whose timer is due by it run once more with no
+  records, and the deadlines due by it fire (a deadline later than that stays unfired,
+  as a live job that had read nothing newer would leave it).
+
+Each batch is delivered as one micro-batch of the detect query was (its transitions in
+event-time order), batch 0 before batch 1, so the alert file and the incidents are the
+streaming replay's.
+
+Why batch, measured on the small real run ``growth_2_3`` (issue #34; a 2-core machine
+shared with other Spark work, so indicative): the streaming replay started a parse and a
+detect query one after the other, each planned, checkpointed and committed (RocksDB
+stores, a hop through Parquet files, two detect micro-batches): 83-97 s wall, 38 CPU s;
+the same with the JVM's C1 compiler alone (below) 30 s, 20 CPU s; this shape 20-45 s,
+17-21 CPU s. What is left is mostly the JVM starting and planning and compiling the
+parse projection (Spark's driver thread), not the records.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from pyspark.sql import DataFrame, Observation
+from pyspark.sql import functions as F
+from pyspark.sql.types import IntegerType, StructField, StructType
+
+from conf import AppConfig, ParamsResolver
+from detectors.model import EVENT_KINDS
+from sinks import DeadLetterFileSink
+from streaming.app import parsed_events
+from streaming.bus import active_detectors, bus_records, detect_input
+from streaming.delivery import AlertDelivery, Outputs, PipelineStats, write_dead_letters
+from streaming.parsing import DEAD_LETTER_REASONS
+from streaming.routes import Routes
+from streaming.rows import DETECT_COLUMNS, DETECT_SCHEMA
+from streaming.runner import Clock, EntityRunner, ShardRunner, Wake
+from streaming.schemas import DEAD_LETTER_SCHEMA
+
+log = logging.getLogger(__name__)
+
+#: Up to this much input the JVM compiles with C1 only: its optimising compiler (C2)
+#: took 12.8 of the 38 CPU seconds of a small real run's replay; with C1 alone the run
+#: took 20 (measured, issue #34). Past it the records are many and C2's faster code pays
+#: for its compiling: an hour of the 100-job fleet (700 MB) took 187 CPU s with C1 alone,
+#: 150 with C2 (the same shared machine, indicative).
+SHORT_INPUT_BYTES = 64 * 2**20
+
+#: The detect step's output: the detect query's rows and the batch each belongs to.
+REPLAY_SCHEMA = StructType([*DETECT_SCHEMA.fields, StructField("batch", IntegerType())])
+
+
+class Entities:
+    """A shard's entities in memory: the store the runner keeps them in for one replay."""
+
+    def __init__(self) -> None:
+        self.saved: dict[str, str] = {}
+
+    def get(self, entity: str) -> str | None:
+        """The entity's saved value."""
+        return self.saved.get(entity)
+
+    def put(self, entity: str, text: str) -> None:
+        """Save the entity's value."""
+        self.saved[entity] = text
+
+    def delete(self, entity: str) -> None:
+        """Forget the entity."""
+        self.saved.pop(entity, None)
+
+
+@dataclass(frozen=True)
+class ShardReplay:
+    """One shard's replay (``applyInPandas``): its records, then its deadlines at the end.
+
+    Attributes:
+        resolver: Per-job detector parameters.
+        detectors: The enabled detectors.
+        delay_ms: ``spark.watermark_delay_s``.
+        grace_ms: ``spark.deadline_grace_s`` (``None``: deadlines wait for the watermark).
+        watermark_ms: The watermark after every record (``None``: there was none).
+    """
+
+    resolver: ParamsResolver
+    detectors: list[str]
+    delay_ms: int
+    grace_ms: int | None
+    watermark_ms: int | None
+
+    def run(
+        self, shard: str, rows: list[tuple[str, str, int | None]]
+    ) -> Iterator[tuple[int, dict[str, Any]]]:
+        """The shard's output rows, each with its batch (0: the records, 1: the end)."""
+        runner = ShardRunner(EntityRunner(self.resolver, Routes(self.detectors)))
+        store = Entities()
+        wakes: dict[str, Wake] = {}
+        ticks: dict[str, int] = {}
+        first = runner.run(store, wakes, rows, self._clock(0), ticks, shard=shard)
+        yield from ((0, r) for r in first.rows)
+        # Spark fires the shard's one timer once the watermark reaches it.
+        wm = self.watermark_ms
+        if wm is not None and first.timer is not None and first.timer <= wm:
+            last = runner.run(store, wakes, [], self._clock(wm), ticks, shard=shard)
+            yield from ((1, r) for r in last.rows)
+
+    def _clock(self, watermark_ms: int) -> Clock:
+        return Clock(watermark_ms, self.delay_ms, self.grace_ms)
+
+    def __call__(self, key: tuple[Any, ...], pdf: pd.DataFrame) -> pd.DataFrame:
+        """``applyInPandas``: one shard's rows (``entity``, ``value``) in, its output out."""
+        # Files carry no bus time: only the watermark moves time, as on the files bus.
+        entities, values = pdf["entity"].tolist(), pdf["value"].tolist()
+        rows = [(e, v, None) for e, v in zip(entities, values, strict=True)]
+        out = [{**r, "batch": b} for b, r in self.run(str(key[0]), rows)]
+        return pd.DataFrame(out, columns=[*DETECT_COLUMNS, "batch"])
+
+
+def session_settings(input_bytes: int) -> dict[str, str]:
+    """Spark settings beyond the live job's for a replay of ``input_bytes`` of files."""
+    if input_bytes > SHORT_INPUT_BYTES:
+        return {}
+    # -Xss16m as streaming.session sets it (the parser's regexes recurse per repetition).
+    return {"spark.driver.extraJavaOptions": "-Xss16m -XX:TieredStopAtLevel=1"}
+
+
+def input_bytes(*dirs: Path) -> int:
+    """The size of the files in ``dirs`` (staged links followed)."""
+    return sum(f.stat().st_size for d in dirs for f in d.iterdir() if f.is_file())
+
+
+def _counts(events: DataFrame) -> tuple[DataFrame, Observation]:
+    """``events`` observed: records, events by kind, dead letters by reason, newest time."""
+    obs = Observation("flinkwatch_replay_counts")
+    ok = F.col("error").isNull()
+    kinds = [F.sum(F.when(ok & (F.col("kind") == k), 1).otherwise(0)).alias(k) for k in EVENT_KINDS]
+    reasons = [
+        F.sum(F.when(F.col("error") == r, 1).otherwise(0)).alias(f"error:{r}")
+        for r in DEAD_LETTER_REASONS
+    ]
+    observed = events.observe(
+        obs,
+        F.count(F.lit(1)).alias("records"),
+        F.max(F.unix_millis("event_time")).alias("newest"),
+        *kinds,
+        *reasons,
+    )
+    return observed, obs
+
+
+def replay(
+    logs: DataFrame,
+    metrics: DataFrame,
+    cfg: AppConfig,
+    outputs: Outputs,
+    dead_letters: DeadLetterFileSink,
+    stats: PipelineStats,
+) -> None:
+    """Parse ``logs`` and ``metrics`` (file records), run the detectors, deliver.
+
+    ``stats`` gets what the streaming replay's handlers counted: records, events by kind,
+    dead letters by reason, the newest event time, alerts, and one parse and two detect
+    batches.
+
+    Raises:
+        LedgerError: the ledger could not record a batch.
+    """
+    events, observed = _counts(parsed_events(logs, metrics, cfg))
+    k = cfg.kafka
+    # The bus records and dead letters of one parse, kept for the reads below; a local
+    # checkpoint, not a cache: each read then plans a scan of the kept rows, not the
+    # whole parse projection again (a cached plan is analysed whole to be matched).
+    # Measured on the small real run: 1.1 of 17 CPU s. Its blocks go when ``bus`` is
+    # collected (Spark's context cleaner), at the latest with the replay's process.
+    bus = bus_records(events, cfg, dead_letters=True).localCheckpoint()
+    rows = detect_input(bus.where(F.col("topic") == k.events_topic), cfg.spark.state_shards)
+    (newest,) = rows.select(F.max(F.unix_millis("event_time"))).first() or (None,)
+    counts = observed.get
+    _count_parse(stats, counts)
+    if any(counts.get(f"error:{r}") for r in DEAD_LETTER_REASONS):
+        letters = (
+            bus.where(F.col("topic") == k.deadletters_topic)
+            .select(F.from_json("value", DEAD_LETTER_SCHEMA).alias("d"))
+            .select("d.*")
+            .toLocalIterator()
+        )
+        write_dead_letters(dead_letters, 0, letters)
+    sp = cfg.spark
+    delay_ms = int(sp.watermark_delay_s * 1000)
+    shard = ShardReplay(
+        cfg.resolver(),
+        active_detectors(cfg),
+        delay_ms=delay_ms,
+        grace_ms=None if sp.deadline_grace_s is None else int(sp.deadline_grace_s * 1000),
+        watermark_ms=None if newest is None else newest - delay_ms,
+    )
+
+    def detect(key: tuple[Any, ...], pdf: pd.DataFrame) -> pd.DataFrame:
+        # A function: Spark reads the arguments of what it is given (not of __call__).
+        return shard(key, pdf)
+
+    out = (
+        rows.select("shard", "entity", "value")
+        .groupBy("shard")
+        .applyInPandas(detect, schema=REPLAY_SCHEMA)
+        .collect()
+    )
+    deliver = AlertDelivery(outputs, stats, cfg)
+    batches = [0, 1] if newest is not None else [0]
+    for b in batches:
+        deliver.record([r for r in out if r["batch"] == b], b)
+
+
+def _count_parse(stats: PipelineStats, counts: dict[str, Any]) -> None:
+    """What the parse counted, as the streaming replay's parse batch 0 added it."""
+    stats.first_count("parse", 0)
+    stats.records_read += int(counts.get("records") or 0)
+    newest = counts.get("newest")
+    if newest is not None:
+        stats.newest_event_ms = max(stats.newest_event_ms or 0, int(newest))
+    for name, n in counts.items():
+        if not n or name in ("records", "newest"):
+            continue
+        if name.startswith("error:"):
+            stats.dead_letters[name.removeprefix("error:")] += int(n)
+        else:
+            stats.kinds[name] += int(n)

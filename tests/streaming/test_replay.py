@@ -1,0 +1,104 @@
+"""A replay's shard without Spark: records in batch 0, the deadlines due at the end in batch 1.
+
+The Spark tests of the whole command (``test_real_runs``, ``test_scenarios``,
+``test_shipper_replays``, ``test_cli``) pin the alerts; these pin the time rule that a
+streaming replay had and the batch replay keeps: a deadline fires when its entity's own
+later records pass it, or when the final watermark (the newest record less
+``spark.watermark_delay_s``) reaches it, and not otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+
+from conf import AppConfig
+from streaming.bus import active_detectors
+from streaming.replay import ShardReplay, session_settings
+
+T0 = 1_700_000_000_000
+JOB = "b" * 32
+DELAY = 30_000
+
+
+def _checkpoint(kind: str, i: int, t: int, **extra: object) -> tuple[str, str, None]:
+    value = {
+        "src": "job.log:0",
+        "seq": 0,
+        "offset": 2 * i + (kind == "checkpoint_completed"),
+        "job_id": JOB,
+        "kind": kind,
+        "event_ms": t,
+        "checkpoint_id": i,
+        **extra,
+    }
+    return ("job:" + JOB, json.dumps(value), None)
+
+
+def _stuck_checkpoint() -> list[tuple[str, str, None]]:
+    """Nine fast checkpoints a minute apart, then one triggered that never completes."""
+    rows = []
+    for i in range(1, 10):
+        t = T0 + i * 60_000
+        rows.append(_checkpoint("checkpoint_triggered", i, t))
+        rows.append(_checkpoint("checkpoint_completed", i, t + 1000, duration_ms=1000))
+    rows.append(_checkpoint("checkpoint_triggered", 10, T0 + 600_000))
+    return rows
+
+
+def _replay(watermark_ms: int | None) -> ShardReplay:
+    cfg = AppConfig()
+    return ShardReplay(
+        cfg.resolver(), active_detectors(cfg), DELAY, grace_ms=2_000, watermark_ms=watermark_ms
+    )
+
+
+def _fired(out: list[tuple[int, dict]], detector: str) -> list[tuple[int, str, int]]:
+    return [
+        (b, r["status"], r["event_ms"])
+        for b, r in out
+        if r["kind"] == "alert" and r["detector"] == detector
+    ]
+
+
+def test_deadlines_due_by_the_final_watermark_fire_in_the_last_batch_at_their_own_time() -> None:
+    out = list(_replay(T0 + 3_600_000).run("0", _stuck_checkpoint()))
+    (fired, resolved) = _fired(out, "checkpoint_creep")
+    # Paged at its deadline (the checkpoint pending past half its timeout), resolved after
+    # the quiet that follows; both stamped with their own times, not the end's.
+    assert fired[:2] == (1, "firing") and T0 + 600_000 < fired[2] < T0 + 3_600_000
+    assert resolved[:2] == (1, "resolved") and fired[2] < resolved[2] < T0 + 3_600_000
+    # Every shard says how many entities it holds after each of its turns.
+    assert [(b, r["entity"]) for b, r in out if r["kind"] == "entity_count"] == [
+        (0, "shard:0"),
+        (1, "shard:0"),
+    ]
+
+
+def test_the_final_watermark_fires_a_deadline_it_reaches_and_not_one_a_millisecond_later() -> None:
+    out = list(_replay(T0 + 3_600_000).run("0", _stuck_checkpoint()))
+    deadline = _fired(out, "checkpoint_creep")[0][2]
+    at = list(_replay(deadline).run("0", _stuck_checkpoint()))
+    assert _fired(at, "checkpoint_creep") == [(1, "firing", deadline)]
+    before = list(_replay(deadline - 1).run("0", _stuck_checkpoint()))
+    assert _fired(before, "checkpoint_creep") == []
+    assert {b for b, _ in before} == {0}  # the shard's timer was not reached: no turn
+
+
+def test_an_entitys_own_later_record_fires_its_deadline_with_the_records() -> None:
+    rows = _stuck_checkpoint()
+    rows.append(_checkpoint("checkpoint_triggered", 11, T0 + 3_600_000))
+    # No final watermark at all: only the job's record an hour later moves its time.
+    assert [
+        (b, s) for b, s, _ in _fired(list(_replay(None).run("0", rows)), "checkpoint_creep")
+    ] == [
+        (0, "firing"),
+        (0, "resolved"),
+    ]
+    assert _fired(list(_replay(None).run("0", _stuck_checkpoint())), "checkpoint_creep") == []
+
+
+def test_only_a_short_replay_runs_its_jvm_with_the_quick_compiler_alone() -> None:
+    small = session_settings(200_000)["spark.driver.extraJavaOptions"].split()
+    assert "-XX:TieredStopAtLevel=1" in small
+    assert "-Xss16m" in small  # the parser's regexes need the live job's thread stack
+    assert session_settings(700 * 2**20) == {}
