@@ -755,6 +755,72 @@ def test_partitions_added_to_the_bus_lose_no_record_of_a_lagging_entity(
     assert placement.recorded(record, topic) == 2
 
 
+def test_an_idle_detect_query_runs_no_batch_until_a_deadline_is_due(
+    spark, kafka, tmp_path
+) -> None:
+    """Issue #34: nothing arriving and no deadline due, the detect query starts no batch.
+
+    Counted in the detect query's batches against the driver's looks at the ticks (its
+    loop's progress), never in seconds. Before, a tick went to every shard each
+    ``tick_interval_s``: a batch of every shard, for nothing.
+    """
+    cfg = config(kafka, "e2eidle", tmp_path / "state")
+    sp = cfg.spark.model_copy(update={"trigger_interval_s": 0, "tick_interval_s": 0.5})
+    cfg = cfg.model_copy(update={"spark": sp})
+    kafka.create_topics(cfg.kafka.logs_topic, cfg.kafka.metrics_topic)
+    # One job: its silence deadline is job_lost's silence_s (minutes) after its records
+    # reached the bus; nothing else of it is due sooner.
+    kafka.produce(cfg.kafka.logs_topic, expired_cycle(JOB_A, 1, 1, 1), key=JOB_A.encode())
+    p = pipeline(spark, cfg, {})
+    p.trigger = None
+    stop = threading.Event()
+    runner = threading.Thread(target=lambda: run_forever(p, should_stop=stop.is_set))
+    runner.start()
+    try:
+        # The first tick goes to every shard: then each has said when it is due.
+        wait_until(
+            lambda: (
+                p.ticker is not None
+                and p.ticker.sent >= 1
+                and len(p.stats.due()) == cfg.spark.state_shards
+                and any(at is not None for at in p.stats.due().values())
+            ),
+            timeout=240,  # the parse and detect queries' first batches, their JIT included
+            what="every shard reporting when it is due",
+        )
+        ticker = p.ticker
+        assert ticker is not None
+
+        def looked(n: int) -> None:
+            start = ticker.looks
+            wait_until(lambda: ticker.looks >= start + n, timeout=120, what=f"{n} looks")
+
+        def running() -> bool:
+            q = next((q for q in spark.streams.active if q.name == "flinkwatch-detect"), None)
+            return q is not None and bool(q.status.get("isTriggerActive"))
+
+        # Settle: the batches of the records and of the first tick, and the no-data batch
+        # Spark runs after one that moved the watermark, may still be to come or running.
+        while True:
+            batches = p.stats.delivered
+            looked(8)
+            if p.stats.delivered == batches and not running():
+                break
+        sent = ticker.sent
+        looked(40)  # ten seconds of the driver's loop, twenty tick intervals
+        assert p.stats.delivered == batches, (
+            f"the idle detect query ran batches: {p.stats.delivered - batches}, ticks "
+            f"{ticker.sent - sent}, due {sorted(x for x in p.stats.due().values() if x)}"
+        )
+        assert ticker.sent == sent, "ticks were written with nothing due"
+        # Still alive: a record arrives, a batch runs for it.
+        kafka.produce(cfg.kafka.logs_topic, expired_cycle(JOB_A, 2, 1, 3), key=JOB_A.encode())
+        wait_until(lambda: p.stats.delivered > batches, timeout=120, what="a batch for a record")
+    finally:
+        stop.set()
+        runner.join(timeout=120)
+
+
 def _watermark(spark) -> str | None:  # type: ignore[no-untyped-def]
     detect = next((q for q in spark.streams.active if q.name == "flinkwatch-detect"), None)
     last = detect.lastProgress if detect is not None else None
