@@ -755,9 +755,7 @@ def test_partitions_added_to_the_bus_lose_no_record_of_a_lagging_entity(
     assert placement.recorded(record, topic) == 2
 
 
-def test_an_idle_detect_query_runs_no_batch_until_a_deadline_is_due(
-    spark, kafka, tmp_path
-) -> None:
+def test_an_idle_detect_query_runs_no_batch_until_a_deadline_is_due(spark, kafka, tmp_path) -> None:
     """Issue #34: nothing arriving and no deadline due, the detect query starts no batch.
 
     Counted in the detect query's batches against the driver's looks at the ticks (its
