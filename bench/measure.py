@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import logging
 import os
 import re
 import threading
@@ -35,6 +36,8 @@ from typing import Any
 
 from lab.procs import children, cmdline
 from streaming.listener import JsonProgressListener
+
+log = logging.getLogger(__name__)
 
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -350,3 +353,22 @@ def cpu_split(
     out["total"] = sum(out.values())
     out["machine"] = cpu.get("machine", 0.0)
     return {k: round(v / input_s, 3) for k, v in out.items()}
+
+
+def live_state_bytes(spark: Any, checkpoint: str) -> int | None:
+    """The detect query's state as its values hold it: the packed shards' bytes summed.
+
+    The listener's ``state_bytes`` is RocksDB's files on disk, which keep a shard's older
+    values until a compaction drops them (every turn rewrites its shard); this is what
+    the state is at the last committed batch, read with Spark's state data source.
+    ``None`` where the checkpoint cannot be read.
+    """
+    from pyspark.sql import functions as F  # noqa: N812 - PySpark's own convention
+
+    try:
+        df = spark.read.format("statestore").option("stateVarName", "shard").load(checkpoint)
+        total = df.select(F.sum(F.length(F.col("value.packed")))).first()[0]
+    except Exception as exc:  # noqa: BLE001 - a measurement, never the bench's failure
+        log.warning("live state of %s unread: %s", checkpoint, str(exc)[:300])
+        return None
+    return int(total or 0)

@@ -440,7 +440,7 @@ def latency(
     """
     from bench import incidents as inc
     from bench.load import compile_producer, producer_command, write_load
-    from bench.measure import cpu_split, top_threads
+    from bench.measure import cpu_split, live_state_bytes, top_threads
     from lab.fleet import generate
     from streaming.supervise import run_forever
 
@@ -565,6 +565,7 @@ def latency(
     runner.join(timeout=120)
     runtime.close()
     t_end = time.time()
+    live = live_state_bytes(spark, str(pipe.detect_checkpoint))
 
     # Who paged for what.
     alerts_file = state / "alerts.jsonl"
@@ -655,6 +656,9 @@ def latency(
         "state_over_time": [
             {"t_s": round(t - t_input), "rows": r, "bytes": b} for t, r, b in state_over_time
         ],
+        # The values themselves at the last batch (state_bytes is RocksDB's files on disk).
+        "live_state_bytes": live,
+        "live_state_bytes_per_job": round(live / jobs) if live is not None else None,
         "peak_rss_bytes": max((b for _t, b in rss), default=None),
         "rss_over_time": _per_minute(rss, t_input),
         # Each shared page once (RssSampler says why the RSS sum overstates).
@@ -910,7 +914,8 @@ def _steady_rows(lt: dict[str, Any]) -> list[tuple[str, str]]:
                 f"  peak RSS, state at {rate}",
                 f"{lt['peak_rss_bytes'] / 2**30:.2f} GiB (PSS "
                 f"{(lt.get('peak_pss_bytes') or 0) / 2**30:.2f}); {lt.get('state_rows')} rows, "
-                f"{lt.get('state_bytes_per_job')} bytes per job",
+                f"{lt.get('state_bytes_per_job')} bytes per job on disk, "
+                f"{lt.get('live_state_bytes_per_job')} in the values",
             )
         )
     return rows
