@@ -79,8 +79,18 @@ def _commits(state: Path) -> dict[str, int]:
     return out
 
 
-def one_run(bootstrap: str, work: Path, warmup_s: float, window_s: float, n: int) -> dict[str, Any]:
-    """One ``flinkwatch run`` on empty topics of its own: the window's numbers."""
+def one_run(
+    bootstrap: str,
+    work: Path,
+    warmup_s: float,
+    window_s: float,
+    n: int,
+    spark: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """One ``flinkwatch run`` on empty topics of its own: the window's numbers.
+
+    ``spark``: settings of the config's ``spark`` section over the defaults (``--spark``).
+    """
     state = work / f"idle-{n}"
     prefix = f"idle{n}"
     cfg = {
@@ -92,7 +102,7 @@ def one_run(bootstrap: str, work: Path, warmup_s: float, window_s: float, n: int
         },
         "output": {"state_dir": str(state)},
         "metrics": {"port": free_port_run(1)},
-        "spark": {"ui_port": free_port_run(1)},
+        "spark": {**(spark or {}), "ui_port": free_port_run(1)},
     }
     state.mkdir(parents=True, exist_ok=True)
     path = state / "flinkwatch.yaml"
@@ -137,7 +147,14 @@ def one_run(bootstrap: str, work: Path, warmup_s: float, window_s: float, n: int
     }
 
 
-def idle(bootstrap: str, work: Path, runs: int, warmup_s: float, window_s: float) -> dict[str, Any]:
+def idle(
+    bootstrap: str,
+    work: Path,
+    runs: int,
+    warmup_s: float,
+    window_s: float,
+    spark: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """``runs`` idle runs one after the other: the median of their cores, and each run."""
     each = []
     for n in range(runs):
@@ -148,7 +165,7 @@ def idle(bootstrap: str, work: Path, runs: int, warmup_s: float, window_s: float
             warmup_s,
             window_s,
         )
-        each.append(one_run(bootstrap, work, warmup_s, window_s, n))
+        each.append(one_run(bootstrap, work, warmup_s, window_s, n, spark))
         log.info("idle: %.3f cores, batches %s", each[-1]["cores"], each[-1]["batches_in_window"])
     cores = [r["cores"] for r in each]
     return {
@@ -158,5 +175,6 @@ def idle(bootstrap: str, work: Path, runs: int, warmup_s: float, window_s: float
             "max": max(cores),
         },
         "warmup_s": warmup_s,
+        "spark": spark or {},
         "runs": each,
     }

@@ -1115,7 +1115,7 @@ def main(argv: list[str] | None = None) -> int:
         nargs="*",
         default=[],
         metavar="KEY=VALUE",
-        help="steady runs: keys of the config's spark section, e.g. parse_mode=microbatch "
+        help="idle and steady runs: keys of the config's spark section, e.g. parse_mode=microbatch "
         "(VALUE read as YAML)",
     )
     p.add_argument("--ui-retained", type=int, default=1000, help="Spark UI: stages and jobs kept")
@@ -1176,7 +1176,12 @@ def main(argv: list[str] | None = None) -> int:
             from bench.idle import idle
 
             result["idle"] = idle(
-                broker.bootstrap, WORK, args.idle_runs, args.idle_warmup_s, args.idle_window_s
+                broker.bootstrap,
+                WORK,
+                args.idle_runs,
+                args.idle_warmup_s,
+                args.idle_window_s,
+                args.spark,
             )
             _save(result)
         local = not {"throughput", "latency", "soak", "restart"} <= set(args.skip)

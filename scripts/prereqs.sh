@@ -80,8 +80,16 @@ check_maven() {
   command -v mvn >/dev/null || lack "Maven (mvn not found)" "apt-get install maven"
 }
 
+# flinkwatch compiles one small class of its own (streaming/jvm): a JDK, not only a JRE.
+check_javac() {
+  command -v java >/dev/null || return  # said above
+  command -v javac >/dev/null && command -v jar >/dev/null ||
+    lack "a JDK's javac and jar (only a Java runtime found)" "apt-get install openjdk-17-jdk-headless"
+}
+
 check_python
 check_java
+check_javac
 check_maven
 if [ "$missing" -gt 0 ]; then
   say "$missing prerequisite(s) missing: install them, then run make again"

@@ -3,7 +3,8 @@
 # connector jars, both resolved from Maven Central with the project's own POMs.
 #
 #   scripts/stack.sh fetch    resolve jars into $FLINKWATCH_STACK_DIR/jars (cached, idempotent):
-#                             the broker, the Kafka connector, S3A
+#                             the broker, the Kafka connector, S3A; and builds
+#                             flinkwatch's own class (streaming/jvm)
 #   scripts/stack.sh fetch-servers   the same for the tests' HDFS and S3 API servers
 #   scripts/stack.sh up       fetch, format storage once, start the broker, create the topics
 #   scripts/stack.sh down     stop the broker (data is kept; `down --purge` deletes it)
@@ -62,6 +63,35 @@ fetch() {
   # and Spark's object-store checkpoint manager, 13 MB; not netty, the logging bridges or
   # the HTTP client, which pyspark's jars/ has in newer versions.
   fetch_one hadoop-aws "" "io.netty" "slf4j-api,commons-codec,commons-logging,httpclient,httpcore"
+  build_jvm
+}
+
+# flinkwatch's own JVM class (streaming/jvm: Hadoop's local file system without a chmod
+# process per file), compiled against the Hadoop of the installed pyspark: rebuilt when
+# the source or that jar changes. Skipped before pyspark is installed.
+build_jvm() {
+  local src=$repo/streaming/jvm dest=$stack/jars/flinkwatch api stamp
+  api=$("$python" - 2>/dev/null <<'PY'
+import glob, os, pyspark
+print(*glob.glob(os.path.join(os.path.dirname(pyspark.__file__), "jars", "hadoop-client-api-*.jar")))
+PY
+  ) || true
+  if [ -z "$api" ]; then
+    say "jars/flinkwatch: no pyspark in $python yet, not built"
+    return
+  fi
+  stamp=$(cat "$src"/*.java | sha256sum | cut -c1-16)-$(basename "$api" .jar)
+  if [ -f "$dest/.built-$stamp" ]; then
+    say "jars/flinkwatch: cached"
+    return
+  fi
+  command -v javac >/dev/null || { say "javac not found: install a JDK 17"; exit 1; }
+  rm -rf "$dest.tmp" && mkdir -p "$dest.tmp/classes"
+  javac -nowarn --release 17 -cp "$api" -d "$dest.tmp/classes" "$src"/*.java >&2
+  jar cf "$dest.tmp/flinkwatch-hadoop.jar" -C "$dest.tmp/classes" .
+  rm -rf "$dest.tmp/classes" && touch "$dest.tmp/.built-$stamp"
+  rm -rf "$dest" && mv "$dest.tmp" "$dest"
+  say "jars/flinkwatch: built $dest/flinkwatch-hadoop.jar"
 }
 
 # The tests' own HDFS and S3 API servers, each a JVM of its own (never on Spark's

@@ -25,6 +25,8 @@ log = logging.getLogger(__name__)
 
 REPO = Path(__file__).resolve().parent.parent
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+#: Hadoop's local file system with an in-JVM chmod (streaming/jvm), for file:// paths.
+LOCAL_FS = "flinkwatch.hadoop.NioLocalFileSystem"
 
 
 def connector_jars(jar_dir: str | None = None) -> list[str]:
@@ -54,6 +56,19 @@ def s3a_jars() -> list[str]:
     """
     stack = os.environ.get("FLINKWATCH_STACK_DIR", str(REPO / ".stack"))
     return sorted(str(p) for p in Path(stack, "jars", "hadoop-aws").glob("*.jar"))
+
+
+def local_fs_jar() -> str | None:
+    """The jar of our local file system for Hadoop, if ``scripts/stack.sh fetch`` built it.
+
+    Hadoop's, without its native library, starts a ``chmod`` process for each file it
+    creates (streaming/jvm/NioLocalFileSystem.java says why it matters).
+    """
+    stack = os.environ.get("FLINKWATCH_STACK_DIR", str(REPO / ".stack"))
+    jar = Path(
+        os.environ.get("FLINKWATCH_HADOOP_JAR", f"{stack}/jars/flinkwatch/flinkwatch-hadoop.jar")
+    )
+    return str(jar) if jar.is_file() else None
 
 
 def cluster_settings(cfg: SparkConfig) -> dict[str, str]:
@@ -179,6 +194,13 @@ def get_session(
         "spark.driver.extraJavaOptions": "-Xss16m",
         "spark.executor.extraJavaOptions": "-Xss16m",
     }
+    own = local_fs_jar()
+    if own is not None and master.startswith("local") and "PYSPARK_GATEWAY_PORT" not in os.environ:
+        # On the JVM's own class path, not in spark.jars: spark-submit reads the jars
+        # through the file system this names. Only where this process starts the JVM and
+        # the executors run in it.
+        settings["spark.driver.extraClassPath"] = own
+        settings["spark.hadoop.fs.file.impl"] = LOCAL_FS
     try:
         settings["spark.jars"] = ",".join(connector_jars() + s3a_jars())
     except FileNotFoundError:

@@ -31,6 +31,8 @@ REQUIRED: dict[str, str] = {
 #: Settings whose values are lists joined with commas: the user's and flinkwatch's are
 #: both needed (the user's jars, and the Kafka connector's).
 LISTS = frozenset({"spark.jars"})
+#: The same for class paths, joined with colons (flinkwatch's local file system's jar).
+PATHS = frozenset({"spark.driver.extraClassPath"})
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,8 @@ def merge(ours: Mapping[str, str], users: Mapping[str, str]) -> Merged:
             kept[key] = (value, REQUIRED[key])
         elif key in LISTS:
             settings[key] = ",".join(_union(value.split(","), ours[key].split(",")))
+        elif key in PATHS:
+            settings[key] = ":".join(_union(value.split(":"), ours[key].split(":")))
         else:
             replaced[key] = (ours[key], value)
     return Merged(settings, replaced, kept)

@@ -133,3 +133,35 @@ def test_a_sigterm_to_the_jvm_reaches_the_driver_and_spark_runs_on(spark) -> Non
     os.kill(int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()), signal.SIGTERM)
     wait_until(lambda: heard == ["SIGTERM"], timeout=30, what="the JVM's SIGTERM in the driver")
     assert spark.range(3).count() == 3
+
+
+def test_local_files_get_their_modes_from_our_file_system_without_chmod(spark, tmp_path) -> None:
+    """Hadoop's own started a `chmod` process per file created (checkpoints: several a batch)."""
+    import os
+
+    from streaming.session import LOCAL_FS
+
+    jvm = spark.sparkContext._jvm
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    fs = jvm.org.apache.hadoop.fs.Path(f"file://{tmp_path}").getFileSystem(conf)
+    assert fs.getClass().getName() == LOCAL_FS
+    path = jvm.org.apache.hadoop.fs.Path(f"file://{tmp_path}/d/f")
+    out = fs.create(path, True)
+    out.write(b"x")
+    out.close()
+    umask = jvm.org.apache.hadoop.fs.permission.FsPermission.getUMask(conf).toShort()
+    assert os.stat(tmp_path / "d" / "f").st_mode & 0o777 == 0o666 & ~umask
+    assert (tmp_path / "d" / ".f.crc").exists()  # still the checksummed local file system
+    fs.setPermission(path, jvm.org.apache.hadoop.fs.permission.FsPermission(0o640))
+    assert os.stat(tmp_path / "d" / "f").st_mode & 0o777 == 0o640
+    assert fs.getFileStatus(path).getPermission().toShort() == 0o640
+
+
+def test_without_our_jar_the_session_keeps_hadoops_file_system(monkeypatch, tmp_path) -> None:
+    from streaming.session import local_fs_jar
+
+    monkeypatch.setenv("FLINKWATCH_HADOOP_JAR", str(tmp_path / "missing.jar"))
+    assert local_fs_jar() is None
+    (tmp_path / "built.jar").write_bytes(b"PK")
+    monkeypatch.setenv("FLINKWATCH_HADOOP_JAR", str(tmp_path / "built.jar"))
+    assert local_fs_jar() == str(tmp_path / "built.jar")

@@ -93,3 +93,10 @@ def test_under_spark_submit_the_jvms_spark_properties_are_the_whole_answer(
     submitted = {"spark.master": "k8s://api", "spark.b": "2", "java.version": "17"}
     got = users_conf({"SPARK_CONF_DIR": str(tmp_path)}, submitted=submitted)
     assert got == {"spark.master": "k8s://api", "spark.b": "2"}
+
+
+def test_the_users_driver_class_path_and_ours_are_both_kept() -> None:
+    ours = {**OURS, "spark.driver.extraClassPath": "/stack/fs.jar"}
+    merged = merge(ours, {"spark.driver.extraClassPath": "/mine/a.jar:/mine/b.jar"})
+    assert merged.settings["spark.driver.extraClassPath"] == "/mine/a.jar:/mine/b.jar:/stack/fs.jar"
+    assert merged.replaced == {}
