@@ -266,6 +266,7 @@ def account(
     start_ms: int,
     alerts: list[dict[str, Any]],
     arrivals: dict[str, tuple[float, bool]],
+    end_s: float | None = None,
 ) -> dict[str, Any]:
     """Per incident its first page; latency percentiles, per kind, misses, false pages.
 
@@ -275,16 +276,22 @@ def account(
         alerts: The firing transitions of the alert file, in order.
         arrivals: Per alert id, when its firing message reached the Slack emulator (epoch
             seconds) and whether it was a thread reply.
+        end_s: When the simulated fleet stopped (seconds after ``start_ms``): a page of a
+            job without an incident whose event time is later (a checkpoint still pending
+            when every job fell silent, seen through the ticks) is about the end of the
+            input, listed under ``after_input_end``, not as a false page.
 
     Returns:
         ``per_incident`` (one row each), ``alert_latency_s``, ``by_kind``, ``misses``,
-        ``false_pages``, and the ``deciding`` alert of each paged incident (for the stages).
+        ``false_pages``, ``after_input_end``, and the ``deciding`` alert of each paged
+        incident (for the stages).
     """
     ids = Fleet.of(fleet)
     onset = {c.job_index: start_ms / 1000 + c.onset_s for c in fleet.incidents}
     kind_of = {c.job_index: c.kind for c in fleet.incidents}
     mine: dict[int, list[dict[str, Any]]] = {}
     false_pages: list[dict[str, Any]] = []
+    after_end: list[dict[str, Any]] = []
     # A JobManager crash is a cluster-scoped alert: its crash time (the incident's onset,
     # to the millisecond, in the simulator) says whose it is.
     crashes = {
@@ -325,13 +332,14 @@ def account(
             if j in onset
             else "no incident on this job"
         )
-        false_pages.append(
+        after = end_s is not None and t - start_ms / 1000 >= end_s and not idle_flat
+        (after_end if after else false_pages).append(
             {
                 "detector": a["detector"],
                 "entity": a["entity"],
                 "job_index": j,
                 "incident": kind_of.get(j) if j is not None else None,
-                "why": why,
+                "why": "after the fleet stopped" if after else why,
                 "event_s": round(t - start_ms / 1000, 1),
                 "paged": arrival is not None,
                 "summary": str(a.get("summary", ""))[:160],
@@ -390,5 +398,6 @@ def account(
         "by_kind": by_kind,
         "misses": misses,
         "false_pages": false_pages,
+        "after_input_end": after_end,
         "deciding": deciding,
     }

@@ -571,7 +571,7 @@ def latency(
     alerts_file = state / "alerts.jsonl"
     lines = alerts_file.read_text().splitlines() if alerts_file.exists() else []
     fired = [a for a in map(json.loads, lines) if a.get("status") == "firing"]
-    acc = inc.account(spec, start_ms, fired, arrivals)
+    acc = inc.account(spec, start_ms, fired, arrivals, end_s=run_s)
     stages, unsplit = _stages(spark, cfg, acc.pop("deciding"), state / "ledger.sqlite")
     # Disk: an hour at 5,000 records/s is ~7 GB of load file and more in Kafka.
     load.path.unlink(missing_ok=True)
@@ -1106,8 +1106,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--trigger-s",
         type=float,
-        default=0.0,
-        help="detect trigger of the steady runs (0: back to back)",
+        default=None,
+        help="detect trigger of the steady runs (0: back to back; default: the config's)",
     )
     p.add_argument(
         "--spark",
@@ -1138,6 +1138,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--skip", nargs="*", default=[], choices=list(PHASES))
     args = p.parse_args(argv)
     args.spark = dict(args.spark)
+    if args.trigger_s is None:
+        from conf import SparkConfig
+
+        args.trigger_s = args.spark.get("trigger_interval_s", SparkConfig().trigger_interval_s)
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)-5s %(name)s: %(message)s"
     )

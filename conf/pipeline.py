@@ -178,9 +178,13 @@ class SparkConfig(FrozenModel):
         json_schema_extra=RESTART,
     )
     trigger_interval_s: float = Field(
-        default=0.0,
+        default=1.0,
         ge=0,
-        description="Detector micro-batch interval; 0 = the next batch as soon as one ends.",
+        description=(
+            "Least time between the starts of two detector micro-batches; 0 = the next as soon as "
+            "one ends. Each batch has a fixed cost (planning, a Python call per shard, a state "
+            "commit): at 500 records/s, 1 s took half the CPU of 0 for ~0.5 s more latency."
+        ),
     )
     poll_interval_s: float = Field(
         default=0.25,
@@ -225,7 +229,7 @@ class SparkConfig(FrozenModel):
         json_schema_extra=RESTART,
     )
     deadline_grace_s: float | None = Field(
-        default=2.0,
+        default=1.0,
         ge=0,
         description=(
             "A deadline (a checkpoint pending too long, a resolve after quiet) is judged once the "
