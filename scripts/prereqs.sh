@@ -82,7 +82,7 @@ check_maven() {
 
 # flinkwatch compiles one small class of its own (streaming/jvm): a JDK, not only a JRE.
 check_javac() {
-  command -v java >/dev/null || return  # said above
+  command -v java >/dev/null || return 0  # said above
   command -v javac >/dev/null && command -v jar >/dev/null ||
     lack "a JDK's javac and jar (only a Java runtime found)" "apt-get install openjdk-17-jdk-headless"
 }

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -92,6 +94,22 @@ JOB_A = "3f4c2a9b7d1e4f60a8b5c2d1e0f9a7b3"
 JOB_B = "4443c93037d620ac81c8c28fbce3f8ae"
 
 
+@contextlib.contextmanager
+def running(p: Pipeline) -> Iterator[dict[str, int]]:
+    """The pipeline's run loop in a thread for the block; after it, ``rc``: its exit code."""
+    stop = threading.Event()
+    result: dict[str, int] = {}
+    runner = threading.Thread(
+        target=lambda: result.update(rc=run_forever(p, should_stop=stop.is_set))
+    )
+    runner.start()
+    try:
+        yield result
+    finally:
+        stop.set()
+        runner.join(timeout=120)
+
+
 def test_alerts_and_dead_letters_flow_through_real_kafka(spark, kafka, tmp_path) -> None:
     cfg = config(kafka, "e2e1", tmp_path / "state")
     kafka.create_topics(cfg.kafka.logs_topic, cfg.kafka.metrics_topic)
@@ -170,13 +188,7 @@ def test_broker_restart_mid_stream_skips_no_record(spark, kafka, tmp_path) -> No
     kafka.create_topics(cfg.kafka.logs_topic, cfg.kafka.metrics_topic)
     jobs = [f"{i:032x}" for i in range(1, 7)]
     p = pipeline(spark, cfg, {"processingTime": "500 milliseconds"})
-    stop = threading.Event()
-    result: dict[str, int] = {}
-    runner = threading.Thread(
-        target=lambda: result.update(rc=run_forever(p, should_stop=stop.is_set))
-    )
-    runner.start()
-    try:
+    with running(p) as result:
         # Each job needs all three of its expirations: two before the outage, one after.
         # A record skipped across the restart would leave its job without an alert.
         for job in jobs:
@@ -193,9 +205,6 @@ def test_broker_restart_mid_stream_skips_no_record(spark, kafka, tmp_path) -> No
             timeout=180,
             what="an alert per job after the broker restart",
         )
-    finally:
-        stop.set()
-        runner.join(timeout=120)
     assert result.get("rc") == 0
     alerts = read_alerts(cfg.output.alerts_path, "checkpoint_failures")
     assert sorted(a["job_id"] for a in alerts) == sorted(jobs)
@@ -210,13 +219,7 @@ def test_real_time_parse_feeds_the_detectors_and_keeps_dead_letters(spark, kafka
     p = pipeline(spark, cfg, {})
     p.trigger = None
     assert p.realtime_wanted
-    stop = threading.Event()
-    result: dict[str, int] = {}
-    runner = threading.Thread(
-        target=lambda: result.update(rc=run_forever(p, should_stop=stop.is_set))
-    )
-    runner.start()
-    try:
+    with running(p) as result:
         wait_until(lambda: len(spark.streams.active) == 3, what="three queries")
         assert "parse-realtime" in {
             d.name for d in cfg.output.checkpoint_dir.iterdir() if d.is_dir()
@@ -236,9 +239,6 @@ def test_real_time_parse_feeds_the_detectors_and_keeps_dead_letters(spark, kafka
         # Counts arrive with the parse query's progress, at the end of its batch.
         wait_until(lambda: p.stats.dead_letters == {"unknown_layout": 1}, what="the counts")
         assert p.stats.kinds["checkpoint_expired"] == 3
-    finally:
-        stop.set()
-        runner.join(timeout=120)
     assert result.get("rc") == 0
     (alert,) = read_alerts(cfg.output.alerts_path, "checkpoint_failures")
     assert alert["job_id"] == JOB_A and alert["evidence"]["expired_checkpoints"] == [1, 2, 3]
@@ -270,14 +270,8 @@ def test_a_backlog_is_caught_up_in_micro_batches_then_parsed_in_real_time(
         kafka.produce(cfg.kafka.logs_topic, expired_cycle(job, 1, 3, 1), key=job.encode())
     p = pipeline(spark, cfg, {})
     p.trigger = None
-    stop = threading.Event()
-    result: dict[str, int] = {}
-    runner = threading.Thread(
-        target=lambda: result.update(rc=run_forever(p, should_stop=stop.is_set))
-    )
-    runner.start()
     ckpt = cfg.output.checkpoint_dir
-    try:
+    with running(p) as result:
         wait_until(lambda: (ckpt / "parse-microbatch" / "commits").is_dir(), what="catch-up")
         wait_until(
             lambda: len(read_alerts(cfg.output.alerts_path, "checkpoint_failures")) == 3,
@@ -301,9 +295,6 @@ def test_a_backlog_is_caught_up_in_micro_batches_then_parsed_in_real_time(
         )
         # Counts come with each real-time batch's progress, every realtime_batch_s.
         wait_until(lambda: p.stats.kinds["checkpoint_expired"] >= 12, what="the counts")
-    finally:
-        stop.set()
-        runner.join(timeout=120)
     assert result.get("rc") == 0
     assert (ckpt / "parse-realtime" / "commits").is_dir()
     alerts = read_alerts(cfg.output.alerts_path, "checkpoint_failures")
@@ -582,10 +573,7 @@ def test_a_record_from_a_clock_20h_ahead_does_not_blind_detection(spark, kafka, 
             _line(ts, "INFO", CC, f"Checkpoint {cp} of job {JOB_A} expired before completing.")
         )
     p = pipeline(spark, cfg, {"processingTime": "500 milliseconds"})
-    stop = threading.Event()
-    runner = threading.Thread(target=lambda: run_forever(p, should_stop=stop.is_set))
-    runner.start()
-    try:
+    with running(p):
         wait_until(lambda: len(spark.streams.active) == 3, what="three queries")
         kafka.produce(cfg.kafka.metrics_topic, [json.dumps(ahead)], key=b"tm-9")
         wait_until(lambda: p.stats.dead_letters == {"bad_timestamp": 1}, what="the dead letter")
@@ -595,9 +583,6 @@ def test_a_record_from_a_clock_20h_ahead_does_not_blind_detection(spark, kafka, 
             timeout=120,
             what="the alert after the future-dated record",
         )
-    finally:
-        stop.set()
-        runner.join(timeout=120)
 
 
 def test_one_host_minutes_ahead_does_not_make_everyone_else_late(spark, kafka, tmp_path) -> None:
@@ -615,10 +600,7 @@ def test_one_host_minutes_ahead_does_not_make_everyone_else_late(spark, kafka, t
         "labels": {"host": "worker_9", "tm_id": "orders_taskmanager_1_9"},
     }
     p = pipeline(spark, cfg, {"processingTime": "500 milliseconds"})
-    stop = threading.Event()
-    runner = threading.Thread(target=lambda: run_forever(p, should_stop=stop.is_set))
-    runner.start()
-    try:
+    with running(p):
         wait_until(lambda: len(spark.streams.active) == 3, what="three queries")
         kafka.produce(cfg.kafka.metrics_topic, [json.dumps(ahead)], key=b"tm-9")
         wait_until(lambda: p.stats.kinds.get("metric") == 1, what="the sample 4 min ahead")
@@ -646,9 +628,6 @@ def test_one_host_minutes_ahead_does_not_make_everyone_else_late(spark, kafka, t
             timeout=120,
             what="the alert despite the host ahead",
         )
-    finally:
-        stop.set()
-        runner.join(timeout=120)
 
 
 def test_a_parse_restart_repeats_nothing_to_the_detectors_whatever_the_partitions(
@@ -771,10 +750,7 @@ def test_an_idle_detect_query_runs_no_batch_until_a_deadline_is_due(spark, kafka
     kafka.produce(cfg.kafka.logs_topic, expired_cycle(JOB_A, 1, 1, 1), key=JOB_A.encode())
     p = pipeline(spark, cfg, {})
     p.trigger = None
-    stop = threading.Event()
-    runner = threading.Thread(target=lambda: run_forever(p, should_stop=stop.is_set))
-    runner.start()
-    try:
+    with running(p):
         # The first tick goes to every shard: then each has said when it is due.
         wait_until(
             lambda: (
@@ -793,7 +769,7 @@ def test_an_idle_detect_query_runs_no_batch_until_a_deadline_is_due(spark, kafka
             start = ticker.looks
             wait_until(lambda: ticker.looks >= start + n, timeout=120, what=f"{n} looks")
 
-        def running() -> bool:
+        def in_batch() -> bool:
             q = next((q for q in spark.streams.active if q.name == "flinkwatch-detect"), None)
             return q is not None and bool(q.status.get("isTriggerActive"))
 
@@ -802,7 +778,7 @@ def test_an_idle_detect_query_runs_no_batch_until_a_deadline_is_due(spark, kafka
         while True:
             batches = p.stats.delivered
             looked(8)
-            if p.stats.delivered == batches and not running():
+            if p.stats.delivered == batches and not in_batch():
                 break
         sent = ticker.sent
         looked(40)  # ten seconds of the driver's loop, twenty tick intervals
@@ -814,9 +790,6 @@ def test_an_idle_detect_query_runs_no_batch_until_a_deadline_is_due(spark, kafka
         # Still alive: a record arrives, a batch runs for it.
         kafka.produce(cfg.kafka.logs_topic, expired_cycle(JOB_A, 2, 1, 3), key=JOB_A.encode())
         wait_until(lambda: p.stats.delivered > batches, timeout=120, what="a batch for a record")
-    finally:
-        stop.set()
-        runner.join(timeout=120)
 
 
 def _watermark(spark) -> str | None:  # type: ignore[no-untyped-def]
@@ -868,10 +841,7 @@ def test_a_whole_cluster_falling_silent_pages_with_ticks_only(
     kafka.produce(cfg.kafka.metrics_topic, (run / f"{run.name}.jsonl").read_text().splitlines())
     p = pipeline(spark, cfg, {})
     p.trigger = None
-    stop = threading.Event()
-    runner = threading.Thread(target=lambda: run_forever(p, should_stop=stop.is_set))
-    runner.start()
-    try:
+    with running(p):
         # The records are hours old: their own watermark is 30 s short of the silence
         # deadline (180 s after the job's last record); the ticks are of now.
         wait_until(
@@ -897,9 +867,6 @@ def test_a_whole_cluster_falling_silent_pages_with_ticks_only(
                 timeout=120,
                 what="the detect query's final watermark",
             )
-    finally:
-        stop.set()
-        runner.join(timeout=120)
     lost = read_alerts(cfg.output.alerts_path, "job_lost")
     if not ticks:
         assert lost == []

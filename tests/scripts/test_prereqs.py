@@ -87,3 +87,14 @@ def test_an_old_python_is_named_with_its_version(tmp_path) -> None:
     done = _run(_bin(tmp_path), str(python))
     assert f"missing: Python 3.11 or later ({python} is 3.9)" in done.stderr
     assert "ensurepip" not in done.stderr  # one thing to fix about Python at a time
+
+
+def test_a_java_runtime_without_javac_asks_for_the_jdk(tmp_path) -> None:
+    # flinkwatch compiles its one Java class (streaming/jvm): a JRE alone is not enough.
+    path = _bin(tmp_path, "java", "mvn")
+    done = _run(path)
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[0] == (
+        "[prereqs] missing: a JDK's javac and jar (only a Java runtime found); "
+        "fix: apt-get install openjdk-17-jdk-headless"
+    )
