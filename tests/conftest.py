@@ -35,7 +35,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     # Eight task slots: the real-time parse query keeps one task per raw partition running.
-    session = get_session(master="local[8]", app_name="flinkwatch-tests")
+    # Tests stop brokers (a restart, a module's own broker): Spark keeps an idle producer
+    # 10 minutes by default, retrying the stopped broker once a second into later tests'
+    # output. Idle producers are closed within seconds here instead.
+    session = get_session(
+        master="local[8]",
+        app_name="flinkwatch-tests",
+        extra={
+            "spark.kafka.producer.cache.timeout": "5s",
+            "spark.kafka.producer.cache.evictorThreadRunInterval": "2s",
+        },
+    )
     yield session
     session.stop()
 

@@ -18,7 +18,7 @@ import yaml
 
 from lab.promserver import PrometheusServer
 from sinks import AlertLedger
-from tests.conftest import REPO, alive, descendants, kill_all, wait_until
+from tests.conftest import REPO, alive, descendants, kill_all, wait_until, wait_while_progressing
 from tests.integration.test_kafka_e2e import CC, _line, expired_cycle
 from tests.integration.test_prometheus_server import need_binary
 
@@ -57,6 +57,27 @@ def free_ports(n: int) -> list[int]:
             s.close()
 
 
+def run_progress(log: Path, state: Path) -> tuple[int, int]:
+    """How far a run has come: the log's lines that say a step, and the detect batches.
+
+    For waits whose length depends on how busy the machine is. The per-query summary
+    lines (``query=…``) come every 30 s while nothing is decided, so they do not count;
+    nor does the parse query's real-time commits. An idle detect query runs no batch.
+    """
+    try:
+        lines = log.read_text().splitlines()
+    except OSError:
+        lines = []
+    steps = sum(1 for line in lines if " query=" not in line)
+    commits = sum(
+        1
+        for d in (state / "checkpoints").glob("detect*/commits")
+        for f in d.iterdir()
+        if f.name.isdigit()
+    )
+    return steps, commits
+
+
 def sample(body: str, prefix: str) -> float | None:
     for line in body.splitlines():
         if line.startswith(prefix):
@@ -84,10 +105,17 @@ def test_run_serves_metrics_reloads_on_sighup_and_stops_on_ctrl_c(kafka, tmp_pat
     }
     conf.write_text(yaml.safe_dump(doc))
     proc = start_run(conf, tmp_path / "run.log")
+
+    def progress() -> tuple[int, int]:
+        assert proc.poll() is None, (tmp_path / "run.log").read_text()[-3000:]
+        return run_progress(tmp_path / "run.log", tmp_path / "state")
+
     try:
-        wait_until(lambda: "flinkwatch_config_info" in scrape(port), timeout=180, what="/metrics")
+        wait_while_progressing(
+            lambda: "flinkwatch_config_info" in scrape(port), progress, what="/metrics"
+        )
         kafka.produce("proc.logs", expired_cycle(JOB, 1, 3, 1), key=JOB.encode())
-        wait_until(
+        wait_while_progressing(
             lambda: (
                 sample(
                     scrape(port),
@@ -95,7 +123,7 @@ def test_run_serves_metrics_reloads_on_sighup_and_stops_on_ctrl_c(kafka, tmp_pat
                 )
                 == 1.0
             ),
-            timeout=180,
+            progress,
             what="the firing transition in /metrics",
         )
         # The liveness answer comes from the detect query's own progress reports.
@@ -119,11 +147,11 @@ def test_run_serves_metrics_reloads_on_sighup_and_stops_on_ctrl_c(kafka, tmp_pat
             assert r.status == 200 and "flinkwatch-detect" in r.read().decode()
         conf.write_text(yaml.safe_dump(doc))
         proc.send_signal(signal.SIGHUP)
-        wait_until(
+        wait_while_progressing(
             lambda: (
                 sample(scrape(port), 'flinkwatch_config_reloads_total{outcome="success"}') == 1.0
             ),
-            timeout=120,
+            progress,
             what="the SIGHUP reload",
         )
 
@@ -131,7 +159,9 @@ def test_run_serves_metrics_reloads_on_sighup_and_stops_on_ctrl_c(kafka, tmp_pat
             _, reloaded, after = (tmp_path / "run.log").read_text().partition("config reload: ")
             return bool(reloaded) and "queries started" in after
 
-        wait_until(restarted, timeout=120, what="the queries restarted with the new config")
+        wait_while_progressing(
+            restarted, progress, what="the queries restarted with the new config"
+        )
         # Ctrl-C in a terminal: SIGINT to the whole foreground process group.
         os.killpg(proc.pid, signal.SIGINT)
         assert proc.wait(timeout=120) == 0
@@ -244,10 +274,19 @@ def test_sigterm_to_the_process_group_stops_the_run_cleanly_mid_stream(kafka, tm
 
     flower = threading.Thread(target=flow)
     try:
-        wait_until(lambda: "queries started" in log_path.read_text(), 240, "queries started")
+
+        def progress() -> tuple[int, int]:
+            assert proc.poll() is None, log_path.read_text()[-3000:]
+            return run_progress(log_path, state)
+
+        wait_while_progressing(
+            lambda: "queries started" in log_path.read_text(), progress, what="queries started"
+        )
         kafka.produce("stop.logs", expired_cycle(JOB, 1, 3, 1), key=JOB.encode())
         alerts_file = state / "alerts.jsonl"
-        wait_until(alerts_file.exists, 180, "the firing transition in the alert file")
+        wait_while_progressing(
+            alerts_file.exists, progress, what="the firing transition in the alert file"
+        )
         flower.start()
         wait_until(flowing.is_set, 60, "records flowing")
         tree = descendants(proc.pid)
