@@ -22,7 +22,6 @@ before it is kept.
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
 import http.client
 import logging
@@ -206,11 +205,6 @@ def post(
     )
     conn = conn_type(parts.hostname or "", parts.port, timeout=timeout_s)
     all_headers = {"Content-Length": str(len(body)), **headers}
-    if parts.username is not None:
-        pair = (
-            f"{urllib.parse.unquote(parts.username)}:{urllib.parse.unquote(parts.password or '')}"
-        )
-        all_headers.setdefault("Authorization", "Basic " + base64.b64encode(pair.encode()).decode())
     written = False
     location = None
     try:
@@ -227,7 +221,8 @@ def post(
                 resp = conn.getresponse()
                 status = resp.status
                 location = resp.getheader("Location")
-                answer = resp.read(_ANSWER_BYTES if not 200 <= status < 300 else None)
+                # A 2xx's status line says it was taken; only a refusal's reason is read.
+                answer = b"" if 200 <= status < 300 else resp.read(_ANSWER_BYTES)
             except (OSError, http.client.HTTPException) as exc:
                 why = "time-out" if deadline.expired else f"{type(exc).__name__}: {exc}"
                 if not written:
@@ -237,7 +232,7 @@ def post(
                 return AmbiguousDeliveryError(scrub(f"{shown}: no answer: {why}"))
     finally:
         conn.close()
-    text = answer.decode("utf-8", "replace").strip() if not 200 <= status < 300 else ""
+    text = answer.decode("utf-8", "replace").strip()
     if 300 <= status < 400:
         # The request went no further than the proxy that answered: not taken, and an
         # operator must fix the URL (or what stands in front of the receiver).

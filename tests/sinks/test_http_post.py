@@ -72,6 +72,7 @@ def test_a_redirect_is_a_failure_naming_its_location_and_no_credential_follows_i
             assert not isinstance(err.value, AmbiguousDeliveryError)
             assert f"HTTP {status}" in str(err.value)
             assert f"127.0.0.1:{elsewhere.port}" in str(err.value)  # where it pointed
+            assert PATH_TOKEN not in str(err.value)  # its query held the webhook's path
         assert elsewhere.got == []  # nothing followed the redirect, no credential left
         assert [m for m, *_ in proxy.got] == ["POST", "POST"]
         assert ledger.backlog() == {webhook.name: 1, "alertmanager": 1}
