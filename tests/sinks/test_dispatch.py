@@ -106,10 +106,10 @@ def test_a_hung_alertmanager_and_a_dripping_webhook_do_not_hold_back_a_slack_pag
                 {"mode": "bot", "api_url": emu.base_url, "channel": "#flink-alerts"}
             )
             bot = SlackBotSink(TOKEN, ledger, lambda: slack_cfg, lambda: "prod")
-            am_cfg = AlertmanagerConfig(urls=(silent.url,), timeout_s=30)
+            am_cfg = AlertmanagerConfig(urls=(silent.url,), timeout_s=60)
             am = AlertmanagerSink(ledger, lambda: am_cfg, lambda: "prod")
             hook_cfg = WebhookConfig(
-                name="hook", url=f"{drip.url}/x", secret="${WH_SECRET}", timeout_s=30
+                name="hook", url=f"{drip.url}/x", secret="${WH_SECRET}", timeout_s=60
             )
             (hook,) = webhook_sinks([hook_cfg], lambda: "prod", env={"WH_SECRET": "s3cret"})
             d = Dispatcher(ledger, [bot, am, hook]).start()
