@@ -286,7 +286,12 @@ class AlertmanagerConfig(FrozenModel):
         json_schema_extra=RESTART,
     )
     timeout_s: float = Field(
-        default=10.0, gt=0, description="HTTP timeout per request to one Alertmanager (seconds)."
+        default=10.0,
+        gt=0,
+        description=(
+            "Deadline of one request to one Alertmanager, whole: connecting, sending and the "
+            "answer (seconds)."
+        ),
     )
     resend_interval_s: float = Field(
         default=60.0,
@@ -443,7 +448,11 @@ class WebhookConfig(FrozenModel):
             "The PagerDuty integration's routing key, as ${ENV_VAR}; required for format pagerduty."
         ),
     )
-    timeout_s: float = Field(default=10.0, gt=0, description="HTTP timeout per post (seconds).")
+    timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="Deadline of one post, whole: connecting, sending and the answer (seconds).",
+    )
     headers: dict[str, str] = Field(
         default_factory=dict,
         description=(

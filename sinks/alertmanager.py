@@ -42,7 +42,7 @@ from sinks.base import (
     Transition,
 )
 from sinks.http_post import classify as classify
-from sinks.http_post import env_secret, post, rfc3339
+from sinks.http_post import env_secret, post, redact_url, rfc3339
 from sinks.ledger import AlertLedger, LedgerError
 
 log = logging.getLogger(__name__)
@@ -266,6 +266,10 @@ class AlertmanagerSink(DeliverySink):
         # A send and a re-send must not interleave: a re-send read before an escalation
         # and posted after it would bring the old severity's alert back.
         self._lock = threading.Lock()
+        #: Members (base URLs) whose last post failed: their back-off, and until when
+        #: (monotonic seconds) they are left alone while another member takes the posts.
+        self._member_wait: dict[str, float] = {}
+        self._member_due: dict[str, float] = {}
 
     def send(self, t: Transition) -> None:
         """Post the transition's alerts (see :func:`transition_alerts`).
@@ -326,7 +330,13 @@ class AlertmanagerSink(DeliverySink):
         return len(alerts)
 
     def _post(self, alerts: Sequence[PostableAlert], *, what: str) -> None:
-        """One request per Alertmanager; fine when one took it.
+        """One request per Alertmanager not backing off; fine when one took it.
+
+        A member whose post failed retryably (down, no answer within ``timeout_s``, a
+        5xx) is left alone for ``retry_backoff_s``, doubling up to ``max_backoff_s``,
+        while another member takes the posts: one member that hangs costs one time-out
+        per back-off, not one per transition. It gets the alerts it missed at the first
+        re-send after its back-off. When every member is backing off, each is tried.
 
         Raises:
             RetryableDeliveryError: none took it, and one may later.
@@ -334,14 +344,26 @@ class AlertmanagerSink(DeliverySink):
         """
         cfg = self._cfg()
         body = json.dumps([a.to_json() for a in alerts]).encode()
+        now = time.monotonic()
+        members = [u for u in cfg.urls if self._member_due.get(u, now) <= now] or list(cfg.urls)
         failures: list[DeliveryError] = []
-        for url in cfg.urls:
+        for url in members:
             problem = self._post_one(url, body, cfg.timeout_s)
-            if problem is not None:
-                failures.append(problem)
+            if problem is None:
+                if self._member_due.pop(url, None) is not None:
+                    log.info("sink=alertmanager %s takes posts again", redact_url(url))
+                self._member_wait.pop(url, None)
+                continue
+            failures.append(problem)
+            if isinstance(problem, RetryableDeliveryError):
+                first, ceiling = cfg.retry_backoff_s, cfg.max_backoff_s
+                wait = min(self._member_wait.get(url, first / 2) * 2, ceiling)
+                self._member_wait[url] = wait
+                self._member_due[url] = time.monotonic() + wait
+                log.info("sink=alertmanager %s: next post in %.0f s", redact_url(url), wait)
         # Whether a failed post may have arrived does not matter here (confirm() says
         # why): retryable unless every Alertmanager refused it for good.
-        if len(failures) < len(cfg.urls):
+        if len(failures) < len(members):
             for f in failures:
                 log.warning("sink=alertmanager %s: %s; the other Alertmanagers took it", what, f)
             return

@@ -107,6 +107,9 @@ class DeliverySink(ABC):
     #: open). A slow sink, whose every send is seconds of work, takes one at a time, so a
     #: page recorded meanwhile waits for one send of it, not for its whole queue.
     per_pass: int | None = None
+    #: The dispatcher's lane: sinks of one lane are served by one thread, in turn;
+    #: ``None``: a lane of its own, so a receiver that hangs delays no other sink.
+    lane: str | None = None
 
     @abstractmethod
     def send(self, t: Transition) -> None:

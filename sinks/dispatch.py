@@ -1,16 +1,21 @@
-"""The driver thread that drains the ledger into slow sinks (Slack, Alertmanager).
+"""The driver threads that drain the ledger into slow sinks (Slack, Alertmanager, webhooks).
 
 The detect query only records transitions; delivery happens here, so a Slack
 outage never holds a micro-batch back. When a send fails retryably the sink's
 queue waits (its later transitions stay behind, in order) and is tried again
-after a back-off that doubles up to a ceiling; a new batch wakes the thread.
-Each sink backs off on its own: one receiver's outage does not delay another's
-deliveries.
+after a back-off that doubles up to a ceiling; a new batch wakes the threads.
 
-Other calls to the same receiver run here too (:meth:`Dispatcher.submit`): the update
-of an incident's message after a button was pressed in Slack. One thread means that
-update and a transition's update of the same message never race, and neither runs in
-the detect micro-batch or in the thread answering Slack's request.
+Each lane of sinks has a thread of its own: a sink is its own lane unless it names one
+(:attr:`~sinks.base.DeliverySink.lane`). So a receiver that hangs holds back its own
+lane only, for at most its time-out per send: one receiver's outage delays no other's
+deliveries. The Slack sinks share the ``slack`` lane: they talk to one Slack, the
+evidence chart follows the text page into its thread, and Slack's rate limits are per
+workspace.
+
+Other calls to Slack run in its lane too (:meth:`Dispatcher.submit`): the update of an
+incident's message after a button was pressed in Slack. One thread means that update
+and a transition's update of the same message never race, and neither runs in the
+detect micro-batch or in the thread answering Slack's request.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from sinks.base import DeliverySink, PermanentDeliveryError, RetryableDeliveryError
 from sinks.ledger import AlertLedger
@@ -30,10 +36,27 @@ log = logging.getLogger(__name__)
 MAX_JOBS = 256
 #: Tries of a job that fails retryably, one per pass, before it is given up.
 JOB_TRIES = 5
+#: The lane whose thread runs the jobs (:meth:`Dispatcher.submit`): they update Slack.
+JOBS_LANE = "slack"
+
+
+def lane_of(sink: DeliverySink) -> str:
+    """The lane a sink is served in: the one it names, else its own."""
+    return sink.lane or sink.name
+
+
+@dataclass
+class _Lane:
+    """Sinks served one after another by one thread."""
+
+    name: str
+    sinks: list[DeliverySink] = field(default_factory=list)
+    wake: threading.Event = field(default_factory=threading.Event)
+    thread: threading.Thread | None = None
 
 
 class Dispatcher:
-    """Delivers each sink's open transitions from the ledger, in a daemon thread."""
+    """Delivers each sink's open transitions from the ledger, a daemon thread per lane."""
 
     def __init__(
         self,
@@ -51,7 +74,7 @@ class Dispatcher:
 
         Args:
             ledger: Where transitions wait.
-            sinks: The sinks this thread drains.
+            sinks: The sinks these threads drain.
             backoff_s: First wait after a retryable failure.
             max_backoff_s: Ceiling of the doubling back-off.
             poll_s: Look at the ledger at least this often even without a wake-up.
@@ -68,14 +91,16 @@ class Dispatcher:
         self.on_error = on_error
         self._backoffs = dict(backoffs or {})
         self._clock = clock
-        self._wake = threading.Event()
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        #: The back-off of each sink that failed, and when it may be tried again.
+        self._lanes: dict[str, _Lane] = {}
+        for sink in self.sinks:
+            self._lanes.setdefault(lane_of(sink), _Lane(lane_of(sink))).sinks.append(sink)
+        # The jobs update Slack's messages: they run in its lane, or alone without one.
+        self._lanes.setdefault(JOBS_LANE, _Lane(JOBS_LANE))
+        #: The back-off of each sink that failed, and when it may be tried again. Each
+        #: sink's entries are written by its lane's thread only.
         self._wait: dict[str, float] = {}
         self._due: dict[str, float] = {}
-        #: The last pass left work for a sink served a few at a time (:attr:`per_pass`).
-        self._more = False
         #: Open deliveries per sink after the last pass (the backlog).
         self.backlog: dict[str, int] = {s.name: 0 for s in self.sinks}
         self._jobs_lock = threading.Lock()
@@ -83,13 +108,16 @@ class Dispatcher:
         self._jobs: dict[str, tuple[Callable[[], None], int]] = {}
 
     def start(self) -> Dispatcher:
-        """Start the thread; returns self."""
-        self._thread = threading.Thread(target=self._run, name="flinkwatch-dispatch", daemon=True)
-        self._thread.start()
+        """Start a thread per lane; returns self."""
+        for lane in self._lanes.values():
+            lane.thread = threading.Thread(
+                target=self._run, args=(lane,), name=f"flinkwatch-dispatch-{lane.name}", daemon=True
+            )
+            lane.thread.start()
         return self
 
     def submit(self, key: str, job: Callable[[], None]) -> None:
-        """Run ``job`` in the dispatcher's thread, before its next pass.
+        """Run ``job`` in the Slack lane's thread, before its next pass.
 
         A job waiting under the same ``key`` is replaced: a job that renders the current
         state of something (a message) needs to run once, however often it was asked for.
@@ -104,7 +132,7 @@ class Dispatcher:
                 dropped = next(iter(self._jobs))
                 del self._jobs[dropped]
                 log.warning("dispatch: more than %d jobs wait; dropped %s", MAX_JOBS, dropped)
-        self._wake.set()
+        self._lanes[JOBS_LANE].wake.set()
 
     def run_jobs(self) -> int:
         """Run the waiting jobs once each, oldest first; returns how many still wait."""
@@ -130,21 +158,32 @@ class Dispatcher:
 
     def wake(self) -> None:
         """New transitions were recorded: deliver them now (unless backing off)."""
-        self._wake.set()
+        for lane in self._lanes.values():
+            lane.wake.set()
 
     def stop(self, timeout_s: float = 10.0) -> None:
-        """Finish the pass in progress (bounded by ``timeout_s``) and stop."""
+        """Finish the passes in progress (bounded by ``timeout_s`` in all) and stop."""
         self._stop.set()
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout_s)
+        self.wake()
+        deadline = time.monotonic() + timeout_s
+        for lane in self._lanes.values():
+            if lane.thread is not None:
+                lane.thread.join(max(deadline - time.monotonic(), 0.0))
 
     def drain_once(self) -> bool:
-        """One pass over every sink not backing off; True when nothing is left open."""
-        clear = True
-        self._more = False
+        """One pass over every sink not backing off, in the calling thread.
+
+        Returns:
+            True when nothing is left open.
+        """
+        clear, _ = self._pass(self.sinks)
+        return clear
+
+    def _pass(self, sinks: Sequence[DeliverySink]) -> tuple[bool, bool]:
+        """One pass over ``sinks``: (nothing left open, a sink served a few at a time has more)."""
+        clear, more = True, False
         now = self._clock()
-        for sink in self.sinks:
+        for sink in sinks:
             if self._due.get(sink.name, now) > now:
                 clear = False  # backing off: an outage is not hammered once per batch
                 continue
@@ -153,7 +192,7 @@ class Dispatcher:
                 self.backlog[sink.name] = left
                 # A sink served a few at a time comes back at once, after the others.
                 if sink.per_pass is not None and left > 0:
-                    self._more, clear = True, False
+                    more, clear = True, False
                 self._wait.pop(sink.name, None)
                 self._due.pop(sink.name, None)
             except RetryableDeliveryError as exc:
@@ -179,17 +218,18 @@ class Dispatcher:
                 self._wait[sink.name] = ceiling
                 self._due[sink.name] = now + ceiling
                 log.exception("sink=%s delivery crashed; retrying later", sink.name)
-        return clear
+        return clear, more
 
-    def _run(self) -> None:
+    def _run(self, lane: _Lane) -> None:
         while not self._stop.is_set():
-            self.run_jobs()
-            self.drain_once()
+            # Cleared before the pass: a wake-up during it makes the next one come at once.
+            lane.wake.clear()
+            if lane.name == JOBS_LANE:
+                self.run_jobs()
+            _, more = self._pass(lane.sinks)
             now = self._clock()
             # A wake-up (a new batch) drains the sinks not backing off at once; a sink
             # backing off is tried when its wait is over.
-            timeout = min([self.poll_s, *(due - now for due in self._due.values())])
-            if self._more:
-                timeout = 0.0
-            self._wake.wait(max(timeout, 0.0))
-            self._wake.clear()
+            dues = [self._due[s.name] - now for s in lane.sinks if s.name in self._due]
+            timeout = 0.0 if more else min([self.poll_s, *dues])
+            lane.wake.wait(max(timeout, 0.0))

@@ -187,6 +187,9 @@ def _client_logger(*secrets: str) -> logging.Logger:
 
 class _SlackSink(DeliverySink):
     notifies = True
+    #: One dispatcher thread for every Slack sink: one Slack, one rate limit, and the
+    #: buttons' message updates run there too (:mod:`sinks.dispatch`).
+    lane = "slack"
 
     def __init__(self, cfg: Callable[[], SlackConfig], cluster: Callable[[], str]) -> None:
         self._cfg = cfg

@@ -67,6 +67,9 @@ class SlackChartSink(DeliverySink):
     """
 
     name = "slack_chart"
+    #: Served after the text page, in the same dispatcher thread: the page it follows is
+    #: posted first.
+    lane = "slack"
     #: Silenced and too-old transitions are withheld from it as from the text page, so it
     #: never waits for a page that will not come.
     notifies = True

@@ -70,6 +70,7 @@ def run_job(
     command-line settings that win over the file.
     """
     from conf.reload import ConfigWatcher
+    from sinks.http_post import redact_url
     from streaming.listener import ProgressLogger
     from streaming.live import live_session
     from streaming.runtime import Runtime, StartError
@@ -89,7 +90,7 @@ def run_job(
         out.state_dir,
         out.alerts_path,
         cfg.slack.mode,
-        ",".join(cfg.alertmanager.urls) or "off",
+        ",".join(redact_url(u) for u in cfg.alertmanager.urls) or "off",
         ",".join(w.name for w in cfg.webhooks) or "off",
     )
     try:  # before Spark starts: a missing password or unreadable key stops the job at once

@@ -178,6 +178,11 @@ def get_session(
         **({} if ui_port is None else {"spark.ui.port": str(ui_port)}),
         # Anyone who reaches the UI could otherwise kill the detect query's jobs.
         "spark.ui.killEnabled": "false",
+        # Plans print the Kafka options, each shown as "*********(redacted)" when its key or
+        # value matches this or spark.redaction.regex (secret|password|token|access.key:
+        # the JAAS config carries "password=", the ssl.*.password keys). An inline client
+        # key (ssl.keystore.key) matches neither; "url" is Spark's own default here.
+        "spark.sql.redaction.options.regex": r"(?i)url|ssl[.]keystore[.]key|sasl[.]jaas",
         "spark.driver.memory": os.environ.get("FLINKWATCH_DRIVER_MEMORY", "2g"),
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         # The parse projection (dozens of regexes, one expression per field) is too large

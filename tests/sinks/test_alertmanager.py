@@ -38,6 +38,7 @@ from sinks.alertmanager import (
 )
 from sinks.dispatch import Dispatcher
 from tests.conftest import wait_until
+from tests.sinks.receivers import Hung, Recording
 
 JOB = "3f4c2a9b7d1e4f60a8b5c2d1e0f9a7b3"
 OTHER_JOB = "aa4c2a9b7d1e4f60a8b5c2d1e0f9a7ff"
@@ -495,3 +496,41 @@ def test_real_alertmanager_down_the_transitions_wait_and_go_out_in_order(
     # In order: the escalation left one critical alert; the resolve left none of job b.
     assert [a["labels"]["severity"] for a in am.active()] == ["critical"]
     assert am.active(OTHER_JOB) == []
+
+
+# --- a member of an HA pair that hangs (issue #35, item 2) ------------------------------
+
+
+def test_a_silent_member_of_an_ha_pair_is_backed_off_on_its_own(tmp_path: Path) -> None:
+    # It takes connections and never answers: each post to it costs the whole time-out.
+    silent, ok = Hung("silent"), Recording()
+    try:
+        ledger = AlertLedger(tmp_path / "l.sqlite")
+        c = cfg(urls=(silent.url, ok.url), timeout_s=0.5, retry_backoff_s=600, max_backoff_s=600)
+        sink = AlertmanagerSink(ledger, lambda: c, lambda: "prod")
+        ledger.record(0, [alert(alert_id=f"a{i}") for i in range(4)], [sink])
+        assert ledger.deliver(sink) == 0
+        assert len(ok.got) == 4  # the other member took every post
+        assert silent.requests == 1  # tried once, then left alone while it backs off
+        assert sink.repost() == 4
+        assert (len(ok.got), silent.requests) == (5, 1)  # the re-sends skip it too
+    finally:
+        silent.close()
+        ok.close()
+
+
+def test_a_lone_alertmanager_backing_off_is_still_tried(tmp_path: Path) -> None:
+    # With no other member to take the post, its own back-off must not skip it: the
+    # dispatcher's back-off of the sink paces the tries.
+    silent = Hung("silent")
+    try:
+        ledger = AlertLedger(tmp_path / "l.sqlite")
+        c = cfg(urls=(silent.url,), timeout_s=0.3, retry_backoff_s=600, max_backoff_s=600)
+        sink = AlertmanagerSink(ledger, lambda: c, lambda: "prod")
+        ledger.record(0, [alert()], [sink])
+        for _ in range(2):
+            with pytest.raises(RetryableDeliveryError, match="no answer"):
+                ledger.deliver(sink)
+        assert silent.requests == 2
+    finally:
+        silent.close()

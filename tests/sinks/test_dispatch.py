@@ -4,10 +4,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from conf import AlertmanagerConfig, SlackConfig, WebhookConfig
 from detectors import Alert, AlertStatus, Severity
+from lab.slack import SlackEmulator
 from sinks import AlertLedger, DeliverySink, PermanentDeliveryError, RetryableDeliveryError
+from sinks.alertmanager import AlertmanagerSink
 from sinks.base import Transition
 from sinks.dispatch import JOB_TRIES, Dispatcher
+from sinks.slack import SlackBotSink
+from sinks.webhook import webhook_sinks
+from tests.conftest import wait_until
+from tests.sinks.receivers import Hung
 
 
 def test_a_job_asked_for_again_before_it_ran_runs_once(tmp_path: Path) -> None:
@@ -79,3 +86,53 @@ def test_a_sink_served_one_at_a_time_lets_a_new_page_past_its_queue(tmp_path: Pa
         pass
     assert got[6:] == ["chart:c", "chart:d"]
     assert d.backlog == {"page": 0, "chart": 0}
+
+
+# --- one hung receiver holds back no other sink (issue #35, item 2) -------------------
+
+TOKEN = "xoxb-0000-dispatch-token"
+
+
+def test_a_hung_alertmanager_and_a_dripping_webhook_do_not_hold_back_a_slack_page(
+    tmp_path: Path,
+) -> None:
+    silent = Hung("silent")  # takes the post, never answers
+    drip = Hung("drip", drip_s=0.2, pad=1000)  # answers a byte at a time, for minutes
+    d: Dispatcher | None = None
+    try:
+        with SlackEmulator(token=TOKEN, channels=("#flink-alerts",)) as emu:
+            ledger = AlertLedger(tmp_path / "l.sqlite")
+            slack_cfg = SlackConfig.model_validate(
+                {"mode": "bot", "api_url": emu.base_url, "channel": "#flink-alerts"}
+            )
+            bot = SlackBotSink(TOKEN, ledger, lambda: slack_cfg, lambda: "prod")
+            am_cfg = AlertmanagerConfig(urls=(silent.url,), timeout_s=60)
+            am = AlertmanagerSink(ledger, lambda: am_cfg, lambda: "prod")
+            hook_cfg = WebhookConfig(
+                name="hook", url=f"{drip.url}/x", secret="${WH_SECRET}", timeout_s=60
+            )
+            (hook,) = webhook_sinks([hook_cfg], lambda: "prod", env={"WH_SECRET": "s3cret"})
+            d = Dispatcher(ledger, [bot, am, hook]).start()
+            ledger.record(0, [_firing("a")], [am, hook])
+            d.wake()
+            wait_until(lambda: silent.requests and drip.dripping, 120, "both posts under way")
+            ledger.record(1, [_firing("b")], [bot])  # a page while both posts hang
+            d.wake()
+
+            def hung_posts_ended() -> int:
+                return silent.closed + drip.closed + drip.answered
+
+            wait_until(
+                lambda: emu.messages("#flink-alerts") or hung_posts_ended(),
+                120,
+                "the Slack page, or the end of a hung post",
+            )
+            # The page went out while both hung posts were still waiting for their answers.
+            assert len(emu.messages("#flink-alerts")) == 1
+            assert hung_posts_ended() == 0
+            assert ledger.backlog() == {am.name: 1, hook.name: 1}
+    finally:
+        silent.close()
+        drip.close()
+        if d is not None:
+            d.stop()

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from conf import SparkConfig
 from streaming.session import cluster_settings
+from tests.conftest import REPO
 
 
 def test_defaults_add_no_setting() -> None:
@@ -165,3 +172,39 @@ def test_without_our_jar_the_session_keeps_hadoops_file_system(monkeypatch, tmp_
     (tmp_path / "built.jar").write_bytes(b"PK")
     monkeypatch.setenv("FLINKWATCH_HADOOP_JAR", str(tmp_path / "built.jar"))
     assert local_fs_jar() == str(tmp_path / "built.jar")
+
+
+# --- the Spark UI (issue #35, item 12) -------------------------------------------------
+
+
+def test_the_spark_ui_shows_no_kafka_secret(tmp_path: Path) -> None:
+    # The UI is on by default and has no authentication: whatever it shows, anyone who
+    # reaches its port reads. A real session with flinkwatch's settings, a Kafka writer and
+    # reader with the SASL password and an inline client key, in a process of its own.
+    password = "fw-kafka-pw-7Hq2Zx"
+    key = "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----"
+    out = tmp_path / "ui.json"
+    env = {**os.environ, "FLINKWATCH_KAFKA_PASSWORD": password, "PROBE_KEYSTORE_KEY": key}
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.streaming.spark_ui_probe", str(out)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    texts: dict[str, str] = json.loads(out.read_text())
+    # What was read is what matters: the environment, the writer's plan, the reader's.
+    env_tab = texts["/api/v1/applications/<id>/environment"]
+    assert "spark.app.name" in env_tab
+    assert (
+        "KafkaStreamingWrite"
+        in texts["/api/v1/applications/<id>/sql?details=true&planDescription=true"]
+    )
+    assert "kafka.sasl.jaas.config=*********(redacted)" in texts["read plan"]
+    assert "kafka.ssl.keystore.key=*********(redacted)" in texts["read plan"]
+    secrets = (password, "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC")
+    for where, text in [*texts.items(), ("stdout", done.stdout), ("stderr", done.stderr)]:
+        for secret in secrets:
+            assert secret not in text, where
