@@ -1,4 +1,4 @@
-"""A silence pressed in Slack and the ledger's record of the press: one never without the other.
+"""Silences and the ledger, in Slack: a press never without its record; no page left open.
 
 The press is recorded in the alert ledger (``<state_dir>/ledger.sqlite``) and its silence
 added to the command line's silence store (``silences.sqlite``): two SQLite files, two
@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from conf import AppConfig, SlackConfig
+from conf.silences import parse_matchers
 from detectors.correlation import Correlator
 from lab.slack import SlackEmulator
 from sinks import AlertLedger
@@ -178,3 +179,41 @@ def test_a_busy_silence_store_does_not_hold_the_ledger_back(tmp_path: Path) -> N
         (s,) = stored(rig.silences_path)
         assert recorded(rig, "inc-1") == [s.id]
         wait_until(lambda: f"`{s.id}`" in text_of(rig.now(m["ts"])))
+
+
+def test_an_escalation_paged_after_a_silence_ended_is_resolved_in_slack(tmp_path: Path) -> None:
+    # The job is silenced (as `flinkwatch silence add` silences it) when its incident
+    # fires; the silence ends, the incident escalates and pages; then it resolves: the
+    # escalation's message must not stay red forever.
+    with rig_at(tmp_path / "state", tmp_path / "silences.sqlite") as rig:
+        store = SilenceStore(rig.silences_path)
+        now = int(time.time() * 1000)
+        s = store.add(
+            parse_matchers([f"job_id={JOB}"]),
+            (f"job_id={JOB}",),
+            now,
+            now + 3_600_000,
+            "upgrade",
+            "ana",
+            now,
+        )
+        rig.record(row("inc-1"))
+        store.expire(s.id, int(time.time() * 1000))
+        store.close()
+        rig.record({**row("inc-1", status="escalated"), "severity": "critical"})
+        m = wait_until(lambda: rig.message_of("inc-1"))
+        rig.record({**row("inc-1", status="resolved"), "severity": "critical"})
+
+        def settled() -> dict[str, str] | None:
+            states = {d.key: d.state for d in rig.ledger.deliveries(None)}
+            done = states.get("inc-1:resolved") not in (None, "pending", "sending")
+            return states if done else None
+
+        states = wait_until(settled)
+        assert states == {
+            "inc-1:firing": "silenced",
+            "inc-1:escalated:critical": "delivered",
+            "inc-1:resolved": "delivered",
+        }
+        assert rig.now(m["ts"])["updates"] == 1  # the escalation's message, now resolved
+        assert len(rig.emu.messages(CHANNEL)) == 1
