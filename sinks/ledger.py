@@ -565,7 +565,7 @@ class AlertLedger:
 
     @staticmethod
     def _states(db: sqlite3.Connection, alert_id: str, sink: str) -> set[str]:
-        """The states of the sink's deliveries of the incident's transitions so far."""
+        """The states of the sink's deliveries of the alert's transitions so far."""
         return {
             str(r[0])
             for r in db.execute(
