@@ -1,13 +1,17 @@
 """The detector contract: plain-Python state machines over parsed Flink events.
 
 A detector never touches Spark, the clock or I/O, and never checks the time itself.
-The Spark adapter (``streaming/processor.py``) groups events by ``(detector, entity)``,
-loads the detector's typed state (:meth:`Detector.load`), and calls
-:meth:`Detector.advance` for each event in event-time order: that first fires every
-timer due at or before the event (:meth:`Detector.on_timer`), then folds the event in
-(:meth:`Detector.on_event`). Both return alerts; the base keeps the state and asks
-:meth:`Detector.next_deadline` when to wake the entity again. When the watermark passes
-the pending timer it calls :meth:`Detector.fire_due`. The base class owns the idle
+The detect query (``streaming/processor.py``) groups events by shard (a hash of the
+entity) and hands each shard's rows to the runner (``streaming/runner.py``), which takes
+the shard's entities one at a time: for each detector that reads any of an entity's new
+events (``streaming/routes.py``), it loads the detector's typed state for that entity
+(:meth:`Detector.load`) and calls :meth:`Detector.advance` for each event in event-time
+order: that first fires every timer due at or before the event
+(:meth:`Detector.on_timer`), then folds the event in (:meth:`Detector.on_event`). Both
+return alerts; the base keeps the state and asks :meth:`Detector.next_deadline` when to
+wake the entity again. When the entity's clock passes the pending timer (Spark's
+watermark, or the bus's newest time less the entity's own delivery lag: see
+``streaming.runner.Clock``) it calls :meth:`Detector.fire_due`. The base class owns the idle
 deadline: an entity without events for ``idle_ttl_s`` is dropped, its open incident
 resolved (:meth:`Detector.on_close`). So a replay of one long batch, live micro-batches
 and a unit test give the same alerts, like bytewax's ``on_notify``.

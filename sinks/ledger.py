@@ -392,9 +392,19 @@ class AlertLedger:
 
         ``unrouted`` when the sink does not take it (and took none of its incident before),
         ``silenced`` or ``stale`` for a notifying sink (see :meth:`record`), else ``pending``.
+
+        A resolve goes to a notifying sink that got a page of its incident (its firing or
+        an escalation: no page is left open, whatever was silenced since), and is
+        withheld from one that got none (no lone "resolved").
         """
         if not sink.wants(t) and not self._routed_before(db, t, sink.name):
             return "unrouted"
+        if sink.notifies and t.alert.status is AlertStatus.RESOLVED:
+            got = self._states(db, t.alert.alert_id, sink.name)
+            if got & set(_PAGED_STATES):
+                return "pending"
+            if "silenced" in got:
+                return "silenced"
         if sink.notifies and t.silenced_by:
             return "silenced"
         if sink.notifies and self._stale(db, t.alert, sink.name, old):
@@ -546,14 +556,7 @@ class AlertLedger:
         """
         if alert.status is AlertStatus.FIRING:
             return old
-        states = {
-            str(r[0])
-            for r in db.execute(
-                "SELECT d.state FROM deliveries d JOIN transitions t ON t.seq = d.seq "
-                "WHERE t.alert_id = ? AND d.sink = ?",
-                (alert.alert_id, sink),
-            ).fetchall()
-        }
+        states = AlertLedger._states(db, alert.alert_id, sink)
         if states & set(_PAGED_STATES):
             return False
         if alert.status is AlertStatus.RESOLVED and "stale" in states:
@@ -561,16 +564,30 @@ class AlertLedger:
         return old
 
     @staticmethod
+    def _states(db: sqlite3.Connection, alert_id: str, sink: str) -> set[str]:
+        """The states of the sink's deliveries of the alert's transitions so far."""
+        return {
+            str(r[0])
+            for r in db.execute(
+                "SELECT d.state FROM deliveries d JOIN transitions t ON t.seq = d.seq "
+                "WHERE t.alert_id = ? AND d.sink = ?",
+                (alert_id, sink),
+            ).fetchall()
+        }
+
+    @staticmethod
     def _silence_of(db: sqlite3.Connection, alert: Alert, silencer: Silencer | None) -> str | None:
         if alert.status is AlertStatus.RESOLVED:
-            # A resolve follows its incident's firing: withheld if the firing was (no
-            # orphan "resolved" message), sent if it was (no message left red forever).
-            row = db.execute(
-                "SELECT silenced_by FROM transitions WHERE alert_id = ? AND status = 'firing'",
+            # A resolve follows its incident, not a silence of now: silenced if everything
+            # before it was (the firing's silence names it), not if anything of it went
+            # out unsilenced (an escalation paged once the firing's silence was over).
+            # Which sinks then get it is judged per sink (_first_state).
+            rows = db.execute(
+                "SELECT silenced_by FROM transitions WHERE alert_id = ? ORDER BY seq",
                 (alert.alert_id,),
-            ).fetchone()
-            if row is not None:
-                return str(row[0]) if row[0] else None
+            ).fetchall()
+            if rows:
+                return None if any(r[0] is None for r in rows) else str(rows[0][0])
         return silencer(alert) if silencer else None
 
     # --- delivering (any thread) -------------------------------------------------------

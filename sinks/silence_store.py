@@ -93,6 +93,11 @@ class StoredSilence(BaseModel):
         )
 
 
+def new_silence_id() -> str:
+    """A new silence id (``s-`` and 8 hex digits)."""
+    return f"s-{secrets.token_hex(4)}"
+
+
 def _utc(ms: int) -> dt.datetime:
     return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC)
 
@@ -125,8 +130,21 @@ class SilenceStore:
         comment: str,
         created_by: str,
         now_ms: int,
+        silence_id: str | None = None,
     ) -> StoredSilence:
         """Store a new silence and return it.
+
+        Args:
+            matchers: Which alerts it covers.
+            given: The matchers as typed.
+            starts_ms: From when.
+            ends_ms: Until when.
+            comment: Why.
+            created_by: Who.
+            now_ms: Now.
+            silence_id: Its id, chosen and recorded elsewhere first (a Slack press, in
+                the ledger); adding again under an id the store has adds nothing and
+                returns the stored silence. ``None``: a new id.
 
         Raises:
             ValueError: it ends before it starts, or has no comment.
@@ -138,7 +156,7 @@ class SilenceStore:
             msg = "say why (--comment): the next person on call reads it"
             raise ValueError(msg)
         s = StoredSilence(
-            id=f"s-{secrets.token_hex(4)}",
+            id=silence_id or new_silence_id(),
             matchers=matchers,
             given=given,
             starts_ms=starts_ms,
@@ -147,10 +165,12 @@ class SilenceStore:
             created_by=created_by,
             created_ms=now_ms,
         )
+        # A new id that is taken already is a clash (IntegrityError), a given one a repeat.
+        verb = "INSERT" if silence_id is None else "INSERT OR IGNORE"
         with self._lock:
-            self._db.execute(
-                "INSERT INTO silences (id, matchers, given, starts_ms, ends_ms, comment, "
-                "created_by, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            added = self._db.execute(
+                f"{verb} INTO silences (id, matchers, given, starts_ms, ends_ms, "  # noqa: S608
+                "comment, created_by, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     s.id,
                     s.matchers.model_dump_json(exclude_none=True),
@@ -161,7 +181,9 @@ class SilenceStore:
                     s.created_by,
                     s.created_ms,
                 ),
-            )
+            ).rowcount
+        if not added:
+            (s,) = self._select("WHERE id = ?", (s.id,))
         return s
 
     def expire(self, silence_id: str, now_ms: int) -> StoredSilence:

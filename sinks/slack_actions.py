@@ -22,9 +22,12 @@ minutes off (a replay), and with 400 a payload it cannot read; each is counted
 
 Idempotence: what was done to an incident is one record in the ledger
 (``acts:<incident_id>``), read, changed and written in one transaction, so presses are
-judged one after the other whatever threads they arrive on; the silence is added inside
-that transaction (if adding fails, nothing is recorded). A press Slack sends again (same
-user, button and ``action_ts``) is recognised and does nothing.
+judged one after the other whatever threads they arrive on. A silence press is recorded
+first, with the silence's id, and the silence is added under that id once the record is
+committed, outside the ledger's lock; if it cannot be added, the press is taken back.
+So no silence stands without its press recorded, and a press the ledger could not record
+adds none. A press Slack sends again (same user, button and ``action_ts``) is recognised
+and does nothing.
 
 The answer to Slack goes back at once (Slack wants it within 3 s); the message update
 (``chat.update``) and any note to the presser (an ephemeral reply through the press's
@@ -64,7 +67,7 @@ from sinks.base import Transition
 from sinks.dispatch import Dispatcher
 from sinks.http_server import AppServer, serve_app
 from sinks.ledger import AlertLedger, LedgerError
-from sinks.silence_store import SilenceStore
+from sinks.silence_store import SilenceStore, new_silence_id
 
 log = logging.getLogger(__name__)
 
@@ -438,6 +441,10 @@ class SlackActions:
         detector, job_id = subject(t)
         now_ms = int(self.clock_s() * 1000)
         verdicts: list[Verdict] = []
+        planned = new_silence_id()
+        # The store is read and written outside the ledger's transaction: a store busy
+        # for seconds (`flinkwatch silence add` holds its lock) must not hold the ledger,
+        # which every micro-batch and the dispatcher write to.
         store = SilenceStore(self.silences_path)
         try:
             live = {s.id for s in store.listing(now_ms)}
@@ -447,29 +454,25 @@ class SlackActions:
                 v = decide(acts, press, now_ms, job_id=job_id, live=live.__contains__)
                 acts = v.acts
                 if v.silence_until is not None and job_id is not None:
-                    # Inside the ledger's transaction: a silence is added once per press
-                    # recorded, and a press is recorded only if its silence was added.
-                    s = store.add(
-                        parse_matchers([f"job_id={job_id}"]),
-                        (f"job_id={job_id}",),
-                        now_ms,
-                        v.silence_until,
-                        f"from Slack: {_label(press.action_id)} pressed by <@{press.user}> "
-                        f"on incident {press.incident_id}",
-                        f"slack:{press.user}",
-                        now_ms,
-                    )
+                    # Recorded first, under the id it is added with once this commits:
+                    # no silence stands without its press recorded (see _add_silence).
                     added = SlackSilence(
-                        id=s.id, user=press.user, at_ms=now_ms, ends_ms=s.ends_ms, job_id=job_id
+                        id=planned,
+                        user=press.user,
+                        at_ms=now_ms,
+                        ends_ms=v.silence_until,
+                        job_id=job_id,
                     )
                     acts = acts.model_copy(update={"silences": (*acts.silences, added)})
-                verdicts.append(Verdict(acts, v.outcome, v.reply))
+                verdicts.append(Verdict(acts, v.outcome, v.reply, v.silence_until))
                 return acts.model_dump()
 
             self.ledger.amend(name, f"acts:{press.incident_id}", change)
+            verdict = verdicts[-1]
+            if verdict.silence_until is not None and job_id is not None:
+                self._add_silence(store, press, job_id, planned, now_ms, verdict.silence_until)
         finally:
             store.close()
-        verdict = verdicts[-1]
         if verdict.outcome == "acted":
             log.info(
                 "slack actions: %s on incident %s by %s",
@@ -487,6 +490,60 @@ class SlackActions:
         if verdict.reply is not None:
             self._respond(press, verdict.reply)
         return verdict.outcome
+
+    def _add_silence(
+        self,
+        store: SilenceStore,
+        press: Press,
+        job_id: str,
+        silence_id: str,
+        now_ms: int,
+        until: int,
+    ) -> None:
+        """Add the silence a recorded press asked for; take the press back if it cannot be.
+
+        Raises:
+            sqlite3.Error: the store could not add it (busy past its timeout, a full
+                disk); the press is no longer recorded, so pressing again adds it.
+            OSError: the same, from the file system.
+        """
+        try:
+            store.add(
+                parse_matchers([f"job_id={job_id}"]),
+                (f"job_id={job_id}",),
+                now_ms,
+                until,
+                f"from Slack: {_label(press.action_id)} pressed by <@{press.user}> "
+                f"on incident {press.incident_id}",
+                f"slack:{press.user}",
+                now_ms,
+                silence_id=silence_id,
+            )
+        except (sqlite3.Error, OSError):
+            self._take_back(press, silence_id)
+            raise
+
+    def _take_back(self, press: Press, silence_id: str) -> None:
+        """Forget a press whose silence was not added: its record would say "silenced"."""
+
+        def undo(before: dict[str, Any] | None) -> dict[str, Any]:
+            acts = IncidentActions.model_validate(before or {})
+            kept = tuple(s for s in acts.silences if s.id != silence_id)
+            clicks = tuple(c for c in acts.clicks if c != press.click)
+            return acts.model_copy(update={"silences": kept, "clicks": clicks}).model_dump()
+
+        try:
+            self.ledger.amend(self.messages.name, f"acts:{press.incident_id}", undo)
+        except LedgerError as exc:
+            # What stays recorded is a silence the store never had: not in force, so it
+            # covers nothing, and the next press adds one.
+            log.error(
+                "slack actions: silence %s of incident %s was not added, and the press "
+                "cannot be taken back: %s",
+                silence_id,
+                press.incident_id,
+                exc,
+            )
 
     def _respond(self, press: Press, text: str) -> None:
         url = press.response_url

@@ -28,6 +28,11 @@ def cmd_deliveries_list(args: argparse.Namespace) -> int:
     """Print the ledger's deliveries in one state (or all), oldest first."""
     ledger = _open_ledger(args)
     if ledger is None:
+        if args.output_format == "json":
+            # A script reads the array: no ledger yet is nothing delivered (the note above
+            # is on stderr, for a person who mistyped --config).
+            print_json([])
+            return 0
         return 2
     try:
         rows = ledger.deliveries(None if args.state == "all" else [args.state])

@@ -468,3 +468,87 @@ def test_a_resolve_is_final_so_nothing_later_leaves_the_incident_open(tmp_path: 
     assert ledger.active() == []
     assert ledger.deliver(slack) == 0
     assert slack.sent == ["a:firing", "a:resolved"]
+
+
+class Marking(Sink):
+    """A sink that pages nobody and keeps each transition's silence (the alert file)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name, notifies=False)
+        self.marked: dict[str, str | None] = {}
+
+    def send(self, t: Transition) -> None:
+        super().send(t)
+        self.marked[t.key] = t.silenced_by
+
+
+class Critical(Sink):
+    """A pager routed critical transitions only (PagerDuty for what escalated, say)."""
+
+    def wants(self, t: Transition) -> bool:
+        return t.alert.severity is Severity.CRITICAL
+
+
+def test_every_sink_that_got_a_page_of_an_incident_gets_its_resolve_whatever_was_silenced(
+    tmp_path: Path,
+) -> None:
+    # A job silenced for an hour: its incident fires under the silence. The silence ends,
+    # the incident escalates and pages critical, then resolves. The resolve goes where the
+    # escalation went (the pages must not stay open forever), not where the firing did.
+    ledger = AlertLedger(tmp_path / "l.sqlite")
+    slack, pager, file = Sink("slack"), Critical("pager"), Marking("file")
+    sinks = [slack, pager, file]
+    silenced = {"a", "quiet"}
+
+    def silencer(a: Alert) -> str | None:
+        return "upgrade" if a.alert_id in silenced else None
+
+    ledger.record(0, [alert("a"), alert("quiet"), alert("paged")], sinks, silencer)
+    silenced = {"paged"}  # the upgrade's silence is over; another one starts
+    up = alert("a", AlertStatus.ESCALATED, Severity.CRITICAL)
+    ledger.record(1, [up], sinks, silencer)
+    ledger.record(
+        2,
+        [
+            alert("a", AlertStatus.RESOLVED, Severity.CRITICAL),
+            # Withheld all along: still no lone "resolved".
+            alert("quiet", AlertStatus.RESOLVED),
+            # Paged before its silence started: a silence withholds no resolve of a page.
+            alert("paged", AlertStatus.RESOLVED),
+        ],
+        sinks,
+        silencer,
+    )
+    for sink in sinks:
+        assert ledger.deliver(sink) == 0
+    assert slack.sent == ["paged:firing", "a:escalated:critical", "a:resolved", "paged:resolved"]
+    assert pager.sent == ["a:escalated:critical", "a:resolved"]
+    assert len(file.sent) == 7  # the record keeps everything
+    states = {(d.key, d.sink): d.state for d in ledger.deliveries()}
+    assert states[("a:firing", "slack")] == "silenced"
+    assert states[("quiet:resolved", "slack")] == "silenced"
+    # The alert file says what was withheld: the resolve of a paged incident was not.
+    assert file.marked["a:resolved"] is None
+    assert file.marked["quiet:resolved"] == "upgrade"
+    assert file.marked["paged:resolved"] is None
+
+
+def test_a_resolve_reaches_no_sink_that_got_no_page_of_its_incident(tmp_path: Path) -> None:
+    # Paged to Slack before a silence started; escalated to critical under it, so the
+    # critical-only pager got nothing of the incident: the resolve goes to Slack only.
+    ledger = AlertLedger(tmp_path / "l.sqlite")
+    slack, pager = Sink("slack"), Critical("pager")
+    silence: list[str] = []
+
+    def silencer(a: Alert) -> str | None:
+        return silence[0] if silence else None
+
+    ledger.record(0, [alert("a")], [slack, pager], silencer)
+    silence.append("night")
+    up = alert("a", AlertStatus.ESCALATED, Severity.CRITICAL)
+    ledger.record(1, [up], [slack, pager], silencer)
+    done = alert("a", AlertStatus.RESOLVED, Severity.CRITICAL)
+    ledger.record(2, [done], [slack, pager], silencer)
+    assert ledger.deliver(slack) == 0 and ledger.deliver(pager) == 0
+    assert slack.sent == ["a:firing", "a:resolved"]
+    assert pager.sent == []

@@ -80,3 +80,18 @@ def test_the_job_reads_the_store_from_another_thread_than_the_one_that_opened_it
     worker.start()
     worker.join()
     assert seen == [[sid]]
+
+
+def test_adding_again_under_a_given_id_adds_nothing(tmp_path: Path) -> None:
+    # A Slack press records the id in the ledger first, then adds the silence under it.
+    store = SilenceStore(tmp_path / "s.sqlite")
+    matchers = parse_matchers(["job_id=7f"])
+    first = store.add(
+        matchers, ("job_id=7f",), NOW, NOW + HOUR, "press", "slack:U1", NOW, "s-0a0b0c0d"
+    )
+    again = store.add(
+        matchers, ("job_id=7f",), NOW, NOW + 4 * HOUR, "press", "slack:U1", NOW + 1, "s-0a0b0c0d"
+    )
+    assert again == first and first.id == "s-0a0b0c0d"
+    assert [s.id for s in store.listing(NOW)] == ["s-0a0b0c0d"]
+    store.close()

@@ -435,6 +435,17 @@ def test_deliveries_needs_a_ledger_and_one_way_of_choosing(tmp_path, capsys) -> 
         assert "give SEQ... or --all-failed" in capsys.readouterr().err
 
 
+def test_deliveries_list_in_json_without_a_ledger_is_an_empty_array(tmp_path, capsys) -> None:
+    # Scripts and jq read the array: nothing recorded yet is nothing delivered, not an error.
+    conf = tmp_path / "flinkwatch.yaml"
+    conf.write_text(f"output:\n  state_dir: {tmp_path / 'nothing'}\n")
+    assert main(["deliveries", "list", "-o", "json", "--config", str(conf)]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out) == []
+    assert "no ledger at" in captured.err
+    assert not (tmp_path / "nothing").exists()
+
+
 SASL_CONFIG = (
     "kafka:\n"
     "  bootstrap_servers: 127.0.0.1:1\n"
