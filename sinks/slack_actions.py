@@ -94,6 +94,11 @@ _COVERED_MS = 5 * 60 * 1000
 #: Slack user ids (``U…``, ``W…`` on Enterprise Grid): what may go raw into ``<@…>``.
 _USER = re.compile(r"^[UW][A-Z0-9]{2,30}$")
 _WARN_EVERY_S = 60.0
+#: A request timestamp: epoch seconds, ASCII digits (re's \d would take any Unicode digit).
+_TIMESTAMP = re.compile(r"[0-9]{1,12}")
+#: A request signature: ``v0=`` and a hex digest (a later version would be ASCII too).
+_SIGNATURE = re.compile(r"v[0-9]{1,3}=[0-9a-fA-F]{1,128}")
+_LENGTH = re.compile(r"[0-9]{1,9}")
 
 
 def utc_text(ms: int) -> str:
@@ -249,7 +254,8 @@ def parse_press(body: bytes) -> Press:
         response_url = payload.get("response_url")
     except MalformedPressError:
         raise
-    except (UnicodeDecodeError, ValueError, KeyError, IndexError, TypeError) as exc:
+    except (UnicodeDecodeError, ValueError, KeyError, IndexError, TypeError, RecursionError) as exc:
+        # RecursionError: JSON nested deeper than the parser goes (the body may be 256 KiB).
         msg = f"not a block_actions payload: {type(exc).__name__}: {exc}"
         raise MalformedPressError(msg) from None
     if not isinstance(user, str) or not _USER.match(user):
@@ -386,8 +392,18 @@ class SlackActions:
     def handle(self, headers: Mapping[str, str], body: bytes) -> tuple[int, str]:
         """Answer one request: (HTTP status, text). Never raises.
 
-        ``headers`` are keyed in lower case.
+        ``headers`` are keyed in lower case. Every request an attacker can shape is
+        answered on purpose (401, 400); a fault of our own left among them is answered 500
+        and counted as ``error``, its traceback logged at most once a minute.
         """
+        try:
+            return self._handle(headers, body)
+        except Exception as exc:  # noqa: BLE001 - the promise: a request never raises
+            self._count("error")
+            self._warn(f"a request failed: {type(exc).__name__}: {exc}", exc_info=True)
+            return 500, "internal error\n"
+
+    def _handle(self, headers: Mapping[str, str], body: bytes) -> tuple[int, str]:
         refused = self._refusal(headers, body)
         if refused is not None:
             outcome, why = refused
@@ -415,8 +431,13 @@ class SlackActions:
         signature = headers.get("x-slack-signature")
         if not ts or not signature:
             return "forged", "unsigned (no X-Slack-Signature or X-Slack-Request-Timestamp)"
-        if not ts.isdigit():
+        # Not str.isdigit(): '²' is a digit to it and int('²') raises; nor thousands of
+        # digits, which int() refuses. Both would answer 500 with a traceback.
+        if not _TIMESTAMP.fullmatch(ts):
             return "forged", f"X-Slack-Request-Timestamp {ts[:20]!r} is not a number"
+        if not _SIGNATURE.fullmatch(signature):
+            # hmac.compare_digest raises on a non-ASCII str; no real signature is one.
+            return "forged", f"X-Slack-Signature {signature[:20]!r} is not a v0 signature"
         # Checked apart from the signature so the metric tells a replay from a forgery.
         if abs(self.clock_s() - int(ts)) > REPLAY_WINDOW_S:
             return "stale", f"timestamp {ts} is more than {REPLAY_WINDOW_S} s from now"
@@ -499,7 +520,7 @@ class SlackActions:
         with self._lock:
             self.outcomes[outcome] += 1
 
-    def _warn(self, text: str) -> None:
+    def _warn(self, text: str, *, exc_info: bool = False) -> None:
         # A flood of forged requests must not flood the log: one line a minute, with counts.
         now = time.monotonic()
         with self._lock:
@@ -507,7 +528,7 @@ class SlackActions:
                 return
             self._warned_at = now
             counts = dict(self.outcomes)
-        log.warning("slack actions: %s (so far: %s)", text, counts)
+        log.warning("slack actions: %s (so far: %s)", text, counts, exc_info=exc_info)
 
     # --- HTTP -----------------------------------------------------------------------
 
@@ -518,14 +539,19 @@ class SlackActions:
         elif environ.get("REQUEST_METHOD") != "POST":
             status, text = 405, "POST only\n"
         else:
-            length = int(environ.get("CONTENT_LENGTH") or 0)
-            body = environ["wsgi.input"].read(length) if length else b""
-            headers = {
-                k[5:].replace("_", "-").lower(): str(v)
-                for k, v in environ.items()
-                if k.startswith("HTTP_")
-            }
-            status, text = self.handle(headers, body)
+            raw = str(environ.get("CONTENT_LENGTH") or "0")
+            # The server answers a length that is no number (411) or past the cap (413)
+            # before this runs; checked again so the app never raises on its own.
+            if not _LENGTH.fullmatch(raw) or int(raw) > MAX_BODY_BYTES:
+                status, text = 400, "Content-Length is not a number up to the cap\n"
+            else:
+                body = environ["wsgi.input"].read(int(raw)) if int(raw) else b""
+                headers = {
+                    k[5:].replace("_", "-").lower(): str(v)
+                    for k, v in environ.items()
+                    if k.startswith("HTTP_")
+                }
+                status, text = self.handle(headers, body)
         data = text.encode()
         reason = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found"}
         start_response(

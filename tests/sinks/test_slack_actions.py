@@ -8,9 +8,12 @@ them (``AlertDelivery`` over ``Outputs``) and delivered by the Slack dispatcher'
 
 from __future__ import annotations
 
+import logging
 import re
+import socket
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -388,3 +391,70 @@ def test_the_run_serves_the_buttons_on_the_configured_port_and_stops_without_a_s
     finally:
         server.close()
         ledger.close()
+
+
+def raw_post(url: str, head: bytes, body: bytes = b"payload=x") -> tuple[int, bytes]:
+    """POST through a bare socket: header bytes urllib would refuse or rewrite go as given.
+
+    Returns the answer's status (0 when the connection closed unanswered) and its body.
+    """
+    parts = urllib.parse.urlsplit(url)
+    request = (
+        f"POST {parts.path} HTTP/1.1\r\nHost: {parts.netloc}\r\n".encode()
+        + head
+        + (b"" if b"content-length" in head.lower() else b"Content-Length: %d\r\n" % len(body))
+        + b"\r\n"
+        + body
+    )
+    with socket.create_connection((parts.hostname, parts.port), timeout=10) as sock:
+        sock.sendall(request)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    status_line, _, rest = answer.partition(b"\r\n")
+    fields = status_line.split()
+    return (int(fields[1]) if len(fields) > 1 else 0), rest.partition(b"\r\n\r\n")[2]
+
+
+def test_headers_that_are_not_numbers_or_ascii_are_refused_as_forged_without_a_traceback(
+    rig: Rig, capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    # '²'.isdigit() is True but int('²') raises; 5000 digits pass isdigit() and exceed
+    # int()'s limit; a non-ASCII signature makes hmac.compare_digest raise.
+    now = str(int(time.time())).encode()
+    heads = [
+        b"X-Slack-Request-Timestamp: \xb2\r\nX-Slack-Signature: v0=00\r\n",
+        b"X-Slack-Request-Timestamp: " + b"9" * 5000 + b"\r\nX-Slack-Signature: v0=00\r\n",
+        b"X-Slack-Request-Timestamp: " + now + b"\r\nX-Slack-Signature: v0=\xb2\r\n",
+    ]
+    url = rig.emu.request_url or ""
+    with caplog.at_level(logging.DEBUG):
+        for head in heads * 2:
+            status, body = raw_post(url, head)
+            assert status == 401, body
+    assert rig.sample("flinkwatch_slack_actions_total", outcome="forged") == 6
+    assert rig.sample("flinkwatch_slack_actions_total", outcome="error") == 0
+    assert "Traceback" not in capfd.readouterr().err
+    # One warning for the six (the limiter's one a minute), and no traceback in any log.
+    warned = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warned) == 1, [r.getMessage() for r in warned]
+    assert not any(r.exc_info for r in caplog.records)
+
+
+def test_a_content_length_past_int_limits_is_refused_unread(
+    rig: Rig, capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.DEBUG):
+        status, _ = raw_post(rig.emu.request_url or "", b"Content-Length: " + b"9" * 5000 + b"\r\n")
+    assert status == 413
+    assert "Traceback" not in capfd.readouterr().err
+    assert not any(r.exc_info for r in caplog.records)
+
+
+def test_a_signed_payload_nested_past_the_json_parsers_depth_is_malformed(
+    rig: Rig, capfd: pytest.CaptureFixture[str]
+) -> None:
+    body = b"payload=" + b"[" * 200_000
+    assert post(rig, body, signed(body)) == 400
+    assert rig.sample("flinkwatch_slack_actions_total", outcome="malformed") == 1
+    assert "Traceback" not in capfd.readouterr().err
