@@ -22,8 +22,10 @@ from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
+from slack_sdk import WebClient
 
 from conf import AppConfig, ConfigError, SlackConfig
+from conf.destinations import SlackActionsConfig
 from detectors.correlation import Correlator
 from lab.slack import SlackEmulator
 from lab.slack.interactivity import sign
@@ -49,6 +51,7 @@ SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
 JOB = "3f4c2a9b7d1e4f60a8b5c2d1e0f9a7b3"
 OTHER_JOB = "aaaa2a9b7d1e4f60a8b5c2d1e0f9a7b3"
 CHANNEL = "#flink-alerts"
+ELSEWHERE = "#elsewhere"
 
 
 def wait_until(check: Callable[[], Any], timeout_s: float = 60.0) -> Any:
@@ -107,7 +110,12 @@ class Rig:
     deliver: AlertDelivery
     registry: CollectorRegistry
     silences_path: Path
+    access: list[SlackActionsConfig]
     batches: int = 0
+
+    def allow(self, **settings: Any) -> None:
+        """Put ``slack.actions`` settings in force, as a reload does."""
+        self.access[0] = SlackActionsConfig.model_validate(settings)
 
     def record(self, *rows: dict[str, Any]) -> None:
         self.deliver(Batch(list(rows)), self.batches)  # type: ignore[arg-type]
@@ -134,7 +142,7 @@ class Rig:
 @pytest.fixture
 def rig(tmp_path: Path) -> Iterator[Rig]:
     app = AppConfig.model_validate({"output": {"state_dir": str(tmp_path)}})
-    with SlackEmulator(token=TOKEN, channels=(CHANNEL,), signing_secret=SECRET) as emu:
+    with SlackEmulator(token=TOKEN, channels=(CHANNEL, ELSEWHERE), signing_secret=SECRET) as emu:
         cfg = SlackConfig(
             mode="bot",
             api_url=emu.base_url,
@@ -151,9 +159,19 @@ def rig(tmp_path: Path) -> Iterator[Rig]:
             correlator=Correlator(app.correlation),
             silences=SilenceStore(app.output.silences_path),
         )
-        actions = SlackActions(sink, ledger, app.output.silences_path, dispatcher, SECRET)
+        access = [SlackActionsConfig()]
+        actions = SlackActions(
+            sink,
+            ledger,
+            app.output.silences_path,
+            dispatcher,
+            SECRET,
+            access=lambda: access[0],
+        )
         registry = bare_registry(
-            slack_actions=lambda: actions.outcomes, false_alarms=lambda: actions.false_alarms
+            slack_actions=lambda: actions.outcomes,
+            slack_refusals=lambda: actions.refusals,
+            false_alarms=lambda: actions.false_alarms,
         )
         with actions.serve("127.0.0.1", 0) as server:
             emu.set_request_url(f"{server.origin}{PATH}")
@@ -164,6 +182,7 @@ def rig(tmp_path: Path) -> Iterator[Rig]:
                 AlertDelivery(outputs, PipelineStats(), app),
                 registry,
                 app.output.silences_path,
+                access,
             )
         dispatcher.stop()
         ledger.close()
@@ -458,3 +477,104 @@ def test_a_signed_payload_nested_past_the_json_parsers_depth_is_malformed(
     assert post(rig, body, signed(body)) == 400
     assert rig.sample("flinkwatch_slack_actions_total", outcome="malformed") == 1
     assert "Traceback" not in capfd.readouterr().err
+
+
+# --- who may press, and from where (issue #35, item 5) -------------------------------
+
+
+def nothing_done(rig: Rig, incident: str = "inc-1") -> bool:
+    """No acknowledgement, silence or noise recorded, no silence stored."""
+    store = SilenceStore(rig.silences_path)
+    try:
+        silences = store.listing(0, expired=True)
+    finally:
+        store.close()
+    return rig.ledger.recall("slack", f"acts:{incident}") is None and silences == []
+
+
+def refused(rig: Rig, reason: str) -> float | None:
+    return rig.sample("flinkwatch_slack_actions_refused_total", reason=reason)
+
+
+def test_a_press_from_another_workspace_or_organisation_is_refused_told_and_counted(
+    rig: Rig,
+) -> None:
+    m = rig.page("inc-1")
+    status, answer = rig.emu.click(CHANNEL, m["ts"], SILENCE_4H, "U123", team="T0THEIRS")
+    assert status == 200 and "workspace" in answer
+    (told,) = wait_until(lambda: rig.emu.ephemeral("U123"))
+    assert "T0THEIRS" in told["text"] and "nothing done" in told["text"]
+    # The same workspace id, but pressed under an Enterprise Grid organisation (or an
+    # org-wide install) that this bot's token does not belong to.
+    for other in ({"enterprise": "E0THEIRS"}, {"enterprise_install": True}):
+        assert rig.emu.click(CHANNEL, m["ts"], ACK, "U123", **other)[0] == 200
+    assert refused(rig, "team") == 3
+    assert rig.sample("flinkwatch_slack_actions_total", outcome="refused") == 3
+    assert rig.sample("flinkwatch_slack_actions_total", outcome="acted") == 0
+    assert nothing_done(rig)
+    assert rig.now(m["ts"])["updates"] == 0
+
+
+def test_a_slack_connect_user_of_another_organisation_is_refused_unless_their_team_is_allowed(
+    rig: Rig,
+) -> None:
+    m = rig.page("inc-1")
+    status, _ = rig.emu.click(CHANNEL, m["ts"], SILENCE_4H, "U0GUEST", user_team="T0PARTNER")
+    assert status == 200
+    (told,) = wait_until(lambda: rig.emu.ephemeral("U0GUEST"))
+    assert "another organisation" in told["text"]
+    assert refused(rig, "external_user") == 1
+    assert nothing_done(rig)
+    rig.allow(allowed_teams=["T0PARTNER"])
+    assert rig.emu.click(CHANNEL, m["ts"], ACK, "U0GUEST", user_team="T0PARTNER")[0] == 200
+    wait_until(lambda: "Acknowledged by <@U0GUEST>" in text_of(rig.now(m["ts"])))
+    assert refused(rig, "external_user") == 1
+
+
+def test_a_press_on_a_copy_of_the_message_in_another_channel_is_refused(rig: Rig) -> None:
+    m = rig.page("inc-1")
+    # The same buttons (same incident id) on a message in another channel: another
+    # flinkwatch posting through the same Slack app, say.
+    client = WebClient(token=TOKEN, base_url=rig.emu.base_url)
+    copy = client.chat_postMessage(channel=ELSEWHERE, text=m["text"], blocks=m["blocks"])
+    assert rig.emu.click(ELSEWHERE, copy["ts"], SILENCE_1H, "U123")[0] == 200
+    (told,) = wait_until(lambda: rig.emu.ephemeral("U123"))
+    assert "not the incident's message" in told["text"]
+    assert refused(rig, "channel") == 1
+    assert nothing_done(rig)
+    # The incident's own message still takes it.
+    assert rig.emu.click(CHANNEL, m["ts"], SILENCE_1H, "U123")[0] == 200
+    assert rig.sample("flinkwatch_slack_actions_total", outcome="acted") == 1
+
+
+def test_with_an_allow_list_only_listed_users_and_members_of_listed_groups_may_press(
+    rig: Rig,
+) -> None:
+    rig.emu.set_usergroup("S0ONCALL", ("U0ONCALL", "U0LEAD"))
+    rig.allow(allowed_users=["U0SRE"], allowed_usergroups=["S0ONCALL"])
+    m = rig.page("inc-1")
+    assert rig.emu.click(CHANNEL, m["ts"], SILENCE_4H, "U0INTERN")[0] == 200
+    (told,) = wait_until(lambda: rig.emu.ephemeral("U0INTERN"))
+    assert "slack.actions.allowed_users" in told["text"]
+    assert refused(rig, "user") == 1
+    assert nothing_done(rig)
+    assert rig.emu.click(CHANNEL, m["ts"], ACK, "U0ONCALL")[0] == 200
+    assert rig.emu.click(CHANNEL, m["ts"], SILENCE_1H, "U0SRE")[0] == 200
+    wait_until(lambda: "silenced by <@U0SRE>" in text_of(rig.now(m["ts"])))
+    assert "Acknowledged by <@U0ONCALL>" in text_of(rig.now(m["ts"]))
+    # Membership is read once and kept a while (slack.actions.usergroups_cache_s).
+    assert rig.emu.click(CHANNEL, m["ts"], NOISE, "U0LEAD")[0] == 200
+    looked_up = [p for p, _ in rig.emu.requests if p == "/api/usergroups.users.list"]
+    assert looked_up == ["/api/usergroups.users.list"]
+    assert rig.sample("flinkwatch_slack_actions_total", outcome="acted") == 3
+    assert refused(rig, "user") == 1
+
+
+def test_a_group_slack_cannot_list_refuses_its_members_saying_why(rig: Rig) -> None:
+    rig.allow(allowed_usergroups=["S0GONE"])
+    m = rig.page("inc-1")
+    assert rig.emu.click(CHANNEL, m["ts"], ACK, "U123")[0] == 200
+    (told,) = wait_until(lambda: rig.emu.ephemeral("U123"))
+    assert "S0GONE" in told["text"] and "no_such_subteam" in told["text"]
+    assert refused(rig, "unverified") == 1
+    assert nothing_done(rig)
