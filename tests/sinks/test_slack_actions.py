@@ -122,8 +122,13 @@ class Rig:
         self.batches += 1
 
     def page(self, alert_id: str, job: str = JOB) -> dict[str, Any]:
-        """Record a firing and wait for its message in Slack."""
+        """Record a firing and wait for its message in Slack and its delivery in the ledger.
+
+        The message is in Slack before the dispatcher records it delivered (and where it
+        is): a press in between finds an incident the endpoint does not know yet.
+        """
         self.record(row(alert_id, job))
+        wait_until(lambda: self.ledger.last_delivered("slack", alert_id))
         return wait_until(lambda: self.message_of(alert_id))
 
     def message_of(self, alert_id: str) -> dict[str, Any] | None:
@@ -578,3 +583,16 @@ def test_a_group_slack_cannot_list_refuses_its_members_saying_why(rig: Rig) -> N
     assert "S0GONE" in told["text"] and "no_such_subteam" in told["text"]
     assert refused(rig, "unverified") == 1
     assert nothing_done(rig)
+
+
+def test_a_group_read_before_keeps_its_members_while_slack_cannot_list_it(rig: Rig) -> None:
+    rig.emu.set_usergroup("S0ONCALL", ("U0ONCALL",))
+    rig.allow(allowed_usergroups=["S0ONCALL"], usergroups_cache_s=0.001)
+    m = rig.page("inc-1")
+    assert rig.emu.click(CHANNEL, m["ts"], ACK, "U0ONCALL")[0] == 200
+    rig.emu.fail_next(1, 500, path_prefix="/api/usergroups.users.list")
+    assert rig.emu.click(CHANNEL, m["ts"], NOISE, "U0ONCALL")[0] == 200
+    failed = [s for p, s in rig.emu.requests if p == "/api/usergroups.users.list"]
+    assert failed == [200, 500]
+    assert rig.sample("flinkwatch_slack_actions_total", outcome="acted") == 2
+    assert refused(rig, "unverified") == 0
