@@ -65,6 +65,66 @@ class SlackRoute(RouteMatch):
     continue_: bool = Field(default=False, alias="continue")
 
 
+_SLACK_USER = re.compile(r"^[UW][A-Z0-9]{2,30}$")
+_SLACK_USERGROUP = re.compile(r"^S[A-Z0-9]{2,30}$")
+_SLACK_TEAM = re.compile(r"^T[A-Z0-9]{2,30}$")
+
+
+def _ids(pattern: re.Pattern[str], what: str) -> AfterValidator:
+    def check(values: tuple[str, ...]) -> tuple[str, ...]:
+        bad = [v for v in values if not pattern.match(v)]
+        if bad:
+            msg = f"not {what}: {bad} (ids, not names: Slack shows them in a profile's menu)"
+            raise ValueError(msg)
+        return values
+
+    return AfterValidator(check)
+
+
+class SlackActionsConfig(FrozenModel):
+    """Who may press the incident message's buttons (``slack.actions``).
+
+    A press is taken only from the workspace of the bot's token, on the incident's own
+    message; these settings narrow it further. They apply from the next press after a
+    reload.
+    """
+
+    allowed_users: Annotated[tuple[str, ...], _ids(_SLACK_USER, "Slack user ids (U… or W…)")] = (
+        Field(
+            default=(),
+            description=(
+                "user ids (U…/W…) who may press the buttons; with allowed_usergroups, either "
+                "list admits; both empty = anyone in the channel"
+            ),
+        )
+    )
+    allowed_usergroups: Annotated[
+        tuple[str, ...], _ids(_SLACK_USERGROUP, "Slack user group ids (S…)")
+    ] = Field(
+        default=(),
+        description=(
+            "user group ids (S…) whose members may press, read with usergroups.users.list "
+            "(the token needs usergroups:read)"
+        ),
+    )
+    allowed_teams: Annotated[tuple[str, ...], _ids(_SLACK_TEAM, "Slack team ids (T…)")] = Field(
+        default=(),
+        description=(
+            "team ids (T…) of other organisations whose Slack Connect users may press; [] = "
+            "none: a user from outside the bot's workspace is refused"
+        ),
+    )
+    usergroups_cache_s: float = Field(
+        default=300.0,
+        gt=0,
+        le=86400,
+        description=(
+            "how long a user group's members are kept before they are read again (a group "
+            "Slack cannot list then keeps its last members)"
+        ),
+    )
+
+
 class SlackConfig(FrozenModel):
     """Slack notifications. Secrets come from the environment, never from this file."""
 
@@ -160,6 +220,10 @@ class SlackConfig(FrozenModel):
             "it (needed when interactivity_port is set)"
         ),
         json_schema_extra=RESTART,
+    )
+    actions: SlackActionsConfig = Field(
+        default=SlackActionsConfig(),
+        description="who may press the buttons (docs/slack-actions.md#who-may-press)",
     )
     charts: bool = Field(
         default=True,

@@ -326,13 +326,25 @@ _TOO_LARGE = b"HTTP/1.0 413 Content Too Large\r\nContent-Length: 0\r\n\r\n"
 _BAD_LENGTH = b"HTTP/1.0 411 Length Required\r\nContent-Length: 0\r\n\r\n"
 
 
+#: Digits of a ``Content-Length`` read as a number; more is past any body cap (and past
+#: what ``int()`` converts: 4300 digits raise).
+_LENGTH_DIGITS = 18
+
+
 def _content_length(head: bytes) -> int | None:
-    """The ``Content-Length`` of a request head (0 without one); None if it is not a number."""
+    """The ``Content-Length`` of a request head (0 without one); None if it is not a number.
+
+    A number of more than :data:`_LENGTH_DIGITS` digits (leading zeros aside) is read as
+    the largest such: past every cap, it is answered 413 like any other too long.
+    """
     for line in head.split(b"\r\n")[1:]:
         name, colon, value = line.partition(b":")
         if colon and name.strip().lower() == b"content-length":
             text = value.strip()
-            return int(text) if text.isdigit() else None
+            if not text.isdigit():  # bytes: ASCII digits only
+                return None
+            text = text.lstrip(b"0") or b"0"
+            return int(text) if len(text) <= _LENGTH_DIGITS else 10**_LENGTH_DIGITS
     return 0
 
 

@@ -39,11 +39,15 @@ SLACK_ACTION_OUTCOMES = (
     "acted",
     "repeated",
     "unknown_incident",
+    "refused",
     "forged",
     "stale",
     "malformed",
     "error",
 )
+
+#: ``reason`` of ``flinkwatch_slack_actions_refused_total``: why a signed press was refused.
+SLACK_ACTION_REFUSALS = ("team", "external_user", "channel", "user", "unverified")
 
 
 class ActiveAlerts(AlertObserver):
@@ -176,6 +180,8 @@ class Sources:
     query_failures: Callable[[], Mapping[str, int]] = _nothing
     #: Requests to the Slack interactivity endpoint, by outcome (``None``: it is off).
     slack_actions: Callable[[], Mapping[str, int]] | None = None
+    #: Signed presses refused, by reason (team, external_user, channel, user, unverified).
+    slack_refusals: Callable[[], Mapping[str, int]] = _nothing
     #: Incidents resolved as noise from Slack, by their root detector.
     false_alarms: Callable[[], Mapping[str, int]] = _nothing
     #: Entities the detect query holds (``None``: not known yet).
@@ -309,7 +315,9 @@ class FlinkwatchCollector(Collector):
         actions = CounterMetricFamily(
             "flinkwatch_slack_actions",
             "Requests to the Slack interactivity endpoint by outcome: acted, repeated (changed "
-            "nothing: already done, or Slack sending a press again), unknown_incident, forged "
+            "nothing: already done, or Slack sending a press again), unknown_incident, refused "
+            "(a signed press from elsewhere or by someone not allowed; by reason in "
+            "flinkwatch_slack_actions_refused_total), forged "
             "(unsigned or a bad signature: 401), stale (timestamp more than 5 min off, a replay: "
             "401), malformed (signed but not a press on our buttons: 400), error (not recorded: "
             "500).",
@@ -318,6 +326,19 @@ class FlinkwatchCollector(Collector):
         for outcome in SLACK_ACTION_OUTCOMES:
             actions.add_metric([outcome], float(seen.get(outcome, 0)))
         yield actions
+        no = self.s.slack_refusals()
+        refused = CounterMetricFamily(
+            "flinkwatch_slack_actions_refused",
+            "Signed button presses refused, by reason: team (another workspace or "
+            "organisation), external_user (a Slack Connect user of an organisation not in "
+            "slack.actions.allowed_teams), channel (not the incident's message), user (not in "
+            "slack.actions.allowed_users or allowed_usergroups), unverified (Slack could not "
+            "be asked).",
+            labels=["reason"],
+        )
+        for reason in SLACK_ACTION_REFUSALS:
+            refused.add_metric([reason], float(no.get(reason, 0)))
+        yield refused
 
     def _refused_family(self) -> Iterator[Metric]:
         board = self.s.signals

@@ -20,6 +20,15 @@ request whose signature does not verify (slack-sdk's
 minutes off (a replay), and with 400 a payload it cannot read; each is counted
 (``flinkwatch_slack_actions_total{outcome}``) and nothing is done.
 
+Who may press: a signed press is carried out only from the bot's own workspace and
+organisation (``auth.test``, asked once), by a member of it (a Slack Connect user of
+another organisation only if ``slack.actions.allowed_teams`` lists their workspace), on
+the incident's own message (the channel and ts the ledger recorded when it was posted),
+and, when ``slack.actions.allowed_users``/``allowed_usergroups`` are set, by a user they
+admit (groups read with ``usergroups.users.list``, kept a while). Anything else is
+answered 200 as Slack expects, the presser is told why through the response URL, and it is
+counted (``flinkwatch_slack_actions_refused_total{reason}``); nothing is done.
+
 Idempotence: what was done to an incident is one record in the ledger
 (``acts:<incident_id>``), read, changed and written in one transaction, so presses are
 judged one after the other whatever threads they arrive on. A silence press is recorded
@@ -62,8 +71,9 @@ from pydantic import BaseModel, ConfigDict
 from slack_sdk.signature import Clock, SignatureVerifier
 
 from conf import ConfigError, SlackConfig
+from conf.destinations import SlackActionsConfig
 from conf.silences import parse_matchers
-from sinks.base import Transition
+from sinks.base import DeliveryError, Transition
 from sinks.dispatch import Dispatcher
 from sinks.http_server import AppServer, serve_app
 from sinks.ledger import AlertLedger, LedgerError
@@ -97,6 +107,11 @@ _COVERED_MS = 5 * 60 * 1000
 #: Slack user ids (``U…``, ``W…`` on Enterprise Grid): what may go raw into ``<@…>``.
 _USER = re.compile(r"^[UW][A-Z0-9]{2,30}$")
 _WARN_EVERY_S = 60.0
+#: A request timestamp: epoch seconds, ASCII digits (re's \d would take any Unicode digit).
+_TIMESTAMP = re.compile(r"[0-9]{1,12}")
+#: A request signature: ``v0=`` and a hex digest (a later version would be ASCII too).
+_SIGNATURE = re.compile(r"v[0-9]{1,3}=[0-9a-fA-F]{1,128}")
+_LENGTH = re.compile(r"[0-9]{1,9}")
 
 
 def utc_text(ms: int) -> str:
@@ -226,6 +241,16 @@ class Press:
     incident_id: str
     action_ts: str
     response_url: str | None
+    #: Where it was pressed: the workspace (``team.id``), the presser's own workspace
+    #: (``user.team_id``: another for a Slack Connect user of another organisation), the
+    #: Enterprise Grid organisation and whether the app is installed org-wide, the
+    #: channel and the message. None where the payload does not say.
+    team_id: str | None = None
+    user_team_id: str | None = None
+    enterprise_id: str | None = None
+    enterprise_install: bool = False
+    channel_id: str | None = None
+    message_ts: str | None = None
 
     @property
     def click(self) -> str:
@@ -246,13 +271,15 @@ def parse_press(body: bytes) -> Press:
         if payload["type"] != "block_actions":
             msg = f"payload type {payload['type']!r}, not block_actions"
             raise MalformedPressError(msg)
-        user = payload["user"]["id"]
+        presser = payload["user"]
+        user = presser["id"]
         action = payload["actions"][0]
         action_id, value, action_ts = action["action_id"], action["value"], action["action_ts"]
         response_url = payload.get("response_url")
     except MalformedPressError:
         raise
-    except (UnicodeDecodeError, ValueError, KeyError, IndexError, TypeError) as exc:
+    except (UnicodeDecodeError, ValueError, KeyError, IndexError, TypeError, RecursionError) as exc:
+        # RecursionError: JSON nested deeper than the parser goes (the body may be 256 KiB).
         msg = f"not a block_actions payload: {type(exc).__name__}: {exc}"
         raise MalformedPressError(msg) from None
     if not isinstance(user, str) or not _USER.match(user):
@@ -264,7 +291,56 @@ def parse_press(body: bytes) -> Press:
     if not isinstance(response_url, str | None):
         msg = "response_url is not a string"
         raise MalformedPressError(msg)
-    return Press(user, action_id, value[:200], str(action_ts)[:40], response_url)
+    container = _field(payload, "container")
+    return Press(
+        user,
+        action_id,
+        value[:200],
+        str(action_ts)[:40],
+        response_url,
+        team_id=_text(_field(payload, "team").get("id")),
+        user_team_id=_text(presser.get("team_id")),
+        enterprise_id=_text(_field(payload, "enterprise").get("id")),
+        enterprise_install=payload.get("is_enterprise_install") is True,
+        channel_id=_text(_field(payload, "channel").get("id"))
+        or _text(container.get("channel_id")),
+        message_ts=_text(container.get("message_ts"))
+        or _text(_field(payload, "message").get("ts")),
+    )
+
+
+def _field(payload: Any, key: str) -> dict[str, Any]:
+    """A payload's object field; {} when absent, null or not an object."""
+    value = payload.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def _text(value: Any) -> str | None:
+    """A short string field as it came (None: absent or not a string)."""
+    return value[:100] if isinstance(value, str) and value else None
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """Where the bot's token belongs (Slack's ``auth.test``): presses come from there."""
+
+    team_id: str
+    enterprise_id: str | None
+    enterprise_install: bool
+
+
+class Refused(Exception):
+    """A press from someone, or somewhere, that may not act (counted by ``reason``).
+
+    Attributes:
+        reason: One of :data:`~sinks.prometheus.SLACK_ACTION_REFUSALS`.
+        why: What the presser is told (and the log says).
+    """
+
+    def __init__(self, why: str, *, reason: str) -> None:
+        super().__init__(why)
+        self.reason = reason
+        self.why = why
 
 
 @dataclass(frozen=True)
@@ -341,6 +417,13 @@ class IncidentMessages(Protocol):
     def respond(self, response_url: str, text: str) -> None:
         """Tell the presser alone (an ephemeral message through the press's response URL)."""
 
+    def api(self, method: str, **kwargs: Any) -> Any:
+        """One Web API call with the bot's token (``auth_test``, ``usergroups_users_list``).
+
+        Raises:
+            DeliveryError: Slack refused it, or could not be asked.
+        """
+
 
 class _Clock(Clock):
     def __init__(self, now_s: Callable[[], float]) -> None:
@@ -360,6 +443,7 @@ class SlackActions:
         dispatcher: Runs the message updates and replies, in its thread.
         signing_secret: The Slack app's signing secret.
         clock_s: Wall-clock seconds (injected in tests).
+        access: Who may press (``slack.actions``), read at each press.
     """
 
     def __init__(
@@ -370,8 +454,11 @@ class SlackActions:
         dispatcher: Dispatcher,
         signing_secret: str,
         clock_s: Callable[[], float] = time.time,
+        *,
+        access: Callable[[], SlackActionsConfig] = SlackActionsConfig,
     ) -> None:
         self.messages = messages
+        self.access = access
         self.ledger = ledger
         self.silences_path = Path(silences_path)
         self.dispatcher = dispatcher
@@ -382,15 +469,30 @@ class SlackActions:
         self.outcomes: Counter[str] = Counter()
         #: Presses of Resolve as noise, by the incident's root detector.
         self.false_alarms: Counter[str] = Counter()
+        #: Signed presses refused, by reason (:data:`~sinks.prometheus.SLACK_ACTION_REFUSALS`).
+        self.refusals: Counter[str] = Counter()
         self._warned_at = -math.inf
+        self._workspace: Workspace | None = None
+        #: Each user group's members, and when they were read (monotonic seconds).
+        self._members: dict[str, tuple[float, frozenset[str]]] = {}
 
     # --- one request ----------------------------------------------------------------
 
     def handle(self, headers: Mapping[str, str], body: bytes) -> tuple[int, str]:
         """Answer one request: (HTTP status, text). Never raises.
 
-        ``headers`` are keyed in lower case.
+        ``headers`` are keyed in lower case. Every request an attacker can shape is
+        answered on purpose (401, 400); a fault of our own left among them is answered 500
+        and counted as ``error``, its traceback logged at most once a minute.
         """
+        try:
+            return self._handle(headers, body)
+        except Exception as exc:  # noqa: BLE001 - the promise: a request never raises
+            self._count("error")
+            self._warn(f"a request failed: {type(exc).__name__}: {exc}", exc_info=True)
+            return 500, "internal error\n"
+
+    def _handle(self, headers: Mapping[str, str], body: bytes) -> tuple[int, str]:
         refused = self._refusal(headers, body)
         if refused is not None:
             outcome, why = refused
@@ -405,6 +507,15 @@ class SlackActions:
             return 400, f"{exc}\n"
         try:
             outcome = self._act(press)
+        except Refused as no:
+            # Slack's own request, answered 200 as every press is; the presser is told why
+            # through the response URL (Slack shows nothing of a block_actions answer).
+            with self._lock:
+                self.refusals[no.reason] += 1
+            self._count("refused")
+            self._warn(f"refused a press ({no.reason}) by {press.user}: {no.why}")
+            self._respond(press, f"{no.why}: nothing done.")
+            return 200, f"refused ({no.reason}): {no.why}\n"
         except (LedgerError, sqlite3.Error, OSError) as exc:
             self._count("error")
             log.error("slack actions: %s on %s failed: %s", press.action_id, press.incident_id, exc)
@@ -418,8 +529,13 @@ class SlackActions:
         signature = headers.get("x-slack-signature")
         if not ts or not signature:
             return "forged", "unsigned (no X-Slack-Signature or X-Slack-Request-Timestamp)"
-        if not ts.isdigit():
+        # Not str.isdigit(): '²' is a digit to it and int('²') raises; nor thousands of
+        # digits, which int() refuses. Both would answer 500 with a traceback.
+        if not _TIMESTAMP.fullmatch(ts):
             return "forged", f"X-Slack-Request-Timestamp {ts[:20]!r} is not a number"
+        if not _SIGNATURE.fullmatch(signature):
+            # hmac.compare_digest raises on a non-ASCII str; no real signature is one.
+            return "forged", f"X-Slack-Signature {signature[:20]!r} is not a v0 signature"
         # Checked apart from the signature so the metric tells a replay from a forgery.
         if abs(self.clock_s() - int(ts)) > REPLAY_WINDOW_S:
             return "stale", f"timestamp {ts} is more than {REPLAY_WINDOW_S} s from now"
@@ -427,10 +543,150 @@ class SlackActions:
             return "forged", "the signature does not verify (wrong signing secret?)"
         return None
 
+    # --- who may press, and from where ---------------------------------------------
+
+    def _check_origin(self, press: Press) -> None:
+        """Refuse a press from another workspace or organisation, or by an outsider.
+
+        Raises:
+            Refused: ``team``, ``external_user`` or ``unverified``.
+        """
+        home = self._home()
+        if press.enterprise_install != home.enterprise_install or (
+            press.enterprise_id != home.enterprise_id
+        ):
+            where = (
+                f"organisation `{press.enterprise_id}`"
+                if press.enterprise_id
+                else "no organisation"
+            )
+            install = "an org-wide install" if press.enterprise_install else "a workspace install"
+            msg = (
+                f"This press came under {where} ({install}); flinkwatch's bot is in workspace "
+                f"`{home.team_id}`" + (f" of `{home.enterprise_id}`" if home.enterprise_id else "")
+            )
+            raise Refused(msg, reason="team")
+        # An org-wide install takes presses from each of the organisation's workspaces.
+        if not home.enterprise_install and press.team_id != home.team_id:
+            msg = (
+                f"This press came from workspace `{press.team_id}`; flinkwatch's incidents "
+                f"are in `{home.team_id}`"
+            )
+            raise Refused(msg, reason="team")
+        outsider = press.user_team_id is not None and press.user_team_id != press.team_id
+        if outsider and press.user_team_id not in self.access().allowed_teams:
+            msg = (
+                f"You are a member of another organisation's workspace (`{press.user_team_id}`, "
+                "Slack Connect); flinkwatch takes presses from it only when "
+                "slack.actions.allowed_teams lists it"
+            )
+            raise Refused(msg, reason="external_user")
+
+    def _home(self) -> Workspace:
+        """The bot's workspace, asked of Slack once (``auth.test``).
+
+        Raises:
+            Refused: ``unverified``: Slack cannot be asked now.
+        """
+        home = self._workspace
+        if home is not None:
+            return home
+        try:
+            resp = self.messages.api("auth_test")
+            home = Workspace(
+                team_id=str(resp["team_id"]),
+                enterprise_id=_text(resp.get("enterprise_id")),
+                enterprise_install=resp.get("is_enterprise_install") is True,
+            )
+        except (DeliveryError, KeyError, TypeError) as exc:
+            msg = (
+                f"flinkwatch could not ask Slack which workspace its bot is in ({exc}); press again"
+            )
+            raise Refused(msg, reason="unverified") from None
+        self._workspace = home
+        return home
+
+    @staticmethod
+    def _check_message(press: Press, parent: Mapping[str, Any]) -> None:
+        """Refuse a press on anything but the incident's own message.
+
+        Raises:
+            Refused: ``channel``.
+        """
+        if press.channel_id != parent.get("channel") or press.message_ts != parent.get("ts"):
+            msg = (
+                f"This is not the incident's message (that is in <#{parent.get('channel')}>, "
+                "the first channel it was posted to)"
+            )
+            raise Refused(msg, reason="channel")
+
+    def _check_user(self, press: Press) -> None:
+        """Refuse a presser outside ``slack.actions.allowed_users``/``allowed_usergroups``.
+
+        Raises:
+            Refused: ``user``, or ``unverified`` when a group that might hold the presser
+                cannot be read and was never read before.
+        """
+        access = self.access()
+        if not access.allowed_users and not access.allowed_usergroups:
+            return
+        if press.user in access.allowed_users:
+            return
+        unread: list[str] = []
+        for group in access.allowed_usergroups:
+            members = self._group(group, access.usergroups_cache_s)
+            if isinstance(members, str):
+                unread.append(f"`{group}` ({members})")
+            elif press.user in members:
+                return
+        if unread:
+            msg = (
+                f"flinkwatch could not read the members of user group {', '.join(unread)}; "
+                "press again later"
+            )
+            raise Refused(msg, reason="unverified")
+        msg = (
+            "Only the users of slack.actions.allowed_users and the members of "
+            "slack.actions.allowed_usergroups may act on incidents from Slack"
+        )
+        raise Refused(msg, reason="user")
+
+    def _group(self, group: str, keep_s: float) -> frozenset[str] | str:
+        """A user group's members (kept ``keep_s``), or why they cannot be read.
+
+        A group read before keeps its last members while Slack cannot be asked.
+        """
+        now = time.monotonic()
+        with self._lock:
+            kept = self._members.get(group)
+        if kept is not None and now - kept[0] < keep_s:
+            return kept[1]
+        try:
+            resp = self.messages.api("usergroups_users_list", usergroup=group)
+            members = frozenset(str(u) for u in resp["users"])
+        except (DeliveryError, KeyError, TypeError) as exc:
+            if kept is not None:
+                log.warning(
+                    "slack actions: user group %s cannot be read (%s); its members as read "
+                    "%.0f s ago stand",
+                    group,
+                    exc,
+                    now - kept[0],
+                )
+                return kept[1]
+            return str(exc)
+        with self._lock:
+            self._members[group] = (now, members)
+        return members
+
+    # --- carrying a press out ---------------------------------------------------------
+
     def _act(self, press: Press) -> str:
+        self._check_origin(press)
         name = self.messages.name
         t = self.ledger.last_delivered(name, press.incident_id)
-        if t is None or self.ledger.recall(name, press.incident_id) is None:
+        parent = self.ledger.recall(name, press.incident_id)
+        if t is None or parent is None:
             if press.response_url:
                 text = (
                     f"flinkwatch no longer knows incident `{press.incident_id}` (forgotten after "
@@ -438,6 +694,8 @@ class SlackActions:
                 )
                 self._respond(press, text)
             return "unknown_incident"
+        self._check_message(press, parent)
+        self._check_user(press)
         detector, job_id = subject(t)
         now_ms = int(self.clock_s() * 1000)
         verdicts: list[Verdict] = []
@@ -556,7 +814,7 @@ class SlackActions:
         with self._lock:
             self.outcomes[outcome] += 1
 
-    def _warn(self, text: str) -> None:
+    def _warn(self, text: str, *, exc_info: bool = False) -> None:
         # A flood of forged requests must not flood the log: one line a minute, with counts.
         now = time.monotonic()
         with self._lock:
@@ -564,7 +822,7 @@ class SlackActions:
                 return
             self._warned_at = now
             counts = dict(self.outcomes)
-        log.warning("slack actions: %s (so far: %s)", text, counts)
+        log.warning("slack actions: %s (so far: %s)", text, counts, exc_info=exc_info)
 
     # --- HTTP -----------------------------------------------------------------------
 
@@ -575,14 +833,19 @@ class SlackActions:
         elif environ.get("REQUEST_METHOD") != "POST":
             status, text = 405, "POST only\n"
         else:
-            length = int(environ.get("CONTENT_LENGTH") or 0)
-            body = environ["wsgi.input"].read(length) if length else b""
-            headers = {
-                k[5:].replace("_", "-").lower(): str(v)
-                for k, v in environ.items()
-                if k.startswith("HTTP_")
-            }
-            status, text = self.handle(headers, body)
+            raw = str(environ.get("CONTENT_LENGTH") or "0")
+            # The server answers a length that is no number (411) or past the cap (413)
+            # before this runs; checked again so the app never raises on its own.
+            if not _LENGTH.fullmatch(raw) or int(raw) > MAX_BODY_BYTES:
+                status, text = 400, "Content-Length is not a number up to the cap\n"
+            else:
+                body = environ["wsgi.input"].read(int(raw)) if int(raw) else b""
+                headers = {
+                    k[5:].replace("_", "-").lower(): str(v)
+                    for k, v in environ.items()
+                    if k.startswith("HTTP_")
+                }
+                status, text = self.handle(headers, body)
         data = text.encode()
         reason = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found"}
         start_response(

@@ -270,6 +270,7 @@ def _serve_metrics(
                 backlog=backlog,
                 watermark_delay_s=lambda: pipeline.cfg.spark.watermark_delay_s,
                 slack_actions=(lambda: actions.outcomes) if actions is not None else None,
+                slack_refusals=(lambda: actions.refusals) if actions is not None else dict,
                 false_alarms=(lambda: actions.false_alarms) if actions is not None else dict,
             )
         )

@@ -36,6 +36,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
 from conf import AppConfig, OutputConfig
+from conf.destinations import SlackActionsConfig
 from conf.errors import FlinkwatchError
 from detectors.correlation import Correlator
 from sinks import (
@@ -185,7 +186,14 @@ class Runtime:
             alerts_path=alerts_path,
             start=start,
         )
-        wired = slack_actions(cfg, self.slack, self.outputs, secret, serve=start)
+        wired = slack_actions(
+            cfg,
+            self.slack,
+            self.outputs,
+            secret,
+            serve=start,
+            access=lambda: self.cfg.slack.actions,
+        )
         if wired is not None:
             self.actions, self.actions_server = wired
         if self.alertmanager is not None:
@@ -360,10 +368,12 @@ def slack_actions(
     secret: str | None,
     *,
     serve: bool = True,
+    access: Callable[[], SlackActionsConfig] | None = None,
 ) -> tuple[SlackActions, AppServer | None] | None:
     """The Slack buttons' endpoint (None when off): the actions, and their server.
 
-    The server is None when not ``serve``-d.
+    The server is None when not ``serve``-d. ``access`` is who may press, read at each
+    press (the config in force); by default ``cfg``'s.
 
     Raises:
         StartError: the port cannot be bound: the run stops, as the buttons on its
@@ -375,7 +385,14 @@ def slack_actions(
         return None
     if not isinstance(slack, SlackBotSink):
         return None
-    actions = SlackActions(slack, outputs.ledger, cfg.output.silences_path, dispatcher, secret)
+    actions = SlackActions(
+        slack,
+        outputs.ledger,
+        cfg.output.silences_path,
+        dispatcher,
+        secret,
+        access=access or (lambda: c.actions),
+    )
     if not serve:
         return actions, None
     host = c.interactivity_host or cfg.metrics.host

@@ -53,6 +53,11 @@ def block_actions(
     user: str,
     action_ts: str,
     response_url: str,
+    *,
+    team: str = TEAM_ID,
+    user_team: str | None = None,
+    enterprise: str | None = None,
+    enterprise_install: bool = False,
 ) -> dict[str, Any]:
     """The ``block_actions`` payload of ``user`` pressing ``action_id`` on ``message``.
 
@@ -63,11 +68,17 @@ def block_actions(
         user: The presser's user id.
         action_ts: When (Slack's ``action_ts``: seconds with microseconds).
         response_url: Where the app may answer the presser.
+        team: The workspace the press comes from (``team.id``).
+        user_team: The presser's own workspace (``user.team_id``; default ``team``): a
+            Slack Connect user of another organisation has another.
+        enterprise: The Enterprise Grid organisation's id (``enterprise.id``); None: none.
+        enterprise_install: Whether the app is installed for the whole organisation.
     """
     block_id, button = find_button(message, action_id)
+    home = team if user_team is None else user_team
     return {
         "type": "block_actions",
-        "user": {"id": user, "username": user.lower(), "name": user.lower(), "team_id": TEAM_ID},
+        "user": {"id": user, "username": user.lower(), "name": user.lower(), "team_id": home},
         "api_app_id": APP_ID,
         "token": "legacy-verification-token-unused",
         "container": {
@@ -77,9 +88,9 @@ def block_actions(
             "is_ephemeral": False,
         },
         "trigger_id": f"{action_ts}.{user}",
-        "team": {"id": TEAM_ID, "domain": "flinkwatch-local"},
-        "enterprise": None,
-        "is_enterprise_install": False,
+        "team": {"id": team, "domain": "flinkwatch-local" if team == TEAM_ID else team.lower()},
+        "enterprise": None if enterprise is None else {"id": enterprise, "name": enterprise},
+        "is_enterprise_install": enterprise_install,
         "channel": {"id": message["channel"], "name": message["channel_name"]},
         "message": view,
         "state": {"values": {}},

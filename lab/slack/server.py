@@ -251,6 +251,10 @@ class SlackEmulator:
         signing_secret: str | None = None,
         action_ts: str | None = None,
         timeout_s: float = 10.0,
+        team: str = TEAM_ID,
+        user_team: str | None = None,
+        enterprise: str | None = None,
+        enterprise_install: bool = False,
     ) -> tuple[int, str]:
         """``user`` presses the button ``action_id`` on the message ``ts``, as in Slack.
 
@@ -268,6 +272,12 @@ class SlackEmulator:
             action_ts: The press's ``action_ts`` (default now); Slack sending a press
                 again sends the same one.
             timeout_s: How long to wait for the app's answer.
+            team: The workspace the press says it comes from (another: a press the
+                app got from another workspace's copy of the message).
+            user_team: The presser's own workspace (default ``team``); another is a
+                Slack Connect user of another organisation.
+            enterprise: The Enterprise Grid organisation the press names (None: none).
+            enterprise_install: The press says the app is installed org-wide.
 
         Raises:
             RuntimeError: no request URL is set.
@@ -286,10 +296,29 @@ class SlackEmulator:
             self._workspace.response_url(path, user, message["channel"], ts)
         response_url = f"{self.base_url[:-5]}{path}"
         pressed_at = f"{now:.6f}" if action_ts is None else action_ts
-        payload = block_actions(message, view, action_id, user, pressed_at, response_url)
+        payload = block_actions(
+            message,
+            view,
+            action_id,
+            user,
+            pressed_at,
+            response_url,
+            team=team,
+            user_team=user_team,
+            enterprise=enterprise,
+            enterprise_install=enterprise_install,
+        )
         stamp = str(int(now if timestamp is None else timestamp))
         secret = self.signing_secret if signing_secret is None else signing_secret
         return deliver(url, payload, secret, stamp, timeout_s)
+
+    def set_usergroup(self, usergroup: str, users: tuple[str, ...] | None) -> None:
+        """The members of a user group from now on (``usergroups.users.list``); None removes it."""
+        with self._lock:
+            if users is None:
+                self._workspace.usergroups.pop(usergroup, None)
+            else:
+                self._workspace.usergroups[usergroup] = tuple(users)
 
     def ephemeral(self, user: str | None = None) -> list[dict[str, Any]]:
         """What the app told pressers alone (through response URLs), oldest first.

@@ -71,6 +71,7 @@ _SCOPES = {
     "files.getUploadURLExternal": "files:write",
     "files.completeUploadExternal": "files:write",
     "files.info": "files:read",
+    "usergroups.users.list": "usergroups:read",
 }
 #: Methods that take no ``channel`` argument (completing an upload checks its own).
 _CHANNEL_FREE = frozenset(
@@ -80,6 +81,7 @@ _CHANNEL_FREE = frozenset(
         "files.getUploadURLExternal",
         "files.completeUploadExternal",
         "files.info",
+        "usergroups.users.list",
     }
 )
 #: Methods that write to a channel: refused in an archived one.
@@ -184,6 +186,8 @@ class _Workspace:
         #: What the app answered presses with through their response URLs, oldest first.
         self.ephemeral: list[dict[str, Any]] = []
         self.uploads = _Uploads()
+        #: User groups (``S…`` ids) and their members' user ids.
+        self.usergroups: dict[str, tuple[str, ...]] = {}
         self._methods: dict[str, ApiMethod] = {
             "auth.test": self._auth_test,
             "chat.postMessage": self._post_message,
@@ -195,6 +199,7 @@ class _Workspace:
             "files.getUploadURLExternal": lambda _, p: self.uploads.open(p, self.url),
             "files.completeUploadExternal": self._complete_upload,
             "files.info": self._file_info,
+            "usergroups.users.list": self._usergroup_users,
         }
 
     def set_scopes(self, scopes: tuple[str, ...] | None) -> None:
@@ -415,7 +420,15 @@ class _Workspace:
 
     def _auth_test(self, cid: str, params: dict[str, Any]) -> dict[str, Any]:
         names = {"team": "flinkwatch-local", "user": "flinkwatch", "url": self.url}
-        return {"ok": True, "team_id": TEAM_ID, "user_id": BOT_USER_ID, "bot_id": BOT_ID, **names}
+        ids = {"team_id": TEAM_ID, "user_id": BOT_USER_ID, "bot_id": BOT_ID}
+        return {"ok": True, **ids, **names, "is_enterprise_install": False}
+
+    def _usergroup_users(self, cid: str, params: dict[str, Any]) -> dict[str, Any]:
+        """``usergroups.users.list``: the user ids of one user group, as Slack lists them."""
+        members = self.usergroups.get(str(params.get("usergroup", "")))
+        if members is None:
+            return _error("no_such_subteam")
+        return {"ok": True, "users": list(members)}
 
     def _post_message(self, cid: str, params: dict[str, Any]) -> dict[str, Any]:
         if not params.get("text") and not params.get("blocks"):

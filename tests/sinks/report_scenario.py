@@ -30,6 +30,7 @@ MINUTE = 60_000
 T0 = 1_794_268_800_000  # 2026-11-10T00:00:00Z
 NOW = T0 + 10 * DAY
 SECRET = "report-scenario-signing-secret"
+TEAM = "T0REPORT"
 
 JOB_A = ("a1a1a1a1", "orders-enrich")
 JOB_B = ("b2b2b2b2", "payments")
@@ -169,6 +170,11 @@ class SlackStandIn(DeliverySink):
     def respond(self, response_url: str, text: str) -> None:
         """Nobody to tell."""
 
+    def api(self, method: str, **kwargs: Any) -> Any:
+        """The only call a press makes of Slack here: which workspace the bot is in."""
+        assert method == "auth_test", method
+        return {"ok": True, "team_id": TEAM}
+
 
 def press_noise(
     ledger: AlertLedger, slack: SlackStandIn, silences: Path, incident_id: str, at: int
@@ -177,9 +183,13 @@ def press_noise(
     actions = SlackActions(
         slack, ledger, silences, Dispatcher(ledger, []), SECRET, clock_s=lambda: at / 1000
     )
+    message = ledger.recall(slack.name, incident_id) or {}
     payload = {
         "type": "block_actions",
-        "user": {"id": "U0NOISE1"},
+        "team": {"id": TEAM},
+        "channel": {"id": message.get("channel")},
+        "container": {"type": "message", "message_ts": message.get("ts")},
+        "user": {"id": "U0NOISE1", "team_id": TEAM},
         "actions": [{"action_id": NOISE, "value": incident_id, "action_ts": f"{at / 1000:.6f}"}],
         "response_url": None,
     }

@@ -8,9 +8,12 @@ them (``AlertDelivery`` over ``Outputs``) and delivered by the Slack dispatcher'
 
 from __future__ import annotations
 
+import logging
 import re
+import socket
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -19,8 +22,10 @@ from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
+from slack_sdk import WebClient
 
 from conf import AppConfig, ConfigError, SlackConfig
+from conf.destinations import SlackActionsConfig
 from detectors.correlation import Correlator
 from lab.slack import SlackEmulator
 from lab.slack.interactivity import sign
@@ -46,6 +51,7 @@ SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
 JOB = "3f4c2a9b7d1e4f60a8b5c2d1e0f9a7b3"
 OTHER_JOB = "aaaa2a9b7d1e4f60a8b5c2d1e0f9a7b3"
 CHANNEL = "#flink-alerts"
+ELSEWHERE = "#elsewhere"
 
 
 def wait_until(check: Callable[[], Any], timeout_s: float = 60.0) -> Any:
@@ -104,15 +110,25 @@ class Rig:
     deliver: AlertDelivery
     registry: CollectorRegistry
     silences_path: Path
+    access: list[SlackActionsConfig]
     batches: int = 0
+
+    def allow(self, **settings: Any) -> None:
+        """Put ``slack.actions`` settings in force, as a reload does."""
+        self.access[0] = SlackActionsConfig.model_validate(settings)
 
     def record(self, *rows: dict[str, Any]) -> None:
         self.deliver(Batch(list(rows)), self.batches)  # type: ignore[arg-type]
         self.batches += 1
 
     def page(self, alert_id: str, job: str = JOB) -> dict[str, Any]:
-        """Record a firing and wait for its message in Slack."""
+        """Record a firing and wait for its message in Slack and its delivery in the ledger.
+
+        The message is in Slack before the dispatcher records it delivered (and where it
+        is): a press in between finds an incident the endpoint does not know yet.
+        """
         self.record(row(alert_id, job))
+        wait_until(lambda: self.ledger.last_delivered("slack", alert_id))
         return wait_until(lambda: self.message_of(alert_id))
 
     def message_of(self, alert_id: str) -> dict[str, Any] | None:
@@ -131,7 +147,7 @@ class Rig:
 @pytest.fixture
 def rig(tmp_path: Path) -> Iterator[Rig]:
     app = AppConfig.model_validate({"output": {"state_dir": str(tmp_path)}})
-    with SlackEmulator(token=TOKEN, channels=(CHANNEL,), signing_secret=SECRET) as emu:
+    with SlackEmulator(token=TOKEN, channels=(CHANNEL, ELSEWHERE), signing_secret=SECRET) as emu:
         cfg = SlackConfig(
             mode="bot",
             api_url=emu.base_url,
@@ -148,9 +164,19 @@ def rig(tmp_path: Path) -> Iterator[Rig]:
             correlator=Correlator(app.correlation),
             silences=SilenceStore(app.output.silences_path),
         )
-        actions = SlackActions(sink, ledger, app.output.silences_path, dispatcher, SECRET)
+        access = [SlackActionsConfig()]
+        actions = SlackActions(
+            sink,
+            ledger,
+            app.output.silences_path,
+            dispatcher,
+            SECRET,
+            access=lambda: access[0],
+        )
         registry = bare_registry(
-            slack_actions=lambda: actions.outcomes, false_alarms=lambda: actions.false_alarms
+            slack_actions=lambda: actions.outcomes,
+            slack_refusals=lambda: actions.refusals,
+            false_alarms=lambda: actions.false_alarms,
         )
         with actions.serve("127.0.0.1", 0) as server:
             emu.set_request_url(f"{server.origin}{PATH}")
@@ -161,6 +187,7 @@ def rig(tmp_path: Path) -> Iterator[Rig]:
                 AlertDelivery(outputs, PipelineStats(), app),
                 registry,
                 app.output.silences_path,
+                access,
             )
         dispatcher.stop()
         ledger.close()
@@ -388,3 +415,184 @@ def test_the_run_serves_the_buttons_on_the_configured_port_and_stops_without_a_s
     finally:
         server.close()
         ledger.close()
+
+
+def raw_post(url: str, head: bytes, body: bytes = b"payload=x") -> tuple[int, bytes]:
+    """POST through a bare socket: header bytes urllib would refuse or rewrite go as given.
+
+    Returns the answer's status (0 when the connection closed unanswered) and its body.
+    """
+    parts = urllib.parse.urlsplit(url)
+    request = (
+        f"POST {parts.path} HTTP/1.1\r\nHost: {parts.netloc}\r\n".encode()
+        + head
+        + (b"" if b"content-length" in head.lower() else b"Content-Length: %d\r\n" % len(body))
+        + b"\r\n"
+        + body
+    )
+    with socket.create_connection((parts.hostname, parts.port), timeout=10) as sock:
+        sock.sendall(request)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    status_line, _, rest = answer.partition(b"\r\n")
+    fields = status_line.split()
+    return (int(fields[1]) if len(fields) > 1 else 0), rest.partition(b"\r\n\r\n")[2]
+
+
+def test_headers_that_are_not_numbers_or_ascii_are_refused_as_forged_without_a_traceback(
+    rig: Rig, capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    # '²'.isdigit() is True but int('²') raises; 5000 digits pass isdigit() and exceed
+    # int()'s limit; a non-ASCII signature makes hmac.compare_digest raise.
+    now = str(int(time.time())).encode()
+    heads = [
+        b"X-Slack-Request-Timestamp: \xb2\r\nX-Slack-Signature: v0=00\r\n",
+        b"X-Slack-Request-Timestamp: " + b"9" * 5000 + b"\r\nX-Slack-Signature: v0=00\r\n",
+        b"X-Slack-Request-Timestamp: " + now + b"\r\nX-Slack-Signature: v0=\xb2\r\n",
+    ]
+    url = rig.emu.request_url or ""
+    with caplog.at_level(logging.DEBUG):
+        for head in heads * 2:
+            status, body = raw_post(url, head)
+            assert status == 401, body
+    assert rig.sample("flinkwatch_slack_actions_total", outcome="forged") == 6
+    assert rig.sample("flinkwatch_slack_actions_total", outcome="error") == 0
+    assert "Traceback" not in capfd.readouterr().err
+    # One warning for the six (the limiter's one a minute), and no traceback in any log.
+    warned = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warned) == 1, [r.getMessage() for r in warned]
+    assert not any(r.exc_info for r in caplog.records)
+
+
+def test_a_content_length_past_int_limits_is_refused_unread(
+    rig: Rig, capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.DEBUG):
+        status, _ = raw_post(rig.emu.request_url or "", b"Content-Length: " + b"9" * 5000 + b"\r\n")
+    assert status == 413
+    assert "Traceback" not in capfd.readouterr().err
+    assert not any(r.exc_info for r in caplog.records)
+
+
+def test_a_signed_payload_nested_past_the_json_parsers_depth_is_malformed(
+    rig: Rig, capfd: pytest.CaptureFixture[str]
+) -> None:
+    body = b"payload=" + b"[" * 200_000
+    assert post(rig, body, signed(body)) == 400
+    assert rig.sample("flinkwatch_slack_actions_total", outcome="malformed") == 1
+    assert "Traceback" not in capfd.readouterr().err
+
+
+# --- who may press, and from where (issue #35, item 5) -------------------------------
+
+
+def nothing_done(rig: Rig, incident: str = "inc-1") -> bool:
+    """No acknowledgement, silence or noise recorded, no silence stored."""
+    store = SilenceStore(rig.silences_path)
+    try:
+        silences = store.listing(0, expired=True)
+    finally:
+        store.close()
+    return rig.ledger.recall("slack", f"acts:{incident}") is None and silences == []
+
+
+def refused(rig: Rig, reason: str) -> float | None:
+    return rig.sample("flinkwatch_slack_actions_refused_total", reason=reason)
+
+
+def test_a_press_from_another_workspace_or_organisation_is_refused_told_and_counted(
+    rig: Rig,
+) -> None:
+    m = rig.page("inc-1")
+    status, answer = rig.emu.click(CHANNEL, m["ts"], SILENCE_4H, "U123", team="T0THEIRS")
+    assert status == 200 and "workspace" in answer
+    (told,) = wait_until(lambda: rig.emu.ephemeral("U123"))
+    assert "T0THEIRS" in told["text"] and "nothing done" in told["text"]
+    # The same workspace id, but pressed under an Enterprise Grid organisation (or an
+    # org-wide install) that this bot's token does not belong to.
+    for other in ({"enterprise": "E0THEIRS"}, {"enterprise_install": True}):
+        assert rig.emu.click(CHANNEL, m["ts"], ACK, "U123", **other)[0] == 200
+    assert refused(rig, "team") == 3
+    assert rig.sample("flinkwatch_slack_actions_total", outcome="refused") == 3
+    assert rig.sample("flinkwatch_slack_actions_total", outcome="acted") == 0
+    assert nothing_done(rig)
+    assert rig.now(m["ts"])["updates"] == 0
+
+
+def test_a_slack_connect_user_of_another_organisation_is_refused_unless_their_team_is_allowed(
+    rig: Rig,
+) -> None:
+    m = rig.page("inc-1")
+    status, _ = rig.emu.click(CHANNEL, m["ts"], SILENCE_4H, "U0GUEST", user_team="T0PARTNER")
+    assert status == 200
+    (told,) = wait_until(lambda: rig.emu.ephemeral("U0GUEST"))
+    assert "another organisation" in told["text"]
+    assert refused(rig, "external_user") == 1
+    assert nothing_done(rig)
+    rig.allow(allowed_teams=["T0PARTNER"])
+    assert rig.emu.click(CHANNEL, m["ts"], ACK, "U0GUEST", user_team="T0PARTNER")[0] == 200
+    wait_until(lambda: "Acknowledged by <@U0GUEST>" in text_of(rig.now(m["ts"])))
+    assert refused(rig, "external_user") == 1
+
+
+def test_a_press_on_a_copy_of_the_message_in_another_channel_is_refused(rig: Rig) -> None:
+    m = rig.page("inc-1")
+    # The same buttons (same incident id) on a message in another channel: another
+    # flinkwatch posting through the same Slack app, say.
+    client = WebClient(token=TOKEN, base_url=rig.emu.base_url)
+    copy = client.chat_postMessage(channel=ELSEWHERE, text=m["text"], blocks=m["blocks"])
+    assert rig.emu.click(ELSEWHERE, copy["ts"], SILENCE_1H, "U123")[0] == 200
+    (told,) = wait_until(lambda: rig.emu.ephemeral("U123"))
+    assert "not the incident's message" in told["text"]
+    assert refused(rig, "channel") == 1
+    assert nothing_done(rig)
+    # The incident's own message still takes it.
+    assert rig.emu.click(CHANNEL, m["ts"], SILENCE_1H, "U123")[0] == 200
+    assert rig.sample("flinkwatch_slack_actions_total", outcome="acted") == 1
+
+
+def test_with_an_allow_list_only_listed_users_and_members_of_listed_groups_may_press(
+    rig: Rig,
+) -> None:
+    rig.emu.set_usergroup("S0ONCALL", ("U0ONCALL", "U0LEAD"))
+    rig.allow(allowed_users=["U0SRE"], allowed_usergroups=["S0ONCALL"])
+    m = rig.page("inc-1")
+    assert rig.emu.click(CHANNEL, m["ts"], SILENCE_4H, "U0INTERN")[0] == 200
+    (told,) = wait_until(lambda: rig.emu.ephemeral("U0INTERN"))
+    assert "slack.actions.allowed_users" in told["text"]
+    assert refused(rig, "user") == 1
+    assert nothing_done(rig)
+    assert rig.emu.click(CHANNEL, m["ts"], ACK, "U0ONCALL")[0] == 200
+    assert rig.emu.click(CHANNEL, m["ts"], SILENCE_1H, "U0SRE")[0] == 200
+    wait_until(lambda: "silenced by <@U0SRE>" in text_of(rig.now(m["ts"])))
+    assert "Acknowledged by <@U0ONCALL>" in text_of(rig.now(m["ts"]))
+    # Membership is read once and kept a while (slack.actions.usergroups_cache_s).
+    assert rig.emu.click(CHANNEL, m["ts"], NOISE, "U0LEAD")[0] == 200
+    looked_up = [p for p, _ in rig.emu.requests if p == "/api/usergroups.users.list"]
+    assert looked_up == ["/api/usergroups.users.list"]
+    assert rig.sample("flinkwatch_slack_actions_total", outcome="acted") == 3
+    assert refused(rig, "user") == 1
+
+
+def test_a_group_slack_cannot_list_refuses_its_members_saying_why(rig: Rig) -> None:
+    rig.allow(allowed_usergroups=["S0GONE"])
+    m = rig.page("inc-1")
+    assert rig.emu.click(CHANNEL, m["ts"], ACK, "U123")[0] == 200
+    (told,) = wait_until(lambda: rig.emu.ephemeral("U123"))
+    assert "S0GONE" in told["text"] and "no_such_subteam" in told["text"]
+    assert refused(rig, "unverified") == 1
+    assert nothing_done(rig)
+
+
+def test_a_group_read_before_keeps_its_members_while_slack_cannot_list_it(rig: Rig) -> None:
+    rig.emu.set_usergroup("S0ONCALL", ("U0ONCALL",))
+    rig.allow(allowed_usergroups=["S0ONCALL"], usergroups_cache_s=0.001)
+    m = rig.page("inc-1")
+    assert rig.emu.click(CHANNEL, m["ts"], ACK, "U0ONCALL")[0] == 200
+    rig.emu.fail_next(1, 500, path_prefix="/api/usergroups.users.list")
+    assert rig.emu.click(CHANNEL, m["ts"], NOISE, "U0ONCALL")[0] == 200
+    failed = [s for p, s in rig.emu.requests if p == "/api/usergroups.users.list"]
+    assert failed == [200, 500]
+    assert rig.sample("flinkwatch_slack_actions_total", outcome="acted") == 2
+    assert refused(rig, "unverified") == 0

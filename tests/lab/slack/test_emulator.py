@@ -446,3 +446,18 @@ def test_a_cut_closes_the_connection_after_the_store(
         client.chat_postMessage(channel="#alerts", text="cut before the store")
     assert [m["text"] for m in emulator.messages("#alerts")] == ["stored, connection cut"]
     assert [e["fault"] for e in admin(emulator, "requests")] == ["cut_after_store", "cut"]
+
+
+def test_usergroups_users_list_lists_a_groups_members_as_set() -> None:
+    with SlackEmulator(token=TOKEN, scopes=("chat:write",)) as emu:
+        client = WebClient(token=TOKEN, base_url=emu.base_url, retry_handlers=[])
+        emu.set_usergroup("S0ONCALL", ("U0ANA", "U0BEN"))
+        with pytest.raises(SlackApiError) as err:
+            client.usergroups_users_list(usergroup="S0ONCALL")
+        assert err.value.response["needed"] == "usergroups:read"
+        emu.set_scopes(None)
+        assert client.usergroups_users_list(usergroup="S0ONCALL")["users"] == ["U0ANA", "U0BEN"]
+        emu.set_usergroup("S0ONCALL", None)
+        with pytest.raises(SlackApiError) as err:
+            client.usergroups_users_list(usergroup="S0ONCALL")
+        assert err.value.response["error"] == "no_such_subteam"
