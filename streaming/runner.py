@@ -18,7 +18,8 @@ Time. Detectors see event time only. An entity's deadlines fire when Spark's wat
 passes them, and, in live runs, as soon as the fleet's own clock has: the newest event
 time on the bus, less ``spark.deadline_grace_s`` and less how late the entity's records
 usually reach the bus (its shipper, its host's clock). A checkpoint pending past half its
-timeout then pages seconds after the deadline, not a watermark delay later.
+timeout then pages seconds after the deadline, not a watermark delay later. No record
+moves its entity's time past its bus time (:func:`on_bus_clock`).
 """
 
 from __future__ import annotations
@@ -56,6 +57,9 @@ MAX_FAILURES = 3
 RETRY_MS = 60_000
 #: The ``detector`` of an error row about a bus value that could not be read.
 BUS_READER = "bus"
+#: How far ahead of its bus time a record's event time counts for its entity's detectors
+#: (clocks a little apart); further ahead, it counts as its bus time plus this.
+AHEAD_MS = 1_000
 
 
 #: When an entity is due: ``[watermark, frontier]``, the watermark or the bus's frontier
@@ -264,6 +268,24 @@ def fresh(events: list[BusEvent], header: Header) -> list[BusEvent]:
     return out
 
 
+def on_bus_clock(e: BusEvent) -> BusEvent:
+    """The event with its time capped at its bus time plus :data:`AHEAD_MS`.
+
+    An event happened before its record reached the bus, so a time later than that is a
+    clock running ahead (a scraper's clock apart from the log's, a host's off by a
+    minute). Detectors judge their deadlines by the times of their events: one record
+    stamped 40 s ahead would otherwise decide every deadline of its entity in the next
+    40 s at once, with none of the records that would have cleared them (a checkpoint
+    "pending for 0.5 min" 2 s after its trigger). Capped, nothing moves an entity's time
+    past its bus time, as the shared frontier already is (:func:`_newest`). A host whose
+    clock runs ahead has its events on the bus's clock; one behind keeps its own (its
+    delivery lag covers it). Records without a bus time (files) are left as they are.
+    """
+    if e.bus_ms is None or e.event.time_ms <= e.bus_ms + AHEAD_MS:
+        return e
+    return e._replace(event=e.event._replace(time_ms=e.bus_ms + AHEAD_MS))
+
+
 def _position(e: BusEvent) -> tuple[str, int, int]:
     return (e.src or "", e.offset, e.seq)
 
@@ -356,7 +378,8 @@ class EntityRunner:
             wanted = {n for r in rows for n in self.routes.of(scope, r.event)}
             return Outcome(None, None, [refused_row(n, entity) for n in sorted(wanted)], False)
         header, texts = parse_saved(saved)
-        events = sorted(fresh(list(rows), header), key=lambda e: (e.event.time_ms, e.offset))
+        applied = [on_bus_clock(e) for e in fresh(list(rows), header)]
+        events = sorted(applied, key=lambda e: (e.event.time_ms, e.offset))
         for e in events:
             header.t = max(header.t, e.event.time_ms)
             if e.bus_ms is not None:

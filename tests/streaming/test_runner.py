@@ -645,3 +645,44 @@ def test_a_deadline_the_batch_passes_is_judged_in_that_batch(
     bus = None if bus_after is None else t + bus_after
     shard.batch([_other(t, bus)], watermark=T0 + 4 * 60_000 - delay, delay_ms=delay, grace_ms=grace)
     assert (shard.saved()[0].due["checkpoint_failures"] != deadline) is judged
+
+
+def test_a_record_stamped_ahead_of_its_bus_time_fires_no_deadline_of_its_entity_early() -> None:
+    # A scraper whose clock runs 40 s ahead of the log's: its checkpoint metric, on the
+    # bus 2 s after checkpoint 6's trigger, is stamped 42 s after it. The entity's
+    # detectors must not take it for 42 s having passed ("checkpoint 6 pending for 0.5
+    # min" 2 s after the trigger): the record moves the entity's time no further than
+    # its bus time.
+    cfg = AppConfig.model_validate(
+        {"detectors": {"checkpoint_creep": {"checkpoint_timeout_s": 60}}}
+    )
+    delay, grace = 30_000, 1_000
+    shard = Shard(cfg)
+    trig = {**_expiry(0), "kind": "checkpoint_triggered", "checkpoint_id": 6}
+    t = trig["event_ms"]
+    metric = {
+        "src": "metrics:0",
+        "seq": 0,
+        "offset": 1,
+        "job_id": JOB,
+        "kind": "metric",
+        "metric": "flink_jobmanager_job_lastCheckpointDuration",
+        "value": 800.0,
+        "event_ms": t + 42_000,
+        "_bus": t + 2_050,
+    }
+    clock = {"watermark": t - delay, "delay_ms": delay, "grace_ms": grace}
+    out = shard.batch([{**trig, "_bus": t + 50}], **clock)
+    out += shard.batch([metric], **clock)
+    assert _statuses(out, "checkpoint_creep") == []
+    # Checkpoint 6 completes 5 s after its trigger: nothing was overdue.
+    done = {**trig, "kind": "checkpoint_completed", "offset": 2, "duration_ms": 5000}
+    out = shard.batch([{**done, "event_ms": t + 5_000, "_bus": t + 5_050}], **clock)
+    assert _statuses(out, "checkpoint_creep") == []
+    # A checkpoint that does stay pending past half the timeout still pages, at its deadline.
+    trig7 = {**trig, "checkpoint_id": 7, "offset": 3, "event_ms": t + 60_000, "_bus": t + 60_050}
+    shard.batch([trig7], **clock)
+    late = {**metric, "offset": 4, "event_ms": t + 132_000, "_bus": t + 92_100}
+    out = shard.batch([late], **clock)
+    (fired,) = [r for r in out if r["kind"] == "alert" and r["detector"] == "checkpoint_creep"]
+    assert fired["status"] == "firing" and fired["event_ms"] == t + 90_000
