@@ -251,6 +251,7 @@ def _serve_metrics(
                 dead_letters=lambda: pipeline.stats.dead_letters,
                 detector_errors=lambda: pipeline.stats.detector_errors,
                 entities_refused=lambda: pipeline.stats.entities_refused,
+                state_damaged=lambda: pipeline.stats.state_damaged,
                 sink_errors=lambda: {
                     s.name: out.in_batch.errors.get(s.name, 0) for s in out.delivery_sinks()
                 },

@@ -10,6 +10,7 @@ from conf import AppConfig
 from detectors import REGISTRY, Alert, AlertStatus, Severity
 from streaming.bus import active_detectors
 from streaming.entity import Header, parse_saved
+from streaming.packed import PackedStore, pack, unpack
 from streaming.routes import BusEvent, Routes, decode
 from streaming.rows import DETECT_COLUMNS, DetectorFailure, EntityCount, alert_rows, read
 from streaming.runner import Clock, EntityRunner, ShardRunner, fresh
@@ -686,3 +687,49 @@ def test_a_record_stamped_ahead_of_its_bus_time_fires_no_deadline_of_its_entity_
     out = shard.batch([late], **clock)
     (fired,) = [r for r in out if r["kind"] == "alert" and r["detector"] == "checkpoint_creep"]
     assert fired["status"] == "firing" and fired["event_ms"] == t + 90_000
+
+
+def _damaged(rows: list[dict]) -> list[DetectorFailure]:
+    return [f for f in _failures(rows, "state") if f.dropped]
+
+
+def test_one_entity_whose_saved_value_cannot_be_read_is_dropped_and_the_rest_of_the_shard_goes_on() -> (
+    None
+):
+    # A value that does not decompress raised out of the shard's turn: the task failed,
+    # Spark ran the batch again into the same error, and the job exited.
+    other = "c" * 32
+    shard = Shard()
+    _firing(shard)
+    packed = PackedStore(None)
+    for entity, text in shard.store.values.items():
+        packed.put(entity, text)
+    meta, data = unpack(packed.value())
+    data[JOB_KEY] = b"\x78\x01not zlib"
+    store = PackedStore(pack(meta, data))
+    rows = [{**_expiry(i, job_id=other), "entity": "job:" + other} for i in (5, 6, 7, 8)]
+    values = [(r.pop("entity"), json.dumps(r), None) for r in rows]
+    due = shard.wakes[JOB_KEY][0]
+    out = shard.shard.run(store, shard.wakes, values, Clock(due))
+    (damaged,) = _damaged(out.rows)
+    assert damaged.about.entity == JOB_KEY and damaged.where == "unpack"
+    assert "not zlib" not in damaged.error and "Error" in damaged.error
+    assert JOB_KEY not in shard.wakes and store.get(JOB_KEY) is None  # dropped from state
+    assert _statuses(out.rows, "checkpoint_failures") == ["firing"]  # the other job's
+    assert store.get("job:" + other) is not None
+
+
+def test_an_entity_whose_header_is_not_json_is_dropped_its_incident_closed_saying_why() -> None:
+    shard = Shard()
+    fired = _firing(shard)
+    head, _, rest = shard.store.values[JOB_KEY].partition("\n")
+    shard.store.values[JOB_KEY] = head[: len(head) // 2] + "\n" + rest
+    out = shard.batch([{**_expiry(9), "kind": "checkpoint_triggered"}])
+    (damaged,) = _damaged(out)
+    assert damaged.about.entity == JOB_KEY and damaged.where == "load"
+    (resolved,) = [r for r in out if r["status"] == "resolved"]
+    assert resolved["alert_id"] == fired["alert_id"]
+    assert "saved state was damaged" in resolved["summary"]
+    # The entity starts again from the batch's event.
+    header, states = shard.saved()
+    assert header.t == _expiry(9)["event_ms"] and "checkpoint_failures" in states
