@@ -696,10 +696,10 @@ class ShardRunner:
         out: list[dict[str, Any]] = []
         bad = 0
         ticks = {} if ticks is None else ticks
-        tick_values: list[str] = []
+        tick_values: list[tuple[str, int | None]] = []
         for entity, value, bus_ms in rows:
             if entity == TICK_KEY:
-                tick_values.append(value)
+                tick_values.append((value, bus_ms))
                 continue
             try:
                 by_entity.setdefault(entity, []).append(decode(value, bus_ms))

@@ -733,3 +733,19 @@ def test_an_entity_whose_header_is_not_json_is_dropped_its_incident_closed_sayin
     # The entity starts again from the batch's event.
     header, states = shard.saved()
     assert header.t == _expiry(9)["event_ms"] and "checkpoint_failures" in states
+
+
+def test_a_tick_stamped_ahead_of_its_own_bus_time_moves_no_deadline_past_that_time() -> None:
+    # A tick written by a driver whose clock runs ahead: its bus time (the broker's) says
+    # when it was written, and no tick can say more than that.
+    delay, grace = 30_000, 2_000
+    shard = Shard()
+    _firing(shard)
+    due, ticks = shard.wakes[JOB_KEY][0], {}
+    clock = Clock(0, delay, grace)
+    ahead = [("tick", tick_value(due + delay + 600_000, 0, 1), due - 60_000)]
+    shard.shard.run(shard.store, shard.wakes, ahead, clock, ticks)
+    assert shard.wakes[JOB_KEY][0] == due  # not judged
+    on_time = [("tick", tick_value(due + delay + 600_000, 0, 1), due + delay)]
+    shard.shard.run(shard.store, shard.wakes, on_time, clock, ticks)
+    assert shard.wakes[JOB_KEY][0] > due  # now it is
