@@ -311,9 +311,17 @@ class AlertDelivery:
         self._signals([x for x in items if isinstance(x, Signal | SignalGone)])
         failures = [x for x in items if isinstance(x, DetectorFailure)]
         self._detector_errors([f for f in failures if f.about.detector != STATE], batch_id)
+        # Dropped because a saved state could not be read: the entity's (``state``) or
+        # one detector's (``load``). What the runner could not read to close is closed
+        # from the ledger.
+        unread = [
+            f for f in failures if f.dropped and (f.about.detector == STATE or f.where == "load")
+        ]
+        if unread:
+            alerts += self._close_unread(unread, alerts)
         damaged = [f for f in failures if f.about.detector == STATE]
         if damaged:
-            alerts += self._state_damaged(damaged, alerts, batch_id)
+            self._state_damaged(damaged, alerts, batch_id)
         correlator = self.out.correlator
         withheld, late = self._outcome("stale"), self._outcome("paged_late")
         self._read_silences()
@@ -420,19 +428,20 @@ class AlertDelivery:
                 "entity dropped" if first.dropped else "skipped, state kept as before",
             )
 
-    def _state_damaged(
-        self, damaged: Sequence[DetectorFailure], alerts: Sequence[Alert], batch_id: int
+    def _close_unread(
+        self, dropped: Sequence[DetectorFailure], alerts: Sequence[Alert]
     ) -> list[Alert]:
-        """Entities dropped with a damaged saved value: counted, logged, incidents resolved.
+        """Resolves for the open incidents of states dropped unread, saying why.
 
-        The runner closes what it can read of the entity; its bytes may be unreadable
-        altogether, so every incident the ledger holds open for it is resolved here
-        (saying why), unless the batch resolves it already. Returns the resolves to
-        record with the batch.
+        The runner closes what it can read; an entity's bytes may be unreadable
+        altogether, so every incident the ledger holds open for it (for that detector,
+        when only one detector's state was unreadable) is resolved here, unless the batch
+        resolves it already.
         """
-        entities = {f.about.entity for f in damaged if f.dropped}
+        whole = {f.about.entity for f in dropped if f.about.detector == STATE}
+        one = {(f.about.entity, f.about.detector) for f in dropped if f.about.detector != STATE}
         resolved = {a.alert_id for a in alerts if a.status is AlertStatus.RESOLVED}
-        closing = [
+        return [
             t.alert.model_copy(
                 update={
                     "status": AlertStatus.RESOLVED,
@@ -441,25 +450,35 @@ class AlertDelivery:
                     "evidence": {"reason": "its saved state was damaged"},
                 }
             )
-            for t in (self.out.ledger.active() if entities else [])
-            if t.alert.entity in entities and t.alert.alert_id not in resolved
+            for t in self.out.ledger.active()
+            if (t.alert.entity in whole or (t.alert.entity, t.alert.detector) in one)
+            and t.alert.alert_id not in resolved
         ]
-        if self.stats.first_count("state_damaged", batch_id):
-            self.stats.state_damaged += len(entities)
-            for f in damaged:
-                n = sum(1 for a in closing if a.entity == f.about.entity)
-                log.error(
-                    "detect: the saved state of %s cannot be read (%s, in %s): %s "
-                    "(flinkwatch_state_damaged_total)",
-                    f.about.entity,
-                    f.error,
-                    f.where,
-                    f"entity dropped, {n} open incident(s) resolved; it starts again from its "
-                    "next records"
-                    if f.dropped
-                    else "what could be read of the shard is kept",
-                )
-        return closing
+
+    def _state_damaged(
+        self, damaged: Sequence[DetectorFailure], alerts: Sequence[Alert], batch_id: int
+    ) -> None:
+        """Entities dropped with a damaged saved value: counted once per batch, logged."""
+        if not self.stats.first_count("state_damaged", batch_id):
+            return
+        self.stats.state_damaged += len({f.about.entity for f in damaged if f.dropped})
+        for f in damaged:
+            n = sum(
+                1
+                for a in alerts
+                if a.entity == f.about.entity and "saved state was damaged" in a.summary
+            )
+            log.error(
+                "detect: the saved state of %s cannot be read (%s, in %s): %s "
+                "(flinkwatch_state_damaged_total)",
+                f.about.entity,
+                f.error,
+                f.where,
+                f"entity dropped, {n} open incident(s) resolved; it starts again from its "
+                "next records"
+                if f.dropped
+                else "what could be read of the shard is kept",
+            )
 
     def _signals(self, notes: Sequence[Signal | SignalGone]) -> None:
         board = self.out.signals

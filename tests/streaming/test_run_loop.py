@@ -328,6 +328,14 @@ def test_an_entity_dropped_with_damaged_state_is_counted_logged_and_its_incident
     assert sink.sent[-1] == "a1:resolved"
     (line,) = [r.getMessage() for r in caplog.records if "damaged" in r.getMessage()]
     assert "job:7f" in line and "invalid block type" in line and "1 open incident" in line
+    # One detector's state unreadable (not JSON): that detector's incident, no other.
+    third = {**ROW, "alert_id": "c3", "entity": "job:80", "detector": "checkpoint_creep"}
+    deliver(FakeBatch([third]), 3)  # type: ignore[arg-type]
+    about = About("checkpoint_creep", "job:80")
+    unread = note_row(DetectorFailure(about, "StateError: not JSON", "load", dropped=True))
+    deliver(FakeBatch([unread]), 4)  # type: ignore[arg-type]
+    assert [t.alert.alert_id for t in ledger.active()] == ["b2"]
+    assert stats.state_damaged == 1  # counted as a detector error, not as damaged state
 
 
 def test_old_transitions_are_not_paged_and_the_log_says_so(
