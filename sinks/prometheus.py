@@ -172,6 +172,8 @@ class Sources:
     detector_errors: Callable[[], Mapping[tuple[str, str], int]] = _nothing
     #: New entities refused past spark.max_entities, by detector.
     entities_refused: Callable[[], Mapping[str, int]] = _nothing
+    #: Entities dropped because their saved state could not be read.
+    state_damaged: Callable[[], int] = lambda: 0
     #: Failed delivery passes per delivery sink (every sink named, failing or not).
     sink_errors: Callable[[], Mapping[str, int]] = _nothing
     #: Micro-batches the ledger could not record.
@@ -396,6 +398,15 @@ class FlinkwatchCollector(Collector):
         for det in sorted(REGISTRY):
             refused.add_metric([det], float(refusals.get(det, 0)))
         yield refused
+
+        damaged = CounterMetricFamily(
+            "flinkwatch_state_damaged",
+            "Entities dropped because their saved state in the detect query could not be "
+            "read (a damaged value); their open incidents are resolved and they start again "
+            "from their next records.",
+        )
+        damaged.add_metric([], float(self.s.state_damaged()))
+        yield damaged
 
         held = self.s.entities()
         if held is not None:

@@ -497,21 +497,38 @@ def _kafka_ticker(cfg: AppConfig) -> Ticker:
     k = cfg.kafka
     producer: Any = None
 
-    def send(event_ms: int, shards: list[int] | None) -> None:
+    def connected() -> Any:
         nonlocal producer
         if producer is None:
             producer = connect(
                 KafkaProducer, kafka_settings(k).python, wait_s=0, client_id="flinkwatch-ticks"
             )
+        return producer
+
+    def send(event_ms: int, shards: list[int] | None) -> None:
         # One per partition: a micro-batch may read the partitions unevenly.
-        parts = sorted(producer.partitions_for(k.events_topic) or ())
+        parts = sorted(connected().partitions_for(k.events_topic) or ())
         for p in parts:
             value = tick_value(event_ms, p, len(parts), shards)
             producer.send(k.events_topic, key=TICK_KEY.encode(), value=value.encode(), partition=p)
         producer.flush(timeout=10)
 
+    def mark() -> int:
+        # The broker's time: a tick for no shard (the detect query hands it to none),
+        # stamped by the broker as it appends it (the bus is LogAppendTime, as flinkwatch
+        # creates it; streaming.topics). Its answer carries the time the broker stamped.
+        value = tick_value(int(time.time() * 1000), 0, 1, [])
+        sent = connected().send(k.events_topic, key=TICK_KEY.encode(), value=value.encode())
+        return int(sent.get(timeout=10).timestamp)
+
+    def close() -> None:
+        if producer is not None:
+            producer.close(timeout=5)
+
     return Ticker(
         end_offsets=lambda: catchup.end_offsets(k, [k.logs_topic, k.metrics_topic])[1],
         send=send,
         interval_s=cfg.spark.tick_interval_s or 0,
+        mark=mark,
+        closer=close,
     )

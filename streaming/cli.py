@@ -149,6 +149,8 @@ def run_job(
             )
         finally:
             left = runtime.close()  # Spark first, the ledger last (Runtime.close)
+            if pipeline.ticker is not None:
+                pipeline.ticker.close()
     notes = [pipeline.stats.stop_note, left, f"{signals.since():.1f} s"]
     log.log(
         logging.INFO if rc == 0 else logging.ERROR,
@@ -252,6 +254,7 @@ def _serve_metrics(
                 dead_letters=lambda: pipeline.stats.dead_letters,
                 detector_errors=lambda: pipeline.stats.detector_errors,
                 entities_refused=lambda: pipeline.stats.entities_refused,
+                state_damaged=lambda: pipeline.stats.state_damaged,
                 sink_errors=lambda: {
                     s.name: out.in_batch.errors.get(s.name, 0) for s in out.delivery_sinks()
                 },

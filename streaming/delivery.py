@@ -45,6 +45,7 @@ from sinks.silence_store import SilenceStore
 from streaming.bus import bus_records
 from streaming.checkpoints import CheckpointDir
 from streaming.rows import DetectorFailure, EntityCount, Refused, Signal, SignalGone, read
+from streaming.runner import STATE
 from streaming.schemas import DEAD_LETTER_SCHEMA
 
 log = logging.getLogger(__name__)
@@ -71,6 +72,8 @@ class PipelineStats:
     detector_errors: Counter[tuple[str, str]] = field(default_factory=Counter)
     #: Entities not admitted, by detector, while the detect query held spark.max_entities.
     entities_refused: Counter[str] = field(default_factory=Counter)
+    #: Entities dropped because their saved state could not be read (a damaged value).
+    state_damaged: int = 0
     #: Micro-batches the ledger could not record (each failed, for Spark to run again).
     ledger_errors: int = 0
     #: Query failures by cause: ``storage_full`` (no space left on a volume flinkwatch
@@ -306,7 +309,19 @@ class AlertDelivery:
         if counts:
             self.stats.count_entities(self.checkpoint.name if self.checkpoint else "", counts)
         self._signals([x for x in items if isinstance(x, Signal | SignalGone)])
-        self._detector_errors([x for x in items if isinstance(x, DetectorFailure)], batch_id)
+        failures = [x for x in items if isinstance(x, DetectorFailure)]
+        self._detector_errors([f for f in failures if f.about.detector != STATE], batch_id)
+        # Dropped because a saved state could not be read: the entity's (``state``) or
+        # one detector's (``load``). What the runner could not read to close is closed
+        # from the ledger.
+        unread = [
+            f for f in failures if f.dropped and (f.about.detector == STATE or f.where == "load")
+        ]
+        if unread:
+            alerts += self._close_unread(unread, alerts)
+        damaged = [f for f in failures if f.about.detector == STATE]
+        if damaged:
+            self._state_damaged(damaged, alerts, batch_id)
         correlator = self.out.correlator
         withheld, late = self._outcome("stale"), self._outcome("paged_late")
         self._read_silences()
@@ -411,6 +426,58 @@ class AlertDelivery:
                 first.error,
                 first.failures,
                 "entity dropped" if first.dropped else "skipped, state kept as before",
+            )
+
+    def _close_unread(
+        self, dropped: Sequence[DetectorFailure], alerts: Sequence[Alert]
+    ) -> list[Alert]:
+        """Resolves for the open incidents of states dropped unread, saying why.
+
+        The runner closes what it can read; an entity's bytes may be unreadable
+        altogether, so every incident the ledger holds open for it (for that detector,
+        when only one detector's state was unreadable) is resolved here, unless the batch
+        resolves it already.
+        """
+        whole = {f.about.entity for f in dropped if f.about.detector == STATE}
+        one = {(f.about.entity, f.about.detector) for f in dropped if f.about.detector != STATE}
+        resolved = {a.alert_id for a in alerts if a.status is AlertStatus.RESOLVED}
+        return [
+            t.alert.model_copy(
+                update={
+                    "status": AlertStatus.RESOLVED,
+                    "summary": f"{t.alert.detector} stopped watching {t.alert.entity} (its "
+                    "saved state was damaged and dropped); closing its open incident",
+                    "evidence": {"reason": "its saved state was damaged"},
+                }
+            )
+            for t in self.out.ledger.active()
+            if (t.alert.entity in whole or (t.alert.entity, t.alert.detector) in one)
+            and t.alert.alert_id not in resolved
+        ]
+
+    def _state_damaged(
+        self, damaged: Sequence[DetectorFailure], alerts: Sequence[Alert], batch_id: int
+    ) -> None:
+        """Entities dropped with a damaged saved value: counted once per batch, logged."""
+        if not self.stats.first_count("state_damaged", batch_id):
+            return
+        self.stats.state_damaged += len({f.about.entity for f in damaged if f.dropped})
+        for f in damaged:
+            n = sum(
+                1
+                for a in alerts
+                if a.entity == f.about.entity and "saved state was damaged" in a.summary
+            )
+            log.error(
+                "detect: the saved state of %s cannot be read (%s, in %s): %s "
+                "(flinkwatch_state_damaged_total)",
+                f.about.entity,
+                f.error,
+                f.where,
+                f"entity dropped, {n} open incident(s) resolved; it starts again from its "
+                "next records"
+                if f.dropped
+                else "what could be read of the shard is kept",
             )
 
     def _signals(self, notes: Sequence[Signal | SignalGone]) -> None:

@@ -34,32 +34,83 @@ class PackError(ValueError):
     """A shard value that is not this layout (another release's, or damaged)."""
 
 
+class EntityDamaged(PackError):
+    """One entity's bytes in a readable shard that do not decompress to its text.
+
+    Attributes:
+        entity: The entity.
+    """
+
+    def __init__(self, entity: str, msg: str) -> None:
+        super().__init__(msg)
+        self.entity = entity
+
+
 def unpack(blob: bytes) -> tuple[dict[str, Any], dict[str, bytes]]:
-    """The shard's meta and entity → compressed text, as :func:`pack` wrote them."""
+    """The shard's meta and entity → compressed text, as :func:`pack` wrote them.
+
+    Raises:
+        PackError: the value is not of this layout, or damaged.
+    """
+    meta, out, error = _read(blob)
+    if error is not None:
+        raise error
+    return meta or {}, out
+
+
+def _read(
+    blob: bytes,
+) -> tuple[dict[str, Any] | None, dict[str, bytes], PackError | None]:
+    """What can be read of a shard value: its meta, the entities up to any damage, the error.
+
+    The meta is ``None`` when it cannot be read; entities after a damaged one cannot be
+    found (each is found by the lengths before it).
+    """
     if blob[: len(MAGIC)] != MAGIC:
         msg = f"not a packed shard (starts {bytes(blob[:4])!r})"
-        raise PackError(msg)
+        return None, {}, PackError(msg)
     view = memoryview(blob)
     out: dict[str, bytes] = {}
+    meta: dict[str, Any] | None = None
     at, end = len(MAGIC), len(blob)
     try:
         (n,) = _LEN.unpack_from(view, at)
-        meta = json.loads(bytes(view[at + 4 : at + 4 + n]))
+        if at + 4 + n > end:
+            msg = f"the meta's {n} bytes run past the end"
+            raise ValueError(msg)
         at += 4 + n
+        try:
+            head = json.loads(bytes(view[at - n : at]))
+        except ValueError as exc:
+            msg = f"the meta is not JSON ({exc})"
+            raise _MetaError(msg) from exc
+        if not isinstance(head, dict):
+            msg = "the meta is not an object"
+            raise _MetaError(msg)
+        meta = head
         while at < end:
             (n,) = _LEN.unpack_from(view, at)
             entity = str(view[at + 4 : at + 4 + n], "utf-8")
             at += 4 + n
             (n,) = _LEN.unpack_from(view, at)
+            if at + 4 + n > end:
+                msg = f"{entity}: its {n} bytes run past the end"
+                raise ValueError(msg)
             out[entity] = bytes(view[at + 4 : at + 4 + n])
             at += 4 + n
+    except _MetaError as exc:
+        # The entities after an unreadable meta are still where its length says.
+        _empty, rest, error = _read(MAGIC + _LEN.pack(2) + b"{}" + bytes(view[at:]))
+        msg = f"damaged packed shard: {exc}" + (f"; then {error}" if error else "")
+        return None, rest, PackError(msg)
     except (struct.error, ValueError) as exc:  # JSON and UTF-8 errors are ValueErrors
         msg = f"damaged packed shard at byte {at}: {exc}"
-        raise PackError(msg) from exc
-    if at != end or not isinstance(meta, dict):
-        msg = f"damaged packed shard: {at - end} bytes short"
-        raise PackError(msg)
-    return meta, out
+        return meta, out, PackError(msg)
+    return meta, out, None
+
+
+class _MetaError(ValueError):
+    """The shard's meta cannot be read, but its length could."""
 
 
 def pack(meta: dict[str, Any], entities: dict[str, bytes]) -> bytes:
@@ -76,8 +127,12 @@ class PackedStore:
     """A :class:`~streaming.runner.ShardStore` over one packed shard value.
 
     Only the entities asked for are decompressed; the others are written back as the
-    bytes they were. A value that cannot be read leaves an empty shard and
-    :attr:`damaged` set: its entities start again from their next events.
+    bytes they were. A value that cannot be read whole keeps what can be read, with
+    :attr:`damaged` set: the entities before the damage, each still due when it was (due
+    at once when the wake-up table itself is lost); the ones the table names but whose
+    bytes are lost are in :attr:`lost` (their incidents are closed by the driver, from
+    the ledger). One entity whose bytes do not decompress raises :class:`EntityDamaged`
+    when asked for; the others are read as usual.
 
     Args:
         blob: The shard's value (``None``: the shard has none yet).
@@ -85,16 +140,41 @@ class PackedStore:
 
     def __init__(self, blob: bytes | None) -> None:
         self.damaged: PackError | None = None
-        try:
-            self.meta, self._entities = unpack(blob) if blob else ({}, {})
-        except PackError as exc:
-            self.meta, self._entities, self.damaged = {}, {}, exc
+        self.lost: list[str] = []
+        #: The value was damaged where it says which entities it holds: those not read
+        #: cannot be named.
+        self.unnamed = False
+        if not blob:
+            self.meta, self._entities = {}, {}
+        else:
+            meta, self._entities, self.damaged = _read(blob)
+            self.meta = meta or {}
+            self.unnamed = self.damaged is not None and meta is None
+        if self.damaged is not None:
+            wakes: dict[str, Any] = dict(self.meta.get("wakes") or {})
+            self.lost = sorted(e for e in wakes if e not in self._entities)
+            for e in self.lost:
+                del wakes[e]
+            for e in self._entities:
+                # Due at any watermark: the entity's turn says when it is due next.
+                wakes.setdefault(e, [0, 0])
+            self.meta = {**self.meta, "wakes": wakes}
         self.dirty = self.damaged is not None
 
     def get(self, entity: str) -> str | None:
-        """The entity's saved text, if any."""
+        """The entity's saved text, if any.
+
+        Raises:
+            EntityDamaged: its bytes do not decompress to UTF-8 text.
+        """
         data = self._entities.get(entity)
-        return None if data is None else zlib.decompress(data).decode("utf-8")
+        if data is None:
+            return None
+        try:
+            return zlib.decompress(data).decode("utf-8")
+        except (zlib.error, UnicodeDecodeError) as exc:
+            msg = f"{entity}: its saved value is damaged ({type(exc).__name__}: {exc})"
+            raise EntityDamaged(entity, msg) from exc
 
     def put(self, entity: str, text: str) -> None:
         """Save the entity's text."""

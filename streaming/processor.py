@@ -31,7 +31,7 @@ from conf import ParamsResolver
 from streaming.packed import PackedStore
 from streaming.routes import Routes
 from streaming.rows import DETECT_COLUMNS, error_row
-from streaming.runner import Clock, EntityRunner, ShardRunner
+from streaming.runner import STATE, Clock, EntityRunner, ShardRunner
 
 # Names the detect checkpoint: a release that keeps a shard's state another way starts a
 # new one (rebuilt from the bus) instead of failing on the old one's state schema.
@@ -118,10 +118,13 @@ class ShardProcessor(StatefulProcessor):
         ticks: dict[str, int] = dict(store.meta.get("ticks") or {})
         old_timer: int | None = None if timer_fired else store.meta.get("timer")
         clock = Clock(values.getCurrentWatermarkInMs(), self._delay_ms, self._grace_ms)
-        out = self._runner.run(store, wakes, rows, clock, ticks, shard=str(key[0]))
+        out = self._runner.run(store, wakes, rows, clock, ticks, shard=str(key[0]), lost=store.lost)
         if store.damaged is not None:
+            # Said once per shard; counted as one entity dropped when it cannot say which.
             shard = f"shard:{key[0]}"
-            out.rows.append(error_row("state", shard, None, store.damaged, "unpack", dropped=True))
+            out.rows.append(
+                error_row(STATE, shard, None, store.damaged, "unpack", dropped=store.unnamed)
+            )
         timer = out.timer
         if timer != old_timer:
             # One timer per shard, at its earliest wake-up; a timer that fired is gone.

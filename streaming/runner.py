@@ -18,7 +18,8 @@ Time. Detectors see event time only. An entity's deadlines fire when Spark's wat
 passes them, and, in live runs, as soon as the fleet's own clock has: the newest event
 time on the bus, less ``spark.deadline_grace_s`` and less how late the entity's records
 usually reach the bus (its shipper, its host's clock). A checkpoint pending past half its
-timeout then pages seconds after the deadline, not a watermark delay later.
+timeout then pages seconds after the deadline, not a watermark delay later. No record
+moves its entity's time past its bus time (:func:`on_bus_clock`).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from streaming.entity import (
     saved_text,
     signature,
 )
+from streaming.packed import PackError
 from streaming.routes import BusEvent, Routes, decode, scope_of
 from streaming.rows import alert_rows, count_row, error_row, gone_row, refused_row, signal_row
 from streaming.ticks import TICK_KEY, frontier
@@ -56,6 +58,12 @@ MAX_FAILURES = 3
 RETRY_MS = 60_000
 #: The ``detector`` of an error row about a bus value that could not be read.
 BUS_READER = "bus"
+#: The ``detector`` of an error row about an entity's saved value that could not be read
+#: (the entity is dropped; the driver counts it and closes its open incidents).
+STATE = "state"
+#: How far ahead of its bus time a record's event time counts for its entity's detectors
+#: (clocks a little apart); further ahead, it counts as its bus time plus this.
+AHEAD_MS = 1_000
 
 
 #: When an entity is due: ``[watermark, frontier]``, the watermark or the bus's frontier
@@ -264,6 +272,24 @@ def fresh(events: list[BusEvent], header: Header) -> list[BusEvent]:
     return out
 
 
+def on_bus_clock(e: BusEvent) -> BusEvent:
+    """The event with its time capped at its bus time plus :data:`AHEAD_MS`.
+
+    An event happened before its record reached the bus, so a time later than that is a
+    clock running ahead (a scraper's clock apart from the log's, a host's off by a
+    minute). Detectors judge their deadlines by the times of their events: one record
+    stamped 40 s ahead would otherwise decide every deadline of its entity in the next
+    40 s at once, with none of the records that would have cleared them (a checkpoint
+    "pending for 0.5 min" 2 s after its trigger). Capped, nothing moves an entity's time
+    past its bus time, as the shared frontier already is (:func:`_newest`). A host whose
+    clock runs ahead has its events on the bus's clock; one behind keeps its own (its
+    delivery lag covers it). Records without a bus time (files) are left as they are.
+    """
+    if e.bus_ms is None or e.event.time_ms <= e.bus_ms + AHEAD_MS:
+        return e
+    return e._replace(event=e.event._replace(time_ms=e.bus_ms + AHEAD_MS))
+
+
 def _position(e: BusEvent) -> tuple[str, int, int]:
     return (e.src or "", e.offset, e.seq)
 
@@ -355,8 +381,17 @@ class EntityRunner:
         if saved is None and rows and not self.admit_new:
             wanted = {n for r in rows for n in self.routes.of(scope, r.event)}
             return Outcome(None, None, [refused_row(n, entity) for n in sorted(wanted)], False)
-        header, texts = parse_saved(saved)
-        events = sorted(fresh(list(rows), header), key=lambda e: (e.event.time_ms, e.offset))
+        try:
+            header, texts = parse_saved(saved)
+        except (ValueError, TypeError, AttributeError) as exc:
+            rows_out = self._damaged(entity, saved or "", exc)
+            out = self.run(entity, None, rows, clock)
+            out.rows[:0] = rows_out
+            if out.text is None:
+                out.write = True  # the damaged value goes, whatever the batch brings
+            return out
+        applied = [on_bus_clock(e) for e in fresh(list(rows), header)]
+        events = sorted(applied, key=lambda e: (e.event.time_ms, e.offset))
         for e in events:
             header.t = max(header.t, e.event.time_ms)
             if e.bus_ms is not None:
@@ -376,6 +411,25 @@ class EntityRunner:
         for name in sorted(names):
             self._detector_turn(turn, name, mine.get(name, []))
         return self._outcome(turn, scope, clock)
+
+    def _damaged(self, entity: str, saved: str, exc: Exception) -> list[dict[str, Any]]:
+        """An entity whose saved value cannot be read: dropped; its readable incidents closed.
+
+        The detectors' lines may be whole where the header is not: their open incidents
+        are closed here, saying why; the driver closes the rest from the ledger.
+        """
+        rows = [error_row(STATE, entity, None, exc, "load", dropped=True)]
+        _head, _, rest = saved.partition("\n")
+        for line in rest.split("\n") if rest else ():
+            name, _, body = line.partition("\t")
+            raw = _raw(body)
+            try:
+                at = int(raw.get("last_event_ms") or 0)
+            except (TypeError, ValueError):
+                at = 0
+            closing = self._close(name, raw, at, "its saved state was damaged")
+            rows.extend(alert_rows([closing] if closing else []))
+        return rows
 
     def _outcome(self, turn: _Turn, scope: str, clock: Clock) -> Outcome:
         header, texts = turn.header, turn.texts
@@ -574,7 +628,11 @@ class ShardStore(Protocol):
     """A shard's entities, as the Spark shell keeps them (:class:`streaming.packed.PackedStore`)."""
 
     def get(self, entity: str) -> str | None:
-        """The entity's saved value."""
+        """The entity's saved value.
+
+        Raises:
+            PackError: its value cannot be read.
+        """
 
     def put(self, entity: str, text: str) -> None:
         """Save the entity's value."""
@@ -621,22 +679,27 @@ class ShardRunner:
         clock: Clock,
         ticks: dict[str, int] | None = None,
         shard: str | None = None,
+        lost: Iterable[str] = (),
     ) -> ShardOutcome:
         """``rows`` are ``(entity, bus value, bus time ms)``; ``wakes`` is updated.
 
         ``ticks`` is what the shard keeps of the bus's ticks (:func:`streaming.ticks.frontier`),
         updated with the ticks among ``rows``. With ``shard`` (its key), the last row says
         how many entities the shard holds now (:func:`~streaming.entity.count_row`): the
-        driver adds the shards up for the entity cap.
+        driver adds the shards up for the entity cap. ``lost``: entities whose saved
+        values were lost with a damaged shard value (each reported, for the driver to
+        count and close their incidents). An entity whose value cannot be read (the
+        store raises :class:`~streaming.packed.PackError`, or its text is not of this
+        layout) is dropped and reported the same way; the rest of the shard goes on.
         """
         by_entity: dict[str, list[BusEvent]] = {}
         out: list[dict[str, Any]] = []
         bad = 0
         ticks = {} if ticks is None else ticks
-        tick_values: list[str] = []
+        tick_values: list[tuple[str, int | None]] = []
         for entity, value, bus_ms in rows:
             if entity == TICK_KEY:
-                tick_values.append(value)
+                tick_values.append((value, bus_ms))
                 continue
             try:
                 by_entity.setdefault(entity, []).append(decode(value, bus_ms))
@@ -654,9 +717,25 @@ class ShardRunner:
             clock = replace(clock, batch_ms=newest)
         due = [e for e, at in wakes.items() if clock.due(at) and e not in by_entity]
         changed = False
+        for entity in lost:
+            # Named by the shard's wake-up table, its bytes lost with a damaged value.
+            out.append(
+                error_row(
+                    STATE, entity, None, PackError("its bytes are lost"), "unpack", dropped=True
+                )
+            )
         for entity in [*by_entity, *due]:
             known = entity in wakes
-            saved = store.get(entity) if known else None
+            try:
+                saved = store.get(entity) if known else None
+            except PackError as exc:
+                # Its bytes do not decompress: it is dropped, the shard goes on.
+                out.append(error_row(STATE, entity, None, exc, "unpack", dropped=True))
+                store.delete(entity)
+                del wakes[entity]
+                changed, known, saved = True, False, None
+                if entity not in by_entity:
+                    continue
             result = self.runner.run(entity, saved, by_entity.get(entity, []), clock)
             out.extend(result.rows)
             if not result.write:

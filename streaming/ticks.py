@@ -6,12 +6,17 @@ whole Flink cluster stopped) sends nothing that could pass a deadline: ``job_los
 wait for a record that never comes.
 
 A tick is flinkwatch's own evidence of time: "every record the raw topics held at
-broker time T has been parsed and is on the event bus". The driver reads the raw
-topics' end offsets at T, and once the parse query's progress shows it has read past
-them, writes a tick ``{"kind": "tick", "event_ms": T, "p": p, "of": n}`` to each of the
-event bus's n partitions (key :data:`TICK_KEY`). The detect query hands the tick to the
-shards it names (``"shards"``; every shard when it names none); it carries no event time
-for the watermark, so it never makes a real record late.
+broker time T has been parsed and is on the event bus". T is the broker's clock, not the
+driver's (in cluster mode a driver clock ahead of the brokers and executors would judge
+every deadline that much early): the driver writes a mark that names no shard to the
+event bus, which the broker stamps (``LogAppendTime``,
+:func:`streaming.topics.bus_topic_specs`), and takes the broker's stamp as T. Then it
+reads the raw topics' end offsets, and once the parse query's progress shows it has read
+past them, writes a tick ``{"kind": "tick", "event_ms": T, "p": p, "of": n}`` to each of
+the event bus's n partitions (key :data:`TICK_KEY`). The detect query hands the tick to
+the shards it names (``"shards"``; every shard when it names none); it carries no event
+time for the watermark, so it never makes a real record late, and counts no later than
+its own bus time (:func:`frontier`).
 
 Ticks follow the deadlines, not the clock: each shard says, at the end of each of its
 turns, at which frontier its first entity is due (:class:`~streaming.rows.EntityCount`),
@@ -31,7 +36,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,19 +71,23 @@ def woken(due: dict[str, int | None], shards: int, t_ms: int) -> list[int] | Non
     return sorted(int(s) for s, at in due.items() if at is not None and at <= t_ms)
 
 
-def frontier(seen: dict[str, int], values: list[str]) -> int | None:
-    """Fold tick values into ``seen`` (partition → latest tick); the time all have reached.
+def frontier(seen: dict[str, int], ticks: Iterable[tuple[str, int | None]]) -> int | None:
+    """Fold ticks into ``seen`` (partition → latest tick); the time all have reached.
 
-    ``None`` until a tick of every partition was seen. A value that is not a tick of this
-    layout is ignored.
+    ``ticks`` are ``(value, bus time ms)``: a tick counts no later than when it reached the
+    bus, as records do (a driver whose clock runs ahead cannot claim a frontier the bus
+    has not seen). ``None`` until a tick of every partition was seen. A value that is not
+    a tick of this layout is ignored.
     """
     of = 0
-    for value in values:
+    for value, bus_ms in ticks:
         try:
             d = json.loads(value)
             p, t, of = str(int(d["p"])), int(d["event_ms"]), max(of, int(d["of"]))
         except (ValueError, TypeError, KeyError):
             continue
+        if bus_ms is not None:
+            t = min(t, bus_ms)
         seen[p] = max(seen.get(p, t), t)
     of = max(of, int(seen.get("of", 0)))
     if of:
@@ -121,7 +130,11 @@ class Ticker:
         interval_s: The least time between two ticks taken; 0 disables ticks.
         wakes: The shards a tick of a time (ms) would wake (:func:`woken`; ``None``: every
             shard, an empty list: none, and no tick is taken).
-        clock: Wall time in seconds (``time.time``; injected in tests).
+        clock: The driver's wall time in seconds (``time.time``; injected in tests): when
+            to look again, and, with ``mark``, an estimate of the broker's time between
+            two marks.
+        mark: The broker's time now (ms): a tick's time (``None``: the driver's clock).
+        closer: Closes what ``send`` and ``mark`` hold (the Kafka producer).
     """
 
     end_offsets: Callable[[], Offsets]
@@ -129,9 +142,13 @@ class Ticker:
     interval_s: float
     wakes: Callable[[int], list[int] | None] = lambda _t: None
     clock: Callable[[], float] = time.time
+    mark: Callable[[], int] | None = None
+    closer: Callable[[], None] = lambda: None
     #: The pending tick: its time (ms) and the raw topics' end offsets then.
     _pending: tuple[int, Offsets] | None = None
     _next: float = 0.0
+    #: The broker's clock less the driver's, at the last mark (ms).
+    _skew_ms: int = 0
     sent: int = 0
     #: Times the driver's loop looked (:meth:`poll`): its progress, which tests count.
     looks: int = 0
@@ -146,6 +163,7 @@ class Ticker:
         failure to reach Kafka is logged and the tick tried again at the next interval.
         """
         now = self.clock()
+        now_ms = int(now * 1000) + self._skew_ms  # the broker's time, as last measured
         self.looks += 1
         if self.interval_s <= 0:
             return
@@ -158,8 +176,16 @@ class Ticker:
                 if shards is None or shards:
                     self.send(t, shards)
                     self.sent += 1
-            if self._pending is None and now >= self._next and self.wakes(int(now * 1000)) != []:
+            if self._pending is None and now >= self._next and self.wakes(now_ms) != []:
                 self._next = now + self.interval_s
-                self._pending = (int(now * 1000), self.end_offsets())
+                # The broker's time first, then the offsets: every record the raw topics
+                # held at that time is within them.
+                t = now_ms if self.mark is None else self.mark()
+                self._skew_ms = t - int(now * 1000)
+                self._pending = (t, self.end_offsets())
         except Exception as exc:  # Kafka unreachable for a moment: the next interval retries
             log.warning("ticks: cannot read the raw topics or write the tick: %s", exc)
+
+    def close(self) -> None:
+        """Close the ticker's Kafka client, if it opened one."""
+        self.closer()

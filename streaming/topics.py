@@ -198,9 +198,19 @@ def create_topics(admin: Any, specs: Mapping[str, Mapping[str, Any]]) -> list[st
 
 
 def bus_topic_specs(cfg: KafkaConfig) -> dict[str, dict[str, Any]]:
-    """The event bus and dead-letter topics, as flinkwatch creates them."""
+    """The event bus and dead-letter topics, as flinkwatch creates them.
+
+    Stamped by the broker (``LogAppendTime``): a record's bus time is when the broker
+    appended it, one clock for the parse query's executors and the driver's ticks
+    (:mod:`streaming.ticks`), and retention counts from arrival.
+    """
     spec = topic_spec(cfg.bus_partitions, cfg.bus_replication_factor, cfg.bus_retention_s)
+    spec["configs"] = {**spec["configs"], TIMESTAMP_TYPE: "LogAppendTime"}
     return {t: spec for t in (cfg.events_topic, cfg.deadletters_topic) if t is not None}
+
+
+#: The topic setting that says who stamps a record's timestamp.
+TIMESTAMP_TYPE = "message.timestamp.type"
 
 
 def ensure_bus_topics(cfg: KafkaConfig, wait_s: float = 60) -> list[str]:
@@ -228,14 +238,17 @@ def ensure_bus_topics(cfg: KafkaConfig, wait_s: float = 60) -> list[str]:
                 "and kafka.bus_retention_s to what the cluster allows"
             )
             raise KafkaTopicError(msg) from exc
-        _check_replicas(admin, list(specs))
+        _check_replicas(admin, list(specs), cfg.events_topic)
         return created
     finally:
         admin.close()
 
 
-def _check_replicas(admin: Any, topics: list[str]) -> None:
+def _check_replicas(admin: Any, topics: list[str], events: str | None = None) -> None:
     """Warn about a bus topic with fewer replicas than its ``min.insync.replicas``.
+
+    And about an event bus (``events``) that its producers stamp (one made by an older
+    flinkwatch, or by hand): see :func:`bus_topic_specs`.
 
     Spark's Kafka producer waits for the in-sync replicas (``acks=all``). Brokers before
     Kafka 3.7 refuse every such write to a topic with fewer replicas than that minimum
@@ -259,12 +272,26 @@ def _check_replicas(admin: Any, topics: list[str]) -> None:
             except errors.KafkaTimeoutError:
                 pass  # said as far as it is known; a topic not yet described is skipped
             described.update({t["name"]: t for t in admin.describe_topics(unready)})
-        resources = [ConfigResource("TOPIC", t, ["min.insync.replicas"]) for t in topics]
+        keys = ["min.insync.replicas", TIMESTAMP_TYPE]
+        resources = [ConfigResource("TOPIC", t, keys) for t in topics]
         configs = admin.describe_configs(resources, config_filter="all").get("topic", {})
     except errors.KafkaError as exc:
         log.warning("kafka: cannot check the replicas of %s: %s", ", ".join(topics), exc)
         return
     for t in topics:
+        stamped = (configs.get(t, {}).get(TIMESTAMP_TYPE) or {}).get("value")
+        if t == events and stamped == "CreateTime":
+            log.warning(
+                "kafka: topic %s is stamped by its producers (%s=CreateTime): the driver's "
+                "ticks then carry the driver's clock, and one ahead of the brokers judges "
+                "deadlines that much early. Set it to LogAppendTime (kafka-configs --alter "
+                "--entity-type topics --entity-name %s --add-config %s=LogAppendTime); "
+                "topics flinkwatch creates have it",
+                t,
+                TIMESTAMP_TYPE,
+                t,
+                TIMESTAMP_TYPE,
+            )
         parts = described.get(t, {}).get("partitions") or []
         entry = configs.get(t, {}).get("min.insync.replicas") or {}
         if not parts or entry.get("value") is None:

@@ -354,3 +354,17 @@ def test_detector_errors_fire_per_detector_that_raised(tmp_path: Path) -> None:
         firing("7m", "FlinkwatchDetectorErrors", detector="tm_lost", **WHO),
         silent("30m", "FlinkwatchDetectorErrors"),
     )
+
+
+def test_state_damaged_fires_when_an_entity_was_dropped_for_unreadable_state(
+    tmp_path: Path,
+) -> None:
+    damaged = f"flinkwatch_state_damaged_total{{{JOB}}}"
+    check(
+        tmp_path,
+        {damaged: "0x5 1x30"},
+        silent("5m", "FlinkwatchStateDamaged"),
+        firing("7m", "FlinkwatchStateDamaged", **WHO),
+        silent("30m", "FlinkwatchStateDamaged"),
+    )
+    check(tmp_path, {damaged: "0x30"}, silent("20m", "FlinkwatchStateDamaged"))

@@ -5,13 +5,18 @@ node can place) and whose ``log.retention.ms`` is three days. A topic asked for 
 brokers' default replication factor is therefore refused, which shows the default was asked
 for; with ``kafka.bus_replication_factor: 1`` it is created. A bus topic whose
 ``min.insync.replicas`` is above its replica count (made with replication factor 1 on a
-cluster with ``min.insync.replicas=2``) is named in a warning.
+cluster with ``min.insync.replicas=2``) is named in a warning. Its records are stamped by
+their producers (``CreateTime``, Kafka's default): the bus topics flinkwatch creates are
+stamped by the broker, and the driver's ticks carry the broker's time.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import time
 from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -33,6 +38,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
         properties={
             "default.replication.factor": "2",
             "log.retention.ms": str(BROKER_RETENTION_MS),
+            "log.message.timestamp.type": "CreateTime",
         },
         topics=(),
     )
@@ -119,7 +125,12 @@ def test_a_bus_topic_with_fewer_replicas_than_min_insync_replicas_is_named_in_a_
     with caplog.at_level(logging.WARNING, logger="streaming.topics"):
         assert ensure_bus_topics(cfg, wait_s=30) == []
     warned = [r.getMessage() for r in caplog.records if r.name == "streaming.topics"]
+    stamped = [m for m in warned if "CreateTime" in m]
+    warned = [m for m in warned if m not in stamped]
     assert len(warned) == 2
+    # Made by hand on brokers stamping with the producers' clocks: the bus is named.
+    (stamped_by_producers,) = stamped
+    assert cfg.events_topic in stamped_by_producers and "LogAppendTime" in stamped_by_producers
     assert warned[0].startswith(
         f"kafka: topic {cfg.events_topic} has 1 replica(s), fewer than its "
         "min.insync.replicas=2: brokers before Kafka 3.7 refuse every write"
@@ -129,3 +140,52 @@ def test_a_bus_topic_with_fewer_replicas_than_min_insync_replicas_is_named_in_a_
     with caplog.at_level(logging.WARNING, logger="streaming.topics"):
         ensure_bus_topics(bus(broker, "rf1", bus_replication_factor=1), wait_s=30)
     assert not [r for r in caplog.records if r.name == "streaming.topics"]
+
+
+def test_a_tick_carries_the_brokers_time_whatever_the_drivers_clock(
+    broker: KafkaBroker, admin: Any
+) -> None:
+    # In cluster mode the driver's clock may run ahead of the brokers' and executors':
+    # a tick of the driver's time judged every deadline that much early.
+    from kafka import KafkaConsumer, TopicPartition
+
+    from conf import AppConfig
+    from streaming.app import _kafka_ticker
+
+    cfg = bus(
+        broker,
+        "ticks",
+        bus_replication_factor=1,
+        logs_topic="ticks.logs",
+        metrics_topic="ticks.metrics",
+    )
+    raw = {"num_partitions": 1, "replication_factor": 1, "configs": {}}
+    admin.create_topics(dict.fromkeys([cfg.logs_topic, cfg.metrics_topic], raw))
+    ensure_bus_topics(cfg, wait_s=30)
+    stamped = topic_config(admin, cfg.events_topic, "message.timestamp.type")
+    assert stamped["value"] == "LogAppendTime"
+    ticker = _kafka_ticker(AppConfig.model_validate({"kafka": cfg.model_dump()}))
+    ticker.clock = lambda: time.time() + 600  # the driver's clock, ten minutes ahead
+    # The parse query has read the raw topics (empty) to their ends.
+    read = json.dumps({cfg.logs_topic: {"0": 0}, cfg.metrics_topic: {"0": 0}})
+    progress = SimpleNamespace(sources=[SimpleNamespace(endOffset=read)])
+    before = int(time.time() * 1000)
+    try:
+        ticker.poll(progress)  # takes a tick: the broker's time, then the raw topics' ends
+        ticker.poll(progress)  # read past them: sent
+    finally:
+        ticker.close()
+    after = int(time.time() * 1000)
+    assert ticker.sent == 1
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, consumer_timeout_ms=3000)
+    try:
+        parts = [TopicPartition(cfg.events_topic, p) for p in (0, 1)]
+        consumer.assign(parts)
+        consumer.seek_to_beginning(*parts)
+        ticks = [json.loads(r.value) | {"bus_ms": r.timestamp} for r in consumer]
+    finally:
+        consumer.close()
+    sent = [t for t in ticks if t.get("shards") != []]  # the broker's mark wakes no shard
+    assert sorted(t["p"] for t in sent) == [0, 1]
+    for t in sent:
+        assert before <= t["event_ms"] <= t["bus_ms"] <= after

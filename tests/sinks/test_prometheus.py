@@ -63,6 +63,7 @@ def registry_with(
                 backlog=lambda: {"slack": 3, "file": 0},
                 detector_errors=lambda: {("tm_lost", "skipped"): 2, ("tm_lost", "dropped"): 1},
                 entities_refused=lambda: {"idle_heap_growth": 40},
+                state_damaged=lambda: 3,
                 sink_errors=lambda: {"file": 6, "slack": 0},
                 ledger_errors=lambda: 2,
                 query_failures=lambda: {"storage_full": 3},
@@ -216,6 +217,7 @@ def test_pipeline_health_and_reload_outcomes_are_exported() -> None:
     assert reg.get_sample_value("flinkwatch_detector_errors_total", raised) == 1.0
     refused = {"detector": "idle_heap_growth"}
     assert reg.get_sample_value("flinkwatch_entities_refused_total", refused) == 40.0
+    assert reg.get_sample_value("flinkwatch_state_damaged_total") == 3.0
 
 
 def test_sink_ledger_and_query_failures_are_counted_with_every_series_from_zero() -> None:

@@ -6,7 +6,7 @@ import zlib
 
 import pytest
 
-from streaming.packed import MAGIC, PackedStore, PackError, pack, unpack
+from streaming.packed import MAGIC, EntityDamaged, PackedStore, PackError, pack, unpack
 
 
 def test_entities_and_meta_come_back_as_they_were_saved_whatever_their_text() -> None:
@@ -76,3 +76,41 @@ def test_a_damaged_shard_is_reported_and_its_entities_start_again(blob: bytes) -
     store.put("job:a", "fresh")
     again = PackedStore(store.value())
     assert again.get("job:a") == "fresh"
+
+
+def _shard(**entities: str) -> tuple[dict, dict[str, bytes]]:
+    meta = {"timer": 5, "wakes": {e: [1, 2] for e in entities}}
+    return meta, {e: zlib.compress(t.encode()) for e, t in entities.items()}
+
+
+def test_one_entity_whose_bytes_do_not_decompress_is_named_and_the_others_read() -> None:
+    meta, data = _shard(a="text of a", b="text of b")
+    data["a"] = b"\x78\x01garbage"  # a zlib header, then nothing zlib can read
+    store = PackedStore(pack(meta, data))
+    assert store.damaged is None
+    with pytest.raises(EntityDamaged) as raised:
+        store.get("a")
+    assert raised.value.entity == "a" and isinstance(raised.value, PackError)
+    assert store.get("b") == "text of b"
+
+
+def test_a_cut_shard_keeps_the_entities_read_before_the_cut_and_names_the_lost() -> None:
+    meta, data = _shard(a="text of a", b="text of b", c="text of c" * 50)
+    blob = pack(meta, data)
+    store = PackedStore(blob[: len(blob) - 20])  # c's bytes cut short
+    assert isinstance(store.damaged, PackError)
+    assert (store.get("a"), store.get("b"), store.get("c")) == ("text of a", "text of b", None)
+    assert store.lost == ["c"]
+    assert store.meta["wakes"] == {"a": [1, 2], "b": [1, 2]}  # c is no longer due
+    assert store.dirty
+
+
+def test_a_shard_whose_meta_is_damaged_keeps_its_entities_due_at_once() -> None:
+    meta, data = _shard(a="text of a")
+    blob = bytearray(pack(meta, data))
+    blob[len(MAGIC) + 4] = ord("!")  # the meta's JSON, its length intact
+    store = PackedStore(bytes(blob))
+    assert isinstance(store.damaged, PackError)
+    assert store.get("a") == "text of a"
+    # The wake-up table is gone: each entity read is due at once, so its turn says anew.
+    assert store.meta["wakes"] == {"a": [0, 0]} and store.lost == []

@@ -307,6 +307,37 @@ def test_detector_errors_are_logged_and_counted_once_on_the_driver(
     assert "job:7f" in line and "KeyError" in line and "entity dropped" in line
 
 
+def test_an_entity_dropped_with_damaged_state_is_counted_logged_and_its_incidents_resolved(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Its bytes did not decompress: the runner cannot name its incidents, the ledger can.
+    sink, stats = Recording("file"), PipelineStats()
+    ledger = AlertLedger(tmp_path / "l.sqlite")
+    deliver = AlertDelivery(Outputs(ledger=ledger, sinks=[sink]), stats, cfg())
+    other = {**ROW, "alert_id": "b2", "entity": "job:80", "job_id": "80"}
+    deliver(FakeBatch([ROW, other]), 1)  # type: ignore[arg-type]
+    error = "EntityDamaged: job:7f: its saved value is damaged (error: invalid block type)"
+    damaged = note_row(DetectorFailure(About("state", "job:7f"), error, "unpack", dropped=True))
+    with caplog.at_level(logging.ERROR, logger="streaming.delivery"):
+        deliver(FakeBatch([damaged]), 2)  # type: ignore[arg-type]
+        deliver(FakeBatch([damaged]), 2)  # type: ignore[arg-type]  # replayed
+    assert stats.state_damaged == 1
+    assert [t.alert.alert_id for t in ledger.active()] == ["b2"]  # only the other job's
+    (resolve,) = [a for a, _ in ledger.history() if a.status is AlertStatus.RESOLVED]
+    assert resolve.alert_id == "a1" and "saved state was damaged" in resolve.summary
+    assert sink.sent[-1] == "a1:resolved"
+    (line,) = [r.getMessage() for r in caplog.records if "damaged" in r.getMessage()]
+    assert "job:7f" in line and "invalid block type" in line and "1 open incident" in line
+    # One detector's state unreadable (not JSON): that detector's incident, no other.
+    third = {**ROW, "alert_id": "c3", "entity": "job:80", "detector": "checkpoint_creep"}
+    deliver(FakeBatch([third]), 3)  # type: ignore[arg-type]
+    about = About("checkpoint_creep", "job:80")
+    unread = note_row(DetectorFailure(about, "StateError: not JSON", "load", dropped=True))
+    deliver(FakeBatch([unread]), 4)  # type: ignore[arg-type]
+    assert [t.alert.alert_id for t in ledger.active()] == ["b2"]
+    assert stats.state_damaged == 1  # counted as a detector error, not as damaged state
+
+
 def test_old_transitions_are_not_paged_and_the_log_says_so(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -10,6 +10,7 @@ from conf import AppConfig
 from detectors import REGISTRY, Alert, AlertStatus, Severity
 from streaming.bus import active_detectors
 from streaming.entity import Header, parse_saved
+from streaming.packed import PackedStore, pack, unpack
 from streaming.routes import BusEvent, Routes, decode
 from streaming.rows import DETECT_COLUMNS, DetectorFailure, EntityCount, alert_rows, read
 from streaming.runner import Clock, EntityRunner, ShardRunner, fresh
@@ -645,3 +646,106 @@ def test_a_deadline_the_batch_passes_is_judged_in_that_batch(
     bus = None if bus_after is None else t + bus_after
     shard.batch([_other(t, bus)], watermark=T0 + 4 * 60_000 - delay, delay_ms=delay, grace_ms=grace)
     assert (shard.saved()[0].due["checkpoint_failures"] != deadline) is judged
+
+
+def test_a_record_stamped_ahead_of_its_bus_time_fires_no_deadline_of_its_entity_early() -> None:
+    # A scraper whose clock runs 40 s ahead of the log's: its checkpoint metric, on the
+    # bus 2 s after checkpoint 6's trigger, is stamped 42 s after it. The entity's
+    # detectors must not take it for 42 s having passed ("checkpoint 6 pending for 0.5
+    # min" 2 s after the trigger): the record moves the entity's time no further than
+    # its bus time.
+    cfg = AppConfig.model_validate(
+        {"detectors": {"checkpoint_creep": {"checkpoint_timeout_s": 60}}}
+    )
+    delay, grace = 30_000, 1_000
+    shard = Shard(cfg)
+    trig = {**_expiry(0), "kind": "checkpoint_triggered", "checkpoint_id": 6}
+    t = trig["event_ms"]
+    metric = {
+        "src": "metrics:0",
+        "seq": 0,
+        "offset": 1,
+        "job_id": JOB,
+        "kind": "metric",
+        "metric": "flink_jobmanager_job_lastCheckpointDuration",
+        "value": 800.0,
+        "event_ms": t + 42_000,
+        "_bus": t + 2_050,
+    }
+    clock = {"watermark": t - delay, "delay_ms": delay, "grace_ms": grace}
+    out = shard.batch([{**trig, "_bus": t + 50}], **clock)
+    out += shard.batch([metric], **clock)
+    assert _statuses(out, "checkpoint_creep") == []
+    # Checkpoint 6 completes 5 s after its trigger: nothing was overdue.
+    done = {**trig, "kind": "checkpoint_completed", "offset": 2, "duration_ms": 5000}
+    out = shard.batch([{**done, "event_ms": t + 5_000, "_bus": t + 5_050}], **clock)
+    assert _statuses(out, "checkpoint_creep") == []
+    # A checkpoint that does stay pending past half the timeout still pages, at its deadline.
+    trig7 = {**trig, "checkpoint_id": 7, "offset": 3, "event_ms": t + 60_000, "_bus": t + 60_050}
+    shard.batch([trig7], **clock)
+    late = {**metric, "offset": 4, "event_ms": t + 132_000, "_bus": t + 92_100}
+    out = shard.batch([late], **clock)
+    (fired,) = [r for r in out if r["kind"] == "alert" and r["detector"] == "checkpoint_creep"]
+    assert fired["status"] == "firing" and fired["event_ms"] == t + 90_000
+
+
+def _damaged(rows: list[dict]) -> list[DetectorFailure]:
+    return [f for f in _failures(rows, "state") if f.dropped]
+
+
+def test_one_entity_whose_saved_value_cannot_be_read_is_dropped_and_the_rest_of_the_shard_goes_on() -> (
+    None
+):
+    # A value that does not decompress raised out of the shard's turn: the task failed,
+    # Spark ran the batch again into the same error, and the job exited.
+    other = "c" * 32
+    shard = Shard()
+    _firing(shard)
+    packed = PackedStore(None)
+    for entity, text in shard.store.values.items():
+        packed.put(entity, text)
+    meta, data = unpack(packed.value())
+    data[JOB_KEY] = b"\x78\x01not zlib"
+    store = PackedStore(pack(meta, data))
+    rows = [{**_expiry(i, job_id=other), "entity": "job:" + other} for i in (5, 6, 7, 8)]
+    values = [(r.pop("entity"), json.dumps(r), None) for r in rows]
+    due = shard.wakes[JOB_KEY][0]
+    out = shard.shard.run(store, shard.wakes, values, Clock(due))
+    (damaged,) = _damaged(out.rows)
+    assert damaged.about.entity == JOB_KEY and damaged.where == "unpack"
+    assert "not zlib" not in damaged.error and "Error" in damaged.error
+    assert JOB_KEY not in shard.wakes and store.get(JOB_KEY) is None  # dropped from state
+    assert _statuses(out.rows, "checkpoint_failures") == ["firing"]  # the other job's
+    assert store.get("job:" + other) is not None
+
+
+def test_an_entity_whose_header_is_not_json_is_dropped_its_incident_closed_saying_why() -> None:
+    shard = Shard()
+    fired = _firing(shard)
+    head, _, rest = shard.store.values[JOB_KEY].partition("\n")
+    shard.store.values[JOB_KEY] = head[: len(head) // 2] + "\n" + rest
+    out = shard.batch([{**_expiry(9), "kind": "checkpoint_triggered"}])
+    (damaged,) = _damaged(out)
+    assert damaged.about.entity == JOB_KEY and damaged.where == "load"
+    (resolved,) = [r for r in out if r["status"] == "resolved"]
+    assert resolved["alert_id"] == fired["alert_id"]
+    assert "saved state was damaged" in resolved["summary"]
+    # The entity starts again from the batch's event.
+    header, states = shard.saved()
+    assert header.t == _expiry(9)["event_ms"] and "checkpoint_failures" in states
+
+
+def test_a_tick_stamped_ahead_of_its_own_bus_time_moves_no_deadline_past_that_time() -> None:
+    # A tick written by a driver whose clock runs ahead: its bus time (the broker's) says
+    # when it was written, and no tick can say more than that.
+    delay, grace = 30_000, 2_000
+    shard = Shard()
+    _firing(shard)
+    due, ticks = shard.wakes[JOB_KEY][0], {}
+    clock = Clock(0, delay, grace)
+    ahead = [("tick", tick_value(due + delay + 600_000, 0, 1), due - 60_000)]
+    shard.shard.run(shard.store, shard.wakes, ahead, clock, ticks)
+    assert shard.wakes[JOB_KEY][0] == due  # not judged
+    on_time = [("tick", tick_value(due + delay + 600_000, 0, 1), due + delay)]
+    shard.shard.run(shard.store, shard.wakes, on_time, clock, ticks)
+    assert shard.wakes[JOB_KEY][0] > due  # now it is

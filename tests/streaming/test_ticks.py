@@ -129,9 +129,38 @@ def test_the_frontier_is_the_time_every_bus_partition_has_reached() -> None:
     # A micro-batch may read the bus's partitions unevenly: a tick read on one partition
     # says nothing of records still unread on another.
     seen: dict[str, int] = {}
-    assert frontier(seen, [tick_value(5000, 0, 2)]) is None
-    assert frontier(seen, [tick_value(7000, 0, 2)]) is None
-    assert frontier(seen, [tick_value(6000, 1, 2)]) == 6000
-    assert frontier(seen, [tick_value(9000, 1, 2), "not a tick"]) == 7000
+    assert frontier(seen, [(tick_value(5000, 0, 2), None)]) is None
+    assert frontier(seen, [(tick_value(7000, 0, 2), None)]) is None
+    assert frontier(seen, [(tick_value(6000, 1, 2), None)]) == 6000
+    assert frontier(seen, [(tick_value(9000, 1, 2), None), ("not a tick", None)]) == 7000
     # A partition added to the bus counts once its ticks say so.
-    assert frontier(seen, [tick_value(9500, 0, 3)]) is None
+    assert frontier(seen, [(tick_value(9500, 0, 3), None)]) is None
+
+
+def test_a_driver_clock_ahead_of_the_broker_moves_no_deadline_early() -> None:
+    # In cluster mode the driver's clock may run ahead of the brokers' and the executors'
+    # (the bus's clock): a tick of the driver's time judged every deadline that much early.
+    # A tick's time is the broker's, taken before the raw topics' end offsets are read.
+    driver, broker = Clock(), {"ms": 400_000_000}
+    driver.t = broker["ms"] / 1000 + 600  # ten minutes ahead
+    due: dict[str, int | None] = {"0": broker["ms"] + 5_000}
+    sent: list[tuple[int, list[int] | None]] = []
+    ticker = Ticker(
+        lambda: {"logs": {"0": 10}},
+        lambda t, s: sent.append((t, s)),
+        interval_s=1,
+        wakes=lambda t: woken(due, 1, t),
+        clock=driver,
+        mark=lambda: broker["ms"],
+    )
+    read = _progress(logs={"0": 10})
+    for _ in range(4):  # the broker's clock is 5 s short of the shard's due time
+        ticker.poll(read)
+        driver.t += 1
+        broker["ms"] += 1000
+    assert sent == []
+    broker["ms"] += 1000
+    driver.t += 1
+    ticker.poll(read)
+    ticker.poll(read)
+    assert sent == [(400_005_000, [0])]

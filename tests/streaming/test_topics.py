@@ -151,7 +151,8 @@ def test_bus_topics_ask_for_the_brokers_replication_factor_and_retention_unless_
 ) -> None:
     admin = with_admin(monkeypatch, Admin())
     assert ensure_bus_topics(bus()) == ["fw.events", "fw.deadletters"]
-    default = {"num_partitions": 2, "replication_factor": -1, "configs": {}}
+    stamped = {"message.timestamp.type": "LogAppendTime"}
+    default = {"num_partitions": 2, "replication_factor": -1, "configs": stamped}
     assert admin.asked == [{"fw.events": default, "fw.deadletters": default}]
 
     admin = with_admin(monkeypatch, Admin(existing=("fw.events",)))
@@ -161,7 +162,7 @@ def test_bus_topics_ask_for_the_brokers_replication_factor_and_retention_unless_
             "fw.deadletters": {
                 "num_partitions": 6,
                 "replication_factor": 3,
-                "configs": {"retention.ms": "7200000"},
+                "configs": {"retention.ms": "7200000", **stamped},
             }
         }
     ]
