@@ -198,8 +198,15 @@ class Pipeline:
         The state is keyed by shard: another shard count (or layout of a shard's value) is
         another checkpoint, rebuilt from the bus (a new detect query reads all of it).
         """
-        name = "detect" if self.bus == "files" else "detect-kafka"
-        return self.checkpoint_dir / f"{name}-shards{self.cfg.spark.state_shards}-{STATE_LAYOUT}"
+        return (
+            self.checkpoint_dir
+            / f"{self._detect_query}-shards{self.cfg.spark.state_shards}-{STATE_LAYOUT}"
+        )
+
+    @property
+    def _detect_query(self) -> str:
+        """The detect checkpoints' name before their layout."""
+        return "detect" if self.bus == "files" else "detect-kafka"
 
     def place_bus(self) -> Placement:
         """Decide how the parse query places records on the bus from this start on.
@@ -333,6 +340,11 @@ class Pipeline:
         rows = detect_input(self._bus(), self.cfg.spark.state_shards)
         rows = rows.withWatermark("event_time", delay)
         checkpoint = self.detect_checkpoint
+        stale = checkpoints.set_aside_stale(
+            self.checkpoint_dir, checkpoint.name, self._detect_query
+        )
+        if stale:
+            log.warning("%s", stale)
         return (
             alert_stream(rows, self.cfg, self.admit_new, secrets.token_hex(2))
             .writeStream.queryName("flinkwatch-detect")
