@@ -203,6 +203,17 @@ class Pipeline:
             / f"{self._detect_query}-shards{self.cfg.spark.state_shards}-{STATE_LAYOUT}"
         )
 
+    def set_aside_stale_detect(self) -> None:
+        """Set a stale detect checkpoint aside before anything reads its offsets.
+
+        See :func:`streaming.checkpoints.set_aside_stale`: a checkpoint left for another
+        layout's is never resumed.
+        """
+        root, current = self.checkpoint_dir, self.detect_checkpoint.name
+        stale = checkpoints.set_aside_stale(root, current, self._detect_query)
+        if stale:
+            log.warning("%s", stale)
+
     @property
     def _detect_query(self) -> str:
         """The detect checkpoints' name before their layout."""
@@ -339,12 +350,8 @@ class Pipeline:
         # which the progress log and flinkwatch_late_rows_dropped_total make visible.
         rows = detect_input(self._bus(), self.cfg.spark.state_shards)
         rows = rows.withWatermark("event_time", delay)
+        self.set_aside_stale_detect()
         checkpoint = self.detect_checkpoint
-        stale = checkpoints.set_aside_stale(
-            self.checkpoint_dir, checkpoint.name, self._detect_query
-        )
-        if stale:
-            log.warning("%s", stale)
         return (
             alert_stream(rows, self.cfg, self.admit_new, secrets.token_hex(2))
             .writeStream.queryName("flinkwatch-detect")
@@ -378,6 +385,7 @@ class Pipeline:
         On the Kafka bus the placement is decided first (:meth:`place_bus`); while it
         holds the parse query back, only the detect and dead-letter queries start.
         """
+        self.set_aside_stale_detect()  # the placement reads the detect checkpoint's offsets
         if self.bus == "files":
             return [self.start_parse, self.start_detect]
         if self.place_bus().held:
