@@ -41,6 +41,7 @@ from conf.pipeline import SparkConfig as SparkConfig
 from conf.silences import Silence
 from detectors import REGISTRY, DetectorParams
 from detectors.correlation import CorrelationParams
+from detectors.model import cap_name
 
 DEFAULT_CONFIG = Path(__file__).with_name("flinkwatch.yaml")
 
@@ -347,6 +348,8 @@ class JobMatch(FrozenModel):
         if self.job_id is not None and job_id != self.job_id:
             return False
         if self.job_name is not None:
+            # Cut as the parsers cut names: a regex never runs on more (see NAME_CHARS).
+            job_name = cap_name(job_name)
             if not job_name:
                 return False
             # Prometheus-reporter label values have '-' and '.' replaced by '_' (orders-x

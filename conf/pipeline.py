@@ -224,7 +224,10 @@ class SparkConfig(FrozenModel):
         description=(
             "Detector state is kept per shard (a hash of the entity), a micro-batch costs a call "
             "per shard with work; at least a few per core. Another count is another checkpoint: "
-            "state is then rebuilt from the event bus."
+            "state is then rebuilt from the event bus. Going back to a count used before does not "
+            "resume its old checkpoint (stale, its offsets maybe past the bus's retention): that "
+            "is renamed with the suffix .stale-YYYYmmddTHHMMSSZ (UTC), with a warning, and "
+            "state is rebuilt again."
         ),
         json_schema_extra=RESTART,
     )

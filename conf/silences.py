@@ -17,6 +17,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from detectors import Alert
+from detectors.model import cap_name
 
 Day = Literal["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
 _DAYS: tuple[Day, ...] = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
@@ -69,7 +70,8 @@ class Matchers(_Frozen):
         for name, pattern in self.model_dump().items():
             if pattern is None:
                 continue
-            value = values[name]
+            # Cut as the parsers cut names: a regex never runs on more (see NAME_CHARS).
+            value = cap_name(values[name])
             if value is None or not re.fullmatch(pattern, value):
                 return False
         return True

@@ -22,11 +22,14 @@ container and pod names with numbers. Only the first line counts (a stack trace 
 not the line's wording), at most :data:`MAX_TOKENS` tokens of it, each cut to
 :data:`MAX_TOKEN_CHARS`.
 
-The vocabulary is bounded: at most ``cap`` templates. A new one past the cap drops the
-least recently seen template that is not ``known`` (a learned one only when every
-template is), never one the caller keeps (an open incident's); the drops are counted.
-So a flood of unique lines churns through the unknown templates and leaves what the job
-learned in place.
+The vocabulary is bounded, in two kinds of room. What the caller *learned* (a ``known``
+template) holds at most ``known_cap`` templates; past it the least recently seen learned
+one goes (counted in ``forgotten``). A template not known yet (a *new* one) lives in its
+*pool* (a prefix of its group: ``new_error_pattern`` keeps ERROR and WARN apart) and each
+pool holds at most ``new_cap``; past it the least recently seen new template *of that
+pool* goes (counted in ``dropped``). So a flood of unique lines churns through its own
+pool's new templates and never touches what was learned, nor another pool's new
+templates. What the caller keeps (an open incident's templates) never goes.
 
 Deterministic (no clock, no randomness, no hashing that varies between runs) and pure
 Python: every call is a function of the state and the line.
@@ -34,11 +37,11 @@ Python: every call is a function of the state and the line.
 Example:
     >>> v = Templates()
     >>> t, new = v.mine("E|", tokens("Lost connection to 10.0.0.7:9092 after 3 tries"), 1000,
-    ...                 similarity=0.6, cap=10)
+    ...                 similarity=0.6, new_cap=10, known_cap=10)
     >>> t.text, new
     ('Lost connection to <*> after <*> tries', True)
     >>> t2, new = v.mine("E|", tokens("Lost connection to 10.0.0.9:9092 after 5 tries"), 2000,
-    ...                  similarity=0.6, cap=10)
+    ...                  similarity=0.6, new_cap=10, known_cap=10)
     >>> t2.id == t.id, new, t2.count
     (True, False, 2)
 """
@@ -46,7 +49,7 @@ Example:
 from __future__ import annotations
 
 import re
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 
 from detectors.base import Record
 
@@ -123,13 +126,15 @@ class Templates(Record):
         leaves: Templates by leaf key.
         size: Templates held.
         next_id: The id of the next new template.
-        dropped: Templates dropped by the cap so far.
+        dropped: New templates dropped by their pool's cap so far.
+        forgotten: Learned templates dropped by the learned cap so far.
     """
 
     leaves: dict[str, list[Template]] = {}
     size: int = 0
     next_id: int = 0
     dropped: int = 0
+    forgotten: int = 0
 
     def mine(
         self,
@@ -138,7 +143,10 @@ class Templates(Record):
         at_ms: int,
         *,
         similarity: float,
-        cap: int,
+        new_cap: int,
+        known_cap: int,
+        pool: str = "",
+        learn: bool = False,
         keep: Collection[int] = (),
     ) -> tuple[Template, bool]:
         """Fold one line (its :func:`tokens`) in at ``at_ms``: its template, and whether it is new.
@@ -148,8 +156,12 @@ class Templates(Record):
             toks: The line's masked tokens.
             at_ms: When it came (``last_ms`` of its template).
             similarity: Share of positions a line must share with a template to join it.
-            cap: Templates held at most.
-            keep: Ids the cap must not drop.
+            new_cap: New (not known) templates one pool holds at most.
+            known_cap: Known templates held at most.
+            pool: The pool of the line's new template: a prefix of ``group`` (every group
+                shares one pool by default).
+            learn: The line's template is known from now on (see :meth:`learn`).
+            keep: Ids the caps must not drop.
         """
         key = leaf_key(group, toks)
         leaf = self.leaves.get(key)
@@ -158,18 +170,26 @@ class Templates(Record):
             if best is not None:
                 best.count += 1
                 best.last_ms = max(best.last_ms, at_ms)
+                if learn:
+                    self.learn(best, cap=known_cap, keep=keep)
                 return best, False
-        if self.size >= cap:
-            self._drop_one(keep)
-            leaf = self.leaves.get(key)
         tpl = Template(id=self.next_id, text=" ".join(toks), first_ms=at_ms, last_ms=at_ms)
+        if learn:
+            tpl.known = True
+            self._make_room(lambda _k, t: t.known, known_cap, keep)
+        else:
+            self._make_room(lambda k, t: not t.known and k.startswith(pool), new_cap, keep)
         self.next_id += 1
         self.size += 1
-        if leaf is None:
-            self.leaves[key] = [tpl]
-        else:
-            leaf.append(tpl)
+        self.leaves.setdefault(key, []).append(tpl)
         return tpl, True
+
+    def learn(self, tpl: Template, *, cap: int, keep: Collection[int] = ()) -> None:
+        """Make ``tpl`` known: it leaves its pool for the learned room (``cap`` at most)."""
+        if tpl.known:
+            return
+        tpl.known = True
+        self._make_room(lambda _k, t: t.known, cap + 1, [*keep, tpl.id])
 
     def all(self) -> list[Template]:
         """Every template, oldest id first."""
@@ -179,25 +199,26 @@ class Templates(Record):
         """The template with id ``ident``, if still held."""
         return next((t for leaf in self.leaves.values() for t in leaf if t.id == ident), None)
 
-    def _drop_one(self, keep: Collection[int]) -> None:
-        """Drop the least recently seen template, unknown ones first, none of ``keep``."""
-        victim: tuple[bool, int, int, str] | None = None
-        for key, leaf in self.leaves.items():
-            for t in leaf:
-                if t.id in keep:
-                    continue
-                rank = (t.known, t.last_ms, t.id, key)
-                if victim is None or rank < victim:
-                    victim = rank
-        if victim is None:
-            return  # everything is kept: the vocabulary grows past the cap by those
-        *_, ident, key = victim
-        leaf = self.leaves[key]
-        leaf[:] = [t for t in leaf if t.id != ident]
-        if not leaf:
-            del self.leaves[key]
-        self.size -= 1
-        self.dropped += 1
+    def _make_room(
+        self, room: Callable[[str, Template], bool], cap: int, keep: Collection[int]
+    ) -> None:
+        """Drop the least recently seen templates of a room until one more fits in ``cap``.
+
+        Nothing of ``keep`` goes: the room grows past its cap by those.
+        """
+        held = [(t.last_ms, t.id, k) for k, leaf in self.leaves.items() for t in leaf if room(k, t)]
+        spare = sorted(r for r in held if r[1] not in keep)
+        for _, ident, key in spare[: max(0, len(held) - cap + 1)]:
+            leaf = self.leaves[key]
+            gone = next(t for t in leaf if t.id == ident)
+            leaf.remove(gone)
+            if not leaf:
+                del self.leaves[key]
+            self.size -= 1
+            if gone.known:
+                self.forgotten += 1
+            else:
+                self.dropped += 1
 
 
 def _best(leaf: list[Template], toks: list[str], threshold: float) -> Template | None:

@@ -53,11 +53,16 @@ arrives out of order counts as now, so a late line cannot reopen a window or ext
 learning. A job without events for ``idle_ttl_s`` (a week by default: the vocabulary is
 what lets it stay quiet, and a quiet healthy job logs few of these lines) is forgotten.
 
-State per job (:class:`NewErrorPatternState`): at most ``max_templates`` templates of
-at most 40 tokens (the least recently seen unknown ones dropped first, the drops
-counted), each with at most ``min_count`` recent times, and one sample line for each
-template of the open incident: ~0.1-0.4 KB a template, under 1.5 KB for a job with a
-handful of templates, at most ~20 KB with the defaults (a flood of unique 40-token lines;
+State per job (:class:`NewErrorPatternState`): at most ``max_templates`` learned
+templates and ``max_new`` new ones per level (ERROR, WARN), each of at most 40 tokens.
+The rooms are apart so that noise cannot push out what matters: a new line never makes
+a learned template go (only a newer learned one does: the least recently seen is
+forgotten, counted in ``forgotten``), and a new template makes room only among the new
+ones of its own level, the least recently seen first (counted in ``dropped``), so a
+flood of new WARN lines never drops the count of a new ERROR template. Each new one
+keeps at most ``min_count`` recent times, and each template of the open incident one
+sample line: ~0.1-0.4 KB a template, under 1.5 KB for a job with a handful of templates,
+at most ~25 KB with the defaults (50 + 2 x 10 templates of unique 40-token lines;
 measured in ``tests/detectors/test_new_error_pattern.py``).
 """
 
@@ -114,9 +119,14 @@ class NewErrorPatternParams(DetectorParams):
     seconds)."""
     page_warnings: bool = Field(default=False)
     """New WARN templates page too (noisier); otherwise they are only listed as context."""
-    max_templates: int = Field(default=50, ge=2, le=1000)
-    """Templates a job's vocabulary holds; past it the least recently seen are dropped (unknown
-    ones first) and counted."""
+    max_templates: int = Field(default=50, ge=1, le=1000)
+    """Templates a job learned (in its warm-up, or by paging once) that its vocabulary holds;
+    past it the least recently seen learned one is forgotten, counted. New lines never push
+    one out: they have room of their own (max_new)."""
+    max_new: int = Field(default=10, ge=1, le=100)
+    """New templates (not learned, counting towards min_count) a job holds per level (ERROR,
+    WARN), beside the learned ones; past it the least recently seen new one of that level is
+    dropped, counted. So WARN noise never drops a new ERROR template's count."""
     max_listed: int = Field(default=5, ge=1, le=50)
     """New templates one incident lists (the first names the page); more are counted."""
     similarity: float = Field(default=0.6, gt=0, le=1)
@@ -160,7 +170,10 @@ class NewErrorPatternEvidence(Evidence):
         unlisted: More that joined, not listed.
         new_warnings: New WARN templates seen in the window before the page.
         templates: Templates the job's vocabulary holds.
-        dropped: Templates the cap dropped so far (least recently seen first).
+        dropped: New templates their level's room dropped so far (``max_new``): each was
+            dropped with its count, so a new error among them may have gone unpaged.
+        forgotten: Learned templates forgotten so far (``max_templates``): each pages again
+            if it comes back after learning.
     """
 
     template: str | None = None
@@ -174,6 +187,7 @@ class NewErrorPatternEvidence(Evidence):
     new_warnings: tuple[str, ...] = ()
     templates: int = 0
     dropped: int = 0
+    forgotten: int = 0
 
 
 def _sample(event: Event) -> str:
@@ -220,16 +234,21 @@ class NewErrorPattern(Detector[NewErrorPatternParams, NewErrorPatternState]):
         exc = exception_class(event.reason)
         toks = tokens(event.message or "")
         p = self.params
+        learning = at < state.learn_until_ms
         tpl, _ = state.vocab.mine(
             f"{level[0]}|{exc or ''}",
             toks,
             at,
             similarity=p.similarity,
-            cap=p.max_templates,
+            new_cap=p.max_new,
+            known_cap=p.max_templates,
+            # New ERROR and WARN templates make room in pools of their own: a flood of new
+            # warnings cannot push out the count of a new error, nor what the job learned.
+            pool=f"{level[0]}|",
+            learn=learning,
             keep=state.open_ids,
         )
-        if at < state.learn_until_ms:
-            tpl.known = True
+        if learning:
             return []
         if tpl.known:
             if tpl.id in state.open_ids:
@@ -245,7 +264,8 @@ class NewErrorPattern(Detector[NewErrorPatternParams, NewErrorPatternState]):
         # A template pages once: from now on it is part of the job's vocabulary. Its sample is
         # the line that paged (kept only while the incident is open: a flood of unique lines
         # leaves no text behind but the templates).
-        tpl.known, tpl.hits, tpl.sample = True, [], _sample(event)
+        state.vocab.learn(tpl, cap=p.max_templates, keep=state.open_ids)
+        tpl.hits, tpl.sample = [], _sample(event)
         state.last_open_ms = at
         if state.firing:
             if len(state.open_ids) < p.max_listed:
@@ -276,7 +296,9 @@ class NewErrorPattern(Detector[NewErrorPatternParams, NewErrorPatternState]):
         vocab = state.vocab
         found = [f for f in (self._find(state, i) for i in state.open_ids) if f is not None]
         if not found:
-            return NewErrorPatternEvidence(templates=vocab.size, dropped=vocab.dropped)
+            return NewErrorPatternEvidence(
+                templates=vocab.size, dropped=vocab.dropped, forgotten=vocab.forgotten
+            )
         (key, tpl), others = found[0], found[1:]
         exc = key.split("|", 2)[1] or None
         since = tpl.first_ms - int(self.params.window_s * 1000)
@@ -299,6 +321,7 @@ class NewErrorPattern(Detector[NewErrorPatternParams, NewErrorPatternState]):
             new_warnings=tuple(warnings[:_MAX_WARNINGS]),
             templates=vocab.size,
             dropped=vocab.dropped,
+            forgotten=vocab.forgotten,
         )
 
     @classmethod

@@ -198,8 +198,26 @@ class Pipeline:
         The state is keyed by shard: another shard count (or layout of a shard's value) is
         another checkpoint, rebuilt from the bus (a new detect query reads all of it).
         """
-        name = "detect" if self.bus == "files" else "detect-kafka"
-        return self.checkpoint_dir / f"{name}-shards{self.cfg.spark.state_shards}-{STATE_LAYOUT}"
+        return (
+            self.checkpoint_dir
+            / f"{self._detect_query}-shards{self.cfg.spark.state_shards}-{STATE_LAYOUT}"
+        )
+
+    def set_aside_stale_detect(self) -> None:
+        """Set a stale detect checkpoint aside before anything reads its offsets.
+
+        See :func:`streaming.checkpoints.set_aside_stale`: a checkpoint left for another
+        layout's is never resumed.
+        """
+        root, current = self.checkpoint_dir, self.detect_checkpoint.name
+        stale = checkpoints.set_aside_stale(root, current, self._detect_query)
+        if stale:
+            log.warning("%s", stale)
+
+    @property
+    def _detect_query(self) -> str:
+        """The detect checkpoints' name before their layout."""
+        return "detect" if self.bus == "files" else "detect-kafka"
 
     def place_bus(self) -> Placement:
         """Decide how the parse query places records on the bus from this start on.
@@ -332,6 +350,7 @@ class Pipeline:
         # which the progress log and flinkwatch_late_rows_dropped_total make visible.
         rows = detect_input(self._bus(), self.cfg.spark.state_shards)
         rows = rows.withWatermark("event_time", delay)
+        self.set_aside_stale_detect()
         checkpoint = self.detect_checkpoint
         return (
             alert_stream(rows, self.cfg, self.admit_new, secrets.token_hex(2))
@@ -366,6 +385,7 @@ class Pipeline:
         On the Kafka bus the placement is decided first (:meth:`place_bus`); while it
         holds the parse query back, only the detect and dead-letter queries start.
         """
+        self.set_aside_stale_detect()  # the placement reads the detect checkpoint's offsets
         if self.bus == "files":
             return [self.start_parse, self.start_detect]
         if self.place_bus().held:

@@ -17,7 +17,9 @@ alert file, dead letters) stays in ``output.state_dir`` on the driver's disk.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -210,6 +212,17 @@ class HadoopDir:
         except Py4JJavaError as exc:
             raise _io_error(exc, self) from exc
 
+    def rename(self, name: str) -> None:
+        """Give it another name in the same directory."""
+        target = self._jvm.org.apache.hadoop.fs.Path(self._path.getParent(), name)
+        try:
+            done = self._fs.rename(self._path, target)
+        except Py4JJavaError as exc:
+            raise _io_error(exc, self) from exc
+        if not done:
+            msg = f"{self}: could not be renamed to {name}"
+            raise OSError(msg)
+
     def delete(self) -> None:
         """Delete it and all it holds; nothing when it does not exist."""
         try:
@@ -236,6 +249,75 @@ def remove(directory: CheckpointDir) -> None:
         directory.delete()
     else:
         shutil.rmtree(str(directory), ignore_errors=True)
+
+
+#: A detect checkpoint set aside by :func:`set_aside_stale` is renamed ``<name><this><UTC>``.
+STALE_SUFFIX = ".stale-"
+
+
+def last_commit_s(directory: CheckpointDir) -> float | None:
+    """When the query of a checkpoint last committed a batch (file time); None if never."""
+    commits = directory / "commits"
+    if not commits.is_dir():
+        return None
+    return max((p.stat().st_mtime for p in commits.iterdir()), default=None)
+
+
+def set_aside_stale(
+    root: CheckpointDir, current: str, query: str, *, stamp: str | None = None
+) -> str | None:
+    """Set the detect checkpoint ``current`` aside if another layout's was used after it.
+
+    The detect query's checkpoint is named after its state layout
+    (``<query>-shards<N>-<layout>``): another ``spark.state_shards`` or layout starts a new
+    one, rebuilt from the bus. Going back (32 -> 64 -> 32 shards, or a release back and
+    forth) would find the old directory and resume it: its offsets and state as they
+    were when it was left, maybe days ago and past the bus's retention (then every start
+    fails on data loss), its incidents as they stood then. So when a sibling layout's
+    checkpoint committed later than ``current`` did, ``current`` is renamed to
+    ``<current>.stale-<stamp>`` (kept, not deleted: it can be moved back) and the query
+    starts afresh, as after any change of layout.
+
+    Args:
+        root: The checkpoint location.
+        current: The name of the checkpoint the detect query is about to start on.
+        query: The name's prefix before ``-shards`` (``detect-kafka``, ``detect``).
+        stamp: The suffix's time (UTC ``YYYYmmddTHHMMSSZ``; now by default).
+
+    Returns:
+        The warning to log, naming both directories and what to do; None when nothing
+        was set aside.
+    """
+    here = root / current
+    if not here.is_dir():
+        return None
+    mine = last_commit_s(here)
+    sibling = re.compile(rf"{re.escape(query)}-shards\d+-\w+")
+    later = [
+        (t, d)
+        for d in root.iterdir()
+        if d.name != current
+        and sibling.fullmatch(d.name)
+        and (t := last_commit_s(d)) is not None
+        and (mine is None or t > mine)
+    ]
+    if not later:
+        return None
+    newer = max(later, key=lambda td: td[0])[1]
+    stamp = stamp or dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    aside = f"{current}{STALE_SUFFIX}{stamp}"
+    if isinstance(here, Path):
+        here.rename(here.with_name(aside))
+    elif isinstance(here, HadoopDir):
+        here.rename(aside)
+    return (
+        f"detect checkpoint {here} was left for {newer} (spark.state_shards or the state "
+        f"layout changed since) and is stale: its offsets may be past the bus's retention "
+        f"and its state is as it was then. Set it aside as {aside}; the detect query "
+        f"rebuilds its state from what the bus holds, as after any change of "
+        f"spark.state_shards. To resume it instead (its offsets still on the bus): stop "
+        f"flinkwatch, move {newer.name} aside and {aside} back to {current}."
+    )
 
 
 def file_manager(location: str) -> str:

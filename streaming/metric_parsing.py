@@ -29,6 +29,7 @@ from conf.pipeline import MetricNameRule
 from streaming.parsing import (
     JSON_OPTS,
     ParseLimits,
+    capped_name,
     epoch_ms_from_text,
     longer_than,
     prefix,
@@ -754,9 +755,9 @@ def _metric_events(df: DataFrame, lim: ParseLimits, *, shapes: bool) -> DataFram
         F.when(ok, F.lit("metric")).alias("kind"),
         F.when(ok, F.timestamp_millis(event_ms)).alias("event_time"),
         lab_c["job_id"].alias("job_id"),
-        lab_c["job_name"].alias("job_name"),
-        lab_c["tm_id"].alias("tm_id"),
-        lab_c["host"].alias("host"),
+        capped_name(lab_c["job_name"]).alias("job_name"),
+        capped_name(lab_c["tm_id"]).alias("tm_id"),
+        capped_name(lab_c["host"]).alias("host"),
         F.coalesce(
             F.when(
                 lab_c["task_name"].isNotNull(),

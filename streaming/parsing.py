@@ -27,6 +27,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from detectors.model import CUT_MARK, NAME_CHARS
 from streaming.otlp_logs import MAX_OTLP_LOG_RECORDS, otlp_exploded
 from streaming.schemas import JSON_OPTS, null_column
 
@@ -365,6 +366,19 @@ def prefix(text: Column, n: int) -> Column:
     ``n`` bytes can have more than ``n`` characters.
     """
     return F.when(F.octet_length(text) <= n, text).otherwise(F.substring(text, 1, n))
+
+
+def capped_name(name: Column) -> Column:
+    """A name cut as :func:`detectors.model.cap_name` cuts it (``NAME_CHARS``, marked).
+
+    Names (job names, TaskManager ids, hosts) come from the records unbounded (``Job (.*)
+    (<id>) switched …``, a label value); cut here, nothing downstream (the config's
+    regular expressions in the ledger's transaction above all) sees more.
+    """
+    cut = F.concat(F.substring(name, 1, NAME_CHARS - 1), F.lit(CUT_MARK))
+    return F.when(F.octet_length(name) <= NAME_CHARS, name).otherwise(
+        F.when(F.char_length(name) <= NAME_CHARS, name).otherwise(cut)
+    )
 
 
 def epoch_ms_from_text(ts: Column) -> Column:
@@ -1138,16 +1152,18 @@ def _event_columns(df: DataFrame, lim: ParseLimits, *, shapes: bool) -> DataFram
         F.col("kind"),
         F.when(ok, F.timestamp_millis(F.col("_event_ms"))).alias("event_time"),
         fields["job_id"].alias("job_id"),
-        fields["job_name"].alias("job_name"),
-        F.coalesce(
-            fields["tm_id"],
-            F.when(F.col("kind").isNotNull(), F.col("_pod")),
-            # A process's own fatal lines name no process: the shipper's YARN container
-            # directory (`…/container_…/taskmanager.log`), the log's own start line (files),
-            # or, failing both, its host does.
-            F.when(F.col("kind").isin(*_SELF_REPORTED), own_tm),
+        capped_name(fields["job_name"]).alias("job_name"),
+        capped_name(
+            F.coalesce(
+                fields["tm_id"],
+                F.when(F.col("kind").isNotNull(), F.col("_pod")),
+                # A process's own fatal lines name no process: the shipper's YARN container
+                # directory (`…/container_…/taskmanager.log`), the log's own start line (files),
+                # or, failing both, its host does.
+                F.when(F.col("kind").isin(*_SELF_REPORTED), own_tm),
+            )
         ).alias("tm_id"),
-        F.coalesce(fields["host"], F.col("_env_host")).alias("host"),
+        capped_name(F.coalesce(fields["host"], F.col("_env_host"))).alias("host"),
         fields["task"].alias("task"),
         fields["checkpoint_id"].alias("checkpoint_id"),
         fields["duration_ms"].alias("duration_ms"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import time
 
 import pytest
 from pydantic import ValidationError
@@ -11,6 +12,7 @@ from pydantic import ValidationError
 from conf import AppConfig
 from conf.silences import Silence, silence_for
 from detectors import Alert, AlertStatus, Severity
+from detectors.model import NAME_CHARS
 
 
 def at(iso: str) -> int:
@@ -31,6 +33,9 @@ def alert(when: str, **kw) -> Alert:
         "host": "worker-7",
     }
     return Alert(**{**base, **kw})
+
+
+WINDOW = {"starts_at": "2026-11-22T02:00:00Z", "ends_at": "2026-11-22T04:00:00Z"}
 
 
 def silences(*items: dict) -> tuple[Silence, ...]:
@@ -182,3 +187,37 @@ def test_durations_read_as_amtool_writes_them() -> None:
     for bad in ("", "0m", "1 hour", "h"):
         with pytest.raises(ValueError, match="duration|some time"):
             parse_duration(bad)
+
+
+def test_config_regexes_see_names_cut_to_the_edges_cap_whatever_reaches_them() -> None:
+    # A name that reached an alert uncut (from anywhere: the bus, a test, an old state):
+    # silences, routes and overrides match the name as the parsers cut it, so a regex runs
+    # on NAME_CHARS characters at most. `.{1,NAME_CHARS}` holds exactly for a cut name.
+    huge = "orders-etl-" + "x" * (1 << 20) + "-prod"
+    fits = f".{{1,{NAME_CHARS}}}"
+    s = silences(
+        {
+            "name": "cut",
+            "matchers": {"job_name": fits, "host": fits, "tm_id": fits},
+            "starts_at": "2026-11-22T02:00:00Z",
+            "ends_at": "2026-11-22T04:00:00Z",
+        }
+    )
+    a = alert("2026-11-22T03:00:00+00:00", job_name=huge, host=huge, tm_id=huge)
+    assert silence_for(s, a, "prod") == "cut"
+    cfg = AppConfig.model_validate(
+        {
+            "overrides": [
+                {"match": {"job_name": fits}, "detectors": {"jvm_fatal": {"enabled": False}}}
+            ]
+        }
+    )
+    assert cfg.resolver().params("jvm_fatal", None, huge).enabled is False
+    # The pattern on a 1 MiB name made to cost it most (every position a candidate):
+    # measured and shown with -s, not asserted (the clock is not the test).
+    worst = "-etl-" * ((1 << 20) // 5)
+    s = silences({"name": "p", "matchers": {"job_name": ".*-etl-.*-prod"}, **WINDOW})
+    a = alert("2026-11-22T03:00:00+00:00", job_name=worst)
+    start = time.perf_counter()
+    assert silence_for(s, a, "prod") is None
+    print(f"`.*-etl-.*-prod` on a 1 MiB name: {(time.perf_counter() - start) * 1000:.2f} ms")

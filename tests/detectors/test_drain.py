@@ -19,7 +19,8 @@ SIM = 0.6
 
 
 def mine(v: Templates, line: str, at: int = 0, group: str = "E|", cap: int = 50, **kw: object):
-    return v.mine(group, tokens(line), at, similarity=SIM, cap=cap, **kw)  # type: ignore[arg-type]
+    kw.setdefault("known_cap", cap)
+    return v.mine(group, tokens(line), at, similarity=SIM, new_cap=cap, **kw)  # type: ignore[arg-type]
 
 
 # --- masking ---------------------------------------------------------------------------------
@@ -108,22 +109,30 @@ def test_the_best_template_of_a_leaf_wins_and_ties_go_to_the_more_general() -> N
 # --- the cap ---------------------------------------------------------------------------------
 
 
-def test_the_cap_drops_the_least_recently_seen_unknown_template_first_and_counts_it() -> None:
+def test_a_new_template_makes_room_among_the_new_ones_of_its_pool_only() -> None:
     v = Templates()
-    learned, _ = mine(v, "learned alpha line", 0, cap=3)
-    learned.known = True
-    old, _ = mine(v, "unknown beta line", 1, cap=3)
-    recent, _ = mine(v, "unknown gamma line", 2, cap=3)
-    mine(v, "learned alpha line", 3, cap=3)  # seen again: the most recent, and known
-    newest, new = mine(v, "unknown delta line", 4, cap=3)
-    assert new and v.size == 3 and v.dropped == 1
-    assert v.get(old.id) is None  # the least recently seen unknown one
-    assert {t.id for t in v.all()} == {learned.id, recent.id, newest.id}
-    # Only when every template is known does a known one go, the least recently seen.
-    for t in v.all():
-        t.known = True
-    mine(v, "unknown epsilon line", 5, cap=3)
-    assert v.get(recent.id) is None and v.dropped == 2
+    learned, _ = mine(v, "learned alpha line", 0, cap=2, learn=True)
+    old, _ = mine(v, "unknown beta line", 1, group="E|x", pool="E|", cap=2)
+    warn, _ = mine(v, "unknown warn line", 2, group="W|", pool="W|", cap=2)
+    recent, _ = mine(v, "unknown gamma line", 3, group="E|", pool="E|", cap=2)
+    mine(v, "learned alpha line", 4, cap=2)  # seen again: the most recent
+    newest, new = mine(v, "unknown delta line", 5, group="E|", pool="E|", cap=2)
+    assert new and v.size == 4 and (v.dropped, v.forgotten) == (1, 0)
+    assert v.get(old.id) is None  # the least recently seen new one of its pool
+    assert {t.id for t in v.all()} == {learned.id, warn.id, recent.id, newest.id}
+
+
+def test_learned_templates_go_only_for_learned_ones_least_recently_seen_first() -> None:
+    v = Templates()
+    a, _ = mine(v, "first learned line", 0, cap=2, learn=True)
+    b, _ = mine(v, "second learned line", 1, cap=2, learn=True)
+    for i in range(10):
+        mine(v, f"noise {'abcdefghij'[i]} line", 2 + i, cap=1)  # new ones: no learned one goes
+    assert v.get(a.id) is a and v.get(b.id) is b and v.forgotten == 0
+    mine(v, "first learned line", 20, cap=2)  # a is the most recently seen now
+    c, _ = mine(v, "third line", 21, cap=2)
+    v.learn(c, cap=2)  # paged once: known from now on, b is forgotten
+    assert {t.id for t in v.all() if t.known} == {a.id, c.id} and v.forgotten == 1
 
 
 def test_kept_templates_are_never_dropped() -> None:
@@ -139,12 +148,11 @@ def test_kept_templates_are_never_dropped() -> None:
 def test_a_flood_of_unique_lines_stays_within_the_cap_and_keeps_what_was_learned() -> None:
     rng = random.Random(24)
     v = Templates()
-    learned, _ = mine(v, "Offset commit failed on partition orders-3", 0, cap=20)
-    learned.known = True
+    learned, _ = mine(v, "Offset commit failed on partition orders-3", 0, cap=20, learn=True)
     pool = ["".join(rng.choices(string.ascii_letters, k=rng.randint(1, 12))) for _ in range(5000)]
     for i in range(100_000):
         mine(v, " ".join(rng.choices(pool, k=rng.randint(1, 30))), i + 1, cap=20)
-    assert v.size <= 20 and len(v.all()) == v.size
+    assert v.size == 1 + 20 and len(v.all()) == v.size  # the learned one beside 20 new ones
     assert v.get(learned.id) is learned
     assert v.dropped >= 99_000
     # Bounded text: at most MAX_TOKENS tokens of MAX_TOKEN_CHARS each per template.

@@ -245,18 +245,80 @@ def test_a_flood_of_unique_lines_keeps_the_state_bounded_and_what_was_learned() 
     state, _ = drive(d, learning)
     typical = len(d.dump_json(state))
     assert typical < 1500
-    timer = None
-    for i in range(100_000):
-        text = " ".join(rng.choices(pool, k=rng.randint(1, 40))) + " " + "x" * rng.randint(0, 200)
-        step = d.advance(state, timer, line(LEARNED + i * 10, text.replace("{", "(")))
-        assert not step.alerts
-        state, timer = step.state, step.timer_ms
-    assert state.vocab.size == d.params.max_templates and state.vocab.dropped > 99_000
+
+    def flood(state: object, timer: int | None, t0: int, n: int) -> tuple[object, int | None]:
+        for i in range(n):
+            text = (
+                " ".join(rng.choices(pool, k=rng.randint(1, 40))) + " " + "x" * rng.randint(0, 200)
+            )
+            kind = ("log_error", "log_warn")[i % 2]
+            step = d.advance(state, timer, line(t0 + i * 10, text.replace("{", "("), kind=kind))
+            assert not step.alerts
+            state, timer = step.state, step.timer_ms
+        return state, timer
+
+    # The worst case: unique lines through the whole warm-up (every one learned), the job's
+    # usual error among the last of them, then unique lines of both levels for good.
+    state, timer = flood(state, None, T0 + 3 * MIN, 10_000)
+    usual = [line(LEARNED - 2 * MIN, LOOKUP, 2)]
+    state, timer, _ = drive_timer(d, usual, state=state, timer=timer)
+    state, timer = flood(state, timer, LEARNED, 100_000)
+    p, vocab = d.params, state.vocab
+    assert vocab.size == p.max_templates + 2 * p.max_new
+    assert vocab.forgotten > 9_000 and vocab.dropped > 99_000
     size = len(d.dump_json(state))
-    assert size < 20_000, size
+    assert size < 26_000, size
     # The learned templates are still there: the normal error does not page.
     _, alerts = drive(d, burst(LEARNED + 2_000 * S, LOOKUP), state=state, timer=timer)
     assert alerts == []
+
+
+def _words(k: int) -> str:
+    """A sentence of its own for each ``k`` (no digits: digits are masked, letters are not)."""
+    letters = string.ascii_lowercase
+    return f"Stage {letters[k % 26]}{letters[k // 26 % 26]}{letters[k // 676 % 26]} gave up"
+
+
+def test_a_new_line_past_a_full_learned_vocabulary_does_not_forget_the_jobs_usual_error() -> None:
+    # The job learns max_templates templates in its warm-up, its usual error first; after it,
+    # one new line (and a few more) must not push the usual error out of what it learned.
+    usual = "Quota refresh alpha failed"
+    events = [start(), line(T0 + S, usual)]
+    events += [line(T0 + 2 * S + k * S, _words(k), k) for k in range(49)]
+    events += [line(LEARNED + k * S, _words(100 + k), k) for k in range(5)]  # once each
+    events += burst(LEARNED + MIN, usual)
+    state, alerts = drive(det(), events)
+    assert alerts == []
+    assert state.vocab.forgotten == 0
+
+
+def test_warn_noise_between_the_lines_of_a_new_error_does_not_starve_its_count() -> None:
+    # 60 distinct new WARN templates between each two lines of a new ERROR template.
+    events = [start()]
+    t = LEARNED
+    for i in range(3):
+        events.append(line(t, LOOKUP, i))
+        events += [line(t + k + 1, _words(60 * i + k), kind="log_warn") for k in range(60)]
+        t += MIN
+    state, alerts = drive(det(), events)
+    assert [a.evidence["template"] for a in alerts] == [
+        "ERROR Lookup of sku <*> in the price service failed after <*> retries"
+    ]
+    # The WARN noise overflowed its own room, and that is counted and shown.
+    assert alerts[0].evidence["dropped"] > 0 and state.vocab.dropped > 100
+
+
+def test_new_error_templates_make_room_among_themselves_least_recently_seen_first() -> None:
+    d = det(max_new=3)
+    learning = [start(), line(T0 + MIN, LOOKUP, 1)]
+    new = [line(LEARNED + k * S, f"Sink {w} rejected a batch", k) for k, w in enumerate("abcd")]
+    state, alerts = drive(d, [*learning, *new])
+    assert alerts == []
+    held = {t.text for t in state.vocab.all()}
+    assert "Sink a rejected a batch" not in held  # the least recently seen new one went
+    assert {f"Sink {w} rejected a batch" for w in "bcd"} <= held
+    assert "Lookup of sku <*> in the price service failed after <*> retries" in held
+    assert state.vocab.dropped == 1 and state.vocab.forgotten == 0
 
 
 def test_the_state_survives_json_between_every_call() -> None:

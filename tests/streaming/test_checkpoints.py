@@ -7,6 +7,7 @@ which takes the same JVM calls an ``hdfs://`` or ``s3a://`` directory does
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -84,6 +85,44 @@ def test_a_hadoop_directory_reads_a_checkpoint_as_pathlib_does(
         list((remote / "nothing").iterdir())
     (remote / "sub").mkdir(parents=True, exist_ok=True)
     assert (local / "sub").is_dir()
+    (remote / "sub").rename("sub.stale-1")
+    assert (local / "sub.stale-1").is_dir() and not (local / "sub").exists()
     checkpoints.remove(remote)
     assert not local.exists()
     checkpoints.remove(remote)  # gone already: nothing to do
+
+
+def _run(root: Path, shards: int, at_s: float) -> str | None:
+    """A start of the detect query on ``shards`` shards whose batches commit at ``at_s``."""
+    name = f"detect-kafka-shards{shards}-packed2"
+    warning = checkpoints.set_aside_stale(root, name, "detect-kafka", stamp="20261124T150000Z")
+    commit = root / name / "commits" / str(int(at_s))
+    commit.parent.mkdir(parents=True, exist_ok=True)
+    commit.write_text("v1\n{}")
+    os.utime(commit, (at_s, at_s))
+    return warning
+
+
+def test_going_back_to_a_shard_count_used_before_sets_its_old_checkpoint_aside(
+    tmp_path: Path,
+) -> None:
+    day = 86_400.0
+    assert _run(tmp_path, 32, 1 * day) is None
+    assert _run(tmp_path, 32, 2 * day) is None  # a restart on the same layout: nothing
+    assert _run(tmp_path, 64, 3 * day) is None  # a new layout: a new checkpoint, as ever
+    # 32 again: its directory is the one of day 2, whose offsets may be past the retention.
+    warning = _run(tmp_path, 32, 4 * day)
+    assert warning is not None
+    old, aside = (
+        "detect-kafka-shards32-packed2",
+        "detect-kafka-shards32-packed2.stale-20261124T150000Z",
+    )
+    assert f"{tmp_path / old}" in warning and "detect-kafka-shards64-packed2" in warning
+    assert aside in warning and "rebuilds" in warning
+    assert (tmp_path / aside / "commits" / str(int(2 * day))).exists()
+    # The query started afresh in the layout's directory; the next start finds it the latest.
+    assert sorted(p.name for p in (tmp_path / old / "commits").iterdir()) == [str(int(4 * day))]
+    assert _run(tmp_path, 32, 5 * day) is None
+    # Another query's directories and a layout never used are left alone.
+    assert checkpoints.set_aside_stale(tmp_path, "detect-shards8-packed2", "detect") is None
+    assert checkpoints.set_aside_stale(tmp_path / "none", "detect-kafka-x", "detect-kafka") is None

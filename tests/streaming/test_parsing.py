@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 
 from conf import load_config
 from conf.pipeline import MetricNameRule
-from detectors.model import EVENT_KINDS
+from detectors.model import EVENT_KINDS, NAME_CHARS, cap_name
 from streaming.app import parsed_events
 from streaming.metric_parsing import SHAPES, parse_metrics
 from streaming.parsing import (
@@ -494,3 +494,28 @@ def test_real_shipper_log_captures_parse_without_dead_letters(
     assert {(r.error, r.shape) for r in rows} == {(None, shape)}
     kinds = {r.kind for r in rows}
     assert {"checkpoint_triggered", "checkpoint_completed", "task_state"} <= kinds
+
+
+def _case(cases: list[dict[str, Any]], ident: str) -> dict[str, Any]:
+    return next(c for c in cases if c["id"] == ident)
+
+
+@pytest.mark.spark
+def test_a_job_name_of_a_mebibyte_is_cut_at_the_edge(spark: SparkSession) -> None:
+    # The case files' job lines, with a name of 1 MiB (the record limit raised to let it in).
+    name = "orders-etl-" + "x" * (1 << 20)
+    log = _case(LOG_CASES, "job_failing_1_4_log4j1")
+    metric = _case(METRIC_CASES, "canonical_iso_timestamp_job_labels")
+    lim = ParseLimits(max_record_bytes=4 << 20)
+    log_value = log["value"].replace("orders-enrichment", name)
+    metric_value = metric["value"].replace('"orders_enrichment"', json.dumps(name))
+    parsed = [
+        *parse_logs(records_df(spark, [log_value]), lim).collect(),
+        *parse_metrics(records_df(spark, [metric_value]), lim).collect(),
+    ]
+    cut = name[: NAME_CHARS - 1] + "…"
+    assert [(r.kind, r.error, r.job_id, r.job_name) for r in parsed] == [
+        ("job_state", None, log["expect"]["job_id"], cut),
+        ("metric", None, metric["expect"]["job_id"], cut),
+    ]
+    assert cap_name(name) == cut and cap_name(cut) == cut and len(cut) == NAME_CHARS

@@ -7,6 +7,7 @@ tests/integration/test_kafka_e2e.py::test_partitions_added_to_the_bus_lose_no_re
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 import pytest
@@ -96,3 +97,26 @@ def test_a_start_holds_the_parse_query_until_drained_then_records_the_new_count(
     assert p.starters() == [p.start_parse, p.start_detect, p.start_deadletters]
     assert p.placement == Placement(topic, 4, 4)
     assert recorded(p.placement_record, topic) == 4
+
+
+def test_a_stale_detect_checkpoint_is_set_aside_before_the_placement_reads_its_offsets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    p = _pipeline(tmp_path)
+    current = p.detect_checkpoint
+    assert isinstance(current, Path)
+    newer = current.with_name(current.name.replace(f"shards{p.cfg.spark.state_shards}", "shards7"))
+    for directory, at in ((current, 1_000.0), (newer, 2_000.0)):
+        (directory / "commits").mkdir(parents=True)
+        (directory / "commits" / "0").write_text("v1\n{}")
+        os.utime(directory / "commits" / "0", (at, at))
+    seen: list[bool] = []
+
+    def backlog(cfg: object, checkpoint: Path) -> tuple[int, int]:
+        seen.append(checkpoint.exists())
+        return 1, 0
+
+    monkeypatch.setattr(placement, "bus_backlog", backlog)
+    p.starters()
+    assert seen == [False]  # the stale offsets were never read
+    assert [d.name.split(".stale-")[0] for d in current.parent.glob("*.stale-*")] == [current.name]
