@@ -35,7 +35,13 @@ A **surge** does not wait for the window: the newest 10 checkpoints' size at lea
 over them), with durations at least 3x their level then and ``surge_duration_share`` of
 the job's checkpoint interval (learned from trigger spacing), fires on a job of any age.
 Durations that follow are what tells state that drives the job towards its timeout from
-a small window warming up.
+a small window warming up (a tumbling window's first fill after a start grows as fast,
+and its checkpoints stay quick). It is judged on every completed checkpoint, thinned
+out of the window or not: seed 000's 2 min window fills, and levels, within the
+``window_s / max_samples`` (2 min) between two window samples. After a drop the newest
+checkpoints must pass the old peak by 10 %, as the window's refills must: RocksDB's
+incremental checkpoints, small with a compaction's rewritten files now and then, are a
+sawtooth, not a surge.
 
 The relative rise (``min_growth_ratio``) is needed to open an incident, unless the
 heap projection below is within ``critical_within_h``; an open incident holds while
@@ -64,7 +70,8 @@ levels for the surge test, 8 savepoint ids, the peak before the last drop and th
 verdict with its fitted line: ~3.6 KB with the defaults, measured in
 ``tests/detectors/test_checkpoint_state_growth.py``.
 A verdict costs O(``max_samples``²) comparisons (Mann-Kendall and Theil-Sen pairs),
-about 2,000 with the defaults, once per kept sample.
+about 2,000 with the defaults, once per kept sample; the surge test 45 pairs per
+checkpoint.
 """
 
 from __future__ import annotations
@@ -376,8 +383,13 @@ class CheckpointStateGrowth(Detector[CheckpointStateGrowthParams, CheckpointStat
             sample = self._log_sample(state, event)
         elif event.kind == "metric" and event.metric == LAST_CHECKPOINT_SIZE:
             sample = self._metric_sample(state, event)
-        if sample is not None and self._add(state, sample):
-            alerts.extend(self._judge(state, event.time_ms))
+        if sample is not None:
+            appended = self._add(state, sample)
+            # Every completed checkpoint is a surge sample, thinned or not: a surge is over
+            # within the window_s / max_samples (2 min) a thinned window waits between
+            # verdicts, and judged only then it passed unseen once the state levelled.
+            if appended or event.kind == "checkpoint_completed":
+                alerts.extend(self._judge(state, event.time_ms, window=appended))
         return alerts
 
     def on_timer(self, state: CheckpointStateGrowthState, now_ms: int) -> list[Alert]:
@@ -463,8 +475,12 @@ class CheckpointStateGrowth(Detector[CheckpointStateGrowthParams, CheckpointStat
 
     # --- judging -----------------------------------------------------------------
 
-    def _judge(self, st: CheckpointStateGrowthState, at_ms: int) -> list[Alert]:
-        facts = self._evaluate(st) or {}
+    def _judge(self, st: CheckpointStateGrowthState, at_ms: int, window: bool) -> list[Alert]:
+        """Judge the surge, and the window too when it gained a sample (its verdict stands)."""
+        if window:
+            facts = self._evaluate(st) or {}
+        else:
+            facts = {k: v for k, v in (st.facts or {}).items() if k != "surge"}
         surge = self._surge(st, at_ms)
         if facts or surge:
             facts["surge"] = surge.model_dump() if surge else None
@@ -590,10 +606,14 @@ class CheckpointStateGrowth(Detector[CheckpointStateGrowthParams, CheckpointStat
         size_now, dur_now = median(sizes[-5:]), median(durations)
         cadence = st.cadence_ms
         dur_floor = p.surge_duration_share * cadence if cadence else _SURGE_MIN_DURATION_MS
+        peak = st.peak
         if (
             size_now < p.surge_ratio * max(early.size, 1.0)
             or dur_now < max(_SURGE_DURATION_RATIO * early_dur, dur_floor)
             or median(sizes[:5]) >= size_now
+            # After a drop (a compaction, a window clearing) only passing the old peak counts:
+            # a saw-tooth's refill is no surge.
+            or (peak is not None and size_now < _ABOVE_PEAK * peak)
             or mann_kendall_z(sizes) < _SURGE_Z
         ):
             return None

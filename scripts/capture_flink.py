@@ -102,6 +102,23 @@ SCENARIOS: dict[str, tuple[str, dict[str, str], list[str]]] = {
             "INSERT INTO sink SELECT line FROM src",
         ],
     ),
+    "surge": (
+        "seed 000's sliding window (2 min sliding by 2 s) over ever new keys, heap state, one "
+        "slot, a 10 min timeout: each record is in 60 windows, the size surges by orders of "
+        "magnitude while the window fills and durations climb to tens of seconds",
+        {
+            "execution.checkpointing.interval": "2s",
+            "execution.checkpointing.timeout": "10min",
+            "parallelism.default": "1",
+            "taskmanager.numberOfTaskSlots": "1",
+        },
+        [
+            _SOURCE.format(rate=2000, keys=1_000_000_000),
+            _SINK,
+            "INSERT INTO sink SELECT k, COUNT(*) FROM TABLE(HOP(TABLE src, DESCRIPTOR(ts),"
+            " INTERVAL '2' SECOND, INTERVAL '2' MINUTE)) GROUP BY k, window_start, window_end",
+        ],
+    ),
     "healthy": (
         "a tumbling window over a thousand keys: small flat state, fast checkpoints",
         {"execution.checkpointing.interval": "2s"},
