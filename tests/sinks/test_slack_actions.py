@@ -16,6 +16,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -144,9 +145,10 @@ class Rig:
         return self.registry.get_sample_value(name, labels)
 
 
-@pytest.fixture
-def rig(tmp_path: Path) -> Iterator[Rig]:
-    app = AppConfig.model_validate({"output": {"state_dir": str(tmp_path)}})
+@contextmanager
+def rig_at(state_dir: Path, silences_path: Path) -> Iterator[Rig]:
+    """The buttons' rig with the ledger in ``state_dir`` and the silences at ``silences_path``."""
+    app = AppConfig.model_validate({"output": {"state_dir": str(state_dir)}})
     with SlackEmulator(token=TOKEN, channels=(CHANNEL, ELSEWHERE), signing_secret=SECRET) as emu:
         cfg = SlackConfig(
             mode="bot",
@@ -162,35 +164,38 @@ def rig(tmp_path: Path) -> Iterator[Rig]:
             ledger=ledger,
             dispatcher=dispatcher,
             correlator=Correlator(app.correlation),
-            silences=SilenceStore(app.output.silences_path),
+            silences=SilenceStore(silences_path),
         )
         access = [SlackActionsConfig()]
         actions = SlackActions(
-            sink,
-            ledger,
-            app.output.silences_path,
-            dispatcher,
-            SECRET,
-            access=lambda: access[0],
+            sink, ledger, silences_path, dispatcher, SECRET, access=lambda: access[0]
         )
         registry = bare_registry(
             slack_actions=lambda: actions.outcomes,
             slack_refusals=lambda: actions.refusals,
             false_alarms=lambda: actions.false_alarms,
         )
-        with actions.serve("127.0.0.1", 0) as server:
-            emu.set_request_url(f"{server.origin}{PATH}")
-            yield Rig(
-                emu,
-                ledger,
-                actions,
-                AlertDelivery(outputs, PipelineStats(), app),
-                registry,
-                app.output.silences_path,
-                access,
-            )
-        dispatcher.stop()
-        ledger.close()
+        try:
+            with actions.serve("127.0.0.1", 0) as server:
+                emu.set_request_url(f"{server.origin}{PATH}")
+                yield Rig(
+                    emu,
+                    ledger,
+                    actions,
+                    AlertDelivery(outputs, PipelineStats(), app),
+                    registry,
+                    silences_path,
+                    access,
+                )
+        finally:
+            dispatcher.stop()
+            ledger.close()
+
+
+@pytest.fixture
+def rig(tmp_path: Path) -> Iterator[Rig]:
+    with rig_at(tmp_path, tmp_path / "silences.sqlite") as r:
+        yield r
 
 
 def buttons(message: dict[str, Any]) -> list[str]:

@@ -13,73 +13,23 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from conf import AppConfig, SlackConfig
 from conf.silences import parse_matchers
-from detectors.correlation import Correlator
-from lab.slack import SlackEmulator
-from sinks import AlertLedger
-from sinks.dispatch import Dispatcher
 from sinks.silence_store import SilenceStore, StoredSilence
-from sinks.slack import SlackBotSink
-from sinks.slack_actions import PATH, SILENCE_1H, SlackActions
-from streaming.delivery import AlertDelivery, Outputs, PipelineStats
-from tests.sinks.test_prometheus import bare_registry
+from sinks.slack_actions import SILENCE_1H
 from tests.sinks.test_slack_actions import (
     CHANNEL,
     JOB,
     OTHER_JOB,
-    SECRET,
-    TOKEN,
     Rig,
+    rig_at,
     row,
     text_of,
     wait_until,
 )
 from tests.volumes import fill, tiny_volume
-
-
-@contextmanager
-def rig_at(state_dir: Path, silences_path: Path) -> Iterator[Rig]:
-    """The buttons' rig with the ledger in ``state_dir`` and the silences at ``silences_path``."""
-    app = AppConfig.model_validate({"output": {"state_dir": str(state_dir)}})
-    with SlackEmulator(token=TOKEN, channels=(CHANNEL,), signing_secret=SECRET) as emu:
-        cfg = SlackConfig(
-            mode="bot", api_url=emu.base_url, channel=CHANNEL, max_retries=0, interactivity_port=0
-        )
-        ledger = AlertLedger(app.output.ledger_path)
-        sink = SlackBotSink(TOKEN, ledger, lambda: cfg, lambda: "prod-eu")
-        dispatcher = Dispatcher(ledger, [sink], poll_s=0.5).start()
-        silences = SilenceStore(silences_path)
-        outputs = Outputs(
-            ledger=ledger,
-            dispatcher=dispatcher,
-            correlator=Correlator(app.correlation),
-            silences=silences,
-        )
-        actions = SlackActions(sink, ledger, silences_path, dispatcher, SECRET)
-        registry = bare_registry(
-            slack_actions=lambda: actions.outcomes, false_alarms=lambda: actions.false_alarms
-        )
-        try:
-            with actions.serve("127.0.0.1", 0) as server:
-                emu.set_request_url(f"{server.origin}{PATH}")
-                yield Rig(
-                    emu,
-                    ledger,
-                    actions,
-                    AlertDelivery(outputs, PipelineStats(), app),
-                    registry,
-                    silences_path,
-                )
-        finally:
-            dispatcher.stop()
-            silences.close()
-            ledger.close()
 
 
 def stored(path: Path) -> list[StoredSilence]:
