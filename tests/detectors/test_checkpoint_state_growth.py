@@ -418,21 +418,26 @@ def test_scenario_files_give_the_expected_alerts() -> None:
 # --- surge: orders of magnitude in minutes, durations following (issue #13) -------------
 
 
+def cycle(cp: int, t: int, size_mb: float, dur_ms: int) -> list[Event]:
+    """One checkpoint of the job: triggered at ``t``, completed ``dur_ms`` later."""
+    return [
+        Event(kind="checkpoint_triggered", time_ms=t, job_id=JOB, checkpoint_id=cp),
+        Event(
+            kind="checkpoint_completed",
+            time_ms=t + dur_ms,
+            job_id=JOB,
+            checkpoint_id=cp,
+            size_bytes=int(size_mb * MB),
+            duration_ms=dur_ms,
+        ),
+    ]
+
+
 def paced(sizes_mb: list[float], durations_ms: list[float], every_ms: int = 2 * S) -> list[Event]:
     """Trigger + completion per checkpoint of a job checkpointing every ``every_ms``."""
     events, t = [], T0
     for cp, (size, dur) in enumerate(zip(sizes_mb, durations_ms, strict=True), start=1):
-        events.append(Event(kind="checkpoint_triggered", time_ms=t, job_id=JOB, checkpoint_id=cp))
-        events.append(
-            Event(
-                kind="checkpoint_completed",
-                time_ms=t + int(dur),
-                job_id=JOB,
-                checkpoint_id=cp,
-                size_bytes=int(size * MB),
-                duration_ms=int(dur),
-            )
-        )
+        events += cycle(cp, t, size, int(dur))
         t = max(t + every_ms, t + int(dur) + 5)
     return events
 
@@ -492,17 +497,7 @@ def timed(
         x = (t - T0) / S
         size = size_mb(x) * (1 + rnd.uniform(-0.03, 0.03))
         dur = int(duration_ms(x) * (1 + rnd.uniform(-0.2, 0.2)))
-        events.append(Event(kind="checkpoint_triggered", time_ms=t, job_id=JOB, checkpoint_id=cp))
-        events.append(
-            Event(
-                kind="checkpoint_completed",
-                time_ms=t + dur,
-                job_id=JOB,
-                checkpoint_id=cp,
-                size_bytes=int(size * MB),
-                duration_ms=dur,
-            )
-        )
+        events += cycle(cp, t, size, dur)
         t, cp = max(t + every_ms, t + dur + 5), cp + 1
     return events
 
@@ -546,17 +541,7 @@ def compaction_sawtooth(kind: str, checkpoints_n: int = 360, seed: int = 11) -> 
         else:
             size = (300 + 30 * (cp % 12)) * (1 + rnd.uniform(-0.03, 0.03))
         dur = int(150 + 12 * size * (1 + rnd.uniform(-0.2, 0.2)))
-        events.append(Event(kind="checkpoint_triggered", time_ms=t, job_id=JOB, checkpoint_id=cp))
-        events.append(
-            Event(
-                kind="checkpoint_completed",
-                time_ms=t + dur,
-                job_id=JOB,
-                checkpoint_id=cp,
-                size_bytes=int(size * MB),
-                duration_ms=dur,
-            )
-        )
+        events += cycle(cp, t, size, dur)
         t += max(10 * S, dur + 5)
     return events
 
