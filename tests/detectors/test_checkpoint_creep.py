@@ -24,7 +24,7 @@ from detectors.checkpoint_creep import (
     CheckpointCreepState,
 )
 from detectors.model import LAST_CHECKPOINT_DURATION, LAST_CHECKPOINT_SIZE, Alert
-from tests.detectors.timeline import drive_timer
+from detectors.testing import drive_timer
 
 JOB = "5d1e0f9a7b33f4c2a9b7d1e4f60a8b5c"
 S = 1000
