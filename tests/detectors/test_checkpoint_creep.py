@@ -1,6 +1,6 @@
 """checkpoint_creep as a plain state machine: events in, steps out, time injected.
 
-Events and timers go through :mod:`tests.detectors.timeline`, which saves the state as
+Events and timers go through :mod:`detectors.testing`, which saves the state as
 JSON between calls like the Spark adapter, so a state that is not JSON-clean fails
 here first.
 """
