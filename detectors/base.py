@@ -26,7 +26,7 @@ import hashlib
 import json
 import typing
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, Literal, TypeVar
 
@@ -81,37 +81,25 @@ class Record(BaseModel):
             super().__setattr__(name, value)  # not a field: pydantic says so
 
 
-class DetectorState(Record):
-    """The fields every detector's state has; each detector subclasses it with its own.
+class Incident(Record):
+    """One incident: whether it is open, when it started, and a resolve under way.
 
-    States are plain data that survive a JSON round trip (the adapter saves them as
-    JSON between micro-batches). A detector may change the state it is given in
-    place: the adapter hands it a fresh copy each time and keeps the saved text to
-    undo a call that raised.
+    A detector opens, escalates and closes it with :meth:`Detector.fire`,
+    :meth:`Detector.escalate` and :meth:`Detector.resolve`; its start time gives every
+    transition of the incident one ``alert_id``. A state holds its entity's incident
+    (:class:`DetectorState` is one: an entity has one incident at a time), or several,
+    keyed by what each is about, as a dict of ``Incident`` subclasses
+    (``jm_k8s_watch_crash``: one per JobManager host), passed as ``incident=``.
 
     Attributes:
-        v: The layout version it was written with (the detector's ``schema_version``).
-        entity: The entity key (``job:<id>``, ``tm:<id>``, ``cluster``).
-        job_id: The job, when the entity has one.
-        job_name: The job's name, when known.
-        tm_id: The TaskManager, for TaskManager entities.
-        host: The host, when known.
-        firing: An incident is open.
-        incident_start_ms: Event time the open incident fired (its ``alert_id`` comes from it).
-        clear_since_ms: Since when the condition has been false (hysteresis).
-        last_event_ms: The latest event time seen; the idle deadline counts from it.
+        firing: The incident is open.
+        incident_start_ms: Event time it fired (its ``alert_id`` comes from it).
+        clear_since_ms: Since when its condition has been false (hysteresis).
     """
 
-    v: int = 1
-    entity: str
-    job_id: str | None = None
-    job_name: str | None = None
-    tm_id: str | None = None
-    host: str | None = None
     firing: bool = False
     incident_start_ms: int | None = None
     clear_since_ms: int | None = None
-    last_event_ms: int = 0
 
     def hysteresis(self, condition: bool, now_ms: int, *, clear_for_ms: int) -> str | None:
         """Fire the first time ``condition`` holds; resolve once false for ``clear_for_ms``.
@@ -119,12 +107,12 @@ class DetectorState(Record):
         Returns the transition to emit, ``"firing"`` or ``"resolved"``, or ``None``.
 
         Example:
-            >>> st = DetectorState(entity="job:7f")
-            >>> st.hysteresis(True, 1000, clear_for_ms=500)
+            >>> inc = Incident()
+            >>> inc.hysteresis(True, 1000, clear_for_ms=500)
             'firing'
-            >>> st.hysteresis(False, 1200, clear_for_ms=500) is None
+            >>> inc.hysteresis(False, 1200, clear_for_ms=500) is None
             True
-            >>> st.hysteresis(False, 1700, clear_for_ms=500)
+            >>> inc.hysteresis(False, 1700, clear_for_ms=500)
             'resolved'
         """
         if condition:
@@ -149,6 +137,37 @@ class DetectorState(Record):
         if self.firing and self.clear_since_ms is not None:
             return self.clear_since_ms + clear_for_ms
         return None
+
+
+class DetectorState(Incident):
+    """The fields every detector's state has; each detector subclasses it with its own.
+
+    States are plain data that survive a JSON round trip (the adapter saves them as
+    JSON between micro-batches). A detector may change the state it is given in
+    place: the adapter hands it a fresh copy each time and keeps the saved text to
+    undo a call that raised.
+
+    The state is its entity's :class:`Incident` too: those fields sit in every saved
+    state, where the runner finds them to close the incident of a state it can no
+    longer load.
+
+    Attributes:
+        v: The layout version it was written with (the detector's ``schema_version``).
+        entity: The entity key (``job:<id>``, ``tm:<id>``, ``cluster``).
+        job_id: The job, when the entity has one.
+        job_name: The job's name, when known.
+        tm_id: The TaskManager, for TaskManager entities.
+        host: The host, when known.
+        last_event_ms: The latest event time seen; the idle deadline counts from it.
+    """
+
+    v: int = 1
+    entity: str
+    job_id: str | None = None
+    job_name: str | None = None
+    tm_id: str | None = None
+    host: str | None = None
+    last_event_ms: int = 0
 
 
 S = TypeVar("S", bound=DetectorState)
@@ -222,6 +241,54 @@ class Story:
     role: str = "TaskManager"
 
 
+def default_headline(story: Story) -> str:
+    """The root-cause line when the root's detector tells none: who, and its summary."""
+    root = story.root
+    who = (root.job_name or root.job_id) if root.job_id else (root.tm_id or root.host)
+    on = f" on {who}" if who else ""
+    return f"{root.detector}{on}: {root.summary}"
+
+
+def _untold(member: Member) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class Profile:
+    """How a detector's incidents are told beyond each alert: every field optional.
+
+    One per detector (``profile = Profile(...)``); the defaults suit a detector that
+    says nothing more. The story hooks (``headline``, ``death``, ``aftermath``,
+    ``role``) serve correlation only, which builds an incident's root-cause line from
+    them with :mod:`detectors.story`'s helpers.
+
+    Attributes:
+        runbook: What the person paged should do first (Slack, Alertmanager, webhooks).
+        idle_words: What the resolve of an entity gone idle says after who it is
+            (:meth:`Detector.on_close`).
+        causal_rank: Where its alerts sit in a chain of cause and effect: a leak (0)
+            kills a JVM (1), which loses a TaskManager (2), which fails checkpoints
+            (3, 4) and restarts the job (5).
+        headline: The root-cause line of an incident this detector's alert started.
+        death: How a process died, if this detector's alert says: (rank, text), the
+            lower rank wins; another detector's headline tells it.
+        aftermath: What followed, told at the end of another detector's headline.
+        role: Which process the incident is about, if this detector's alert knows.
+
+    Example:
+        >>> Profile(runbook="Look at the checkpoint size.", causal_rank=0).idle_words
+        'no events any more'
+    """
+
+    runbook: str = ""
+    idle_words: str = "no events any more"
+    causal_rank: int = 3
+    headline: Callable[[Story], str] = default_headline
+    death: Callable[[Member], tuple[int, str] | None] = _untold
+    aftermath: Callable[[Member], str | None] = _untold
+    role: Callable[[Member], str | None] = _untold
+
+
 class DetectorParams(BaseModel):
     """Parameters every detector has; each detector subclasses this with its own."""
 
@@ -255,18 +322,19 @@ class Detector(ABC, Generic[P, S]):
     - ``on_event(state, event)`` (required) and ``on_timer(state, now_ms)``: change the
       state in place and return the alerts of that moment; the base keeps the state.
     - ``next_deadline(state)``: when ``on_timer`` is due next; asked after every call.
-    - ``fire(...)``, ``resolve(...)``: the firing and resolved alerts of an incident.
+    - ``fire(...)``, ``escalate(...)``, ``resolve(...)``: the transitions of an
+      :class:`Incident` (the state's own, or ``incident=`` one of several it keys).
 
     Optional, each with a default that most detectors keep:
 
     - ``on_close(state, now_ms)``: the entity went idle and is dropped: close what is open
-      (default: resolve the open incident, saying ``idle_words``).
+      (default: resolve the open incident, saying the profile's ``idle_words``).
     - ``new_state(event)``: the state of an entity seen the first time (``None``: leave
       it unwatched); ``return Discard(alerts)``: drop the state after those alerts.
-    - ``evidence``, ``runbook``, ``signals`` with ``signal_values``, ``metrics``, and
-      ``migrate`` for an older saved state.
-    - Incident story hooks, for correlation only: ``causal_rank``, ``headline``,
-      ``death``, ``aftermath``, ``role``.
+    - ``profile``: how its incidents are told (:class:`Profile`: runbook, idle words,
+      causal rank and the story hooks correlation tells an incident's headline with).
+    - ``evidence``, ``signals`` with ``signal_values``, ``metrics``, and ``migrate`` for
+      an older saved state.
 
     Everything else (``advance``, ``fire_due``, loading and saving states) is what the
     runner calls; a detector does not.
@@ -280,11 +348,7 @@ class Detector(ABC, Generic[P, S]):
         state_model: The pydantic model of its state (from ``Detector[P, S]``).
         schema_version: The state layout's version: the default of the state model's
             ``v``; :meth:`migrate` upgrades older ones.
-        idle_words: What the resolve of an entity gone idle says (:meth:`on_close`).
-        causal_rank: Where its alerts sit in a chain of cause and effect, for
-            correlation: a leak (0) kills a JVM (1), which loses a TaskManager (2),
-            which fails checkpoints (3, 4) and restarts the job (5).
-        runbook: What the person paged should do first (shown in Slack).
+        profile: How its incidents are told (:class:`Profile`).
         signals: Gauges the detector exports per entity (see :meth:`signal_values`).
 
     Example:
@@ -302,12 +366,9 @@ class Detector(ABC, Generic[P, S]):
     kinds: ClassVar[frozenset[str]]
     # Optional.
     metrics: ClassVar[frozenset[str]] = frozenset()
-    #: What an idle entity's resolve says after who it is.
-    idle_words: ClassVar[str] = "no events any more"
-    runbook: ClassVar[str] = ""
+    profile: ClassVar[Profile] = Profile()
     #: Gauges for dashboards, per entity: metric name (``flinkwatch_`` is prefixed) → help.
     signals: ClassVar[dict[str, str]] = {}
-    causal_rank: ClassVar[int] = 3
     # Set by the base from ``Detector[P, S]``.
     params_model: ClassVar[type[DetectorParams]]
     state_model: ClassVar[type[DetectorState]]
@@ -371,11 +432,11 @@ class Detector(ABC, Generic[P, S]):
 
         Its state is dropped afterwards. Runs after :meth:`on_timer` at the same time (a
         deadline due then comes first). Default: resolve the open incident, if any, as
-        ``{subject}: {idle_words}`` with :meth:`evidence`.
+        ``{subject}: {idle_words}`` (the profile's) with :meth:`evidence`.
         """
         if not state.firing:
             return ()
-        summary = f"{self.subject(state)}: {self.idle_words}"
+        summary = f"{self.subject(state)}: {self.profile.idle_words}"
         return (self.resolve(state, now_ms, summary, self.evidence(state)),)
 
     def evidence(self, state: S) -> Evidence | Mapping[str, Any]:
@@ -404,37 +465,6 @@ class Detector(ABC, Generic[P, S]):
         """
         msg = f"{cls.name}: no migration from state version {from_version}"
         raise StateError(msg, detector=cls.name, version=from_version)
-
-    # Incident story hooks (optional, advanced): how correlation tells an incident ------
-
-    @classmethod
-    def headline(cls, story: Story) -> str:
-        """The root-cause line of an incident this detector's alert started.
-
-        Default: the detector, what it is about and the alert's summary.
-        """
-        root = story.root
-        who = (root.job_name or root.job_id) if root.job_id else (root.tm_id or root.host)
-        on = f" on {who}" if who else ""
-        return f"{root.detector}{on}: {root.summary}"
-
-    @classmethod
-    def death(cls, member: Member) -> tuple[int, str] | None:
-        """How a process died, if this detector's alert says: (rank, text), lower rank wins.
-
-        Another detector's headline tells it (``TaskManager X killed for memory after …``).
-        """
-        return None
-
-    @classmethod
-    def aftermath(cls, member: Member) -> str | None:
-        """What followed, told at the end of another detector's headline."""
-        return None
-
-    @classmethod
-    def role(cls, member: Member) -> str | None:
-        """Which process the incident is about, if this detector's alert knows."""
-        return None
 
     # The base's part: time, idleness, persistence ----------------------------------
 
@@ -600,25 +630,6 @@ class Detector(ABC, Generic[P, S]):
             return f"job {who}" if who else "a job"
         return "the cluster"
 
-    def resolve(
-        self,
-        state: DetectorState,
-        time_ms: int,
-        summary: str,
-        evidence: Evidence | Mapping[str, Any],
-        severity: Severity | None = None,
-    ) -> Alert:
-        """The resolved transition of the open incident; closes it in ``state``.
-
-        The alert carries the incident's ``alert_id`` (it is built before the incident's
-        start time is cleared); afterwards the state is ready for a new incident.
-        """
-        alert = self.alert(state, AlertStatus.RESOLVED, time_ms, summary, evidence, severity)
-        state.firing = False
-        state.incident_start_ms = None
-        state.clear_since_ms = None
-        return alert
-
     def fire(
         self,
         state: DetectorState,
@@ -626,12 +637,75 @@ class Detector(ABC, Generic[P, S]):
         summary: str,
         evidence: Evidence | Mapping[str, Any],
         severity: Severity | None = None,
+        *,
+        incident: Incident | None = None,
+        labels: Mapping[str, str | None] | None = None,
     ) -> Alert:
-        """The firing transition of a new incident starting at ``time_ms``; opens it."""
-        state.firing = True
-        state.incident_start_ms = time_ms
-        state.clear_since_ms = None
-        return self.alert(state, AlertStatus.FIRING, time_ms, summary, evidence, severity)
+        """The firing transition of a new incident starting at ``time_ms``; opens it.
+
+        Args:
+            state: The entity's state; the alert names its job, TaskManager and host.
+            time_ms: When the incident starts (its ``alert_id`` comes from it).
+            summary: What the page says.
+            evidence: What the person paged reads.
+            severity: Default: the ``severity`` parameter.
+            incident: The incident, when the state keys several (default: the state's own).
+            labels: Who the alert names instead of the state's ``job_id``, ``job_name``,
+                ``tm_id`` and ``host`` (an incident keyed by another process).
+        """
+        inc = state if incident is None else incident
+        inc.firing = True
+        inc.incident_start_ms = time_ms
+        inc.clear_since_ms = None
+        return self._transition(
+            state, inc, AlertStatus.FIRING, time_ms, summary, evidence, severity, labels
+        )
+
+    def escalate(
+        self,
+        state: DetectorState,
+        time_ms: int,
+        summary: str,
+        evidence: Evidence | Mapping[str, Any],
+        severity: Severity | None = None,
+        *,
+        incident: Incident | None = None,
+        labels: Mapping[str, str | None] | None = None,
+    ) -> Alert:
+        """A further page of the open incident (worse now); it stays open, its id the same.
+
+        Arguments as :meth:`fire`.
+        """
+        inc = state if incident is None else incident
+        return self._transition(
+            state, inc, AlertStatus.ESCALATED, time_ms, summary, evidence, severity, labels
+        )
+
+    def resolve(
+        self,
+        state: DetectorState,
+        time_ms: int,
+        summary: str,
+        evidence: Evidence | Mapping[str, Any],
+        severity: Severity | None = None,
+        *,
+        incident: Incident | None = None,
+        labels: Mapping[str, str | None] | None = None,
+    ) -> Alert:
+        """The resolved transition of the open incident; closes it.
+
+        The alert carries the incident's ``alert_id`` (it is built before the incident's
+        start time is cleared); afterwards the incident is ready to fire again.
+        Arguments as :meth:`fire`.
+        """
+        inc = state if incident is None else incident
+        alert = self._transition(
+            state, inc, AlertStatus.RESOLVED, time_ms, summary, evidence, severity, labels
+        )
+        inc.firing = False
+        inc.incident_start_ms = None
+        inc.clear_since_ms = None
+        return alert
 
     def alert(
         self,
@@ -642,16 +716,31 @@ class Detector(ABC, Generic[P, S]):
         evidence: Evidence | Mapping[str, Any],
         severity: Severity | None = None,
     ) -> Alert:
-        """Build an alert whose id is stable for one incident of one entity.
+        """An alert of the state's own incident, with no change to it (for the runner).
 
-        The incident starts when the alert fires; ``state.incident_start_ms`` keeps
-        that time so the resolved transition carries the same id.
+        Detectors use :meth:`fire`, :meth:`escalate` and :meth:`resolve`.
         """
+        return self._transition(state, state, status, event_time_ms, summary, evidence, severity)
+
+    def _transition(
+        self,
+        state: DetectorState,
+        incident: Incident,
+        status: AlertStatus,
+        event_time_ms: int,
+        summary: str,
+        evidence: Evidence | Mapping[str, Any],
+        severity: Severity | None,
+        labels: Mapping[str, str | None] | None = None,
+    ) -> Alert:
+        """An alert whose id is stable for one incident of one entity: its start time's."""
         entity = state.entity
-        start = state.incident_start_ms or event_time_ms
+        start = incident.incident_start_ms or event_time_ms
         raw = f"{self.name}|{entity}|{start}".encode()
         if isinstance(evidence, Evidence):
             evidence = evidence.as_dict()
+        who = {"job_id": state.job_id, "job_name": state.job_name}
+        who |= {"tm_id": state.tm_id, "host": state.host} | dict(labels or {})
         return Alert(
             alert_id=hashlib.sha1(raw, usedforsecurity=False).hexdigest()[:16],
             detector=self.name,
@@ -660,9 +749,9 @@ class Detector(ABC, Generic[P, S]):
             severity=severity or self.params.severity,
             event_time_ms=event_time_ms,
             summary=summary,
-            job_id=state.job_id,
-            job_name=state.job_name,
-            tm_id=state.tm_id,
-            host=state.host,
+            job_id=who["job_id"],
+            job_name=who["job_name"],
+            tm_id=who["tm_id"],
+            host=who["host"],
             evidence=dict(evidence),
         )

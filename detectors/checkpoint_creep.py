@@ -64,7 +64,7 @@ from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from detectors.base import Detector, DetectorParams, DetectorState, Evidence, Story
+from detectors.base import Detector, DetectorParams, DetectorState, Evidence, Profile, Story
 from detectors.model import LAST_CHECKPOINT_DURATION, LAST_CHECKPOINT_SIZE, Alert, Event
 from detectors.stats import for_humans, mann_kendall_z, median_interval, next_cadence, theil_sen
 from detectors.story import job
@@ -253,16 +253,24 @@ class CheckpointCreepEvidence(Evidence):
     fit: CreepFit | None = None
 
 
+def _headline(story: Story) -> str:
+    """``checkpoint durations of job J creep towards the timeout``."""
+    return f"checkpoint durations of {job(story.root)} creep towards the timeout"
+
+
 class CheckpointCreep(Detector[CheckpointCreepParams, CheckpointCreepState]):
     """Fire when checkpoint durations trend up significantly, or a checkpoint hangs."""
 
     name = "checkpoint_creep"
-    idle_words = "no events from this job any more"
-    causal_rank = 3
-    runbook = (
-        "Checkpoints are slowing towards the timeout. Check backpressure and busy/idle time of "
-        "the slowest subtask, state size growth, and the checkpoint storage's latency; unaligned "
-        "checkpoints or more parallelism buy time, a timeout raise only hides it."
+    profile = Profile(
+        runbook=(
+            "Checkpoints are slowing towards the timeout. Check backpressure and busy/idle time of "
+            "the slowest subtask, state size growth, and the checkpoint storage's latency; "
+            "unaligned checkpoints or more parallelism buy time, a timeout raise only hides it."
+        ),
+        idle_words="no events from this job any more",
+        causal_rank=3,
+        headline=_headline,
     )
     signals = {
         "checkpoint_duration_last_seconds": "Duration of the job's latest completed checkpoint.",
@@ -319,11 +327,6 @@ class CheckpointCreep(Detector[CheckpointCreepParams, CheckpointCreepState]):
     def on_timer(self, state: CheckpointCreepState, now_ms: int) -> list[Alert]:
         """Fire for a checkpoint pending too long, forget an abandoned one, finish a resolve."""
         return self._evaluate(state, now_ms)
-
-    @classmethod
-    def headline(cls, story: Story) -> str:
-        """``checkpoint durations of job J creep towards the timeout``."""
-        return f"checkpoint durations of {job(story.root)} creep towards the timeout"
 
     # --- events ------------------------------------------------------------------
 
@@ -583,7 +586,7 @@ class CheckpointCreep(Detector[CheckpointCreepParams, CheckpointCreepState]):
 
     def on_close(self, state: CheckpointCreepState, now_ms: int) -> list[Alert]:
         """No events any more: :meth:`_close`, saying ``idle_words``."""
-        return [self._close(state, now_ms, self.idle_words)] if state.firing else []
+        return [self._close(state, now_ms, self.profile.idle_words)] if state.firing else []
 
     def _close(self, state: CheckpointCreepState, time_ms: int, why: str) -> Alert:
         """The resolve, with the evidence as of its own time (not the detector's clock)."""

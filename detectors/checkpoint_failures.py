@@ -46,7 +46,7 @@ from typing import Any, NamedTuple
 
 from pydantic import Field
 
-from detectors.base import Detector, DetectorParams, DetectorState, Evidence
+from detectors.base import Detector, DetectorParams, DetectorState, Evidence, Profile
 from detectors.model import Alert, Event
 
 _MAX_SAVEPOINTS = 8  # savepoint ids remembered, to leave their failures out
@@ -223,12 +223,14 @@ class CheckpointFailures(Detector[CheckpointFailuresParams, CheckpointFailuresSt
     """Fire when checkpoints of a job keep expiring, being declined or failing."""
 
     name = "checkpoint_failures"
-    idle_words = "no events from this job any more"
-    causal_rank = 4
-    runbook = (
-        "Checkpoints keep failing: the job cannot recover from a recent state. Read the failure "
-        "reasons in the evidence; for expirations look for backpressure or a slow subtask, for "
-        "declines the task's exception in the TaskManager log."
+    profile = Profile(
+        runbook=(
+            "Checkpoints keep failing: the job cannot recover from a recent state. Read the "
+            "failure reasons in the evidence; for expirations look for backpressure or a slow "
+            "subtask, for declines the task's exception in the TaskManager log."
+        ),
+        idle_words="no events from this job any more",
+        causal_rank=4,
     )
     signals = {
         "checkpoints_expired": "Distinct checkpoints of the job that expired within window_s.",

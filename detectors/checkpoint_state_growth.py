@@ -82,8 +82,8 @@ from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from detectors.base import Detector, DetectorParams, DetectorState, Evidence, Story
-from detectors.model import LAST_CHECKPOINT_SIZE, Alert, AlertStatus, Event, Severity
+from detectors.base import Detector, DetectorParams, DetectorState, Evidence, Profile, Story
+from detectors.model import LAST_CHECKPOINT_SIZE, Alert, Event, Severity
 from detectors.stats import for_humans, mann_kendall_z, median_interval, next_cadence, theil_sen
 from detectors.story import job, mb, tm
 
@@ -313,21 +313,46 @@ class CheckpointStateGrowthEvidence(Evidence):
         return out
 
 
+def _headline(story: Story) -> str:
+    """The growth, and the TaskManager it killed if one died: too large for the heap.
+
+    The size is the one the summary gives: the window's recent level for a trend, the
+    newest checkpoints' for a surge (a surge in a young job comes before the window
+    is covered, and its evidence has no window level). Left out if neither is known.
+    """
+    ev = story.root.evidence
+    surge = ev.get("surge")
+    if isinstance(surge, dict) and not (ev.get("growing") or ev.get("sustained")):
+        size = mb(surge.get("size_bytes"))
+    else:
+        size = mb(ev.get("size_bytes"))
+    now = f" (now {size})" if size else ""
+    died = f"; {tm(story.dead, story.role)} {story.death}" if story.death else ""
+    return (
+        f"checkpoint state of {job(story.root)} keeps growing{now}{died}: state "
+        "too large for the heap; check the window shape and the state backend"
+    )
+
+
 class CheckpointStateGrowth(Detector[CheckpointStateGrowthParams, CheckpointStateGrowthState]):
     """Fire when a job's checkpoint size grows steadily over a window and still grows."""
 
     name = "checkpoint_state_growth"
-    idle_words = "no checkpoints from this job any more"
+    profile = Profile(
+        runbook=(
+            "The job's state keeps growing. Look for windows whose slide is much smaller than "
+            "their size (each record is kept size/slide times), keyed state without TTL, and a key "
+            "space that grows (ids, timestamps as keys). With a heap state backend the TaskManager "
+            "will die in GC (seed 000): move state to RocksDB or add heap before the projected "
+            "time."
+        ),
+        idle_words="no checkpoints from this job any more",
+        causal_rank=0,
+        headline=_headline,
+    )
     scope = "job"
     kinds = frozenset({"checkpoint_triggered", "checkpoint_completed", "metric"})
     metrics = frozenset({LAST_CHECKPOINT_SIZE})
-    causal_rank = 0
-    runbook = (
-        "The job's state keeps growing. Look for windows whose slide is much smaller than their "
-        "size (each record is kept size/slide times), keyed state without TTL, and a key space "
-        "that grows (ids, timestamps as keys). With a heap state backend the TaskManager will "
-        "die in GC (seed 000): move state to RocksDB or add heap before the projected time."
-    )
     signals = {
         "checkpoint_size_bytes": "Size of the job's latest completed checkpoint.",
         "checkpoint_size_growth_bytes_per_hour": (
@@ -337,27 +362,6 @@ class CheckpointStateGrowth(Detector[CheckpointStateGrowthParams, CheckpointStat
     }
 
     # --- entry points ------------------------------------------------------------
-
-    @classmethod
-    def headline(cls, story: Story) -> str:
-        """The growth, and the TaskManager it killed if one died: too large for the heap.
-
-        The size is the one the summary gives: the window's recent level for a trend, the
-        newest checkpoints' for a surge (a surge in a young job comes before the window
-        is covered, and its evidence has no window level). Left out if neither is known.
-        """
-        ev = story.root.evidence
-        surge = ev.get("surge")
-        if isinstance(surge, dict) and not (ev.get("growing") or ev.get("sustained")):
-            size = mb(surge.get("size_bytes"))
-        else:
-            size = mb(ev.get("size_bytes"))
-        now = f" (now {size})" if size else ""
-        died = f"; {tm(story.dead, story.role)} {story.death}" if story.death else ""
-        return (
-            f"checkpoint state of {job(story.root)} keeps growing{now}{died}: state "
-            "too large for the heap; check the window shape and the state backend"
-        )
 
     def signal_values(self, state: CheckpointStateGrowthState) -> dict[str, float]:  # noqa: D102
         out: dict[str, float] = {}
@@ -491,14 +495,14 @@ class CheckpointStateGrowth(Detector[CheckpointStateGrowthParams, CheckpointStat
         transition = st.hysteresis(st.cond, at_ms, clear_for_ms=self._clear_ms())
         if transition == "firing":
             st.severity = self._severity(facts)
-            return [self._firing(st, at_ms, AlertStatus.FIRING)]
+            return [self.fire(st, at_ms, *self._page(st), st.severity)]
         if transition == "resolved":
             return [self._close(st, at_ms, "checkpoint size no longer growing")]
         if st.firing and st.cond:
             severity = self._severity(facts)
             if severity.rank > (st.severity or self.params.severity).rank:
                 st.severity = severity
-                return [self._firing(st, at_ms, AlertStatus.ESCALATED)]
+                return [self.escalate(st, at_ms, *self._page(st), st.severity)]
         return []
 
     def _resolve_due(self, st: CheckpointStateGrowthState, now_ms: int) -> list[Alert]:
@@ -661,7 +665,8 @@ class CheckpointStateGrowth(Detector[CheckpointStateGrowthParams, CheckpointStat
 
     # --- alerts ------------------------------------------------------------------
 
-    def _firing(self, st: CheckpointStateGrowthState, at_ms: int, status: AlertStatus) -> Alert:
+    def _page(self, st: CheckpointStateGrowthState) -> tuple[str, CheckpointStateGrowthEvidence]:
+        """What the firing and the escalated page say, and their evidence."""
         ev = self.evidence(st)
         who = st.job_name or st.job_id
         surge = ev.surge
@@ -686,18 +691,11 @@ class CheckpointStateGrowth(Detector[CheckpointStateGrowthParams, CheckpointStat
                 text += f"; already above {share}"
             else:
                 text += f"; reaches {share} in ~{for_humans(ev.heap_share_in_s)}"
-        return self.alert(
-            state=st,
-            status=status,
-            event_time_ms=at_ms,
-            summary=text,
-            evidence=ev,
-            severity=st.severity,
-        )
+        return text, ev
 
     def on_close(self, state: CheckpointStateGrowthState, now_ms: int) -> list[Alert]:
         """No checkpoints any more: :meth:`_close`, saying ``idle_words``."""
-        return [self._close(state, now_ms, self.idle_words)] if state.firing else []
+        return [self._close(state, now_ms, self.profile.idle_words)] if state.firing else []
 
     def _close(self, state: CheckpointStateGrowthState, time_ms: int, why: str) -> Alert:
         """The resolve, at the severity the incident reached."""

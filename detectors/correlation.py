@@ -29,12 +29,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from detectors import REGISTRY
-from detectors.base import Detector, Member, Story
+from detectors.base import Member, Profile, Story
 from detectors.model import Alert, AlertStatus, Severity
 
 #: Where a detector not (or no longer) registered sits in the causal order.
@@ -229,24 +228,24 @@ class Correlator:
 def causal_rank(detector: str) -> int:
     """A detector's place in the causal order (one no longer registered: the middle)."""
     cls = REGISTRY.get(detector)
-    return cls.causal_rank if cls is not None else _MIDDLE
+    return cls.profile.causal_rank if cls is not None else _MIDDLE
 
 
 def headline(members: tuple[Member, ...], root: Member) -> str:
     """The root-cause line of an incident: what started it and what followed.
 
-    The root's detector words the line (:meth:`Detector.headline`), told how a process
-    died by whichever member knows best (:meth:`Detector.death`); what followed
-    (:meth:`Detector.aftermath`) and the other detectors are appended.
+    The root's detector words the line (its :class:`Profile`'s ``headline``), told how a
+    process died by whichever member knows best (``death``); what followed
+    (``aftermath``) and the other detectors are appended.
     """
     first: dict[str, Member] = {}
     for m in sorted(members, key=lambda m: m.first_ms):
         first.setdefault(m.detector, m)
-    known: dict[str, type[Detector[Any, Any]]] = {d: REGISTRY[d] for d in first if d in REGISTRY}
+    known: dict[str, Profile] = {d: REGISTRY[d].profile for d in first if d in REGISTRY}
     deaths = sorted(
-        (death, d) for d, cls in known.items() if (death := cls.death(first[d])) is not None
+        (death, d) for d, told in known.items() if (death := told.death(first[d])) is not None
     )
-    roles = [r for d, cls in known.items() if (r := cls.role(first[d])) is not None]
+    roles = [r for d, told in known.items() if (r := told.role(first[d])) is not None]
     story = Story(
         root=root,
         first=first,
@@ -255,9 +254,9 @@ def headline(members: tuple[Member, ...], root: Member) -> str:
         role=roles[0] if roles else "TaskManager",
     )
     told = {root.detector} | {d for _, d in deaths}
-    text = known.get(root.detector, Detector).headline(story)
-    for d, cls in known.items():
-        after = cls.aftermath(first[d]) if d not in told else None
+    text = known.get(root.detector, Profile()).headline(story)
+    for d, profile in known.items():
+        after = profile.aftermath(first[d]) if d not in told else None
         if after:
             text += f"; {after}"
             told.add(d)

@@ -68,8 +68,8 @@ from typing import Any, Literal, NamedTuple, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from detectors.base import Detector, DetectorParams, DetectorState, Evidence, Record, Story
-from detectors.model import Alert, AlertStatus, Event, Severity
+from detectors.base import Detector, DetectorParams, DetectorState, Evidence, Profile, Record, Story
+from detectors.model import Alert, Event, Severity
 from detectors.stats import theil_sen
 from detectors.story import num, tm
 
@@ -297,17 +297,30 @@ class IdleHeapGrowthEvidence(HeapFloorFacts, Evidence):
         return out
 
 
+def _headline(story: Story) -> str:
+    """``TaskManager X killed for memory after its heap grew N MB/h with zero input: …``."""
+    who = tm(story.root)
+    rate = num(story.root.evidence.get("growth_mb_per_h"), " MB/h")
+    by = f" {rate}" if rate else ""
+    if story.death:
+        return f"{who} {story.death} after its heap grew{by} with zero input: {LEAK}"
+    return f"{who} heap floor grows{by} with zero input: {LEAK}"
+
+
 class IdleHeapGrowth(Detector[IdleHeapGrowthParams, IdleHeapGrowthState]):
     """Fire when a TaskManager's post-GC heap floor rises for a window with zero throughput."""
 
     name = "idle_heap_growth"
-    idle_words = "no metrics from this TaskManager any more"
-    causal_rank = 0
-    runbook = (
-        "A TaskManager's heap floor rises while it reads nothing: likely the Kafka source's "
-        "offsetsToCommit leak (FLINK-33231). Upgrade flink-connector-kafka to 3.0.1 / 3.1.0 or "
-        "later, or restart the TaskManager before it reaches Heap_Max (heap dump first if "
-        "unsure)."
+    profile = Profile(
+        runbook=(
+            "A TaskManager's heap floor rises while it reads nothing: likely the Kafka source's "
+            "offsetsToCommit leak (FLINK-33231). Upgrade flink-connector-kafka to 3.0.1 / 3.1.0 or "
+            "later, or restart the TaskManager before it reaches Heap_Max (heap dump first if "
+            "unsure)."
+        ),
+        idle_words="no metrics from this TaskManager any more",
+        causal_rank=0,
+        headline=_headline,
     )
     signals = {
         "taskmanager_heap_floor_growth_bytes_per_hour": (
@@ -350,18 +363,8 @@ class IdleHeapGrowth(Detector[IdleHeapGrowthParams, IdleHeapGrowthState]):
         """A TaskManager without metrics: its incident closes, saying why in its evidence."""
         if not state.firing:
             return ()
-        state.why = self.idle_words
+        state.why = self.profile.idle_words
         return (self._resolved(state, now_ms),)
-
-    @classmethod
-    def headline(cls, story: Story) -> str:
-        """``TaskManager X killed for memory after its heap grew N MB/h with zero input: …``."""
-        who = tm(story.root)
-        rate = num(story.root.evidence.get("growth_mb_per_h"), " MB/h")
-        by = f" {rate}" if rate else ""
-        if story.death:
-            return f"{who} {story.death} after its heap grew{by} with zero input: {LEAK}"
-        return f"{who} heap floor grows{by} with zero input: {LEAK}"
 
     def evidence(self, state: IdleHeapGrowthState) -> IdleHeapGrowthEvidence | dict[str, Any]:
         """The latest verdict's facts and why the incident resolves."""
@@ -479,7 +482,7 @@ class IdleHeapGrowth(Detector[IdleHeapGrowthParams, IdleHeapGrowthState]):
         transition = st.hysteresis(cond, at_ms, clear_for_ms=clear_ms)
         if transition == "firing":
             st.severity = self._severity(facts)
-            return [self._firing(st, at_ms, facts)]
+            return [self.fire(st, at_ms, *self._page(st, facts), st.severity)]
         if transition == "resolved":
             return [self._resolved(st, at_ms)]
         if st.firing and cond:
@@ -487,7 +490,7 @@ class IdleHeapGrowth(Detector[IdleHeapGrowthParams, IdleHeapGrowthState]):
             severity = self._severity(facts)
             if severity.rank > (st.severity or self.params.severity).rank:
                 st.severity = severity
-                return [self._firing(st, at_ms, facts, AlertStatus.ESCALATED)]
+                return [self.escalate(st, at_ms, *self._page(st, facts), st.severity)]
         return []
 
     def _evaluate(self, st: IdleHeapGrowthState) -> tuple[bool | None, str, HeapFloorFacts]:
@@ -578,27 +581,16 @@ class IdleHeapGrowth(Detector[IdleHeapGrowthParams, IdleHeapGrowthState]):
 
     # --- alerts and timers ----------------------------------------------------------
 
-    def _firing(
-        self,
-        st: IdleHeapGrowthState,
-        at_ms: int,
-        facts: HeapFloorFacts,
-        status: AlertStatus = AlertStatus.FIRING,
-    ) -> Alert:
+    def _page(self, st: IdleHeapGrowthState, facts: HeapFloorFacts) -> tuple[str, Evidence]:
+        """What the firing and the escalated page say, and their evidence."""
         left = facts.hours_to_heap_max
         eta = f", Heap_Max in ~{left:g} h at this rate" if left is not None else ""
-        return self.alert(
-            state=st,
-            status=status,
-            event_time_ms=at_ms,
-            severity=st.severity,
-            summary=(
-                f"TaskManager {st.tm_id}: post-GC heap floor rising "
-                f"{facts.growth_mb_per_h:.0f} MB/h (now {facts.floor_mb:.0f} MB{eta}) "
-                f"with zero records in/out for {facts.idle_s / 60:.0f} min; {HINT}"
-            ),
-            evidence=IdleHeapGrowthEvidence(**facts.model_dump(), window_s=self.params.window_s),
+        summary = (
+            f"TaskManager {st.tm_id}: post-GC heap floor rising "
+            f"{facts.growth_mb_per_h:.0f} MB/h (now {facts.floor_mb:.0f} MB{eta}) "
+            f"with zero records in/out for {facts.idle_s / 60:.0f} min; {HINT}"
         )
+        return summary, IdleHeapGrowthEvidence(**facts.model_dump(), window_s=self.params.window_s)
 
     def _resolved(self, st: IdleHeapGrowthState, at_ms: int) -> Alert:
         summary = f"TaskManager {st.tm_id}: {st.why}"

@@ -31,12 +31,21 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
-from detectors.base import Detector, DetectorParams, DetectorState, Evidence, Record, Story
-from detectors.model import Alert, AlertStatus, Event, Severity
+from detectors.base import (
+    Detector,
+    DetectorParams,
+    DetectorState,
+    Evidence,
+    Incident,
+    Profile,
+    Record,
+    Story,
+)
+from detectors.model import Alert, Event, Severity
 
 _TOO_OLD = "too old resource version"
 _JM_FATAL = re.compile(
@@ -73,11 +82,10 @@ class JmK8sWatchCrashParams(DetectorParams):
     """JobManagers (crashes and job lists) tracked at most."""
 
 
-class JmCrash(Record):
-    """One open crash of a JobManager: its incident.
+class JmCrash(Incident):
+    """One open crash of a JobManager: its incident (``incident_start_ms``: when it crashed).
 
     Attributes:
-        start_ms: When it crashed (the incident's start; the alert id comes from it).
         last_crash_ms: When it crashed again within the incident, the latest time.
         crash_times: Its crashes within ``loop_window_s`` (at most ``_MAX_CRASH_TIMES``).
         stalled: No job was back ``restart_timeout_s`` after the crash.
@@ -94,7 +102,7 @@ class JmCrash(Record):
         severity: The incident's severity now.
     """
 
-    start_ms: int
+    incident_start_ms: int
     last_crash_ms: int | None = None
     crash_times: list[int] = []
     stalled: bool = False
@@ -112,11 +120,11 @@ class JmCrash(Record):
 
     def latest(self) -> int:
         """When the JobManager crashed last: its recovery is measured from there."""
-        return self.last_crash_ms or self.start_ms
+        return self.last_crash_ms or self.incident_start_ms
 
     def times(self) -> list[int]:
         """Its crash times (the first alone if none were kept)."""
-        return list(self.crash_times or [self.start_ms])
+        return list(self.crash_times or [self.incident_start_ms])
 
 
 class JmPending(Record):
@@ -136,13 +144,17 @@ class JmPending(Record):
 class JmK8sWatchCrashState(DetectorState):
     """What :class:`JmK8sWatchCrash` keeps for the whole fleet (keys are hosts, ``""``: none).
 
+    The state's own incident stays closed: each crash is an incident of its own.
+
     Attributes:
+        v: 2: a crash is an :class:`Incident` (version 1 named its start ``start_ms``).
         crashes: The open crash of each JobManager.
         jobs: The jobs each JobManager runs: job id → when it last changed state.
         pending: Split crash pieces waiting for their other half.
         loops: Crash times of JobManagers whose incident closed (a loop counts them).
     """
 
+    v: int = 2
     crashes: dict[str, JmCrash] = {}
     jobs: dict[str, dict[str, int]] = {}
     pending: dict[str, JmPending] = {}
@@ -186,16 +198,28 @@ class JmK8sWatchCrashEvidence(Evidence):
     crash_times_ms: list[int]
 
 
+def _headline(story: Story) -> str:
+    """The crash, and how far the jobs' recovery got."""
+    after = {
+        "checkpoint": "jobs came back from their latest checkpoint",
+        "none": "jobs restarted WITHOUT state (no HA)",
+    }.get(str(story.root.evidence.get("restored")), "recovery not seen yet")
+    return f"JobManager crashed on a Kubernetes watch error (too old resource version); {after}"
+
+
 class JmK8sWatchCrash(Detector[JmK8sWatchCrashParams, JmK8sWatchCrashState]):
     """Fire when a JobManager crashes on a Kubernetes watch error; escalate if state is lost."""
 
     name = "jm_k8s_watch_crash"
-    causal_rank = 0
-    runbook = (
-        "The JobManager exited on a Kubernetes pod-watch error (too old resource version; "
-        "Flink 1.10.2-1.12.1, fixed in 1.12.2 by FLINK-20417). Check that the jobs are RUNNING "
-        "again; restored: none means they restarted without state: restore them from the last "
-        "retained checkpoint or savepoint, enable HA and upgrade Flink."
+    profile = Profile(
+        runbook=(
+            "The JobManager exited on a Kubernetes pod-watch error (too old resource version; "
+            "Flink 1.10.2-1.12.1, fixed in 1.12.2 by FLINK-20417). Check that the jobs are RUNNING "
+            "again; restored: none means they restarted without state: restore them from the last "
+            "retained checkpoint or savepoint, enable HA and upgrade Flink."
+        ),
+        causal_rank=0,
+        headline=_headline,
     )
     signals = {
         "jm_crashes_open": "JobManager crash incidents still open (recovery not finished).",
@@ -212,17 +236,18 @@ class JmK8sWatchCrash(Detector[JmK8sWatchCrashParams, JmK8sWatchCrashState]):
         }
     )
 
+    @classmethod
+    def migrate(cls, old: dict[str, Any], from_version: int) -> dict[str, Any]:
+        """Version 1: each open crash as an incident (its start named ``start_ms``)."""
+        crashes = {
+            src: {k: v for k, v in crash.items() if k != "start_ms"}
+            | {"firing": True, "incident_start_ms": crash["start_ms"]}
+            for src, crash in old.get("crashes", {}).items()
+        }
+        return old | {"crashes": crashes}
+
     def signal_values(self, state: JmK8sWatchCrashState) -> dict[str, float]:  # noqa: D102
         return {"jm_crashes_open": float(len(state.crashes))}
-
-    @classmethod
-    def headline(cls, story: Story) -> str:
-        """The crash, and how far the jobs' recovery got."""
-        after = {
-            "checkpoint": "jobs came back from their latest checkpoint",
-            "none": "jobs restarted WITHOUT state (no HA)",
-        }.get(str(story.root.evidence.get("restored")), "recovery not seen yet")
-        return f"JobManager crashed on a Kubernetes watch error (too old resource version); {after}"
 
     def on_event(self, state: JmK8sWatchCrashState, event: Event) -> list[Alert]:
         """Detect the crash, follow the restart and the jobs' recovery."""
@@ -264,7 +289,9 @@ class JmK8sWatchCrash(Detector[JmK8sWatchCrashParams, JmK8sWatchCrashState]):
 
     def on_close(self, state: JmK8sWatchCrashState, now_ms: int) -> list[Alert]:
         """The fleet went quiet: every open crash closes."""
-        return [self._close(state, src, now_ms, self.idle_words) for src in list(state.crashes)]
+        return [
+            self._close(state, src, now_ms, self.profile.idle_words) for src in list(state.crashes)
+        ]
 
     # Crash --------------------------------------------------------------------------------
 
@@ -308,7 +335,7 @@ class JmK8sWatchCrash(Detector[JmK8sWatchCrashParams, JmK8sWatchCrashState]):
                 return []
             return self._again(st, src, crash, t, line)
         if len(st.crashes) >= self.params.max_jobmanagers:
-            oldest = min(st.crashes, key=lambda s: st.crashes[s].start_ms)
+            oldest = min(st.crashes, key=lambda s: st.crashes[s].incident_start_ms)
             alerts.append(self._close(st, oldest, t, "too many JobManagers tracked"))
         # The crashed process's jobs are gone with it; those that come back register again.
         before = sorted(st.jobs.pop(src, {}))
@@ -317,7 +344,7 @@ class JmK8sWatchCrash(Detector[JmK8sWatchCrashParams, JmK8sWatchCrashState]):
         times = [*self._recent(st, src, t), t]
         looping = len(times) >= self.params.loop_crashes
         crash = JmCrash(
-            start_ms=t,
+            incident_start_ms=t,
             line=line[:_MAX_LINE_CHARS],
             resource_version=versions.group(1) if versions else None,
             jobs_before=before[: self.params.max_jobs],
@@ -331,8 +358,11 @@ class JmK8sWatchCrash(Detector[JmK8sWatchCrashParams, JmK8sWatchCrashState]):
             "version' (fatal before Flink 1.12.2)"
             + (f"; {self._loop_text(times)}" if looping else "")
         )
-        view = self._view(st, src)
-        alerts.append(self.fire(view, t, summary, self._evidence(crash), crash.severity))
+        evidence = self._evidence(crash)
+        who = self._labels(crash, src)
+        alerts.append(
+            self.fire(st, t, summary, evidence, crash.severity, incident=crash, labels=who)
+        )
         return alerts
 
     def _again(
@@ -420,21 +450,14 @@ class JmK8sWatchCrash(Detector[JmK8sWatchCrashParams, JmK8sWatchCrashState]):
         if crash.severity is Severity.CRITICAL:
             return []
         crash.severity = Severity.CRITICAL
-        return [
-            self.alert(
-                state=self._view(st, src),
-                status=AlertStatus.ESCALATED,
-                event_time_ms=t,
-                summary=f"JobManager crash (too old resource version): {why}",
-                evidence=self._evidence(crash),
-                severity=Severity.CRITICAL,
-            )
-        ]
+        summary = f"JobManager crash (too old resource version): {why}"
+        evidence, who = self._evidence(crash), self._labels(crash, src)
+        return [self.escalate(st, t, summary, evidence, crash.severity, incident=crash, labels=who)]
 
     def _due(self, st: JmK8sWatchCrashState, now_ms: int) -> list[Alert]:
         """Escalations and resolves that came due by ``now_ms``, at the time each came due."""
         alerts: list[Alert] = []
-        for src in sorted(st.crashes, key=lambda s: st.crashes[s].start_ms):
+        for src in sorted(st.crashes, key=lambda s: st.crashes[s].incident_start_ms):
             crash = st.crashes[src]
             if crash.back_ms is None:
                 deadline = crash.latest() + int(self.params.restart_timeout_s * 1000)
@@ -460,9 +483,9 @@ class JmK8sWatchCrash(Detector[JmK8sWatchCrashParams, JmK8sWatchCrashState]):
         loops[src] = crash.times()[-_MAX_CRASH_TIMES:]
         while len(loops) > self.params.max_jobmanagers:
             del loops[min(loops, key=lambda s: max(loops[s], default=0))]
-        view = self._view(st, src, crash)
         summary = f"JobManager crash (too old resource version): {why}"
-        return self.resolve(view, t, summary, self._evidence(crash), crash.severity)
+        evidence, who = self._evidence(crash), self._labels(crash, src)
+        return self.resolve(st, t, summary, evidence, crash.severity, incident=crash, labels=who)
 
     # Output -------------------------------------------------------------------------------
 
@@ -471,16 +494,13 @@ class JmK8sWatchCrash(Detector[JmK8sWatchCrashParams, JmK8sWatchCrashState]):
         return next(s for s, c in st.crashes.items() if c is crash)
 
     @staticmethod
-    def _view(st: JmK8sWatchCrashState, src: str, crash: JmCrash | None = None) -> DetectorState:
-        """The alert identity of one crash: one incident per crash in the shared state."""
-        c = crash if crash is not None else st.crashes[src]
+    def _labels(c: JmCrash, src: str) -> dict[str, str | None]:
+        """Whom a crash's alert names: its JobManager's host and job, not the fleet's state."""
         if c.job_id is None:
             # The job is named once known: the only one it ran, else the first one back.
             jobs = list(c.jobs_before) if len(c.jobs_before) == 1 else []
             c.job_id = next(iter(jobs + sorted(c.restored) + list(c.lost)), None)
-        return DetectorState(
-            entity=st.entity, incident_start_ms=c.start_ms, job_id=c.job_id, host=src or None
-        )
+        return {"job_id": c.job_id, "job_name": None, "tm_id": None, "host": src or None}
 
     @staticmethod
     def _evidence(crash: JmCrash) -> JmK8sWatchCrashEvidence:

@@ -62,6 +62,7 @@ from detectors.base import (
     Discard,
     Evidence,
     Member,
+    Profile,
     Record,
     Story,
 )
@@ -205,10 +206,33 @@ class JobLostEvidence(Evidence):
     silence_s: float
 
 
+def _headline(story: Story) -> str:
+    """The page's own words: ``job X lost: TaskManager T lost its JobManager (…); …``."""
+    return story.root.summary
+
+
+def _aftermath(member: Member) -> str | None:
+    """``job X lost with its JobManager``, after the line of what killed it."""
+    return f"{job(member)} lost with its JobManager (no end state)"
+
+
 class JobLost(Detector[JobLostParams, JobLostState]):
     """Fire when a RUNNING job's JobManager is lost, or the job falls silent without an end."""
 
     name = "job_lost"
+    profile = Profile(
+        runbook=(
+            "The job's JobManager is gone and nothing ended the job: without HA a restarted "
+            "JobManager recovers no job, so it is not running at all. Check the JobManager process "
+            "(killed, OOM, node lost) and whether the job is listed (flink list / REST /jobs); "
+            "resubmit it from its latest retained checkpoint or savepoint. With HA, a standby "
+            "should have taken it over: check ZooKeeper/Kubernetes leader election."
+        ),
+        idle_words="no events about this job any more",
+        causal_rank=2,
+        headline=_headline,
+        aftermath=_aftermath,
+    )
     scope = "job"
     kinds = frozenset(
         {
@@ -224,31 +248,12 @@ class JobLost(Detector[JobLostParams, JobLostState]):
         }
     )
     metrics = HEARTBEAT_METRICS
-    causal_rank = 2
-    idle_words = "no events about this job any more"
-    runbook = (
-        "The job's JobManager is gone and nothing ended the job: without HA a restarted "
-        "JobManager recovers no job, so it is not running at all. Check the JobManager "
-        "process (killed, OOM, node lost) and whether the job is listed (flink list / REST "
-        "/jobs); resubmit it from its latest retained checkpoint or savepoint. With HA, a "
-        "standby should have taken it over: check ZooKeeper/Kubernetes leader election."
-    )
     signals = {
         "job_lost": "1 while the job is considered lost, else 0.",
     }
 
     def signal_values(self, state: JobLostState) -> dict[str, float]:  # noqa: D102
         return {"job_lost": 1.0 if state.firing else 0.0}
-
-    @classmethod
-    def headline(cls, story: Story) -> str:
-        """The page's own words: ``job X lost: TaskManager T lost its JobManager (…); …``."""
-        return story.root.summary
-
-    @classmethod
-    def aftermath(cls, member: Member) -> str | None:
-        """``job X lost with its JobManager``, after the line of what killed it."""
-        return f"{job(member)} lost with its JobManager (no end state)"
 
     # Events -----------------------------------------------------------------------------
 

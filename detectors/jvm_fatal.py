@@ -56,8 +56,8 @@ from detectors.base import (
     DetectorState,
     Evidence,
     Member,
+    Profile,
     Record,
-    Story,
 )
 from detectors.model import Alert, Event, Severity
 from detectors.story import process_headline
@@ -296,19 +296,37 @@ class JvmFatalEvidence(Evidence):
     hint: str = _HINTS["other"]
 
 
+def _death(member: Member) -> tuple[int, str] | None:
+    """``died (gc overhead)``: after a kill for memory, before a heartbeat timeout."""
+    cause = str(member.evidence.get("cause") or "fatal error").replace("_", " ")
+    return 1, f"died ({cause})"
+
+
+def _role(member: Member) -> str | None:
+    """The process that stopped, when its wording or id told."""
+    return {"taskmanager": "TaskManager", "jobmanager": "JobManager"}.get(
+        str(member.evidence.get("role"))
+    )
+
+
 class JvmFatal(Detector[JvmFatalParams, JvmFatalState]):
     """Fire when a Flink process stops itself on an OutOfMemoryError or uncaught exception."""
 
     name = "jvm_fatal"
+    profile = Profile(
+        runbook=(
+            "A Flink JVM stopped itself. Read `cause` and the hint in the evidence; for heap OOMs "
+            "check the job's checkpoint size (checkpoint_state_growth) and state backend, for "
+            "metaspace a class-loading leak across restarts. Then check the job restarted and "
+            "restored from a checkpoint, and whether the same process keeps dying (fatal_exits)."
+        ),
+        causal_rank=1,
+        death=_death,
+        role=_role,
+        headline=process_headline,  # the process that died, and how
+    )
     scope = "tm"
     kinds = frozenset({"fatal_error", "jvm_oom"})
-    causal_rank = 1
-    runbook = (
-        "A Flink JVM stopped itself. Read `cause` and the hint in the evidence; for heap OOMs "
-        "check the job's checkpoint size (checkpoint_state_growth) and state backend, for "
-        "metaspace a class-loading leak across restarts. Then check the job restarted and "
-        "restored from a checkpoint, and whether the same process keeps dying (fatal_exits)."
-    )
     signals = {
         "process_fatal_exits": (
             "Fatal exits of the process (OutOfMemoryError or uncaught exception) in its open "
@@ -355,24 +373,6 @@ class JvmFatal(Detector[JvmFatalParams, JvmFatalState]):
     def on_close(self, state: JvmFatalState, now_ms: int) -> tuple[Alert, ...]:
         """A process without lines: its open incident closes as a clear would."""
         return (self._resolved(state, now_ms),) if state.firing else ()
-
-    @classmethod
-    def death(cls, member: Member) -> tuple[int, str] | None:
-        """``died (gc overhead)``: after a kill for memory, before a heartbeat timeout."""
-        cause = str(member.evidence.get("cause") or "fatal error").replace("_", " ")
-        return 1, f"died ({cause})"
-
-    @classmethod
-    def role(cls, member: Member) -> str | None:
-        """The process that stopped, when its wording or id told."""
-        return {"taskmanager": "TaskManager", "jobmanager": "JobManager"}.get(
-            str(member.evidence.get("role"))
-        )
-
-    @classmethod
-    def headline(cls, story: Story) -> str:
-        """``TaskManager X died (heap space)``."""
-        return process_headline(story)
 
     def evidence(self, state: JvmFatalState) -> JvmFatalEvidence:
         """The open incident's exit, cause and hint."""

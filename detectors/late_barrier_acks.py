@@ -50,7 +50,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from detectors.base import Detector, DetectorParams, DetectorState, Evidence, Record, Story
+from detectors.base import Detector, DetectorParams, DetectorState, Evidence, Profile, Record, Story
 from detectors.model import Alert, Event
 from detectors.story import job
 
@@ -198,16 +198,26 @@ class LateBarrierAcksEvidence(Evidence):
     per_checkpoint: list[LateCheckpoint] = []
 
 
+def _headline(story: Story) -> str:
+    """``checkpoints of job J get barrier acks after they expired[, concentrated on H]``."""
+    host = story.root.evidence.get("concentrated_host")
+    where = f", concentrated on {host} (skew or backpressure there)" if host else ""
+    return f"checkpoints of {job(story.root)} get barrier acks after they expired{where}"
+
+
 class LateBarrierAcks(Detector[LateBarrierAcksParams, LateBarrierAcksState]):
     """Fire when late checkpoint acks recur in ``min_checkpoints`` checkpoints of a job."""
 
     name = "late_barrier_acks"
-    idle_words = "no events from this job any more"
-    causal_rank = 3
-    runbook = (
-        "Barriers reach some tasks after their checkpoint expired. If one host dominates, look at "
-        "that host (disk, network, noisy neighbour) or move its TaskManagers; otherwise look for "
-        "data skew or backpressure on the late tasks."
+    profile = Profile(
+        runbook=(
+            "Barriers reach some tasks after their checkpoint expired. If one host dominates, look "
+            "at that host (disk, network, noisy neighbour) or move its TaskManagers; otherwise "
+            "look for data skew or backpressure on the late tasks."
+        ),
+        idle_words="no events from this job any more",
+        causal_rank=3,
+        headline=_headline,
     )
     signals = {
         "late_ack_checkpoints": "Checkpoints of the job with late barrier acks within window_s.",
@@ -253,13 +263,6 @@ class LateBarrierAcks(Detector[LateBarrierAcksParams, LateBarrierAcksState]):
         alerts = self._resolve_if_due(state, now_ms)
         self._prune(state, now_ms)
         return alerts
-
-    @classmethod
-    def headline(cls, story: Story) -> str:
-        """``checkpoints of job J get barrier acks after they expired[, concentrated on H]``."""
-        host = story.root.evidence.get("concentrated_host")
-        where = f", concentrated on {host} (skew or backpressure there)" if host else ""
-        return f"checkpoints of {job(story.root)} get barrier acks after they expired{where}"
 
     # Checkpoint attempts --------------------------------------------------------------
 

@@ -73,7 +73,7 @@ from typing import Any
 
 from pydantic import Field
 
-from detectors.base import Detector, DetectorParams, DetectorState, Evidence, Member, Story
+from detectors.base import Detector, DetectorParams, DetectorState, Evidence, Member, Profile, Story
 from detectors.drain import Template, Templates, tokens
 from detectors.model import Alert, Event
 
@@ -202,21 +202,39 @@ def _level_of(key: str) -> str:
     return "ERROR" if key.startswith("E|") else "WARN"
 
 
+def _headline(story: Story) -> str:
+    """``job NAME logs a new ERROR: <template>``."""
+    root = story.root
+    who = root.job_name or root.job_id or "a job"
+    what = root.evidence.get("template") or root.summary
+    return f"job {who} logs a new {what}"
+
+
+def _aftermath(member: Member) -> str | None:
+    """``a new ERROR <template>``, after another detector's headline."""
+    what = member.evidence.get("template")
+    return f"a new {what}" if what else None
+
+
 class NewErrorPattern(Detector[NewErrorPatternParams, NewErrorPatternState]):
     """Fire when a job logs a new ERROR template ``min_count`` times within ``window_s``."""
 
     name = "new_error_pattern"
+    profile = Profile(
+        runbook=(
+            "The job logs an ERROR it did not log while flinkwatch learned it. Read the template "
+            "and the sample line (the exception class names the failing part) and look at what "
+            "changed around first_ms: a deploy, an upstream system, the input data. If the job is "
+            "otherwise fine and the error harmless, nothing more is needed: the template is now "
+            "part of the job's normal vocabulary and will not page again."
+        ),
+        idle_words="no log lines any more",
+        causal_rank=4,
+        headline=_headline,
+        aftermath=_aftermath,
+    )
     scope = "job"
     kinds = frozenset({"log_warn", "log_error", "job_state"})
-    causal_rank = 4
-    idle_words = "no log lines any more"
-    runbook = (
-        "The job logs an ERROR it did not log while flinkwatch learned it. Read the template "
-        "and the sample line (the exception class names the failing part) and look at what "
-        "changed around first_ms: a deploy, an upstream system, the input data. If the job is "
-        "otherwise fine and the error harmless, nothing more is needed: the template is now "
-        "part of the job's normal vocabulary and will not page again."
-    )
 
     def new_state(self, event: Event, **fields: Any) -> NewErrorPatternState | None:
         """A job's first event: its clock and its learning start."""
@@ -323,20 +341,6 @@ class NewErrorPattern(Detector[NewErrorPatternParams, NewErrorPatternState]):
             dropped=vocab.dropped,
             forgotten=vocab.forgotten,
         )
-
-    @classmethod
-    def headline(cls, story: Story) -> str:
-        """``job NAME logs a new ERROR: <template>``."""
-        root = story.root
-        who = root.job_name or root.job_id or "a job"
-        what = root.evidence.get("template") or root.summary
-        return f"job {who} logs a new {what}"
-
-    @classmethod
-    def aftermath(cls, member: Member) -> str | None:
-        """``a new ERROR <template>``, after another detector's headline."""
-        what = member.evidence.get("template")
-        return f"a new {what}" if what else None
 
     # --- helpers -----------------------------------------------------------------
 

@@ -43,8 +43,16 @@ from typing import Literal, NamedTuple
 
 from pydantic import Field
 
-from detectors.base import Detector, DetectorParams, DetectorState, Evidence, Member, Record
-from detectors.model import Alert, AlertStatus, Event, Severity
+from detectors.base import (
+    Detector,
+    DetectorParams,
+    DetectorState,
+    Evidence,
+    Member,
+    Profile,
+    Record,
+)
+from detectors.model import Alert, Event, Severity
 from detectors.story import job, num
 
 #: States that end a run on purpose or for good.
@@ -204,16 +212,26 @@ class RestartStormEvidence(Evidence):
     timeline: list[RestartMark] = []
 
 
+def _aftermath(member: Member) -> str | None:
+    """``job X restarting (3 restarts)``, after the cause's line."""
+    n = num(member.evidence.get("restarts"))
+    return f"{job(member)} restarting" + (f" ({n} restarts)" if n else "")
+
+
 class RestartStorm(Detector[RestartStormParams, RestartStormState]):
     """Fire on repeated restarts/failovers of a job, or on a recovery that takes too long."""
 
     name = "restart_storm"
-    idle_words = "no events from this job any more"
-    runbook = (
-        "The job keeps restarting or cannot get back to RUNNING. Read the counted causes: a "
-        "TaskManager named in tm_ids died (see tm_lost for why); rpc/registration timeouts or "
-        "lost leadership point at the JobManager, ZooKeeper or the network; an exception "
-        "class points at the job's code or data. Until it is fixed the job makes no progress."
+    profile = Profile(
+        runbook=(
+            "The job keeps restarting or cannot get back to RUNNING. Read the counted causes: a "
+            "TaskManager named in tm_ids died (see tm_lost for why); rpc/registration timeouts or "
+            "lost leadership point at the JobManager, ZooKeeper or the network; an exception class "
+            "points at the job's code or data. Until it is fixed the job makes no progress."
+        ),
+        idle_words="no events from this job any more",
+        causal_rank=5,
+        aftermath=_aftermath,
     )
     signals = {
         "job_restarts": "Restarts and failovers of the job within window_s.",
@@ -221,13 +239,6 @@ class RestartStorm(Detector[RestartStormParams, RestartStormState]):
     }
     scope = "job"
     kinds = frozenset({"job_state", "leadership_lost", "job_restored"})
-    causal_rank = 5
-
-    @classmethod
-    def aftermath(cls, member: Member) -> str | None:
-        """``job X restarting (3 restarts)``, after the cause's line."""
-        n = num(member.evidence.get("restarts"))
-        return f"{job(member)} restarting" + (f" ({n} restarts)" if n else "")
 
     def signal_values(self, state: RestartStormState) -> dict[str, float]:  # noqa: D102
         down = state.down_since
@@ -390,16 +401,8 @@ class RestartStorm(Detector[RestartStormParams, RestartStormState]):
             if st.severity == Severity.CRITICAL:
                 return []
             st.severity = Severity.CRITICAL
-            return [
-                self.alert(
-                    state=st,
-                    status=AlertStatus.ESCALATED,
-                    event_time_ms=t,
-                    summary=f"job {self._job(st)} FAILED after {len(st.restarts)} restarts",
-                    evidence=self.evidence(st, t),
-                    severity=Severity.CRITICAL,
-                )
-            ]
+            summary = f"job {self._job(st)} FAILED after {len(st.restarts)} restarts"
+            return [self.escalate(st, t, summary, self.evidence(st, t), Severity.CRITICAL)]
         alert = self._close(st, t, f"job was stopped ({to})")
         st.restarts = []
         st.tm_ids = []
@@ -480,7 +483,7 @@ class RestartStorm(Detector[RestartStormParams, RestartStormState]):
 
     def on_close(self, state: RestartStormState, now_ms: int) -> list[Alert]:
         """A job gone quiet resolves as any other: :meth:`_close`, saying ``idle_words``."""
-        return [self._close(state, now_ms, self.idle_words)] if state.firing else []
+        return [self._close(state, now_ms, self.profile.idle_words)] if state.firing else []
 
     def _close(self, state: RestartStormState, time_ms: int, why: str) -> Alert:
         """The resolve, at the severity the incident reached; the storm's facts reset."""

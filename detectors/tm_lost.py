@@ -47,8 +47,8 @@ from detectors.base import (
     DetectorState,
     Evidence,
     Member,
+    Profile,
     Record,
-    Story,
 )
 from detectors.model import Alert, Event
 from detectors.story import process_headline
@@ -202,18 +202,30 @@ class TmLostEvidence(Evidence):
         return out
 
 
+def _death(member: Member) -> tuple[int, str] | None:
+    """A memory cause is the best word on how it died; ``lost`` only if none knows more."""
+    cause = str(member.evidence.get("cause") or "unknown")
+    if cause in _MEMORY_CAUSES:
+        return 0, _MEMORY_CAUSES[cause]
+    return 2, "lost (heartbeat timeout, cause unknown)" if cause == "unknown" else cause
+
+
 class TmLost(Detector[TmLostParams, TmLostState]):
     """Fire when a TaskManager is lost (heartbeat timeout or kill), with the cause."""
 
     name = "tm_lost"
-    idle_words = "no events about it any more"
-    causal_rank = 2
-    runbook = (
-        "A TaskManager died and its jobs restart. memory_kill / oom_killed: the process used "
-        "more than its container limit: raise taskmanager.memory.process.size or the JVM "
-        "overhead, or look for native/off-heap growth (RocksDB, a leak). jvm_oom: heap or "
-        "metaspace exhausted: check state size and GC in its log. unknown: look at the host "
-        "(node lost, long GC pause, network) around the time of the timeout."
+    profile = Profile(
+        runbook=(
+            "A TaskManager died and its jobs restart. memory_kill / oom_killed: the process used "
+            "more than its container limit: raise taskmanager.memory.process.size or the JVM "
+            "overhead, or look for native/off-heap growth (RocksDB, a leak). jvm_oom: heap or "
+            "metaspace exhausted: check state size and GC in its log. unknown: look at the host "
+            "(node lost, long GC pause, network) around the time of the timeout."
+        ),
+        idle_words="no events about it any more",
+        causal_rank=2,
+        death=_death,
+        headline=process_headline,  # the process that died, and how
     )
     signals = {
         "tm_lost": "1 while the TaskManager's loss incident is open, else 0.",
@@ -232,19 +244,6 @@ class TmLost(Detector[TmLostParams, TmLostState]):
 
     def signal_values(self, state: TmLostState) -> dict[str, float]:  # noqa: D102
         return {"tm_lost": 1.0 if state.firing else 0.0}
-
-    @classmethod
-    def death(cls, member: Member) -> tuple[int, str] | None:
-        """A memory cause is the best word on how it died; ``lost`` only if none knows more."""
-        cause = str(member.evidence.get("cause") or "unknown")
-        if cause in _MEMORY_CAUSES:
-            return 0, _MEMORY_CAUSES[cause]
-        return 2, "lost (heartbeat timeout, cause unknown)" if cause == "unknown" else cause
-
-    @classmethod
-    def headline(cls, story: Story) -> str:
-        """``TaskManager X killed for memory``."""
-        return process_headline(story)
 
     def job_name_from(self, state: TmLostState, event: Event) -> str | None:
         """The name of the first job whose failing line named it; later jobs' names do not count.
@@ -412,7 +411,7 @@ class TmLost(Detector[TmLostParams, TmLostState]):
 
     def on_close(self, state: TmLostState, now_ms: int) -> list[Alert]:
         """No events about it any more: :meth:`_close`, saying ``idle_words``."""
-        return [self._close(state, now_ms, self.idle_words)] if state.firing else []
+        return [self._close(state, now_ms, self.profile.idle_words)] if state.firing else []
 
     def _close(self, state: TmLostState, time_ms: int, why: str) -> Alert:
         """The resolve, with a cause that was logged too late for the page."""

@@ -127,8 +127,8 @@ def annotations_of(t: Transition, cfg: AlertmanagerConfig) -> dict[str, str]:
     if t.incident is not None and len(t.incident.members) > 1:
         out["root_cause"] = t.incident.headline
     detector = REGISTRY.get(a.detector)
-    if detector is not None and detector.runbook:
-        out["runbook"] = detector.runbook
+    if detector is not None and detector.profile.runbook:
+        out["runbook"] = detector.profile.runbook
     if cfg.runbook_url:
         out["runbook_url"] = f"{cfg.runbook_url}#{a.detector}"
     host = a.host or (member.host if member else None)

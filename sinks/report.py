@@ -10,7 +10,7 @@ Pure computation over alert transitions, read from the alert ledger and the aler
 * An incident belongs to the window it opened in (its earliest firing is in
   ``[since, now]``), whatever came before its other members or after.
 * Its detector is its root's: of its alerts, the one whose detector comes first in the
-  causal order (``Detector.causal_rank``: a leak before the dead JVM before the
+  causal order (each detector's ``profile.causal_rank``: a leak before the dead JVM before the
   restarts), then the earliest: the correlator's own rule.
 * It is resolved once every one of its alerts has resolved; time to resolve runs from
   its first firing to the last resolve. An incident still open is counted as open and

@@ -89,7 +89,7 @@ def render(
             }
         )
     detector = REGISTRY.get(alert.detector)
-    todo = detector.runbook if detector is not None else ""
+    todo = detector.profile.runbook if detector is not None else ""
     if not resolved and todo:
         link = f" <{runbook_url}#{alert.detector}|Runbook>" if runbook_url else ""
         blocks.append(
@@ -175,7 +175,7 @@ def render_incident(
         {"type": "section", "text": {"type": "mrkdwn", "text": "\n".join(lines)[:3000]}},
     ]
     detector = REGISTRY.get(root.detector)
-    todo = detector.runbook if detector is not None else ""
+    todo = detector.profile.runbook if detector is not None else ""
     if not resolved and todo:
         link = f" <{runbook_url}#{root.detector}|Runbook>" if runbook_url else ""
         blocks.append(

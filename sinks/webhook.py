@@ -90,7 +90,7 @@ def payload(t: Transition, cfg: WebhookConfig, cluster: str) -> dict[str, Any]:
         "evidence": a.evidence,
         "event_time": rfc3339(a.event_time_ms),
         "recorded_time": rfc3339(t.recorded_ms),
-        "runbook": (detector.runbook if detector else "") or None,
+        "runbook": (detector.profile.runbook if detector else "") or None,
         "runbook_url": f"{cfg.runbook_url}#{a.detector}" if cfg.runbook_url else None,
     }
 

@@ -7,9 +7,17 @@ from typing import Any
 
 import pytest
 
-from detectors.base import Detector, DetectorParams, DetectorState, Evidence
-from detectors.model import Alert, Event, FlinkwatchError, StateError
-from tests.detectors.timeline import drive, drive_timer
+from detectors.base import (
+    Detector,
+    DetectorParams,
+    DetectorState,
+    Evidence,
+    Incident,
+    Member,
+    Story,
+)
+from detectors.model import Alert, AlertStatus, Event, FlinkwatchError, Severity, StateError
+from detectors.testing import drive, drive_timer
 
 T0 = 1_700_000_000_000
 
@@ -164,3 +172,91 @@ def test_a_state_refuses_a_field_it_does_not_declare() -> None:
     assert state.seen == 3
     with pytest.raises(ValueError, match="no field"):
         state.sen = 4  # type: ignore[attr-defined]
+
+
+# --- incidents as values -----------------------------------------------------------------
+
+
+class HostIncident(Incident):
+    """An incident per host, as a keyed detector keeps them."""
+
+    line: str = ""
+
+
+class HostsState(DetectorState):
+    hosts: dict[str, HostIncident] = {}
+
+
+class PerHost(Detector[DetectorParams, HostsState]):
+    """One incident per host of the cluster: fatal opens it, a second escalates, OOM closes."""
+
+    name = "per_host"
+    scope = "cluster"
+    kinds = frozenset({"fatal_error", "jvm_oom"})
+
+    def on_event(self, state: HostsState, event: Event) -> list[Alert]:
+        host, t = str(event.host), event.time_ms
+        inc = state.hosts.get(host)
+        labels = {"host": host, "job_id": None}
+        if event.kind == "jvm_oom" and inc is not None:
+            del state.hosts[host]
+            return [self.resolve(state, t, "gone", {}, incident=inc, labels=labels)]
+        if inc is None:
+            inc = state.hosts[host] = HostIncident(line=event.message or "")
+            return [self.fire(state, t, "down", {}, incident=inc, labels=labels)]
+        crit = Severity.CRITICAL
+        return [self.escalate(state, t, "again", {}, crit, incident=inc, labels=labels)]
+
+
+def test_an_incident_keeps_one_id_from_firing_through_escalation_to_its_resolve() -> None:
+    det = PerHost(DetectorParams())
+    events = [
+        Event("fatal_error", T0, host="a", job_id="7f"),
+        Event("fatal_error", T0 + 1, host="b"),
+        Event("fatal_error", T0 + 2, host="a"),
+        Event("jvm_oom", T0 + 3, host="a"),
+        Event("fatal_error", T0 + 4, host="a"),
+    ]
+    state, alerts = drive(det, events)
+    got = [(a.status.value, a.host, a.job_id, a.severity.value) for a in alerts]
+    assert got == [
+        ("firing", "a", None, "warning"),
+        ("firing", "b", None, "warning"),
+        ("escalated", "a", None, "critical"),
+        ("resolved", "a", None, "warning"),
+        ("firing", "a", None, "warning"),
+    ]
+    a_first, b, a_esc, a_res, a_again = (a.alert_id for a in alerts)
+    assert a_first == a_esc == a_res  # one incident of host a
+    assert len({a_first, b, a_again}) == 3  # each incident its own id
+    assert state is not None and not state.firing  # the state's own incident stays closed
+    assert state.hosts["a"].firing and state.hosts["a"].incident_start_ms == T0 + 4
+
+
+def test_the_state_is_its_entitys_incident_in_the_layout_every_saved_state_has() -> None:
+    state, alerts = drive(det(), [ev(T0), ev(T0 + 1)])
+    assert [a.status.value for a in alerts] == ["firing"]
+    saved = det().dump(state)
+    assert (saved["firing"], saved["incident_start_ms"], saved["clear_since_ms"]) == (
+        True,
+        T0 + 1,
+        None,
+    )
+
+
+def test_a_profile_tells_nothing_more_by_default() -> None:
+    told = Counter.profile
+    assert (told.runbook, told.idle_words, told.causal_rank) == ("", "no events any more", 3)
+    root = Member(
+        alert_id="x",
+        detector="counter",
+        entity="job:7f",
+        status=AlertStatus.FIRING,
+        severity=Severity.WARNING,
+        event_time_ms=T0,
+        summary="two",
+        job_id="7f",
+        first_ms=T0,
+    )
+    assert told.headline(Story(root=root, first={"counter": root})) == "counter on 7f: two"
+    assert (told.death(root), told.aftermath(root), told.role(root)) == (None, None, None)

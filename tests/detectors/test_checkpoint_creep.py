@@ -1,6 +1,6 @@
 """checkpoint_creep as a plain state machine: events in, steps out, time injected.
 
-Events and timers go through :mod:`tests.detectors.timeline`, which saves the state as
+Events and timers go through :mod:`detectors.testing`, which saves the state as
 JSON between calls like the Spark adapter, so a state that is not JSON-clean fails
 here first.
 """
@@ -24,7 +24,7 @@ from detectors.checkpoint_creep import (
     CheckpointCreepState,
 )
 from detectors.model import LAST_CHECKPOINT_DURATION, LAST_CHECKPOINT_SIZE, Alert
-from tests.detectors.timeline import drive_timer
+from detectors.testing import drive_timer
 
 JOB = "5d1e0f9a7b33f4c2a9b7d1e4f60a8b5c"
 S = 1000

@@ -14,7 +14,7 @@ from detectors.checkpoint_failures import (
     counts,
     failure_reason,
 )
-from tests.detectors.timeline import drive
+from detectors.testing import drive
 
 JOB = "3f4c2a9b7d1e4f60a8b5c2d1e0f9a7b3"
 S = 1000

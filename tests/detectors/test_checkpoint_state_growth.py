@@ -20,7 +20,7 @@ from detectors.checkpoint_state_growth import (
 )
 from detectors.correlation import Correlator
 from detectors.model import LAST_CHECKPOINT_SIZE
-from tests.detectors.timeline import drive, drive_timer
+from detectors.testing import drive, drive_timer
 
 JOB = "0039825bafae26bc34db88e037a1dae3"
 MB = 1024 * 1024

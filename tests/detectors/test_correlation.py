@@ -223,18 +223,17 @@ def test_headlines_of_the_other_roots() -> None:
 
 def test_a_new_detector_takes_its_place_in_the_story_from_its_class_alone(monkeypatch) -> None:
     # Adding a detector is one module and one registry line: correlation reads its causal
-    # rank and its headline from the class, with no edit of its own.
+    # rank and its headline from the class's profile, with no edit of its own.
     from detectors import REGISTRY
-    from detectors.base import Story
+    from detectors.base import Profile, Story
     from detectors.checkpoint_failures import CheckpointFailures
+
+    def headline(story: Story) -> str:
+        return f"the sink of job {story.root.job_id} stalled"
 
     class SinkStall(CheckpointFailures):
         name = "sink_stall"
-        causal_rank = 0  # before everything else
-
-        @classmethod
-        def headline(cls, story: Story) -> str:
-            return f"the sink of job {story.root.job_id} stalled"
+        profile = Profile(causal_rank=0, headline=headline)  # before everything else
 
     monkeypatch.setitem(REGISTRY, "sink_stall", SinkStall)
     c = Correlator()

@@ -21,7 +21,7 @@ from detectors.idle_heap_growth import (
     IdleHeapGrowthParams,
 )
 from detectors.stats import theil_sen
-from tests.detectors.timeline import drive, drive_timer
+from detectors.testing import drive, drive_timer
 
 TM = "container_e08_1717400000000_0042_01_000002"
 HOST = "worker_7_example_com"

@@ -8,7 +8,7 @@ import pytest
 
 from detectors import REGISTRY, Alert, AlertStatus, Event, Severity
 from detectors.jm_k8s_watch_crash import JmK8sWatchCrash, JmK8sWatchCrashParams
-from tests.detectors.timeline import drive
+from detectors.testing import drive
 
 JOB = "7848c696590291978aa8279b3c09e5d7"
 S = 1000
@@ -360,10 +360,20 @@ OLD_STATE = {
 }
 
 
+def _as_incidents(old: dict) -> dict:
+    """OLD_STATE in layout 2: each open crash an incident (``start_ms`` renamed, open)."""
+    crashes = {
+        src: {k: v for k, v in c.items() if k != "start_ms"}
+        | {"firing": True, "incident_start_ms": c["start_ms"], "clear_since_ms": None}
+        for src, c in old["crashes"].items()
+    }
+    return old | {"v": 2, "crashes": crashes}
+
+
 def test_a_state_saved_by_the_dict_version_loads_and_goes_on() -> None:
     det = JmK8sWatchCrash(JmK8sWatchCrashParams())
     state = det.load(OLD_STATE)
-    assert det.dump(state) == OLD_STATE
+    assert det.dump(state) == _as_incidents(OLD_STATE)
     assert det.signal_values(state) == {"jm_crashes_open": 1.0}
     # The split crash on node-b pairs with its watch line (and never comes back); the open
     # one resolves on time.
@@ -375,3 +385,29 @@ def test_a_state_saved_by_the_dict_version_loads_and_goes_on() -> None:
         (AlertStatus.RESOLVED, None, 632 * S),
     ]
     assert alerts[2].evidence["crashes"] == 2 and alerts[2].evidence["checkpoints"] == {JOB: 43}
+
+
+#: A state as version 1 (before a crash was an incident value) saved it, printed by that
+#: version's ``Detector.dump_json`` after ``fatal(T0, host="jm-0")``: a JobManager crashed
+#: and is not back yet (due to escalate 600 s after).
+SAVED_BY_V1 = (
+    '{"v":1,"entity":"cluster","job_id":null,"job_name":null,"tm_id":null,"host":"jm-0",'
+    '"firing":false,"incident_start_ms":null,"clear_since_ms":null,"last_event_ms":1602948320649,'
+    '"crashes":{"jm-0":{"start_ms":1602948320649,"last_crash_ms":null,'
+    '"crash_times":[1602948320649],"stalled":false,"job_id":null,"fatal_lines":1,'
+    '"line":"io.fabric8.kubernetes.client.KubernetesClientException: too old resource version: '
+    '5906722735 (5907278804)","resource_version":"5906722735","jm_started_ms":null,'
+    '"restored":{},"lost":[],"back_ms":null,"no_checkpoint":0,"jobs_before":[],'
+    '"severity":"warning"}},"jobs":{},"pending":{},"loops":{}}'
+)
+
+
+def test_a_crash_saved_by_version_1_escalates_and_resolves_with_the_id_it_fired_with() -> None:
+    det = JmK8sWatchCrash(JmK8sWatchCrashParams())
+    (fired,) = drive(det, [fatal(T0, host="jm-0")])[1]
+    state = det.load_json(SAVED_BY_V1)
+    assert state.crashes["jm-0"].firing and state.crashes["jm-0"].incident_start_ms == T0
+    _, alerts = drive(det, [], state=state, timer=T0 + 600 * S, until=T0 + 700 * S)
+    assert [(a.status, a.alert_id, a.host) for a in alerts] == [
+        (AlertStatus.ESCALATED, fired.alert_id, "jm-0")
+    ]

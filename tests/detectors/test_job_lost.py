@@ -20,7 +20,7 @@ from detectors.job_lost import (
     JobLostParams,
 )
 from detectors.model import EVENT_KINDS, LAST_CHECKPOINT_DURATION
-from tests.detectors.timeline import drive, drive_timer
+from detectors.testing import drive, drive_timer
 
 JOB = "016ba2f5c82eb9472e74954d863dbbbb"
 NAME = "insert-into_default_catalog.default_database.sink"

@@ -9,7 +9,7 @@ import pytest
 from detectors import REGISTRY, AlertStatus, Event, Severity
 from detectors.correlation import Correlator
 from detectors.jvm_fatal import JvmFatal, JvmFatalParams, oom_cause, role_of
-from tests.detectors.timeline import drive, drive_timer
+from detectors.testing import drive, drive_timer
 
 TM = "container_1597960565773_0003_01_000002"
 POD = "orders-enrichment-taskmanager-1-3"

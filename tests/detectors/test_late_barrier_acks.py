@@ -20,7 +20,7 @@ from detectors.late_barrier_acks import (
     LateBarrierAcksState,
 )
 from detectors.model import Alert
-from tests.detectors.timeline import drive_timer
+from detectors.testing import drive_timer
 
 JOB = "5b7e0c4d9a2f4e18b6c3d1a0f8e7d6c5"
 SEC = 1_000

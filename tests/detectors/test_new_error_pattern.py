@@ -15,7 +15,7 @@ from detectors.new_error_pattern import (
     NewErrorPatternParams,
     exception_class,
 )
-from tests.detectors.timeline import drive, drive_timer
+from detectors.testing import drive, drive_timer
 
 JOB = "3631d292e50708eb38e1304df762587a"
 S = 1000
@@ -67,7 +67,7 @@ def test_registered_per_job_reading_only_the_lines_no_other_detector_owns() -> N
         if name != "new_error_pattern":
             assert not cls.kinds & {"log_warn", "log_error"}, name
     # Below the known causes in the causal order, above the restarts they cause.
-    ranks = {n: c.causal_rank for n, c in REGISTRY.items()}
+    ranks = {n: c.profile.causal_rank for n, c in REGISTRY.items()}
     assert max(ranks[n] for n in ("idle_heap_growth", "jvm_fatal", "tm_lost", "job_lost")) < 4
     assert ranks["new_error_pattern"] == 4 < ranks["restart_storm"]
 

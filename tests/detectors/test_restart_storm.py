@@ -9,7 +9,7 @@ import pytest
 from detectors import REGISTRY, Alert, AlertStatus, Event, Severity
 from detectors.correlation import Correlator
 from detectors.restart_storm import RestartStorm, RestartStormParams, _classify
-from tests.detectors.timeline import drive
+from detectors.testing import drive
 
 JOB = "b5a0c61ab1b1495dd9c2f8e45d349957"
 NAME = "herd-property-sync"

@@ -46,7 +46,8 @@ def test_no_headline_shows_a_placeholder_whatever_the_evidence_lacks(
             Story(root=root, first={detector: root}),
             Story(root=root, first={detector: root}, death="killed for memory", dead=dead),
         ):
-            texts = [cls.headline(story), cls.aftermath(root), cls.death(root)]
+            told_by = cls.profile
+            texts = [told_by.headline(story), told_by.aftermath(root), told_by.death(root)]
             for text in texts:
                 told = text[1] if isinstance(text, tuple) else text
                 assert told is None or not PLACEHOLDER.search(told), (detector, told)

@@ -8,8 +8,8 @@ import pytest
 from pydantic import ValidationError
 
 from detectors import REGISTRY, Alert, AlertStatus, Event
+from detectors.testing import drive, drive_timer
 from detectors.tm_lost import TmLost, TmLostParams
-from tests.detectors.timeline import drive, drive_timer
 
 TM = "container_e05_1699999999999_0042_01_000003"
 POD = "orders-enrichment-taskmanager-1-3"

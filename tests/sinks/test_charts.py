@@ -22,9 +22,9 @@ from detectors.jm_k8s_watch_crash import JmK8sWatchCrash, JmK8sWatchCrashParams
 from detectors.job_lost import UPTIME, JobLost, JobLostParams
 from detectors.late_barrier_acks import LateBarrierAcks, LateBarrierAcksParams
 from detectors.restart_storm import RestartStorm, RestartStormParams
+from detectors.testing import drive
 from sinks.charts import CHARTS, render
 from sinks.charts.frame import safe
-from tests.detectors.timeline import drive
 
 S, MIN, MB = 1000, 60_000, 1 << 20
 T0 = 1_795_400_000_000  # 2026-11-23 02:13:20 UTC

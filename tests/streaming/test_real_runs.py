@@ -20,11 +20,11 @@ from pyspark.sql import functions as F
 
 from detectors import Event
 from detectors.job_lost import JobLost, JobLostParams
+from detectors.testing import drive
 from streaming.cli import main
 from streaming.metric_parsing import parse_metrics
 from streaming.parsing import parse_logs
 from streaming.sources import file_records, stage_files
-from tests.detectors.timeline import drive
 
 REAL = Path(__file__).resolve().parent.parent / "data" / "real"
 RUNS = sorted(d for d in REAL.iterdir() if (d / "expected.json").exists())

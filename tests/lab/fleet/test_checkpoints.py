@@ -10,8 +10,8 @@ import pytest
 
 from detectors import AlertStatus, Event
 from detectors.checkpoint_state_growth import CheckpointStateGrowth, CheckpointStateGrowthParams
+from detectors.testing import drive
 from lab.fleet import FleetSpec, Incident, generate, job_id, tm_id
-from tests.detectors.timeline import drive
 from tests.lab.fleet.helpers import (
     COMPLETED,
     START_MS,
