@@ -1,6 +1,6 @@
 """late_barrier_acks as a plain state machine: events in, steps out, time injected.
 
-Events and timers go through :mod:`tests.detectors.timeline`, which saves the state as
+Events and timers go through :mod:`detectors.testing`, which saves the state as
 JSON between calls like the Spark adapter.
 """
 

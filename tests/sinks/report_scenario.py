@@ -22,6 +22,8 @@ from detectors import Alert, AlertStatus, Severity
 from detectors.correlation import Correlator
 from sinks import AlertLedger, DeliverySink, JsonLinesAlertSink, Transition
 from sinks.dispatch import Dispatcher
+from sinks.report import Report, build_report
+from sinks.report_input import LedgerNoise, ledger_records
 from sinks.slack_actions import NOISE, SlackActions
 
 DAY = 86_400_000
@@ -222,3 +224,18 @@ def record_scenario(state_dir: Path) -> tuple[Path, Path]:
     finally:
         ledger.close()
     return ledger_path, alerts_path
+
+
+#: Where ``--since 7d`` starts.
+WEEK = NOW - 7 * DAY
+
+
+def from_ledger(ledger_path: Path, since_ms: int = WEEK) -> Report:
+    """The report of a recorded ledger alone, as ``flinkwatch report`` builds it at ``NOW``."""
+    ledger = AlertLedger(ledger_path)
+    try:
+        return build_report(
+            ledger_records(ledger), since_ms=since_ms, now_ms=NOW, noise=LedgerNoise(ledger)
+        )
+    finally:
+        ledger.close()

@@ -15,7 +15,7 @@ from detectors.correlation import CorrelationParams, Correlator
 from sinks.base import Transition, transition_key
 from sinks.files import JsonLinesAlertSink
 from sinks.replay_report import incidents_of, write_report
-from tests.sinks.test_charts import (
+from tests.sinks.charts.alerts import (
     HOSTILE,
     MIN,
     PNG_MAGIC,

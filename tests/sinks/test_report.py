@@ -2,27 +2,21 @@
 
 from __future__ import annotations
 
-import base64
-import io
 import json
 import re
 from pathlib import Path
 
 import pytest
-from PIL import Image
 
-from sinks import AlertLedger
 from sinks.files import iso_utc
 from sinks.report import (
     Report,
     TimeToResolve,
-    build_report,
     nearest_rank,
     parse_since,
     summary_lines,
 )
 from sinks.report_html import render_html
-from sinks.report_input import LedgerNoise, ledger_records, merge, read_alert_file
 from tests.sinks.report_scenario import (
     DAY,
     HOSTILE_SUMMARY,
@@ -36,30 +30,8 @@ from tests.sinks.report_scenario import (
     NOW,
     T0,
     TTR_S,
-    record_scenario,
+    from_ledger,
 )
-
-WEEK = NOW - 7 * DAY
-
-
-@pytest.fixture(scope="module")
-def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    return record_scenario(tmp_path_factory.mktemp("state"))
-
-
-def from_ledger(ledger_path: Path, since_ms: int = WEEK) -> Report:
-    ledger = AlertLedger(ledger_path)
-    try:
-        return build_report(
-            ledger_records(ledger), since_ms=since_ms, now_ms=NOW, noise=LedgerNoise(ledger)
-        )
-    finally:
-        ledger.close()
-
-
-@pytest.fixture(scope="module")
-def week(recorded: tuple[Path, Path]) -> Report:
-    return from_ledger(recorded[0])
 
 
 def ttr(seconds: list[int]) -> TimeToResolve:
@@ -154,53 +126,6 @@ def test_the_window_holds_the_incidents_that_opened_in_it(
     assert len(ten.days) == 11
 
 
-def test_the_alert_file_alone_gives_the_same_incidents_but_no_noise(
-    week: Report, recorded: tuple[Path, Path]
-) -> None:
-    records, bad = read_alert_file(recorded[1])
-    assert bad == 0
-    alone = build_report(records, since_ms=WEEK, now_ms=NOW, noise=None)
-    assert [(i.incident_id, i.detector, i.alerts, i.ttr_s) for i in alone.incidents] == [
-        (i.incident_id, i.detector, i.alerts, i.ttr_s) for i in week.incidents
-    ]
-    assert [(d.detector, d.incidents, d.open, d.alerts, d.ttr) for d in alone.detectors] == [
-        (d.detector, d.incidents, d.open, d.alerts, d.ttr) for d in week.detectors
-    ]
-    assert [(j.job, j.incidents) for j in alone.jobs] == [(j.job, j.incidents) for j in week.jobs]
-    assert alone.days == week.days
-    # Unknown is not zero.
-    assert alone.totals.noise is None and not alone.noise_known
-    assert all(d.noise is None and d.false_alarm_rate is None for d in alone.detectors)
-
-
-def test_ledger_and_file_together_count_each_transition_once(
-    week: Report, recorded: tuple[Path, Path]
-) -> None:
-    ledger = AlertLedger(recorded[0])
-    try:
-        from_ledger_records = ledger_records(ledger)
-        file_records, _ = read_alert_file(recorded[1])
-        merged, dropped = merge(from_ledger_records, file_records)
-        both = build_report(merged, since_ms=WEEK, now_ms=NOW, noise=LedgerNoise(ledger))
-    finally:
-        ledger.close()
-    assert dropped == len(file_records) == len(from_ledger_records)
-    assert both == week
-
-
-def test_an_unreadable_line_of_the_alert_file_is_skipped_and_counted(
-    recorded: tuple[Path, Path], tmp_path: Path
-) -> None:
-    lines = recorded[1].read_text().splitlines()
-    damaged = tmp_path / "alerts.jsonl"
-    damaged.write_text(
-        "\n".join([lines[0], "not json", '{"alert_id": "x"}', "[1, 2]", *lines[1:], lines[-1][:40]])
-        + "\n"
-    )
-    records, bad = read_alert_file(damaged)
-    assert (len(records), bad) == (len(lines), 4)
-
-
 def test_hostile_text_is_escaped_on_the_page_and_cleaned_in_the_summary(week: Report) -> None:
     page = render_html(week)
     assert "<script>" not in page and "<img src=x" not in page
@@ -212,17 +137,6 @@ def test_hostile_text_is_escaped_on_the_page_and_cleaned_in_the_summary(week: Re
     assert "\x1b" not in page
     text = "\n".join(summary_lines(week))
     assert "\x1b" not in text and '<script>alert("pwn")' in text
-
-
-def test_the_page_carries_its_charts_as_inline_pngs(week: Report) -> None:
-    page = render_html(week)
-    pngs = re.findall(r'<img alt="[^"]*" src="data:image/png;base64,([A-Za-z0-9+/=]+)">', page)
-    assert len(pngs) == 3
-    for data in pngs:
-        with Image.open(io.BytesIO(base64.b64decode(data))) as img:
-            assert img.format == "PNG" and img.width >= 600 and img.height >= 100
-    # Nothing to fetch: the page can be mailed.
-    assert not re.search(r"(src|href)=\"(?!data:)", page)
 
 
 def test_the_json_round_trips_and_names_its_schema(week: Report) -> None:

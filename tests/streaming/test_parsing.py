@@ -1,127 +1,53 @@
-"""The parser on real Flink wording: every case in tests/data/parsing/*.yaml.
+"""The parser on real Flink wording: every case in tests/data/parsing/log_cases.yaml.
 
-All log cases go through ONE ``parse_logs`` call and all metric cases through ONE
-``parse_metrics`` call (a Spark action costs about a second); each case then checks the
-rows of its own offset.
+All log cases go through ONE ``parse_logs`` call (a Spark action costs about a second);
+each case then checks the rows of its own offset. The metric cases are the metric
+parser's (``test_metric_parsing.py``); what the case files hold is checked here.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from conf import load_config
-from conf.pipeline import MetricNameRule
 from detectors.model import EVENT_KINDS, NAME_CHARS, cap_name
-from streaming.app import parsed_events
-from streaming.metric_parsing import SHAPES, parse_metrics
+from streaming.metric_parsing import parse_metrics
 from streaming.parsing import (
     DEAD_LETTER_REASONS,
     LOG_ENVELOPES,
     LOG_LAYOUTS,
-    MAX_OTLP_LOG_RECORDS,
     NOT_LOG_SHAPES,
     ParseLimits,
     parse_logs,
 )
 from streaming.schemas import EVENT_COLUMNS
 from tests.conftest import RECORD_SCHEMA, records_df
-
-DATA = Path(__file__).resolve().parent.parent / "data" / "parsing"
-EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
-CASE_KEYS = {"id", "flink", "source", "value", "kafka_ts", "expect"}
-OUTPUT_COLUMNS = set(EVENT_COLUMNS) - {"topic", "partition", "offset", "kafka_ts"}
-# parse_metrics(shapes=True) adds these (for `flinkwatch doctor`); metric cases may state them.
-SHAPE_COLUMNS = ("naming", "shape")
-
-Rows = dict[int, list[dict[str, Any]]]
-
-
-def _load(name: str) -> list[dict[str, Any]]:
-    cases = yaml.safe_load((DATA / name).read_text(encoding="utf-8"))
-    assert isinstance(cases, list)
-    return cases
-
-
-LOG_CASES = _load("log_cases.yaml")
-METRIC_CASES = _load("metric_cases.yaml")
-
-
-def _ms(iso: str) -> int:
-    """Epoch ms of an ISO string; a zone-less one is UTC."""
-    t = dt.datetime.fromisoformat(iso)
-    if t.tzinfo is None:
-        t = t.replace(tzinfo=dt.UTC)
-    return (t - EPOCH) // dt.timedelta(milliseconds=1)
-
-
-def _records(spark: SparkSession, cases: list[dict[str, Any]], topic: str) -> DataFrame:
-    """One record per case, offset = position, each with its own Kafka timestamp."""
-    rows = []
-    for i, case in enumerate(cases):
-        ts = case.get("kafka_ts")
-        kafka_ts = dt.datetime.fromtimestamp(_ms(ts) / 1000, tz=dt.UTC) if ts else None
-        rows.append((case["value"], topic, 0, i, kafka_ts))
-    return spark.createDataFrame(rows, RECORD_SCHEMA)
-
-
-def _collect(parsed: DataFrame, extra: tuple[str, ...] = ()) -> Rows:
-    """All output rows by offset; event_time as epoch ms (no Python time-zone conversion)."""
-    cols = [c for c in EVENT_COLUMNS if c not in ("event_time", "kafka_ts")] + list(extra)
-    out: Rows = defaultdict(list)
-    for row in parsed.select(*cols, F.unix_millis("event_time").alias("event_time")).collect():
-        out[row["offset"]].append(row.asDict())
-    return out
-
-
-def _expectations(case: dict[str, Any]) -> list[dict[str, Any]]:
-    expect = case["expect"]
-    return expect if isinstance(expect, list) else [expect]
-
-
-def _check(case: dict[str, Any], rows: list[dict[str, Any]]) -> None:
-    expected = _expectations(case)
-    assert len(rows) == len(expected), f"{len(rows)} rows: {rows}"
-    if len(rows) > 1:  # one record, several events: pair them by metric name, else in seq order
-        rows = sorted(rows, key=lambda r: (str(r["metric"]), r["seq"]))
-        expected = sorted(expected, key=lambda w: str(w.get("metric")))
-    for want_row, row in zip(expected, rows, strict=True):
-        want_row = dict(want_row)
-        # A case states either its kind or its dead-letter reason; the other must be null.
-        if "error" in want_row:
-            want_row.setdefault("kind", None)
-        else:
-            want_row.setdefault("error", None)
-        context = f"message={row['message']!r} error={row['error']!r} detail={row['detail']!r}"
-        for col, want in want_row.items():
-            got = row[col]
-            if isinstance(want, dict):
-                assert got is not None and got.startswith(want["startswith"]), (
-                    f"{col}: {got!r} does not start with {want['startswith']!r}; {context}"
-                )
-                continue
-            if col == "event_time" and want is not None:
-                want = _ms(want)
-            assert got == want, f"{col}: got {got!r}, want {want!r}; {context}"
+from tests.streaming.parse_cases import (
+    _COMPLETED,
+    CASE_KEYS,
+    DATA,
+    LOG_CASES,
+    METRIC_CASES,
+    OUTPUT_COLUMNS,
+    SHAPE_COLUMNS,
+    Rows,
+    _check,
+    _collect,
+    _expectations,
+    _ms,
+    _records,
+)
 
 
 @pytest.fixture(scope="module")
 def log_rows(spark: SparkSession) -> Rows:
     return _collect(parse_logs(_records(spark, LOG_CASES, "flink.logs")))
-
-
-@pytest.fixture(scope="module")
-def metric_rows(spark: SparkSession) -> Rows:
-    parsed = parse_metrics(_records(spark, METRIC_CASES, "flink.metrics"), shapes=True)
-    return _collect(parsed, SHAPE_COLUMNS)
 
 
 # --- the case files themselves ---------------------------------------------------------------
@@ -175,11 +101,6 @@ def test_every_dead_letter_reason_has_a_case() -> None:
     assert set(routes) - {"too_many_points"} <= metric_errors
 
 
-def test_every_shape_has_a_case() -> None:
-    shapes = {w.get("shape") for c in METRIC_CASES for w in _expectations(c)}
-    assert set(SHAPES) <= shapes
-
-
 # --- the cases --------------------------------------------------------------------------------
 
 
@@ -189,14 +110,6 @@ def test_every_shape_has_a_case() -> None:
 )
 def test_log_case(offset: int, case: dict[str, Any], log_rows: Rows) -> None:
     _check(case, log_rows[offset])
-
-
-@pytest.mark.spark
-@pytest.mark.parametrize(
-    ("offset", "case"), list(enumerate(METRIC_CASES)), ids=[c["id"] for c in METRIC_CASES]
-)
-def test_metric_case(offset: int, case: dict[str, Any], metric_rows: Rows) -> None:
-    _check(case, metric_rows[offset])
 
 
 @pytest.mark.spark
@@ -246,49 +159,6 @@ def test_zone_less_log_timestamp_is_read_in_session_time_zone(spark: SparkSessio
 
 
 # --- shipper routes (issue #33) -----------------------------------------------------------------
-
-_COMPLETED = (
-    "2026-11-23 04:42:23,446 INFO  org.apache.flink.runtime.checkpoint.CheckpointCoordinator"
-    "    [] - Completed checkpoint {n} for job 4a65850149ce04ff4047c9701f25e7a7 (82250 bytes,"
-    " checkpointDuration=851 ms, finalizationTime=21 ms)."
-)
-
-
-def _otlp_request(bodies: list[str]) -> str:
-    records = [
-        {
-            "timeUnixNano": "0",
-            "observedTimeUnixNano": "1795408943452000000",
-            "body": {"stringValue": b},
-        }
-        for b in bodies
-    ]
-    host = {"key": "host.name", "value": {"stringValue": "gke-pool-1-4f2a"}}
-    return json.dumps(
-        {
-            "resourceLogs": [
-                {"resource": {"attributes": [host]}, "scopeLogs": [{"logRecords": records}]}
-            ]
-        },
-        separators=(",", ":"),  # compact, as the collector's exporter writes it
-    )
-
-
-@pytest.mark.spark
-def test_an_otlp_request_with_10000_log_records_is_cut_at_the_cap(spark: SparkSession) -> None:
-    cap = MAX_OTLP_LOG_RECORDS
-    request = _otlp_request([_COMPLETED.format(n=n) for n in range(1, 10_001)])
-    lim = ParseLimits(max_record_bytes=len(request) + 1)
-    rows = parse_logs(records_df(spark, [request]), lim).orderBy("seq").collect()
-    assert len(rows) == cap + 1
-    events, surplus = rows[:cap], rows[cap]
-    assert [(r.seq, r.kind, r.checkpoint_id) for r in events] == [
-        (i, "checkpoint_completed", i + 1) for i in range(cap)
-    ]
-    assert {r.host for r in events} == {"gke-pool-1-4f2a"}
-    assert (surplus.seq, surplus.kind, surplus.error) == (cap, None, "otlp_record_cap")
-    assert surplus.detail == f"{10_000 - cap} log records beyond the first {cap}"
-    assert len(surplus.raw) == 65536
 
 
 def _varint(n: int) -> bytes:
@@ -374,92 +244,6 @@ def test_every_shape_and_dead_letter_reason_is_documented() -> None:
     # otlp_protobuf has a test of its own.
     shown = {s for _, s in _SHAPES if "+" not in s} | {"otlp_protobuf"}
     assert shown == {*LOG_LAYOUTS, *LOG_ENVELOPES, *NOT_LOG_SHAPES}
-
-
-@pytest.mark.spark
-def test_points_past_the_cap_are_one_dead_letter(spark: SparkSession) -> None:
-    line = "prometheus,host=jm_0 " + ",".join(f"flink_m{i}={i}" for i in range(5))
-    lim = ParseLimits(max_points_per_record=3)
-    rows = (
-        parse_metrics(records_df(spark, [line + " 1710183765000000000"]), lim)
-        .select("seq", "kind", "metric", "error", "detail")
-        .orderBy("seq")
-        .collect()
-    )
-    assert [(r.seq, r.kind, r.error) for r in rows] == [
-        (0, "metric", None),
-        (1, "metric", None),
-        (2, "metric", None),
-        (3, None, "too_many_points"),
-    ]
-    # One dead letter stands for the samples past the cap (here 2), not one each.
-    assert rows[3].detail == "samples past the first 3 of the record"
-
-
-@pytest.mark.spark
-def test_configured_names_come_before_the_built_in_ones(spark: SparkSession) -> None:
-    rules = (
-        # A Graphite prefix the default scope formats do not know.
-        MetricNameRule(
-            match=r"prod\.flink\.([^.]+)\.taskmanager\.([^.]+)\.Status\.JVM\.Memory\.Heap\.Used",
-            name="flink_taskmanager_Status_JVM_Memory_Heap_Used",
-            labels={"host": "$1", "tm_id": "$2"},
-        ),
-        # Overrides the InfluxDB built-in for one measurement, and the label the record has.
-        MetricNameRule(
-            match="taskmanager_(Status_JVM_Memory_Heap_Max)",
-            name="flink_taskmanager_$1",
-            labels={"host": "renamed"},
-        ),
-    )
-    values = [
-        '{"name":"prod.flink.worker-7.taskmanager.tm_1.Status.JVM.Memory.Heap.Used",'
-        '"value":5,"timestamp":1710183765871}',
-        '{"name":"taskmanager_Status_JVM_Memory_Heap_Max","value":9,"timestamp":1710183765871,'
-        '"labels":{"host":"worker-7","tm_id":"tm_1"}}',
-        # Only the whole name matches: the rule is anchored.
-        '{"name":"xprod.flink.w.taskmanager.t.Status.JVM.Memory.Heap.Used","value":1,'
-        '"timestamp":1710183765871}',
-    ]
-    rows = (
-        parse_metrics(records_df(spark, values), names=rules, shapes=True)
-        .select("offset", "metric", "host", "tm_id", "naming")
-        .orderBy("offset")
-        .collect()
-    )
-    assert [tuple(r)[1:] for r in rows] == [
-        ("flink_taskmanager_Status_JVM_Memory_Heap_Used", "worker-7", "tm_1", "config[0]"),
-        ("flink_taskmanager_Status_JVM_Memory_Heap_Max", "renamed", "tm_1", "config[1]"),
-        ("xprod.flink.w.taskmanager.t.Status.JVM.Memory.Heap.Used", None, None, "none"),
-    ]
-
-
-@pytest.mark.spark
-def test_shapes_adds_naming_and_shape_as_the_last_columns(spark: SparkSession) -> None:
-    plain = parse_metrics(records_df(spark, ["x"]))
-    shaped = parse_metrics(records_df(spark, ["x"]), shapes=True)
-    assert plain.columns == list(EVENT_COLUMNS)
-    assert shaped.columns == [*EVENT_COLUMNS, "naming", "shape"]
-
-
-@pytest.mark.spark
-def test_the_parse_query_reads_naming_rules_from_the_config_it_starts_with(
-    spark: SparkSession,
-) -> None:
-    # A reload restarts the queries with the new config (streaming.supervise), and each
-    # start builds the parse query through parsed_events: the rules in force are the new ones.
-    value = '{"name":"heap.used","value":1,"timestamp":1710183765871,"labels":{}}'
-    logs, metrics = records_df(spark, []), records_df(spark, [value], topic="flink.metrics")
-    before = load_config(text="")
-    after = load_config(
-        text="parsing:\n  metric_names:\n"
-        "    - {match: 'heap\\.used', name: flink_taskmanager_Status_JVM_Memory_Heap_Used}\n"
-    )
-    names = [
-        parsed_events(logs, metrics, cfg).select("metric").first()["metric"]
-        for cfg in (before, after)
-    ]
-    assert names == ["heap.used", "flink_taskmanager_Status_JVM_Memory_Heap_Used"]
 
 
 def _capture(spark: SparkSession, path: Path, topic_part: str) -> DataFrame:

@@ -19,7 +19,7 @@ from lab.slack import SlackEmulator
 from sinks.slack import SlackBotSink, SlackWebhookSink
 from streaming.runtime import Runtime, StartError
 from streaming.supervise import run_forever
-from tests.sinks.test_charts import failures_alert
+from tests.sinks.charts.alerts import failures_alert
 
 TOKEN = "xoxb-runtime-test"  # noqa: S105 - the emulator's
 ENV = {

@@ -56,17 +56,6 @@ def test_a_local_master_is_raised_to_the_slots_the_queries_need() -> None:
     assert sized_master("spark://h:7077", 7) == "spark://h:7077"
 
 
-def test_real_time_parsing_pins_a_slot_per_raw_partition() -> None:
-    from conf import AppConfig
-    from streaming.live import query_slots
-
-    cfg = AppConfig()
-    # 4 raw partitions pinned, then max(bus partitions 2, state partitions 2), then 1.
-    assert query_slots(cfg, 4) == 7
-    micro = AppConfig.model_validate({"spark": {"parse_mode": "microbatch"}})
-    assert query_slots(micro, 4) == 3
-
-
 def test_detector_state_memory_is_bounded_by_default(spark) -> None:
     # The tests' session is built like the job's: with the default budget.
     assert SparkConfig().state_memory_mb == 256

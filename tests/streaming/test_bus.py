@@ -1,4 +1,4 @@
-"""Routing: each detector gets its event kinds and only the metric names it reads.
+"""The bus (``streaming/bus.py``): each detector gets its kinds and only the metrics it reads.
 
 Both ends of the bus: the parse side puts an event on the bus once per entity scope that
 wants it, the detect side fans it out to the detectors of that scope.

@@ -1,18 +1,15 @@
-"""Evidence charts: each detector's alert, driven from events, renders to a valid small PNG."""
+"""Alerts for the evidence charts' tests, each driven from events through its real detector."""
 
 from __future__ import annotations
 
 import io
 import random
-import threading
-import warnings
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import pytest
 from matplotlib import image
 
-from detectors import REGISTRY, Alert, AlertStatus, Event, Severity
+from detectors import Alert, AlertStatus, Event
 from detectors.checkpoint_creep import CheckpointCreep, CheckpointCreepParams
 from detectors.checkpoint_failures import CheckpointFailures, CheckpointFailuresParams
 from detectors.checkpoint_state_growth import CheckpointStateGrowth, CheckpointStateGrowthParams
@@ -23,8 +20,6 @@ from detectors.job_lost import UPTIME, JobLost, JobLostParams
 from detectors.late_barrier_acks import LateBarrierAcks, LateBarrierAcksParams
 from detectors.restart_storm import RestartStorm, RestartStormParams
 from detectors.testing import drive
-from sinks.charts import CHARTS, render
-from sinks.charts.frame import safe
 
 S, MIN, MB = 1000, 60_000, 1 << 20
 T0 = 1_795_400_000_000  # 2026-11-23 02:13:20 UTC
@@ -239,170 +234,7 @@ def decoded(data: bytes | None) -> Any:
     return pixels
 
 
-# --- every charted detector -------------------------------------------------------------------
-
-
-def test_every_chart_is_of_a_registered_detector_and_every_one_is_tested_here() -> None:
-    assert set(CHARTS) <= set(REGISTRY)
-    assert set(BUILDERS) == set(CHARTS)
-
-
-@pytest.mark.parametrize("detector", sorted(BUILDERS))
-def test_an_alert_driven_from_events_renders_a_small_png(detector: str) -> None:
-    alert = BUILDERS[detector]()
-    assert alert.detector == detector
-    pixels = decoded(render(alert))
-    # Something is drawn: not one flat colour.
-    assert pixels.reshape(-1, pixels.shape[-1]).std(axis=0).max() > 0.05
-
-
-@pytest.mark.parametrize("detector", sorted(BUILDERS))
-def test_a_chart_is_the_same_bytes_each_time(detector: str) -> None:
-    alert = BUILDERS[detector]()
-    assert render(alert) == render(alert)
-
-
-def test_evidence_without_a_series_gives_no_chart() -> None:
-    alert = creep_alert()
-    empty = {
-        **alert.evidence,
-        "durations_ms": [],
-        "sizes_bytes": [],
-        "checkpoint_ids": [],
-        "times_ms": [],
-    }
-    assert render(alert.model_copy(update={"evidence": empty})) is None
-    # An idle_heap_growth resolve before any verdict carries only why and a hint.
-    idle = idle_heap_alert().model_copy(update={"evidence": {"why": "idle", "hint": "h"}})
-    assert render(idle) is None
-    # Evidence of another shape (another release) is no chart either, not an error.
-    assert render(alert.model_copy(update={"evidence": {"durations_ms": "lots"}})) is None
-
-
-def test_values_no_axis_can_place_give_no_chart_not_an_error(caplog) -> None:
-    alert = creep_alert()
-    far = alert.model_copy(update={"event_time_ms": 10**15})  # the year 33658
-    assert render(far) is None
-    assert "cannot be drawn" in caplog.text and alert.alert_id in caplog.text
-
-
-def test_a_single_point_or_a_flat_series_draws_without_a_warning() -> None:
-    alert = creep_alert()
-    ev = alert.evidence
-    one = {k: ev[k][-1:] for k in ("durations_ms", "sizes_bytes", "checkpoint_ids", "times_ms")}
-    flat = {"durations_ms": [0] * 3, "sizes_bytes": [0] * 3, "checkpoint_ids": [1, 2, 3]}
-    restarts = restart_alert()
-    cases = [
-        alert.model_copy(update={"evidence": {**ev, **one, "fit": None}}),
-        alert.model_copy(update={"evidence": {**ev, **flat, "times_ms": ev["times_ms"][:3]}}),
-        restarts.model_copy(
-            update={
-                "evidence": {**restarts.evidence, "timeline": restarts.evidence["timeline"][:1]}
-            }
-        ),
-    ]
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        for case in cases:
-            decoded(render(case))
-
-
-def test_detectors_without_a_series_have_no_chart() -> None:
-    for name in ("tm_lost", "jvm_fatal"):
-        alert = creep_alert().model_copy(update={"detector": name, "evidence": {}})
-        assert render(alert) is None
-
-
-def test_a_creep_without_sizes_or_a_fit_yet_still_draws_its_durations() -> None:
-    alert = creep_alert()
-    ev = {**alert.evidence, "fit": None, "sizes_bytes": [None] * len(alert.evidence["sizes_bytes"])}
-    decoded(render(alert.model_copy(update={"evidence": ev})))
-
-
-def test_state_growth_without_heap_draws_without_the_heap_line() -> None:
-    with_heap = render(growth_alert(state_backend="heap", state_heap_mb=3057))
-    without = render(growth_alert())
-    decoded(without)
-    assert with_heap != without
-
-
-def test_hostile_text_in_names_and_hosts_renders() -> None:
-    decoded(render(creep_alert(name=HOSTILE)))
-    decoded(render(late_alert(host=HOSTILE)))
-    alert = restart_alert()
-    ev = {**alert.evidence, "timeline": [[m[0], HOSTILE, m[2]] for m in alert.evidence["timeline"]]}
-    decoded(render(alert.model_copy(update={"evidence": ev, "job_name": HOSTILE})))
-
-
-def test_safe_text_is_one_drawable_line_without_math() -> None:
-    text = safe(HOSTILE, 40)
-    assert len(text.replace("\\$", "$")) == 40 and text.endswith("…")
-    assert "\x00" not in text and "\x1b" not in text and "\U0001f525" not in text
-    assert "\\$\\frac" in text  # every dollar escaped: no math mode
-    assert safe("a\nb\tc") == "a b c"
-
-
-# --- incidents ---------------------------------------------------------------------------------
-
-
 def incident_of(alerts: Iterable[Alert]) -> IncidentView:
     corr = Correlator()
     views = [corr.observe(a) for a in sorted(alerts, key=lambda a: a.event_time_ms)]
     return views[-1]
-
-
-def test_an_incident_of_several_members_renders_them_on_one_axis() -> None:
-    creep, failures, late = creep_alert(), failures_alert(), late_alert()
-    incident = incident_of([creep, failures, late])
-    assert len(incident.members) == 3 and incident.joined
-    chart = render(late, incident)
-    decoded(chart)
-    # The incident's chart, not the member's own.
-    assert chart != render(late)
-    # Resolved members end their lane; the chart changes with them.
-    resolved = failures.model_copy(
-        update={"status": AlertStatus.RESOLVED, "event_time_ms": failures.event_time_ms + 9 * MIN}
-    )
-    assert render(resolved, incident_of([creep, failures, late, resolved])) != chart
-
-
-def test_an_incident_of_one_member_is_the_alerts_own_chart() -> None:
-    alert = restart_alert()
-    incident = incident_of([alert])
-    assert len(incident.members) == 1
-    assert render(alert, incident) == render(alert)
-
-
-def test_an_incident_with_hostile_names_and_many_members_renders() -> None:
-    base = creep_alert()
-    members = [
-        base.model_copy(
-            update={
-                "alert_id": f"a{i}",
-                "detector": sorted(REGISTRY)[i % len(REGISTRY)],
-                "job_name": HOSTILE,
-                "event_time_ms": base.event_time_ms + i * MIN,
-                "severity": list(Severity)[i % 3],
-            }
-        )
-        for i in range(20)
-    ]
-    incident = incident_of(members)
-    assert len(incident.members) == 20
-    decoded(render(members[-1], incident))
-
-
-def test_threads_render_at_once_alike() -> None:
-    alerts = [creep_alert(), late_alert(), restart_alert(), idle_heap_alert()]
-    want = [render(a) for a in alerts]
-    got: dict[int, bytes | None] = {}
-
-    def work(i: int) -> None:
-        got[i] = render(alerts[i % len(alerts)])
-
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert [got[i] for i in range(8)] == want * 2

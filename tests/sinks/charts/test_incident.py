@@ -1,0 +1,57 @@
+"""The chart of a correlated incident (``sinks/charts/incident.py``): its members on one time axis."""
+
+from __future__ import annotations
+
+from detectors import REGISTRY, AlertStatus, Severity
+from sinks.charts import render
+from tests.sinks.charts.alerts import (
+    HOSTILE,
+    MIN,
+    creep_alert,
+    decoded,
+    failures_alert,
+    incident_of,
+    late_alert,
+    restart_alert,
+)
+
+
+def test_an_incident_of_several_members_renders_them_on_one_axis() -> None:
+    creep, failures, late = creep_alert(), failures_alert(), late_alert()
+    incident = incident_of([creep, failures, late])
+    assert len(incident.members) == 3 and incident.joined
+    chart = render(late, incident)
+    decoded(chart)
+    # The incident's chart, not the member's own.
+    assert chart != render(late)
+    # Resolved members end their lane; the chart changes with them.
+    resolved = failures.model_copy(
+        update={"status": AlertStatus.RESOLVED, "event_time_ms": failures.event_time_ms + 9 * MIN}
+    )
+    assert render(resolved, incident_of([creep, failures, late, resolved])) != chart
+
+
+def test_an_incident_of_one_member_is_the_alerts_own_chart() -> None:
+    alert = restart_alert()
+    incident = incident_of([alert])
+    assert len(incident.members) == 1
+    assert render(alert, incident) == render(alert)
+
+
+def test_an_incident_with_hostile_names_and_many_members_renders() -> None:
+    base = creep_alert()
+    members = [
+        base.model_copy(
+            update={
+                "alert_id": f"a{i}",
+                "detector": sorted(REGISTRY)[i % len(REGISTRY)],
+                "job_name": HOSTILE,
+                "event_time_ms": base.event_time_ms + i * MIN,
+                "severity": list(Severity)[i % 3],
+            }
+        )
+        for i in range(20)
+    ]
+    incident = incident_of(members)
+    assert len(incident.members) == 20
+    decoded(render(members[-1], incident))

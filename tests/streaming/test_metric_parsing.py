@@ -1,0 +1,134 @@
+"""The metric parser (``streaming/metric_parsing.py``): every case in metric_cases.yaml.
+
+All metric cases (tests/data/parsing/metric_cases.yaml) go through ONE ``parse_metrics``
+call; each case then checks the rows of its own offset. Names, caps and shape columns.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+
+from conf import load_config
+from conf.pipeline import MetricNameRule
+from streaming.app import parsed_events
+from streaming.metric_parsing import SHAPES, parse_metrics
+from streaming.parsing import ParseLimits
+from streaming.schemas import EVENT_COLUMNS
+from tests.conftest import records_df
+from tests.streaming.parse_cases import (
+    METRIC_CASES,
+    SHAPE_COLUMNS,
+    Rows,
+    _check,
+    _collect,
+    _expectations,
+    _records,
+)
+
+
+@pytest.fixture(scope="module")
+def metric_rows(spark: SparkSession) -> Rows:
+    parsed = parse_metrics(_records(spark, METRIC_CASES, "flink.metrics"), shapes=True)
+    return _collect(parsed, SHAPE_COLUMNS)
+
+
+def test_every_shape_has_a_case() -> None:
+    shapes = {w.get("shape") for c in METRIC_CASES for w in _expectations(c)}
+    assert set(SHAPES) <= shapes
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(
+    ("offset", "case"), list(enumerate(METRIC_CASES)), ids=[c["id"] for c in METRIC_CASES]
+)
+def test_metric_case(offset: int, case: dict[str, Any], metric_rows: Rows) -> None:
+    _check(case, metric_rows[offset])
+
+
+@pytest.mark.spark
+def test_points_past_the_cap_are_one_dead_letter(spark: SparkSession) -> None:
+    line = "prometheus,host=jm_0 " + ",".join(f"flink_m{i}={i}" for i in range(5))
+    lim = ParseLimits(max_points_per_record=3)
+    rows = (
+        parse_metrics(records_df(spark, [line + " 1710183765000000000"]), lim)
+        .select("seq", "kind", "metric", "error", "detail")
+        .orderBy("seq")
+        .collect()
+    )
+    assert [(r.seq, r.kind, r.error) for r in rows] == [
+        (0, "metric", None),
+        (1, "metric", None),
+        (2, "metric", None),
+        (3, None, "too_many_points"),
+    ]
+    # One dead letter stands for the samples past the cap (here 2), not one each.
+    assert rows[3].detail == "samples past the first 3 of the record"
+
+
+@pytest.mark.spark
+def test_configured_names_come_before_the_built_in_ones(spark: SparkSession) -> None:
+    rules = (
+        # A Graphite prefix the default scope formats do not know.
+        MetricNameRule(
+            match=r"prod\.flink\.([^.]+)\.taskmanager\.([^.]+)\.Status\.JVM\.Memory\.Heap\.Used",
+            name="flink_taskmanager_Status_JVM_Memory_Heap_Used",
+            labels={"host": "$1", "tm_id": "$2"},
+        ),
+        # Overrides the InfluxDB built-in for one measurement, and the label the record has.
+        MetricNameRule(
+            match="taskmanager_(Status_JVM_Memory_Heap_Max)",
+            name="flink_taskmanager_$1",
+            labels={"host": "renamed"},
+        ),
+    )
+    values = [
+        '{"name":"prod.flink.worker-7.taskmanager.tm_1.Status.JVM.Memory.Heap.Used",'
+        '"value":5,"timestamp":1710183765871}',
+        '{"name":"taskmanager_Status_JVM_Memory_Heap_Max","value":9,"timestamp":1710183765871,'
+        '"labels":{"host":"worker-7","tm_id":"tm_1"}}',
+        # Only the whole name matches: the rule is anchored.
+        '{"name":"xprod.flink.w.taskmanager.t.Status.JVM.Memory.Heap.Used","value":1,'
+        '"timestamp":1710183765871}',
+    ]
+    rows = (
+        parse_metrics(records_df(spark, values), names=rules, shapes=True)
+        .select("offset", "metric", "host", "tm_id", "naming")
+        .orderBy("offset")
+        .collect()
+    )
+    assert [tuple(r)[1:] for r in rows] == [
+        ("flink_taskmanager_Status_JVM_Memory_Heap_Used", "worker-7", "tm_1", "config[0]"),
+        ("flink_taskmanager_Status_JVM_Memory_Heap_Max", "renamed", "tm_1", "config[1]"),
+        ("xprod.flink.w.taskmanager.t.Status.JVM.Memory.Heap.Used", None, None, "none"),
+    ]
+
+
+@pytest.mark.spark
+def test_shapes_adds_naming_and_shape_as_the_last_columns(spark: SparkSession) -> None:
+    plain = parse_metrics(records_df(spark, ["x"]))
+    shaped = parse_metrics(records_df(spark, ["x"]), shapes=True)
+    assert plain.columns == list(EVENT_COLUMNS)
+    assert shaped.columns == [*EVENT_COLUMNS, "naming", "shape"]
+
+
+@pytest.mark.spark
+def test_the_parse_query_reads_naming_rules_from_the_config_it_starts_with(
+    spark: SparkSession,
+) -> None:
+    # A reload restarts the queries with the new config (streaming.supervise), and each
+    # start builds the parse query through parsed_events: the rules in force are the new ones.
+    value = '{"name":"heap.used","value":1,"timestamp":1710183765871,"labels":{}}'
+    logs, metrics = records_df(spark, []), records_df(spark, [value], topic="flink.metrics")
+    before = load_config(text="")
+    after = load_config(
+        text="parsing:\n  metric_names:\n"
+        "    - {match: 'heap\\.used', name: flink_taskmanager_Status_JVM_Memory_Heap_Used}\n"
+    )
+    names = [
+        parsed_events(logs, metrics, cfg).select("metric").first()["metric"]
+        for cfg in (before, after)
+    ]
+    assert names == ["heap.used", "flink_taskmanager_Status_JVM_Memory_Heap_Used"]

@@ -1,0 +1,88 @@
+"""OTLP/JSON log requests (``streaming/otlp_logs.py``): a row per log record, cut at the cap."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pyspark.sql import SparkSession
+
+from streaming.otlp_logs import otlp_exploded
+from streaming.parsing import (
+    MAX_OTLP_LOG_RECORDS,
+    ParseLimits,
+    parse_logs,
+)
+from tests.conftest import records_df
+from tests.streaming.parse_cases import _COMPLETED, DATA
+
+
+def _otlp_request(bodies: list[str]) -> str:
+    records = [
+        {
+            "timeUnixNano": "0",
+            "observedTimeUnixNano": "1795408943452000000",
+            "body": {"stringValue": b},
+        }
+        for b in bodies
+    ]
+    host = {"key": "host.name", "value": {"stringValue": "gke-pool-1-4f2a"}}
+    return json.dumps(
+        {
+            "resourceLogs": [
+                {"resource": {"attributes": [host]}, "scopeLogs": [{"logRecords": records}]}
+            ]
+        },
+        separators=(",", ":"),  # compact, as the collector's exporter writes it
+    )
+
+
+@pytest.mark.spark
+def test_an_otlp_request_with_10000_log_records_is_cut_at_the_cap(spark: SparkSession) -> None:
+    cap = MAX_OTLP_LOG_RECORDS
+    request = _otlp_request([_COMPLETED.format(n=n) for n in range(1, 10_001)])
+    lim = ParseLimits(max_record_bytes=len(request) + 1)
+    rows = parse_logs(records_df(spark, [request]), lim).orderBy("seq").collect()
+    assert len(rows) == cap + 1
+    events, surplus = rows[:cap], rows[cap]
+    assert [(r.seq, r.kind, r.checkpoint_id) for r in events] == [
+        (i, "checkpoint_completed", i + 1) for i in range(cap)
+    ]
+    assert {r.host for r in events} == {"gke-pool-1-4f2a"}
+    assert (surplus.seq, surplus.kind, surplus.error) == (cap, None, "otlp_record_cap")
+    assert surplus.detail == f"{10_000 - cap} log records beyond the first {cap}"
+    assert len(surplus.raw) == 65536
+
+
+@pytest.mark.spark
+def test_a_real_collector_capture_gets_a_row_per_log_record_and_other_records_pass(
+    spark: SparkSession,
+) -> None:
+    # The OpenTelemetry Collector's kafka exporter on a real run (tests/data/shippers/).
+    capture = DATA.parent / "shippers" / "otelcol_growth_2_3" / "growth_2_3.records.jsonl"
+    requests = [
+        r["value"]
+        for r in map(json.loads, capture.read_text(encoding="utf-8").splitlines())
+        if "logs" in r["topic"]
+    ]
+    want = []
+    for offset, value in enumerate(requests):
+        records = [
+            lr
+            for rl in json.loads(value)["resourceLogs"]
+            for sl in rl["scopeLogs"]
+            for lr in sl["logRecords"]
+        ]
+        for seq, lr in enumerate(records):
+            stamp = lr.get("timeUnixNano", "0")
+            ts = stamp if int(stamp) > 0 else lr["observedTimeUnixNano"]
+            want.append((offset, seq, lr["body"]["stringValue"], ts))
+    plain = _COMPLETED.format(n=1)
+    rows = otlp_exploded(records_df(spark, [*requests, plain])).collect()
+    got = sorted((r.offset, r._seq, r._o.line, r._o.ts) for r in rows if r._is_otlp)
+    assert got == want
+    assert {(r._otlp_bad, r._otlp_n) for r in rows if r.offset == 0} == {
+        (False, sum(1 for w in want if w[0] == 0))
+    }
+    (other,) = [r for r in rows if not r._is_otlp]
+    assert (other.value, other._o, other._seq) == (plain, None, None)

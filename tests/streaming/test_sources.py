@@ -1,0 +1,77 @@
+"""Record sources (``streaming/sources.py``): files staged for Spark, split into records."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from streaming.sources import file_records, given_name, stage_files
+
+REAL = Path(__file__).resolve().parent.parent / "data" / "real"
+#: A TaskManager's own log: it starts, holds one job, releases it; stack traces among its lines.
+TM_LOG = REAL / "jm_killed_2_3" / "jm_killed_2_3.taskmanager.log"
+METRICS = REAL / "expiry_2_3" / "expiry_2_3.jsonl"
+RECORD_START = re.compile(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}")
+
+
+def test_staging_links_each_file_numbered_in_order_and_expands_directories(tmp_path: Path) -> None:
+    staged = stage_files([TM_LOG, REAL / "expiry_2_3"], tmp_path / "in")
+    links = sorted(staged.iterdir())
+    assert [p.name for p in links] == [
+        "00000-jm_killed_2_3.taskmanager.log",
+        "00001-README.md",
+        "00002-expected.json",
+        "00003-expiry_2_3.jsonl",
+        "00004-expiry_2_3.log",
+    ]
+    assert all(p.is_symlink() for p in links) and links[0].resolve() == TM_LOG
+    assert [given_name(str(p)) for p in links[:1]] == ["jm_killed_2_3.taskmanager.log"]
+    assert given_name("/x/plain.log") == "plain.log"
+
+
+def test_a_missing_input_file_is_refused_by_name(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="input file not found: .*nope.log"):
+        stage_files([tmp_path / "nope.log"], tmp_path / "in")
+
+
+@pytest.mark.spark
+def test_a_log_splits_at_record_starts_and_each_record_knows_whose_log_it_is(
+    spark, tmp_path: Path
+) -> None:
+    staged = stage_files([TM_LOG], tmp_path / "logs")
+    rows = file_records(spark, staged, kind="log", stream=False).orderBy("offset").collect()
+    lines = TM_LOG.read_text(encoding="utf-8").splitlines()
+    # A record per line that starts with a time: the stack traces stay with their line.
+    assert len(rows) == sum(1 for line in lines if RECORD_START.match(line))
+    assert all(RECORD_START.match(r.value) for r in rows)
+    # Every other line is in the record before it: together they are the file.
+    assert "\n".join(r.value for r in rows) == TM_LOG.read_text(encoding="utf-8")
+    assert [r.offset for r in rows] == list(range(len(rows)))
+    assert {r.topic for r in rows} == {str(staged / f"00000-{TM_LOG.name}")}
+    assert {(r.partition, r.kafka_ts) for r in rows} == {(0, None)}
+    # Each record falls back to the time of the one before it.
+    assert rows[0].fallback_time is None and rows[1].fallback_time == rows[0].value[:23]
+
+    def at(text: str) -> int:
+        return next(i for i, r in enumerate(rows) if text in r.value)
+
+    start, added = at("Starting TaskManager with ResourceID"), at("Add job 016ba2f5")
+    removed = at("Remove job 016ba2f5")
+    assert {r.source_tm for r in rows[:start]} == {None}
+    assert {r.source_tm for r in rows[start:]} == {"localhost:44775-057ac7"}
+    assert {r.source_job for r in rows[:added]} == {None}
+    assert {r.source_job for r in rows[added:removed]} == {"016ba2f5c82eb9472e74954d863dbbbb"}
+    assert {r.source_job for r in rows[removed:]} == {None}
+
+
+@pytest.mark.spark
+def test_a_metric_file_is_a_record_per_line(spark, tmp_path: Path) -> None:
+    staged = stage_files([METRICS], tmp_path / "metrics")
+    df = file_records(spark, staged, kind="metric", stream=False)
+    assert "source_tm" not in df.columns
+    rows = df.orderBy("offset").collect()
+    lines = [line for line in METRICS.read_text(encoding="utf-8").splitlines() if line.strip()]
+    assert [r.value for r in rows] == lines
+    assert {r.fallback_time for r in rows} == {None}
