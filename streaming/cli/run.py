@@ -11,20 +11,16 @@ import signal
 import threading
 import time
 
-from prometheus_client import CollectorRegistry
-
 from conf import AppConfig, ConfigError
 from conf.kafka_client import kafka_settings
 from conf.reload import ConfigWatcher
 from sinks.http_post import redact_url
-from sinks.metrics_server import HEALTH_PATH, MetricsEndpoint, MetricsEndpointError
-from sinks.prometheus import ActiveAlerts, FlinkwatchCollector, Pusher, Sources
-from sinks.slack_actions import SlackActions
-from streaming.app import Pipeline
+from sinks.metrics_server import MetricsEndpoint, MetricsEndpointError
 from streaming.cli.args import base_overrides, load_or_exit, with_overrides
 from streaming.cli.summary import print_summary
 from streaming.listener import ProgressLogger
 from streaming.live import live_session
+from streaming.metrics import serve as serve_metrics
 from streaming.runtime import Runtime, StartError
 from streaming.session import on_jvm_signals
 from streaming.supervise import run_forever
@@ -116,7 +112,8 @@ def run_job(
                 cfg.reload_interval_s,
             )
         if endpoint is not None:
-            _serve_metrics(cfg, endpoint, pipeline, progress, watcher, runtime.actions)
+            runtime.register_metrics(pipeline, progress, watcher.stats if watcher else None)
+            serve_metrics(cfg, endpoint, runtime.registry, progress, runtime.running)
         deadline = time.monotonic() + duration if duration else None
 
         def _should_stop() -> bool:
@@ -206,74 +203,3 @@ class Signals:
             self.reload()
         else:
             self.stop(name)
-
-
-def _serve_metrics(
-    cfg: AppConfig,
-    endpoint: MetricsEndpoint,
-    pipeline: Pipeline,
-    progress: ProgressLogger,
-    watcher: ConfigWatcher | None,
-    actions: SlackActions | None = None,
-) -> None:
-    """Serve ``/metrics`` and the health answer of the run (and push, if configured)."""
-    out = pipeline.outputs
-    observers = [o for o in out.observers if isinstance(o, ActiveAlerts)]
-
-    def backlog() -> dict[str, int]:
-        waiting = out.ledger.backlog()
-        return {s.name: waiting.get(s.name, 0) for s in out.delivery_sinks()}
-
-    registry = CollectorRegistry()
-    registry.register(
-        FlinkwatchCollector(
-            Sources(
-                kinds=lambda: pipeline.stats.kinds,
-                dead_letters=lambda: pipeline.stats.dead_letters,
-                detector_errors=lambda: pipeline.stats.detector_errors,
-                entities_refused=lambda: pipeline.stats.entities_refused,
-                state_damaged=lambda: pipeline.stats.state_damaged,
-                sink_errors=lambda: {
-                    s.name: out.in_batch.errors.get(s.name, 0) for s in out.delivery_sinks()
-                },
-                ledger_errors=lambda: pipeline.stats.ledger_errors,
-                query_failures=lambda: pipeline.stats.query_failures,
-                entities=pipeline.stats.entities,
-                progress=lambda: dict(progress.latest),
-                reloads=lambda: (
-                    (watcher.stats.succeeded, watcher.stats.failed) if watcher else (0, 0)
-                ),
-                config_hash=lambda: watcher.stats.active_hash if watcher else "",
-                active=observers[0],
-                cluster=lambda: pipeline.cfg.cluster,
-                signals=out.signals,
-                deliveries=lambda: dict(out.ledger.outcomes),
-                backlog=backlog,
-                watermark_delay_s=lambda: pipeline.cfg.spark.watermark_delay_s,
-                slack_actions=(lambda: actions.outcomes) if actions is not None else None,
-                slack_refusals=(lambda: actions.refusals) if actions is not None else dict,
-                false_alarms=(lambda: actions.false_alarms) if actions is not None else dict,
-            )
-        )
-    )
-    push = cfg.metrics.pushgateway
-    if push.url:
-        Pusher(registry, push.url, push.job, push.interval_s, lambda: pipeline.cfg.cluster).start()
-        log.info("metrics: pushing to %s every %.0f s", push.url, push.interval_s)
-    try:
-        server = endpoint.serve(registry, progress_age_s=progress.progress_age_s)
-    except OSError as exc:
-        log.error(
-            "metrics: cannot listen on %s:%d or health port %s (%s); running without /metrics",
-            cfg.metrics.host,
-            cfg.metrics.port,
-            cfg.metrics.health_port,
-            exc,
-        )
-        return
-    log.info("metrics: %s %s", server.url, endpoint.describe())
-    log.info(
-        "health: %s answers 503 after %.0f s without progress of the detect query",
-        server.health_url or server.url.removesuffix("/metrics") + HEALTH_PATH,
-        cfg.metrics.health_max_age_s,
-    )
