@@ -12,10 +12,12 @@ package can import it and none of its arrows points up. The floors, bottom first
   as the ledger records it and the sinks deliver it.
 * The error hierarchy, one base and subclasses that carry their context:
 
-  * :class:`FlinkwatchError`: every error flinkwatch raises on purpose.
-  * :class:`ConfigError`: a config that cannot be used; ``path`` and ``fields`` say
-    where. ``conf.kafka_client.KafkaSettingsError`` (a variable unset, a CA file
-    unreadable).
+  * :class:`FlinkwatchError`: every error flinkwatch raises on purpose. Its base lives
+    here, on the bottom floor, because the detectors raise one of its kinds.
+  * ``conf.errors.ConfigError``: a config that cannot be used; ``path`` and ``fields``
+    say where. ``conf.kafka_client.KafkaSettingsError`` (a variable unset, a CA file
+    unreadable). A detector's parameters are checked by pydantic (``ValueError`` in a
+    validator), which ``conf`` turns into a ``ConfigError`` naming the field.
   * :class:`StateError`: a saved detector state of a newer version or a bad shape
     (``detectors.base.Detector.load``); the runner drops it and closes its incident.
   * ``sinks.base.DeliveryError``: a send that did not happen, with ``Retryable``,
@@ -26,9 +28,7 @@ package can import it and none of its arrows points up. The floors, bottom first
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from enum import StrEnum
-from pathlib import Path
 from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -201,22 +201,6 @@ class Alert(BaseModel):
 
 class FlinkwatchError(Exception):
     """Base of every error flinkwatch raises on purpose."""
-
-
-class ConfigError(FlinkwatchError):
-    """A config that cannot be used; the message names the file and the field.
-
-    Attributes:
-        path: The config file, when there is one.
-        fields: The dotted names of the offending fields (``slack.token_env``), if known.
-    """
-
-    def __init__(
-        self, message: str, *, path: Path | None = None, fields: Sequence[str] = ()
-    ) -> None:
-        super().__init__(message)
-        self.path = path
-        self.fields = tuple(fields)
 
 
 class StateError(FlinkwatchError):

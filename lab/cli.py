@@ -1,7 +1,7 @@
 """``python -m lab``: the demo tooling's command line: simulate, demo, slack-emulator.
 
 Not part of the product: the ``flinkwatch`` console script and the wheel do not carry it.
-It drives the product (``streaming.cli.run_job``) and reads the same config files.
+It drives the product (``streaming.cli.run.run_job``) and reads the same config files.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from conf import AppConfig, ConfigError
 from conf.kafka_client import kafka_settings
-from streaming.cli import run_job
-from streaming.cli_args import load_or_exit, setup_logging, with_overrides
+from streaming.cli.args import load_or_exit, setup_logging, with_overrides
+from streaming.cli.run import run_job
 
 if TYPE_CHECKING:
     from lab.slack import SlackEmulator

@@ -1,10 +1,15 @@
 """Prometheus exporter of flinkwatch's own state, served from the driver.
 
-One custom collector reads, at scrape time, the counters the pipeline already keeps
-(events by kind, dead letters by reason, config reloads, sends per sink), the latest
-progress of each query, the open incidents (:class:`ActiveAlerts`, an alert
-observer seeded from the ledger) and the detectors' signals per entity
-(:class:`SignalBoard`). Nothing is counted twice and nothing runs on the executors.
+A collector per component reads, at scrape time, the counters that component already
+keeps, as prometheus_client's custom collectors do: the open incidents
+(:class:`AlertCollector` over :class:`ActiveAlerts`, an alert observer seeded from the
+ledger), sends per sink (:class:`DeliveryCollector`), the Slack buttons
+(:class:`SlackActionsCollector`), the detectors' signals per entity
+(:class:`SignalCollector` over :class:`SignalBoard`), events, dead letters and failures
+(:class:`PipelineCollector`), config reloads (:class:`ConfigCollector`) and the latest
+progress of each query (:class:`ProgressCollector`). The composition root registers each
+with the run's one registry (:mod:`streaming.metrics`). Nothing is counted twice and
+nothing runs on the executors.
 
 Every label is bounded: ``detector`` (registered detectors), ``severity`` (3 values),
 ``status`` (3), ``kind`` (the parser's event kinds), ``reason`` (dead-letter reasons),
@@ -22,13 +27,13 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from prometheus_client import push_to_gateway
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from conf.running import RunningConfig
 from detectors import REGISTRY, AlertStatus
 from sinks.base import AlertObserver, Transition
 
@@ -147,66 +152,139 @@ class _Progress(Protocol):
     watermark_ms: int | None
 
 
-def _nothing() -> Mapping[Any, int]:
-    return {}
+class _Ledger(Protocol):
+    @property
+    def outcomes(self) -> Mapping[tuple[str, str], int]: ...
+
+    def backlog(self) -> Mapping[str, int]: ...
 
 
-@dataclass
-class Sources:
-    """Where the collector reads from; each is a callable so it sees current values."""
-
-    kinds: Callable[[], Mapping[str, int]]
-    dead_letters: Callable[[], Mapping[str, int]]
-    progress: Callable[[], Mapping[str, _Progress]]
-    reloads: Callable[[], tuple[int, int]]
-    config_hash: Callable[[], str]
-    active: ActiveAlerts
-    cluster: Callable[[], str] = lambda: "default"
-    signals: SignalBoard | None = None
-    #: Sends by (sink, outcome): delivered, failed, retry, unknown, confirmed,
-    #: resent_unconfirmed, stale, paged_late.
-    deliveries: Callable[[], Mapping[tuple[str, str], int]] = _nothing
-    #: Transitions waiting per delivery sink.
-    backlog: Callable[[], Mapping[str, int]] = _nothing
-    #: Detector calls that raised, by (detector, outcome): skipped, dropped.
-    detector_errors: Callable[[], Mapping[tuple[str, str], int]] = _nothing
-    #: New entities refused past spark.max_entities, by detector.
-    entities_refused: Callable[[], Mapping[str, int]] = _nothing
-    #: Entities dropped because their saved state could not be read.
-    state_damaged: Callable[[], int] = lambda: 0
-    #: Failed delivery passes per delivery sink (every sink named, failing or not).
-    sink_errors: Callable[[], Mapping[str, int]] = _nothing
-    #: Micro-batches the ledger could not record.
-    ledger_errors: Callable[[], int] = lambda: 0
-    #: Query failures by cause: storage_full, other.
-    query_failures: Callable[[], Mapping[str, int]] = _nothing
-    #: Requests to the Slack interactivity endpoint, by outcome (``None``: it is off).
-    slack_actions: Callable[[], Mapping[str, int]] | None = None
-    #: Signed presses refused, by reason (team, external_user, channel, user, unverified).
-    slack_refusals: Callable[[], Mapping[str, int]] = _nothing
-    #: Incidents resolved as noise from Slack, by their root detector.
-    false_alarms: Callable[[], Mapping[str, int]] = _nothing
-    #: Entities the detect query holds (``None``: not known yet).
-    entities: Callable[[], int | None] = lambda: None
-    watermark_delay_s: Callable[[], float] = lambda: 0.0
-    clock: Callable[[], float] = time.time
+class _Failures(Protocol):
+    @property
+    def errors(self) -> Mapping[str, int]: ...
 
 
-class FlinkwatchCollector(Collector):
-    """Builds every flinkwatch_* metric family at scrape time."""
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
 
-    def __init__(self, sources: Sources) -> None:
-        self.s = sources
+
+class DeliveryOutputs(Protocol):
+    """What :class:`DeliveryCollector` reads: the detect query's outputs."""
+
+    @property
+    def ledger(self) -> _Ledger:
+        """Sends by (sink, outcome) and the transitions waiting per sink."""
+        ...
+
+    @property
+    def in_batch(self) -> _Failures:
+        """Failed delivery passes per sink."""
+        ...
+
+    def delivery_sinks(self) -> Sequence[_Named]:
+        """Every sink a transition is queued for."""
+        ...
+
+
+class PipelineCounts(Protocol):
+    """What :class:`PipelineCollector` reads: the queries' counters."""
+
+    @property
+    def kinds(self) -> Mapping[str, int]:
+        """Parsed events by kind."""
+        ...
+
+    @property
+    def dead_letters(self) -> Mapping[str, int]:
+        """Records that did not parse, by reason."""
+        ...
+
+    @property
+    def detector_errors(self) -> Mapping[tuple[str, str], int]:
+        """Detector calls that raised, by (detector, outcome): skipped, dropped."""
+        ...
+
+    @property
+    def entities_refused(self) -> Mapping[str, int]:
+        """New entities refused past spark.max_entities, by detector."""
+        ...
+
+    @property
+    def state_damaged(self) -> int:
+        """Entities dropped because their saved state could not be read."""
+        ...
+
+    @property
+    def ledger_errors(self) -> int:
+        """Micro-batches the ledger could not record."""
+        ...
+
+    @property
+    def query_failures(self) -> Mapping[str, int]:
+        """Query failures by cause: storage_full, other."""
+        ...
+
+    def entities(self) -> int | None:
+        """Entities the detect query holds (``None``: not known yet)."""
+        ...
+
+
+class SlackActionCounts(Protocol):
+    """What :class:`SlackActionsCollector` reads: the buttons' endpoint's counters."""
+
+    @property
+    def outcomes(self) -> Mapping[str, int]:
+        """Requests to the endpoint, by outcome."""
+        ...
+
+    @property
+    def refusals(self) -> Mapping[str, int]:
+        """Signed presses refused, by reason."""
+        ...
+
+    @property
+    def false_alarms(self) -> Mapping[str, int]:
+        """Incidents resolved as noise from Slack, by their root detector."""
+        ...
+
+
+class ReloadCounts(Protocol):
+    """What :class:`ConfigCollector` reads of the config watcher."""
+
+    @property
+    def succeeded(self) -> int:
+        """Reloads applied or unchanged."""
+        ...
+
+    @property
+    def failed(self) -> int:
+        """Reloads rejected."""
+        ...
+
+    @property
+    def active_hash(self) -> str:
+        """The content hash of the config in force."""
+        ...
+
+
+class ProgressSource(Protocol):
+    """What :class:`ProgressCollector` reads: the latest progress of each query."""
+
+    @property
+    def latest(self) -> Mapping[str, _Progress]:
+        """Per query name, its latest micro-batch's progress."""
+        ...
+
+
+class AlertCollector(Collector):
+    """The open incidents and the transitions the ledger recorded (:class:`ActiveAlerts`)."""
+
+    def __init__(self, active: ActiveAlerts, cluster: Callable[[], str]) -> None:
+        self.active = active
+        self.cluster = cluster
 
     def collect(self) -> Iterator[Metric]:  # noqa: D102
-        yield from self._alert_families()
-        if self.s.signals is not None:
-            yield from signal_families(self.s.signals, self.s.cluster())
-        yield from self._refused_family()
-        yield from self._pipeline_families()
-        yield from self._progress_families(self.s.progress(), self.s.clock())
-
-    def _alert_families(self) -> Iterator[Metric]:
         active = GaugeMetricFamily(
             "flinkwatch_alerts_active",
             "Open incidents (1 each) by their latest transition; the series goes away on resolve.",
@@ -221,8 +299,8 @@ class FlinkwatchCollector(Collector):
                 "silenced",
             ],
         )
-        cluster = self.s.cluster()
-        for t in self.s.active.snapshot():
+        cluster = self.cluster()
+        for t in self.active.snapshot():
             a = t.alert
             active.add_metric(
                 [
@@ -244,7 +322,7 @@ class FlinkwatchCollector(Collector):
             "Alert transitions recorded, by detector and status (firing/escalated/resolved).",
             labels=["detector", "status"],
         )
-        for (det, status), n in sorted(self.s.active.transitions.items()):
+        for (det, status), n in sorted(self.active.transitions.items()):
             transitions.add_metric([det, status], float(n))
         yield transitions
 
@@ -253,10 +331,26 @@ class FlinkwatchCollector(Collector):
             "Alert transitions withheld from Slack, by detector and silence name.",
             labels=["detector", "silence"],
         )
-        for (det, name), n in sorted(self.s.active.silenced.items()):
+        for (det, name), n in sorted(self.active.silenced.items()):
             silenced.add_metric([det, name], float(n))
         yield silenced
 
+
+class DeliveryCollector(Collector):
+    """Sends per sink and outcome, what waits per sink, failed passes (the outputs)."""
+
+    def __init__(self, outputs: DeliveryOutputs) -> None:
+        self.outputs = outputs
+
+    def _backlog(self) -> dict[str, int]:
+        waiting = self.outputs.ledger.backlog()
+        return {s.name: waiting.get(s.name, 0) for s in self.outputs.delivery_sinks()}
+
+    def _sink_errors(self) -> dict[str, int]:
+        errors = self.outputs.in_batch.errors
+        return {s.name: errors.get(s.name, 0) for s in self.outputs.delivery_sinks()}
+
+    def collect(self) -> Iterator[Metric]:  # noqa: D102
         sends = CounterMetricFamily(
             "flinkwatch_deliveries",
             "Sends to delivery sinks (slack, file) by outcome: delivered, retry (sink "
@@ -268,7 +362,7 @@ class FlinkwatchCollector(Collector):
             "paged once it caught up with the incident still open).",
             labels=["sink", "outcome"],
         )
-        for (sink, outcome), n in sorted(self.s.deliveries().items()):
+        for (sink, outcome), n in sorted(dict(self.outputs.ledger.outcomes).items()):
             sends.add_metric([sink, outcome], float(n))
         yield sends
 
@@ -277,7 +371,7 @@ class FlinkwatchCollector(Collector):
             "Alert transitions waiting for a delivery sink.",
             labels=["sink"],
         )
-        for sink, n in sorted(self.s.backlog().items()):
+        for sink, n in sorted(self._backlog().items()):
             backlog.add_metric([sink], float(n))
         yield backlog
 
@@ -287,23 +381,20 @@ class FlinkwatchCollector(Collector):
             "written; retried later, never holds detection back), slack (Slack unavailable).",
             labels=["sink"],
         )
-        for sink, n in sorted(self.s.sink_errors().items()):
+        for sink, n in sorted(self._sink_errors().items()):
             sink_errors.add_metric([sink], float(n))
         yield sink_errors
 
-        yield from self._slack_action_families()
 
-        ledger = CounterMetricFamily(
-            "flinkwatch_ledger_errors",
-            "Micro-batches the alert ledger could not record (a full volume, say): each "
-            "failed and is run again by Spark when the queries restart.",
-        )
-        ledger.add_metric([], float(self.s.ledger_errors()))
-        yield ledger
+class SlackActionsCollector(Collector):
+    """The Slack buttons' requests, refusals and false alarms (all 0 while they are off)."""
 
-    def _slack_action_families(self) -> Iterator[Metric]:
+    def __init__(self, actions: SlackActionCounts | None) -> None:
+        self.actions = actions
+
+    def collect(self) -> Iterator[Metric]:  # noqa: D102
         # Every series starts at 0 (both labels are bounded), so rate() sees the first one.
-        noise = self.s.false_alarms()
+        noise = self.actions.false_alarms if self.actions is not None else {}
         alarms = CounterMetricFamily(
             "flinkwatch_false_alarms",
             "Incidents resolved as noise from Slack (the button), by their root detector.",
@@ -313,7 +404,7 @@ class FlinkwatchCollector(Collector):
             alarms.add_metric([det], float(noise.get(det, 0)))
         yield alarms
         # Without the endpoint (no slack.interactivity_port) every outcome stays at 0.
-        seen = self.s.slack_actions() if self.s.slack_actions is not None else {}
+        seen = self.actions.outcomes if self.actions is not None else {}
         actions = CounterMetricFamily(
             "flinkwatch_slack_actions",
             "Requests to the Slack interactivity endpoint by outcome: acted, repeated (changed "
@@ -328,7 +419,7 @@ class FlinkwatchCollector(Collector):
         for outcome in SLACK_ACTION_OUTCOMES:
             actions.add_metric([outcome], float(seen.get(outcome, 0)))
         yield actions
-        no = self.s.slack_refusals()
+        no = self.actions.refusals if self.actions is not None else {}
         refused = CounterMetricFamily(
             "flinkwatch_slack_actions_refused",
             "Signed button presses refused, by reason: team (another workspace or "
@@ -342,10 +433,16 @@ class FlinkwatchCollector(Collector):
             refused.add_metric([reason], float(no.get(reason, 0)))
         yield refused
 
-    def _refused_family(self) -> Iterator[Metric]:
-        board = self.s.signals
-        if board is None:
-            return
+
+class SignalCollector(Collector):
+    """The detectors' per-entity signal gauges (:class:`SignalBoard`), and what it refused."""
+
+    def __init__(self, board: SignalBoard, cluster: Callable[[], str]) -> None:
+        self.board = board
+        self.cluster = cluster
+
+    def collect(self) -> Iterator[Metric]:  # noqa: D102
+        yield from signal_families(self.board, self.cluster())
         refused = CounterMetricFamily(
             "flinkwatch_signal_entities_refused",
             "Signal updates of entities past metrics.max_signal_entities (per detector), "
@@ -353,14 +450,21 @@ class FlinkwatchCollector(Collector):
             labels=["detector"],
         )
         for det in sorted(REGISTRY):
-            refused.add_metric([det], float(board.refused.get(det, 0)))
+            refused.add_metric([det], float(self.board.refused.get(det, 0)))
         yield refused
 
-    def _pipeline_families(self) -> Iterator[Metric]:
+
+class PipelineCollector(Collector):
+    """The queries' counters: events, dead letters, detector errors, entities, failures."""
+
+    def __init__(self, stats: PipelineCounts) -> None:
+        self.stats = stats
+
+    def collect(self) -> Iterator[Metric]:  # noqa: D102
         events = CounterMetricFamily(
             "flinkwatch_events", "Parsed events, by kind.", labels=["kind"]
         )
-        for kind, n in sorted(self.s.kinds().items()):
+        for kind, n in sorted(self.stats.kinds.items()):
             events.add_metric([kind], float(n))
         yield events
 
@@ -369,7 +473,7 @@ class FlinkwatchCollector(Collector):
             "Records that did not parse, by reason (kept in the dead-letter sink).",
             labels=["reason"],
         )
-        for reason, n in sorted(self.s.dead_letters().items()):
+        for reason, n in sorted(self.stats.dead_letters.items()):
             dead.add_metric([reason], float(n))
         yield dead
 
@@ -382,7 +486,7 @@ class FlinkwatchCollector(Collector):
         )
         # Every series starts at 0 (labels are bounded by the registry): a rate() over a
         # counter that appears only with its first error misses that error.
-        raised = self.s.detector_errors()
+        raised = self.stats.detector_errors
         for det in sorted(REGISTRY):
             for outcome in ("skipped", "dropped"):
                 errors.add_metric([det, outcome], float(raised.get((det, outcome), 0)))
@@ -394,7 +498,7 @@ class FlinkwatchCollector(Collector):
             "spark.max_entities, by detector (counted once per micro-batch they appear in).",
             labels=["detector"],
         )
-        refusals = self.s.entities_refused()
+        refusals = self.stats.entities_refused
         for det in sorted(REGISTRY):
             refused.add_metric([det], float(refusals.get(det, 0)))
         yield refused
@@ -405,10 +509,10 @@ class FlinkwatchCollector(Collector):
             "read (a damaged value); their open incidents are resolved and they start again "
             "from their next records.",
         )
-        damaged.add_metric([], float(self.s.state_damaged()))
+        damaged.add_metric([], float(self.stats.state_damaged))
         yield damaged
 
-        held = self.s.entities()
+        held = self.stats.entities()
         if held is not None:
             entities = GaugeMetricFamily(
                 "flinkwatch_detect_entities",
@@ -424,12 +528,29 @@ class FlinkwatchCollector(Collector):
             "waited out, never counted against spark.max_restarts) or other.",
             labels=["cause"],
         )
-        failed_by = self.s.query_failures()
+        failed_by = self.stats.query_failures
         for cause in ("storage_full", "other"):
             failures.add_metric([cause], float(failed_by.get(cause, 0)))
         yield failures
 
-        ok, failed = self.s.reloads()
+        ledger = CounterMetricFamily(
+            "flinkwatch_ledger_errors",
+            "Micro-batches the alert ledger could not record (a full volume, say): each "
+            "failed and is run again by Spark when the queries restart.",
+        )
+        ledger.add_metric([], float(self.stats.ledger_errors))
+        yield ledger
+
+
+class ConfigCollector(Collector):
+    """Reloads by outcome, the config in force (its hash) and its watermark delay."""
+
+    def __init__(self, running: RunningConfig, reloads: ReloadCounts | None = None) -> None:
+        self.running = running
+        self.reloads = reloads
+
+    def collect(self) -> Iterator[Metric]:  # noqa: D102
+        ok, failed = (self.reloads.succeeded, self.reloads.failed) if self.reloads else (0, 0)
         reloads = CounterMetricFamily(
             "flinkwatch_config_reloads",
             "Config file reloads, by outcome (success: applied or unchanged; failure: rejected).",
@@ -442,18 +563,29 @@ class FlinkwatchCollector(Collector):
         info = GaugeMetricFamily(
             "flinkwatch_config_info", "The config in force (its content hash).", labels=["hash"]
         )
-        info.add_metric([self.s.config_hash() or "default"], 1.0)
+        info.add_metric([(self.reloads.active_hash if self.reloads else "") or "default"], 1.0)
         yield info
 
         delay = GaugeMetricFamily(
             "flinkwatch_watermark_delay_seconds",
             "Configured lateness allowed before events are dropped (spark.watermark_delay_s).",
         )
-        delay.add_metric([], self.s.watermark_delay_s())
+        delay.add_metric([], self.running.current.spark.watermark_delay_s)
         yield delay
 
+
+class ProgressCollector(Collector):
+    """Each query's latest progress: rates, batch time, state, watermark lag, late rows."""
+
+    def __init__(self, progress: ProgressSource, clock: Callable[[], float] = time.time) -> None:
+        self.progress = progress
+        self.clock = clock
+
+    def collect(self) -> Iterator[Metric]:  # noqa: D102
+        yield from self._families(dict(self.progress.latest), self.clock())
+
     @staticmethod
-    def _progress_families(progress: Mapping[str, Any], now_s: float) -> Iterator[Metric]:
+    def _families(progress: Mapping[str, Any], now_s: float) -> Iterator[Metric]:
         specs = [
             (
                 "flinkwatch_input_rows_per_second",

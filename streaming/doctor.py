@@ -1,6 +1,6 @@
 """What a sample of the input lets flinkwatch see: shapes, dead letters, and each detector's view.
 
-``flinkwatch doctor`` (:mod:`streaming.doctor_cli`) parses a sample of the configured topics
+``flinkwatch doctor`` (:mod:`streaming.cli.doctor`) parses a sample of the configured topics
 (or of files) with the product's own parsers and hands this module one small table, a
 :class:`Tally`: how many parsed events or dead letters of each shape, kind and reason, and
 whether they named their job and their TaskManager. Everything here is plain Python over
@@ -109,7 +109,7 @@ class Example:
 
 @dataclass(frozen=True)
 class Tally:
-    """The counted sample: what :mod:`streaming.doctor_cli` collects from Spark."""
+    """The counted sample: what :mod:`streaming.cli.doctor` collects from Spark."""
 
     counts: tuple[Count, ...]
     examples: tuple[Example, ...] = ()

@@ -11,9 +11,11 @@ its cluster drain all build what sits around the queries here, the same way:
   the correlator, the command line's silences;
 * the Alertmanager re-sender, the Slack buttons' endpoint, the ledger's pruning.
 
-One config reference, :attr:`Runtime.cfg`: every part that lives across query restarts
-reads the config through it at each use, and a reload puts the new config in force with
-one call, :meth:`Runtime.swap`. The queries take theirs when they start
+One config holder, :attr:`Runtime.running` (:class:`~conf.running.RunningConfig`): every
+part that lives across query restarts reads the config through it at each use, and a
+reload puts the new config in force with one call, :meth:`Runtime.swap`. One Prometheus
+registry, :attr:`Runtime.registry`, where each part registers its own collector
+(:meth:`Runtime.register_metrics`). The queries take theirs when they start
 (:class:`~streaming.app.Pipeline`); :func:`~streaming.supervise.run_forever` restarts them and
 swaps this one together. :meth:`Runtime.close` stops everything in the one order that
 is safe.
@@ -35,9 +37,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
+from prometheus_client import CollectorRegistry
+
 from conf import AppConfig, OutputConfig
 from conf.destinations import SlackActionsConfig
 from conf.errors import FlinkwatchError
+from conf.running import RunningConfig
 from detectors.correlation import Correlator
 from sinks import (
     AlertLedger,
@@ -60,12 +65,15 @@ from sinks.webhook import WebhookSink, webhook_sinks
 from streaming import checkpoints
 from streaming.app import Pipeline
 from streaming.delivery import Outputs
+from streaming.metrics import register_run
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming.listener import StreamingQueryListener
 
     from sinks.http_server import AppServer
+    from sinks.prometheus import ReloadCounts
+    from streaming.listener import ProgressLogger
 
 # The run's own lines, under the name they always had ("flinkwatch", the command line's).
 log = logging.getLogger("flinkwatch")
@@ -103,6 +111,7 @@ class Runtime:
         env: Where the secrets' variables are read (default: the environment).
         start: False builds every part and starts none: no thread, no socket, no request
             (what a test looks at).
+        registry: The run's Prometheus registry (default: a new one).
 
     Raises:
         ConfigError: a secret's variable is empty or unset (names the field).
@@ -118,8 +127,10 @@ class Runtime:
         alerts_path: Path | None = None,
         env: Mapping[str, str] | None = None,
         start: bool = True,
+        registry: CollectorRegistry | None = None,
     ) -> None:
-        self._cfg = cfg
+        self.running = RunningConfig(cfg)
+        self.registry = registry if registry is not None else CollectorRegistry()
         self.slack: DeliverySink | None = None
         self.alertmanager: AlertmanagerSink | None = None
         self.webhooks: list[WebhookSink] = []
@@ -207,7 +218,7 @@ class Runtime:
     @property
     def cfg(self) -> AppConfig:
         """The config in force: what every part reads, at each use."""
-        return self._cfg
+        return self.running.current
 
     def swap(self, cfg: AppConfig) -> None:
         """Put ``cfg`` in force: one reference, which every part reads at its next use.
@@ -216,7 +227,7 @@ class Runtime:
         checked again when they changed. Settings marked restart-only keep their effect
         from the start (the sinks were made with them).
         """
-        self._cfg = cfg
+        self.running.swap(cfg)
         if self.outputs.correlator is not None:
             self.outputs.correlator.params = cfg.correlation
         self._check_routes(cfg)
@@ -236,6 +247,20 @@ class Runtime:
             deadletter_dir=out.deadletter_path,
             trigger=trigger,
             bus="kafka",
+        )
+
+    def register_metrics(
+        self, pipeline: Pipeline, progress: ProgressLogger, reloads: ReloadCounts | None
+    ) -> None:
+        """Register each part's collector with :attr:`registry` (see :mod:`streaming.metrics`)."""
+        register_run(
+            self.registry,
+            self.running,
+            self.outputs,
+            pipeline.stats,
+            progress,
+            reloads=reloads,
+            actions=self.actions,
         )
 
     def attach(self, spark: SparkSession, listener: StreamingQueryListener) -> None:

@@ -14,9 +14,10 @@ from lab.promserver import JOB_NAME, AlertmanagerServer, PrometheusServer, find_
 from lab.slack import SlackEmulator
 from sinks import Transition, transition_key
 from sinks.metrics_server import BasicAuth, MetricsEndpoint, TlsFiles
-from sinks.prometheus import ActiveAlerts, FlinkwatchCollector, Sources
+from sinks.prometheus import ActiveAlerts
 from tests.certs import self_signed
 from tests.conftest import wait_until
+from tests.sinks.test_prometheus import Ledger, Outs, Sink, bare_registry
 
 BINARY = find_binary()
 
@@ -54,20 +55,10 @@ def registry() -> CollectorRegistry:
         host="worker-7",
     )
     active.observe([Transition(1, transition_key(a), a)])
-    registry = CollectorRegistry()
-    registry.register(
-        FlinkwatchCollector(
-            Sources(
-                kinds=dict,
-                dead_letters=dict,
-                progress=dict,
-                reloads=lambda: (0, 0),
-                config_hash=lambda: "h",
-                active=active,
-                cluster=lambda: "prod-eu",
-                backlog=lambda: {"slack": 4},
-            )
-        )
+    registry = bare_registry(
+        active=active,
+        cluster="prod-eu",
+        outputs=Outs(Ledger(waiting={"slack": 4}), sinks=[Sink("slack")]),
     )
     return registry
 

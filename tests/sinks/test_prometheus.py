@@ -5,14 +5,27 @@ from __future__ import annotations
 import socket
 import urllib.request
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest, start_http_server
 
+from conf import AppConfig
+from conf.running import RunningConfig
 from detectors import Alert, AlertStatus, Severity
 from sinks import AlertLedger, Transition, transition_key
-from sinks.prometheus import ActiveAlerts, FlinkwatchCollector, Pusher, SignalBoard, Sources
+from sinks.prometheus import (
+    ActiveAlerts,
+    AlertCollector,
+    ConfigCollector,
+    DeliveryCollector,
+    PipelineCollector,
+    ProgressCollector,
+    Pusher,
+    SignalBoard,
+    SignalCollector,
+    SlackActionsCollector,
+)
 
 
 def alert(alert_id: str, status: AlertStatus, detector: str = "idle_heap_growth") -> Alert:
@@ -44,36 +57,135 @@ class P:
     watermark_ms: int | None = 1_700_000_000_000
 
 
+@dataclass
+class Stats:
+    """The queries' counters, as :class:`~streaming.delivery.PipelineStats` keeps them."""
+
+    kinds: dict[str, int] = field(default_factory=dict)
+    dead_letters: dict[str, int] = field(default_factory=dict)
+    detector_errors: dict[tuple[str, str], int] = field(default_factory=dict)
+    entities_refused: dict[str, int] = field(default_factory=dict)
+    state_damaged: int = 0
+    ledger_errors: int = 0
+    query_failures: dict[str, int] = field(default_factory=dict)
+    held: int | None = None
+
+    def entities(self) -> int | None:
+        return self.held
+
+
+@dataclass
+class Ledger:
+    outcomes: dict[tuple[str, str], int] = field(default_factory=dict)
+    waiting: dict[str, int] = field(default_factory=dict)
+
+    def backlog(self) -> dict[str, int]:
+        return self.waiting
+
+
+@dataclass
+class Failures:
+    errors: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class Sink:
+    name: str
+
+
+@dataclass
+class Outs:
+    """The detect query's outputs, as the delivery collector reads them."""
+
+    ledger: Ledger = field(default_factory=Ledger)
+    in_batch: Failures = field(default_factory=Failures)
+    sinks: list[Sink] = field(default_factory=list)
+
+    def delivery_sinks(self) -> list[Sink]:
+        return self.sinks
+
+
+@dataclass
+class Reloads:
+    succeeded: int = 0
+    failed: int = 0
+    active_hash: str = ""
+
+
+@dataclass
+class Progress:
+    latest: dict[str, Any] = field(default_factory=dict)
+
+
+def bare_registry(
+    *,
+    active: ActiveAlerts | None = None,
+    cluster: str = "default",
+    watermark_delay_s: float = 0.0,
+    stats: Stats | None = None,
+    outputs: Outs | None = None,
+    board: SignalBoard | None = None,
+    reloads: Reloads | None = None,
+    progress: dict[str, Any] | None = None,
+    actions: Any = None,
+    clock: Any = None,
+) -> CollectorRegistry:
+    """A registry with each component's collector, over empty components but those given."""
+    cfg = AppConfig(cluster=cluster)
+    running = RunningConfig(
+        cfg.model_copy(
+            update={"spark": cfg.spark.model_copy(update={"watermark_delay_s": watermark_delay_s})}
+        )
+    )
+
+    def in_force() -> str:
+        return running.current.cluster
+
+    reg = CollectorRegistry()
+    reg.register(AlertCollector(active or ActiveAlerts(), in_force))
+    reg.register(DeliveryCollector(outputs or Outs()))
+    reg.register(SlackActionsCollector(actions))
+    if board is not None:
+        reg.register(SignalCollector(board, in_force))
+    reg.register(PipelineCollector(stats or Stats()))
+    reg.register(ConfigCollector(running, reloads))
+    if clock is None:
+        reg.register(ProgressCollector(Progress(progress or {})))
+    else:
+        reg.register(ProgressCollector(Progress(progress or {}), clock=clock))
+    return reg
+
+
 def registry_with(
     active: ActiveAlerts, reloads=(2, 1), board: SignalBoard | None = None
 ) -> CollectorRegistry:
-    reg = CollectorRegistry()
-    reg.register(
-        FlinkwatchCollector(
-            Sources(
-                kinds=lambda: Counter({"checkpoint_completed": 7, "metric": 30}),
-                dead_letters=lambda: Counter({"invalid_json": 2}),
-                progress=lambda: {"flinkwatch-detect": P()},
-                reloads=lambda: reloads,
-                config_hash=lambda: "abc123def456",
-                active=active,
-                cluster=lambda: "prod-eu",
-                signals=board,
-                deliveries=lambda: {("slack", "delivered"): 5, ("slack", "retry"): 2},
-                backlog=lambda: {"slack": 3, "file": 0},
-                detector_errors=lambda: {("tm_lost", "skipped"): 2, ("tm_lost", "dropped"): 1},
-                entities_refused=lambda: {"idle_heap_growth": 40},
-                state_damaged=lambda: 3,
-                sink_errors=lambda: {"file": 6, "slack": 0},
-                ledger_errors=lambda: 2,
-                query_failures=lambda: {"storage_full": 3},
-                entities=lambda: 1234,
-                watermark_delay_s=lambda: 30.0,
-                clock=lambda: 1_700_000_012.5,
-            )
-        )
+    return bare_registry(
+        active=active,
+        cluster="prod-eu",
+        watermark_delay_s=30.0,
+        stats=Stats(
+            kinds=Counter({"checkpoint_completed": 7, "metric": 30}),
+            dead_letters=Counter({"invalid_json": 2}),
+            detector_errors={("tm_lost", "skipped"): 2, ("tm_lost", "dropped"): 1},
+            entities_refused={"idle_heap_growth": 40},
+            state_damaged=3,
+            ledger_errors=2,
+            query_failures={"storage_full": 3},
+            held=1234,
+        ),
+        outputs=Outs(
+            Ledger(
+                outcomes={("slack", "delivered"): 5, ("slack", "retry"): 2},
+                waiting={"slack": 3, "file": 0},
+            ),
+            Failures({"file": 6, "slack": 0}),
+            [Sink("file"), Sink("slack")],
+        ),
+        board=board,
+        reloads=Reloads(reloads[0], reloads[1], "abc123def456"),
+        progress={"flinkwatch-detect": P()},
+        clock=lambda: 1_700_000_012.5,
     )
-    return reg
 
 
 LABELS = {
@@ -230,21 +342,6 @@ def test_sink_ledger_and_query_failures_are_counted_with_every_series_from_zero(
     assert reg.get_sample_value(failures, {"cause": "other"}) == 0.0
 
 
-def bare_registry(**sources: Any) -> CollectorRegistry:
-    """A registry of flinkwatch's collector over empty sources, but for ``sources``."""
-    reg = CollectorRegistry()
-    empty: dict[str, Any] = {
-        "kinds": dict,
-        "dead_letters": dict,
-        "progress": dict,
-        "reloads": lambda: (0, 0),
-        "config_hash": lambda: "x",
-        "active": ActiveAlerts(),
-    }
-    reg.register(FlinkwatchCollector(Sources(**{**empty, **sources})))
-    return reg
-
-
 def test_the_entities_the_detect_query_holds_are_a_gauge_once_counted() -> None:
     assert registry_with(ActiveAlerts()).get_sample_value("flinkwatch_detect_entities") == 1234.0
     unknown = bare_registry()
@@ -308,21 +405,9 @@ def test_pusher_puts_the_registry_under_job_and_cluster_and_survives_an_outage()
 
 
 def test_a_watermark_ahead_of_the_clock_shows_as_a_negative_lag() -> None:
-    reg = CollectorRegistry()
     ahead = P(watermark_ms=1_700_000_000_000 + 3_600_000)
-    reg.register(
-        FlinkwatchCollector(
-            Sources(
-                kinds=Counter,
-                dead_letters=Counter,
-                progress=lambda: {"flinkwatch-detect": ahead},
-                reloads=lambda: (0, 0),
-                config_hash=lambda: "x",
-                active=ActiveAlerts(),
-                cluster=lambda: "c",
-                clock=lambda: 1_700_000_000.0,
-            )
-        )
+    reg = bare_registry(
+        cluster="c", progress={"flinkwatch-detect": ahead}, clock=lambda: 1_700_000_000.0
     )
     lag = reg.get_sample_value("flinkwatch_watermark_lag_seconds", {"query": "flinkwatch-detect"})
     assert lag == -3600.0

@@ -170,11 +170,7 @@ def rig_at(state_dir: Path, silences_path: Path) -> Iterator[Rig]:
         actions = SlackActions(
             sink, ledger, silences_path, dispatcher, SECRET, access=lambda: access[0]
         )
-        registry = bare_registry(
-            slack_actions=lambda: actions.outcomes,
-            slack_refusals=lambda: actions.refusals,
-            false_alarms=lambda: actions.false_alarms,
-        )
+        registry = bare_registry(actions=actions)
         try:
             with actions.serve("127.0.0.1", 0) as server:
                 emu.set_request_url(f"{server.origin}{PATH}")

@@ -207,6 +207,43 @@ def test_the_product_cli_does_not_carry_the_demo_tooling() -> None:
     assert not {"simulate", "demo", "slack-emulator"} & set(sub.choices)
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [["--help"], ["config", "check", "conf/flinkwatch.yaml"], ["deliveries", "--help"]],
+    ids=["help", "config-check", "deliveries-help"],
+)
+def test_commands_that_need_no_spark_do_not_import_it(argv: list[str]) -> None:
+    # The command table imports a command's module only when that command runs.
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from streaming.cli import main\n"
+        "try:\n"
+        f"    rc = main({argv!r})\n"
+        "except SystemExit as exc:\n"
+        "    rc = exc.code\n"
+        "spark = sorted(m for m in sys.modules if m.split('.')[0] in ('pyspark', 'py4j'))\n"
+        "sys.exit(3 if spark else rc)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+
+
+def test_every_command_in_the_table_has_its_module() -> None:
+    import importlib
+
+    from streaming.cli import COMMANDS, build_parser
+
+    for name, command in COMMANDS.items():
+        assert callable(importlib.import_module(command.module).add_arguments), name
+    # One command's options alone: the others are listed, with no options of their own.
+    sub = next(a for a in build_parser(only="config")._actions if a.dest == "command")
+    assert sub.choices["config"]._subparsers is not None
+    assert sub.choices["run"]._actions[1:] == []
+
+
 @pytest.fixture
 def keep_signal_handlers():
     """`run` installs its own SIGTERM/SIGINT/SIGHUP handlers; put pytest's back."""
@@ -486,7 +523,7 @@ def test_a_tool_without_its_kafka_password_names_the_variable_before_connecting(
 def test_the_spark_ui_is_on_by_default_and_no_spark_ui_turns_it_off() -> None:
     from conf import AppConfig
     from streaming.cli import build_parser
-    from streaming.cli_args import base_overrides, with_overrides
+    from streaming.cli.args import base_overrides, with_overrides
 
     assert AppConfig().spark.ui_port == 4040
     args = build_parser().parse_args(["run", "--no-spark-ui"])

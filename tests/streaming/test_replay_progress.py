@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from collections import Counter
 
-from streaming.cli import replay_counts
+from streaming.cli.replay import replay_counts
 from streaming.delivery import PipelineStats
 from streaming.replay_progress import ReplayCounts, ReplayProgress
 

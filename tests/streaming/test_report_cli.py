@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from sinks.report import Report
-from streaming import report_cli
 from streaming.cli import main
+from streaming.cli import report as report_cli
 from tests.sinks.report_scenario import JOB_A, NOW, record_scenario
 
 

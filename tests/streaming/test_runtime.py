@@ -191,6 +191,59 @@ class FakePipeline:
         return [FakeQuery()]
 
 
+def test_each_part_registers_its_own_collector_in_the_runtimes_one_registry(
+    tmp_path: Path,
+) -> None:
+    from prometheus_client import CollectorRegistry
+
+    from streaming.delivery import PipelineStats
+    from streaming.listener import ProgressLogger
+
+    registry = CollectorRegistry()
+    stats = PipelineStats()
+    with Runtime(app(tmp_path, cluster="prod"), env={}, start=False, registry=registry) as rt:
+        assert rt.registry is registry
+        rt.register_metrics(FakeStats(stats), ProgressLogger(), None)  # type: ignore[arg-type]
+        collectors = {type(c).__name__ for c in registry._collector_to_names}
+        assert collectors == {
+            "AlertCollector",
+            "DeliveryCollector",
+            "SlackActionsCollector",
+            "SignalCollector",
+            "PipelineCollector",
+            "ConfigCollector",
+            "ProgressCollector",
+        }
+        stats.kinds["checkpoint_completed"] += 2
+        assert (
+            registry.get_sample_value("flinkwatch_events_total", {"kind": "checkpoint_completed"})
+            == 2
+        )
+        assert registry.get_sample_value("flinkwatch_sink_errors_total", {"sink": "file"}) == 0
+        # The cluster label is the config in force: a swap moves it.
+        firing = alert("a1", "7f")
+        rt.outputs.observers[0].observe([rt.ledger.record(0, [firing], [])[0]])
+        labels = {"detector": "checkpoint_failures", "job_id": "7f", "cluster": "prod"}
+        assert _active(registry, labels) == 1.0
+        rt.swap(app(tmp_path, cluster="prod-2"))
+        assert _active(registry, {**labels, "cluster": "prod-2"}) == 1.0
+
+
+@dataclass
+class FakeStats:
+    """A pipeline as :meth:`Runtime.register_metrics` reads it: its counters."""
+
+    stats: Any
+
+
+def _active(registry: Any, labels: dict[str, str]) -> float | None:
+    for fam in registry.collect():
+        for s in fam.samples:
+            if s.name == "flinkwatch_alerts_active" and labels.items() <= s.labels.items():
+                return float(s.value)
+    return None
+
+
 def test_a_reload_swaps_the_runtimes_config_before_the_queries_start_again(
     tmp_path: Path,
 ) -> None:

@@ -12,18 +12,17 @@ import sqlite3
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
-from streaming.cli_args import config_of
+from sinks import AlertLedger
+from sinks.report import Record, Sources, build_report, parse_since, summary_lines
+from sinks.report_html import render_html
+from sinks.report_input import LedgerNoise, ledger_records, merge, read_alert_file
+from streaming.cli.args import config_of
 
 
-def add_report_parser(sub: Any) -> None:
+def add_arguments(r: argparse.ArgumentParser) -> None:
     """The ``report`` command."""
-    r = sub.add_parser(
-        "report",
-        help="incidents, time to resolve and false alarms over a window, as JSON and HTML",
-        allow_abbrev=False,
-    )
+    r.allow_abbrev = False
     r.add_argument(
         "--since",
         default="7d",
@@ -50,13 +49,6 @@ def _now_ms() -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     """Read the ledger and the alert files, write the report, print its summary."""
-    # Here, not at the top: every `flinkwatch` command builds the parser, and only this
-    # one needs matplotlib.
-    from sinks import AlertLedger
-    from sinks.report import Record, Sources, build_report, parse_since, summary_lines
-    from sinks.report_html import render_html
-    from sinks.report_input import LedgerNoise, ledger_records, merge, read_alert_file
-
     now = _now_ms()
     try:
         since = parse_since(args.since, now)

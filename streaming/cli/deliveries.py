@@ -4,18 +4,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING
 
-from streaming.cli_args import add_output_format, config_of, print_json
-
-if TYPE_CHECKING:
-    from sinks import AlertLedger
+from sinks import AlertLedger
+from streaming.cli.args import add_output_format, config_of, print_json
 
 
 def _open_ledger(args: argparse.Namespace) -> AlertLedger | None:
     """The job's alert ledger (``<output.state_dir>/ledger.sqlite``); None if there is none."""
-    from sinks import AlertLedger
-
     path = config_of(args).output.ledger_path
     if not path.is_file():
         # Opening would create an empty ledger: a wrong --config must not look like "all fine".
@@ -96,9 +91,8 @@ def cmd_deliveries_resend(args: argparse.Namespace) -> int:
     return 1 if missing else 0
 
 
-def add_deliveries_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_arguments(dl: argparse.ArgumentParser) -> None:
     """``flinkwatch deliveries list|resend``: the alert ledger, for an operator."""
-    dl = sub.add_parser("deliveries", help="list alert deliveries; send failed ones again")
     dsub = dl.add_subparsers(dest="deliveries_command", required=True)
     # allow_abbrev off: `resend --state x` must not pass for --state-dir.
     ls = dsub.add_parser("list", help="print deliveries from the ledger", allow_abbrev=False)

@@ -11,19 +11,35 @@ Nothing is written to Kafka and no consumer group is committed.
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from streaming.cli_args import add_output_format, config_of, log, print_json
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
-if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
-
-    from conf import AppConfig
-    from streaming.doctor import Tally
+from conf import AppConfig
+from detectors import REGISTRY
+from streaming.app import parse_limits
+from streaming.catchup import end_offsets
+from streaming.cli.args import add_output_format, config_of, log, print_json
+from streaming.doctor import (
+    Count,
+    Example,
+    Tally,
+    as_json,
+    diagnose,
+    render_text,
+    side_of_logger,
+)
+from streaming.metric_parsing import parse_metrics
+from streaming.parsing import parse_logs
+from streaming.session import get_session
+from streaming.sources import file_records, given_name, kafka_records, stage_files
 
 #: The newest records per partition a sample reads by default.
 DEFAULT_SAMPLE = 10_000
@@ -31,13 +47,9 @@ DEFAULT_SAMPLE = 10_000
 _EXAMPLE_CHARS = 400
 
 
-def add_doctor_parser(sub: Any) -> None:
+def add_arguments(d: argparse.ArgumentParser) -> None:
     """The ``doctor`` command."""
-    d = sub.add_parser(
-        "doctor",
-        help="read a sample of the input and say what it lets each detector see",
-        allow_abbrev=False,
-    )
+    d.allow_abbrev = False
     d.add_argument("--config", help="YAML config (topics, Kafka connection, parsing limits)")
     d.add_argument("--bootstrap", help="override kafka.bootstrap_servers")
     d.add_argument(
@@ -56,9 +68,6 @@ def add_doctor_parser(sub: Any) -> None:
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     """Sample, parse, count, judge, print."""
-    from streaming.doctor import as_json, diagnose, render_text
-    from streaming.session import get_session
-
     cfg = config_of(args)
     if args.sample < 1:
         log.error("--sample must be at least 1")
@@ -89,12 +98,10 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 #: Per input: where the sample came from, and its records (``value``, ``topic``, ...).
-Inputs = dict[str, tuple[str, "DataFrame"]]
+Inputs = dict[str, tuple[str, DataFrame]]
 
 
 def _file_inputs(spark: SparkSession, args: argparse.Namespace, work: Path) -> Inputs:
-    from streaming.sources import file_records, stage_files
-
     out: Inputs = {}
     for name, paths, kind in (("logs", args.logs, "log"), ("metrics", args.metrics, "metric")):
         if paths:
@@ -105,11 +112,6 @@ def _file_inputs(spark: SparkSession, args: argparse.Namespace, work: Path) -> I
 
 
 def _topic_inputs(spark: SparkSession, cfg: AppConfig, sample: int) -> Inputs:
-    import json
-
-    from streaming.catchup import end_offsets
-    from streaming.sources import kafka_records
-
     topics = {"logs": cfg.kafka.logs_topic, "metrics": cfg.kafka.metrics_topic}
     first, end = end_offsets(cfg.kafka, list(topics.values()))
     out: Inputs = {}
@@ -130,15 +132,6 @@ def _topic_inputs(spark: SparkSession, cfg: AppConfig, sample: int) -> Inputs:
 
 def collect_tally(cfg: AppConfig, inputs: Inputs) -> Tally:
     """Parse each input and count it (one small Spark aggregation per input)."""
-    from pyspark.sql import functions as F
-
-    from detectors import REGISTRY
-    from streaming.app import parse_limits
-    from streaming.doctor import Count, Example, Tally, side_of_logger
-    from streaming.metric_parsing import parse_metrics
-    from streaming.parsing import parse_logs
-    from streaming.sources import given_name
-
     known = sorted({m for d in REGISTRY.values() for m in d.metrics})
     counts: list[Count] = []
     examples: list[Example] = []
@@ -204,8 +197,6 @@ def collect_tally(cfg: AppConfig, inputs: Inputs) -> Tally:
 
 def _merged(counts: list[Any]) -> list[Any]:
     """Rows that differ only by logger (several loggers of one side) summed into one."""
-    from dataclasses import replace
-
     out: dict[tuple[Any, ...], Any] = {}
     for c in counts:
         key = (c.input, c.shape, c.kind, c.error, c.job, c.tm, c.side, c.metric, c.source)

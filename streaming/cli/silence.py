@@ -20,12 +20,11 @@ from typing import Any
 from conf import ConfigError
 from conf.silences import parse_duration, parse_matchers
 from sinks.silence_store import SilenceNotFoundError, SilenceStore, StoredSilence
-from streaming.cli_args import add_output_format, config_of
+from streaming.cli.args import add_output_format, config_of
 
 
-def add_silence_parser(sub: Any) -> None:
-    """The ``silence`` command and its three subcommands."""
-    s = sub.add_parser("silence", help="add, list and expire silences (as amtool's)")
+def add_arguments(s: argparse.ArgumentParser) -> None:
+    """The ``silence`` command's three subcommands."""
     ssub = s.add_subparsers(dest="silence_command", required=True)
 
     def common(p: argparse.ArgumentParser) -> None:

@@ -1,8 +1,9 @@
 """What every ``flinkwatch`` command shares: its log, its config, its output format.
 
 The config is the file ``--config`` names with the command line's overrides. The
-subcommands (``cli.py``, ``deliveries_cli.py``, ``silence_cli.py``, ``report_cli.py``) and
-the demo tooling's ``python -m lab`` import these, and nothing of each other.
+commands (the modules of :mod:`streaming.cli`) and the demo tooling's ``python -m lab``
+import these (``run`` and ``replay`` also ``summary.py``, what both print at the end),
+and nothing of each other.
 """
 
 from __future__ import annotations
