@@ -312,6 +312,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     needed to give its alerts.
     """
     from sinks import DeadLetterFileSink
+    from sinks.dispatch import deliver
     from streaming.delivery import PipelineStats
     from streaming.replay import input_bytes, replay, session_settings
     from streaming.runtime import Runtime
@@ -361,7 +362,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         # The output file is the replay's product, not a copy: what could not be written
         # during the run is written now, or the replay fails.
         for s in runtime.outputs.sinks:
-            runtime.outputs.ledger.deliver(s)
+            deliver(runtime.outputs.ledger, s)
     except Exception as exc:
         progress_done(False)
         log.error("replay failed: %s", exc)
