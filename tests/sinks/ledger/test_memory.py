@@ -4,34 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from detectors import Alert, AlertStatus, Severity
-from sinks import AlertLedger, DeliverySink
-from sinks.base import Transition
+from sinks import AlertLedger
 from sinks.dispatch import deliver
 from sinks.ledger import SinkMemory
-
-
-def alert(alert_id: str, status: AlertStatus = AlertStatus.FIRING) -> Alert:
-    return Alert(
-        alert_id=alert_id,
-        detector="checkpoint_failures",
-        entity="job:7f",
-        status=status,
-        severity=Severity.WARNING,
-        event_time_ms=1_700_000_000_000,
-        summary="3 checkpoints expired",
-        job_id="7f",
-    )
-
-
-class Sink(DeliverySink):
-    name = "slack"
-
-    def __init__(self) -> None:
-        self.sent: list[str] = []
-
-    def send(self, t: Transition) -> None:
-        self.sent.append(t.key)
+from tests.sinks.test_ledger import Sink, alert
 
 
 def test_a_sink_keeps_its_facts_apart_from_other_sinks_and_changes_them_at_once(

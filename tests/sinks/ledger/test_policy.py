@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from detectors import Alert, AlertStatus, Severity
+from detectors import AlertStatus
 from sinks.ledger.policy import (
     Earlier,
     admitted,
@@ -16,21 +16,9 @@ from sinks.ledger.policy import (
     silence_of,
     too_old,
 )
+from tests.sinks.test_ledger import alert
 
 F, E, R = AlertStatus.FIRING, AlertStatus.ESCALATED, AlertStatus.RESOLVED
-
-
-def alert(status: AlertStatus = F) -> Alert:
-    return Alert(
-        alert_id="a1",
-        detector="checkpoint_failures",
-        entity="job:7f",
-        status=status,
-        severity=Severity.WARNING,
-        event_time_ms=1_700_000_000_000,
-        summary="3 checkpoints expired",
-        job_id="7f",
-    )
 
 
 def seen(*states: str, wanted: bool = True, routed_before: bool = False) -> Earlier:
@@ -176,11 +164,11 @@ def test_what_an_incident_withheld_while_behind_pages_once_caught_up(
 
 def test_a_resolve_follows_its_incidents_silences_not_those_of_now() -> None:
     now = lambda a: "maintenance"  # noqa: E731
-    assert silence_of(alert(F), [], now) == "maintenance"
-    assert silence_of(alert(F), [], None) is None
-    assert silence_of(alert(R), ["night", "night"], None) == "night"  # everything was
-    assert silence_of(alert(R), ["night", None], now) is None  # something went out
-    assert silence_of(alert(R), [], now) == "maintenance"  # nothing before it
+    assert silence_of(alert("a1", F), [], now) == "maintenance"
+    assert silence_of(alert("a1", F), [], None) is None
+    assert silence_of(alert("a1", R), ["night", "night"], None) == "night"  # everything was
+    assert silence_of(alert("a1", R), ["night", None], now) is None  # something went out
+    assert silence_of(alert("a1", R), [], now) == "maintenance"  # nothing before it
 
 
 def test_a_resolve_is_final_and_the_limits_of_age() -> None:
@@ -195,7 +183,7 @@ def test_a_resolve_is_final_and_the_limits_of_age() -> None:
 
 
 def test_an_incident_no_detector_holds_is_closed_saying_why() -> None:
-    closed = closing_resolve(alert(E), 1_700_000_060_000, 7)
+    closed = closing_resolve(alert("a1", E), 1_700_000_060_000, 7)
     assert closed.status is R
     assert closed.event_time_ms == 1_700_000_060_000
     assert closed.evidence == {"reason": "not raised again after a restart", "batch": 7}
