@@ -43,7 +43,7 @@ from sinks.base import (
 )
 from sinks.http_post import classify as classify
 from sinks.http_post import env_secret, post, redact_url, rfc3339
-from sinks.ledger import AlertLedger, LedgerError
+from sinks.ledger import LedgerError, ReceiverHistory
 
 log = logging.getLogger(__name__)
 
@@ -242,7 +242,7 @@ class AlertmanagerSink(DeliverySink):
 
     def __init__(
         self,
-        ledger: AlertLedger,
+        ledger: ReceiverHistory,
         cfg: Callable[[], AlertmanagerConfig],
         cluster: Callable[[], str],
         *,
@@ -458,7 +458,7 @@ class Resender:
 def alertmanager_sink(
     cfg: Callable[[], AlertmanagerConfig],
     cluster: Callable[[], str],
-    ledger: AlertLedger,
+    ledger: ReceiverHistory,
     env: Mapping[str, str] | None = None,
 ) -> AlertmanagerSink | None:
     """The configured Alertmanager sink, or None when ``alertmanager.urls`` is empty.

@@ -4,10 +4,10 @@ Two kinds:
 
 * :class:`DeliverySink` (Slack, the alert file): each alert transition must reach it
   exactly once. The :class:`~sinks.ledger.AlertLedger` records every transition in
-  step with Spark's batch commit and hands each sink its pending ones in order; the
-  sink only has to send one, and to say, after a crash in the middle of a send or a
-  send whose outcome it could not learn, whether that send arrived
-  (:meth:`DeliverySink.confirm`).
+  step with Spark's batch commit, and the dispatcher (:func:`sinks.dispatch.deliver`)
+  hands each sink its pending ones in order; the sink only has to send one, and to
+  say, after a crash in the middle of a send or a send whose outcome it could not
+  learn, whether that send arrived (:meth:`DeliverySink.confirm`).
 * :class:`AlertObserver` (the Prometheus view, the console): sees each new
   transition once per process; what it shows after a restart is rebuilt from the
   ledger, not redelivered.

@@ -6,9 +6,10 @@ read-only volume, a quota, a bad path) must not fail the micro-batch: a failing 
 replayed, fails again, and after ``spark.max_restarts`` the job would exit, with Slack and
 Prometheus stopping with it. Here a failing sink is counted (:attr:`BestEffort.errors`,
 exported as ``flinkwatch_sink_errors_total``), logged at most once per ``log_every_s``
-with how many failures the line stands for, and tried again at a later batch after a
-back-off that doubles from ``backoff_s`` to ``max_backoff_s``. Its transitions wait in the
-ledger, in order (``flinkwatch_delivery_backlog``), and go out once the sink takes them.
+with how many failures the line stands for, and tried again at a later batch after the
+dispatcher's back-off (:class:`~sinks.dispatch.Backoff`), doubling from ``backoff_s`` to
+``max_backoff_s``. Its transitions wait in the ledger, in order
+(``flinkwatch_delivery_backlog``), and go out once the sink takes them.
 """
 
 from __future__ import annotations
@@ -21,18 +22,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from sinks.base import DeliverySink
-from sinks.ledger import AlertLedger
+from sinks.dispatch import Backoff, Outbox, deliver
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
 class _Failing:
-    """A sink that failed: since when, when to try again, what the log has said."""
+    """A sink that failed: since when, and what the log has said."""
 
     since: float
-    wait_s: float
-    retry_at: float
     logged_at: float
     unlogged: int = 0
     last: str = ""
@@ -62,6 +61,7 @@ class BestEffort:
         self.log_every_s = log_every_s
         #: Failed delivery passes, by sink name (``flinkwatch_sink_errors_total``).
         self.errors: Counter[str] = Counter()
+        self._backoff = Backoff(backoff_s, max_backoff_s)
         self._failing: dict[str, _Failing] = {}
         self._lock = threading.Lock()
 
@@ -75,16 +75,15 @@ class BestEffort:
         with self._lock:
             self.errors[sink] += 1
 
-    def deliver(self, ledger: AlertLedger, sinks: Sequence[DeliverySink]) -> None:
+    def deliver(self, ledger: Outbox, sinks: Sequence[DeliverySink]) -> None:
         """One delivery pass over ``sinks``; failures are counted and logged, never raised."""
         for sink in sinks:
             now = self.clock()
             with self._lock:
-                state = self._failing.get(sink.name)
-                if state is not None and now < state.retry_at:
+                if not self._backoff.ready(sink.name, now):
                     continue  # backing off: a full disk is not hammered once per batch
             try:
-                ledger.deliver(sink)
+                deliver(ledger, sink)
             except Exception as exc:  # noqa: BLE001 - the batch must go on (see module doc)
                 self._failed(sink.name, exc, now)
             else:
@@ -93,14 +92,13 @@ class BestEffort:
     def _failed(self, sink: str, exc: BaseException, now: float) -> None:
         with self._lock:
             self.errors[sink] += 1
+            self._backoff.failed(sink, now)
             state = self._failing.get(sink)
             if state is None:
-                state = _Failing(now, self.backoff_s, now + self.backoff_s, now)
+                state = _Failing(now, now)
                 self._failing[sink] = state
                 say = True
             else:
-                state.wait_s = min(state.wait_s * 2, self.max_backoff_s)
-                state.retry_at = now + state.wait_s
                 state.unlogged += 1
                 say = now - state.logged_at >= self.log_every_s
             state.last = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
@@ -118,6 +116,7 @@ class BestEffort:
 
     def _recovered(self, sink: str, now: float) -> None:
         with self._lock:
+            self._backoff.recovered(sink)
             state = self._failing.pop(sink, None)
         if state is not None:
             log.warning(

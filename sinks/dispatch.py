@@ -1,9 +1,21 @@
-"""The driver threads that drain the ledger into slow sinks (Slack, Alertmanager, webhooks).
+"""The outbox: each sink's open transitions taken from the ledger and sent, in order.
 
+:func:`deliver` is the loop that calls the sinks: it takes a sink's open deliveries from
+the ledger (:class:`Outbox`) in order, asks the sink after a crash or a send without an
+answer whether it arrived (:meth:`~sinks.base.DeliverySink.confirm`), sends, and moves
+each delivery along. ``sending`` is committed before the send starts. A send that fails
+without saying whether it arrived (:class:`~sinks.base.AmbiguousDeliveryError`) stays
+``sending``, with the error noted, and is asked about before any resend; one that surely
+did not arrive (:class:`~sinks.base.RetryableDeliveryError`) goes back to ``pending``; a
+refused one (:class:`~sinks.base.PermanentDeliveryError`) is ``failed`` and skipped.
+
+The driver threads here drain the ledger into slow sinks (Slack, Alertmanager, webhooks).
 The detect query only records transitions; delivery happens here, so a Slack
 outage never holds a micro-batch back. When a send fails retryably the sink's
 queue waits (its later transitions stay behind, in order) and is tried again
-after a back-off that doubles up to a ceiling; a new batch wakes the threads.
+after a back-off that doubles up to a ceiling (:class:`Backoff`, which the alert file's
+in-batch delivery, :class:`~sinks.besteffort.BestEffort`, uses too); a new batch wakes
+the threads.
 
 Each lane of sinks has a thread of its own: a sink is its own lane unless it names one
 (:attr:`~sinks.base.DeliverySink.lane`). So a receiver that hangs holds back its own
@@ -23,11 +35,18 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
-from sinks.base import DeliverySink, PermanentDeliveryError, RetryableDeliveryError
-from sinks.ledger import AlertLedger
+from sinks.base import (
+    AmbiguousDeliveryError,
+    DeliverySink,
+    PermanentDeliveryError,
+    RetryableDeliveryError,
+    Transition,
+)
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +57,181 @@ MAX_JOBS = 256
 JOB_TRIES = 5
 #: The lane whose thread runs the jobs (:meth:`Dispatcher.submit`): they update Slack.
 JOBS_LANE = "slack"
+
+
+class Outbox(Protocol):
+    """What :func:`deliver` needs of the ledger: the open deliveries and their moves."""
+
+    @property
+    def outcomes(self) -> Counter[tuple[str, str]]:
+        """Outcomes of sends, by (sink, outcome), for the metrics."""
+        ...
+
+    def pending(self, sink: str, limit: int = 100) -> list[tuple[Transition, str]]:
+        """The sink's open deliveries in order, with their state (``pending``/``sending``)."""
+        ...
+
+    def mark(self, sink: str, seq: int, state: str, error: str | None = None) -> None:
+        """Move one delivery to ``state`` (committed before this returns)."""
+        ...
+
+    def note(self, sink: str, seq: int, error: str) -> None:
+        """Record why a delivery is still open without moving it."""
+        ...
+
+    def backlog(self) -> dict[str, int]:
+        """Open (pending or sending) deliveries per sink."""
+        ...
+
+
+def deliver(
+    outbox: Outbox, sink: DeliverySink, limit: int = 1000, at_most: int | None = None
+) -> int:
+    """Send the sink's open transitions in order until one fails retryably.
+
+    ``at_most`` ends the call after that many transitions were handled (sent,
+    confirmed or refused); ``None``: every open one.
+
+    Returns:
+        How many are still open for the sink.
+
+    Raises:
+        RetryableDeliveryError: the first retryable failure (an
+            :class:`~sinks.base.AmbiguousDeliveryError` if the send may have
+            arrived); later transitions wait behind it, so the sink receives them
+            in order.
+    """
+    handled = 0
+    while True:
+        batch = outbox.pending(sink.name, limit=min(limit, 100))
+        if not batch:
+            return 0
+        for t, state in batch:
+            if at_most is not None and handled >= at_most:
+                return outbox.backlog().get(sink.name, 0)
+            handled += 1
+            if state == "sending" and _confirmed(outbox, sink, t):
+                continue
+            _send(outbox, sink, t)
+
+
+def _confirmed(outbox: Outbox, sink: DeliverySink, t: Transition) -> bool:
+    """After a crash mid-send, or a send without an answer: whether it arrived.
+
+    Only the sink can tell. True: found delivered (marked so); False: send it (again).
+
+    Raises:
+        RetryableDeliveryError: the sink cannot tell yet; sending blind could page
+            twice, so it waits, in order, and is asked again.
+    """
+    try:
+        arrived = sink.confirm(t)
+    except RetryableDeliveryError as exc:
+        outbox.note(sink.name, t.seq, f"cannot confirm yet: {exc}")
+        outbox.outcomes[(sink.name, "retry")] += 1
+        raise
+    if arrived:
+        log.info("sink=%s %s: found delivered, not sent again", sink.name, t.key)
+        outbox.mark(sink.name, t.seq, "delivered")
+        outbox.outcomes[(sink.name, "confirmed")] += 1
+        return True
+    if arrived is None:
+        log.warning(
+            "sink=%s %s: earlier send's outcome unknown and the sink cannot tell; sending again",
+            sink.name,
+            t.key,
+        )
+        outbox.outcomes[(sink.name, "resent_unconfirmed")] += 1
+    return False
+
+
+def _send(outbox: Outbox, sink: DeliverySink, t: Transition) -> None:
+    """Send one transition, ``sending`` committed first; its outcome recorded after."""
+    outbox.mark(sink.name, t.seq, "sending")
+    try:
+        sink.send(t)
+    except AmbiguousDeliveryError as exc:
+        # It may have arrived: it stays `sending`, so the next pass asks the sink
+        # before sending it again.
+        log.warning(
+            "sink=%s %s: outcome unknown (%s); will confirm before resending",
+            sink.name,
+            t.key,
+            exc,
+        )
+        outbox.note(sink.name, t.seq, f"outcome unknown: {exc}")
+        outbox.outcomes[(sink.name, "unknown")] += 1
+        raise
+    except RetryableDeliveryError as exc:
+        # Not sent: back to pending, so no confirm() is needed for it.
+        outbox.mark(sink.name, t.seq, "pending", str(exc)[:500])
+        outbox.outcomes[(sink.name, "retry")] += 1
+        raise
+    except PermanentDeliveryError as exc:
+        log.error("sink=%s %s: refused, skipped: %s", sink.name, t.key, exc)
+        outbox.mark(sink.name, t.seq, "failed", str(exc)[:500])
+        outbox.outcomes[(sink.name, "failed")] += 1
+        return
+    outbox.mark(sink.name, t.seq, "delivered")
+    outbox.outcomes[(sink.name, "delivered")] += 1
+
+
+class Backoff:
+    """When each failing sink may be tried again: a wait that doubles up to a ceiling.
+
+    The first failure waits ``first``, each further one twice the last, at most
+    ``ceiling``; a success forgets it. Not thread-safe: a sink's entries are written
+    by the one thread that delivers to it (or under its caller's lock).
+
+    Args:
+        first: The wait after a first failure (seconds).
+        ceiling: The longest wait.
+        per_sink: (first, ceiling) of a sink by name, where it differs.
+    """
+
+    def __init__(
+        self,
+        first: float,
+        ceiling: float,
+        per_sink: Mapping[str, tuple[float, float]] | None = None,
+    ) -> None:
+        self.first = first
+        self.ceiling = ceiling
+        self._per_sink = dict(per_sink or {})
+        self._wait: dict[str, float] = {}
+        self._due: dict[str, float] = {}
+
+    def ready(self, sink: str, now: float) -> bool:
+        """Whether the sink may be tried at ``now`` (it is not waiting out a failure)."""
+        return self._due.get(sink, now) <= now
+
+    def due(self, sink: str) -> float | None:
+        """When the failing sink may be tried again; None: it is not failing."""
+        return self._due.get(sink)
+
+    def wait(self, sink: str) -> float | None:
+        """The failing sink's current wait; None: it is not failing."""
+        return self._wait.get(sink)
+
+    def failed(self, sink: str, now: float) -> float:
+        """A failure at ``now``: the wait before the next try, doubled from the last."""
+        first, ceiling = self._per_sink.get(sink, (self.first, self.ceiling))
+        wait = min(self._wait.get(sink, first / 2) * 2, ceiling)
+        self._wait[sink] = wait
+        self._due[sink] = now + wait
+        return wait
+
+    def crashed(self, sink: str, now: float) -> float:
+        """A failure that is a bug, not an outage: the longest wait at once."""
+        ceiling = self._per_sink.get(sink, (0.0, self.ceiling))[1]
+        self._wait[sink] = ceiling
+        self._due[sink] = now + ceiling
+        return ceiling
+
+    def recovered(self, sink: str) -> bool:
+        """A success: the back-off is forgotten. Whether the sink was failing."""
+        self._wait.pop(sink, None)
+        return self._due.pop(sink, None) is not None
 
 
 def lane_of(sink: DeliverySink) -> str:
@@ -60,7 +254,7 @@ class Dispatcher:
 
     def __init__(
         self,
-        ledger: AlertLedger,
+        ledger: Outbox,
         sinks: Sequence[DeliverySink],
         *,
         backoff_s: float = 5.0,
@@ -90,6 +284,9 @@ class Dispatcher:
         self.poll_s = poll_s
         self.on_error = on_error
         self._backoffs = dict(backoffs or {})
+        #: When each failing sink is tried again; a sink's entries are written by its
+        #: lane's thread only.
+        self._backoff = Backoff(backoff_s, max_backoff_s, self._backoffs)
         self._clock = clock
         self._stop = threading.Event()
         self._lanes: dict[str, _Lane] = {}
@@ -97,10 +294,6 @@ class Dispatcher:
             self._lanes.setdefault(lane_of(sink), _Lane(lane_of(sink))).sinks.append(sink)
         # The jobs update Slack's messages: they run in its lane, or alone without one.
         self._lanes.setdefault(JOBS_LANE, _Lane(JOBS_LANE))
-        #: The back-off of each sink that failed, and when it may be tried again. Each
-        #: sink's entries are written by its lane's thread only.
-        self._wait: dict[str, float] = {}
-        self._due: dict[str, float] = {}
         #: Open deliveries per sink after the last pass (the backlog).
         self.backlog: dict[str, int] = {s.name: 0 for s in self.sinks}
         self._jobs_lock = threading.Lock()
@@ -184,23 +377,19 @@ class Dispatcher:
         clear, more = True, False
         now = self._clock()
         for sink in sinks:
-            if self._due.get(sink.name, now) > now:
+            if not self._backoff.ready(sink.name, now):
                 clear = False  # backing off: an outage is not hammered once per batch
                 continue
             try:
-                left = self.ledger.deliver(sink, at_most=sink.per_pass)
+                left = deliver(self.ledger, sink, at_most=sink.per_pass)
                 self.backlog[sink.name] = left
                 # A sink served a few at a time comes back at once, after the others.
                 if sink.per_pass is not None and left > 0:
                     more, clear = True, False
-                self._wait.pop(sink.name, None)
-                self._due.pop(sink.name, None)
+                self._backoff.recovered(sink.name)
             except RetryableDeliveryError as exc:
                 clear = False
-                first, ceiling = self._backoffs.get(sink.name, (self.backoff_s, self.max_backoff_s))
-                wait = min(self._wait.get(sink.name, first / 2) * 2, ceiling)
-                self._wait[sink.name] = wait
-                self._due[sink.name] = now + wait
+                wait = self._backoff.failed(sink.name, now)
                 self.backlog[sink.name] = self.ledger.backlog().get(sink.name, 0)
                 log.warning(
                     "sink=%s unavailable (%s); %d transitions wait, in order; next try in %.0f s",
@@ -214,9 +403,7 @@ class Dispatcher:
             except Exception:
                 # A bug in a sink must not kill the thread that every later alert needs.
                 clear = False
-                ceiling = self._backoffs.get(sink.name, (0.0, self.max_backoff_s))[1]
-                self._wait[sink.name] = ceiling
-                self._due[sink.name] = now + ceiling
+                self._backoff.crashed(sink.name, now)
                 log.exception("sink=%s delivery crashed; retrying later", sink.name)
         return clear, more
 
@@ -230,6 +417,6 @@ class Dispatcher:
             now = self._clock()
             # A wake-up (a new batch) drains the sinks not backing off at once; a sink
             # backing off is tried when its wait is over.
-            dues = [self._due[s.name] - now for s in lane.sinks if s.name in self._due]
+            dues = [d - now for s in lane.sinks if (d := self._backoff.due(s.name)) is not None]
             timeout = 0.0 if more else min([self.poll_s, *dues])
             lane.wake.wait(max(timeout, 0.0))

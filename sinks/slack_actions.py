@@ -76,7 +76,7 @@ from conf.silences import parse_matchers
 from sinks.base import Transition
 from sinks.dispatch import Dispatcher
 from sinks.http_server import AppServer, serve_app
-from sinks.ledger import AlertLedger, LedgerError
+from sinks.ledger import LedgerError, SinkMemory
 from sinks.silence_store import SilenceStore, new_silence_id
 from sinks.slack_access import PressAccess, Refused
 
@@ -427,7 +427,7 @@ class SlackActions:
     def __init__(
         self,
         messages: IncidentMessages,
-        ledger: AlertLedger,
+        ledger: SinkMemory,
         silences_path: Path,
         dispatcher: Dispatcher,
         signing_secret: str,

@@ -144,7 +144,7 @@ class WebhookSink(DeliverySink):
 
     Example:
         >>> sink = WebhookSink(cfg.webhooks[0], lambda: "prod", secret="s3cret")
-        >>> ledger.deliver(sink)  # doctest: +SKIP
+        >>> deliver(ledger, sink)  # doctest: +SKIP
     """
 
     notifies = True

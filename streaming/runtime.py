@@ -55,12 +55,12 @@ from sinks import (
 from sinks.alertmanager import AlertmanagerSink, Resender, alertmanager_sink
 from sinks.besteffort import BestEffort
 from sinks.charts import render as render_chart
-from sinks.dispatch import Dispatcher
+from sinks.dispatch import Dispatcher, deliver
 from sinks.prometheus import ActiveAlerts, SignalBoard
 from sinks.silence_store import SilenceStore
-from sinks.slack import SlackBotSink, slack_sink
+from sinks.slack import SlackBotSink, further_channels, slack_sink
+from sinks.slack.chart import slack_chart_sink
 from sinks.slack_actions import PATH, SlackActions, signing_secret
-from sinks.slack_chart import slack_chart_sink
 from sinks.webhook import WebhookSink, webhook_sinks
 from streaming import checkpoints
 from streaming.app import Pipeline
@@ -184,7 +184,7 @@ class Runtime:
             self._check_routes(cfg)
             prune_ledger(self.ledger, lambda: self.cfg.output.ledger_retention_days, self._pruning)
         # Routes with `continue` take an incident to further channels, each its own sink.
-        self.further = self.slack.also() if isinstance(self.slack, SlackBotSink) else []
+        self.further = further_channels(self.slack)
         # The evidence chart follows the page into its thread: after Slack in the
         # dispatcher's order, one chart a pass.
         chart = slack_chart_sink(self.slack, lambda: self.cfg.slack, render_chart)
@@ -348,7 +348,7 @@ def build_outputs(
     out = cfg.output
     file = alerts_file(out, alerts_path)
     try:
-        ledger.deliver(file)  # whatever a crash left undelivered
+        deliver(ledger, file)  # whatever a crash left undelivered
     except (RetryableDeliveryError, LedgerError) as exc:  # a full volume must not stop the start
         log.error("alert file: %s; a later batch tries again", exc)
     active = ActiveAlerts(seed=ledger.active())
@@ -483,7 +483,7 @@ def flush(outputs: Outputs) -> str:
     """Bring the alert file up to the ledger, once more; say what waits for the next start."""
     for sink in outputs.sinks:
         try:
-            outputs.ledger.deliver(sink)
+            deliver(outputs.ledger, sink)
         except (RetryableDeliveryError, LedgerError):
             pass  # a full volume, still: counted and logged by the batches; the next start tries
     try:

@@ -10,6 +10,7 @@ import tempfile
 from pathlib import Path
 
 from sinks import DeadLetterFileSink
+from sinks.dispatch import deliver
 from streaming.cli.args import load_or_exit
 from streaming.cli.summary import print_incidents, print_summary
 from streaming.delivery import PipelineStats
@@ -84,7 +85,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         # The output file is the replay's product, not a copy: what could not be written
         # during the run is written now, or the replay fails.
         for s in runtime.outputs.sinks:
-            runtime.outputs.ledger.deliver(s)
+            deliver(runtime.outputs.ledger, s)
     except Exception as exc:
         progress_done(False)
         log.error("replay failed: %s", exc)

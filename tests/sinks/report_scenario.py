@@ -21,7 +21,7 @@ from slack_sdk.signature import SignatureVerifier
 from detectors import Alert, AlertStatus, Severity
 from detectors.correlation import Correlator
 from sinks import AlertLedger, DeliverySink, JsonLinesAlertSink, Transition
-from sinks.dispatch import Dispatcher
+from sinks.dispatch import Dispatcher, deliver
 from sinks.report import Report, build_report
 from sinks.report_input import LedgerNoise, ledger_records
 from sinks.slack_actions import NOISE, SlackActions
@@ -218,7 +218,7 @@ def record_scenario(state_dir: Path) -> tuple[Path, Path]:
                 press_noise(ledger, slack, state_dir / "silences.sqlite", iid, at)
             clock[0] = a.event_time_ms
             ledger.record(batch, [a], [slack, file], correlate=correlator.observe)
-            assert ledger.deliver(slack) == 0 and ledger.deliver(file) == 0
+            assert deliver(ledger, slack) == 0 and deliver(ledger, file) == 0
         for iid, at in presses:
             press_noise(ledger, slack, state_dir / "silences.sqlite", iid, at)
     finally:

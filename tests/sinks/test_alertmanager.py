@@ -36,7 +36,7 @@ from sinks.alertmanager import (
     rfc3339,
     transition_alerts,
 )
-from sinks.dispatch import Dispatcher
+from sinks.dispatch import Dispatcher, deliver
 from tests.conftest import wait_until
 from tests.sinks.receivers import Hung, Recording
 
@@ -249,7 +249,7 @@ def test_one_alertmanager_of_two_taking_it_is_a_delivery(
     sink = alertmanager_sink(lambda: c, lambda: "c", ledger, env={"AM_TOKEN": "t0k"})
     assert sink is not None
     ledger.record(0, [alert()], [sink])
-    assert ledger.deliver(sink) == 0
+    assert deliver(ledger, sink) == 0
     ((headers, body),) = recorder.posts
     assert headers["Authorization"] == "Bearer t0k"
     assert body[0]["labels"]["job_id"] == JOB
@@ -263,10 +263,10 @@ def test_a_5xx_everywhere_is_retried_in_order_and_a_400_is_skipped(
     ledger.record(0, [alert(alert_id="a"), alert(alert_id="b")], [sink])
     recorder.status = 503
     with pytest.raises(RetryableDeliveryError, match="HTTP 503"):
-        ledger.deliver(sink)
+        deliver(ledger, sink)
     assert ledger.backlog() == {"alertmanager": 2}
     recorder.status = 400
-    assert ledger.deliver(sink) == 0  # refused for good: failed, the rest goes on
+    assert deliver(ledger, sink) == 0  # refused for good: failed, the rest goes on
     assert ledger.counts()[("alertmanager", "failed")] == 2
 
 
@@ -277,7 +277,7 @@ def test_a_send_cut_by_a_crash_is_posted_again_without_asking(
     sink = AlertmanagerSink(ledger, lambda: cfg(urls=(recorder.url,)), lambda: "c")
     (t,) = ledger.record(0, [alert()], [sink])
     ledger.mark(sink.name, t.seq, "sending")  # the process died during the post
-    assert ledger.deliver(sink) == 0
+    assert deliver(ledger, sink) == 0
     assert len(recorder.posts) == 1  # one request: no lookup, the post itself
     assert ledger.outcomes[("alertmanager", "delivered")] == 1
     assert ledger.outcomes[("alertmanager", "resent_unconfirmed")] == 0
@@ -297,13 +297,13 @@ def test_the_open_alerts_are_what_was_delivered_and_nothing_newer_is_on_its_way(
         [sink],
         silencer=lambda a: "maintenance" if a.alert_id == "s" else None,
     )
-    ledger.deliver(sink)
+    deliver(ledger, sink)
     ledger.record(1, [alert(AlertStatus.RESOLVED, alert_id="done", at=T0 + 1)], [sink])
     assert [t.alert.alert_id for t in ledger.standing(sink.name)] == ["open"]  # resolve recorded
     up = alert(AlertStatus.ESCALATED, Severity.CRITICAL, alert_id="open", at=T0 + 2)
     ledger.record(2, [up], [sink])
     assert ledger.standing(sink.name) == []  # its escalation is on its way: not repeated
-    ledger.deliver(sink)
+    deliver(ledger, sink)
     recorder.posts.clear()
     assert sink.repost() == 1
     ((_, body),) = recorder.posts
@@ -422,20 +422,20 @@ def test_real_alertmanager_fires_escalates_and_resolves_one_alert(
     sink = sink_for(ledger, am)
     now = int(time.time() * 1000)
     ledger.record(0, [alert(at=now - 60_000)], [sink])
-    ledger.deliver(sink)
+    deliver(ledger, sink)
     wait_until(lambda: len(am.active()) == 1, timeout=60, what="the firing alert")
     (firing,) = am.active()
     assert firing["labels"] == LABELS
     assert firing["status"]["state"] in ("active", "unprocessed")
     ledger.record(1, [alert(AlertStatus.ESCALATED, Severity.CRITICAL, at=now - 30_000)], [sink])
-    ledger.deliver(sink)
+    deliver(ledger, sink)
     wait_until(
         lambda: [a["labels"]["severity"] for a in am.active()] == ["critical"],
         timeout=60,
         what="one alert, critical",
     )
     ledger.record(2, [alert(AlertStatus.RESOLVED, Severity.CRITICAL, at=now)], [sink])
-    ledger.deliver(sink)
+    deliver(ledger, sink)
     wait_until(lambda: am.active() == [], timeout=60, what="the resolve")
     sink.repost()  # the resolved alert is not posted again
     assert am.active() == []
@@ -461,7 +461,7 @@ def test_real_alertmanager_silence_suppresses_the_notification(
     quiet = alert(at=now - 60_000)
     loud = alert(alert_id="b1", job_id=OTHER_JOB, at=now - 60_000)
     ledger.record(0, [quiet, loud], [sink])
-    assert ledger.deliver(sink) == 0  # both delivered: the silence is Alertmanager's business
+    assert deliver(ledger, sink) == 0  # both delivered: the silence is Alertmanager's business
     wait_until(
         lambda: [a["status"]["state"] for a in am.active()] == ["suppressed"],
         timeout=60,
@@ -509,7 +509,7 @@ def test_a_silent_member_of_an_ha_pair_is_backed_off_on_its_own(tmp_path: Path) 
         c = cfg(urls=(silent.url, ok.url), timeout_s=0.5, retry_backoff_s=600, max_backoff_s=600)
         sink = AlertmanagerSink(ledger, lambda: c, lambda: "prod")
         ledger.record(0, [alert(alert_id=f"a{i}") for i in range(4)], [sink])
-        assert ledger.deliver(sink) == 0
+        assert deliver(ledger, sink) == 0
         assert len(ok.got) == 4  # the other member took every post
         assert silent.requests == 1  # tried once, then left alone while it backs off
         assert sink.repost() == 4
@@ -530,7 +530,7 @@ def test_a_lone_alertmanager_backing_off_is_still_tried(tmp_path: Path) -> None:
         ledger.record(0, [alert()], [sink])
         for _ in range(2):
             with pytest.raises(RetryableDeliveryError, match="no answer"):
-                ledger.deliver(sink)
+                deliver(ledger, sink)
         assert silent.requests == 2
     finally:
         silent.close()

@@ -136,3 +136,16 @@ def test_a_hung_alertmanager_and_a_dripping_webhook_do_not_hold_back_a_slack_pag
         drip.close()
         if d is not None:
             d.stop()
+
+
+def test_one_backoff_doubles_to_its_ceiling_per_sink_and_a_crash_waits_the_ceiling() -> None:
+    from sinks.dispatch import Backoff
+
+    b = Backoff(1.0, 5.0, {"am": (2.0, 60.0)})
+    assert b.ready("file", 0.0) and b.due("file") is None
+    assert [b.failed("file", 0.0) for _ in range(5)] == [1.0, 2.0, 4.0, 5.0, 5.0]
+    assert not b.ready("file", 4.9) and b.ready("file", 5.0)
+    assert [b.failed("am", 0.0) for _ in range(3)] == [2.0, 4.0, 8.0]
+    assert b.recovered("file") and not b.recovered("file")
+    assert b.failed("file", 10.0) == 1.0  # a success starts it over
+    assert b.crashed("bug", 0.0) == 5.0 and b.crashed("am", 0.0) == 60.0

@@ -10,6 +10,7 @@ import pytest
 
 from detectors import Alert, AlertStatus, Severity
 from sinks import AlertLedger, DeadLetterFileSink, JsonLinesAlertSink
+from sinks.dispatch import deliver
 from sinks.files import alert_from_record, alert_record, iso_utc
 
 
@@ -71,11 +72,11 @@ def test_replayed_batch_is_written_once(tmp_path) -> None:
     ledger = AlertLedger(tmp_path / "ledger.sqlite")
     for batch_id, alerts in [(0, [alert()]), (0, [alert()]), (1, [alert(AlertStatus.RESOLVED)])]:
         ledger.record(batch_id, alerts, [sink])  # batch 0 twice: Spark replays it after a crash
-        ledger.deliver(sink)
+        deliver(ledger, sink)
     # A restarted job: a new ledger object on the same file, and the last batch again.
     again = AlertLedger(tmp_path / "ledger.sqlite")
     again.record(1, [alert(AlertStatus.RESOLVED)], [sink])
-    again.deliver(sink)
+    deliver(again, sink)
     lines = [json.loads(x) for x in path.read_text().splitlines()]
     assert [x["status"] for x in lines] == ["firing", "resolved"]
 
@@ -89,7 +90,7 @@ def test_an_append_interrupted_by_a_crash_is_confirmed_from_the_file(tmp_path) -
     ledger.mark("file", t.seq, "sending")
     sink.send(t)
     assert sink.confirm(t) is True
-    ledger.deliver(sink)
+    deliver(ledger, sink)
     assert len(path.read_text().splitlines()) == 1
     assert ledger.outcomes[("file", "confirmed")] == 1
     # Killed before the line was written: confirm says no, and the line is written once.
@@ -97,7 +98,7 @@ def test_an_append_interrupted_by_a_crash_is_confirmed_from_the_file(tmp_path) -
     ledger.mark("file", r.seq, "sending")
     path.write_text(path.read_text() + '{"alert_id": "cut sh')  # a half-written line
     assert sink.confirm(r) is False
-    ledger.deliver(sink)
+    deliver(ledger, sink)
     statuses = [
         json.loads(x).get("status") for x in path.read_text().splitlines() if x.endswith("}")
     ]
@@ -161,7 +162,7 @@ def test_the_alert_file_rotates_and_keeps_a_few(tmp_path) -> None:
     ledger = AlertLedger(tmp_path / "ledger.sqlite")
     for i in range(40):
         ledger.record(i, [alert().model_copy(update={"alert_id": f"a{i}"})], [sink])
-        ledger.deliver(sink)
+        deliver(ledger, sink)
     assert sorted(p.name for p in tmp_path.glob("alerts.jsonl*")) == [
         "alerts.jsonl",
         "alerts.jsonl.1",
@@ -177,7 +178,7 @@ def test_a_silenced_transition_is_written_with_its_silence(tmp_path) -> None:
     sink = JsonLinesAlertSink(path)
     ledger = AlertLedger(tmp_path / "ledger.sqlite")
     ledger.record(0, [alert()], [sink], silencer=lambda a: "night-maintenance")
-    ledger.deliver(sink)
+    deliver(ledger, sink)
     [line] = [json.loads(x) for x in path.read_text().splitlines()]
     assert line["silenced_by"] == "night-maintenance"
     assert ledger.backlog() == {}

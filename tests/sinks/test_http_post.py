@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from conf import WebhookConfig
-from sinks import AlertLedger, AmbiguousDeliveryError, RetryableDeliveryError
+from sinks import AlertLedger, AmbiguousDeliveryError, RetryableDeliveryError, dispatch
 from sinks.alertmanager import alertmanager_sink
 from sinks.http_post import post
 from sinks.webhook import WebhookSink, webhook_sinks
@@ -67,7 +67,7 @@ def test_a_redirect_is_a_failure_naming_its_location_and_no_credential_follows_i
         ledger.record(0, [alert()], [webhook, am])
         for sink in (webhook, am):
             with pytest.raises(RetryableDeliveryError) as err:
-                ledger.deliver(sink)
+                dispatch.deliver(ledger, sink)
             # Surely not taken (the proxy did not pass it on): pending, not `sending`.
             assert not isinstance(err.value, AmbiguousDeliveryError)
             assert f"HTTP {status}" in str(err.value)
@@ -122,7 +122,7 @@ def test_a_webhook_url_with_a_token_is_in_no_log_line_and_no_ledger_error(
 
     def deliver() -> None:
         try:
-            ledger.deliver(webhook)
+            dispatch.deliver(ledger, webhook)
         except RetryableDeliveryError as exc:
             raised.append(str(exc))
         stored.extend(d.error or "" for d in ledger.deliveries())

@@ -16,7 +16,7 @@ from sinks import (
     RetryableDeliveryError,
 )
 from sinks.base import Transition
-from sinks.dispatch import Dispatcher
+from sinks.dispatch import Dispatcher, deliver
 
 
 def alert(
@@ -56,7 +56,7 @@ def test_a_replayed_batch_records_nothing_twice(tmp_path: Path) -> None:
     again = ledger.record(0, [alert("a"), alert("b")], [sink])
     assert [t.key for t in first] == ["a:firing", "b:firing"]
     assert again == []
-    assert ledger.deliver(sink) == 0
+    assert deliver(ledger, sink) == 0
     assert sink.sent == ["a:firing", "b:firing"]
 
 
@@ -75,12 +75,12 @@ def test_an_outage_keeps_order_and_a_refused_transition_does_not_block_the_rest(
     sink.down = True
     ledger.record(0, [alert("a"), alert("b")], [sink])
     with pytest.raises(RetryableDeliveryError):
-        ledger.deliver(sink)
+        deliver(ledger, sink)
     ledger.record(1, [alert("a", AlertStatus.RESOLVED), alert("c")], [sink])
     assert ledger.counts()[("slack", "pending")] == 4
     sink.down = False
     sink.refuse = {"b:firing"}
-    assert ledger.deliver(sink) == 0
+    assert deliver(ledger, sink) == 0
     assert sink.sent == ["a:firing", "a:resolved", "c:firing"]
     assert ledger.counts()[("slack", "failed")] == 1
     assert ledger.outcomes[("slack", "retry")] == 1
@@ -107,7 +107,7 @@ def test_a_send_cut_by_a_crash_is_asked_about_not_guessed(tmp_path: Path) -> Non
         ledger.mark("slack", t.seq, "sending")  # then the process was killed
         ledger.close()
         restarted = AlertLedger(path)
-        assert restarted.deliver(sink) == 0
+        assert deliver(restarted, sink) == 0
         assert sink.sent == sent
         assert restarted.outcomes[("slack", outcome)] == 1
 
@@ -130,8 +130,8 @@ def test_silenced_transitions_skip_notifying_sinks_only_and_resolves_follow_thei
         [slack, file],
         silencer,
     )
-    ledger.deliver(slack)
-    ledger.deliver(file)
+    deliver(ledger, slack)
+    deliver(ledger, file)
     assert slack.sent == ["b:firing", "b:resolved"]
     assert file.sent == ["a:firing", "b:firing", "a:resolved", "b:resolved"]
     assert ledger.counts()[("slack", "silenced")] == 2
@@ -142,7 +142,7 @@ def test_prune_forgets_only_settled_closed_incidents(tmp_path: Path) -> None:
     ledger, sink = AlertLedger(tmp_path / "l.sqlite", clock=lambda: now["ms"]), Sink()
     ledger.record(0, [alert("old"), alert("old", AlertStatus.RESOLVED), alert("open")], [sink])
     ledger.record(1, [alert("stuck"), alert("stuck", AlertStatus.RESOLVED)], [Sink("other")])
-    ledger.deliver(sink)
+    deliver(ledger, sink)
     now["ms"] = 10_000
     assert ledger.prune(older_than_ms=5_000) == 2  # "stuck" still waits for its sink
     assert [t.alert.alert_id for t in ledger.active()] == ["open"]
@@ -211,8 +211,8 @@ def test_one_sink_backing_off_does_not_hold_back_another(tmp_path: Path) -> None
     waits = []
     for _ in range(4):
         d.drain_once()
-        waits.append(d._wait["alertmanager"])
-        now[0] += d._wait["alertmanager"]
+        waits.append(d._backoff.wait("alertmanager"))
+        now[0] += d._backoff.wait("alertmanager") or 0
     assert waits == [2.0, 4.0, 8.0, 8.0]
 
 
@@ -225,7 +225,7 @@ def test_transitions_older_than_the_page_age_are_recorded_but_not_paged(tmp_path
     fresh = alert("new").model_copy(update={"event_time_ms": now - 60_000})
     new = ledger.record(0, [alert("old"), fresh], [slack, file], max_age_ms=3_600_000)
     assert [t.key for t in new] == ["old:firing", "new:firing"]  # both recorded
-    assert ledger.deliver(slack) == 0 and ledger.deliver(file) == 0
+    assert deliver(ledger, slack) == 0 and deliver(ledger, file) == 0
     assert slack.sent == ["new:firing"]
     assert file.sent == ["old:firing", "new:firing"]  # the record keeps everything
     assert ledger.counts()[("slack", "stale")] == 1
@@ -269,12 +269,12 @@ def test_a_send_with_an_unknown_outcome_stays_sending_and_is_asked_about_before_
     ledger, sink = AlertLedger(tmp_path / "l.sqlite"), Unsure(arrived)
     ledger.record(0, [alert("a"), alert("b")], [sink])
     with pytest.raises(AmbiguousDeliveryError):
-        ledger.deliver(sink)
+        deliver(ledger, sink)
     assert ledger.counts()[("slack", "sending")] == 1
     assert ledger.backlog() == {"slack": 2}  # "b" waits behind it, in order
     assert ledger.outcomes[("slack", "unknown")] == 1
     assert sink.asked == []
-    assert ledger.deliver(sink) == 0
+    assert deliver(ledger, sink) == 0
     assert sink.asked == ["a:firing"]
     assert sink.sent == [*sent, "b:firing"]
     assert dict(ledger.outcomes) == {("slack", k): n for k, n in {"unknown": 1, **then}.items()}
@@ -285,13 +285,13 @@ def test_a_sink_that_cannot_be_asked_yet_holds_the_send_back(tmp_path: Path) -> 
     sink = Unsure(RetryableDeliveryError("conversations_history: HTTP 503"))
     ledger.record(0, [alert("a")], [sink])
     with pytest.raises(AmbiguousDeliveryError):
-        ledger.deliver(sink)
+        deliver(ledger, sink)
     with pytest.raises(RetryableDeliveryError, match="503"):
-        ledger.deliver(sink)
+        deliver(ledger, sink)
     assert sink.sent == []  # not sent blind: it may be there already
     assert ledger.counts()[("slack", "sending")] == 1
     sink.arrived = False
-    assert ledger.deliver(sink) == 0
+    assert deliver(ledger, sink) == 0
     assert sink.sent == ["a:firing"]
 
 
@@ -301,8 +301,8 @@ def test_deliveries_are_listed_by_state_and_failed_ones_can_be_sent_again(
     ledger, slack, file = AlertLedger(tmp_path / "l.sqlite"), Sink("slack"), Sink("file", False)
     slack.refuse = {"a:firing", "b:firing"}
     ledger.record(0, [alert("a"), alert("b"), alert("c")], [slack, file])
-    ledger.deliver(slack)
-    ledger.deliver(file)
+    deliver(ledger, slack)
+    deliver(ledger, file)
     failed = ledger.deliveries(["failed"])
     assert [(d.seq, d.sink, d.state, d.attempts) for d in failed] == [
         (1, "slack", "failed", 1),
@@ -315,7 +315,7 @@ def test_deliveries_are_listed_by_state_and_failed_ones_can_be_sent_again(
     slack.refuse = set()
     assert ledger.resend([1, 3]) == [(1, "slack")]  # seq 3 was delivered: left alone
     assert ledger.counts()[("slack", "pending")] == 1
-    assert ledger.deliver(slack) == 0
+    assert deliver(ledger, slack) == 0
     assert slack.sent == ["c:firing", "a:firing"]
     assert ledger.resend(None) == [(2, "slack")]  # every failed one
     assert ledger.resend(None) == []
@@ -347,7 +347,7 @@ def test_a_resolve_follows_its_firing_whatever_its_own_age(tmp_path: Path) -> No
         update={"event_time_ms": clock["now"] - 1000}
     )
     ledger.record(1, [late, old, fresh_resolve], [slack], max_age_ms=hour)
-    assert ledger.deliver(slack) == 0
+    assert deliver(ledger, slack) == 0
     assert slack.sent == ["paged:firing", "paged:resolved"]
     assert ledger.counts()[("slack", "stale")] == 2
 
@@ -371,19 +371,19 @@ def test_an_escalation_of_an_incident_withheld_as_old_pages_as_what_it_is_now(
     ledger.record(0, [at(alert("a"), now - 2 * HOUR)], [slack, file], max_age_ms=HOUR)
     up = at(alert("a", AlertStatus.ESCALATED, Severity.CRITICAL), now - 60_000)
     ledger.record(1, [up], [slack, file], max_age_ms=HOUR)
-    assert ledger.deliver(slack) == 0
+    assert deliver(ledger, slack) == 0
     assert slack.sent == ["a:escalated:critical"]
     done = at(alert("a", AlertStatus.RESOLVED, Severity.CRITICAL), now - 1000)
     ledger.record(2, [done], [slack, file], max_age_ms=HOUR)
-    ledger.deliver(slack)
-    ledger.deliver(file)
+    deliver(ledger, slack)
+    deliver(ledger, file)
     assert slack.sent == ["a:escalated:critical", "a:resolved"]
     assert file.sent == ["a:firing", "a:escalated:critical", "a:resolved"]
     # An old escalation of a withheld incident is history like its firing.
     ledger.record(3, [at(alert("b"), now - 3 * HOUR)], [slack], max_age_ms=HOUR)
     late_up = at(alert("b", AlertStatus.ESCALATED, Severity.CRITICAL), now - 2 * HOUR)
     ledger.record(4, [late_up], [slack], max_age_ms=HOUR)
-    assert ledger.deliver(slack) == 0
+    assert deliver(ledger, slack) == 0
     assert slack.sent == ["a:escalated:critical", "a:resolved"]
 
 
@@ -402,7 +402,7 @@ def test_an_incident_withheld_while_flinkwatch_was_behind_pages_once_if_still_op
             max_age_ms=HOUR,
             frontier_ms=clock["now"] - frontier_ago_ms,
         )
-        ledger.deliver(slack)
+        deliver(ledger, slack)
 
     batch(0, [at(alert("x"), clock["now"] - 60_000)], 30_000)  # running, up to date
     ledger.close()
@@ -436,14 +436,14 @@ def test_an_incident_the_replayed_batch_no_longer_raises_is_closed_saying_why(
     ledger, slack = AlertLedger(tmp_path / "l.sqlite"), Sink()
     ledger.record(4, [alert("x")], [slack], run="q1")
     ledger.record(5, [alert("a"), alert("x", AlertStatus.RESOLVED)], [slack], run="q1")
-    assert ledger.deliver(slack) == 0
+    assert deliver(ledger, slack) == 0
     new = ledger.record(5, [alert("b"), alert("x", AlertStatus.RESOLVED)], [slack], run="q1")
     assert [t.key for t in new] == ["a:resolved", "b:firing"]
     closing = new[0].alert
     assert "did not raise it when run again" in closing.summary
     assert closing.evidence == {"reason": "not raised again after a restart", "batch": 5}
     assert [t.alert.alert_id for t in ledger.active()] == ["b"]
-    assert ledger.deliver(slack) == 0
+    assert deliver(ledger, slack) == 0
     assert slack.sent == ["x:firing", "a:firing", "x:resolved", "a:resolved", "b:firing"]
     # Run a third time: nothing more. Later output about "a" does not open it again.
     assert ledger.record(5, [alert("b"), alert("x", AlertStatus.RESOLVED)], [slack], run="q1") == []
@@ -466,7 +466,7 @@ def test_a_resolve_is_final_so_nothing_later_leaves_the_incident_open(tmp_path: 
     assert ledger.record(1, [up], [slack]) == []
     assert ledger.record(2, [alert("a", AlertStatus.RESOLVED)], [slack]) == []
     assert ledger.active() == []
-    assert ledger.deliver(slack) == 0
+    assert deliver(ledger, slack) == 0
     assert slack.sent == ["a:firing", "a:resolved"]
 
 
@@ -520,7 +520,7 @@ def test_every_sink_that_got_a_page_of_an_incident_gets_its_resolve_whatever_was
         silencer,
     )
     for sink in sinks:
-        assert ledger.deliver(sink) == 0
+        assert deliver(ledger, sink) == 0
     assert slack.sent == ["paged:firing", "a:escalated:critical", "a:resolved", "paged:resolved"]
     assert pager.sent == ["a:escalated:critical", "a:resolved"]
     assert len(file.sent) == 7  # the record keeps everything
@@ -549,6 +549,6 @@ def test_a_resolve_reaches_no_sink_that_got_no_page_of_its_incident(tmp_path: Pa
     ledger.record(1, [up], [slack, pager], silencer)
     done = alert("a", AlertStatus.RESOLVED, Severity.CRITICAL)
     ledger.record(2, [done], [slack, pager], silencer)
-    assert ledger.deliver(slack) == 0 and ledger.deliver(pager) == 0
+    assert deliver(ledger, slack) == 0 and deliver(ledger, pager) == 0
     assert slack.sent == ["a:firing", "a:resolved"]
     assert pager.sent == []

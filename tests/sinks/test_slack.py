@@ -13,9 +13,9 @@ import pytest
 from conf import ConfigError, SlackConfig
 from detectors import Alert, AlertStatus, Severity
 from lab.slack import SlackEmulator
-from sinks import AlertLedger, PermanentDeliveryError, RetryableDeliveryError
-from sinks.slack import SlackBotSink, SlackWebhookSink, slack_sink
-from sinks.slack_message import esc, render
+from sinks import AlertLedger, PermanentDeliveryError, RetryableDeliveryError, dispatch
+from sinks.slack import SlackBotSink, SlackWebhookSink, further_channels, slack_sink
+from sinks.slack.message import esc, render
 
 TOKEN = "xoxb-0000-secret-token"
 JOB = "3f4c2a9b7d1e4f60a8b5c2d1e0f9a7b3"
@@ -69,7 +69,7 @@ def bot(emu: SlackEmulator, ledger: AlertLedger, **kw) -> SlackBotSink:
 
 def deliver(ledger: AlertLedger, sink, batch_id: int, *alerts: Alert) -> None:
     ledger.record(batch_id, list(alerts), [sink])
-    ledger.deliver(sink)
+    dispatch.deliver(ledger, sink)
 
 
 def test_one_message_per_incident_updated_on_escalation_and_resolve(
@@ -144,7 +144,7 @@ def test_a_route_that_continues_takes_an_incident_to_each_channel_once(tmp_path:
             {"channel": "#never"},
         ]
         first = bot(emu, ledger, routes=routes, interactivity_port=0)
-        sinks = [first, *first.also()]
+        sinks = [first, *further_channels(first)]
         assert [s.name for s in sinks] == ["slack", "slack:2"]
         pay = named("p", "pay-etl")
         for batch, status in enumerate(
@@ -156,7 +156,7 @@ def test_a_route_that_continues_takes_an_incident_to_each_channel_once(tmp_path:
             )
         ledger.record(3, [named("o", "orders")], sinks)
         for sink in sinks:
-            assert ledger.deliver(sink) == 0
+            assert dispatch.deliver(ledger, sink) == 0
         [team] = emu.messages("#payments")
         platform = {keys([m])[0]: m for m in emu.messages("#platform")}
         assert sorted(platform) == ["o:firing", "p:firing"]
@@ -173,8 +173,8 @@ def test_a_route_that_continues_takes_an_incident_to_each_channel_once(tmp_path:
         assert ledger.counts()[("slack:2", "delivered")] == 3
         assert ledger.counts()[("slack:2", "unrouted")] == 1  # orders: one channel
         # On a second pass nothing is sent again, in either channel.
-        for sink in (bot(emu, ledger, routes=routes), *first.also()):
-            assert ledger.deliver(sink) == 0
+        for sink in (bot(emu, ledger, routes=routes), *further_channels(first)):
+            assert dispatch.deliver(ledger, sink) == 0
         assert len(emu.messages("#payments")) == 1 and len(emu.messages("#platform")) == 2
 
 
@@ -188,13 +188,13 @@ def test_a_further_channel_takes_what_its_routes_add_and_follows_it_to_the_end(
             {"channel": "#pager", "severities": ["critical"]},
         ]
         first = bot(emu, ledger, routes=routes)
-        sinks = [first, *first.also()]
+        sinks = [first, *further_channels(first)]
 
         def record(batch: int, status: AlertStatus, severity: Severity) -> None:
             a = named("p", "pay-etl").model_copy(update={"status": status, "severity": severity})
             ledger.record(batch, [a], sinks)
             for sink in sinks:
-                ledger.deliver(sink)
+                dispatch.deliver(ledger, sink)
 
         # A warning of a payments job: the team's channel only.
         record(0, AlertStatus.FIRING, Severity.WARNING)
@@ -220,14 +220,14 @@ def test_a_copy_in_a_further_channel_cut_by_a_crash_is_found_not_posted_again(
         ledger = AlertLedger(path)
         routes = [{"channel": "#payments", "continue": True}, {"channel": "#platform"}]
         first = bot(emu, ledger, routes=routes)
-        [second] = first.also()
+        [second] = further_channels(first)
         [t] = ledger.record(0, [named("p", "pay-etl")], [first, second])
         ledger.mark("slack:2", t.seq, "sending")
         second.send(t)  # it arrived; the process died before the ledger heard
         restarted = AlertLedger(path)
         again = bot(emu, restarted, routes=routes)
-        for sink in (again, *again.also()):
-            assert restarted.deliver(sink) == 0
+        for sink in (again, *further_channels(again)):
+            assert dispatch.deliver(restarted, sink) == 0
         assert restarted.outcomes[("slack:2", "confirmed")] == 1
         assert keys(emu.messages("#platform")) == ["p:firing"]
         assert keys(emu.messages("#payments")) == ["p:firing"]
@@ -244,9 +244,9 @@ def test_rate_limits_are_retried_by_slack_sdk_and_a_server_error_is_confirmed_fi
     # A 429 is Slack saying it did nothing: slack-sdk waits and sends again. After a 500
     # the message may exist: the send stays open until Slack has been asked.
     with pytest.raises(RetryableDeliveryError, match="HTTP 500"):
-        ledger.deliver(sink)
+        dispatch.deliver(ledger, sink)
     assert ledger.counts()[("slack", "sending")] == 1
-    assert ledger.deliver(sink) == 0
+    assert dispatch.deliver(ledger, sink) == 0
     assert [(p.rsplit("/", 1)[1], s) for p, s in slack.requests] == [
         ("chat.postMessage", 429),
         ("chat.postMessage", 500),
@@ -266,9 +266,9 @@ def test_an_outage_longer_than_the_retries_keeps_the_backlog_in_order(
     ledger.record(0, [alert(alert_id="a"), alert(alert_id="b")], [sink])
     ledger.record(1, [alert(AlertStatus.RESOLVED, alert_id="a")], [sink])
     with pytest.raises(RetryableDeliveryError, match="503"):
-        ledger.deliver(sink)
+        dispatch.deliver(ledger, sink)
     slack.set_down(False)
-    assert ledger.deliver(sink) == 0
+    assert dispatch.deliver(ledger, sink) == 0
     msgs = slack.messages("#flink-alerts")
     assert [m["metadata"]["event_payload"]["key"] for m in msgs] == ["a:firing", "b:firing"]
     assert [r["metadata"]["event_payload"]["key"] for r in msgs[0]["replies"]] == ["a:resolved"]
@@ -295,7 +295,7 @@ def test_after_a_crash_mid_send_the_message_is_found_by_its_metadata_not_reposte
         ledger.mark("slack", t.seq, "sending")
         sink.send(t)  # it arrived; the process died before the ledger heard
         restarted = AlertLedger(path)
-        assert restarted.deliver(bot(slack, restarted)) == 0
+        assert dispatch.deliver(restarted, bot(slack, restarted)) == 0
         assert restarted.outcomes[("slack", "confirmed")] == 1
     msgs = {m["metadata"]["event_payload"]["alert_id"]: m for m in slack.messages("#flink-alerts")}
     assert sorted(msgs) == ["a1", "seen"]
@@ -360,11 +360,11 @@ def test_related_alerts_update_one_incident_message_and_broadcast_only_a_severit
     )
     for i, a in enumerate((heap, lost, storm)):
         ledger.record(i, [a], [sink], correlate=correlator.observe)
-        ledger.deliver(sink)
+        dispatch.deliver(ledger, sink)
     for i, a in enumerate((heap, lost, storm)):
         done = a.model_copy(update={"status": AlertStatus.RESOLVED})
         ledger.record(10 + i, [done], [sink], correlate=correlator.observe)
-        ledger.deliver(sink)
+        dispatch.deliver(ledger, sink)
 
     [msg] = slack.messages("#flink-alerts")  # the critical tm_lost did not open a pager thread
     assert slack.messages("#flink-pager") == []
@@ -424,7 +424,7 @@ def test_log_text_cannot_ping_the_channel_or_forge_a_link() -> None:
     import json
 
     from detectors.correlation import Correlator
-    from sinks.slack_message import render_incident
+    from sinks.slack.message import render_incident
 
     hostile = alert(severity=Severity.CRITICAL).model_copy(
         update={
@@ -497,9 +497,9 @@ def test_a_post_slack_stored_but_did_not_answer_is_confirmed_not_posted_again(
     lost(slack)
     ledger.record(0, [alert()], [sink])
     with pytest.raises(RetryableDeliveryError):
-        ledger.deliver(sink)
+        dispatch.deliver(ledger, sink)
     assert ledger.counts()[("slack", "sending")] == 1  # outcome unknown: not back to pending
-    assert ledger.deliver(sink) == 0
+    assert dispatch.deliver(ledger, sink) == 0
     assert keys(slack.messages("#flink-alerts")) == ["a1:firing"]
     assert ledger.outcomes[("slack", "confirmed")] == 1
     # The confirmed message is the incident's: its resolve goes into that thread.
@@ -516,8 +516,8 @@ def test_a_post_that_timed_out_before_slack_stored_it_is_sent_after_asking(
     slack.stall_next(1, 3.0, path_prefix="/api/chat.postMessage", after_store=False)
     ledger.record(0, [alert()], [sink])
     with pytest.raises(RetryableDeliveryError):
-        ledger.deliver(sink)
-    assert ledger.deliver(sink) == 0
+        dispatch.deliver(ledger, sink)
+    assert dispatch.deliver(ledger, sink) == 0
     assert keys(slack.messages("#flink-alerts")) == ["a1:firing"]
     assert ledger.outcomes[("slack", "delivered")] == 1
 
@@ -531,8 +531,8 @@ def test_a_thread_reply_slack_stored_but_answered_500_is_not_replied_twice(
     slack.fail_next(1, 500, path_prefix="/api/chat.postMessage", after_store=True)
     ledger.record(1, [alert(AlertStatus.RESOLVED)], [sink])
     with pytest.raises(RetryableDeliveryError):
-        ledger.deliver(sink)
-    assert ledger.deliver(sink) == 0
+        dispatch.deliver(ledger, sink)
+    assert dispatch.deliver(ledger, sink) == 0
     [msg] = slack.messages("#flink-alerts")
     assert keys(msg["replies"]) == ["a1:resolved"]
 
@@ -554,13 +554,13 @@ def test_a_send_that_could_not_connect_is_retried_and_sent_again_without_asking(
     sink = SlackBotSink(TOKEN, ledger, lambda: cfg, lambda: "prod-eu")
     ledger.record(0, [alert()], [sink])
     with pytest.raises(RetryableDeliveryError, match="Connection refused"):
-        ledger.deliver(sink)
+        dispatch.deliver(ledger, sink)
     # slack-sdk tried twice (max_retries=1): a request that never left is safe to repeat.
     refused = [r for r in caplog.records if "Connection refused" in r.getMessage()]
     assert len(refused) == 2
     assert ledger.counts()[("slack", "pending")] == 1  # definitely not sent
     with SlackEmulator(token=TOKEN, port=port, channels=("#flink-alerts",)) as emu:
-        assert ledger.deliver(sink) == 0
+        assert dispatch.deliver(ledger, sink) == 0
         assert keys(emu.messages("#flink-alerts")) == ["a1:firing"]
         assert [p for p, _ in emu.requests] == ["/api/chat.postMessage"]  # nothing to ask
 
@@ -582,10 +582,10 @@ def test_confirming_in_a_busy_channel_follows_the_cursor(
     busy.stall_next(1, 3.0, path_prefix="/api/chat.postMessage")
     ledger.record(0, [alert()], [sink])
     with pytest.raises(RetryableDeliveryError):
-        ledger.deliver(sink)
+        dispatch.deliver(ledger, sink)
     for i in range(5):  # the channel moves on: flinkwatch's message is on page 3 of 3
         human.chat_postMessage(channel="#flink-alerts", text=f"chatter {i}")
-    assert ledger.deliver(sink) == 0
+    assert dispatch.deliver(ledger, sink) == 0
     assert keys(busy.messages("#flink-alerts")) == ["a1:firing"]
     reads = [p for p, _ in busy.requests if p.endswith("conversations.history")]
     assert len(reads) == 3
@@ -598,8 +598,8 @@ def test_confirming_in_a_busy_channel_follows_the_cursor(
     busy.fail_next(1, 500, path_prefix="/api/chat.postMessage", after_store=True)
     ledger.record(1, [alert(AlertStatus.RESOLVED)], [sink])
     with pytest.raises(RetryableDeliveryError):
-        ledger.deliver(sink)
-    assert ledger.deliver(sink) == 0
+        dispatch.deliver(ledger, sink)
+    assert dispatch.deliver(ledger, sink) == 0
     [msg] = [m for m in busy.messages("#flink-alerts") if m["ts"] == parent["ts"]]
     assert keys(msg["replies"]) == ["a1:resolved"]
     assert len([p for p, _ in busy.requests if p.endswith("conversations.replies")]) == 3
@@ -614,8 +614,8 @@ def test_a_webhook_cannot_be_asked_so_an_unknown_outcome_is_sent_again_and_count
     slack.fail_next(1, 500, path_prefix="/services", after_store=True)
     ledger.record(0, [alert()], [hook])
     with pytest.raises(RetryableDeliveryError, match="HTTP 500"):
-        ledger.deliver(hook)
-    assert ledger.deliver(hook) == 0
+        dispatch.deliver(ledger, hook)
+    assert dispatch.deliver(ledger, hook) == 0
     assert len(slack.webhook_messages()) == 2  # the documented cost of webhook mode
     assert ledger.outcomes[("slack", "resent_unconfirmed")] == 1
 
@@ -662,11 +662,11 @@ def test_a_reload_that_adds_continue_routes_says_a_restart_adds_their_channels(
     with SlackEmulator(token=TOKEN, channels=("#flink-alerts", "#a", "#b")) as emu:
         cfg = {"now": config(emu, routes=[])}
         sink = SlackBotSink(TOKEN, AlertLedger(tmp_path / "l.sqlite"), lambda: cfg["now"], str)
-        assert sink.also() == []
+        assert further_channels(sink) == []
         cfg["now"] = config(emu, routes=[{"channel": "#a", "continue": True}, {"channel": "#b"}])
         caplog.set_level(logging.WARNING, logger="sinks.slack")
         assert sink.check_routes() == []
-        assert sink.also() == []  # made at the start only
+        assert further_channels(sink) == []  # made at the start only
     assert "up to 2 channels, but flinkwatch started with 1: restart" in caplog.text
 
 
@@ -716,14 +716,14 @@ def test_a_send_slack_will_not_let_us_look_for_waits_and_is_never_posted_twice(
         ledger.record(0, [alert(alert_id="a"), alert(alert_id="b")], [sink])
         for _ in range(3):
             with pytest.raises(RetryableDeliveryError):
-                ledger.deliver(sink)
+                dispatch.deliver(ledger, sink)
         assert keys(emu.messages("#flink-alerts")) == ["a:firing"]  # not sent again
         assert ledger.counts()[("slack", "sending")] == 1
         assert ledger.backlog() == {"slack": 2}  # "b" waits behind it
         [waiting] = ledger.deliveries(["sending"])
         assert waiting.error is not None and "missing_scope" in waiting.error
         emu.set_scopes(None)  # the workspace admin adds the scopes
-        assert ledger.deliver(sink) == 0
+        assert dispatch.deliver(ledger, sink) == 0
         assert keys(emu.messages("#flink-alerts")) == ["a:firing", "b:firing"]
         assert ledger.outcomes[("slack", "confirmed")] == 1
         assert ledger.outcomes[("slack", "resent_unconfirmed")] == 0
@@ -734,9 +734,11 @@ def test_a_search_past_the_page_limit_goes_on_at_the_next_try_instead_of_posting
 ) -> None:
     from slack_sdk import WebClient
 
-    import sinks.slack
+    import sinks.slack.transport
 
-    monkeypatch.setattr(sinks.slack, "_MAX_PAGES", 2)  # pages of 2 (busy): 4 messages a try
+    monkeypatch.setattr(
+        sinks.slack.transport, "MAX_PAGES", 2
+    )  # pages of 2 (busy): 4 messages a try
     human = WebClient(token=TOKEN, base_url=busy.base_url, retry_handlers=[])
     ledger = AlertLedger(tmp_path / "l.sqlite")
     sink = bot(busy, ledger)
@@ -744,13 +746,13 @@ def test_a_search_past_the_page_limit_goes_on_at_the_next_try_instead_of_posting
     busy.fail_next(1, 500, path_prefix="/api/chat.postMessage", after_store=True)
     ledger.record(1, [alert()], [sink])
     with pytest.raises(RetryableDeliveryError, match="HTTP 500"):
-        ledger.deliver(sink)
+        dispatch.deliver(ledger, sink)
     for i in range(6):  # the channel moves on: flinkwatch's message is on page 4, newest first
         human.chat_postMessage(channel="#flink-alerts", text=f"chatter {i}")
     with pytest.raises(RetryableDeliveryError, match="next try"):
-        ledger.deliver(sink)
+        dispatch.deliver(ledger, sink)
     assert keys(busy.messages("#flink-alerts")) == ["seen:firing", "a1:firing"]  # not again
-    assert ledger.deliver(sink) == 0
+    assert dispatch.deliver(ledger, sink) == 0
     assert keys(busy.messages("#flink-alerts")) == ["seen:firing", "a1:firing"]
     assert ledger.outcomes[("slack", "confirmed")] == 1
     # The second try went on from the first one's cursor: 2 pages, then 2 more.
@@ -846,12 +848,12 @@ def test_a_hostile_job_name_reaches_slack_as_text_in_every_message_kind(
     ]
     for i, a in enumerate(transitions):
         ledger.record(i, [a], [sink], correlate=correlator.observe)
-        assert ledger.deliver(sink) == 0
+        assert dispatch.deliver(ledger, sink) == 0
     cfg = config(slack, mode="webhook", mention_on_critical=MENTION)
     hook = SlackWebhookSink(slack.webhook_url, lambda: cfg, lambda: name)
     for i, a in enumerate(transitions[:3]):
         ledger.record(100 + i, [a.model_copy(update={"alert_id": f"w{i}"})], [hook])
-        assert ledger.deliver(hook) == 0
+        assert dispatch.deliver(ledger, hook) == 0
 
     posted = slack.messages()
     versions = _versions(posted)

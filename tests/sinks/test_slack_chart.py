@@ -17,10 +17,10 @@ from conf import SlackConfig
 from detectors import Alert, AlertStatus, Severity
 from detectors.correlation import Correlator, IncidentView
 from lab.slack import SlackEmulator
-from sinks import AlertLedger, RetryableDeliveryError
+from sinks import AlertLedger, RetryableDeliveryError, dispatch
 from sinks.dispatch import Dispatcher
 from sinks.slack import SlackBotSink
-from sinks.slack_chart import SlackChartSink, chart_tag, slack_chart_sink
+from sinks.slack.chart import SlackChartSink, chart_tag, slack_chart_sink
 
 TOKEN = "xoxb-0000-chart-token"
 TM = "container_e05_1699999999999_0042_01_000003"
@@ -94,7 +94,7 @@ def record(ledger: AlertLedger, both: tuple[SlackBotSink, SlackChartSink], *aler
 
 def deliver(ledger: AlertLedger, both: tuple[SlackBotSink, SlackChartSink]) -> None:
     for sink in both:  # the dispatcher's order: the text page first
-        ledger.deliver(sink)
+        dispatch.deliver(ledger, sink)
 
 
 def charts(emu: SlackEmulator) -> dict[str, list[dict[str, Any]]]:
@@ -144,9 +144,9 @@ def test_the_chart_waits_for_the_text_page_and_follows_it(
     slack.fail_next(1, 503, path_prefix="/api/chat.postMessage")  # refused, not stored
     record(ledger, (bot, chart), alert())
     with pytest.raises(RetryableDeliveryError):
-        ledger.deliver(bot)
+        dispatch.deliver(ledger, bot)
     with pytest.raises(RetryableDeliveryError, match="text page is not posted yet"):
-        ledger.deliver(chart)
+        dispatch.deliver(ledger, chart)
     assert ledger.counts()[("slack_chart", "pending")] == 1
     assert slack.messages("#flink-alerts") == [] and uploads(slack) == []
 
@@ -274,12 +274,12 @@ def test_an_upload_shared_without_an_answer_is_confirmed_not_posted_again(
     ledger = AlertLedger(tmp_path / "l.sqlite")
     bot, chart = sinks(slack, ledger, timeout_s=1)
     record(ledger, (bot, chart), alert())
-    ledger.deliver(bot)
+    dispatch.deliver(ledger, bot)
     lost(slack)
     with pytest.raises(RetryableDeliveryError):
-        ledger.deliver(chart)
+        dispatch.deliver(ledger, chart)
     assert ledger.counts()[("slack_chart", "sending")] == 1  # outcome unknown
-    assert ledger.deliver(chart) == 0
+    assert dispatch.deliver(ledger, chart) == 0
     assert ledger.outcomes[("slack_chart", "confirmed")] == 1
     [(_, [shared])] = charts(slack).items()
     assert len(shared["files"]) == 1 and len(slack.files()) == 1
@@ -292,13 +292,13 @@ def test_after_a_crash_the_chart_is_found_if_it_was_posted_and_posted_if_not(
     ledger = AlertLedger(path)
     both = sinks(slack, ledger)
     posted, cut_short = record(ledger, both, alert("posted"), alert("cut-short"))
-    ledger.deliver(both[0])
+    dispatch.deliver(ledger, both[0])
     for t in (posted, cut_short):
         ledger.mark("slack_chart", t.seq, "sending")
     both[1].send(posted)  # it arrived; the process died before the ledger heard
 
     restarted = AlertLedger(path)
-    assert restarted.deliver(sinks(slack, restarted)[1]) == 0
+    assert dispatch.deliver(restarted, sinks(slack, restarted)[1]) == 0
     assert restarted.outcomes[("slack_chart", "confirmed")] == 1
     assert restarted.outcomes[("slack_chart", "delivered")] == 1
     assert [len(files) for files in charts(slack).values()] == [1, 1]

@@ -386,6 +386,7 @@ def test_slack_routes_are_checked_at_start_and_after_a_reload_that_changes_them(
 def _ledger_with_failures(tmp_path):
     from detectors import Alert, AlertStatus, Severity
     from sinks import AlertLedger, DeliverySink, PermanentDeliveryError
+    from sinks.dispatch import deliver
 
     class Refusing(DeliverySink):
         name = "slack"
@@ -412,7 +413,7 @@ def _ledger_with_failures(tmp_path):
     ledger = AlertLedger(state / "ledger.sqlite")
     sink = Refusing()
     ledger.record(0, [alert("lost1"), alert("ok"), alert("lost2")], [sink])
-    ledger.deliver(sink)
+    deliver(ledger, sink)
     return conf, ledger
 
 

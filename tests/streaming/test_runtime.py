@@ -16,6 +16,7 @@ from conf import AppConfig, ConfigError, load_config
 from conf.reload import ConfigWatcher
 from detectors import Alert, AlertStatus, Severity
 from lab.slack import SlackEmulator
+from sinks.dispatch import deliver
 from sinks.slack import SlackBotSink, SlackWebhookSink
 from streaming.runtime import Runtime, StartError
 from streaming.supervise import run_forever
@@ -144,7 +145,7 @@ def test_a_swap_is_what_the_sinks_and_the_correlator_read_next(tmp_path: Path) -
         with Runtime(first, env=ENV, start=False) as rt:
             assert rt.slack is not None
             rt.ledger.record(0, [alert("a1", "7f")], [rt.slack])
-            rt.ledger.deliver(rt.slack)
+            deliver(rt.ledger, rt.slack)
             new = app(
                 tmp_path,
                 cluster="renamed",
@@ -156,7 +157,7 @@ def test_a_swap_is_what_the_sinks_and_the_correlator_read_next(tmp_path: Path) -
             assert rt.outputs.correlator is not None
             assert rt.outputs.correlator.params.window_s == 60
             rt.ledger.record(1, [alert("a2", "8e")], [rt.slack])
-            rt.ledger.deliver(rt.slack)
+            deliver(rt.ledger, rt.slack)
         (before,) = emu.messages("#flink-alerts")
         assert "7f" in str(before["blocks"]) and "renamed" not in str(before["blocks"])
         (moved,) = emu.messages("#flink-other")

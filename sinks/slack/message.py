@@ -1,16 +1,18 @@
 """What a Slack message of flinkwatch says: the text and blocks of an alert or an incident.
 
 Pure functions of an alert (or an incident and its latest alert): the sinks in
-:mod:`sinks.slack` post what these return. Every text that comes from logs and metrics
-goes through :func:`esc`.
+:mod:`sinks.slack` post what these return (:func:`render_transition`). Every text that
+comes from logs and metrics goes through :func:`esc`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from conf import SlackConfig
 from detectors import REGISTRY, Alert, AlertStatus, Severity
 from detectors.correlation import IncidentView
+from sinks.base import Transition
 from sinks.slack_actions import utc_text as _when
 
 _ICON = {
@@ -197,3 +199,17 @@ def render_incident(
         }
     )
     return text[:3000], blocks
+
+
+def render_transition(
+    t: Transition, c: SlackConfig, cluster: str
+) -> tuple[str, list[dict[str, Any]]]:
+    """The fallback text and blocks of a transition: its incident's message, or its alert's."""
+    kw: dict[str, Any] = {
+        "cluster": cluster,
+        "runbook_url": c.runbook_url,
+        "mention": c.mention_on_critical,
+    }
+    if t.incident is None:
+        return render(t.alert, **kw)
+    return render_incident(t.incident, t.alert, **kw)

@@ -27,7 +27,7 @@ from conf import SlackConfig
 from detectors import Alert, AlertStatus
 from detectors.correlation import IncidentView
 from sinks.base import DeliverySink, PermanentDeliveryError, RetryableDeliveryError, Transition
-from sinks.slack import SlackBotSink
+from sinks.slack.lifecycle import SlackBotSink
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ class SlackChartSink(DeliverySink):
 
     Args:
         bot: The first channel's bot sink: its client, its typed errors, and the incident
-            messages it keeps in the ledger.
+            messages it keeps in its memory (which also says what it has still to send).
         cfg: The Slack section, read at each use (``slack.charts`` turns charts off live).
         render: Draws the chart; runs on the dispatcher's thread. It may return None
             (nothing worth drawing). An exception in it refuses that chart alone.
@@ -79,7 +79,7 @@ class SlackChartSink(DeliverySink):
 
     def __init__(self, bot: SlackBotSink, cfg: Callable[[], SlackConfig], render: Render) -> None:
         self._bot = bot
-        self._ledger = bot.ledger
+        self._memory = bot.memory
         self._cfg = cfg
         self._render = render
 
@@ -102,11 +102,11 @@ class SlackChartSink(DeliverySink):
         # charted (a receiver takes an incident to its end): those have no chart.
         if not (self._cfg().charts and charted(t)):
             return
-        ahead = self._ledger.pending(self._bot.name, limit=1)
-        if ahead and ahead[0][0].seq <= t.seq:
+        ahead = self._memory.first_open(self._bot.name)
+        if ahead is not None and ahead <= t.seq:
             msg = "the text page is not posted yet"
             raise RetryableDeliveryError(msg)
-        parent = self._ledger.recall(self._bot.name, t.incident_id)
+        parent = self._memory.recall(self._bot.name, t.incident_id)
         if parent is None:
             msg = "the incident has no Slack message to follow (its text page was refused)"
             raise PermanentDeliveryError(msg)
@@ -147,7 +147,7 @@ class SlackChartSink(DeliverySink):
                 missing ``channels:history``), or the thread is longer than the pages a
                 try reads. The chart waits rather than be posted twice.
         """
-        parent = self._ledger.recall(self._bot.name, t.incident_id)
+        parent = self._memory.recall(self._bot.name, t.incident_id)
         if parent is None:
             return False
         tag = chart_tag(t.key)
