@@ -94,14 +94,20 @@ class Signal:
 
 
 @dataclass(frozen=True, slots=True)
-class SignalGone:
-    """The entity's signals of one detector are gone."""
+class _Bare:
+    """A note that says no more than whom it is about."""
 
-    kind: ClassVar[RowKind] = RowKind.SIGNAL_GONE
     about: About
 
     def data(self) -> Any:  # noqa: D102
         return None
+
+
+@dataclass(frozen=True, slots=True)
+class SignalGone(_Bare):
+    """The entity's signals of one detector are gone."""
+
+    kind: ClassVar[RowKind] = RowKind.SIGNAL_GONE
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,14 +140,10 @@ class DetectorFailure:
 
 
 @dataclass(frozen=True, slots=True)
-class Refused:
+class Refused(_Bare):
     """An entity seen the first time was not admitted (the entity cap)."""
 
     kind: ClassVar[RowKind] = RowKind.ENTITY_REFUSED
-    about: About
-
-    def data(self) -> Any:  # noqa: D102
-        return None
 
 
 @dataclass(frozen=True, slots=True)
