@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -59,6 +59,7 @@ from streaming.metric_parsing import parse_metrics
 from streaming.parsing import DEAD_LETTER_REASONS, ParseLimits, parse_logs
 from streaming.placement import Placement
 from streaming.processor import STATE_LAYOUT, ShardProcessor
+from streaming.restarts import Admission, admission
 from streaming.rows import DETECT_SCHEMA
 from streaming.sources import kafka_records, kafka_stream
 from streaming.ticks import TICK_KEY, Ticker, tick_value, woken
@@ -155,16 +156,28 @@ class Pipeline:
     stats: PipelineStats = field(default_factory=PipelineStats)
     #: How the running parse query was started (Kafka bus only).
     parse_plan: ParsePlan | None = None
-    #: False while the detect query holds ``spark.max_entities`` (see :meth:`admission`).
-    admit_new: bool = True
-    #: When ``admit_new`` last switched (monotonic seconds; ``None``: never).
-    switched_at: float | None = None
+    #: Whether new entities are admitted (see :meth:`admission`).
+    entity_cap: Admission = field(default_factory=Admission)
     #: Writes ticks to the event bus (Kafka bus only; see :mod:`streaming.ticks`).
     ticker: Ticker | None = None
     #: How the parse query places records on the bus, decided at each start (Kafka bus).
     placement: Placement | None = None
 
-    def _trigger(self) -> dict[str, Any]:
+    def __post_init__(self) -> None:
+        # The one place the two layouts part: everything else is the same for both.
+        self._path: BusPath = KafkaPath() if self.bus == "kafka" else FilesPath()
+
+    @property
+    def admit_new(self) -> bool:
+        """False while the detect query holds ``spark.max_entities``: new entities refused."""
+        return self.entity_cap.admit_new
+
+    def running(self) -> list[StreamingQuery]:
+        """The queries running now in the session."""
+        return list(self.spark.streams.active)
+
+    def trigger_options(self) -> dict[str, Any]:
+        """The queries' trigger: the tests' ``trigger``, else ``spark.trigger_interval_s``."""
         if self.trigger is not None:
             return self.trigger
         return {"processingTime": f"{int(self.cfg.spark.trigger_interval_s * 1000)} milliseconds"}
@@ -172,14 +185,21 @@ class Pipeline:
     @property
     def realtime_wanted(self) -> bool:
         """True when the parse query is to run in real-time mode once caught up."""
-        return (
-            self.bus == "kafka" and self.trigger is None and self.cfg.spark.parse_mode == "realtime"
-        )
+        return self._path.live and self.trigger is None and self.cfg.spark.parse_mode == "realtime"
 
     @property
     def catching_up(self) -> bool:
         """True while the parse query runs micro-batches before switching to real time."""
         return self.realtime_wanted and self.parse_plan is not None and self.parse_plan.catching_up
+
+    def caught_up(self) -> bool:
+        """True when the catching-up parse query has reached the raw topics' ends.
+
+        Raises:
+            KafkaConnectError: the brokers cannot be reached.
+        """
+        plan = self.parse_plan
+        return plan is not None and catchup.caught_up(self.cfg, plan.checkpoint)
 
     @property
     def parse_held(self) -> bool:
@@ -217,7 +237,7 @@ class Pipeline:
     @property
     def _detect_query(self) -> str:
         """The detect checkpoints' name before their layout."""
-        return "detect" if self.bus == "files" else "detect-kafka"
+        return self._path.detect_query
 
     def place_bus(self) -> Placement:
         """Decide how the parse query places records on the bus from this start on.
@@ -255,7 +275,8 @@ class Pipeline:
             raise ValueError(msg)
         return self.checkpoint_dir / "events"
 
-    def _dead_letter_sink(self) -> DeadLetterFileSink:
+    def dead_letter_sink(self) -> DeadLetterFileSink:
+        """Where the dead letters are kept as files."""
         out = self.cfg.output
         return DeadLetterFileSink(
             self.deadletter_dir,
@@ -263,81 +284,12 @@ class Pipeline:
             retain_bytes=int(out.deadletters_retain_mb * 2**20),
         )
 
-    def _kafka(self, topic: str, **options: Any) -> DataFrame:
-        return kafka_records(self.spark, self.cfg.kafka, topic, **options)
-
     def start_parse(self) -> StreamingQuery:
         """Start the parse query (from its checkpoint, if any)."""
         checkpoints.use_file_manager(self.spark, str(self.checkpoint_dir))
         # Set here, not only at session start, so a reloaded log_timezone applies.
         self.spark.conf.set("spark.sql.session.timeZone", self.cfg.parsing.log_timezone)
-        if self.bus == "files":
-            if self.logs is None or self.metrics is None:
-                msg = "the files bus reads from logs and metrics"
-                raise ValueError(msg)
-            return (
-                parsed_events(self.logs(), self.metrics(), self.cfg)
-                .writeStream.queryName("flinkwatch-parse")
-                .foreachBatch(
-                    ParseBatch(self.cfg, self.hop_dir, self._dead_letter_sink(), self.stats)
-                )
-                .option("checkpointLocation", str(self.checkpoint_dir / "parse"))
-                .trigger(**self._trigger())
-                .start()
-            )
-        k = self.cfg.kafka
-        plan = self.parse_plan = catchup.plan(
-            self.cfg, self.checkpoint_dir, realtime=self.realtime_wanted
-        )
-        rt = plan.mode == "realtime"
-        if not (plan.checkpoint / "commits").exists():
-            # A fresh checkpoint numbers its batches from 0 again.
-            self.stats.counted.pop(self._count_key, None)
-        logs, metrics = (
-            self._kafka(
-                t,
-                realtime=rt,
-                starting_offsets=plan.starting.get(t),
-                max_offsets=plan.max_offsets.get(t),
-            )
-            for t in (k.logs_topic, k.metrics_topic)
-        )
-        events = counted(parsed_events(logs, metrics, self.cfg))
-        placed = self.placement or self.place_bus()
-        if placed.partitions is None:
-            msg = f"the parse query waits until the detect query has read {placed.topic}"
-            raise RuntimeError(msg)
-        writer = (
-            bus_records(events, self.cfg, dead_letters=True, partitions=placed.partitions)
-            .writeStream.queryName("flinkwatch-parse")
-            .format("kafka")
-            .options(**kafka_settings(k).spark(reader=False))
-            .outputMode("update")
-        )
-        trigger = (
-            {"realTime": f"{int(self.cfg.spark.realtime_batch_s * 1000)} milliseconds"}
-            if rt
-            else self._trigger()
-        )
-        return writer.option("checkpointLocation", str(plan.checkpoint)).trigger(**trigger).start()
-
-    def _bus(self) -> DataFrame:
-        if self.bus == "files":
-            self.hop_dir.mkdir(parents=True, exist_ok=True)
-            return (
-                self.spark.readStream.schema("key string, value string")
-                # Processed bus files are deleted; the parse checkpoint has the offsets.
-                .option("cleanSource", "delete")
-                .parquet(str(self.hop_dir))
-            )
-        # The bus is flinkwatch's own: a new detect query reads all of it.
-        return kafka_stream(
-            self.spark, self.cfg.kafka, self.cfg.kafka.events_topic, starting_offsets="earliest"
-        ).select(
-            F.col("key").cast("string").alias("key"),
-            F.col("value").cast("string").alias("value"),
-            F.col("timestamp").alias("bus_ts"),
-        )
+        return self._path.start_parse(self)
 
     def start_detect(self) -> StreamingQuery:
         """Start the detect query (from its checkpoint, if any)."""
@@ -348,7 +300,7 @@ class Pipeline:
         # hold the global watermark at zero and no timer would ever fire. The cost: a
         # topic lagging the other by more than the watermark delay loses its late rows,
         # which the progress log and flinkwatch_late_rows_dropped_total make visible.
-        rows = detect_input(self._bus(), self.cfg.spark.state_shards)
+        rows = detect_input(self._path.read(self), self.cfg.spark.state_shards)
         rows = rows.withWatermark("event_time", delay)
         self.set_aside_stale_detect()
         checkpoint = self.detect_checkpoint
@@ -357,7 +309,7 @@ class Pipeline:
             .writeStream.queryName("flinkwatch-detect")
             .foreachBatch(AlertDelivery(self.outputs, self.stats, self.cfg, checkpoint))
             .option("checkpointLocation", str(checkpoint))
-            .trigger(**self._trigger())
+            .trigger(**self.trigger_options())
             .start()
         )
 
@@ -373,7 +325,7 @@ class Pipeline:
                 starting_offsets="earliest",
             )
             .writeStream.queryName("flinkwatch-deadletters")
-            .foreachBatch(DeadLetterBatch(self._dead_letter_sink()))
+            .foreachBatch(DeadLetterBatch(self.dead_letter_sink()))
             .option("checkpointLocation", str(self.checkpoint_dir / "deadletters"))
             .trigger(**trigger)
             .start()
@@ -386,13 +338,7 @@ class Pipeline:
         holds the parse query back, only the detect and dead-letter queries start.
         """
         self.set_aside_stale_detect()  # the placement reads the detect checkpoint's offsets
-        if self.bus == "files":
-            return [self.start_parse, self.start_detect]
-        if self.place_bus().held:
-            # Its plan belongs to a run that is over: no catch-up switch while held.
-            self.parse_plan = None
-            return [self.start_detect, self.start_deadletters]
-        return [self.start_parse, self.start_detect, self.start_deadletters]
+        return self._path.starters(self)
 
     def start(self) -> list[StreamingQuery]:
         """Start every query, to run side by side.
@@ -420,19 +366,12 @@ class Pipeline:
         so a count hovering at the cap cannot restart the queries at every check.
         """
         held = self.stats.entities()
-        if held is None:
+        cap, dwell = self.cfg.spark.max_entities, self.cfg.spark.entity_cap_min_dwell_s
+        switched = admission(self.entity_cap, held, cap, dwell, time.monotonic())
+        if switched is None:
             return False
-        cap = self.cfg.spark.max_entities
-        refuse = self.admit_new and held > cap
-        admit = not self.admit_new and held < 0.9 * cap
-        if not (refuse or admit):
-            return False
-        now = time.monotonic()
-        dwell = self.cfg.spark.entity_cap_min_dwell_s
-        if self.switched_at is not None and now - self.switched_at < dwell:
-            return False
-        self.switched_at = now
-        if refuse:
+        self.entity_cap = switched
+        if not switched.admit_new:
             log.error(
                 "detect: %d entities held, more than spark.max_entities=%d: new entities are "
                 "refused (flinkwatch_entities_refused_total) until idle ones are evicted "
@@ -443,12 +382,11 @@ class Pipeline:
             )
         else:
             log.warning("detect: %d entities held; new entities are admitted again", held)
-        self.admit_new = admit
         return True
 
     def tick(self, queries: Sequence[StreamingQuery]) -> None:
         """Give the ticker the parse query's progress (Kafka bus, ``spark.tick_interval_s``)."""
-        if self.bus != "kafka" or not self.cfg.spark.tick_interval_s:
+        if not self._path.live or not self.cfg.spark.tick_interval_s:
             return
         parse = next((q for q in queries if q.name == "flinkwatch-parse"), None)
         if parse is None:
@@ -466,25 +404,28 @@ class Pipeline:
         Spark keeps the last 100 progress reports of a query; this is asked every quarter
         second, and each batch is counted once whatever overlaps.
         """
-        if self.bus != "kafka":
+        if not self._path.live:
             return
         for q in queries:
             if q.name != "flinkwatch-parse":
                 continue
             last = q.lastProgress
-            done = self.stats.counted.get(self._count_key, -1)
+            done = self.stats.counted.get(self.count_key, -1)
             if last is None or last.batchId <= done:
                 continue
             # The whole list (parsed from JSON, up to 100 reports) only when a batch was
             # missed between two looks.
             for progress in [last] if last.batchId == done + 1 else q.recentProgress:
                 self.stats.count_observed(
-                    self._count_key, progress.batchId, progress.observedMetrics
+                    self.count_key, progress.batchId, progress.observedMetrics
                 )
 
     @property
-    def _count_key(self) -> str:
-        # Batch ids belong to a checkpoint: the two parse modes number theirs apart.
+    def count_key(self) -> str:
+        """Under which key the parse query's counted batches are remembered.
+
+        Batch ids belong to a checkpoint: the two parse modes number theirs apart.
+        """
         return f"parse:{self.parse_plan.checkpoint.name if self.parse_plan else '-'}"
 
     def run_once(self) -> None:
@@ -506,6 +447,125 @@ class Pipeline:
                 self.count_progress([q])
             if not self.parse_held:
                 return
+
+
+class BusPath(Protocol):
+    """How the parse query hands its events to the detect query: the live layout or the tests'.
+
+    Attributes:
+        live: The Kafka bus: ticks, parse counts by ``observe``, real-time parsing.
+        detect_query: The detect checkpoints' name before their layout.
+    """
+
+    live: bool
+    detect_query: str
+
+    def start_parse(self, p: Pipeline) -> StreamingQuery:
+        """Start the parse query writing the bus."""
+
+    def read(self, p: Pipeline) -> DataFrame:
+        """The bus as the detect query reads it (``key``, ``value``, and ``bus_ts`` if live)."""
+
+    def starters(self, p: Pipeline) -> list[Callable[[], StreamingQuery]]:
+        """The queries' start functions, in the order data flows through them."""
+
+
+class FilesPath:
+    """The tests' layout: the parse query writes the bus as Parquet files (``hop_dir``)."""
+
+    live = False
+    detect_query = "detect"
+
+    def start_parse(self, p: Pipeline) -> StreamingQuery:  # noqa: D102
+        if p.logs is None or p.metrics is None:
+            msg = "the files bus reads from logs and metrics"
+            raise ValueError(msg)
+        return (
+            parsed_events(p.logs(), p.metrics(), p.cfg)
+            .writeStream.queryName("flinkwatch-parse")
+            .foreachBatch(ParseBatch(p.cfg, p.hop_dir, p.dead_letter_sink(), p.stats))
+            .option("checkpointLocation", str(p.checkpoint_dir / "parse"))
+            .trigger(**p.trigger_options())
+            .start()
+        )
+
+    def read(self, p: Pipeline) -> DataFrame:  # noqa: D102
+        p.hop_dir.mkdir(parents=True, exist_ok=True)
+        return (
+            p.spark.readStream.schema("key string, value string")
+            # Processed bus files are deleted; the parse checkpoint has the offsets.
+            .option("cleanSource", "delete")
+            .parquet(str(p.hop_dir))
+        )
+
+    def starters(self, p: Pipeline) -> list[Callable[[], StreamingQuery]]:  # noqa: D102
+        return [p.start_parse, p.start_detect]
+
+
+class KafkaPath:
+    """The live layout: the raw topics, the event bus and the dead-letter topic of ``cfg.kafka``."""
+
+    live = True
+    detect_query = "detect-kafka"
+
+    def start_parse(self, p: Pipeline) -> StreamingQuery:  # noqa: D102
+        k = p.cfg.kafka
+        plan = p.parse_plan = catchup.plan(p.cfg, p.checkpoint_dir, realtime=p.realtime_wanted)
+        rt = plan.mode == "realtime"
+        if not (plan.checkpoint / "commits").exists():
+            # A fresh checkpoint numbers its batches from 0 again.
+            p.stats.counted.pop(p.count_key, None)
+        logs, metrics = (
+            kafka_records(
+                p.spark,
+                k,
+                t,
+                realtime=rt,
+                starting_offsets=plan.starting.get(t),
+                max_offsets=plan.max_offsets.get(t),
+            )
+            for t in (k.logs_topic, k.metrics_topic)
+        )
+        events = counted(parsed_events(logs, metrics, p.cfg))
+        placed = p.placement or p.place_bus()
+        if placed.partitions is None:
+            msg = f"the parse query waits until the detect query has read {placed.topic}"
+            raise RuntimeError(msg)
+        writer = (
+            bus_records(events, p.cfg, dead_letters=True, partitions=placed.partitions)
+            .writeStream.queryName("flinkwatch-parse")
+            .format("kafka")
+            .options(**kafka_settings(k).spark(reader=False))
+            .outputMode("update")
+        )
+        trigger = (
+            {"realTime": f"{int(p.cfg.spark.realtime_batch_s * 1000)} milliseconds"}
+            if rt
+            else p.trigger_options()
+        )
+        return writer.option("checkpointLocation", str(plan.checkpoint)).trigger(**trigger).start()
+
+    def read(self, p: Pipeline) -> DataFrame:  # noqa: D102
+        # The bus is flinkwatch's own: a new detect query reads all of it.
+        return kafka_stream(
+            p.spark, p.cfg.kafka, p.cfg.kafka.events_topic, starting_offsets="earliest"
+        ).select(
+            F.col("key").cast("string").alias("key"),
+            F.col("value").cast("string").alias("value"),
+            F.col("timestamp").alias("bus_ts"),
+        )
+
+    def starters(self, p: Pipeline) -> list[Callable[[], StreamingQuery]]:
+        """The placement first, then the three queries.
+
+        While the placement (:meth:`Pipeline.place_bus`) holds the parse query back, only
+        the detect and dead-letter queries start.
+        """
+        if p.place_bus().held:
+            # Its plan belongs to a run that is over: no catch-up switch while held.
+            p.parse_plan = None
+            return [p.start_detect, p.start_deadletters]
+        return [p.start_parse, p.start_detect, p.start_deadletters]
 
 
 def _kafka_ticker(cfg: AppConfig) -> Ticker:

@@ -36,28 +36,32 @@ LAG_WINDOW_MS = 300_000
 class Header:
     """What the runner keeps per entity beside the detectors' states.
 
+    Its JSON keys (:data:`SAVED_KEYS`) are shorter than its names and never change with
+    them: checkpoints written by earlier releases must still load.
+
     Attributes:
         seen: Per source, ``[offset, seq, event ms]`` of the last record applied: a
             record at or before it is a repeat from the at-least-once bus.
         name: The job's name from its state lines (job entities).
-        t: The entity's newest event time.
+        newest_ms: The entity's newest event time.
         lag: ``[window start, max lag in it, max lag in the window before]``: how long
             the entity's records take from their event time to the bus (their host's
             clock and its shipper), see :meth:`lag_ms`.
         due: Per detector, its own next deadline.
         retry: Per detector, when a deadline whose call raised is tried again.
-        fail: Per detector, calls in a row that raised.
-        sig: Per detector, the run and a hash of the signal values last emitted.
+        failures: Per detector, calls in a row that raised.
+        signatures: Per detector, the run and a hash of the signal values last emitted
+            (:func:`signature`).
     """
 
     seen: dict[str, list[int]] = field(default_factory=dict)
     name: str | None = None
-    t: int = 0
+    newest_ms: int = 0
     lag: list[int] | None = None
     due: dict[str, int] = field(default_factory=dict)
     retry: dict[str, int] = field(default_factory=dict)
-    fail: dict[str, int] = field(default_factory=dict)
-    sig: dict[str, str] = field(default_factory=dict)
+    failures: dict[str, int] = field(default_factory=dict)
+    signatures: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def parse(cls, text: str) -> Header:
@@ -66,26 +70,26 @@ class Header:
         return cls(
             seen=d.get("seen") or {},
             name=d.get("name"),
-            t=int(d.get("t") or 0),
+            newest_ms=int(d.get("t") or 0),
             lag=d.get("lag"),
             due=d.get("due") or {},
             retry=d.get("retry") or {},
-            fail=d.get("fail") or {},
-            sig=d.get("sig") or {},
+            failures=d.get("fail") or {},
+            signatures=d.get("sig") or {},
         )
 
     def text(self) -> str:
         """The header as one JSON line (empty parts left out)."""
-        d: dict[str, Any] = {"v": LAYOUT, "t": self.t}
-        for key in ("seen", "name", "lag", "due", "retry", "fail", "sig"):
-            value = getattr(self, key)
+        d: dict[str, Any] = {"v": LAYOUT, "t": self.newest_ms}
+        for attr, key in SAVED_KEYS.items():
+            value = getattr(self, attr)
             if value:
                 d[key] = value
         return json.dumps(d, separators=(",", ":"))
 
     def forget(self, detector: str) -> None:
         """Drop what the header keeps for one detector."""
-        for part in (self.due, self.retry, self.fail, self.sig):
+        for part in (self.due, self.retry, self.failures, self.signatures):
             part.pop(detector, None)
 
     def note_lag(self, event_ms: int, lag: int) -> None:
@@ -103,6 +107,19 @@ class Header:
     def lag_ms(self) -> int | None:
         """The largest delivery lag of the entity's records in the last two windows."""
         return None if self.lag is None else max(self.lag[1], self.lag[2])
+
+
+#: The header's parts kept only when not empty → their keys in the saved JSON, in the
+#: order they are written (``t``, the newest event time, always comes first).
+SAVED_KEYS = {
+    "seen": "seen",
+    "name": "name",
+    "lag": "lag",
+    "due": "due",
+    "retry": "retry",
+    "failures": "fail",
+    "signatures": "sig",
+}
 
 
 def parse_saved(text: str | None) -> tuple[Header, dict[str, str]]:

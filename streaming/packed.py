@@ -144,6 +144,8 @@ class PackedStore:
         #: The value was damaged where it says which entities it holds: those not read
         #: cannot be named.
         self.unnamed = False
+        self.meta: dict[str, Any]
+        self._entities: dict[str, bytes]
         if not blob:
             self.meta, self._entities = {}, {}
         else:

@@ -5,7 +5,7 @@ spark.state_shards``). For each shard with rows in a micro-batch, or whose timer
 this shell reads the shard's one value (:mod:`streaming.packed`: its wake-up table and
 its entities), hands the rows to :class:`~streaming.runner.ShardRunner` with a store over
 it, writes it back if it changed, moves the shard's one event-time timer to its earliest
-wake-up, and returns the output rows. It decides nothing.
+wake-up, and turns what the runner returned into output rows. It decides nothing.
 
 Pandas, not rows: the row-based API converts each cell of each row on its own (about
 2 µs a cell, measured), the pandas one a column at a time; and the rows here are two
@@ -28,10 +28,12 @@ from pyspark.sql.streaming.stateful_processor import (
 from pyspark.sql.types import BinaryType, StructField, StructType
 
 from conf import ParamsResolver
+from streaming.clock import Clock, WakeUp
+from streaming.notes import failure
 from streaming.packed import PackedStore
 from streaming.routes import Routes
-from streaming.rows import DETECT_COLUMNS, error_row
-from streaming.runner import STATE, Clock, EntityRunner, ShardRunner
+from streaming.rows import DETECT_COLUMNS, output_rows
+from streaming.runner import STATE, EntityRunner, ShardRunner
 
 # Names the detect checkpoint: a release that keeps a shard's state another way starts a
 # new one (rebuilt from the bus) instead of failing on the old one's state schema.
@@ -97,14 +99,14 @@ class ShardProcessor(StatefulProcessor):
                     strict=True,
                 )
             )
-        yield from self._turn(key, data, timerValues, timer_fired=False)
+        yield from self._run_shard(key, data, timerValues, timer_fired=False)
 
     def handleExpiredTimer(  # noqa: D102
         self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo
     ) -> Iterator[pd.DataFrame]:
-        yield from self._turn(key, [], timerValues, timer_fired=True)
+        yield from self._run_shard(key, [], timerValues, timer_fired=True)
 
-    def _turn(
+    def _run_shard(
         self,
         key: Any,
         rows: list[tuple[str, str, int | None]],
@@ -114,17 +116,18 @@ class ShardProcessor(StatefulProcessor):
     ) -> Iterator[pd.DataFrame]:
         store = PackedStore(self._packed())
         # Copies: the runner updates them in place, and the store compares with its own.
-        wakes: dict[str, list[int]] = dict(store.meta.get("wakes") or {})
+        saved: dict[str, list[int]] = store.meta.get("wakes") or {}
+        wakes = {entity: WakeUp(*at) for entity, at in saved.items()}
         ticks: dict[str, int] = dict(store.meta.get("ticks") or {})
         old_timer: int | None = None if timer_fired else store.meta.get("timer")
         clock = Clock(values.getCurrentWatermarkInMs(), self._delay_ms, self._grace_ms)
         out = self._runner.run(store, wakes, rows, clock, ticks, shard=str(key[0]), lost=store.lost)
+        rows = output_rows(out.outputs)
         if store.damaged is not None:
             # Said once per shard; counted as one entity dropped when it cannot say which.
             shard = f"shard:{key[0]}"
-            out.rows.append(
-                error_row(STATE, shard, None, store.damaged, "unpack", dropped=store.unnamed)
-            )
+            damaged = failure(STATE, shard, None, store.damaged, "unpack", dropped=store.unnamed)
+            rows.extend(output_rows([damaged]))
         timer = out.timer
         if timer != old_timer:
             # One timer per shard, at its earliest wake-up; a timer that fired is gone.
@@ -132,13 +135,15 @@ class ShardProcessor(StatefulProcessor):
                 self._handle.deleteTimer(old_timer)
             if timer is not None:
                 self._handle.registerTimer(timer)
-        store.set_meta({"timer": timer, "wakes": wakes, "ticks": ticks})
+        # Lists, as read back: the meta is compared with the one read to skip a write.
+        kept = {entity: list(at) for entity, at in wakes.items()}
+        store.set_meta({"timer": timer, "wakes": kept, "ticks": ticks})
         if not wakes and not ticks:
             self._shard.clear()
         elif store.dirty:
             self._shard.update((store.value(),))
-        if out.rows:
-            yield pd.DataFrame(out.rows, columns=list(DETECT_COLUMNS))
+        if rows:
+            yield pd.DataFrame(rows, columns=list(DETECT_COLUMNS))
 
     def _packed(self) -> bytes | None:
         row = self._shard.get()

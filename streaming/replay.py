@@ -50,11 +50,12 @@ from detectors.model import EVENT_KINDS
 from sinks import DeadLetterFileSink
 from streaming.app import parsed_events
 from streaming.bus import active_detectors, bus_records, detect_input
+from streaming.clock import Clock, WakeUp
 from streaming.delivery import AlertDelivery, Outputs, PipelineStats, write_dead_letters
 from streaming.parsing import DEAD_LETTER_REASONS
 from streaming.routes import Routes
-from streaming.rows import DETECT_COLUMNS, DETECT_SCHEMA
-from streaming.runner import Clock, EntityRunner, ShardRunner, Wake
+from streaming.rows import DETECT_COLUMNS, DETECT_SCHEMA, output_rows
+from streaming.runner import EntityRunner, ShardRunner
 from streaming.schemas import DEAD_LETTER_SCHEMA
 
 log = logging.getLogger(__name__)
@@ -113,15 +114,15 @@ class ShardReplay:
         """The shard's output rows, each with its batch (0: the records, 1: the end)."""
         runner = ShardRunner(EntityRunner(self.resolver, Routes(self.detectors)))
         store = Entities()
-        wakes: dict[str, Wake] = {}
+        wakes: dict[str, WakeUp] = {}
         ticks: dict[str, int] = {}
         first = runner.run(store, wakes, rows, self._clock(0), ticks, shard=shard)
-        yield from ((0, r) for r in first.rows)
+        yield from ((0, r) for r in output_rows(first.outputs))
         # Spark fires the shard's one timer once the watermark reaches it.
         wm = self.watermark_ms
         if wm is not None and first.timer is not None and first.timer <= wm:
             last = runner.run(store, wakes, [], self._clock(wm), ticks, shard=shard)
-            yield from ((1, r) for r in last.rows)
+            yield from ((1, r) for r in output_rows(last.outputs))
 
     def _clock(self, watermark_ms: int) -> Clock:
         return Clock(watermark_ms, self.delay_ms, self.grace_ms)

@@ -1,4 +1,4 @@
-"""The detect stage without Spark: an entity's events in, its detectors run, rows out.
+"""The detect stage without Spark: an entity's events in, its detectors run, results out.
 
 The detect query (:mod:`streaming.processor`) groups the event bus by *shard* (a hash of
 the entity) and hands each shard's rows of a micro-batch to :class:`ShardRunner`, with a
@@ -6,7 +6,8 @@ store for the shard's entities. Everything that decides lives here and is tested
 Spark: repeats from the at-least-once bus, the job's name, which detector reads which
 event, detectors that raise (isolated, retried, given up), states that cannot be read,
 detectors disabled for a job, refusal at the entity cap, and when each entity must be
-woken again. The Spark shell only moves rows and state.
+woken again. It returns values (alerts and :mod:`streaming.notes`, when to wake each
+entity); the Spark shell only turns them into rows and moves rows and state.
 
 Why shards: a keyed Python state API pays round trips to the JVM per key and micro-batch
 (set the key, read, write, timers; ~0.3-0.5 ms measured) and a few microseconds per cell
@@ -28,13 +29,13 @@ import json
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from functools import partial
 from typing import Any, Protocol
 
 from conf import ParamsResolver
 from detectors import REGISTRY, Alert, Detector, Event
 from detectors.base import DetectorState
 from detectors.model import StateError
+from streaming.clock import Clock, WakeUp
 from streaming.entity import (
     MAX_SOURCES,
     SOURCE_HORIZON_MS,
@@ -44,18 +45,22 @@ from streaming.entity import (
     saved_text,
     signature,
 )
+from streaming.failures import RETRY_MS, fold_events, judge_failure
+from streaming.notes import (
+    About,
+    EntityCount,
+    Output,
+    Refused,
+    SignalGone,
+    failure,
+    signal,
+)
 from streaming.packed import PackError
 from streaming.routes import BusEvent, Routes, decode, scope_of
-from streaming.rows import alert_rows, count_row, error_row, gone_row, refused_row, signal_row
 from streaming.ticks import TICK_KEY, frontier
 
 log = logging.getLogger(__name__)
 
-#: Calls in a row that may raise for one detector of an entity before its state is
-#: dropped (and its open incident resolved): a state it cannot handle must not stay.
-MAX_FAILURES = 3
-#: Retry delay of a deadline whose call raised (capped by the idle TTL).
-RETRY_MS = 60_000
 #: The ``detector`` of an error row about a bus value that could not be read.
 BUS_READER = "bus"
 #: The ``detector`` of an error row about an entity's saved value that could not be read
@@ -64,174 +69,6 @@ STATE = "state"
 #: How far ahead of its bus time a record's event time counts for its entity's detectors
 #: (clocks a little apart); further ahead, it counts as its bus time plus this.
 AHEAD_MS = 1_000
-
-
-#: When an entity is due: ``[watermark, frontier]``, the watermark or the bus's frontier
-#: (:attr:`Clock.frontier_ms`) that reaches its earliest deadline.
-Wake = list[int]
-
-
-@dataclass(frozen=True)
-class Clock:
-    """The detect query's sense of time in one micro-batch.
-
-    An entity's deadline is decided when Spark's watermark passes it, or once the bus's
-    frontier (its newest time, from records or ticks) is past it by the entity's delivery
-    lag and ``grace_ms``: by then everything the entity sent up to the deadline is on the
-    bus.
-
-    Why the batch's own records count (``batch_ms``): each is on the bus before the batch
-    fixed the offsets it reads, and its time is no later than when it reached the bus
-    (it is capped at its bus time). An entity's records up to a deadline reach the bus
-    within its lag of it, so once a record of the batch is past the deadline by that lag,
-    they were on the bus when the batch started and are in it or an earlier one. Spark's
-    watermark says the same one micro-batch later (it moves at a batch's end).
-
-    Attributes:
-        watermark_ms: Spark's event-time watermark: the bus's newest event time (of the
-            batch before) less ``delay_ms``.
-        delay_ms: ``spark.watermark_delay_s``.
-        grace_ms: ``spark.deadline_grace_s``; ``None``: ``delay_ms`` (records decide no
-            sooner than the watermark; ticks still move time when nothing arrives).
-        tick_ms: The time every bus partition's ticks have reached (:mod:`streaming.ticks`):
-            every record the raw topics held then is on the bus.
-        batch_ms: The newest time of the shard's records in this micro-batch, each the
-            earlier of its event time and its bus time (``None``: none, or the files bus,
-            where records carry no bus time and only the watermark counts).
-    """
-
-    watermark_ms: int
-    delay_ms: int = 0
-    grace_ms: int | None = None
-    tick_ms: int | None = None
-    batch_ms: int | None = None
-
-    @property
-    def frontier_ms(self) -> int:
-        """The bus's newest time, from records or from a tick.
-
-        Records: this batch's, and the batches' before it (the watermark plus delay).
-        """
-        times = (self.watermark_ms + self.delay_ms, self.tick_ms, self.batch_ms)
-        return max(t for t in times if t is not None)
-
-    def _margin(self, lag_ms: int | None) -> int:
-        """How far behind the frontier an entity's data is surely complete."""
-        if lag_ms is None:
-            return self.delay_ms
-        grace = self.delay_ms if self.grace_ms is None else self.grace_ms
-        return grace + max(lag_ms, 0)
-
-    def now(self, lag_ms: int | None) -> int:
-        """An entity's clock: its deadlines up to it are decided.
-
-        ``lag_ms``: how late its records reach the bus (``None``: unknown, the files bus,
-        where only the watermark counts).
-        """
-        return max(self.watermark_ms, self.frontier_ms - self._margin(lag_ms))
-
-    def wake(self, deadline: int, lag_ms: int | None) -> Wake:
-        """When an entity with this earliest deadline is due (see :meth:`due`)."""
-        return [deadline, deadline + self._margin(lag_ms)]
-
-    def due(self, wake: Wake) -> bool:
-        """Whether an entity's :meth:`wake` has come."""
-        return self.watermark_ms >= wake[0] or self.frontier_ms >= wake[1]
-
-    def timer(self, wake: Wake) -> int:
-        """The watermark at which records alone make ``wake`` come (Spark's timer)."""
-        return min(wake[0], wake[1] - self.delay_ms)
-
-
-@dataclass
-class Fold:
-    """Where a detector's events left it: state, deadline, transitions, calls that raised.
-
-    Attributes:
-        state: The state to save (``None``: drop it).
-        timer: The detector's next deadline.
-        alerts: Transitions, in order.
-        errors: :func:`~streaming.rows.error_row` rows for calls that raised.
-        failures: Calls in a row that raised (kept in the header).
-        dropped: The state was dropped after :data:`MAX_FAILURES` failures in a row.
-    """
-
-    state: DetectorState | None
-    timer: int | None
-    alerts: list[Alert] = field(default_factory=list)
-    errors: list[dict[str, Any]] = field(default_factory=list)
-    failures: int = 0
-    dropped: bool = False
-
-
-def fold_events(
-    detector: Detector[Any, Any],
-    entity: str,
-    start: Callable[[], DetectorState | None],
-    events: list[Event],
-    timer: int | None,
-    failures: int = 0,
-    first: DetectorState | None = None,
-) -> Fold:
-    """Apply ``events`` to the state ``start()`` builds, isolating calls that raise.
-
-    Each event goes through :meth:`Detector.advance`: the deadlines due by its time fire
-    first, so one long batch gives what live micro-batches would. Detectors change their
-    state in place, so a call that raises may leave it half changed. Such an event is
-    skipped and the state is rebuilt from ``start()`` with the events that went through
-    (detectors are pure: the same calls give the same state), which costs nothing while
-    nothing raises. After :data:`MAX_FAILURES` in a row the state is dropped and its open
-    incident resolved. ``first`` is ``start()``'s result when the caller has it already
-    (parsing a state is most of what a few events cost).
-    """
-    out = Fold(first if first is not None else start(), timer, failures=failures)
-    good: list[Event] = []
-
-    def step(event: Event) -> list[Alert]:
-        s = detector.advance(out.state, out.timer, event)
-        out.state, out.timer = s.state, s.timer_ms
-        return list(s.alerts)
-
-    for event in events:
-        try:
-            out.alerts.extend(step(event))
-        except Exception as exc:  # noqa: BLE001 - one detector must not stop the query
-            log.debug("detector=%s entity=%s raised", detector.name, entity, exc_info=True)
-            out.failures += 1
-            out.state, out.timer = start(), timer
-            for e in good:
-                step(e)
-            # The rebuilt state is the new starting point: each event is replayed at most
-            # once, however many of the batch's events raise.
-            snapshot, timer, good = _frozen(detector, out.state), out.timer, []
-            start = partial(_thawed, detector, snapshot)
-            dropped = out.failures >= MAX_FAILURES
-            out.dropped = out.dropped or dropped
-            out.errors.append(
-                error_row(
-                    detector.name, entity, out.state, exc, "on_event", out.failures, dropped=dropped
-                )
-            )
-            if dropped:
-                closing = close_incident(detector, out.state, event.time_ms, "it kept failing")
-                out.alerts.extend([closing] if closing else [])
-                out.state, out.timer, out.failures = None, None, 0
-                start, timer = partial(_thawed, detector, None), None
-            continue
-        out.failures = 0
-        good.append(event)
-    return out
-
-
-def _frozen(detector: Detector[Any, Any], state: DetectorState | None) -> str | None:
-    return None if state is None else detector.dump_json(state)
-
-
-def _thawed(detector: Detector[Any, Any], snapshot: str | None) -> DetectorState | None:
-    if snapshot is None:
-        return None
-    state: DetectorState = detector.load_json(snapshot)
-    return state
 
 
 def fresh(events: list[BusEvent], header: Header) -> list[BusEvent]:
@@ -294,32 +131,71 @@ def _position(e: BusEvent) -> tuple[str, int, int]:
     return (e.src or "", e.offset, e.seq)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Outcome:
     """What one entity's turn decided.
 
     Attributes:
         text: The value to save; ``None`` with ``write``: delete the entity.
         wake: When to wake the entity again (:meth:`Clock.wake`), ``None`` when deleted.
-        rows: Output rows (alerts, signals, errors, refusals).
+        outputs: Alerts and notes (signals, failures, refusals), in order.
         write: Whether the store must change (a refused entity stays unsaved).
     """
 
     text: str | None
-    wake: Wake | None
-    rows: list[dict[str, Any]]
+    wake: WakeUp | None
+    outputs: list[Output]
     write: bool = True
 
 
 @dataclass
-class _Turn:
+class _EntityTurn:
     """One entity's turn: its header, states as text, and what it says."""
 
     entity: str
     header: Header
     texts: dict[str, str]
     now: int
-    rows: list[dict[str, Any]] = field(default_factory=list)
+    outputs: list[Output] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _JobName:
+    """The job's name in one detector's turn, decided once (:meth:`EntityRunner._job_name`).
+
+    ``imposed`` is the name from the job's state lines (the header's), which every state,
+    event and alert of the detector then carries; ``None``: the detector keeps the name
+    itself (it reads the state lines), or none is known.
+    """
+
+    imposed: str | None
+
+    def on_state(self, state: DetectorState | None) -> None:
+        if self.imposed and state is not None:
+            state.job_name = self.imposed
+
+    def on_events(self, events: list[Event]) -> list[Event]:
+        # Every text the detector writes names the job as the alert's job_name will:
+        # from the first event of a state it creates in this turn (it would word its
+        # first alert with the id), and over a metric label's filtered spelling.
+        named = self.imposed
+        if not named:
+            return events
+        return [e if e.job_name == named else e._replace(job_name=named) for e in events]
+
+    def on_alerts(self, alerts: list[Alert]) -> list[Alert]:
+        named = self.imposed
+        if not named:
+            return alerts
+        return [a if a.job_name else a.model_copy(update={"job_name": named}) for a in alerts]
+
+    def for_params(
+        self, loaded: DetectorState | None, events: list[Event], header: Header
+    ) -> str | None:
+        """The name the job's parameters are chosen by (per-job overrides)."""
+        return (loaded.job_name if loaded else None) or next(
+            (e.job_name for e in events if e.job_name), header.name
+        )
 
 
 class EntityRunner:
@@ -380,25 +256,26 @@ class EntityRunner:
         scope = scope_of(entity)
         if saved is None and rows and not self.admit_new:
             wanted = {n for r in rows for n in self.routes.of(scope, r.event)}
-            return Outcome(None, None, [refused_row(n, entity) for n in sorted(wanted)], False)
+            refused: list[Output] = [Refused(About(n, entity)) for n in sorted(wanted)]
+            return Outcome(None, None, refused, False)
         try:
             header, texts = parse_saved(saved)
         except (ValueError, TypeError, AttributeError) as exc:
-            rows_out = self._damaged(entity, saved or "", exc)
+            damaged = self._damaged(entity, saved or "", exc)
             out = self.run(entity, None, rows, clock)
-            out.rows[:0] = rows_out
-            if out.text is None:
-                out.write = True  # the damaged value goes, whatever the batch brings
-            return out
+            # The damaged value goes, whatever the batch brings.
+            return replace(
+                out, outputs=[*damaged, *out.outputs], write=out.write or out.text is None
+            )
         applied = [on_bus_clock(e) for e in fresh(list(rows), header)]
         events = sorted(applied, key=lambda e: (e.event.time_ms, e.offset))
         for e in events:
-            header.t = max(header.t, e.event.time_ms)
+            header.newest_ms = max(header.newest_ms, e.event.time_ms)
             if e.bus_ms is not None:
                 header.note_lag(e.event.time_ms, e.bus_ms - e.event.time_ms)
             if scope == "job" and e.event.kind == "job_state" and e.event.job_name:
                 header.name = e.event.job_name
-        turn = _Turn(entity, header, texts, clock.now(header.lag_ms()))
+        turn = _EntityTurn(entity, header, texts, clock.now(header.lag_ms()))
         mine: dict[str, list[Event]] = {}
         for e in events:
             for name in self.routes.of(scope, e.event):
@@ -409,94 +286,88 @@ class EntityRunner:
         names = set(mine) | {n for n in texts if n not in enabled}
         names |= {n for n in texts if header.retry.get(n, header.due.get(n, 0)) <= turn.now}
         for name in sorted(names):
-            self._detector_turn(turn, name, mine.get(name, []))
+            self._run_detector(turn, name, mine.get(name, []))
         return self._outcome(turn, scope, clock)
 
-    def _damaged(self, entity: str, saved: str, exc: Exception) -> list[dict[str, Any]]:
+    def _damaged(self, entity: str, saved: str, exc: Exception) -> list[Output]:
         """An entity whose saved value cannot be read: dropped; its readable incidents closed.
 
         The detectors' lines may be whole where the header is not: their open incidents
         are closed here, saying why; the driver closes the rest from the ledger.
         """
-        rows = [error_row(STATE, entity, None, exc, "load", dropped=True)]
+        out: list[Output] = [failure(STATE, entity, None, exc, "load", dropped=True)]
         _head, _, rest = saved.partition("\n")
         for line in rest.split("\n") if rest else ():
             name, _, body = line.partition("\t")
-            raw = _raw(body)
+            fields = _saved_fields(body)
             try:
-                at = int(raw.get("last_event_ms") or 0)
+                at = int(fields.get("last_event_ms") or 0)
             except (TypeError, ValueError):
                 at = 0
-            closing = self._close(name, raw, at, "its saved state was damaged")
-            rows.extend(alert_rows([closing] if closing else []))
-        return rows
+            closing = self._close(name, fields, at, "its saved state was damaged")
+            out.extend([closing] if closing else [])
+        return out
 
-    def _outcome(self, turn: _Turn, scope: str, clock: Clock) -> Outcome:
+    def _outcome(self, turn: _EntityTurn, scope: str, clock: Clock) -> Outcome:
         header, texts = turn.header, turn.texts
-        wakes = [header.retry.get(n, header.due.get(n, header.t)) for n in texts]
+        wakes = [header.retry.get(n, header.due.get(n, header.newest_ms)) for n in texts]
         if not texts:
             # Without detector state the job's name is kept until the idle deadline, like
             # any state: the next state lines may be hours away.
-            idle_at = header.t + self._idle_ms.get(scope, 0)
+            idle_at = header.newest_ms + self._idle_ms.get(scope, 0)
             if header.name is None or idle_at <= turn.now:
-                return Outcome(None, None, turn.rows)
+                return Outcome(None, None, turn.outputs)
             wakes = [idle_at]
         wake = clock.wake(min(wakes), header.lag_ms())
-        return Outcome(saved_text(header, texts), wake, turn.rows)
+        return Outcome(saved_text(header, texts), wake, turn.outputs)
 
     def _start(
-        self, turn: _Turn, name: str, text: str | None
+        self, name: str, text: str | None, job: _JobName
     ) -> Callable[[], DetectorState | None]:
         """The saved state as the detector's typed state, rebuilt on each call."""
-        cls, named = REGISTRY[name], self._named(turn, name)
+        cls = REGISTRY[name]
 
         def start() -> DetectorState | None:
             if not text:
                 return None
             state: DetectorState = cls.load_json(text)
-            if named:
-                state.job_name = named
+            job.on_state(state)
             return state
 
         return start
 
-    def _named(self, turn: _Turn, name: str) -> str | None:
+    def _job_name(self, turn: _EntityTurn, name: str) -> _JobName:
+        """The one place the job's name for a detector's turn is decided."""
         # Detectors that read the state lines keep the name themselves.
         if turn.header.name and "job_state" not in REGISTRY[name].kinds:
-            return turn.header.name
-        return None
+            return _JobName(turn.header.name)
+        return _JobName(None)
 
-    def _detector_turn(self, turn: _Turn, name: str, events: list[Event]) -> None:
+    def _run_detector(self, turn: _EntityTurn, name: str, events: list[Event]) -> None:
         """Run one detector of the entity: its events, then its deadlines due by now."""
         entity, header = turn.entity, turn.header
         text = turn.texts.get(name)
         if name not in REGISTRY:
-            self._gone(turn, name, None, header.t)  # a detector since removed
+            self._stop_watching(turn, name, None, header.newest_ms)  # a detector since removed
             return
-        named = self._named(turn, name)
-        if named:
-            # Every text the detector writes names the job as the alert's job_name will:
-            # from the first event of a state it creates in this turn (it would word its
-            # first alert with the id), and over a metric label's filtered spelling.
-            events = [e if e.job_name == named else e._replace(job_name=named) for e in events]
-        start = self._start(turn, name, text)
+        job = self._job_name(turn, name)
+        events = job.on_events(events)
+        start = self._start(name, text, job)
         try:
             loaded = start()
         except StateError as exc:
             self._unloadable(turn, name, text or "", exc)
-            start, loaded, text = self._start(turn, name, None), None, None
+            start, loaded, text = self._start(name, None, job), None, None
         job_id = loaded.job_id if loaded else next((e.job_id for e in events if e.job_id), None)
-        job_name = (loaded.job_name if loaded else None) or next(
-            (e.job_name for e in events if e.job_name), header.name
-        )
-        det = self.detector(name, job_id, job_name)
+        det = self.detector(name, job_id, job.for_params(loaded, events, header))
         if det is None or name not in self.routes.detectors(scope_of(entity)):
             if text is not None:
-                self._gone(turn, name, loaded, events[-1].time_ms if events else header.t)
+                at = events[-1].time_ms if events else header.newest_ms
+                self._stop_watching(turn, name, loaded, at)
             return
-        due, failures = header.due.get(name), header.fail.get(name, 0)
+        due, failures = header.due.get(name), header.failures.get(name, 0)
         fold = fold_events(det, entity, start, events, due, failures, loaded)
-        turn.rows.extend(fold.errors)
+        turn.outputs.extend(fold.errors)
         alerts = fold.alerts
         state, failures = fold.state, fold.failures
         retry = header.retry.get(name)
@@ -506,15 +377,17 @@ class EntityRunner:
         if state is not None and due is not None and due <= turn.now and (retry or 0) <= turn.now:
             state, due, failures, retry, fired = self._fire(turn, det, state, due, failures)
             alerts = alerts + fired
-        if named:
-            if state is not None:
-                state.job_name = named
-            alerts = [a if a.job_name else a.model_copy(update={"job_name": named}) for a in alerts]
-        turn.rows.extend(alert_rows(alerts))
-        self._keep(turn, det, state, due, failures, retry, had=text is not None)
+        job.on_state(state)
+        turn.outputs.extend(job.on_alerts(alerts))
+        self._save_detector(turn, det, state, due, failures, retry, had=text is not None)
 
     def _fire(
-        self, turn: _Turn, det: Detector[Any, Any], state: DetectorState, due: int, failures: int
+        self,
+        turn: _EntityTurn,
+        det: Detector[Any, Any],
+        state: DetectorState,
+        due: int,
+        failures: int,
     ) -> tuple[DetectorState | None, int | None, int, int | None, list[Alert]]:
         """Fire the deadlines due by now, each at its own time; isolate a call that raises.
 
@@ -528,20 +401,16 @@ class EntityRunner:
                 "detector=%s entity=%s raised on its deadline", det.name, turn.entity, exc_info=True
             )
             kept: DetectorState = det.load_json(snapshot)
-            failures += 1
-            dropped = failures >= MAX_FAILURES
-            turn.rows.append(
-                error_row(det.name, turn.entity, kept, exc, "on_timer", failures, dropped=dropped)
-            )
-            if not dropped:
-                return kept, due, failures, turn.now + min(RETRY_MS, det.idle_ms), []
-            closing = close_incident(det, kept, turn.now, "it kept failing")
-            return None, None, 0, None, [closing] if closing else []
+            raised = judge_failure(det, turn.entity, kept, exc, "on_timer", failures, turn.now)
+            turn.outputs.append(raised.note)
+            if not raised.dropped:
+                return kept, due, raised.failures, turn.now + min(RETRY_MS, det.idle_ms), []
+            return None, None, raised.failures, None, raised.closing
         return step.state, step.timer_ms, 0, None, list(step.alerts)
 
-    def _keep(
+    def _save_detector(
         self,
-        turn: _Turn,
+        turn: _EntityTurn,
         det: Detector[Any, Any],
         state: DetectorState | None,
         due: int | None,
@@ -556,40 +425,42 @@ class EntityRunner:
             turn.texts.pop(name, None)
             header.forget(name)
             if had and det.signals:
-                turn.rows.append(gone_row(name, turn.entity))
+                turn.outputs.append(SignalGone(About(name, turn.entity)))
             return
         turn.texts[name] = det.dump_json(state)
         header.due[name] = due if due is not None else det.idle_at(state)
-        _put(header.retry, name, retry)
-        _put(header.fail, name, failures or None)
+        _set_or_drop(header.retry, name, retry)
+        _set_or_drop(header.failures, name, failures or None)
         if det.signals:
             sig = signature(self.token, det.signal_values(state))
-            if header.sig.get(name) != sig:
-                header.sig[name] = sig
-                turn.rows.append(signal_row(det, turn.entity, state))
+            if header.signatures.get(name) != sig:
+                header.signatures[name] = sig
+                turn.outputs.append(signal(det, turn.entity, state))
 
-    def _gone(self, turn: _Turn, name: str, state: DetectorState | None, time_ms: int) -> None:
+    def _stop_watching(
+        self, turn: _EntityTurn, name: str, state: DetectorState | None, time_ms: int
+    ) -> None:
         """Forget a detector's state for an entity it no longer watches (disabled, removed).
 
         Its open incident is closed, so no alert stays firing forever.
         """
         text = turn.texts.pop(name, None)
         turn.header.forget(name)
-        closing = self._close(name, state if state is not None else _raw(text), time_ms)
-        turn.rows.extend([*alert_rows([closing] if closing else []), gone_row(name, turn.entity)])
+        closing = self._close(name, state if state is not None else _saved_fields(text), time_ms)
+        turn.outputs.extend([*([closing] if closing else []), SignalGone(About(name, turn.entity))])
 
-    def _unloadable(self, turn: _Turn, name: str, text: str, exc: StateError) -> None:
+    def _unloadable(self, turn: _EntityTurn, name: str, text: str, exc: StateError) -> None:
         """A saved state the detector cannot load: drop it, close its incident, say so."""
         turn.texts.pop(name, None)
         turn.header.forget(name)
-        raw = _raw(text)
-        at = int(raw.get("last_event_ms") or 0)
-        closing = self._close(name, raw, at, "its saved state is unreadable")
-        turn.rows.extend(
+        fields = _saved_fields(text)
+        at = int(fields.get("last_event_ms") or 0)
+        closing = self._close(name, fields, at, "its saved state is unreadable")
+        turn.outputs.extend(
             [
-                error_row(name, turn.entity, None, exc, "load", dropped=True),
-                *alert_rows([closing] if closing else []),
-                gone_row(name, turn.entity),
+                failure(name, turn.entity, None, exc, "load", dropped=True),
+                *([closing] if closing else []),
+                SignalGone(About(name, turn.entity)),
             ]
         )
 
@@ -606,7 +477,8 @@ class EntityRunner:
         return close_incident(self._base(name), state, time_ms, why)
 
 
-def _raw(text: str | None) -> dict[str, Any]:
+def _saved_fields(text: str | None) -> dict[str, Any]:
+    """A saved state's JSON object as it is (``{}`` when it is none): enough to close it."""
     try:
         raw = json.loads(text) if text else {}
     except ValueError:
@@ -614,7 +486,7 @@ def _raw(text: str | None) -> dict[str, Any]:
     return raw if isinstance(raw, dict) else {}
 
 
-def _put(part: dict[str, int], name: str, value: int | None) -> None:
+def _set_or_drop(part: dict[str, int], name: str, value: int | None) -> None:
     if value is None:
         part.pop(name, None)
     else:
@@ -641,20 +513,20 @@ class ShardStore(Protocol):
         """Forget the entity."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class ShardOutcome:
     """What one shard's turn decided.
 
     Attributes:
-        rows: Output rows, entity by entity.
+        outputs: Alerts and notes, entity by entity; the shell makes them rows.
         wakes: Every saved entity of the shard → when to wake it (:meth:`Clock.wake`).
         changed: Whether ``wakes`` differs from what was given.
         timer: The watermark at which the shard's earliest entity is due (Spark's timer).
         bad: Bus values that could not be read (counted, skipped).
     """
 
-    rows: list[dict[str, Any]]
-    wakes: dict[str, Wake]
+    outputs: list[Output]
+    wakes: dict[str, WakeUp]
     changed: bool
     timer: int | None
     bad: int = 0
@@ -674,7 +546,7 @@ class ShardRunner:
     def run(
         self,
         store: ShardStore,
-        wakes: dict[str, Wake],
+        wakes: dict[str, WakeUp],
         rows: Iterable[tuple[str, str, int | None]],
         clock: Clock,
         ticks: dict[str, int] | None = None,
@@ -684,8 +556,8 @@ class ShardRunner:
         """``rows`` are ``(entity, bus value, bus time ms)``; ``wakes`` is updated.
 
         ``ticks`` is what the shard keeps of the bus's ticks (:func:`streaming.ticks.frontier`),
-        updated with the ticks among ``rows``. With ``shard`` (its key), the last row says
-        how many entities the shard holds now (:func:`~streaming.entity.count_row`): the
+        updated with the ticks among ``rows``. With ``shard`` (its key), the last output says
+        how many entities the shard holds now (:class:`~streaming.notes.EntityCount`): the
         driver adds the shards up for the entity cap. ``lost``: entities whose saved
         values were lost with a damaged shard value (each reported, for the driver to
         count and close their incidents). An entity whose value cannot be read (the
@@ -693,7 +565,7 @@ class ShardRunner:
         layout) is dropped and reported the same way; the rest of the shard goes on.
         """
         by_entity: dict[str, list[BusEvent]] = {}
-        out: list[dict[str, Any]] = []
+        out: list[Output] = []
         bad = 0
         ticks = {} if ticks is None else ticks
         tick_values: list[tuple[str, int | None]] = []
@@ -708,7 +580,7 @@ class ShardRunner:
                 # shape): skipped, and told once per shard and batch.
                 bad += 1
                 if bad == 1:
-                    out.append(error_row(BUS_READER, entity, None, exc, "decode"))
+                    out.append(failure(BUS_READER, entity, None, exc, "decode"))
         reached = frontier(ticks, tick_values)
         if reached is not None and (clock.tick_ms is None or reached > clock.tick_ms):
             clock = replace(clock, tick_ms=reached)
@@ -719,25 +591,22 @@ class ShardRunner:
         changed = False
         for entity in lost:
             # Named by the shard's wake-up table, its bytes lost with a damaged value.
-            out.append(
-                error_row(
-                    STATE, entity, None, PackError("its bytes are lost"), "unpack", dropped=True
-                )
-            )
+            lost_bytes = PackError("its bytes are lost")
+            out.append(failure(STATE, entity, None, lost_bytes, "unpack", dropped=True))
         for entity in [*by_entity, *due]:
             known = entity in wakes
             try:
                 saved = store.get(entity) if known else None
             except PackError as exc:
                 # Its bytes do not decompress: it is dropped, the shard goes on.
-                out.append(error_row(STATE, entity, None, exc, "unpack", dropped=True))
+                out.append(failure(STATE, entity, None, exc, "unpack", dropped=True))
                 store.delete(entity)
                 del wakes[entity]
                 changed, known, saved = True, False, None
                 if entity not in by_entity:
                     continue
             result = self.runner.run(entity, saved, by_entity.get(entity, []), clock)
-            out.extend(result.rows)
+            out.extend(result.outputs)
             if not result.write:
                 continue
             if result.text is None:
@@ -755,8 +624,8 @@ class ShardRunner:
         if shard is not None:
             # Every saved entity has a wake-up, so the table counts them without a read,
             # and says at which frontier the first is due: a tick before that wakes none.
-            due = min((w[1] for w in wakes.values()), default=None)
-            out.append(count_row(shard, len(wakes), due))
+            first = min((w.frontier_ms for w in wakes.values()), default=None)
+            out.append(EntityCount(shard, len(wakes), first))
         return ShardOutcome(out, wakes, changed, timer, bad)
 
 

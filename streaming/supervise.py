@@ -1,10 +1,12 @@
 """Supervision of the running queries: restarts, reloads, switches, a full volume, a stop.
 
-:func:`run_forever` starts the queries of a :class:`~streaming.app.Pipeline`, watches them,
-and restarts them on their checkpoints when one fails, when the config changes, or when
-they must run in another shape (the bus drained, parsing caught up, the entity cap
-switched). Stopping waits for the detect query's batch in flight, and keeps Spark's own
-noise about cancelled tasks out of the log.
+:func:`run_forever` starts the queries of a :class:`~streaming.app.Pipeline` (through
+:class:`Supervised`, what it needs of one), watches them, and restarts them on their
+checkpoints when one fails, when the config changes, or when they must run in another
+shape (the bus drained, parsing caught up, the entity cap switched). How long to wait
+after a failure, and when to give up, is a pure policy (:func:`streaming.restarts.after_failure`).
+Stopping waits for the detect query's batch in flight, and keeps Spark's own noise about
+cancelled tasks out of the log.
 """
 
 from __future__ import annotations
@@ -13,24 +15,65 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Protocol
 
 from pyspark.sql.streaming import StreamingQuery
 
 from conf import AppConfig
 from conf.reload import ConfigWatcher
-from streaming import catchup
 from streaming.delivery import PipelineStats
 from streaming.listener import DETECT_QUERY
-
-if TYPE_CHECKING:
-    from streaming.app import Pipeline
+from streaming.restarts import Restart, Streak, after_failure
 
 log = logging.getLogger(__name__)
 
 
+class Supervised(Protocol):
+    """What :func:`run_forever` needs of the queries it runs (:class:`~streaming.app.Pipeline`).
+
+    Attributes:
+        cfg: The running config; a reload replaces it before the queries start again.
+        stats: What the queries count (``None``: nothing; no batch is waited for at a stop).
+    """
+
+    cfg: AppConfig
+
+    @property
+    def stats(self) -> PipelineStats | None:
+        """What the queries count."""
+
+    @property
+    def parse_held(self) -> bool:
+        """True while the parse query waits for the detect query to read the whole bus."""
+
+    @property
+    def catching_up(self) -> bool:
+        """True while the parse query runs micro-batches before switching to real time."""
+
+    def start(self) -> Sequence[StreamingQuery]:
+        """Start every query."""
+
+    def running(self) -> list[StreamingQuery]:
+        """The queries running now (some may have started before a start failed)."""
+
+    def count_progress(self, queries: Sequence[StreamingQuery]) -> None:
+        """Count what the queries observed since last asked."""
+
+    def tick(self, queries: Sequence[StreamingQuery]) -> None:
+        """Give the ticker the parse query's progress."""
+
+    def bus_drained(self) -> bool:
+        """True when the detect query has committed every record the bus holds."""
+
+    def caught_up(self) -> bool:
+        """True when the catching-up parse query has reached the raw topics' ends."""
+
+    def admission(self) -> bool:
+        """Whether the entity cap switched (the queries restart to apply it)."""
+
+
 def run_forever(
-    pipeline: Pipeline,
+    pipeline: Supervised,
     *,
     should_stop: Callable[[], bool] = lambda: False,
     watcher: ConfigWatcher | None = None,
@@ -54,32 +97,30 @@ def run_forever(
     Returns:
         0 when stopped on request, 1 after ``max_restarts`` failures in a row.
     """
-    failures = 0
-    full = 0  # failures in a row because a volume is full
+    streak = Streak()
     while True:
         if should_stop():  # asked while Spark started, or during a back-off
             return 0
         try:
-            queries = pipeline.start()
+            queries = list(pipeline.start())
         except Exception as exc:
             # A query that cannot start (bad checkpoint, unreachable storage) must not leave
             # the other one running unsupervised: stop what started and retry as a failure.
-            _stop_quietly(list(pipeline.spark.streams.active))
+            _stop_quietly(pipeline.running())
             why = storage_full(exc)
             _count_failure(pipeline, why)
+            restart = _after_failure(pipeline, streak, why, None)
+            streak = restart.streak
             if why is not None:
-                full += 1
-                wait = _full_backoff(pipeline.cfg, full)
-                _say_full(pipeline, "starting the queries", why, wait)
-                if _sleep_unless(should_stop, wait):
+                _say_full(pipeline, "starting the queries", why, restart.wait_s)
+                if _sleep_unless(should_stop, restart.wait_s):
                     return 0
                 continue
             log.exception("starting the queries failed")
-            failures += 1
-            if failures > pipeline.cfg.spark.max_restarts or _sleep_unless(
-                should_stop, pipeline.cfg.spark.restart_backoff_s
-            ):
-                return 1 if failures > pipeline.cfg.spark.max_restarts else 0
+            if restart.give_up:
+                return 1
+            if _sleep_unless(should_stop, restart.wait_s):
+                return 0
             continue
         log.info(
             "queries started: %s (config hash %s)",
@@ -88,7 +129,7 @@ def run_forever(
         )
         started = time.monotonic()
         failed, new_cfg, switch = _watch(pipeline, queries, should_stop, watcher, reload_requested)
-        stats = getattr(pipeline, "stats", None)
+        stats = pipeline.stats
         note = _stop_quietly(queries, stats, pipeline.cfg.spark.stop_grace_s)
         if switch:
             continue
@@ -103,21 +144,18 @@ def run_forever(
                 stats.stop_note = note
             return 0
         exc = failed.exception()
-        if time.monotonic() - started > 300:
-            failures = full = 0  # it ran fine for a while: this is a new streak
         why = storage_full(exc)
         _count_failure(pipeline, why)
+        restart = _after_failure(pipeline, streak, why, time.monotonic() - started)
+        streak = restart.streak
         if why is not None:
-            full += 1
-            wait = _full_backoff(pipeline.cfg, full)
-            _say_full(pipeline, f"query {failed.name}", why, wait)
-            if _sleep_unless(should_stop, wait):
+            _say_full(pipeline, f"query {failed.name}", why, restart.wait_s)
+            if _sleep_unless(should_stop, restart.wait_s):
                 return 0
             continue
-        full = 0
-        failures += 1
+        failures = streak.failures
         spark_cfg = pipeline.cfg.spark
-        if failures > spark_cfg.max_restarts:
+        if restart.give_up:
             log.error(
                 "query %s failed %d times in a row; giving up: %s", failed.name, failures, exc
             )
@@ -127,16 +165,29 @@ def run_forever(
             "(attempt %d of %d)",
             failed.name,
             str(exc).splitlines()[0] if exc else "stopped",
-            spark_cfg.restart_backoff_s,
+            restart.wait_s,
             failures,
             spark_cfg.max_restarts,
         )
-        if _sleep_unless(should_stop, spark_cfg.restart_backoff_s):
+        if _sleep_unless(should_stop, restart.wait_s):
             return 0
 
 
+def _after_failure(
+    pipeline: Supervised, streak: Streak, full: str | None, ran_s: float | None
+) -> Restart:
+    spark = pipeline.cfg.spark
+    return after_failure(
+        streak,
+        full=full is not None,
+        ran_s=ran_s,
+        max_restarts=spark.max_restarts,
+        backoff_s=spark.restart_backoff_s,
+    )
+
+
 def _watch(
-    pipeline: Pipeline,
+    pipeline: Supervised,
     queries: list[StreamingQuery],
     should_stop: Callable[[], bool],
     watcher: ConfigWatcher | None,
@@ -154,22 +205,21 @@ def _watch(
     next_drain = time.monotonic() + _DRAIN_CHECK_S
     while not should_stop():
         pipeline.count_progress(queries)
-        if hasattr(pipeline, "tick"):
-            pipeline.tick(queries)
+        pipeline.tick(queries)
         failed = next((q for q in queries if not q.isActive), None)
         if failed is not None:
             return failed, None, False
-        if getattr(pipeline, "parse_held", False) and time.monotonic() >= next_drain:
+        if pipeline.parse_held and time.monotonic() >= next_drain:
             next_drain = time.monotonic() + _DRAIN_CHECK_S
             if _drained(pipeline):
                 log.info("bus: the detect query has read the bus; starting the parse query")
                 return None, None, True
         if time.monotonic() >= next_catchup:
             next_catchup = time.monotonic() + _CATCHUP_CHECK_S
-            if getattr(pipeline, "catching_up", False) and _caught_up(pipeline):
+            if pipeline.catching_up and _caught_up(pipeline):
                 log.info("parse: caught up; restarting the queries to parse in real time")
                 return None, None, True
-            if hasattr(pipeline, "admission") and pipeline.admission():
+            if pipeline.admission():
                 return None, None, True
         forced = reload_requested is not None and reload_requested.is_set()
         if watcher is not None and (forced or time.monotonic() >= next_poll):
@@ -187,8 +237,6 @@ def _watch(
 #: What an error says when a volume is full: ENOSPC and EDQUOT as the JVM and the OS word
 #: them, and SQLite's SQLITE_FULL (the ledger).
 _FULL_WORDS = ("no space left on device", "disk quota exceeded", "database or disk is full")
-#: Longest wait between two starts while a volume is full.
-FULL_BACKOFF_MAX_S = 60.0
 
 
 def storage_full(exc: BaseException | None) -> str | None:
@@ -205,17 +253,12 @@ def storage_full(exc: BaseException | None) -> str | None:
     return found[-1].strip()[:500] if found else None
 
 
-def _full_backoff(cfg: AppConfig, streak: int) -> float:
-    return min(cfg.spark.restart_backoff_s * 2 ** (streak - 1), FULL_BACKOFF_MAX_S)
+def _count_failure(pipeline: Supervised, why: str | None) -> None:
+    if pipeline.stats is not None:
+        pipeline.stats.count_query_failure("other" if why is None else "storage_full")
 
 
-def _count_failure(pipeline: Any, why: str | None) -> None:
-    stats = getattr(pipeline, "stats", None)
-    if stats is not None:
-        stats.count_query_failure("other" if why is None else "storage_full")
-
-
-def _say_full(pipeline: Any, what: str, why: str, wait: float) -> None:
+def _say_full(pipeline: Supervised, what: str, why: str, wait: float) -> None:
     log.error(
         "%s failed: a volume is full (%s). Detection waits; Spark did not commit the batch "
         "and runs it again once there is space, so nothing is lost while the event bus "
@@ -235,18 +278,17 @@ _CATCHUP_CHECK_S = 10.0
 _DRAIN_CHECK_S = 1.0
 
 
-def _caught_up(pipeline: Any) -> bool:
-    plan = pipeline.parse_plan
+def _caught_up(pipeline: Supervised) -> bool:
     try:
-        return bool(plan is not None and catchup.caught_up(pipeline.cfg, plan.checkpoint))
+        return pipeline.caught_up()
     except Exception as exc:  # Kafka unreachable for a moment: ask again later
         log.warning("parse: cannot tell whether the catch-up is done: %s", exc)
         return False
 
 
-def _drained(pipeline: Any) -> bool:
+def _drained(pipeline: Supervised) -> bool:
     try:
-        return bool(pipeline.bus_drained())
+        return pipeline.bus_drained()
     except Exception as exc:  # Kafka unreachable for a moment: ask again later
         log.warning("bus: cannot tell whether the detect query has read the bus: %s", exc)
         return False

@@ -31,6 +31,7 @@ from sinks.prometheus import ActiveAlerts
 from streaming.delivery import AlertDelivery, Outputs, PipelineStats
 from streaming.rows import alert_rows
 from streaming.supervise import run_forever, storage_full
+from tests.streaming.supervised import QuietPipeline
 from tests.volumes import DEV_FULL, fill, tiny_volume
 
 
@@ -235,15 +236,12 @@ CHECKPOINT_FULL = (
 
 
 @dataclass
-class Pipeline:
+class Pipeline(QuietPipeline):
     cfg: AppConfig
     errors: list[str | None]
     stats: PipelineStats = field(default_factory=PipelineStats)
     starts: int = 0
     spark: Any = None
-
-    def count_progress(self, queries: list[Query]) -> None:
-        pass
 
     def start(self) -> list[Query]:
         error = self.errors[min(self.starts, len(self.errors) - 1)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from detectors import Alert, AlertStatus, Severity
+from streaming.notes import failure as failure_of
 from streaming.rows import (
     DETECT_COLUMNS,
     About,
@@ -15,7 +16,6 @@ from streaming.rows import (
     Signal,
     SignalGone,
     alert_rows,
-    error_row,
     note_row,
     read,
 )
@@ -65,7 +65,7 @@ def test_a_failure_row_says_where_it_raised_and_what() -> None:
     try:
         {}["ts"]  # noqa: B018 - the error under test
     except KeyError as exc:
-        row = error_row("checkpoint_creep", "job:7f", None, exc, "on_event", 2)
+        row = note_row(failure_of("checkpoint_creep", "job:7f", None, exc, "on_event", 2))
     failure = read(row)
     assert isinstance(failure, DetectorFailure)
     assert failure.error.startswith("KeyError: 'ts' at test_rows.py:")

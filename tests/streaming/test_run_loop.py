@@ -28,6 +28,7 @@ from streaming.rows import (
     note_row,
 )
 from streaming.supervise import run_forever
+from tests.streaming.supervised import QuietPipeline
 
 
 class FakeQuery:
@@ -50,16 +51,13 @@ class FakeQuery:
 
 
 @dataclass
-class FakePipeline:
+class FakePipeline(QuietPipeline):
     cfg: AppConfig
     fail_after: list[int | None]
     starts: int = 0
     configs: list[AppConfig] = field(default_factory=list)
     queries: list[FakeQuery] = field(default_factory=list)
     spark: Any = None
-
-    def count_progress(self, queries: list[FakeQuery]) -> None:
-        pass
 
     def start(self) -> list[FakeQuery]:
         fail = self.fail_after[min(self.starts, len(self.fail_after) - 1)]
@@ -275,13 +273,13 @@ def test_a_reloaded_trigger_interval_reaches_the_restarted_detect_query(tmp_path
         deadletter_dir=tmp_path,
         bus="kafka",
     )
-    assert p._trigger() == {"processingTime": "1000 milliseconds"}
+    assert p.trigger_options() == {"processingTime": "1000 milliseconds"}
     # run_forever swaps the config on a reload and starts the queries again.
     p.cfg = cfg(trigger_interval_s=0.25)
-    assert p._trigger() == {"processingTime": "250 milliseconds"}
+    assert p.trigger_options() == {"processingTime": "250 milliseconds"}
     # Replay and tests pin a trigger of their own; it wins.
     p.trigger = {"availableNow": True}
-    assert p._trigger() == {"availableNow": True}
+    assert p.trigger_options() == {"availableNow": True}
 
 
 def test_detector_errors_are_logged_and_counted_once_on_the_driver(
@@ -512,16 +510,13 @@ class DetectInFlight:
 
 
 @dataclass
-class StoppingPipeline:
+class StoppingPipeline(QuietPipeline):
     cfg: AppConfig
     deliver_at: int | None
     stats: PipelineStats = field(default_factory=PipelineStats)
     stops: list[str] = field(default_factory=list)
     detect: DetectInFlight | None = None
     spark: Any = None
-
-    def count_progress(self, queries: list[Any]) -> None:
-        pass
 
     def start(self) -> list[Any]:
         self.detect = DetectInFlight(self.stats, self.stops, self.deliver_at)

@@ -9,11 +9,19 @@ import pytest
 from conf import AppConfig
 from detectors import REGISTRY, Alert, AlertStatus, Severity
 from streaming.bus import active_detectors
+from streaming.clock import Clock, WakeUp
 from streaming.entity import Header, parse_saved
 from streaming.packed import PackedStore, pack, unpack
 from streaming.routes import BusEvent, Routes, decode
-from streaming.rows import DETECT_COLUMNS, DetectorFailure, EntityCount, alert_rows, read
-from streaming.runner import Clock, EntityRunner, ShardRunner, fresh
+from streaming.rows import (
+    DETECT_COLUMNS,
+    DetectorFailure,
+    EntityCount,
+    alert_rows,
+    output_rows,
+    read,
+)
+from streaming.runner import EntityRunner, ShardRunner, fresh
 from streaming.ticks import TICK_KEY, tick_value
 
 T0 = 1_700_000_000_000
@@ -47,7 +55,7 @@ class Shard:
         self.runner = EntityRunner(cfg.resolver(), Routes(active_detectors(cfg)), **kwargs)  # type: ignore[arg-type]
         self.shard = ShardRunner(self.runner)
         self.store = Store()
-        self.wakes: dict[str, list[int]] = {}
+        self.wakes: dict[str, WakeUp] = {}
         self.last_timer: int | None = None
         self.name: str | None = None  # the shard's key, as the Spark shell passes it
 
@@ -61,7 +69,7 @@ class Shard:
             shard=self.name,
         )
         self.last_timer = out.timer
-        return out.rows
+        return output_rows(out.outputs)
 
     def timer(self) -> int | None:
         """The earliest watermark wake-up (records alone, no grace)."""
@@ -322,7 +330,7 @@ def test_a_shard_says_after_each_turn_how_many_entities_it_holds() -> None:
     ticked = shard.shard.run(
         shard.store, shard.wakes, [(TICK_KEY, tick_value(T0, 0, 1), None)], Clock(0), shard="7"
     )
-    assert held(ticked.rows) == 3
+    assert held(output_rows(ticked.outputs)) == 3
     # Idle entities are dropped: the count follows, down to none.
     assert held(shard.batch([], watermark=T0 + 30 * 86_400_000)) == 0
     assert shard.wakes == {}
@@ -349,7 +357,7 @@ def test_an_event_that_raises_is_skipped_and_its_half_change_is_not_saved(monkey
     # What is saved is what the other two events make, as if the bad one never came;
     # and the event after it succeeded, so no failure is carried over.
     assert shard.saved()[1]["checkpoint_failures"] == clean.saved()[1]["checkpoint_failures"]
-    assert shard.saved()[0].fail == {}
+    assert shard.saved()[0].failures == {}
 
 
 def _firing(shard: Shard) -> dict:
@@ -377,7 +385,7 @@ def test_a_deadline_that_always_raises_gives_the_detector_up_and_resolves_its_in
         assert [e.failures for e in _failures(out)] == [n]
         header, states = shard.saved()
         assert states["checkpoint_failures"]["firing"] is True
-        assert header.fail["checkpoint_failures"] == n
+        assert header.failures["checkpoint_failures"] == n
         assert shard.timer() == at + 60_000  # retried soon, not after the idle TTL
         at = shard.timer()
     out = shard.batch([], watermark=at)
@@ -398,7 +406,7 @@ def test_events_that_keep_raising_drop_the_detector_after_three_in_a_row(monkeyp
 
     monkeypatch.setattr(REGISTRY["checkpoint_failures"], "on_event", broken)
     shard.batch([_expiry(5)])
-    assert shard.saved()[0].fail["checkpoint_failures"] == 1
+    assert shard.saved()[0].failures["checkpoint_failures"] == 1
     out = shard.batch([_expiry(6), _expiry(7)])
     errors = _failures(out, "checkpoint_failures")
     assert [(e.failures, e.dropped) for e in errors] == [(2, False), (3, True)]
@@ -529,7 +537,7 @@ def test_a_deadline_fires_once_the_fleet_clock_is_past_it_not_a_watermark_delay_
     creep = shard.saved()[0].due["checkpoint_creep"]
     # The shard is woken once the bus's newest event time (watermark + delay) is the grace
     # and the entity's lag (50 ms) past the deadline.
-    assert shard.wakes[JOB_KEY] == [creep, creep + grace + 50]
+    assert shard.wakes[JOB_KEY] == WakeUp(creep, creep + grace + 50)
     assert shard.last_timer == creep - (delay - grace - 50)
     out = shard.batch([], watermark=creep - delay + grace + 49, delay_ms=delay, grace_ms=grace)
     assert _statuses(out) == []
@@ -543,7 +551,7 @@ def test_without_a_bus_time_deadlines_wait_for_the_watermark() -> None:
     shard = Shard()
     _firing(shard)
     header, _ = shard.saved()
-    assert shard.wakes[JOB_KEY] == [min(header.due.values())] * 2  # no delay, no lag
+    assert shard.wakes[JOB_KEY] == WakeUp(*[min(header.due.values())] * 2)  # no delay, no lag
 
 
 def test_signals_are_emitted_when_they_change_and_again_after_a_restart() -> None:
@@ -566,7 +574,7 @@ def test_an_unreadable_bus_value_is_reported_and_the_rest_goes_on() -> None:
     shard = Shard()
     rows = [(JOB_KEY, "not json", None), (JOB_KEY, json.dumps(_expiry(1)), None)]
     out = shard.shard.run(shard.store, shard.wakes, rows, Clock(0))
-    (err,) = _failures(out.rows)
+    (err,) = _failures(output_rows(out.outputs))
     assert err.about.detector == "bus" and err.where == "decode"
     assert out.bad == 1 and JOB_KEY in shard.store.values
 
@@ -585,7 +593,7 @@ def test_a_tick_moves_deadlines_when_nothing_else_arrives() -> None:
 
     out = shard.shard.run(shard.store, shard.wakes, tick(due + delay - 1, 0), clock, ticks)
     out = shard.shard.run(shard.store, shard.wakes, tick(due + delay - 1, 1), clock, ticks)
-    assert out.rows == [] and shard.wakes[JOB_KEY][0] == due  # not yet
+    assert out.outputs == [] and shard.wakes[JOB_KEY][0] == due  # not yet
     out = shard.shard.run(shard.store, shard.wakes, tick(due + delay, 0), clock, ticks)
     assert shard.wakes[JOB_KEY][0] == due  # one partition only: others may hold older records
     out = shard.shard.run(shard.store, shard.wakes, tick(due + delay, 1), clock, ticks)
@@ -711,11 +719,13 @@ def test_one_entity_whose_saved_value_cannot_be_read_is_dropped_and_the_rest_of_
     values = [(r.pop("entity"), json.dumps(r), None) for r in rows]
     due = shard.wakes[JOB_KEY][0]
     out = shard.shard.run(store, shard.wakes, values, Clock(due))
-    (damaged,) = _damaged(out.rows)
+    (damaged,) = _damaged(output_rows(out.outputs))
     assert damaged.about.entity == JOB_KEY and damaged.where == "unpack"
     assert "not zlib" not in damaged.error and "Error" in damaged.error
     assert JOB_KEY not in shard.wakes and store.get(JOB_KEY) is None  # dropped from state
-    assert _statuses(out.rows, "checkpoint_failures") == ["firing"]  # the other job's
+    assert _statuses(output_rows(out.outputs), "checkpoint_failures") == [
+        "firing"
+    ]  # the other job's
     assert store.get("job:" + other) is not None
 
 
@@ -732,7 +742,7 @@ def test_an_entity_whose_header_is_not_json_is_dropped_its_incident_closed_sayin
     assert "saved state was damaged" in resolved["summary"]
     # The entity starts again from the batch's event.
     header, states = shard.saved()
-    assert header.t == _expiry(9)["event_ms"] and "checkpoint_failures" in states
+    assert header.newest_ms == _expiry(9)["event_ms"] and "checkpoint_failures" in states
 
 
 def test_a_tick_stamped_ahead_of_its_own_bus_time_moves_no_deadline_past_that_time() -> None:

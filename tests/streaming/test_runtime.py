@@ -21,6 +21,7 @@ from sinks.slack import SlackBotSink, SlackWebhookSink
 from streaming.runtime import Runtime, StartError
 from streaming.supervise import run_forever
 from tests.sinks.charts.alerts import failures_alert
+from tests.streaming.supervised import QuietPipeline
 
 TOKEN = "xoxb-runtime-test"  # noqa: S105 - the emulator's
 ENV = {
@@ -174,16 +175,13 @@ class FakeQuery:
 
 
 @dataclass
-class FakePipeline:
+class FakePipeline(QuietPipeline):
     """Records the runtime's config at each start of the queries."""
 
     cfg: AppConfig
     runtime: Runtime
     seen: list[tuple[int, int]] = field(default_factory=list)
     spark: Any = None
-
-    def count_progress(self, queries: list[FakeQuery]) -> None:
-        pass
 
     def start(self) -> list[FakeQuery]:
         self.seen.append(

@@ -1,0 +1,45 @@
+"""What the supervision's fake pipelines share: the parts of the protocol they do not play.
+
+:func:`streaming.supervise.run_forever` reaches a pipeline through
+:class:`streaming.supervise.Supervised` only; a fake subclasses this and overrides what
+its test is about.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from streaming.delivery import PipelineStats
+
+
+class QuietPipeline:
+    """Counts nothing, holds nothing back, never catches up, ticks and switches nothing."""
+
+    stats: PipelineStats | None = None
+
+    @property
+    def parse_held(self) -> bool:
+        return False
+
+    @property
+    def catching_up(self) -> bool:
+        return False
+
+    def running(self) -> list[Any]:
+        return []
+
+    def count_progress(self, queries: Sequence[Any]) -> None:
+        pass
+
+    def tick(self, queries: Sequence[Any]) -> None:
+        pass
+
+    def bus_drained(self) -> bool:
+        return True
+
+    def caught_up(self) -> bool:
+        return False
+
+    def admission(self) -> bool:
+        return False
