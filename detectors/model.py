@@ -22,7 +22,7 @@ package can import it and none of its arrows points up. The floors, bottom first
     (``detectors.base.Detector.load``); the runner drops it and closes its incident.
   * ``sinks.base.DeliveryError``: a send that did not happen, with ``Retryable``,
     ``Ambiguous`` and ``Permanent`` kinds the ledger acts on.
-  * ``sinks.metrics_server.MetricsEndpointError``, ``streaming.topics.KafkaConnectError``:
+  * ``sinks.inbound.metrics_server.MetricsEndpointError``, ``streaming.topics.KafkaConnectError``:
     the endpoint or the broker cannot be used as configured.
 """
 

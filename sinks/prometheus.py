@@ -39,7 +39,7 @@ from sinks.base import AlertObserver, Transition
 
 log = logging.getLogger(__name__)
 
-#: ``outcome`` of ``flinkwatch_slack_actions_total`` (sinks.slack_actions counts them).
+#: ``outcome`` of ``flinkwatch_slack_actions_total`` (sinks.inbound.slack_actions counts them).
 SLACK_ACTION_OUTCOMES = (
     "acted",
     "repeated",

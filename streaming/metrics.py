@@ -15,7 +15,7 @@ from prometheus_client import CollectorRegistry
 
 from conf import AppConfig
 from conf.running import RunningConfig
-from sinks.metrics_server import HEALTH_PATH, MetricsEndpoint
+from sinks.inbound.metrics_server import HEALTH_PATH, MetricsEndpoint
 from sinks.prometheus import (
     ActiveAlerts,
     AlertCollector,

@@ -56,11 +56,11 @@ from sinks.alertmanager import AlertmanagerSink, Resender, alertmanager_sink
 from sinks.besteffort import BestEffort
 from sinks.charts import render as render_chart
 from sinks.dispatch import Dispatcher, deliver
+from sinks.inbound.slack_actions import PATH, SlackActions, signing_secret
 from sinks.prometheus import ActiveAlerts, SignalBoard
 from sinks.silence_store import SilenceStore
 from sinks.slack import SlackBotSink, further_channels, slack_sink
 from sinks.slack.chart import slack_chart_sink
-from sinks.slack_actions import PATH, SlackActions, signing_secret
 from sinks.webhook import WebhookSink, webhook_sinks
 from streaming import checkpoints
 from streaming.app import Pipeline
@@ -71,7 +71,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming.listener import StreamingQueryListener
 
-    from sinks.http_server import AppServer
+    from sinks.inbound.http_server import AppServer
     from sinks.prometheus import ReloadCounts
     from streaming.listener import ProgressLogger
 

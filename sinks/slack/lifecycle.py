@@ -32,12 +32,12 @@ from sinks.base import (
     RetryableDeliveryError,
     Transition,
 )
+from sinks.inbound.slack_actions import IncidentActions, action_blocks, subject
 from sinks.ledger import SinkMemory
 from sinks.slack import confirm
 from sinks.slack.channels import Channels, RouteProblem
 from sinks.slack.message import esc, note_block, render_transition, reply_text
 from sinks.slack.transport import SlackApi
-from sinks.slack_actions import IncidentActions, action_blocks, subject
 
 log = logging.getLogger(__name__)
 
@@ -220,7 +220,7 @@ class SlackBotSink(DeliverySink):
         """
         return self._api.call(method, **kwargs)
 
-    # --- acting from Slack (sinks.slack_actions) ---------------------------------------
+    # --- acting from Slack (sinks.inbound.slack_actions) ---------------------------------------
 
     def refresh(self, incident_id: str) -> None:
         """Update the incident's message to show what was done to it (a dispatcher job).

@@ -13,7 +13,7 @@ from conf import SlackConfig
 from detectors import REGISTRY, Alert, AlertStatus, Severity
 from detectors.correlation import IncidentView
 from sinks.base import Transition
-from sinks.slack_actions import utc_text as _when
+from sinks.inbound.slack_actions import utc_text as _when
 
 _ICON = {
     (AlertStatus.FIRING, Severity.CRITICAL): ":red_circle:",

@@ -101,7 +101,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         print(f"dead letters written to {deadletters}", file=sys.stderr)
     print(f"alerts written to {output}", file=sys.stderr)
     if args.report:
-        from sinks.replay_report import write_report  # matplotlib: only when asked for
+        from sinks.reports.replay import write_report  # matplotlib: only when asked for
 
         report = write_report(output, Path(args.report), cfg.correlation)
         print(f"report written to {report.index} ({report.charts} charts)", file=sys.stderr)

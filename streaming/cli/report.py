@@ -2,7 +2,7 @@
 
 ``flinkwatch report --since 7d --out reports/`` writes ``reports/report.json`` (the
 numbers, ``"schema": 1``) and ``reports/report.html`` (one page with its charts inlined,
-to mail), and prints a summary. The rules of the count are in :mod:`sinks.report`.
+to mail), and prints a summary. The rules of the count are in :mod:`sinks.reports.weekly`.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import time
 from pathlib import Path
 
 from sinks import AlertLedger
-from sinks.report import Record, Sources, build_report, parse_since, summary_lines
-from sinks.report_html import render_html
-from sinks.report_input import LedgerNoise, ledger_records, merge, read_alert_file
+from sinks.reports.weekly import Record, Sources, build_report, parse_since, summary_lines
+from sinks.reports.weekly_html import render_html
+from sinks.reports.weekly_input import LedgerNoise, ledger_records, merge, read_alert_file
 from streaming.cli.args import config_of
 
 

@@ -15,7 +15,7 @@ from conf import AppConfig, ConfigError
 from conf.kafka_client import kafka_settings
 from conf.reload import ConfigWatcher
 from sinks.http_post import redact_url
-from sinks.metrics_server import MetricsEndpoint, MetricsEndpointError
+from sinks.inbound.metrics_server import MetricsEndpoint, MetricsEndpointError
 from streaming.cli.args import base_overrides, load_or_exit, with_overrides
 from streaming.cli.summary import print_summary
 from streaming.listener import ProgressLogger

@@ -11,7 +11,7 @@ def test_errors_share_one_base_and_carry_their_context(tmp_path) -> None:
     from conf import FlinkwatchError
     from conf.kafka_client import KafkaSettingsError
     from sinks.base import AmbiguousDeliveryError, DeliveryError, PermanentDeliveryError
-    from sinks.metrics_server import MetricsEndpointError
+    from sinks.inbound.metrics_server import MetricsEndpointError
     from streaming.topics import KafkaConnectError
 
     for cls in (ConfigError, KafkaSettingsError, DeliveryError, MetricsEndpointError):

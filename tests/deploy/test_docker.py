@@ -369,7 +369,7 @@ def test_compose_tls_health_check_logs_in_over_https(tmp_path: Path) -> None:
     """The override's health check, run for real against an endpoint with TLS and auth."""
     from prometheus_client import CollectorRegistry, Gauge
 
-    from sinks.metrics_server import BasicAuth, MetricsEndpoint, TlsFiles
+    from sinks.inbound.metrics_server import BasicAuth, MetricsEndpoint, TlsFiles
     from tests.certs import self_signed
 
     on = tls_config().metrics

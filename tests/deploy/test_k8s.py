@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from conf import AppConfig, KafkaConfig, load_config
-from sinks.metrics_server import HEALTH_PATH
+from sinks.inbound.metrics_server import HEALTH_PATH
 from tests.deploy.manifests import (
     DOCKER,
     K8S,

@@ -13,7 +13,7 @@ from detectors import Alert, AlertStatus, Severity
 from lab.promserver import JOB_NAME, AlertmanagerServer, PrometheusServer, find_binary
 from lab.slack import SlackEmulator
 from sinks import Transition, transition_key
-from sinks.metrics_server import BasicAuth, MetricsEndpoint, TlsFiles
+from sinks.inbound.metrics_server import BasicAuth, MetricsEndpoint, TlsFiles
 from sinks.prometheus import ActiveAlerts
 from tests.certs import self_signed
 from tests.conftest import wait_until

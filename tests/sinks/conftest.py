@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from sinks.report import Report
-from tests.sinks.report_scenario import from_ledger, record_scenario
+from sinks.reports.weekly import Report
+from tests.sinks.reports.scenario import from_ledger, record_scenario
 
 
 @pytest.fixture(scope="module")

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from sinks.report import Report
+from sinks.reports.weekly import Report
 from streaming.cli import main
 from streaming.cli import report as report_cli
-from tests.sinks.report_scenario import JOB_A, NOW, record_scenario
+from tests.sinks.reports.scenario import JOB_A, NOW, record_scenario
 
 
 @pytest.fixture

@@ -16,14 +16,14 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from sinks.files import alert_from_record, iso_utc
+from sinks.inbound.slack_actions import IncidentActions
 from sinks.ledger import AlertLedger
-from sinks.report import NoisePress, Record
-from sinks.slack_actions import IncidentActions
+from sinks.reports.weekly import NoisePress, Record
 
 log = logging.getLogger(__name__)
 
 #: The ledger key under which Slack keeps what was done to an incident
-#: (:class:`~sinks.slack_actions.IncidentActions`): ``acts:<incident_id>``.
+#: (:class:`~sinks.inbound.slack_actions.IncidentActions`): ``acts:<incident_id>``.
 ACTS_KEY = "acts:{}"
 
 

@@ -32,9 +32,7 @@ from lab.slack import SlackEmulator
 from lab.slack.interactivity import sign
 from sinks import AlertLedger
 from sinks.dispatch import Dispatcher
-from sinks.silence_store import SilenceStore
-from sinks.slack import SlackBotSink
-from sinks.slack_actions import (
+from sinks.inbound.slack_actions import (
     ACK,
     ACTIONS_BLOCK,
     NOISE,
@@ -44,6 +42,8 @@ from sinks.slack_actions import (
     SlackActions,
     signing_secret,
 )
+from sinks.silence_store import SilenceStore
+from sinks.slack import SlackBotSink
 from streaming.delivery import AlertDelivery, Outputs, PipelineStats
 from tests.sinks.test_prometheus import bare_registry
 

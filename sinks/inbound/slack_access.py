@@ -22,7 +22,7 @@ from conf.destinations import SlackActionsConfig
 from sinks.base import DeliveryError
 
 if TYPE_CHECKING:
-    from sinks.slack_actions import Press
+    from sinks.inbound.slack_actions import Press
 
 log = logging.getLogger(__name__)
 

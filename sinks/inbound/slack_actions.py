@@ -75,10 +75,10 @@ from conf.destinations import SlackActionsConfig
 from conf.silences import parse_matchers
 from sinks.base import Transition
 from sinks.dispatch import Dispatcher
-from sinks.http_server import AppServer, serve_app
+from sinks.inbound.http_server import AppServer, serve_app
+from sinks.inbound.slack_access import PressAccess, Refused
 from sinks.ledger import LedgerError, SinkMemory
 from sinks.silence_store import SilenceStore, new_silence_id
-from sinks.slack_access import PressAccess, Refused
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 Recorded as the running job records them: each transition through
 ``AlertLedger.record`` with the correlator, delivered to a Slack stand-in (which keeps
 its message as the bot sink does) and to the real JSON-lines alert file; "Resolve as
-noise" pressed through :class:`~sinks.slack_actions.SlackActions` with a signed request.
+noise" pressed through :class:`~sinks.inbound.slack_actions.SlackActions` with a signed request.
 The ledger's clock follows the event times.
 
 Day 0 is 2026-11-10 (UTC); now is day 10, 00:00, so ``--since 7d`` starts on day 3.
@@ -22,9 +22,9 @@ from detectors import Alert, AlertStatus, Severity
 from detectors.correlation import Correlator
 from sinks import AlertLedger, DeliverySink, JsonLinesAlertSink, Transition
 from sinks.dispatch import Dispatcher, deliver
-from sinks.report import Report, build_report
-from sinks.report_input import LedgerNoise, ledger_records
-from sinks.slack_actions import NOISE, SlackActions
+from sinks.inbound.slack_actions import NOISE, SlackActions
+from sinks.reports.weekly import Report, build_report
+from sinks.reports.weekly_input import LedgerNoise, ledger_records
 
 DAY = 86_400_000
 HOUR = 3_600_000

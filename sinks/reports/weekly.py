@@ -1,7 +1,7 @@
 """The weekly picture (``flinkwatch report``): incidents, time to resolve, false alarms.
 
 Pure computation over alert transitions, read from the alert ledger and the alert file by
-:mod:`sinks.report_input`; no clock is read (``now_ms`` is given). The rules:
+:mod:`sinks.reports.weekly_input`; no clock is read (``now_ms`` is given). The rules:
 
 * An incident is the ledger's (correlated alerts share one id). In the alert file it is
   the record's ``incident_id`` when it has one, else its ``alert_id``: the alert that opens

@@ -1,4 +1,4 @@
-"""``flinkwatch report``'s page (``sinks/report_html.py``): one file, its charts inline."""
+"""``flinkwatch report``'s page (``sinks/reports/weekly_html.py``): one file, its charts inline."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import re
 
 from PIL import Image
 
-from sinks.report import Report
-from sinks.report_html import render_html
+from sinks.reports.weekly import Report
+from sinks.reports.weekly_html import render_html
 
 
 def test_the_page_carries_its_charts_as_inline_pngs(week: Report) -> None:

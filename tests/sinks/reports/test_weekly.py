@@ -9,15 +9,15 @@ from pathlib import Path
 import pytest
 
 from sinks.files import iso_utc
-from sinks.report import (
+from sinks.reports.weekly import (
     Report,
     TimeToResolve,
     nearest_rank,
     parse_since,
     summary_lines,
 )
-from sinks.report_html import render_html
-from tests.sinks.report_scenario import (
+from sinks.reports.weekly_html import render_html
+from tests.sinks.reports.scenario import (
     DAY,
     HOSTILE_SUMMARY,
     JOB_A,

@@ -4,7 +4,7 @@ The press is recorded in the alert ledger (``<state_dir>/ledger.sqlite``) and it
 added to the command line's silence store (``silences.sqlite``): two SQLite files, two
 locks. Here the ledger's volume really fills up (a tmpfs, :mod:`tests.volumes`) and the
 store's lock is really held by another connection (as ``flinkwatch silence add`` holds it),
-with the rest as in :mod:`tests.sinks.test_slack_actions`: the local Slack emulator, the
+with the rest as in :mod:`tests.sinks.inbound.test_slack_actions`: the local Slack emulator, the
 endpoint over HTTP, transitions recorded as the running job records them.
 """
 
@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from conf.silences import parse_matchers
+from sinks.inbound.slack_actions import SILENCE_1H
 from sinks.silence_store import SilenceStore, StoredSilence
-from sinks.slack_actions import SILENCE_1H
-from tests.sinks.test_slack_actions import (
+from tests.sinks.inbound.test_slack_actions import (
     CHANNEL,
     JOB,
     OTHER_JOB,

@@ -8,8 +8,8 @@ forever. Here connections are tasks of one asyncio loop (the handshake, reading 
 request, writing the answer are non-blocking), at most ``max_connections`` are open (one
 more closes the oldest that has not sent its whole request), each has a total deadline,
 and only complete requests reach the threads that render the answer. The ``/metrics``
-endpoint (:mod:`sinks.metrics_server`) and the Slack buttons' endpoint
-(:mod:`sinks.slack_actions`) are served by it.
+endpoint (:mod:`sinks.inbound.metrics_server`) and the Slack buttons' endpoint
+(:mod:`sinks.inbound.slack_actions`) are served by it.
 """
 
 from __future__ import annotations

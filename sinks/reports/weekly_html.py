@@ -20,7 +20,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from sinks.report import Incident, Report, TimeToResolve, printable, span_text
+from sinks.reports.weekly import Incident, Report, TimeToResolve, printable, span_text
 
 #: Rows a table of incidents shows; ``report.json`` holds them all.
 MAX_ROWS = 50

@@ -1,13 +1,13 @@
-"""What ``flinkwatch report`` reads (``sinks/report_input.py``): the ledger, the alert file, both."""
+"""What ``flinkwatch report`` reads (``sinks/reports/weekly_input.py``): the ledger, the alert file, both."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from sinks import AlertLedger
-from sinks.report import Report, build_report
-from sinks.report_input import LedgerNoise, ledger_records, merge, read_alert_file
-from tests.sinks.report_scenario import NOW, WEEK
+from sinks.reports.weekly import Report, build_report
+from sinks.reports.weekly_input import LedgerNoise, ledger_records, merge, read_alert_file
+from tests.sinks.reports.scenario import NOW, WEEK
 
 
 def test_the_alert_file_alone_gives_the_same_incidents_but_no_noise(

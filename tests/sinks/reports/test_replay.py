@@ -14,7 +14,7 @@ from detectors import Alert, AlertStatus
 from detectors.correlation import CorrelationParams, Correlator
 from sinks.base import Transition, transition_key
 from sinks.files import JsonLinesAlertSink
-from sinks.replay_report import incidents_of, write_report
+from sinks.reports.replay import incidents_of, write_report
 from tests.sinks.charts.alerts import (
     HOSTILE,
     MIN,

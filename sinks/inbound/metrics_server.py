@@ -3,7 +3,7 @@
 The response is prometheus-client's own WSGI app, answered by wsgiref's request handler,
 so what a scrape returns is unchanged; this module only decides who gets it (basic auth),
 over what (HTTP, HTTPS, mutual TLS) and on which ports. The connections themselves are
-served by :mod:`sinks.http_server`: at most ``max_connections`` open, a total deadline
+served by :mod:`sinks.inbound.http_server`: at most ``max_connections`` open, a total deadline
 each, no thread per client.
 
 The certificate and key are re-read when their files change (cert-manager renews them in
@@ -45,7 +45,7 @@ from prometheus_client import make_wsgi_app
 from prometheus_client.registry import Collector
 
 from conf import FlinkwatchError, MetricsConfig
-from sinks.http_server import (
+from sinks.inbound.http_server import (
     RENDER_WORKERS,
     AppServer,
     Listener,

@@ -26,7 +26,7 @@ import pytest
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 
 from conf import MetricsConfig
-from sinks.metrics_server import (
+from sinks.inbound.metrics_server import (
     BasicAuth,
     MetricsEndpoint,
     MetricsEndpointError,
@@ -266,7 +266,7 @@ def test_basic_auth_without_tls_works_but_warns(
     registry: CollectorRegistry, caplog: pytest.LogCaptureFixture
 ) -> None:
     cfg = MetricsConfig(port=0, basic_auth_username=USER)
-    with caplog.at_level(logging.WARNING, logger="sinks.metrics_server"):
+    with caplog.at_level(logging.WARNING, logger="sinks.inbound.metrics_server"):
         endpoint = MetricsEndpoint.from_config(cfg, env={"FLINKWATCH_METRICS_PASSWORD": PASSWORD})
     (record,) = caplog.records
     assert record.levelno == logging.WARNING
