@@ -1,4 +1,4 @@
-"""Per-job overrides and live reload of the config file (pure Python, no Spark)."""
+"""Live reload of the config file (pure Python, no Spark)."""
 
 from __future__ import annotations
 
@@ -8,62 +8,13 @@ import pytest
 
 from conf import AppConfig, ConfigError, load_config
 from conf.reload import ConfigWatcher
-
-
-def write(path: Path, text: str) -> Path:
-    path.write_text(text)
-    return path
+from tests.conf.helpers import write
 
 
 def settled(w: ConfigWatcher) -> AppConfig | None:
     """Two polls: a changed file is applied only when the second read agrees."""
     assert w.poll() is None
     return w.poll()
-
-
-OVERRIDES = """
-detectors:
-  checkpoint_failures: {min_expired: 3}
-overrides:
-  - match: {job_name: "orders-.*"}
-    detectors:
-      checkpoint_failures: {min_expired: 6, severity: critical}
-  - match: {job_id: "3f4c2a9b7d1e4f60a8b5c2d1e0f9a7b3"}
-    detectors:
-      checkpoint_failures: {enabled: false}
-"""
-
-
-def test_first_matching_override_wins_over_the_base(tmp_path) -> None:
-    cfg = load_config(write(tmp_path / "c.yaml", OVERRIDES))
-    r = cfg.resolver()
-    assert r.params("checkpoint_failures", "aa" * 16, "orders-enrichment").min_expired == 6
-    # Metric labels carry the filtered name (orders_enrichment): it matches too.
-    assert r.params("checkpoint_failures", None, "orders_enrichment").severity == "critical"
-    assert (
-        r.params("checkpoint_failures", "3f4c2a9b7d1e4f60a8b5c2d1e0f9a7b3", "billing").enabled
-        is False
-    )
-    assert r.params("checkpoint_failures", "bb" * 16, "billing").min_expired == 3
-    assert r.params("checkpoint_failures", None, None).min_expired == 3
-
-
-def test_override_with_a_bad_value_names_the_override_and_field(tmp_path) -> None:
-    f = write(
-        tmp_path / "bad_override.yaml",
-        "overrides:\n  - match: {job_id: x}\n    detectors:\n      checkpoint_failures: {window_s: -1}\n",
-    )
-    with pytest.raises(
-        ConfigError, match=r"overrides\.0.*detectors\.checkpoint_failures\.window_s"
-    ):
-        load_config(f)
-
-
-def test_override_needs_a_matcher_and_a_valid_pattern(tmp_path) -> None:
-    with pytest.raises(ConfigError, match="job_id and/or job_name"):
-        load_config(write(tmp_path / "no_match.yaml", "overrides:\n  - match: {}\n"))
-    with pytest.raises(ConfigError, match="regular expression"):
-        load_config(write(tmp_path / "bad_regex.yaml", "overrides:\n  - match: {job_name: '('}\n"))
 
 
 def test_watcher_applies_a_valid_edit_once_and_compares_content_not_mtime(tmp_path) -> None:

@@ -11,26 +11,12 @@ import os
 from pathlib import Path
 
 import pytest
-from pydantic import ValidationError
 from pyspark.sql import SparkSession
 
-from conf import AppConfig, OutputConfig
 from streaming import checkpoints
 from streaming.catchup import _last_commit_mtime, committed_offsets
 from streaming.checkpoints import HadoopDir
 from tests.streaming.test_catchup import _batch
-
-
-def test_a_checkpoint_location_is_a_path_or_a_hadoop_uri(tmp_path: Path) -> None:
-    assert OutputConfig(state_dir=tmp_path).checkpoints == str(tmp_path / "checkpoints")
-    assert OutputConfig(state_dir=tmp_path).checkpoint_dir == tmp_path / "checkpoints"
-    assert OutputConfig(checkpoint_location="file:///ck").checkpoint_dir == Path("/ck")
-    remote = OutputConfig(checkpoint_location="hdfs://nn:8020/fw/ck")
-    assert remote.checkpoints == "hdfs://nn:8020/fw/ck"
-    with pytest.raises(ValueError, match="not on a local disk"):
-        _ = remote.checkpoint_dir
-    with pytest.raises(ValidationError, match="use s3a://"):
-        AppConfig.model_validate({"output": {"checkpoint_location": "s3://bucket/ck"}})
 
 
 def test_object_stores_are_written_without_renames_the_rest_with_them() -> None:

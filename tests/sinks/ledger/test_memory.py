@@ -7,7 +7,7 @@ from pathlib import Path
 from sinks import AlertLedger
 from sinks.dispatch import deliver
 from sinks.ledger import SinkMemory
-from tests.sinks.test_ledger import Sink, alert
+from tests.sinks.ledger.helpers import Sink, alert
 
 
 def test_a_sink_keeps_its_facts_apart_from_other_sinks_and_changes_them_at_once(

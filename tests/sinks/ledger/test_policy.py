@@ -16,7 +16,7 @@ from sinks.ledger.policy import (
     silence_of,
     too_old,
 )
-from tests.sinks.test_ledger import alert
+from tests.sinks.ledger.helpers import alert
 
 F, E, R = AlertStatus.FIRING, AlertStatus.ESCALATED, AlertStatus.RESOLVED
 

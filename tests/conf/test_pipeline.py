@@ -1,4 +1,4 @@
-"""``parsing.metric_names``: naming rules a user adds, refused naming the field when unsafe."""
+"""The pipeline's settings: ``parsing.metric_names``, naming rules a user adds, refused naming the field when unsafe."""
 
 from __future__ import annotations
 

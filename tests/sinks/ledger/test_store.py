@@ -8,46 +8,10 @@ from pathlib import Path
 import pytest
 
 from detectors import Alert, AlertStatus, Severity
-from sinks import (
-    AlertLedger,
-    AmbiguousDeliveryError,
-    DeliverySink,
-    PermanentDeliveryError,
-    RetryableDeliveryError,
-)
+from sinks import AlertLedger, AmbiguousDeliveryError, RetryableDeliveryError
 from sinks.base import Transition
 from sinks.dispatch import Dispatcher, deliver
-
-
-def alert(
-    alert_id: str, status: AlertStatus = AlertStatus.FIRING, severity: Severity = Severity.WARNING
-) -> Alert:
-    return Alert(
-        alert_id=alert_id,
-        detector="checkpoint_failures",
-        entity="job:7f",
-        status=status,
-        severity=severity,
-        event_time_ms=1_700_000_000_000,
-        summary="3 checkpoints expired",
-        job_id="7f",
-    )
-
-
-class Sink(DeliverySink):
-    def __init__(self, name: str = "slack", notifies: bool = True) -> None:
-        self.name = name
-        self.notifies = notifies
-        self.sent: list[str] = []
-        self.down = False
-        self.refuse: set[str] = set()
-
-    def send(self, t: Transition) -> None:
-        if self.down:
-            raise RetryableDeliveryError("HTTP 503")
-        if t.key in self.refuse:
-            raise PermanentDeliveryError("channel_not_found")
-        self.sent.append(t.key)
+from tests.sinks.ledger.helpers import Sink, alert
 
 
 def test_a_replayed_batch_records_nothing_twice(tmp_path: Path) -> None:
@@ -293,40 +257,6 @@ def test_a_sink_that_cannot_be_asked_yet_holds_the_send_back(tmp_path: Path) -> 
     sink.arrived = False
     assert deliver(ledger, sink) == 0
     assert sink.sent == ["a:firing"]
-
-
-def test_deliveries_are_listed_by_state_and_failed_ones_can_be_sent_again(
-    tmp_path: Path,
-) -> None:
-    ledger, slack, file = AlertLedger(tmp_path / "l.sqlite"), Sink("slack"), Sink("file", False)
-    slack.refuse = {"a:firing", "b:firing"}
-    ledger.record(0, [alert("a"), alert("b"), alert("c")], [slack, file])
-    deliver(ledger, slack)
-    deliver(ledger, file)
-    failed = ledger.deliveries(["failed"])
-    assert [(d.seq, d.sink, d.state, d.attempts) for d in failed] == [
-        (1, "slack", "failed", 1),
-        (2, "slack", "failed", 1),
-    ]
-    assert failed[0].key == "a:firing" and failed[0].alert.summary == "3 checkpoints expired"
-    assert failed[0].error == "channel_not_found"
-    assert len(ledger.deliveries()) == 6  # every state
-
-    slack.refuse = set()
-    assert ledger.resend([1, 3]) == [(1, "slack")]  # seq 3 was delivered: left alone
-    assert ledger.counts()[("slack", "pending")] == 1
-    assert deliver(ledger, slack) == 0
-    assert slack.sent == ["c:firing", "a:firing"]
-    assert ledger.resend(None) == [(2, "slack")]  # every failed one
-    assert ledger.resend(None) == []
-
-
-def test_every_state_is_listed_the_stale_one_included(tmp_path: Path) -> None:
-    now = 1_700_000_000_000 + 86_400_000
-    ledger, slack = AlertLedger(tmp_path / "l.sqlite", clock=lambda: now), Sink("slack")
-    ledger.record(0, [alert("old")], [slack], max_age_ms=3_600_000)
-    assert [(d.key, d.state) for d in ledger.deliveries()] == [("old:firing", "stale")]
-    assert ledger.resend(None) == []  # stale is not failed: never paged by resend
 
 
 def test_a_resolve_follows_its_firing_whatever_its_own_age(tmp_path: Path) -> None:

@@ -1,0 +1,68 @@
+"""The whole config: per-job overrides, the first match winning, and the bus topics per cluster."""
+
+from __future__ import annotations
+
+import pytest
+
+from conf import ConfigError, load_config
+from tests.conf.helpers import write
+
+OVERRIDES = """
+detectors:
+  checkpoint_failures: {min_expired: 3}
+overrides:
+  - match: {job_name: "orders-.*"}
+    detectors:
+      checkpoint_failures: {min_expired: 6, severity: critical}
+  - match: {job_id: "3f4c2a9b7d1e4f60a8b5c2d1e0f9a7b3"}
+    detectors:
+      checkpoint_failures: {enabled: false}
+"""
+
+
+def test_first_matching_override_wins_over_the_base(tmp_path) -> None:
+    cfg = load_config(write(tmp_path / "c.yaml", OVERRIDES))
+    r = cfg.resolver()
+    assert r.params("checkpoint_failures", "aa" * 16, "orders-enrichment").min_expired == 6
+    # Metric labels carry the filtered name (orders_enrichment): it matches too.
+    assert r.params("checkpoint_failures", None, "orders_enrichment").severity == "critical"
+    assert (
+        r.params("checkpoint_failures", "3f4c2a9b7d1e4f60a8b5c2d1e0f9a7b3", "billing").enabled
+        is False
+    )
+    assert r.params("checkpoint_failures", "bb" * 16, "billing").min_expired == 3
+    assert r.params("checkpoint_failures", None, None).min_expired == 3
+
+
+def test_override_with_a_bad_value_names_the_override_and_field(tmp_path) -> None:
+    f = write(
+        tmp_path / "bad_override.yaml",
+        "overrides:\n  - match: {job_id: x}\n    detectors:\n      checkpoint_failures: {window_s: -1}\n",
+    )
+    with pytest.raises(
+        ConfigError, match=r"overrides\.0.*detectors\.checkpoint_failures\.window_s"
+    ):
+        load_config(f)
+
+
+def test_override_needs_a_matcher_and_a_valid_pattern(tmp_path) -> None:
+    with pytest.raises(ConfigError, match="job_id and/or job_name"):
+        load_config(write(tmp_path / "no_match.yaml", "overrides:\n  - match: {}\n"))
+    with pytest.raises(ConfigError, match="regular expression"):
+        load_config(write(tmp_path / "bad_regex.yaml", "overrides:\n  - match: {job_name: '('}\n"))
+
+
+def test_bus_topics_are_named_after_the_cluster_unless_set() -> None:
+    from conf import AppConfig, KafkaConfig
+
+    assert AppConfig().kafka.events_topic == "flinkwatch.default.events"
+    cfg = AppConfig.model_validate({"cluster": "prod-eu"})
+    assert (cfg.kafka.events_topic, cfg.kafka.deadletters_topic) == (
+        "flinkwatch.prod-eu.events",
+        "flinkwatch.prod-eu.deadletters",
+    )
+    mine = AppConfig(cluster="x", kafka=KafkaConfig(events_topic="bus", logs_topic="l"))
+    assert (mine.kafka.events_topic, mine.kafka.deadletters_topic) == (
+        "bus",
+        "flinkwatch.x.deadletters",
+    )

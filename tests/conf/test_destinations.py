@@ -1,0 +1,73 @@
+"""Where alerts go: Slack routes, and the sinks' settings refused naming the field."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+
+def test_routes_continue_to_each_later_match_once_and_the_default_takes_only_the_rest() -> None:
+    from conf import SlackConfig
+    from detectors import Alert, AlertStatus, Severity
+
+    cfg = SlackConfig.model_validate(
+        {
+            "routes": [
+                {"channel": "#team", "match": {"job_name": "pay-.*"}, "continue": True},
+                {"channel": "#team", "severities": ["critical"], "continue": True},
+                {"channel": "#pager", "severities": ["critical"]},
+                {"channel": "#late"},
+            ]
+        }
+    )
+    assert cfg.max_channels == 3
+
+    def taken(job_name: str | None, severity: Severity, config: SlackConfig = cfg) -> list[str]:
+        a = Alert(
+            alert_id="a",
+            detector="checkpoint_creep",
+            entity="job:x",
+            status=AlertStatus.FIRING,
+            severity=severity,
+            event_time_ms=0,
+            summary="s",
+            job_name=job_name,
+        )
+        return [ch for _, ch in config.routes_for(a, "prod")]
+
+    assert taken("pay-etl", Severity.CRITICAL) == ["#team", "#pager"]  # #team once
+    assert taken("pay-etl", Severity.WARNING) == ["#team", "#late"]
+    assert taken("orders", Severity.WARNING) == ["#late"]
+    # Nothing matched at all: the default channel.
+    only_the_team = cfg.model_copy(update={"routes": cfg.routes[:1]})
+    assert taken(None, Severity.WARNING, only_the_team) == ["#flink-alerts"]
+
+
+def test_who_may_press_is_given_by_ids_not_names() -> None:
+    from conf import SlackConfig
+
+    ok = SlackConfig.model_validate(
+        {"actions": {"allowed_users": ["U0SRE", "W0ADMIN"], "allowed_teams": ["T0PARTNER"]}}
+    )
+    assert ok.actions.allowed_users == ("U0SRE", "W0ADMIN")
+    with pytest.raises(ValidationError, match=r"not Slack user ids.*'@alice'"):
+        SlackConfig.model_validate({"actions": {"allowed_users": ["@alice"]}})
+    with pytest.raises(ValidationError, match="not Slack user group ids"):
+        SlackConfig.model_validate({"actions": {"allowed_usergroups": ["oncall"]}})
+
+
+def test_a_yaml_off_turns_slack_off_and_a_route_names_only_known_detectors() -> None:
+    from conf import SlackConfig
+
+    assert SlackConfig.model_validate({"mode": False}).mode == "off"
+    with pytest.raises(ValidationError, match=r"unknown detector\(s\) \['heap_magic'\]"):
+        SlackConfig.model_validate({"routes": [{"channel": "#x", "detectors": ["heap_magic"]}]})
+
+
+def test_alertmanager_urls_are_http_bases_each_given_once() -> None:
+    from conf import AlertmanagerConfig
+
+    with pytest.raises(ValidationError, match="not an http"):
+        AlertmanagerConfig(urls=("am-0:9093",))
+    with pytest.raises(ValidationError, match="given twice"):
+        AlertmanagerConfig(urls=("http://am-0:9093", "http://am-0:9093"))
