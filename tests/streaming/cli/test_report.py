@@ -123,7 +123,7 @@ def test_the_report_runs_without_spark(state: Path, tmp_path: Path) -> None:
 def test_the_summary_in_the_docs_is_what_the_command_prints(
     state: Path, tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    docs = (Path(__file__).parents[2] / "docs" / "commands.md").read_text()
+    docs = (Path(__file__).parents[3] / "docs" / "commands.md").read_text()
     shown = docs.split("## flinkwatch report", 1)[1].split("```text\n", 1)[1].split("```", 1)[0]
     monkeypatch.chdir(tmp_path)
     assert main(["report", "--state-dir", str(state), "--out", "reports"]) == 0

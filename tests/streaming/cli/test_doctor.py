@@ -10,7 +10,7 @@ import pytest
 
 from streaming.cli import main
 
-SHIPPERS = Path(__file__).resolve().parents[1] / "data" / "shippers"
+SHIPPERS = Path(__file__).resolve().parents[2] / "data" / "shippers"
 OOM = SHIPPERS / "tm_oom_2_3"
 
 

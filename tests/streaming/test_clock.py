@@ -1,0 +1,41 @@
+"""The detect query's sense of time (``streaming/clock.py``): when a deadline is decided."""
+
+from __future__ import annotations
+
+from streaming.clock import Clock, WakeUp
+
+
+def test_the_frontier_is_the_newest_of_the_watermark_a_tick_and_the_batch() -> None:
+    assert Clock(1_000, delay_ms=500).frontier_ms == 1_500
+    assert Clock(1_000, delay_ms=500, tick_ms=4_000).frontier_ms == 4_000
+    assert Clock(1_000, delay_ms=500, tick_ms=4_000, batch_ms=9_000).frontier_ms == 9_000
+
+
+def test_an_entity_of_unknown_lag_is_decided_by_the_watermark_alone() -> None:
+    # The files bus: records carry no bus time, so only the watermark counts.
+    clock = Clock(10_000, delay_ms=2_000, batch_ms=50_000)
+    assert clock.now(None) == 48_000  # frontier less the watermark delay
+    assert Clock(10_000, delay_ms=2_000).now(None) == 10_000
+
+
+def test_a_known_lag_waits_grace_and_lag_behind_the_frontier() -> None:
+    clock = Clock(10_000, delay_ms=2_000, grace_ms=1_000, tick_ms=30_000)
+    assert clock.now(5_000) == 30_000 - 1_000 - 5_000
+    assert clock.now(-7) == 29_000  # a clock ahead of the bus counts as no lag
+    # No grace given: the watermark delay.
+    assert Clock(10_000, delay_ms=2_000, tick_ms=30_000).now(5_000) == 23_000
+    # Never behind the watermark.
+    assert Clock(10_000, delay_ms=0, grace_ms=0, tick_ms=11_000).now(60_000) == 10_000
+
+
+def test_an_entity_wakes_when_the_watermark_or_the_frontier_reaches_its_deadline() -> None:
+    clock = Clock(10_000, delay_ms=2_000, grace_ms=1_000)
+    wake = clock.wake(20_000, 3_000)
+    assert wake == WakeUp(20_000, 24_000)
+    assert not clock.due(wake)
+    assert Clock(20_000).due(wake)  # the watermark reached it
+    assert Clock(10_000, delay_ms=2_000, tick_ms=24_000).due(wake)  # the bus did
+    assert not Clock(10_000, delay_ms=2_000, tick_ms=23_999).due(wake)
+    # Spark's timer: the watermark at which records alone bring the frontier there.
+    assert clock.timer(wake) == 20_000
+    assert clock.timer(WakeUp(30_000, 24_000)) == 22_000

@@ -1,0 +1,83 @@
+"""What an entity keeps between micro-batches (``streaming/entity.py``): its saved value."""
+
+from __future__ import annotations
+
+import pytest
+
+from detectors import AlertStatus
+from detectors.base import DetectorState
+from detectors.checkpoint_failures import CheckpointFailures
+from streaming.entity import (
+    LAG_WINDOW_MS,
+    Header,
+    close_incident,
+    parse_saved,
+    saved_text,
+    signature,
+)
+
+
+def test_a_saved_value_reads_back_as_its_header_and_each_detectors_state() -> None:
+    header = Header(seen={"logs/0": [41, 0, 1_000]}, name="orders", newest_ms=1_000)
+    header.due["checkpoint_failures"] = 5_000
+    texts = {"tm_lost": '{"v":1}', "checkpoint_failures": '{"v":2,"n":3}'}
+    text = saved_text(header, texts)
+    # The header first, then a detector a line, sorted: the same value saves the same text.
+    assert text.splitlines()[1:] == ['checkpoint_failures\t{"v":2,"n":3}', 'tm_lost\t{"v":1}']
+    again, read = parse_saved(text)
+    assert again == header and read == texts
+    assert parse_saved(None) == (Header(), {})
+    assert parse_saved("") == (Header(), {})
+    with pytest.raises(ValueError):
+        parse_saved("not json\nx\t{}")
+
+
+def test_the_header_leaves_empty_parts_out_and_keeps_its_short_keys() -> None:
+    header = Header(newest_ms=7, failures={"tm_lost": 2})
+    assert header.text() == '{"v":2,"t":7,"fail":{"tm_lost":2}}'
+    # A newer layout's keys are ignored.
+    assert Header.parse('{"v":3,"t":7,"fail":{"tm_lost":2},"new":1}') == header
+    header.forget("tm_lost")
+    assert header.text() == '{"v":2,"t":7}'
+
+
+def test_the_lag_is_the_largest_of_the_last_two_windows() -> None:
+    header = Header()
+    assert header.lag_ms() is None
+    header.note_lag(0, 800)
+    header.note_lag(10, 300)
+    assert header.lag_ms() == 800
+    header.note_lag(LAG_WINDOW_MS, 200)  # the next window: the one before still counts
+    assert header.lag_ms() == 800
+    header.note_lag(2 * LAG_WINDOW_MS, 100)
+    assert header.lag_ms() == 200
+    header.note_lag(LAG_WINDOW_MS + 5, 900)  # a late record of the window before
+    assert header.lag_ms() == 900
+    header.note_lag(9 * LAG_WINDOW_MS, 50)  # after a gap, the old windows are gone
+    assert header.lag_ms() == 50
+
+
+def test_a_signature_changes_with_the_run_or_the_values_not_their_order() -> None:
+    assert signature("r1", {"a": 1.0, "b": 2.0}) == signature("r1", {"b": 2.0, "a": 1.0})
+    assert signature("r1", {"a": 1.0}) != signature("r1", {"a": 1.5})
+    assert signature("r1", {"a": 1.0}) != signature("r2", {"a": 1.0})
+    assert signature("r1", {}).startswith("r1:")
+
+
+def test_an_open_incident_given_up_is_resolved_even_from_a_state_it_cannot_load() -> None:
+    detector = CheckpointFailures(CheckpointFailures.params_model())
+    assert close_incident(detector, None, 5_000, "state damaged") is None
+    quiet = DetectorState(entity="job:7f")
+    assert close_incident(detector, quiet, 5_000, "state damaged") is None
+    # A saved state of a newer layout: the fields every state has are enough.
+    saved = {"v": 99, "entity": "job:7f", "job_id": "7f", "firing": True,
+             "incident_start_ms": 1_000, "shape": "new"}  # fmt: skip
+    alert = close_incident(detector, saved, 5_000, "state damaged")
+    assert alert is not None
+    assert (alert.status, alert.entity, alert.event_time_ms) == (
+        AlertStatus.RESOLVED,
+        "job:7f",
+        5_000,
+    )
+    assert "stopped watching this entity (state damaged)" in alert.summary
+    assert close_incident(detector, {"entity": 3, "firing": True}, 5_000, "x") is None

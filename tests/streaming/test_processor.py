@@ -1,0 +1,117 @@
+"""The Spark shell around the runner (``streaming/processor.py``), driven as Spark drives it.
+
+Spark calls the processor with its state handle: here a handle that keeps the shard's one
+value and its timers in memory, so what the shell does with them (save the shard, move its
+one timer, clear it when nothing is left) is seen call by call. The same processor in a
+real detect query: ``test_entity_cap.py``, ``test_state_damage.py``, ``test_scenarios.py``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pandas as pd
+from pyspark.sql.streaming.stateful_processor import ExpiredTimerInfo, TimerValues
+
+from conf import AppConfig
+from streaming.bus import active_detectors
+from streaming.processor import ShardProcessor
+from streaming.rows import DETECT_COLUMNS
+
+T0 = 1_700_000_000_000
+JOB = "b" * 32
+DAY_MS = 86_400_000
+
+
+class Value:
+    """One value state, as ``handle.getValueState`` gives it."""
+
+    def __init__(self) -> None:
+        self.row: tuple[Any, ...] | None = None
+
+    def get(self) -> tuple[Any, ...] | None:
+        return self.row
+
+    def update(self, row: tuple[Any, ...]) -> None:
+        self.row = row
+
+    def clear(self) -> None:
+        self.row = None
+
+
+class Handle:
+    """The shard's state and timers, as Spark's handle keeps them for one key."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, Value] = {}
+        self.timers: list[int] = []
+
+    def getValueState(self, name: str, schema: Any) -> Value:  # noqa: N802 - Spark's name
+        return self.values.setdefault(name, Value())
+
+    def registerTimer(self, ms: int) -> None:  # noqa: N802
+        self.timers.append(ms)
+
+    def deleteTimer(self, ms: int) -> None:  # noqa: N802
+        self.timers.remove(ms)
+
+
+def _processor() -> tuple[ShardProcessor, Handle]:
+    cfg = AppConfig()
+    processor = ShardProcessor(cfg.resolver(), active_detectors(cfg), token="run-1")
+    handle = Handle()
+    processor.init(handle)  # type: ignore[arg-type]
+    return processor, handle
+
+
+def _expiries(*minutes: int) -> pd.DataFrame:
+    values = [
+        json.dumps({"src": "logs:0", "seq": 0, "job_id": JOB, "kind": "checkpoint_expired",
+                    "event_ms": T0 + m * 60_000, "offset": m, "checkpoint_id": 10 + m})
+        for m in minutes
+    ]  # fmt: skip
+    return pd.DataFrame({"entity": [f"job:{JOB}"] * len(values), "value": values})
+
+
+def _run(out: Any) -> pd.DataFrame:
+    frames = list(out)
+    return pd.concat(frames) if frames else pd.DataFrame(columns=list(DETECT_COLUMNS))
+
+
+def test_rows_in_save_the_shard_and_set_its_one_timer_at_the_earliest_wake_up() -> None:
+    processor, handle = _processor()
+    out = _run(processor.handleInputRows(("3",), iter([_expiries(1, 2, 3)]), TimerValues(-1, T0)))
+    assert list(out.columns) == list(DETECT_COLUMNS)
+    count = out[out["kind"] == "entity_count"]
+    assert count["entity"].tolist() == ["shard:3"]
+    assert ("checkpoint_failures", "firing") in set(
+        zip(out["detector"], out["status"], strict=True)
+    )
+    assert handle.values["shard"].get() is not None
+    assert len(handle.timers) == 1 and handle.timers[0] > T0
+    # More rows of the same entity: still one timer, moved if the wake-up moved.
+    _run(processor.handleInputRows(("3",), iter([_expiries(4)]), TimerValues(-1, T0)))
+    assert len(handle.timers) == 1
+
+
+def test_a_repeat_from_the_bus_changes_nothing() -> None:
+    processor, handle = _processor()
+    _run(processor.handleInputRows(("3",), iter([_expiries(1, 2, 3)]), TimerValues(-1, T0)))
+    saved, timers = handle.values["shard"].get(), list(handle.timers)
+    again = _run(processor.handleInputRows(("3",), iter([_expiries(1, 2, 3)]), TimerValues(-1, T0)))
+    assert "alert" not in set(again["kind"])
+    assert (handle.values["shard"].get(), handle.timers) == (saved, timers)
+
+
+def test_a_shard_whose_entities_all_went_idle_is_cleared_and_keeps_no_timer() -> None:
+    processor, handle = _processor()
+    _run(processor.handleInputRows(("3",), iter([_expiries(1, 2, 3)]), TimerValues(-1, T0)))
+    fired = handle.timers.pop()  # Spark drops a timer as it fires it
+    far = T0 + 30 * DAY_MS
+    out = _run(processor.handleExpiredTimer(("3",), TimerValues(-1, far), ExpiredTimerInfo(fired)))
+    assert handle.values["shard"].get() is None
+    assert handle.timers == []
+    assert out[out["kind"] == "entity_count"]["data"].map(json.loads).tolist() == [
+        {"entities": 0, "due_ms": None}
+    ]
