@@ -278,6 +278,14 @@ def _pipeline(spark: SparkSession, runtime: Runtime, trigger: dict[str, Any] | N
     return runtime.pipeline(spark, trigger=trigger)
 
 
+def _parse_mode(pipe: Pipeline) -> str | None:
+    """How the live layout's parse query runs now (its path's plan), if it runs."""
+    from streaming.app import KafkaPath
+
+    plan = pipe.path.parse_plan if isinstance(pipe.path, KafkaPath) else None
+    return plan.mode if plan else None
+
+
 def throughput(
     spark: Any, broker: Broker, progress: Any, slack_url: str, args: argparse.Namespace
 ) -> dict[str, Any]:
@@ -601,7 +609,7 @@ def latency(
                     ),
                     None,
                 ),
-                "parse_mode_after": pipe.parse_plan.mode if pipe.parse_plan else None,
+                "parse_mode_after": _parse_mode(pipe),
             }
         )
     rss = [(t, b) for t, b in list(meters.rss.samples) if t_start <= t <= t_end]

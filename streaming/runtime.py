@@ -15,9 +15,9 @@ One config holder, :attr:`Runtime.running` (:class:`~conf.running.RunningConfig`
 part that lives across query restarts reads the config through it at each use, and a
 reload puts the new config in force with one call, :meth:`Runtime.swap`. One Prometheus
 registry, :attr:`Runtime.registry`, where each part registers its own collector
-(:meth:`Runtime.register_metrics`). The queries take theirs when they start
-(:class:`~streaming.app.Pipeline`); :func:`~streaming.supervise.run_forever` restarts them and
-swaps this one together. :meth:`Runtime.close` stops everything in the one order that
+(:meth:`Runtime.register_metrics`). The queries read the same holder when they start
+(:class:`~streaming.app.Pipeline`); :func:`~streaming.supervise.run_forever` restarts them
+around :meth:`Runtime.swap`. :meth:`Runtime.close` stops everything in the one order that
 is safe.
 
 Example:
@@ -241,7 +241,7 @@ class Runtime:
         out = self.cfg.output
         return Pipeline(
             spark=spark,
-            cfg=self.cfg,
+            config=self.running,
             outputs=self.outputs,
             checkpoint_dir=checkpoints.open_dir(spark, out.checkpoints),
             deadletter_dir=out.deadletter_path,

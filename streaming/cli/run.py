@@ -131,8 +131,7 @@ def run_job(
             )
         finally:
             left = runtime.close()  # Spark first, the ledger last (Runtime.close)
-            if pipeline.ticker is not None:
-                pipeline.ticker.close()
+            pipeline.close()  # the Kafka bus's ticker
     notes = [pipeline.stats.stop_note, left, f"{signals.since():.1f} s"]
     log.log(
         logging.INFO if rc == 0 else logging.ERROR,
