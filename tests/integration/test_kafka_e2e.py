@@ -219,7 +219,7 @@ def test_real_time_parse_feeds_the_detectors_and_keeps_dead_letters(spark, kafka
     kafka.create_topics(cfg.kafka.logs_topic, cfg.kafka.metrics_topic)
     p = pipeline(spark, cfg, {})
     p.trigger = None
-    assert p.realtime_wanted
+    assert p.path.realtime_wanted(p)
     with running(p) as result:
         wait_until(lambda: len(spark.streams.active) == 3, what="three queries")
         assert "parse-realtime" in {
