@@ -1044,21 +1044,24 @@ def _session(args: argparse.Namespace) -> tuple[Any, str]:
     The UI's REST API gives each stage's executor CPU; it keeps enough stages and jobs
     between two polls of :class:`bench.measure.StageCpu`.
     """
-    from streaming.session import get_session
+    from conf import AppConfig
+    from streaming.session import SessionSpec
 
     port = free_port_run(1)
-    # Real-time parsing keeps a task per raw partition (2 topics x 2) running.
-    spark = get_session(
-        master="local[8]",
-        shuffle_partitions=2,
-        extra={
-            "spark.ui.enabled": "true",
-            "spark.ui.port": str(port),
+    # One session for every phase, each with its own config: the session's part of the
+    # config, as `flinkwatch run` reads it. Real-time parsing keeps a task per raw
+    # partition (2 topics x 2) running.
+    spark_cfg = {
+        "master": "local[8]",
+        "shuffle_partitions": 2,
+        "ui_port": port,
+        "options": {
             "spark.ui.retainedStages": str(args.ui_retained),
             "spark.ui.retainedJobs": str(args.ui_retained),
             "spark.sql.ui.retainedExecutions": "200",
         },
-    )
+    }
+    spark = SessionSpec.of(AppConfig.model_validate({"spark": spark_cfg})).start()
     url = spark.sparkContext.uiWebUrl or f"http://127.0.0.1:{port}"
     ui_port = url.rsplit(":", 1)[1]
     return spark, f"http://127.0.0.1:{ui_port}"
