@@ -78,7 +78,7 @@ def drain(args: argparse.Namespace) -> dict[str, Any]:
     """Drain the backlog once on the cluster at ``args.master``; the driver side."""
     from conf import AppConfig
     from streaming.runtime import Runtime
-    from streaming.session import cluster_settings, get_session
+    from streaming.session import SessionSpec
     from streaming.topics import ensure_bus_topics
 
     state = Path(args.state)
@@ -107,11 +107,7 @@ def drain(args: argparse.Namespace) -> dict[str, Any]:
         }
     )
     t0 = time.monotonic()
-    spark = get_session(
-        master=cfg.spark.master,
-        shuffle_partitions=cfg.spark.shuffle_partitions,
-        extra=cluster_settings(cfg.spark),
-    )
+    spark = SessionSpec.of(cfg).start()  # as `flinkwatch run` asks, unsized
     session_s = time.monotonic() - t0
     runtime = Runtime(cfg)  # what `flinkwatch run` wires: ledger, alert file, correlator
     ensure_bus_topics(cfg.kafka)

@@ -278,6 +278,14 @@ def _pipeline(spark: SparkSession, runtime: Runtime, trigger: dict[str, Any] | N
     return runtime.pipeline(spark, trigger=trigger)
 
 
+def _parse_mode(pipe: Pipeline) -> str | None:
+    """How the live layout's parse query runs now (its path's plan), if it runs."""
+    from streaming.app import KafkaPath
+
+    plan = pipe.path.parse_plan if isinstance(pipe.path, KafkaPath) else None
+    return plan.mode if plan else None
+
+
 def throughput(
     spark: Any, broker: Broker, progress: Any, slack_url: str, args: argparse.Namespace
 ) -> dict[str, Any]:
@@ -601,7 +609,7 @@ def latency(
                     ),
                     None,
                 ),
-                "parse_mode_after": pipe.parse_plan.mode if pipe.parse_plan else None,
+                "parse_mode_after": _parse_mode(pipe),
             }
         )
     rss = [(t, b) for t, b in list(meters.rss.samples) if t_start <= t <= t_end]
@@ -1036,21 +1044,24 @@ def _session(args: argparse.Namespace) -> tuple[Any, str]:
     The UI's REST API gives each stage's executor CPU; it keeps enough stages and jobs
     between two polls of :class:`bench.measure.StageCpu`.
     """
-    from streaming.session import get_session
+    from conf import AppConfig
+    from streaming.session import SessionSpec
 
     port = free_port_run(1)
-    # Real-time parsing keeps a task per raw partition (2 topics x 2) running.
-    spark = get_session(
-        master="local[8]",
-        shuffle_partitions=2,
-        extra={
-            "spark.ui.enabled": "true",
-            "spark.ui.port": str(port),
+    # One session for every phase, each with its own config: the session's part of the
+    # config, as `flinkwatch run` reads it. Real-time parsing keeps a task per raw
+    # partition (2 topics x 2) running.
+    spark_cfg = {
+        "master": "local[8]",
+        "shuffle_partitions": 2,
+        "ui_port": port,
+        "options": {
             "spark.ui.retainedStages": str(args.ui_retained),
             "spark.ui.retainedJobs": str(args.ui_retained),
             "spark.sql.ui.retainedExecutions": "200",
         },
-    )
+    }
+    spark = SessionSpec.of(AppConfig.model_validate({"spark": spark_cfg})).start()
     url = spark.sparkContext.uiWebUrl or f"http://127.0.0.1:{port}"
     ui_port = url.rsplit(":", 1)[1]
     return spark, f"http://127.0.0.1:{ui_port}"

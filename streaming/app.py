@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, ClassVar, Literal, Protocol
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -41,6 +41,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from conf import AppConfig
 from conf.kafka_client import kafka_settings
+from conf.running import RunningConfig
 from detectors.model import EVENT_KINDS
 from sinks import DeadLetterFileSink
 from streaming import catchup, checkpoints, placement
@@ -130,9 +131,15 @@ def alert_stream(
 
 @dataclass
 class Pipeline:
-    """The queries of one run.
+    """The queries of one run: how each starts, and what they count.
+
+    What only the live layout keeps across starts (the parse query's plan, the bus's
+    placement, the ticker) is its path's (:class:`KafkaPath`), not the pipeline's.
 
     Attributes:
+        config: The holder of the config in force (:class:`~conf.running.RunningConfig`,
+            the runtime's): each query reads it when it starts, so a reload that swaps it
+            reaches the queries at their restart.
         bus: ``kafka``: the live layout: three queries reading and writing Kafka (the raw
             topics, the event bus and the dead-letter topic of ``cfg.kafka``); ``files``:
             the tests' layout, the parse query writes the bus as Parquet files under the
@@ -144,7 +151,7 @@ class Pipeline:
     """
 
     spark: SparkSession
-    cfg: AppConfig
+    config: RunningConfig
     outputs: Outputs
     #: A local ``Path``, or a directory on HDFS or S3 (:func:`streaming.checkpoints.open_dir`).
     checkpoint_dir: CheckpointDir
@@ -154,18 +161,17 @@ class Pipeline:
     trigger: dict[str, Any] | None = None
     bus: BusKind = "files"
     stats: PipelineStats = field(default_factory=PipelineStats)
-    #: How the running parse query was started (Kafka bus only).
-    parse_plan: ParsePlan | None = None
     #: Whether new entities are admitted (see :meth:`admission`).
     entity_cap: Admission = field(default_factory=Admission)
-    #: Writes ticks to the event bus (Kafka bus only; see :mod:`streaming.ticks`).
-    ticker: Ticker | None = None
-    #: How the parse query places records on the bus, decided at each start (Kafka bus).
-    placement: Placement | None = None
 
     def __post_init__(self) -> None:
         # The one place the two layouts part: everything else is the same for both.
-        self._path: BusPath = KafkaPath() if self.bus == "kafka" else FilesPath()
+        self.path: FilesPath | KafkaPath = KafkaPath() if self.bus == "kafka" else FilesPath()
+
+    @property
+    def cfg(self) -> AppConfig:
+        """The config in force (:attr:`config`'s), read at each use."""
+        return self.config.current
 
     @property
     def admit_new(self) -> bool:
@@ -183,14 +189,9 @@ class Pipeline:
         return {"processingTime": f"{int(self.cfg.spark.trigger_interval_s * 1000)} milliseconds"}
 
     @property
-    def realtime_wanted(self) -> bool:
-        """True when the parse query is to run in real-time mode once caught up."""
-        return self._path.live and self.trigger is None and self.cfg.spark.parse_mode == "realtime"
-
-    @property
     def catching_up(self) -> bool:
         """True while the parse query runs micro-batches before switching to real time."""
-        return self.realtime_wanted and self.parse_plan is not None and self.parse_plan.catching_up
+        return self.path.catching_up(self)
 
     def caught_up(self) -> bool:
         """True when the catching-up parse query has reached the raw topics' ends.
@@ -198,18 +199,16 @@ class Pipeline:
         Raises:
             KafkaConnectError: the brokers cannot be reached.
         """
-        plan = self.parse_plan
-        return plan is not None and catchup.caught_up(self.cfg, plan.checkpoint)
+        return self.path.caught_up(self)
 
     @property
     def parse_held(self) -> bool:
         """True while the parse query waits for the detect query to read the whole bus."""
-        return self.placement is not None and self.placement.held
+        return self.path.parse_held
 
-    @property
-    def placement_record(self) -> Path:
-        """Where the bus's partition count is recorded: beside the checkpoints, not in them."""
-        return self.cfg.output.state_dir / placement.RECORD_NAME
+    def bus_drained(self) -> bool:
+        """True when the detect query has committed every record the bus holds."""
+        return self.path.bus_drained(self)
 
     @property
     def detect_checkpoint(self) -> CheckpointDir:
@@ -237,32 +236,7 @@ class Pipeline:
     @property
     def _detect_query(self) -> str:
         """The detect checkpoints' name before their layout."""
-        return self._path.detect_query
-
-    def place_bus(self) -> Placement:
-        """Decide how the parse query places records on the bus from this start on.
-
-        The recorded count while the topic has as many partitions; else the topic's count,
-        recorded, once the detect query has read every record on the bus, and until then
-        the parse query is held (see :mod:`streaming.placement`).
-
-        Raises:
-            KafkaConnectError: the brokers cannot be reached.
-            KafkaTopicError: the bus topic does not exist.
-        """
-        k = self.cfg.kafka
-        topic = k.events_topic or ""
-        known = placement.recorded(self.placement_record, topic)
-        parts, unread = placement.bus_backlog(k, self.detect_checkpoint)
-        plan = placement.decide(topic, known, parts, unread)
-        if plan.partitions is not None and plan.partitions != known:
-            placement.record(self.placement_record, topic, plan.partitions)
-        self.placement = plan
-        return plan
-
-    def bus_drained(self) -> bool:
-        """True when the detect query has committed every record the bus holds."""
-        return placement.bus_backlog(self.cfg.kafka, self.detect_checkpoint)[1] == 0
+        return self.path.detect_query
 
     @property
     def hop_dir(self) -> Path:
@@ -289,25 +263,26 @@ class Pipeline:
         checkpoints.use_file_manager(self.spark, str(self.checkpoint_dir))
         # Set here, not only at session start, so a reloaded log_timezone applies.
         self.spark.conf.set("spark.sql.session.timeZone", self.cfg.parsing.log_timezone)
-        return self._path.start_parse(self)
+        return self.path.start_parse(self)
 
     def start_detect(self) -> StreamingQuery:
         """Start the detect query (from its checkpoint, if any)."""
         checkpoints.use_file_manager(self.spark, str(self.checkpoint_dir))
-        delay = f"{int(self.cfg.spark.watermark_delay_s * 1000)} milliseconds"
+        cfg = self.cfg  # one config for the whole query: the one in force at its start
+        delay = f"{int(cfg.spark.watermark_delay_s * 1000)} milliseconds"
         # One stream for logs and metrics together: with one watermark per stream, a
         # stream that has no data (no metrics topic traffic, a logs-only replay) would
         # hold the global watermark at zero and no timer would ever fire. The cost: a
         # topic lagging the other by more than the watermark delay loses its late rows,
         # which the progress log and flinkwatch_late_rows_dropped_total make visible.
-        rows = detect_input(self._path.read(self), self.cfg.spark.state_shards)
+        rows = detect_input(self.path.read(self), cfg.spark.state_shards)
         rows = rows.withWatermark("event_time", delay)
         self.set_aside_stale_detect()
         checkpoint = self.detect_checkpoint
         return (
-            alert_stream(rows, self.cfg, self.admit_new, secrets.token_hex(2))
+            alert_stream(rows, cfg, self.admit_new, secrets.token_hex(2))
             .writeStream.queryName("flinkwatch-detect")
-            .foreachBatch(AlertDelivery(self.outputs, self.stats, self.cfg, checkpoint))
+            .foreachBatch(AlertDelivery(self.outputs, self.stats, cfg, checkpoint))
             .option("checkpointLocation", str(checkpoint))
             .trigger(**self.trigger_options())
             .start()
@@ -334,11 +309,11 @@ class Pipeline:
     def starters(self) -> list[Callable[[], StreamingQuery]]:
         """The queries' start functions, in the order data flows through them.
 
-        On the Kafka bus the placement is decided first (:meth:`place_bus`); while it
-        holds the parse query back, only the detect and dead-letter queries start.
+        On the Kafka bus the placement is decided first (:meth:`KafkaPath.place_bus`);
+        while it holds the parse query back, only the detect and dead-letter queries start.
         """
         self.set_aside_stale_detect()  # the placement reads the detect checkpoint's offsets
-        return self._path.starters(self)
+        return self.path.starters(self)
 
     def start(self) -> list[StreamingQuery]:
         """Start every query, to run side by side.
@@ -386,47 +361,15 @@ class Pipeline:
 
     def tick(self, queries: Sequence[StreamingQuery]) -> None:
         """Give the ticker the parse query's progress (Kafka bus, ``spark.tick_interval_s``)."""
-        if not self._path.live or not self.cfg.spark.tick_interval_s:
-            return
-        parse = next((q for q in queries if q.name == "flinkwatch-parse"), None)
-        if parse is None:
-            return
-        if self.ticker is None:
-            self.ticker = _kafka_ticker(self.cfg)
-        shards = self.cfg.spark.state_shards
-        self.ticker.wakes = lambda t_ms: woken(self.stats.due(), shards, t_ms)
-        self.ticker.interval_s = self.cfg.spark.tick_interval_s
-        self.ticker.poll(parse.lastProgress)
+        self.path.tick(self, queries)
 
     def count_progress(self, queries: Sequence[StreamingQuery]) -> None:
-        """Count what the parse query observed in the batches it finished since last asked.
+        """Count what the parse query observed in the batches it finished since last asked."""
+        self.path.count_progress(self, queries)
 
-        Spark keeps the last 100 progress reports of a query; this is asked every quarter
-        second, and each batch is counted once whatever overlaps.
-        """
-        if not self._path.live:
-            return
-        for q in queries:
-            if q.name != "flinkwatch-parse":
-                continue
-            last = q.lastProgress
-            done = self.stats.counted.get(self.count_key, -1)
-            if last is None or last.batchId <= done:
-                continue
-            # The whole list (parsed from JSON, up to 100 reports) only when a batch was
-            # missed between two looks.
-            for progress in [last] if last.batchId == done + 1 else q.recentProgress:
-                self.stats.count_observed(
-                    self.count_key, progress.batchId, progress.observedMetrics
-                )
-
-    @property
-    def count_key(self) -> str:
-        """Under which key the parse query's counted batches are remembered.
-
-        Batch ids belong to a checkpoint: the two parse modes number theirs apart.
-        """
-        return f"parse:{self.parse_plan.checkpoint.name if self.parse_plan else '-'}"
+    def close(self) -> None:
+        """Let go of what the path keeps open between starts (the Kafka bus's ticker)."""
+        self.path.close()
 
     def run_once(self) -> None:
         """Process everything available, query after query (tests).
@@ -469,12 +412,39 @@ class BusPath(Protocol):
     def starters(self, p: Pipeline) -> list[Callable[[], StreamingQuery]]:
         """The queries' start functions, in the order data flows through them."""
 
+    @property
+    def parse_held(self) -> bool:
+        """True while the parse query waits for the detect query to read the whole bus."""
+
+    def catching_up(self, p: Pipeline) -> bool:
+        """True while the parse query runs micro-batches before switching to real time."""
+
+    def caught_up(self, p: Pipeline) -> bool:
+        """True when the catching-up parse query has reached the raw topics' ends."""
+
+    def bus_drained(self, p: Pipeline) -> bool:
+        """True when the detect query has committed every record the bus holds."""
+
+    def tick(self, p: Pipeline, queries: Sequence[StreamingQuery]) -> None:
+        """Give the ticker the parse query's progress."""
+
+    def count_progress(self, p: Pipeline, queries: Sequence[StreamingQuery]) -> None:
+        """Count what the parse query observed since last asked."""
+
+    def close(self) -> None:
+        """Let go of what the path keeps open between starts."""
+
 
 class FilesPath:
-    """The tests' layout: the parse query writes the bus as Parquet files (``hop_dir``)."""
+    """The tests' layout: the parse query writes the bus as Parquet files (``hop_dir``).
+
+    It holds nothing back, never catches up, ticks nothing and counts its parse batches
+    in its ``foreachBatch`` (:class:`~streaming.delivery.ParseBatch`).
+    """
 
     live = False
     detect_query = "detect"
+    parse_held = False
 
     def start_parse(self, p: Pipeline) -> StreamingQuery:  # noqa: D102
         if p.logs is None or p.metrics is None:
@@ -501,20 +471,51 @@ class FilesPath:
     def starters(self, p: Pipeline) -> list[Callable[[], StreamingQuery]]:  # noqa: D102
         return [p.start_parse, p.start_detect]
 
+    def catching_up(self, p: Pipeline) -> bool:  # noqa: D102
+        return False
 
+    def caught_up(self, p: Pipeline) -> bool:  # noqa: D102
+        return False
+
+    def bus_drained(self, p: Pipeline) -> bool:  # noqa: D102
+        return True
+
+    def tick(self, p: Pipeline, queries: Sequence[StreamingQuery]) -> None:  # noqa: D102
+        pass
+
+    def count_progress(self, p: Pipeline, queries: Sequence[StreamingQuery]) -> None:  # noqa: D102
+        pass
+
+    def close(self) -> None:  # noqa: D102
+        pass
+
+
+@dataclass
 class KafkaPath:
-    """The live layout: the raw topics, the event bus and the dead-letter topic of ``cfg.kafka``."""
+    """The live layout: the raw topics, the event bus and the dead-letter topic of ``cfg.kafka``.
 
-    live = True
-    detect_query = "detect-kafka"
+    What it keeps between the queries' starts is the live layout's alone: how the running
+    parse query was started, how it places records on the bus, and the ticker.
+    """
+
+    live: ClassVar[bool] = True
+    detect_query: ClassVar[str] = "detect-kafka"
+    #: How the running parse query was started.
+    parse_plan: ParsePlan | None = None
+    #: How the parse query places records on the bus, decided at each start.
+    placement: Placement | None = None
+    #: Writes ticks to the event bus (see :mod:`streaming.ticks`).
+    ticker: Ticker | None = None
 
     def start_parse(self, p: Pipeline) -> StreamingQuery:  # noqa: D102
         k = p.cfg.kafka
-        plan = p.parse_plan = catchup.plan(p.cfg, p.checkpoint_dir, realtime=p.realtime_wanted)
+        plan = self.parse_plan = catchup.plan(
+            p.cfg, p.checkpoint_dir, realtime=self.realtime_wanted(p)
+        )
         rt = plan.mode == "realtime"
         if not (plan.checkpoint / "commits").exists():
             # A fresh checkpoint numbers its batches from 0 again.
-            p.stats.counted.pop(p.count_key, None)
+            p.stats.counted.pop(self.count_key, None)
         logs, metrics = (
             kafka_records(
                 p.spark,
@@ -527,7 +528,7 @@ class KafkaPath:
             for t in (k.logs_topic, k.metrics_topic)
         )
         events = counted(parsed_events(logs, metrics, p.cfg))
-        placed = p.placement or p.place_bus()
+        placed = self.placement or self.place_bus(p)
         if placed.partitions is None:
             msg = f"the parse query waits until the detect query has read {placed.topic}"
             raise RuntimeError(msg)
@@ -558,14 +559,111 @@ class KafkaPath:
     def starters(self, p: Pipeline) -> list[Callable[[], StreamingQuery]]:
         """The placement first, then the three queries.
 
-        While the placement (:meth:`Pipeline.place_bus`) holds the parse query back, only
-        the detect and dead-letter queries start.
+        While the placement (:meth:`place_bus`) holds the parse query back, only the
+        detect and dead-letter queries start.
         """
-        if p.place_bus().held:
+        if self.place_bus(p).held:
             # Its plan belongs to a run that is over: no catch-up switch while held.
-            p.parse_plan = None
+            self.parse_plan = None
             return [p.start_detect, p.start_deadletters]
         return [p.start_parse, p.start_detect, p.start_deadletters]
+
+    def realtime_wanted(self, p: Pipeline) -> bool:
+        """True when the parse query is to run in real-time mode once caught up."""
+        return p.trigger is None and p.cfg.spark.parse_mode == "realtime"
+
+    def catching_up(self, p: Pipeline) -> bool:  # noqa: D102
+        plan = self.parse_plan
+        return self.realtime_wanted(p) and plan is not None and plan.catching_up
+
+    def caught_up(self, p: Pipeline) -> bool:
+        """True when the catching-up parse query has reached the raw topics' ends.
+
+        Raises:
+            KafkaConnectError: the brokers cannot be reached.
+        """
+        plan = self.parse_plan
+        return plan is not None and catchup.caught_up(p.cfg, plan.checkpoint)
+
+    @property
+    def parse_held(self) -> bool:  # noqa: D102
+        return self.placement is not None and self.placement.held
+
+    @staticmethod
+    def placement_record(p: Pipeline) -> Path:
+        """Where the bus's partition count is recorded: beside the checkpoints, not in them."""
+        return p.cfg.output.state_dir / placement.RECORD_NAME
+
+    def place_bus(self, p: Pipeline) -> Placement:
+        """Decide how the parse query places records on the bus from this start on.
+
+        The recorded count while the topic has as many partitions; else the topic's count,
+        recorded, once the detect query has read every record on the bus, and until then
+        the parse query is held (see :mod:`streaming.placement`).
+
+        Raises:
+            KafkaConnectError: the brokers cannot be reached.
+            KafkaTopicError: the bus topic does not exist.
+        """
+        k = p.cfg.kafka
+        topic = k.events_topic or ""
+        where = self.placement_record(p)
+        known = placement.recorded(where, topic)
+        parts, unread = placement.bus_backlog(k, p.detect_checkpoint)
+        plan = placement.decide(topic, known, parts, unread)
+        if plan.partitions is not None and plan.partitions != known:
+            placement.record(where, topic, plan.partitions)
+        self.placement = plan
+        return plan
+
+    def bus_drained(self, p: Pipeline) -> bool:  # noqa: D102
+        return placement.bus_backlog(p.cfg.kafka, p.detect_checkpoint)[1] == 0
+
+    def tick(self, p: Pipeline, queries: Sequence[StreamingQuery]) -> None:
+        """Give the ticker the parse query's progress (``spark.tick_interval_s``)."""
+        if not p.cfg.spark.tick_interval_s:
+            return
+        parse = next((q for q in queries if q.name == "flinkwatch-parse"), None)
+        if parse is None:
+            return
+        if self.ticker is None:
+            self.ticker = _kafka_ticker(p.cfg)
+        shards = p.cfg.spark.state_shards
+        stats = p.stats
+        self.ticker.wakes = lambda t_ms: woken(stats.due(), shards, t_ms)
+        self.ticker.interval_s = p.cfg.spark.tick_interval_s
+        self.ticker.poll(parse.lastProgress)
+
+    def count_progress(self, p: Pipeline, queries: Sequence[StreamingQuery]) -> None:
+        """Count what the parse query observed in the batches it finished since last asked.
+
+        Spark keeps the last 100 progress reports of a query; this is asked every quarter
+        second, and each batch is counted once whatever overlaps.
+        """
+        for q in queries:
+            if q.name != "flinkwatch-parse":
+                continue
+            last = q.lastProgress
+            done = p.stats.counted.get(self.count_key, -1)
+            if last is None or last.batchId <= done:
+                continue
+            # The whole list (parsed from JSON, up to 100 reports) only when a batch was
+            # missed between two looks.
+            for progress in [last] if last.batchId == done + 1 else q.recentProgress:
+                p.stats.count_observed(self.count_key, progress.batchId, progress.observedMetrics)
+
+    @property
+    def count_key(self) -> str:
+        """Under which key the parse query's counted batches are remembered.
+
+        Batch ids belong to a checkpoint: the two parse modes number theirs apart.
+        """
+        return f"parse:{self.parse_plan.checkpoint.name if self.parse_plan else '-'}"
+
+    def close(self) -> None:
+        """Close the ticker's producer, if it made one."""
+        if self.ticker is not None:
+            self.ticker.close()
 
 
 def _kafka_ticker(cfg: AppConfig) -> Ticker:

@@ -12,7 +12,7 @@ import logging
 from pyspark.sql import SparkSession
 
 from conf import AppConfig
-from streaming.session import cluster_settings, cluster_slots, get_session, sized_master
+from streaming.session import SessionSpec, cluster_slots, sized_master
 from streaming.topics import ensure_bus_topics, partition_count
 
 log = logging.getLogger(__name__)
@@ -43,14 +43,8 @@ def live_session(cfg: AppConfig) -> tuple[SparkSession, AppConfig]:
     ensure_bus_topics(cfg.kafka)
     raw_partitions = partition_count(cfg.kafka, [cfg.kafka.logs_topic, cfg.kafka.metrics_topic])
     need = query_slots(cfg, raw_partitions)
-    spark = get_session(
-        master=sized_master(cfg.spark.master, need),
-        shuffle_partitions=cfg.spark.shuffle_partitions,
-        timezone=cfg.parsing.log_timezone,
-        extra=cluster_settings(cfg.spark),
-        state_memory_mb=cfg.spark.state_memory_mb,
-        ui_port=cfg.spark.ui_port,
-    )
+    spec = SessionSpec.of(cfg)
+    spark = spec.sized(sized_master(spec.master, need)).start()
     if spark.sparkContext.uiWebUrl:
         log.info(
             "Spark UI at %s (Structured Streaming tab: the three queries)",

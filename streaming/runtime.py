@@ -11,13 +11,17 @@ its cluster drain all build what sits around the queries here, the same way:
   the correlator, the command line's silences;
 * the Alertmanager re-sender, the Slack buttons' endpoint, the ledger's pruning.
 
+Their Spark session is asked for the one way, as a :class:`~streaming.session.SessionSpec`
+(``flinkwatch run`` and the benchmark's from the config's ``spark`` section, a replay's
+its own); a run's progress listener is added with :meth:`Runtime.listen`.
+
 One config holder, :attr:`Runtime.running` (:class:`~conf.running.RunningConfig`): every
 part that lives across query restarts reads the config through it at each use, and a
 reload puts the new config in force with one call, :meth:`Runtime.swap`. One Prometheus
 registry, :attr:`Runtime.registry`, where each part registers its own collector
-(:meth:`Runtime.register_metrics`). The queries take theirs when they start
-(:class:`~streaming.app.Pipeline`); :func:`~streaming.supervise.run_forever` restarts them and
-swaps this one together. :meth:`Runtime.close` stops everything in the one order that
+(:meth:`Runtime.register_metrics`). The queries read the same holder when they start
+(:class:`~streaming.app.Pipeline`); :func:`~streaming.supervise.run_forever` restarts them
+around :meth:`Runtime.swap`. :meth:`Runtime.close` stops everything in the one order that
 is safe.
 
 Example:
@@ -65,6 +69,7 @@ from sinks.webhook import WebhookSink, webhook_sinks
 from streaming import checkpoints
 from streaming.app import Pipeline
 from streaming.delivery import Outputs
+from streaming.listener import ProgressLogger
 from streaming.metrics import register_run
 
 if TYPE_CHECKING:
@@ -73,7 +78,6 @@ if TYPE_CHECKING:
 
     from sinks.inbound.http_server import AppServer
     from sinks.prometheus import ReloadCounts
-    from streaming.listener import ProgressLogger
 
 # The run's own lines, under the name they always had ("flinkwatch", the command line's).
 log = logging.getLogger("flinkwatch")
@@ -241,7 +245,7 @@ class Runtime:
         out = self.cfg.output
         return Pipeline(
             spark=spark,
-            cfg=self.cfg,
+            config=self.running,
             outputs=self.outputs,
             checkpoint_dir=checkpoints.open_dir(spark, out.checkpoints),
             deadletter_dir=out.deadletter_path,
@@ -262,6 +266,13 @@ class Runtime:
             reloads=reloads,
             actions=self.actions,
         )
+
+    def listen(self, spark: SparkSession) -> ProgressLogger:
+        """The run's progress listener, added to ``spark``; :meth:`close` stops both first."""
+        progress = ProgressLogger()
+        spark.streams.addListener(progress)
+        self.attach(spark, progress)
+        return progress
 
     def attach(self, spark: SparkSession, listener: StreamingQueryListener) -> None:
         """Spark and the run's progress listener: :meth:`close` stops them first."""

@@ -1,4 +1,11 @@
-"""The one place a SparkSession is configured."""
+"""The one place a SparkSession is configured, and the one way a command asks for it.
+
+Every command that runs the detectors asks for its session as a :class:`SessionSpec`
+started with :meth:`SessionSpec.start`: ``flinkwatch run`` (and the demo, which runs it)
+and the benchmark's runs from the config's ``spark`` section (:meth:`SessionSpec.of`,
+the live run sized for its queries by :func:`streaming.live.live_session`), a replay with
+its own (:meth:`SessionSpec.replay`). What every session gets is :func:`get_session`'s.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +17,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +26,7 @@ from pyspark.find_spark_home import _find_spark_home
 from pyspark.java_gateway import ensure_callback_server_started, launch_gateway
 from pyspark.sql import SparkSession
 
-from conf import SparkConfig
+from conf import AppConfig, SparkConfig
 from streaming import checkpoints, spark_conf
 
 log = logging.getLogger(__name__)
@@ -126,6 +134,67 @@ def cluster_slots(spark: SparkSession, wait_s: float = 30.0) -> int:
     while sc._jsc.sc().getExecutorMemoryStatus().size() < 2 and time.monotonic() < deadline:  # noqa: SLF001
         time.sleep(0.5)
     return int(sc.defaultParallelism)
+
+
+@dataclass(frozen=True)
+class SessionSpec:
+    """What a command asks of its Spark session (:func:`get_session`'s arguments).
+
+    Example:
+        >>> spark = SessionSpec.of(cfg).start()  # doctest: +SKIP
+    """
+
+    master: str = "local[2]"
+    shuffle_partitions: int = 2
+    timezone: str = "UTC"
+    require_kafka: bool = True
+    extra: Mapping[str, str] = field(default_factory=dict)
+    state_memory_mb: int | None = 256
+    ui_port: int | None = None
+
+    @classmethod
+    def of(cls, cfg: AppConfig) -> SessionSpec:
+        """The session the config's ``spark`` section describes (a live run, the bench's)."""
+        sp = cfg.spark
+        return cls(
+            master=sp.master,
+            shuffle_partitions=sp.shuffle_partitions,
+            timezone=cfg.parsing.log_timezone,
+            extra=cluster_settings(sp),
+            state_memory_mb=sp.state_memory_mb,
+            ui_port=sp.ui_port,
+        )
+
+    @classmethod
+    def replay(cls, cfg: AppConfig, extra: Mapping[str, str]) -> SessionSpec:
+        """A replay's: batch work on this machine, whatever ``spark.master`` says.
+
+        No Kafka, no state store (so no memory budget for it) and no UI; ``extra``: the
+        replay's own settings (:func:`streaming.replay.session_settings`).
+        """
+        return cls(
+            shuffle_partitions=cfg.spark.shuffle_partitions,
+            timezone=cfg.parsing.log_timezone,
+            require_kafka=False,
+            state_memory_mb=None,
+            extra=extra,
+        )
+
+    def sized(self, master: str) -> SessionSpec:
+        """The same session on another master (a live run's, raised to fit its queries)."""
+        return replace(self, master=master)
+
+    def start(self) -> SparkSession:
+        """Build (or return) the process's session as asked (:func:`get_session`)."""
+        return get_session(
+            master=self.master,
+            shuffle_partitions=self.shuffle_partitions,
+            timezone=self.timezone,
+            require_kafka=self.require_kafka,
+            extra=dict(self.extra),
+            state_memory_mb=self.state_memory_mb,
+            ui_port=self.ui_port,
+        )
 
 
 def get_session(

@@ -21,6 +21,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from conf import AppConfig
 from conf.reload import ConfigWatcher
+from conf.running import RunningConfig
 from streaming.delivery import PipelineStats
 from streaming.listener import DETECT_QUERY
 from streaming.restarts import Restart, Streak, after_failure
@@ -32,11 +33,16 @@ class Supervised(Protocol):
     """What :func:`run_forever` needs of the queries it runs (:class:`~streaming.app.Pipeline`).
 
     Attributes:
-        cfg: The running config; a reload replaces it before the queries start again.
+        config: The holder of the config in force; a reload swaps it before the queries
+            start again.
         stats: What the queries count (``None``: nothing; no batch is waited for at a stop).
     """
 
-    cfg: AppConfig
+    config: RunningConfig
+
+    @property
+    def cfg(self) -> AppConfig:
+        """The config in force (``config``'s)."""
 
     @property
     def stats(self) -> PipelineStats | None:
@@ -86,8 +92,9 @@ def run_forever(
     queries on their checkpoints with the new config: detector state is kept, and a
     micro-batch cut short is replayed, which the sinks dedupe; an incident its first run
     opened and the replay (with the new settings) does not is closed by the ledger. The
-    new config goes to ``on_reload`` too (:meth:`streaming.runtime.Runtime.swap`: the
-    sinks' config) once the queries have stopped, before they start again.
+    new config is put in force once the queries have stopped, before they start again, by
+    ``on_reload`` (:meth:`streaming.runtime.Runtime.swap`: the one holder the pipeline and
+    the sinks read, :attr:`Supervised.config`); without it, by swapping that holder alone.
 
     A failure because a volume is full (the ledger's, the checkpoints') is waited out: it
     is not counted against ``spark.max_restarts``, and the queries are started again after
@@ -97,6 +104,7 @@ def run_forever(
     Returns:
         0 when stopped on request, 1 after ``max_restarts`` failures in a row.
     """
+    swap = on_reload if on_reload is not None else pipeline.config.swap
     streak = Streak()
     while True:
         if should_stop():  # asked while Spark started, or during a back-off
@@ -134,10 +142,8 @@ def run_forever(
         if switch:
             continue
         if new_cfg is not None:
-            pipeline.cfg = new_cfg
             log.info("config reload: restarting the queries on their checkpoints")
-            if on_reload is not None:
-                on_reload(new_cfg)
+            swap(new_cfg)
             continue
         if failed is None:
             if stats is not None:

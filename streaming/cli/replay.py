@@ -17,7 +17,7 @@ from streaming.delivery import PipelineStats
 from streaming.replay import input_bytes, replay, session_settings
 from streaming.replay_progress import ReplayCounts, ReplayProgress
 from streaming.runtime import Runtime
-from streaming.session import get_session
+from streaming.session import SessionSpec
 from streaming.sources import file_records, stage_files
 
 log = logging.getLogger("flinkwatch")
@@ -56,13 +56,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     output = Path(args.output)
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text("")
-    spark = get_session(
-        shuffle_partitions=cfg.spark.shuffle_partitions,
-        timezone=cfg.parsing.log_timezone,
-        require_kafka=False,
-        state_memory_mb=None,
-        extra=session_settings(input_bytes(logs_dir, metrics_dir)),
-    )
+    spark = SessionSpec.replay(cfg, session_settings(input_bytes(logs_dir, metrics_dir))).start()
     deadletters = Path(args.deadletters) if args.deadletters else work / "deadletters"
     out = cfg.output
     sink = DeadLetterFileSink(

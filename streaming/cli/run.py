@@ -18,7 +18,6 @@ from sinks.http_post import redact_url
 from sinks.inbound.metrics_server import MetricsEndpoint, MetricsEndpointError
 from streaming.cli.args import base_overrides, load_or_exit, with_overrides
 from streaming.cli.summary import print_summary
-from streaming.listener import ProgressLogger
 from streaming.live import live_session
 from streaming.metrics import serve as serve_metrics
 from streaming.runtime import Runtime, StartError
@@ -97,9 +96,7 @@ def run_job(
         on_jvm_signals(
             spark, {"SIGTERM": signals.stop, "SIGINT": signals.stop, "SIGHUP": signals.reload}
         )
-        progress = ProgressLogger()
-        spark.streams.addListener(progress)
-        runtime.attach(spark, progress)
+        progress = runtime.listen(spark)
         pipeline = runtime.pipeline(spark)
         watcher = None
         if config_path:
@@ -131,8 +128,7 @@ def run_job(
             )
         finally:
             left = runtime.close()  # Spark first, the ledger last (Runtime.close)
-            if pipeline.ticker is not None:
-                pipeline.ticker.close()
+            pipeline.close()  # the Kafka bus's ticker
     notes = [pipeline.stats.stop_note, left, f"{signals.since():.1f} s"]
     log.log(
         logging.INFO if rc == 0 else logging.ERROR,

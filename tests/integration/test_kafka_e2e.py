@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from conf import AppConfig, KafkaConfig, OutputConfig, SparkConfig
+from conf.running import RunningConfig
 from sinks import AlertLedger, JsonLinesAlertSink
 from streaming.app import Pipeline
 from streaming.delivery import Outputs
@@ -70,7 +71,7 @@ def pipeline(spark, cfg: AppConfig, trigger: dict) -> Pipeline:  # type: ignore[
     ensure_bus_topics(cfg.kafka)
     return Pipeline(
         spark=spark,
-        cfg=cfg,
+        config=RunningConfig(cfg),
         outputs=Outputs(
             ledger=AlertLedger(cfg.output.ledger_path),
             sinks=[JsonLinesAlertSink(cfg.output.alerts_path)],
@@ -218,7 +219,7 @@ def test_real_time_parse_feeds_the_detectors_and_keeps_dead_letters(spark, kafka
     kafka.create_topics(cfg.kafka.logs_topic, cfg.kafka.metrics_topic)
     p = pipeline(spark, cfg, {})
     p.trigger = None
-    assert p.realtime_wanted
+    assert p.path.realtime_wanted(p)
     with running(p) as result:
         wait_until(lambda: len(spark.streams.active) == 3, what="three queries")
         assert "parse-realtime" in {
@@ -281,7 +282,7 @@ def test_a_backlog_is_caught_up_in_micro_batches_then_parsed_in_real_time(
         # Caught up: the queries restart with the parse query in real-time mode, where the
         # micro-batches ended.
         wait_until(
-            lambda: p.parse_plan is not None and p.parse_plan.mode == "realtime",
+            lambda: p.path.parse_plan is not None and p.path.parse_plan.mode == "realtime",
             timeout=120,
             what="the switch to real time",
         )
@@ -754,15 +755,15 @@ def test_an_idle_detect_query_runs_no_batch_until_a_deadline_is_due(spark, kafka
         # The first tick goes to every shard: then each has said when it is due.
         wait_until(
             lambda: (
-                p.ticker is not None
-                and p.ticker.sent >= 1
+                p.path.ticker is not None
+                and p.path.ticker.sent >= 1
                 and len(p.stats.due()) == cfg.spark.state_shards
                 and any(at is not None for at in p.stats.due().values())
             ),
             timeout=240,  # the parse and detect queries' first batches, their JIT included
             what="every shard reporting when it is due",
         )
-        ticker = p.ticker
+        ticker = p.path.ticker
         assert ticker is not None
 
         def looked(n: int) -> None:
@@ -846,7 +847,7 @@ def test_a_whole_cluster_falling_silent_pages_with_ticks_only(
         # deadline (180 s after the job's last record); the ticks are of now.
         wait_until(
             lambda: (
-                p.stats.kinds["job_state"] >= 1 and p.ticker is not None
+                p.stats.kinds["job_state"] >= 1 and p.path.ticker is not None
                 if ticks
                 else p.stats.kinds["job_state"] >= 1
             ),

@@ -10,13 +10,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from conf import AppConfig
+from conf.running import RunningConfig
 from streaming.delivery import PipelineStats
 
 
 class QuietPipeline:
     """Counts nothing, holds nothing back, never catches up, ticks and switches nothing."""
 
+    config: RunningConfig
     stats: PipelineStats | None = None
+
+    @property
+    def cfg(self) -> AppConfig:
+        return self.config.current
 
     @property
     def parse_held(self) -> bool:

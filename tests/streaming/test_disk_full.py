@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from conf import AppConfig, SparkConfig
+from conf.running import RunningConfig
 from detectors import Alert, AlertStatus, Severity
 from detectors.correlation import Correlator
 from sinks import AlertLedger, DeliverySink, JsonLinesAlertSink, LedgerError, Transition
@@ -237,7 +238,7 @@ CHECKPOINT_FULL = (
 
 @dataclass
 class Pipeline(QuietPipeline):
-    cfg: AppConfig
+    config: RunningConfig
     errors: list[str | None]
     stats: PipelineStats = field(default_factory=PipelineStats)
     starts: int = 0
@@ -254,7 +255,7 @@ def test_a_full_volume_is_waited_out_not_counted_against_max_restarts(
 ) -> None:
     conf = AppConfig(spark=SparkConfig(restart_backoff_s=0.001, max_restarts=2))
     full = [LEDGER_FULL, CHECKPOINT_FULL] * 4
-    p = Pipeline(conf, [*full, None])
+    p = Pipeline(RunningConfig(conf), [*full, None])
     rc = run_forever(p, should_stop=lambda: p.starts > len(full))  # type: ignore[arg-type]
     assert (rc, p.starts) == (0, len(full) + 1)  # ran again once there was space
     assert p.stats.query_failures == {"storage_full": 8}
@@ -264,7 +265,7 @@ def test_a_full_volume_is_waited_out_not_counted_against_max_restarts(
     assert "java.io.IOException: No space left on device" in said[1]
     assert "not counted against spark.max_restarts" in said[0]
     # Any other failure still gives up after max_restarts in a row.
-    other = Pipeline(conf, ["Kafka broker unreachable"])
+    other = Pipeline(RunningConfig(conf), ["Kafka broker unreachable"])
     assert run_forever(other) == 1  # type: ignore[arg-type]
     assert other.starts == 3 and other.stats.query_failures == {"other": 3}
 
@@ -292,7 +293,7 @@ def test_a_spark_batch_the_full_ledger_cannot_record_is_run_again_from_its_check
         sqlite3.connect(vol / "ledger.sqlite").execute("PRAGMA wal_checkpoint(TRUNCATE)")
         pipeline = Pipeline(
             spark=spark,
-            cfg=cfg(),
+            config=RunningConfig(cfg()),
             logs=lambda: file_records(spark, logs, kind="log"),
             metrics=lambda: file_records(spark, metrics, kind="metric"),
             outputs=Outputs(

@@ -13,6 +13,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from conf import AppConfig
+from conf.running import RunningConfig
 from sinks import AlertLedger
 from streaming.app import Pipeline
 from streaming.delivery import Outputs
@@ -65,7 +66,7 @@ def test_the_detect_query_counts_entities_not_state_rows_and_refuses_past_the_ca
     )
     pipeline = Pipeline(
         spark=spark,
-        cfg=cfg,
+        config=RunningConfig(cfg),
         logs=lambda: file_records(spark, logs, kind="log"),
         metrics=lambda: file_records(spark, metrics, kind="metric"),
         outputs=Outputs(ledger=AlertLedger(tmp_path / "ledger.sqlite")),

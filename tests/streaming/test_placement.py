@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from conf import AppConfig, OutputConfig
+from conf.running import RunningConfig
 from streaming import placement
 from streaming.app import Pipeline
 from streaming.placement import Placement, decide, record, recorded
@@ -62,7 +63,7 @@ def _pipeline(tmp_path: Path) -> Pipeline:
     cfg = AppConfig(output=OutputConfig(state_dir=tmp_path))
     return Pipeline(
         spark=None,  # type: ignore[arg-type]
-        cfg=cfg,
+        config=RunningConfig(cfg),
         outputs=None,  # type: ignore[arg-type]
         checkpoint_dir=cfg.output.checkpoint_dir,
         deadletter_dir=cfg.output.deadletter_path,
@@ -76,8 +77,8 @@ def test_a_start_holds_the_parse_query_until_drained_then_records_the_new_count(
     p = _pipeline(tmp_path)
     topic = p.cfg.kafka.events_topic or ""
     # The record lives beside the checkpoints: a checkpoint reset keeps the placement.
-    assert p.placement_record == tmp_path / placement.RECORD_NAME
-    record(p.placement_record, topic, 2)
+    assert p.path.placement_record(p) == tmp_path / placement.RECORD_NAME
+    record(p.path.placement_record(p), topic, 2)
     bus = {"parts": 4, "unread": 7}
     asked: list[Path] = []
 
@@ -90,13 +91,13 @@ def test_a_start_holds_the_parse_query_until_drained_then_records_the_new_count(
     assert p.parse_held and p.start_parse not in starters
     assert starters == [p.start_detect, p.start_deadletters]
     assert asked[-1] == p.detect_checkpoint
-    assert recorded(p.placement_record, topic) == 2  # nothing moved yet
+    assert recorded(p.path.placement_record(p), topic) == 2  # nothing moved yet
     assert not p.bus_drained()
     bus["unread"] = 0
     assert p.bus_drained()
     assert p.starters() == [p.start_parse, p.start_detect, p.start_deadletters]
-    assert p.placement == Placement(topic, 4, 4)
-    assert recorded(p.placement_record, topic) == 4
+    assert p.path.placement == Placement(topic, 4, 4)
+    assert recorded(p.path.placement_record(p), topic) == 4
 
 
 def test_a_stale_detect_checkpoint_is_set_aside_before_the_placement_reads_its_offsets(

@@ -13,6 +13,7 @@ import pytest
 
 from conf import AppConfig, SparkConfig, load_config
 from conf.reload import ConfigWatcher
+from conf.running import RunningConfig
 from detectors import AlertStatus
 from detectors.checkpoint_failures import CheckpointFailures, CheckpointFailuresParams
 from sinks import AlertLedger, DeliverySink, RetryableDeliveryError
@@ -52,7 +53,7 @@ class FakeQuery:
 
 @dataclass
 class FakePipeline(QuietPipeline):
-    cfg: AppConfig
+    config: RunningConfig
     fail_after: list[int | None]
     starts: int = 0
     configs: list[AppConfig] = field(default_factory=list)
@@ -74,19 +75,19 @@ def cfg(**spark: Any) -> AppConfig:
 
 
 def test_a_failed_query_restarts_both_then_runs_until_stopped() -> None:
-    p = FakePipeline(cfg(), fail_after=[1, 1, None])
+    p = FakePipeline(RunningConfig(cfg()), fail_after=[1, 1, None])
     rc = run_forever(p, should_stop=lambda: p.starts >= 3)  # type: ignore[arg-type]
     assert (rc, p.starts) == (0, 3)
 
 
 def test_gives_up_after_max_restarts_in_a_row() -> None:
-    p = FakePipeline(cfg(max_restarts=2), fail_after=[1])
+    p = FakePipeline(RunningConfig(cfg(max_restarts=2)), fail_after=[1])
     assert run_forever(p) == 1  # type: ignore[arg-type]
     assert p.starts == 3
 
 
 def test_a_stop_during_the_back_off_does_not_restart() -> None:
-    p = FakePipeline(cfg(restart_backoff_s=30), fail_after=[1])
+    p = FakePipeline(RunningConfig(cfg(restart_backoff_s=30)), fail_after=[1])
     # The stop arrives once the failure was seen (the healthy query has been stopped).
     rc = run_forever(p, should_stop=lambda: bool(p.queries) and p.queries[1].stopped)  # type: ignore[arg-type]
     assert (rc, p.starts) == (0, 1)
@@ -118,7 +119,9 @@ def test_a_held_parse_query_starts_once_the_detect_query_has_read_the_bus(
 
     monkeypatch.setattr(streaming.supervise, "_DRAIN_CHECK_S", 0.01)
     # Kafka unreachable for a moment is asked again; it does not fail the queries.
-    p = HeldPipeline(cfg(), fail_after=[None], answers=[OSError("no broker"), False, True])
+    p = HeldPipeline(
+        RunningConfig(cfg()), fail_after=[None], answers=[OSError("no broker"), False, True]
+    )
     looks = {"n": 0}
 
     def should_stop() -> bool:
@@ -137,7 +140,7 @@ def test_a_valid_config_edit_restarts_the_queries_with_the_new_config(tmp_path: 
     f = tmp_path / "c.yaml"
     f.write_text("reload_interval_s: 0.01\ndetectors:\n  checkpoint_failures: {min_expired: 3}\n")
     first = load_config(f)
-    p = FakePipeline(first, fail_after=[None])
+    p = FakePipeline(RunningConfig(first), fail_after=[None])
     watcher = ConfigWatcher(f, first)
     polls = {"n": 0}
 
@@ -265,7 +268,7 @@ def test_a_reloaded_trigger_interval_reaches_the_restarted_detect_query(tmp_path
 
     p = Pipeline(
         spark=None,  # type: ignore[arg-type]
-        cfg=cfg(trigger_interval_s=1.0),
+        config=RunningConfig(cfg(trigger_interval_s=1.0)),
         logs=lambda: None,  # type: ignore[arg-type,return-value]
         metrics=lambda: None,  # type: ignore[arg-type,return-value]
         outputs=None,  # type: ignore[arg-type]
@@ -275,7 +278,7 @@ def test_a_reloaded_trigger_interval_reaches_the_restarted_detect_query(tmp_path
     )
     assert p.trigger_options() == {"processingTime": "1000 milliseconds"}
     # run_forever swaps the config on a reload and starts the queries again.
-    p.cfg = cfg(trigger_interval_s=0.25)
+    p.config.swap(cfg(trigger_interval_s=0.25))
     assert p.trigger_options() == {"processingTime": "250 milliseconds"}
     # Replay and tests pin a trigger of their own; it wins.
     p.trigger = {"availableNow": True}
@@ -359,7 +362,7 @@ def _cap_pipeline(tmp_path: Path, **spark: Any) -> Any:
 
     return Pipeline(
         spark=None,  # type: ignore[arg-type]
-        cfg=AppConfig.model_validate({"spark": spark}),
+        config=RunningConfig(AppConfig.model_validate({"spark": spark})),
         outputs=Outputs(ledger=AlertLedger(tmp_path / "l.sqlite")),
         checkpoint_dir=tmp_path,
         deadletter_dir=tmp_path,
@@ -511,7 +514,7 @@ class DetectInFlight:
 
 @dataclass
 class StoppingPipeline(QuietPipeline):
-    cfg: AppConfig
+    config: RunningConfig
     deliver_at: int | None
     stats: PipelineStats = field(default_factory=PipelineStats)
     stops: list[str] = field(default_factory=list)
@@ -540,7 +543,7 @@ def asked_once() -> Any:
 
 
 def test_a_stop_lets_the_detect_batch_in_flight_finish_and_commit_first() -> None:
-    p = StoppingPipeline(cfg(stop_grace_s=30), deliver_at=3)
+    p = StoppingPipeline(RunningConfig(cfg(stop_grace_s=30)), deliver_at=3)
     assert run_forever(p, should_stop=asked_once()) == 0  # type: ignore[arg-type]
     assert p.stops == ["flinkwatch-parse", "flinkwatch-detect"]
     assert p.detect is not None and p.detect.stopped_with == (1, True)  # delivered, committed
@@ -548,7 +551,7 @@ def test_a_stop_lets_the_detect_batch_in_flight_finish_and_commit_first() -> Non
 
 
 def test_a_detect_batch_longer_than_the_grace_is_abandoned_and_the_stop_says_so() -> None:
-    p = StoppingPipeline(cfg(stop_grace_s=0.3), deliver_at=None)
+    p = StoppingPipeline(RunningConfig(cfg(stop_grace_s=0.3)), deliver_at=None)
     assert run_forever(p, should_stop=asked_once()) == 0  # type: ignore[arg-type]
     assert p.detect is not None and p.detect.stopped_with == (0, False)
     assert p.stats.stop_note == (

@@ -14,6 +14,7 @@ from matplotlib import image
 import streaming.runtime
 from conf import AppConfig, ConfigError, load_config
 from conf.reload import ConfigWatcher
+from conf.running import RunningConfig
 from detectors import Alert, AlertStatus, Severity
 from lab.slack import SlackEmulator
 from sinks.dispatch import deliver
@@ -178,7 +179,7 @@ class FakeQuery:
 class FakePipeline(QuietPipeline):
     """Records the runtime's config at each start of the queries."""
 
-    cfg: AppConfig
+    config: RunningConfig
     runtime: Runtime
     seen: list[tuple[int, int]] = field(default_factory=list)
     spark: Any = None
@@ -250,7 +251,7 @@ def test_a_reload_swaps_the_runtimes_config_before_the_queries_start_again(
     f.write_text(f"reload_interval_s: 0.01\noutput: {{state_dir: {tmp_path}}}\n")
     first = load_config(f)
     with Runtime(first, env={}, start=False) as rt:
-        p = FakePipeline(first, rt)
+        p = FakePipeline(rt.running, rt)
         polls = {"n": 0}
 
         def should_stop() -> bool:

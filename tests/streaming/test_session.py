@@ -197,3 +197,63 @@ def test_the_spark_ui_shows_no_kafka_secret(tmp_path: Path) -> None:
     for where, text in [*texts.items(), ("stdout", done.stdout), ("stderr", done.stderr)]:
         for secret in secrets:
             assert secret not in text, where
+
+
+def _asked(monkeypatch: pytest.MonkeyPatch, spec: object) -> dict[str, object]:
+    """What ``spec.start()`` asks of get_session (no Spark started)."""
+    import streaming.session
+
+    asked: dict[str, object] = {}
+    monkeypatch.setattr(streaming.session, "get_session", lambda **kw: asked.update(kw))
+    spec.start()  # type: ignore[attr-defined]
+    return asked
+
+
+def test_a_run_asks_for_the_session_its_spark_section_describes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from conf import AppConfig
+    from streaming.session import SessionSpec
+
+    cfg = AppConfig.model_validate(
+        {
+            "spark": {
+                "master": "spark://m:7077",
+                "shuffle_partitions": 4,
+                "executor_memory": "2g",
+                "state_memory_mb": 128,
+                "ui_port": 4041,
+                "options": {"spark.foo": "bar"},
+            },
+            "parsing": {"log_timezone": "Europe/Berlin"},
+        }
+    )
+    assert _asked(monkeypatch, SessionSpec.of(cfg).sized("local[7]")) == {
+        "master": "local[7]",
+        "shuffle_partitions": 4,
+        "timezone": "Europe/Berlin",
+        "require_kafka": True,
+        "extra": {"spark.executor.memory": "2g", "spark.foo": "bar"},
+        "state_memory_mb": 128,
+        "ui_port": 4041,
+    }
+
+
+def test_a_replay_runs_here_without_kafka_state_budget_or_ui(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from conf import AppConfig
+    from streaming.session import SessionSpec
+
+    cfg = AppConfig.model_validate(
+        {"spark": {"master": "spark://m:7077", "shuffle_partitions": 3, "ui_port": 4041}}
+    )
+    assert _asked(monkeypatch, SessionSpec.replay(cfg, {"a": "b"})) == {
+        "master": "local[2]",
+        "shuffle_partitions": 3,
+        "timezone": "UTC",
+        "require_kafka": False,
+        "extra": {"a": "b"},
+        "state_memory_mb": None,
+        "ui_port": None,
+    }

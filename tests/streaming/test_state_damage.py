@@ -13,6 +13,7 @@ from pyspark.sql import SparkSession
 
 import streaming.app
 from conf import AppConfig
+from conf.running import RunningConfig
 from detectors import AlertStatus
 from sinks import AlertLedger
 from streaming.app import Pipeline
@@ -56,7 +57,8 @@ def test_a_damaged_entity_state_is_dropped_and_the_rest_of_its_shard_still_pages
     ledger = AlertLedger(tmp_path / "ledger.sqlite")
     pipeline = Pipeline(
         spark=spark,
-        cfg=AppConfig.model_validate({"spark": {"state_shards": 1}}),  # one shard for both
+        # One shard for both.
+        config=RunningConfig(AppConfig.model_validate({"spark": {"state_shards": 1}})),
         logs=lambda: file_records(spark, logs, kind="log"),
         metrics=lambda: file_records(spark, metrics, kind="metric"),
         outputs=Outputs(ledger=ledger),

@@ -1,0 +1,46 @@
+"""The pipeline's two paths and its one config holder (no Spark started)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from conf import AppConfig, SparkConfig
+from conf.running import RunningConfig
+from streaming.app import FilesPath, KafkaPath, Pipeline
+
+
+def _pipeline(tmp_path: Path, bus: str, running: RunningConfig) -> Pipeline:
+    return Pipeline(
+        spark=None,  # type: ignore[arg-type]
+        config=running,
+        outputs=None,  # type: ignore[arg-type]
+        checkpoint_dir=tmp_path,
+        deadletter_dir=tmp_path,
+        bus=bus,  # type: ignore[arg-type]
+    )
+
+
+def test_the_pipeline_reads_the_holder_it_was_given_at_each_use(tmp_path: Path) -> None:
+    running = RunningConfig(AppConfig(spark=SparkConfig(state_shards=4)))
+    p = _pipeline(tmp_path, "kafka", running)
+    assert p.detect_checkpoint.name.startswith("detect-kafka-shards4-")
+    running.swap(AppConfig(spark=SparkConfig(state_shards=8)))
+    assert p.cfg is running.current
+    assert p.detect_checkpoint.name.startswith("detect-kafka-shards8-")
+
+
+def test_only_the_live_path_keeps_state_between_starts(tmp_path: Path) -> None:
+    files = _pipeline(tmp_path, "files", RunningConfig(AppConfig()))
+    assert isinstance(files.path, FilesPath)
+    # The tests' layout holds nothing back, never catches up and has read its bus.
+    assert (files.parse_held, files.catching_up, files.caught_up()) == (False, False, False)
+    assert files.bus_drained()
+    live = _pipeline(tmp_path, "kafka", RunningConfig(AppConfig()))
+    assert isinstance(live.path, KafkaPath)
+    assert (live.path.parse_plan, live.path.placement, live.path.ticker) == (None, None, None)
+    assert not live.parse_held and not live.catching_up
+    assert live.path.realtime_wanted(live)  # spark.parse_mode: realtime, no pinned trigger
+    live.trigger = {"availableNow": True}
+    assert not live.path.realtime_wanted(live)
+    # Each pipeline has its own path: a second run's state is not the first's.
+    assert _pipeline(tmp_path, "kafka", RunningConfig(AppConfig())).path is not live.path
