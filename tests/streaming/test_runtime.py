@@ -355,3 +355,89 @@ def test_a_run_pages_an_incident_then_posts_its_real_chart_in_the_thread(tmp_pat
         png = stored["content"]
         assert png.startswith(b"\x89PNG\r\n\x1a\n") and 5_000 < len(png) < 150_000
         assert image.imread(io.BytesIO(png)).shape[:2] == (360, 720)
+
+
+def test_alertmanager_is_drained_by_the_dispatcher_with_its_own_back_off(tmp_path) -> None:
+    from conf import AppConfig
+    from sinks import AlertLedger
+    from sinks.alertmanager import alertmanager_sink
+    from streaming.runtime import build_outputs as _outputs
+
+    cfg = AppConfig.model_validate(
+        {
+            "output": {"state_dir": str(tmp_path / "state")},
+            "alertmanager": {"urls": ["http://127.0.0.1:1"], "retry_backoff_s": 1},
+        }
+    )
+    ledger = AlertLedger(tmp_path / "l.sqlite")
+    am = alertmanager_sink(lambda: cfg.alertmanager, lambda: cfg.cluster, ledger)
+    out = _outputs(cfg, ledger, None, am)
+    try:
+        assert [s.name for s in out.dispatcher.sinks] == ["alertmanager"]
+        assert out.dispatcher._backoffs["alertmanager"] == (1.0, 60.0)
+        assert [s.name for s in out.delivery_sinks()] == ["file", "alertmanager"]
+    finally:
+        out.dispatcher.stop()
+    # Nothing configured: no dispatcher thread at all.
+    assert _outputs(AppConfig(), ledger, None, None).dispatcher is None
+
+
+def test_each_webhook_is_drained_by_the_dispatcher_with_its_own_back_off(tmp_path) -> None:
+    from conf import AppConfig
+    from sinks import AlertLedger
+    from sinks.webhook import webhook_sinks
+    from streaming.runtime import build_outputs as _outputs
+
+    hook = {"url": "http://127.0.0.1:1/x", "secret": "${S}"}
+    cfg = AppConfig.model_validate(
+        {
+            "output": {"state_dir": str(tmp_path / "state")},
+            "webhooks": [
+                {"name": "oncall", **hook, "retry_backoff_s": 1},
+                {"name": "chat", **hook, "max_backoff_s": 10},
+            ],
+        }
+    )
+    ledger = AlertLedger(tmp_path / "l.sqlite")
+    hooks = webhook_sinks(cfg.webhooks, lambda: cfg.cluster, env={"S": "k"})
+    out = _outputs(cfg, ledger, None, None, hooks)
+    try:
+        assert [s.name for s in out.dispatcher.sinks] == ["webhook:oncall", "webhook:chat"]
+        assert out.dispatcher._backoffs["webhook:oncall"] == (1.0, 60.0)
+        assert out.dispatcher._backoffs["webhook:chat"] == (5.0, 10.0)
+        assert [s.name for s in out.delivery_sinks()] == ["file", "webhook:oncall", "webhook:chat"]
+    finally:
+        out.dispatcher.stop()
+
+
+def test_slack_routes_are_checked_at_start_and_after_a_reload_that_changes_them(
+    tmp_path, caplog
+) -> None:
+    from conf import AppConfig
+    from lab.slack import SlackEmulator
+    from sinks import AlertLedger
+    from sinks.slack import SlackBotSink
+    from streaming.runtime import route_checks
+
+    with SlackEmulator(channels=("#flink-alerts",)) as emu:
+        slack = {"mode": "bot", "api_url": emu.base_url, "channel": "#flink-alerts"}
+        start = AppConfig.model_validate({"slack": slack})
+        current = {"cfg": start}
+        sink = SlackBotSink(
+            emu.token, AlertLedger(tmp_path / "l.sqlite"), lambda: current["cfg"].slack, lambda: "c"
+        )
+        check = route_checks(sink, run=lambda work: work())
+        check(start)
+        check(start)  # every pass of the run loop: no change, no new check
+        fixed = start.model_copy(update={"cluster": "renamed"})
+        check(fixed)  # a reload that leaves channel and routes alone
+        assert [p for p, _ in emu.requests].count("/api/auth.test") == 1
+        typo = {**slack, "routes": [{"channel": "#flink-pagr"}]}
+        current["cfg"] = AppConfig.model_validate({"slack": typo})
+        check(current["cfg"])
+        assert [p for p, _ in emu.requests].count("/api/auth.test") == 2
+    assert "slack: route slack.routes[0] (#flink-pagr): channel not found" in caplog.text
+    # Webhook mode: nothing to check, nothing started.
+    started: list[object] = []
+    route_checks(object(), run=started.append)(start)
+    assert started == []

@@ -12,7 +12,7 @@ from matplotlib import image
 
 from streaming.cli import main
 
-REAL = Path(__file__).resolve().parent.parent / "data" / "real"
+REAL = Path(__file__).resolve().parents[2] / "data" / "real"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
