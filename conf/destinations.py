@@ -425,11 +425,13 @@ class AlertmanagerConfig(FrozenModel):
         if bad:
             msg = f"not an http(s) base URL: {bad}"
             raise ValueError(msg)
-        if len(set(v)) != len(v):
+        # The API path is added by flinkwatch: a trailing slash would double it. Cut
+        # first, so one member written with and without it is still one member.
+        bases = tuple(u.rstrip("/") for u in v)
+        if len(set(bases)) != len(bases):
             msg = "a URL is given twice"
             raise ValueError(msg)
-        # The API path is added by flinkwatch: a trailing slash would double it.
-        return tuple(u.rstrip("/") for u in v)
+        return bases
 
     @field_validator("labels")
     @classmethod

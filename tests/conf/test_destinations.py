@@ -71,3 +71,12 @@ def test_alertmanager_urls_are_http_bases_each_given_once() -> None:
         AlertmanagerConfig(urls=("am-0:9093",))
     with pytest.raises(ValidationError, match="given twice"):
         AlertmanagerConfig(urls=("http://am-0:9093", "http://am-0:9093"))
+
+
+def test_an_alertmanager_url_given_twice_with_and_without_a_trailing_slash_is_refused() -> None:
+    """Both would be the same member after the slash is cut: every alert sent to it twice."""
+    from conf import AlertmanagerConfig
+
+    with pytest.raises(ValidationError, match="given twice"):
+        AlertmanagerConfig(urls=("http://am-0:9093", "http://am-0:9093/"))
+    assert AlertmanagerConfig(urls=("http://am-0:9093/",)).urls == ("http://am-0:9093",)
