@@ -309,6 +309,11 @@ class DetectorParams(BaseModel):
 P = TypeVar("P", bound=DetectorParams)
 
 
+def given_up_words(detector: str, why: str) -> str:
+    """What the resolve of an incident flinkwatch gives up on says (:meth:`Detector.give_up`)."""
+    return f"{detector} stopped watching this entity ({why}); closing its open incident"
+
+
 class Detector(ABC, Generic[P, S]):
     """Base class of all detectors: one state machine per entity, in event time.
 
@@ -438,6 +443,18 @@ class Detector(ABC, Generic[P, S]):
             return ()
         summary = f"{self.subject(state)}: {self.profile.idle_words}"
         return (self.resolve(state, now_ms, summary, self.evidence(state)),)
+
+    def give_up(self, state: S, time_ms: int, why: str) -> list[Alert]:
+        """Resolve every incident the state holds open: flinkwatch stops watching the entity.
+
+        It kept failing, its saved state is damaged, or the detector was turned off; no
+        incident may stay firing forever, so each is resolved saying why. Default: the
+        state's own incident. A detector whose state keys several incidents resolves each.
+        The state is dropped afterwards.
+        """
+        if not state.firing:
+            return []
+        return [self.resolve(state, time_ms, given_up_words(self.name, why), {"reason": why})]
 
     def evidence(self, state: S) -> Evidence | Mapping[str, Any]:
         """The evidence of the entity's current incident (for :meth:`on_close`)."""

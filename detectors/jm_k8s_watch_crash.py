@@ -44,6 +44,7 @@ from detectors.base import (
     Profile,
     Record,
     Story,
+    given_up_words,
 )
 from detectors.model import Alert, Event, Severity
 
@@ -291,6 +292,22 @@ class JmK8sWatchCrash(Detector[JmK8sWatchCrashParams, JmK8sWatchCrashState]):
         """The fleet went quiet: every open crash closes."""
         return [
             self._close(state, src, now_ms, self.profile.idle_words) for src in list(state.crashes)
+        ]
+
+    def give_up(self, state: JmK8sWatchCrashState, time_ms: int, why: str) -> list[Alert]:
+        """Every open crash resolves, each naming its JobManager: they are the incidents."""
+        words = given_up_words(self.name, why)
+        return [
+            self.resolve(
+                state,
+                time_ms,
+                words,
+                {"reason": why},
+                crash.severity,
+                incident=crash,
+                labels=self._labels(crash, src),
+            )
+            for src, crash in sorted(state.crashes.items(), key=lambda c: c[1].incident_start_ms)
         ]
 
     # Crash --------------------------------------------------------------------------------

@@ -157,23 +157,20 @@ def close_incident(
     state: DetectorState | dict[str, Any] | None,
     time_ms: int,
     why: str,
-) -> Alert | None:
-    """A resolved transition for the entity's open incident, which flinkwatch gives up on.
+) -> list[Alert]:
+    """Resolved transitions for the entity's open incidents, which flinkwatch gives up on.
 
     ``state`` may be a saved state the detector cannot load (a newer version, a bad
-    shape): the fields every state has are enough to close its incident.
+    shape): the fields every state has are enough to close its own incident (not the
+    ones a state of that detector keys, which only the detector can read).
     """
     if isinstance(state, dict):
         common = {k: state[k] for k in DetectorState.model_fields if k in state}
         try:
-            state = DetectorState.model_validate(common)
+            own = DetectorState.model_validate(common)
         except ValidationError:
-            return None
-    if state is None or not state.firing:
-        return None
-    return detector.resolve(
-        state.model_copy(),
-        time_ms,
-        f"{detector.name} stopped watching this entity ({why}); closing its open incident",
-        {"reason": why},
-    )
+            return []
+        return Detector.give_up(detector, own, time_ms, why)
+    if state is None:
+        return []
+    return detector.give_up(state.model_copy(deep=True), time_ms, why)

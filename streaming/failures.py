@@ -87,8 +87,7 @@ def judge_failure(
     note = failure(detector.name, entity, state, exc, call, failures, dropped=dropped)
     if not dropped:
         return Raised(note, failures, False, [])
-    closing = close_incident(detector, state, at_ms, "it kept failing")
-    return Raised(note, 0, True, [closing] if closing else [])
+    return Raised(note, 0, True, close_incident(detector, state, at_ms, "it kept failing"))
 
 
 def fold_events(

@@ -304,8 +304,7 @@ class EntityRunner:
                 at = int(fields.get("last_event_ms") or 0)
             except (TypeError, ValueError):
                 at = 0
-            closing = self._close(name, fields, at, "its saved state was damaged")
-            out.extend([closing] if closing else [])
+            out.extend(self._close(name, fields, at, "its saved state was damaged"))
         return out
 
     def _outcome(self, turn: _EntityTurn, scope: str, clock: Clock) -> Outcome:
@@ -447,7 +446,7 @@ class EntityRunner:
         text = turn.texts.pop(name, None)
         turn.header.forget(name)
         closing = self._close(name, state if state is not None else _saved_fields(text), time_ms)
-        turn.outputs.extend([*([closing] if closing else []), SignalGone(About(name, turn.entity))])
+        turn.outputs.extend([*closing, SignalGone(About(name, turn.entity))])
 
     def _unloadable(self, turn: _EntityTurn, name: str, text: str, exc: StateError) -> None:
         """A saved state the detector cannot load: drop it, close its incident, say so."""
@@ -459,7 +458,7 @@ class EntityRunner:
         turn.outputs.extend(
             [
                 failure(name, turn.entity, None, exc, "load", dropped=True),
-                *([closing] if closing else []),
+                *closing,
                 SignalGone(About(name, turn.entity)),
             ]
         )
@@ -470,10 +469,10 @@ class EntityRunner:
         state: DetectorState | dict[str, Any] | None,
         time_ms: int,
         why: str = "detector disabled",
-    ) -> Alert | None:
-        """A resolved transition for a firing incident flinkwatch stops watching."""
+    ) -> list[Alert]:
+        """Resolved transitions for the firing incidents of a detector flinkwatch stops watching."""
         if name not in REGISTRY or name not in self.resolver.base:
-            return None
+            return []
         return close_incident(self._base(name), state, time_ms, why)
 
 

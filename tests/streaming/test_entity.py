@@ -66,18 +66,44 @@ def test_a_signature_changes_with_the_run_or_the_values_not_their_order() -> Non
 
 def test_an_open_incident_given_up_is_resolved_even_from_a_state_it_cannot_load() -> None:
     detector = CheckpointFailures(CheckpointFailures.params_model())
-    assert close_incident(detector, None, 5_000, "state damaged") is None
+    assert close_incident(detector, None, 5_000, "state damaged") == []
     quiet = DetectorState(entity="job:7f")
-    assert close_incident(detector, quiet, 5_000, "state damaged") is None
+    assert close_incident(detector, quiet, 5_000, "state damaged") == []
     # A saved state of a newer layout: the fields every state has are enough.
     saved = {"v": 99, "entity": "job:7f", "job_id": "7f", "firing": True,
              "incident_start_ms": 1_000, "shape": "new"}  # fmt: skip
-    alert = close_incident(detector, saved, 5_000, "state damaged")
-    assert alert is not None
+    (alert,) = close_incident(detector, saved, 5_000, "state damaged")
     assert (alert.status, alert.entity, alert.event_time_ms) == (
         AlertStatus.RESOLVED,
         "job:7f",
         5_000,
     )
     assert "stopped watching this entity (state damaged)" in alert.summary
-    assert close_incident(detector, {"entity": 3, "firing": True}, 5_000, "x") is None
+    assert close_incident(detector, {"entity": 3, "firing": True}, 5_000, "x") == []
+
+
+def test_every_crash_a_cluster_state_keys_is_resolved_when_flinkwatch_gives_it_up() -> None:
+    """Two JobManagers crashed: their incidents live in the state's keys, not in its own."""
+    from detectors.jm_k8s_watch_crash import JmK8sWatchCrash
+    from detectors.model import Event
+    from detectors.testing import drive
+
+    too_old = "io.fabric8.kubernetes.client.KubernetesClientException: too old resource version"
+    det = JmK8sWatchCrash(JmK8sWatchCrash.params_model())
+    message = f"Fatal error occurred in ResourceManager.\n{too_old}"
+    crashes = [
+        Event(kind="fatal_error", time_ms=t, reason=too_old, message=message, host=host)
+        for t, host in ((1_000, "jm-0"), (2_000, "jm-1"))
+    ]
+    state, fired = drive(det, crashes)
+    assert state is not None and not state.firing
+    assert [a.status for a in fired] == [AlertStatus.FIRING, AlertStatus.FIRING]
+
+    closed = close_incident(det, state, 9_000, "it kept failing")
+
+    assert [(a.status, a.alert_id, a.host) for a in closed] == [
+        (AlertStatus.RESOLVED, a.alert_id, a.host) for a in fired
+    ]
+    assert all("stopped watching this entity (it kept failing)" in a.summary for a in closed)
+    # The state given up is the caller's to drop; the crashes in it are not touched.
+    assert len(state.crashes) == 2
