@@ -724,21 +724,6 @@ class Detector(ABC, Generic[P, S]):
         inc.clear_since_ms = None
         return alert
 
-    def alert(
-        self,
-        state: DetectorState,
-        status: AlertStatus,
-        event_time_ms: int,
-        summary: str,
-        evidence: Evidence | Mapping[str, Any],
-        severity: Severity | None = None,
-    ) -> Alert:
-        """An alert of the state's own incident, with no change to it (for the runner).
-
-        Detectors use :meth:`fire`, :meth:`escalate` and :meth:`resolve`.
-        """
-        return self._transition(state, state, status, event_time_ms, summary, evidence, severity)
-
     def _transition(
         self,
         state: DetectorState,
