@@ -197,21 +197,15 @@ class AppConfig(FrozenModel):
         return self
 
     @model_validator(mode="after")
-    def _unique_webhook_names(self) -> AppConfig:
-        names = [w.name for w in self.webhooks]
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
-            msg = f"webhook names must be unique: {dupes}"
-            raise ValueError(msg)
-        return self
-
-    @model_validator(mode="after")
-    def _unique_silence_names(self) -> AppConfig:
-        names = [s.name for s in self.silences]
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
-            msg = f"silence names must be unique: {dupes}"
-            raise ValueError(msg)
+    def _unique_names(self) -> AppConfig:
+        for what, names in (
+            ("webhook", [w.name for w in self.webhooks]),
+            ("silence", [s.name for s in self.silences]),
+        ):
+            dupes = sorted({n for n in names if names.count(n) > 1})
+            if dupes:
+                msg = f"{what} names must be unique: {dupes}"
+                raise ValueError(msg)
         return self
 
     def detector_params(self) -> dict[str, DetectorParams]:

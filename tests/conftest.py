@@ -73,6 +73,19 @@ from pathlib import Path  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 
+
+def python_m(module: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``python -m <module> <args>`` from the checkout, as a user runs it; output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", module, *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
 # Re-exported: the tests import them from here.
 from lab.procs import (  # noqa: E402
     SparkCluster,

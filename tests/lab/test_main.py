@@ -3,20 +3,12 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 
-from tests.conftest import REPO
+from tests.conftest import python_m
 
 
 def lab(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "lab", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return python_m("lab", *args)
 
 
 def test_python_m_lab_lists_its_commands_and_exits_zero() -> None:

@@ -3,20 +3,12 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 
-from tests.conftest import REPO
+from tests.conftest import python_m
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "streaming.cli", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return python_m("streaming.cli", *args)
 
 
 def test_python_m_streaming_cli_lists_the_commands_and_exits_zero() -> None:
