@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from conf import ConfigError, load_config
@@ -66,3 +68,31 @@ def test_bus_topics_are_named_after_the_cluster_unless_set() -> None:
         "bus",
         "flinkwatch.x.deadletters",
     )
+
+
+
+WINDOW = "starts_at: '2026-01-01T00:00:00Z', ends_at: '2026-01-02T00:00:00Z'"
+
+
+@pytest.mark.parametrize(
+    ("text", "what"),
+    [
+        (
+            "webhooks:\n"
+            "  - {name: oncall, url: 'http://127.0.0.1:1/a', secret: '${FW_T}'}\n"
+            "  - {name: oncall, url: 'http://127.0.0.1:1/b', secret: '${FW_T}'}\n",
+            "webhook names must be unique: ['oncall']",
+        ),
+        (
+            "silences:\n"
+            f"  - {{name: upgrade, matchers: {{job_name: a}}, comment: x, {WINDOW}}}\n"
+            f"  - {{name: upgrade, matchers: {{job_name: b}}, comment: y, {WINDOW}}}\n",
+            "silence names must be unique: ['upgrade']",
+        ),
+    ],
+    ids=["webhooks", "silences"],
+)
+def test_a_webhook_or_silence_name_given_twice_is_refused(tmp_path, text, what) -> None:
+    """A webhook's name is its sink's (``webhook:<name>``), a silence's is in every record."""
+    with pytest.raises(ConfigError, match=re.escape(what)):
+        load_config(write(tmp_path / "twice.yaml", text))
