@@ -70,7 +70,6 @@ def test_bus_topics_are_named_after_the_cluster_unless_set() -> None:
     )
 
 
-
 WINDOW = "starts_at: '2026-01-01T00:00:00Z', ends_at: '2026-01-02T00:00:00Z'"
 
 
