@@ -28,6 +28,7 @@ from conf.silences import Silence
 from detectors import REGISTRY, DetectorParams
 from detectors.correlation import CorrelationParams
 from detectors.model import cap_name
+from detectors.rules import Rule
 
 
 def _detectors_model() -> type[BaseModel]:
@@ -143,6 +144,13 @@ class AppConfig(FrozenModel):
             "match wins."
         ),
     )
+    rules: tuple[Rule, ...] = Field(
+        default=(),
+        description=(
+            "Your own rules, each run like a detector: [{name, kind: threshold | frequency | "
+            "flatline | spike, ...}] (docs/rules.md)."
+        ),
+    )
     reload_interval_s: float = Field(
         default=5.0,
         gt=0,
@@ -201,10 +209,19 @@ class AppConfig(FrozenModel):
         for what, names in (
             ("webhook", [w.name for w in self.webhooks]),
             ("silence", [s.name for s in self.silences]),
+            ("rule", [r.name for r in self.rules]),
         ):
             dupes = sorted({n for n in names if names.count(n) > 1})
             if dupes:
                 msg = f"{what} names must be unique: {dupes}"
+                raise ValueError(msg)
+        return self
+
+    @model_validator(mode="after")
+    def _rules_are_not_detectors(self) -> AppConfig:
+        for i, rule in enumerate(self.rules):
+            if rule.name in REGISTRY:
+                msg = f"rules.{i}.name: {rule.name!r} is a built-in detector's name"
                 raise ValueError(msg)
         return self
 
