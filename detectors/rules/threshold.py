@@ -50,6 +50,11 @@ class MetricCondition(BaseModel):
     stale_s: float = Field(default=120, gt=0, le=3600)
     """A series whose latest sample is older than this no longer counts (seconds)."""
 
+    def series(self) -> str:
+        """``numRecordsInPerSecond {task ~ .*Sink.*}``: the metric and its label patterns."""
+        labels = self.match.words()
+        return short_metric(self.metric) + (f" {{{labels}}}" if labels else "")
+
     def words(self, agg: float | None = None) -> str:
         """``backPressuredTimeMsPerSecond max > 800`` (with the aggregate's value if given)."""
         now = f" {figure(agg)}" if agg is not None else ""
@@ -76,11 +81,8 @@ class ThresholdRule(RuleParams, MetricCondition):
         return self
 
     def watches(self) -> str:  # noqa: D102
-        what = short_metric(self.metric)
-        labels = self.match.words()
-        if self.also is not None:
-            what += f" and {short_metric(self.also.metric)}"
-        return what + (f" {{{labels}}}" if labels else "")
+        what = ", ".join(c.series() for c in (self, self.also) if c is not None)
+        return what
 
     def condition(self) -> str:  # noqa: D102
         cond = self.words()
