@@ -201,8 +201,12 @@ class ThresholdDetector(RuleDetector[ThresholdRule, ThresholdState]):
         elif not OPS[p.op](value, p.value):
             back = f"back {NOT_OPS[p.op]} {figure(p.value)}"
             summary = f"{self.who(state)}: {name} {p.aggregate} {figure(value)}, {back}"
-        else:
-            summary = f"{self.who(state)}: {p.also.words(other) if p.also else ''} no longer"
+        elif p.also is not None:  # the rule's own condition holds, its ``also`` no longer
+            a, also = p.also, short_metric(p.also.metric)
+            now = f"{also} {a.aggregate} {figure(other)}" if other is not None else f"no {also}"
+            summary = f"{self.who(state)}: {now}, no longer {a.op} {figure(a.value)}"
+        else:  # not reached: the condition holds, so the incident stays open
+            summary = f"{self.who(state)}: {p.words(value)}"
         return [self.resolve(state, now_ms, summary, self._evidence(state, value, other))]
 
     def _evidence(

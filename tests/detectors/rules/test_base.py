@@ -43,3 +43,15 @@ def test_a_job_scope_rule_leaves_an_unnamed_job_unwatched_when_it_filters_by_nam
     assert t.state is None
     t.feed(metric(1, BP, 5))
     assert len(t.alerts) == 1
+
+
+def test_the_examples_in_the_rules_docstrings_hold() -> None:
+    import doctest
+
+    import detectors.rules
+    import detectors.rules.params
+    import detectors.rules.regex
+
+    for module in (detectors.rules, detectors.rules.params, detectors.rules.regex):
+        result = doctest.testmod(module)
+        assert result.attempted > 0 and result.failed == 0, module.__name__

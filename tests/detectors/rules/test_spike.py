@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from tests.detectors.rules.helpers import T0, at, driven, log, metric, rule
+from tests.detectors.rules.helpers import T0, driven, log, metric, rule
 
 IN = "flink_taskmanager_job_task_numRecordsInPerSecond"
 
@@ -59,9 +59,10 @@ def test_state_stays_two_windows_of_buckets() -> None:
 def test_a_down_rule_stops_waking_once_both_windows_are_empty() -> None:
     t = spike(direction="down", min_count=1)
     t.feed(log(0, kind="log_warn"))
+    assert t.timer == (T0 // 60_000 + 1) * 60_000  # the next bucket boundary: a drop pages by timer
     t.advance_to(T0 + 1500_000)
-    assert t.state is None or t.timer is None or t.timer > T0 + 1500_000
-    assert all(at(a) >= 0 for a in t.alerts)
+    assert t.state.buckets == [] and t.alerts == []
+    assert t.timer == T0 + 6 * 3600_000  # only the idle deadline is left
 
 
 def test_standing() -> None:
@@ -88,3 +89,9 @@ def test_refused_at_load(fields, field) -> None:
         rule(**(base | fields))
     locs = [".".join(str(x) for x in e["loc"][1:]) or "<root>" for e in exc.value.errors()]
     assert field in locs
+
+
+def test_an_up_rule_sets_no_timer_until_it_fires() -> None:
+    t = spike()
+    t.feed(*[log(i * 60, kind="log_warn") for i in range(5)])
+    assert t.timer == t.state.last_event_ms + 6 * 3600_000

@@ -111,6 +111,13 @@ def test_also_must_hold_at_the_same_time() -> None:
     (fired,) = t.alerts
     assert at(fired) == 150 + 60
     assert "while numRecordsOutPerSecond max 900 > 0" in fired.summary
+    for i in range(20, 60):  # the source stops too: an idle job now, no stalled sink
+        t.feed(
+            metric(i * 15, IN, 0, task="Sink:_Writer/0"), metric(i * 15, OUT, 0, task="Source:_x/0")
+        )
+    resolved = t.alerts[-1]
+    assert resolved.status.value == "resolved" and at(resolved) == 300 + 300
+    assert resolved.summary == "job orders: numRecordsOutPerSecond max 0, no longer > 0"
 
 
 def test_the_series_per_entity_are_capped() -> None:
@@ -220,4 +227,16 @@ def test_a_checkpoint_size_threshold_pages_on_the_real_surge() -> None:
     assert fired.event_time_ms >= first.time_ms + 30_000
     assert fired.summary.startswith(
         "job insert_into_default_catalog_default_database_sink: lastCheckpointSize max "
+    )
+
+
+def test_a_taskmanager_rule_judges_each_taskmanager_on_its_own() -> None:
+    heap = "flink_taskmanager_Status_JVM_Memory_Heap_Used"
+    t = driven(kind="threshold", scope="tm", metric=heap, value=1e9, for_s=60)
+    t.feed(*[metric(i * 15, heap, 2e9, job_id=None, job_name=None, tm_id="tm-1") for i in range(6)])
+    (fired,) = t.alerts
+    assert fired.entity == "tm:tm-1" and fired.tm_id == "tm-1"
+    assert (
+        fired.summary
+        == "TaskManager tm-1: Status_JVM_Memory_Heap_Used max 2,000,000,000 > 1,000,000,000 for 60 s"
     )
