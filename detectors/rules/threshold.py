@@ -32,6 +32,10 @@ from detectors.rules.params import (
 )
 
 
+#: A series key is cut to this many characters (task names run long in SQL jobs).
+_KEY_CHARS = 120
+
+
 class MetricCondition(BaseModel):
     """A condition on one metric's aggregate per entity: ``max(metric{match}) > value``."""
 
@@ -94,8 +98,8 @@ class ThresholdRule(RuleParams, MetricCondition):
 class ThresholdState(DetectorState):
     """Per entity: the latest sample of each series, and since when the condition holds.
 
-    ``series`` maps ``<condition>|<job>|<tm>|<task>`` (condition 0 the rule's, 1 its
-    ``also``) to ``[time_ms, value]``.
+    ``series`` maps ``<condition>|<tm or job>|<task>`` (condition 0 the rule's, 1 its
+    ``also``) to ``[time_ms, value]``, oldest first.
     """
 
     series: dict[str, list[float]] = {}
@@ -121,13 +125,23 @@ class ThresholdDetector(RuleDetector[ThresholdRule, ThresholdState]):
             return []
         for i, cond in enumerate((p, p.also)):
             if cond is not None and event.metric == cond.metric and cond.match.admits(event):
-                key = f"{i}|{event.job_id or ''}|{event.tm_id or ''}|{event.task or ''}"
+                key = self.series_key(i, event)
                 state.series.pop(key, None)  # re-inserted last: the dict stays oldest first
                 state.series[key] = [float(event.time_ms), float(event.value)]
         if len(state.series) > p.max_series:
             for key in list(state.series)[: len(state.series) - p.max_series]:
                 del state.series[key]
         return self._judge(state, event.time_ms)
+
+    def series_key(self, condition: int, event: Event) -> str:
+        """``<condition>|<who>|<task>``: the series an event belongs to, within its entity.
+
+        ``who`` is the TaskManager in a job's state, the job in a TaskManager's (the
+        entity's own id would repeat in every key). Cut to :data:`_KEY_CHARS`: a key is
+        saved with the state on every batch.
+        """
+        who = event.tm_id if self.params.scope == "job" else event.job_id
+        return f"{condition}|{who or ''}|{event.task or ''}"[:_KEY_CHARS]
 
     def on_timer(self, state: ThresholdState, now_ms: int) -> list[Alert]:
         """``for_s`` passed, a sample went stale, or a resolve is due: judge again."""
@@ -222,6 +236,11 @@ class ThresholdDetector(RuleDetector[ThresholdRule, ThresholdState]):
             "for_s": p.for_s,
             "series": sum(1 for k in state.series if k[0] == "0"),
         }
+        if p.aggregate in ("max", "min") and value is not None:
+            # Which series it is: the subtask an SRE opens first.
+            worst = [k for k, (_, v) in state.series.items() if k[0] == "0" and v == value]
+            if worst:
+                out["worst"] = worst[-1].split("|", 1)[1]
         if p.also is not None:
             out |= {"also_metric": p.also.metric, "also_value": other}
         return out

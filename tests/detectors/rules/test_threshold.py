@@ -22,6 +22,7 @@ def test_fires_once_the_condition_held_for_for_s_and_resolves_after_clear_for_s(
     assert fired.status.value == "firing" and at(fired) == 75 + 600
     assert fired.summary == "job orders: backPressuredTimeMsPerSecond max 870 > 800 for 10 min"
     assert fired.evidence["value"] == 870 and fired.evidence["threshold"] == 800
+    assert fired.evidence["worst"] == "tm1|Map/0"
     assert resolved.status.value == "resolved" and at(resolved) == 900 + 300
     assert "back <= 800" in resolved.summary
 
