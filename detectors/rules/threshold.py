@@ -31,7 +31,6 @@ from detectors.rules.params import (
     span,
 )
 
-
 #: A series key is cut to this many characters (task names run long in SQL jobs).
 _KEY_CHARS = 120
 
