@@ -14,11 +14,15 @@ EVIL = [
     r"(\w+\s?)*$",
     r"(ab|\w)*c",
     "(a?a)*$",
-    r"(\1)(a)",
+    r"(a)\1",
     "(?P<x>a)(?P=x)",
     "(a)?(?(1)b|c)",
     "a{5000}",
     ".*a.*b.*c.*d.*e",
+    "(?:a{1,2}){1,1000}b",
+    "((a{1,2}){3}){4}",
+    "(a|b|ab)*c",
+    "^(\\d+)*$",
 ]
 HARMLESS = [
     ".*Exception.*",
@@ -27,6 +31,8 @@ HARMLESS = [
     r"(\d{1,3}\.){3}\d{1,3}",
     "(foo|bar)*",
     "[^ ]+ expired",
+    "(a{2}){50}",
+    r"(\w|_)+$",
     "Checkpoint \\d+ of job [0-9a-f]{32} expired",
 ]
 
@@ -64,3 +70,8 @@ def test_case_folding_makes_alternatives_overlap() -> None:
     check_pattern("(a|Ab)*")
     with pytest.raises(UnsafePattern):
         check_pattern("(?i)(a|Ab)*")
+
+
+def test_a_backreference_is_refused_for_what_it_is() -> None:
+    with pytest.raises(UnsafePattern, match="backreferences"):
+        check_pattern(r"(a)\1")
