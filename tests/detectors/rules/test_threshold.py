@@ -4,6 +4,7 @@ import pytest
 from pydantic import ValidationError
 
 from tests.detectors.rules.helpers import BP, at, driven, metric, rule
+from tests.detectors.rules.real import metric_events
 
 IN = "flink_taskmanager_job_task_numRecordsInPerSecond"
 OUT = "flink_taskmanager_job_task_numRecordsOutPerSecond"
@@ -165,37 +166,6 @@ def test_describe_is_one_line() -> None:
     )
 
 
-def real_metrics(run: str) -> list:
-    """A real Flink 2.3 run's metric records as the parser's events (tests/data/real/)."""
-    import json
-    from pathlib import Path
-
-    from detectors.base import Event
-
-    path = Path(__file__).resolve().parents[2] / "data" / "real" / f"{run}_2_3" / f"{run}_2_3.jsonl"
-    out = []
-    for line in path.read_text().splitlines():
-        r = json.loads(line)
-        lab = r["labels"]
-        task = lab.get("operator_name")
-        if lab.get("task_name"):
-            task = f"{lab['task_name']}/{lab.get('subtask_index')}"
-        out.append(
-            Event(
-                "metric",
-                r["timestamp"],
-                job_id=lab.get("job_id"),
-                job_name=lab.get("job_name"),
-                tm_id=lab.get("tm_id"),
-                host=lab.get("host"),
-                task=task,
-                metric=r["name"],
-                value=r["value"],
-            )
-        )
-    return sorted(out, key=lambda e: e.time_ms)
-
-
 def run_rule(r, events):
     from detectors.rules import rule_detector
     from detectors.testing import DetectorTester
@@ -212,7 +182,7 @@ def test_the_sink_stalled_example_stays_quiet_on_real_runs(run) -> None:
     from conf import load_config
 
     (r,) = load_config("conf/examples/sink_stalled.yaml").rules
-    t = run_rule(r, real_metrics(run))
+    t = run_rule(r, metric_events(f"{run}_2_3"))
     assert t.alerts == []
     assert t.state is not None  # it did read the run's task metrics
 
@@ -221,7 +191,7 @@ def test_a_checkpoint_size_threshold_pages_on_the_real_surge() -> None:
     r = rule(
         kind="threshold", metric="flink_jobmanager_job_lastCheckpointSize", value=10e6, for_s=30
     )
-    events = real_metrics("surge")
+    events = metric_events("surge_2_3")
     t = run_rule(r, events)
     (fired,) = t.alerts
     first = next(e for e in events if e.metric == r.metric and e.value > 10e6)
