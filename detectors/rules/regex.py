@@ -17,13 +17,18 @@ Refused:
   :data:`MAX_VARIABLE_UNDER` times (``(a{1,2}){1,1000}``);
 - an unbounded repeat of an alternation whose branches can start with the same
   character: ``(a|aa)*``, ``(ab|\w)*``;
+- two unbounded repeats in sequence that can match the same characters, with nothing
+  between them the first cannot match (``.*a.*b``, ``\w+_\w+$``): a failing search tries
+  every split, polynomial in the text's length (``.*a.*b``: two seconds on 2,000
+  characters); a last ``.*`` of the pattern is exempt (it never fails);
 - more than :data:`MAX_WILDCARDS` unbounded repeats in one pattern (each multiplies the
   cost of a failing search by the text's length);
 - a counted repeat above :data:`MAX_COUNT` (``a{100000}`` compiles into a huge program).
 
 What a rule searches is cut to :data:`SEARCH_CHARS` characters as well (the parser cuts
 messages to ``parsing.limits.max_message_chars``, 2,000 by default, and names to
-``NAME_CHARS``), so what remains (``.*A.*B``: quadratic) stays bounded in milliseconds.
+``NAME_CHARS``), so what remains (one unbounded repeat's failing search, quadratic) stays
+within milliseconds.
 """
 
 from __future__ import annotations
@@ -45,8 +50,10 @@ MAX_WILDCARDS = 4
 MAX_COUNT = 1000
 #: How often a counted repeat may repeat a part of variable length (``(\d{1,3}\.){3}``).
 MAX_VARIABLE_UNDER = 10
-#: What a rule's pattern searches is cut to this many characters.
-SEARCH_CHARS = 4096
+#: What a rule's pattern searches is cut to this many characters (the parser's default cut
+#: of a message): a single unbounded repeat's failing search is quadratic in it
+#: (``\w+$``: 15 ms on 2,000 characters).
+SEARCH_CHARS = 2000
 
 _REPEATS = (C.MAX_REPEAT, C.MIN_REPEAT, getattr(C, "POSSESSIVE_REPEAT", C.MAX_REPEAT))
 _ALPHABET = 256  # first characters are told apart over Latin-1; anything beyond is "other"
@@ -80,6 +87,7 @@ def check_pattern(pattern: str) -> str:
     ignore_case = bool(tree.state.flags & re.IGNORECASE)
     walker = _Walker(pattern, ignore_case)
     walker.walk(tree)
+    walker.check_sequences(list(tree), top=True)
     if walker.wildcards > MAX_WILDCARDS:
         msg = (
             f"{pattern}: {walker.wildcards} unbounded repeats; at most {MAX_WILDCARDS} "
@@ -92,6 +100,11 @@ def check_pattern(pattern: str) -> str:
 _NESTED = (
     "a repeat inside a repeat can backtrack exponentially; make the inner part unambiguous "
     "(e.g. [^ ]+ instead of .+) or drop a repeat"
+)
+_SPLIT = (
+    "two unbounded repeats that can match the same text, with nothing between them the "
+    "first cannot match, backtrack polynomially (.*a.*b: cubic); bound the first "
+    "([^a]*a.*b) or drop one"
 )
 _AMBIGUOUS = (
     "an unbounded repeat of alternatives that can start with the same character (or be "
@@ -147,6 +160,32 @@ class _Walker:
             elif op == getattr(C, "ATOMIC_GROUP", None):
                 self.walk(av, star=star, counted=counted)
 
+    def check_sequences(self, items: list[Any], *, top: bool = False) -> None:
+        r"""Refuse two unbounded repeats in sequence that can split a text in many ways.
+
+        ``.*a.*b`` on a text of ``a``: each ``a`` could end the first ``.*``, and a failing
+        search tries them all, for every start: cubic (two seconds on 2,000 characters).
+        Two unbounded repeats are ambiguous when their characters overlap and the first
+        can also match everything between them; ``[^a]*a.*b`` is not (the first ``a``
+        ends it), nor ``\d+ .*expired``. A last ``.*`` of the whole pattern is exempt: it
+        never fails, so it is never backtracked into (``.*Exception.*``).
+        """
+        flat = _flatten(items)
+        open_ = [i for i, (op, av) in enumerate(flat) if _unbounded(op, av)]
+        for n, i in enumerate(open_):
+            mine = _chars(flat[i : i + 1], self.ignore_case)
+            for j in open_[n + 1 :]:
+                if top and j == len(flat) - 1:
+                    continue
+                theirs = _chars(flat[j : j + 1], self.ignore_case)
+                between = _chars(flat[i + 1 : j], self.ignore_case)
+                if mine & theirs and between <= mine:
+                    self.refuse(_SPLIT)
+        for op, av in flat:
+            if op == C.BRANCH:
+                for branch in av[1]:
+                    self.check_sequences(list(branch))
+
     def _check_branches(self, branches: list[Any]) -> None:
         """Refuse alternatives that can start alike, or be empty (``a(|a)`` is ``a|aa``)."""
         if any(_nullable(b) for b in branches):
@@ -155,6 +194,48 @@ class _Walker:
         for i, a in enumerate(firsts):
             if any(a & b for b in firsts[i + 1 :]):
                 self.refuse(_AMBIGUOUS)
+
+
+def _flatten(items: Iterable[Any]) -> list[Any]:
+    """A sequence with its groups' contents inline (a group does not change what follows)."""
+    out: list[Any] = []
+    for op, av in items:
+        if op == C.SUBPATTERN:
+            out += _flatten(av[-1])
+        elif op == getattr(C, "ATOMIC_GROUP", None):
+            out += _flatten(av)
+        else:
+            out.append((op, av))
+    return out
+
+
+def _unbounded(op: Any, av: Any) -> bool:
+    """Whether an item can match a text of any length (a star, or alternatives holding one)."""
+    if op in _REPEATS:
+        return bool(av[1] == C.MAXREPEAT)
+    if op == C.BRANCH:
+        return any(_has_unbounded(b) for b in av[1])
+    return False
+
+
+def _chars(items: Iterable[Any], ignore_case: bool) -> frozenset[int]:
+    """Every character a match of ``items`` can hold (over Latin-1, plus "other")."""
+    out: set[int] = set()
+    for op, av in items:
+        if op in (C.LITERAL, C.NOT_LITERAL, C.ANY, C.IN):
+            out |= _first_of(op, av, ignore_case)[0]
+        elif op == C.SUBPATTERN:
+            out |= _chars(av[-1], ignore_case)
+        elif op == getattr(C, "ATOMIC_GROUP", None):
+            out |= _chars(av, ignore_case)
+        elif op == C.BRANCH:
+            for branch in av[1]:
+                out |= _chars(branch, ignore_case)
+        elif op in _REPEATS:
+            out |= _chars(av[2], ignore_case)
+        elif op not in (C.AT, C.ASSERT, C.ASSERT_NOT):
+            out |= _ALL
+    return frozenset(out)
 
 
 def _has_unbounded(items: Iterable[Any]) -> bool:
