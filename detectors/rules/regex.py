@@ -165,26 +165,30 @@ class _Walker:
 
         ``.*a.*b`` on a text of ``a``: each ``a`` could end the first ``.*``, and a failing
         search tries them all, for every start: cubic (two seconds on 2,000 characters).
-        Two unbounded repeats are ambiguous when their characters overlap and the first
-        can also match everything between them; ``[^a]*a.*b`` is not (the first ``a``
-        ends it), nor ``\d+ .*expired``. A last ``.*`` of the whole pattern is exempt: it
-        never fails, so it is never backtracked into (``.*Exception.*``).
+        Two parts that can grow without bound (a star, or a group holding one) are
+        ambiguous when their characters overlap and each part between them that must
+        match something can match a character the first could have taken; ``[^a]*a.*b``
+        is not (the first ``a`` ends it), nor ``\d+ .*expired``. A last ``.*`` of the
+        whole pattern is exempt: it never fails, so it is never backtracked into
+        (``.*Exception.*``). Groups and repeats are checked inside too.
         """
         flat = _flatten(items)
         open_ = [i for i, (op, av) in enumerate(flat) if _unbounded(op, av)]
         for n, i in enumerate(open_):
             mine = _chars(flat[i : i + 1], self.ignore_case)
             for j in open_[n + 1 :]:
-                if top and j == len(flat) - 1:
+                if top and j == len(flat) - 1 and _never_fails(flat[j]):
                     continue
                 theirs = _chars(flat[j : j + 1], self.ignore_case)
-                between = _chars(flat[i + 1 : j], self.ignore_case)
-                if mine & theirs and between <= mine:
+                between = [x for x in flat[i + 1 : j] if not _nullable([x])]
+                if mine & theirs and all(mine & _chars([x], self.ignore_case) for x in between):
                     self.refuse(_SPLIT)
         for op, av in flat:
             if op == C.BRANCH:
                 for branch in av[1]:
                     self.check_sequences(list(branch))
+            elif op in _REPEATS:
+                self.check_sequences(list(av[2]))
 
     def _check_branches(self, branches: list[Any]) -> None:
         """Refuse alternatives that can start alike, or be empty (``a(|a)`` is ``a|aa``)."""
@@ -210,12 +214,18 @@ def _flatten(items: Iterable[Any]) -> list[Any]:
 
 
 def _unbounded(op: Any, av: Any) -> bool:
-    """Whether an item can match a text of any length (a star, or alternatives holding one)."""
+    """Whether an item can match a text of any length (a star, or a group holding one)."""
     if op in _REPEATS:
-        return bool(av[1] == C.MAXREPEAT)
+        return bool(av[1] == C.MAXREPEAT) or _has_unbounded(av[2])
     if op == C.BRANCH:
         return any(_has_unbounded(b) for b in av[1])
     return False
+
+
+def _never_fails(item: Any) -> bool:
+    """A repeat that may match nothing: last in a pattern it succeeds at once, whatever follows."""
+    op, av = item
+    return op in _REPEATS and av[0] == 0
 
 
 def _chars(items: Iterable[Any], ignore_case: bool) -> frozenset[int]:

@@ -27,6 +27,15 @@ EVIL = [
     r"\w+_\w+$",
     "x.*y.*z.*w",
     ".*Exception.*x$",
+    # what a random search over small patterns found passing an earlier check (each
+    # seconds on a few hundred characters): an optional part between two stars, a star
+    # inside an optional group, a separator both sides can match
+    "a+ ?a*$",
+    r"[ab]*(\w+)?b?c",
+    r"\w*[^a]\w*c",
+    r".(\w+[^a]+)? +",
+    r"a*\w*\w+\w$",
+    r"[ab]+a(a?[ab]*b[ab]*)\wc",
 ]
 HARMLESS = [
     ".*Exception.*",
