@@ -116,6 +116,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
                 st,
                 also,
             )
+        if not one_parse:
+            spark.conf.set("spark.sql.session.timeZone", cfg.parsing.log_timezone)
         # The output file is the replay's product, not a copy: what could not be written
         # during the run is written now, or the replay fails.
         for rt in runtimes:

@@ -217,3 +217,25 @@ def test_o_without_a_baseline_is_refused(tmp_path, caplog) -> None:
     ]
     assert main(args) == 2
     assert "-o is the comparison's form: it needs --baseline" in caplog.text
+
+
+@pytest.mark.spark
+def test_configs_that_parse_differently_are_replayed_twice_each_with_its_dead_letters(
+    spark, tmp_path, capsys
+) -> None:
+    # The baseline refuses every record as too large: it pages nothing, and its dead
+    # letters are its own, not written to the new run's --deadletters.
+    expected = json.loads((SCENARIOS / "expected.json").read_text())
+    (tmp_path / "old.yaml").write_text("parsing:\n  max_record_bytes: 1\n")
+    out, dead = tmp_path / "alerts.jsonl", tmp_path / "dead"
+    args = ["replay", "--baseline", str(tmp_path / "old.yaml"), "--output", str(out)]
+    args += ["--deadletters", str(dead), "-o", "json"]
+    args += ["--logs", *(str(SCENARIOS / name) for name in expected)]
+    assert main(args) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["one_parse"] is False and got["new"]["config"] == "the packaged config"
+    pages = len({a["alert_id"] for a in map(json.loads, out.read_text().splitlines())})
+    assert pages > 0
+    assert got["pages"] == {"baseline": 0, "new": pages}
+    assert got["totals"]["gained"] == pages and sum(got["totals"].values()) == pages
+    assert not list(dead.glob("*.jsonl"))
