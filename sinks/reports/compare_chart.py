@@ -57,7 +57,7 @@ def comparison_chart(comparison: Comparison) -> bytes | None:
                 xytext=(at(d.baseline.paged_ms), y + _BASE),
                 arrowprops={"arrowstyle": "->", "color": colour, "lw": 1.2},
             )
-    ax.set_yticks(range(len(shown)), [f"{det}\n{safe(who, 34)}" for det, who, _ in shown])
+    ax.set_yticks(range(len(shown)), [f"{safe(det, 34)}\n{safe(who, 34)}" for det, who, _ in shown])
     ax.set_ylim(-0.6, len(shown) - 0.4)
     ax.invert_yaxis()
     ax.set_xlim(at(start - pad), at(end + 2 * pad))
