@@ -327,7 +327,8 @@ class JmK8sWatchCrash(Detector[JmK8sWatchCrashParams, JmK8sWatchCrashState]):
                 n = len(self._recent(state, src, now))
                 if n:
                     loop = f"{self.params.loop_crashes} make a loop"
-                    parts.append(f"{src or 'a JobManager'}: {n} recent crashes ({loop})")
+                    recent = words.plural(n, "recent crash", "recent crashes")
+                    parts.append(f"{src or 'a JobManager'}: {recent} ({loop})")
             return words.clause(*parts)
         crashes = sorted(state.crashes.items(), key=lambda c: c[1].incident_start_ms)
         told = [self._crash_standing(src, crash, now) for src, crash in crashes[:2]]
@@ -342,7 +343,9 @@ class JmK8sWatchCrash(Detector[JmK8sWatchCrashParams, JmK8sWatchCrashState]):
             after = "not restarted yet"
         else:
             after = f"restarted after {words.span_ms(crash.jm_started_ms - latest)}"
-        back = f"{len(crash.restored)} jobs restored, {len(crash.lost)} without state"
+        back = (
+            f"{words.plural(len(crash.restored), 'job')} restored, {len(crash.lost)} without state"
+        )
         if crash.back_ms is not None:
             due = f"resolves at {words.at(crash.back_ms + int(p.clear_for_s * 1000))}"
         elif crash.severity is not Severity.CRITICAL:

@@ -428,10 +428,7 @@ class JvmFatal(Detector[JvmFatalParams, JvmFatalState]):
                 f"exit yet: a fatal line until {words.at(t + wait_ms)} makes it one"
             )
         if not parts:
-            parts.append(
-                f"no fatal exit open; its latest line ({words.at(state.last_event_ms)}) "
-                "did not stop the process"
-            )
+            parts.append(f"no fatal exit open (its latest line {words.at(state.last_event_ms)})")
         return words.clause(*parts)
 
     # --- events ------------------------------------------------------------------

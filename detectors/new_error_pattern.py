@@ -355,7 +355,10 @@ class NewErrorPattern(Detector[NewErrorPatternParams, NewErrorPatternState]):
                 f"learning: {words.plural(known, 'template')} so far; every line is normal until "
                 f"{words.at(state.learn_until_ms)} ({left} left)"
             )
-        held = f"alerting since {words.at(state.learn_until_ms)}, {known} templates known"
+        held = (
+            f"alerting since {words.at(state.learn_until_ms)}, "
+            f"{words.plural(known, 'template')} known"
+        )
         horizon = now - p.window_s * 1000
         counting = [
             sum(1 for h in t.hits if h > horizon)

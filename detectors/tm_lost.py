@@ -293,12 +293,14 @@ class TmLost(Detector[TmLostParams, TmLostState]):
         p, now = self.params, state.last_event_ms
         if state.firing:
             cause = _CAUSE_TEXT[state.cause or "unknown"]
-            seen = words.plural(state.timeouts, "heartbeat timeout")
+            seen = (
+                f" ({words.plural(state.timeouts, 'heartbeat timeout')})" if state.timeouts else ""
+            )
             last = state.last_signal_ms
             clear_at = self._clear_at(state)
             return words.clause(
                 f"{words.firing_since(state.incident_start_ms, now)}: {cause}",
-                f"{seen}, the latest signal {words.at(last)}" if last is not None else seen,
+                f"latest loss signal {words.at(last)}{seen}" if last is not None else None,
                 f"resolves at {words.at(clear_at)} if no loss signal comes" if clear_at else None,
             )
         if state.pending_until is not None:
