@@ -52,9 +52,15 @@ def size(nbytes: float) -> str:
 
 
 def firing_since(start_ms: int | None, now_ms: int) -> str:
-    """``FIRING since <time> (<how long>)``: an open incident, from its start."""
+    """``FIRING since <time> (<how long>)``: an open incident, from its start.
+
+    A deadline may have fired it after the state's latest event, its "now": how long
+    it has been firing is not known then, and left out.
+    """
     if start_ms is None:
         return "FIRING"
+    if now_ms < start_ms:
+        return f"FIRING since {at(start_ms)}"
     return f"FIRING since {at(start_ms)} ({span_ms(now_ms - start_ms)})"
 
 

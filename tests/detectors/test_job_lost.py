@@ -482,7 +482,7 @@ def test_standing_tells_the_deadline_the_report_and_the_way_back() -> None:
     ), tester.standing()
     tester.advance_to(LAST + 50 * S)
     assert tester.standing() == (
-        f"FIRING since {at(LAST + 50 * S)} (0 s): JobManager reported lost; last record "
+        f"FIRING since {at(LAST + 50 * S)}: JobManager reported lost; last record "
         f"{at(LAST)} (metric {NUM_RESTARTS} = 0), state RUNNING; resolves after 60 s back in RUNNING"
     )
     # A standby brings it back: the resolve is under way.

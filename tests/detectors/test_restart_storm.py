@@ -528,7 +528,7 @@ def test_standing_of_a_recovery_too_slow() -> None:
     tester.feed(state(T0, "CREATED", "RUNNING"), state(T0 + MIN, "RUNNING", "RESTARTING"))
     tester.advance_to(T0 + 7 * MIN)
     assert tester.standing() == (
-        f"FIRING since {at(T0 + 6 * MIN)} (0 s): recovery too slow; 1 of 3 restarts within "
+        f"FIRING since {at(T0 + 6 * MIN)}: recovery too slow; 1 of 3 restarts within "
         f"30 min (mostly unknown); job RESTARTING since {at(T0 + MIN)}; resolves once RUNNING "
         "for 10 min without a restart"
     )

@@ -387,7 +387,7 @@ def test_standing_tells_a_timeout_waiting_for_its_cause_then_the_loss_and_its_re
     )
     tester.advance_to(T0 + 20 * S)
     assert tester.standing() == (
-        f"FIRING since {at(T0 + 20 * S)} (0 s): heartbeat timed out, no cause in the logs; "
+        f"FIRING since {at(T0 + 20 * S)}: heartbeat timed out, no cause in the logs; "
         f"latest loss signal {at(T0)} (1 heartbeat timeout); resolves at {at(T0 + 900 * S)} if "
         "no loss signal comes"
     )
