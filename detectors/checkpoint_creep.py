@@ -610,15 +610,17 @@ class CheckpointCreep(Detector[CheckpointCreepParams, CheckpointCreepState]):
             judged = f" ({sig} at {p.min_trend_z:g})" if not state.firing else ""
             timeout_s = self._timeout_s(state)
             timeout = words.span(timeout_s) if timeout_s >= 1 else _duration(timeout_s * 1000)
+            # The cadence test pages on the median's share of the timeout: say it when it holds.
+            share = stats["timeout_share"] if stats["test"] == "cadence" else None
+            pace = "" if state.firing else " at this pace"
             trend = [
                 f"{seen}, median {_duration(stats['recent_median_ms'])} = "
-                f"{stats['ratio']:.1f}x baseline{pages}",
+                f"{stats['ratio']:.1f}x baseline{pages}"
+                + (f", {share:.0%} of the timeout" if share is not None else ""),
                 f"{'-' if slope <= -0.5 else '+'}{_duration(abs(slope))}/checkpoint, "
                 f"z {z:.1f}{judged}",
-                None if proj is None else f"{timeout} timeout in ~{words.span(proj)} at this pace",
+                None if proj is None else f"{timeout} timeout in ~{words.span(proj)}{pace}",
             ]
-            if stats["test"] == "cadence":
-                trend.append(f"median at {stats['timeout_share']:.0%} of the timeout, still rising")
         overdue = self._overdue(state, now)
         if overdue:
             cid, trig = overdue[0]

@@ -85,6 +85,7 @@ _INTERVALS = 4
 #: The series of checkpoint attempts (a trigger, or a trigger that failed before an id).
 _CHECKPOINTS = "checkpoints"
 _MAX_LINE_CHARS = 300
+_MAX_REPORTER_CHARS = 40  # a reporter's name in the standing line is cut to this
 
 Why = Literal["jm_lost", "released", "silence"]
 #: Each reason in words, for :meth:`JobLost.standing`.
@@ -397,16 +398,19 @@ class JobLost(Detector[JobLostParams, JobLostState]):
         report = state.report
         said = None
         if report is not None:
-            who = f"TaskManager {report.reporter}" if report.reporter else "a TaskManager"
+            # What it said stays in the page; the line keeps to who and when.
+            last = f"last record {words.at(state.seen_ms)}"
+            reporter = (report.reporter or "")[:_MAX_REPORTER_CHARS]
+            who = f"TaskManager {reporter}" if reporter else "a TaskManager"
             what = "lost its JobManager" if report.kind == "jm_heartbeat_timeout" else "released it"
             said = f"{who} {what} at {words.at(report.t)}"
         due = self._deadline(state)
         watch = (
             "no periodic telemetry yet: its silence cannot be told"
             if due is None
-            else f"pages at {words.at(due[0])} if nothing comes ({_WHY[due[1]]})"
+            else f"pages at {words.at(due[0])} if nothing comes"
         )
-        return words.clause(f"job {status}", last, said, watch)
+        return words.clause(status, last, said, watch)
 
     # Deadlines --------------------------------------------------------------------------
 

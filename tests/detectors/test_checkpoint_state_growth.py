@@ -290,6 +290,11 @@ def test_a_state_saved_by_the_previous_version_loads_and_closes_its_incident() -
     det = default()
     state = det.load(old)
     assert det.signal_values(state) == {"checkpoint_size_bytes": 386032168.0}
+    # Its standing tells the surge it had, with no window verdict to tell.
+    assert det.standing(state) == (
+        f"FIRING since {at(T0 + 122_920)} (2 min); 2 sizes over 4 min of the 2.0 h window "
+        "(judged from 90 %); now 368 MB; surged 27.1x and still growing; resolves once not growing"
+    )
     assert {k: v for k, v in det.dump(state).items() if k in old} == old
     # Its idle deadline closes the incident it had open: same alert_id, same verdict.
     idle_at = T0 + 240_427 + 6 * H
