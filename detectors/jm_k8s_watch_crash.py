@@ -330,15 +330,25 @@ class JmK8sWatchCrash(Detector[JmK8sWatchCrashParams, JmK8sWatchCrashState]):
                     recent = words.plural(n, "recent crash", "recent crashes")
                     parts.append(f"{src or 'a JobManager'}: {recent} ({loop})")
             return words.clause(*parts)
+        # The first crash told in full, the others by their JobManager: one line.
         crashes = sorted(state.crashes.items(), key=lambda c: c[1].incident_start_ms)
-        told = [self._crash_standing(src, crash, now) for src, crash in crashes[:2]]
-        more = f"{len(crashes) - 2} more crashes open" if len(crashes) > 2 else None
-        return words.clause(*told, more)
+        src, crash = crashes[0]
+        others = [words.cut(s or "a JobManager", 30) for s, _ in crashes[1:3]]
+        more = (
+            f"{words.plural(len(crashes) - 1, 'more crash', 'more crashes')} open "
+            f"({', '.join(others)}{', ...' if len(crashes) > 3 else ''})"
+            if others
+            else None
+        )
+        return words.clause(self._crash_standing(src, crash, now), more)
 
     def _crash_standing(self, src: str, crash: JmCrash, now: int) -> str:
         p, latest = self.params, crash.latest()
         since = words.firing_since(crash.incident_start_ms, now)
-        head = f"{since}: JobManager{f' on {src}' if src else ''} crashed at {words.at(latest)}"
+        where = f" on {words.cut(src, 40)}" if src else ""
+        # A crash loop: the latest crash, from which its recovery counts.
+        again = f" (again at {words.at(latest)})" if latest != crash.incident_start_ms else ""
+        head = f"{since}: JobManager{where} crashed{again}"
         if crash.jm_started_ms is None:
             after = "not restarted yet"
         else:

@@ -400,7 +400,7 @@ class JobLost(Detector[JobLostParams, JobLostState]):
         if report is not None:
             # What it said stays in the page; the line keeps to who and when.
             last = f"last record {words.at(state.seen_ms)}"
-            reporter = (report.reporter or "")[:_MAX_REPORTER_CHARS]
+            reporter = words.cut(report.reporter or "", _MAX_REPORTER_CHARS)
             who = f"TaskManager {reporter}" if reporter else "a TaskManager"
             what = "lost its JobManager" if report.kind == "jm_heartbeat_timeout" else "released it"
             said = f"{who} {what} at {words.at(report.t)}"

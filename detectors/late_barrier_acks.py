@@ -280,7 +280,12 @@ class LateBarrierAcks(Detector[LateBarrierAcksParams, LateBarrierAcksState]):
             )
             held += f" ({acks}{latest})"
         top = self._top(state.hosts, "host", sum(r.located_acks for r in late))
-        host = f"most from {top[0]['host']} ({top[0]['share']:.0%})" if top and late else None
+        # A host named only when it sent most of them: a hint of skew, not a list.
+        host = (
+            f"most from {words.cut(top[0]['host'], 60)} ({top[0]['share']:.0%})"
+            if top and late and top[0]["share"] >= 0.5
+            else None
+        )
         aborted = sum(1 for r in state.checkpoints if r.aborted)
         ignored = f"{aborted} aborted, not counted" if aborted else None
         if state.firing:

@@ -51,6 +51,11 @@ def size(nbytes: float) -> str:
     return f"{nbytes / 2**10:,.0f} KB" if mib < 1 else f"{mib:,.0f} MB"
 
 
+def cut(name: str, chars: int) -> str:
+    """A name (host, TaskManager, task) cut to ``chars`` characters, the last one ``…``."""
+    return name if len(name) <= chars else name[: chars - 1] + "…"
+
+
 def firing_since(start_ms: int | None, now_ms: int) -> str:
     """``FIRING since <time> (<how long>)``: an open incident, from its start.
 

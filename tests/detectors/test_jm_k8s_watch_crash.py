@@ -427,14 +427,14 @@ def test_standing_follows_a_crash_s_recovery_to_its_resolve() -> None:
     assert tester.standing().endswith("a lone watch error on jm-0 waits for its other half")
     tester.feed(fatal(T0, host="jm-0"))
     assert tester.standing() == (
-        f"FIRING since {at(T0)} (0 s): JobManager on jm-0 crashed at {at(T0)}, not restarted "
-        f"yet, 0 jobs restored, 0 without state, critical at {at(T0 + 600 * S)} if no job is back"
+        f"FIRING since {at(T0)} (0 s): JobManager on jm-0 crashed, not restarted yet, 0 jobs "
+        f"restored, 0 without state, critical at {at(T0 + 600 * S)} if no job is back"
     )
     tester.feed(started(T0 + 20 * S, host="jm-0"), restored(T0 + 31 * S, host="jm-0"))
     tester.feed(running(T0 + 32 * S, host="jm-0"))
     assert tester.standing() == (
-        f"FIRING since {at(T0)} (32 s): JobManager on jm-0 crashed at {at(T0)}, restarted "
-        f"after 20 s, 1 job restored, 0 without state, resolves at {at(T0 + 632 * S)}"
+        f"FIRING since {at(T0)} (32 s): JobManager on jm-0 crashed, restarted after 20 s, "
+        f"1 job restored, 0 without state, resolves at {at(T0 + 632 * S)}"
     )
     tester.advance_to(T0 + 3600 * S)
     assert [a.status for a in tester.alerts] == [AlertStatus.FIRING, AlertStatus.RESOLVED]
@@ -450,7 +450,20 @@ def test_standing_of_a_jobmanager_that_did_not_come_back() -> None:
     tester.feed(running(T0 - 3600 * S), fatal(T0))
     tester.advance_to(T0 + 700 * S)
     assert tester.alerts[-1].status is AlertStatus.ESCALATED
-    assert tester.standing().endswith(
-        "crashed at 2020-10-17T15:25:20Z, not restarted yet, 0 jobs restored, 0 without state, "
-        "critical: no job back"
+    assert tester.standing() == (
+        f"FIRING since {at(T0)} (0 s): JobManager crashed, not restarted yet, 0 jobs restored, "
+        "0 without state, critical: no job back"
+    )
+
+
+def test_standing_tells_the_first_crash_and_names_the_others() -> None:
+    tester = DetectorTester(JmK8sWatchCrash(JmK8sWatchCrashParams()))
+    tester.feed(*[fatal(T0 + i * S, host=f"node-{i}") for i in range(4)])
+    line = tester.standing()
+    assert line.startswith(f"FIRING since {at(T0)} (3 s): JobManager on node-0 crashed, ")
+    assert line.endswith("; 3 more crashes open (node-1, node-2, ...)"), line
+    # It crashes again after its restart: the recovery counts from the latest crash.
+    tester.feed(started(T0 + 20 * S, host="node-0"), fatal(T0 + 60 * S, host="node-0"))
+    assert f"JobManager on node-0 crashed (again at {at(T0 + 60 * S)}), not restarted yet" in (
+        tester.standing()
     )
