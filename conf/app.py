@@ -29,6 +29,7 @@ from detectors import REGISTRY, Detector, DetectorParams
 from detectors.base import Profile
 from detectors.correlation import CorrelationParams
 from detectors.model import cap_name
+from detectors.rules import Rule, RuleParams, rule_detector
 
 
 def _detectors_model() -> type[BaseModel]:
@@ -144,6 +145,13 @@ class AppConfig(FrozenModel):
             "match wins."
         ),
     )
+    rules: tuple[Rule, ...] = Field(
+        default=(),
+        description=(
+            "Your own rules, each run like a detector: [{name, kind: threshold | frequency | "
+            "flatline | spike, ...}] (docs/rules.md)."
+        ),
+    )
     reload_interval_s: float = Field(
         default=5.0,
         gt=0,
@@ -179,7 +187,7 @@ class AppConfig(FrozenModel):
         enabled = any(p.enabled for p in self.detector_params().values()) or any(
             sec.get("enabled") is True for ov in self.overrides for sec in ov.detectors.values()
         )
-        if not enabled:
+        if not enabled and not any(r.enabled for r in self.rules):
             msg = "every detector is disabled (detectors.<name>.enabled): nothing would run"
             raise ValueError(msg)
         return self
@@ -202,10 +210,19 @@ class AppConfig(FrozenModel):
         for what, names in (
             ("webhook", [w.name for w in self.webhooks]),
             ("silence", [s.name for s in self.silences]),
+            ("rule", [r.name for r in self.rules]),
         ):
             dupes = sorted({n for n in names if names.count(n) > 1})
             if dupes:
                 msg = f"{what} names must be unique: {dupes}"
+                raise ValueError(msg)
+        return self
+
+    @model_validator(mode="after")
+    def _rules_are_not_detectors(self) -> AppConfig:
+        for i, rule in enumerate(self.rules):
+            if rule.name in REGISTRY:
+                msg = f"rules.{i}.name: {rule.name!r} is a built-in detector's name"
                 raise ValueError(msg)
         return self
 
@@ -235,7 +252,8 @@ class AppConfig(FrozenModel):
 
     def resolver(self) -> ParamsResolver:
         """Per-job parameter lookup for the detectors (base params plus overrides)."""
-        return ParamsResolver(self.detector_params(), self.overrides)
+        rules = {r.name: r for r in self.rules}
+        return ParamsResolver({**self.detector_params(), **rules}, self.overrides)
 
     def catalog(self) -> dict[str, type[Detector[Any, Any]]]:
         """What this config runs, by name: the built-in detectors and one class per rule.
@@ -245,12 +263,6 @@ class AppConfig(FrozenModel):
         here, so a reload that adds a rule reaches them all.
         """
         return self.resolver().catalog()
-
-
-def _rule_class(params: DetectorParams) -> type[Detector[Any, Any]]:
-    """The detector class a rule defines."""
-    msg = f"not a rule: {type(params).__name__}"
-    raise KeyError(msg)
 
 
 class ParamsResolver:
@@ -281,7 +293,12 @@ class ParamsResolver:
 
     def _make(self, name: str) -> type[Detector[Any, Any]]:
         params = self.base[name]
-        return REGISTRY[name] if name in REGISTRY else _rule_class(params)
+        if name in REGISTRY:
+            return REGISTRY[name]
+        if not isinstance(params, RuleParams):
+            msg = f"{name}: neither a detector nor a rule"
+            raise KeyError(msg)
+        return rule_detector(params)
 
     def catalog(self) -> dict[str, type[Detector[Any, Any]]]:
         """Every detector and rule of the config by name (enabled or not)."""
