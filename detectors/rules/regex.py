@@ -12,7 +12,9 @@ Refused:
 - backreferences (``\1``, ``(?P=name)``) and conditionals (``(?(1)a|b)``): no linear
   algorithm exists for them;
 - a repeat inside a repeat when the inner one is unbounded and the outer one repeats
-  (star height above one): ``(a+)+``, ``(\w+\s?)*``, ``(.*a){20}``;
+  (star height above one): ``(a+)+``, ``(\w+\s?)*``, ``(.*a){20}``; a part of variable
+  length under an unbounded repeat (``(a?a)*``) or repeated more than
+  :data:`MAX_VARIABLE_UNDER` times (``(a{1,2}){1,1000}``);
 - an unbounded repeat of an alternation whose branches can start with the same
   character: ``(a|aa)*``, ``(ab|\w)*``;
 - more than :data:`MAX_WILDCARDS` unbounded repeats in one pattern (each multiplies the
@@ -41,6 +43,8 @@ MAX_PATTERN_CHARS = 512
 MAX_WILDCARDS = 4
 #: The largest count a counted repeat (``{m,n}``) may give.
 MAX_COUNT = 1000
+#: How often a counted repeat may repeat a part of variable length (``(\d{1,3}\.){3}``).
+MAX_VARIABLE_UNDER = 10
 #: What a rule's pattern searches is cut to this many characters.
 SEARCH_CHARS = 4096
 
@@ -98,10 +102,12 @@ _AMBIGUOUS = (
 class _Walker:
     """One pass over a parse tree, counting wildcards and refusing what can blow up.
 
-    ``star``: the items are inside an unbounded repeat; ``counted``: inside a counted one
-    (``{2,5}``). Under a star, any repeat of variable length (``a?``, ``a{1,3}``, ``a+``)
-    and any alternation whose branches are ambiguous lets one text match in exponentially
-    many ways; under a count only an unbounded repeat does (``(.*a){20}``: ``n ** 20``).
+    ``star``: the items are inside an unbounded repeat; ``counted``: how many times the
+    counted repeats around them repeat at most (``{2,5}``: 5). Under a star, any repeat
+    of variable length (``a?``, ``a{1,3}``, ``a+``) and any alternation whose branches
+    are ambiguous lets one text match in exponentially many ways; under a count, an
+    unbounded repeat (``(.*a){20}``: ``n ** 20``), or a variable one repeated more than
+    :data:`MAX_VARIABLE_UNDER` times (``(a{1,2}){1,1000}``: Fibonacci many ways).
     """
 
     def __init__(self, pattern: str, ignore_case: bool) -> None:
@@ -113,7 +119,7 @@ class _Walker:
         msg = f"{self.pattern}: {why}"
         raise UnsafePattern(msg)
 
-    def walk(self, items: Iterable[Any], *, star: bool = False, counted: bool = False) -> None:
+    def walk(self, items: Iterable[Any], *, star: bool = False, counted: int = 1) -> None:
         for op, av in items:
             if op in (C.GROUPREF, C.GROUPREF_EXISTS):
                 self.refuse("backreferences and conditionals are not allowed (no linear match)")
@@ -124,9 +130,11 @@ class _Walker:
                     self.refuse(f"a counted repeat above {MAX_COUNT}")
                 if unbounded:
                     self.wildcards += 1
-                if (unbounded and (star or counted)) or (star and lo != hi):
+                many = star or counted > MAX_VARIABLE_UNDER
+                if (unbounded and (star or counted > 1)) or (many and lo != hi):
                     self.refuse(_NESTED)
-                self.walk(body, star=star or unbounded, counted=counted or hi > 1)
+                times = counted * (1 if unbounded else hi)
+                self.walk(body, star=star or unbounded, counted=min(times, MAX_COUNT + 1))
             elif op == C.SUBPATTERN:
                 self.walk(av[-1], star=star, counted=counted)
             elif op == C.BRANCH:

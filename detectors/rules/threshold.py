@@ -31,6 +31,9 @@ from detectors.rules.params import (
     span,
 )
 
+#: A series key is cut to this many characters (task names run long in SQL jobs).
+_KEY_CHARS = 120
+
 
 class MetricCondition(BaseModel):
     """A condition on one metric's aggregate per entity: ``max(metric{match}) > value``."""
@@ -49,6 +52,11 @@ class MetricCondition(BaseModel):
     """The bound the aggregate is compared with."""
     stale_s: float = Field(default=120, gt=0, le=3600)
     """A series whose latest sample is older than this no longer counts (seconds)."""
+
+    def series(self) -> str:
+        """``numRecordsInPerSecond {task ~ .*Sink.*}``: the metric and its label patterns."""
+        labels = self.match.words()
+        return short_metric(self.metric) + (f" {{{labels}}}" if labels else "")
 
     def words(self, agg: float | None = None) -> str:
         """``backPressuredTimeMsPerSecond max > 800`` (with the aggregate's value if given)."""
@@ -76,11 +84,8 @@ class ThresholdRule(RuleParams, MetricCondition):
         return self
 
     def watches(self) -> str:  # noqa: D102
-        what = short_metric(self.metric)
-        labels = self.match.words()
-        if self.also is not None:
-            what += f" and {short_metric(self.also.metric)}"
-        return what + (f" {{{labels}}}" if labels else "")
+        what = ", ".join(c.series() for c in (self, self.also) if c is not None)
+        return what
 
     def condition(self) -> str:  # noqa: D102
         cond = self.words()
@@ -92,8 +97,8 @@ class ThresholdRule(RuleParams, MetricCondition):
 class ThresholdState(DetectorState):
     """Per entity: the latest sample of each series, and since when the condition holds.
 
-    ``series`` maps ``<condition>|<job>|<tm>|<task>`` (condition 0 the rule's, 1 its
-    ``also``) to ``[time_ms, value]``.
+    ``series`` maps ``<condition>|<tm or job>|<task>`` (condition 0 the rule's, 1 its
+    ``also``) to ``[time_ms, value]``, oldest first.
     """
 
     series: dict[str, list[float]] = {}
@@ -119,13 +124,23 @@ class ThresholdDetector(RuleDetector[ThresholdRule, ThresholdState]):
             return []
         for i, cond in enumerate((p, p.also)):
             if cond is not None and event.metric == cond.metric and cond.match.admits(event):
-                key = f"{i}|{event.job_id or ''}|{event.tm_id or ''}|{event.task or ''}"
+                key = self.series_key(i, event)
                 state.series.pop(key, None)  # re-inserted last: the dict stays oldest first
                 state.series[key] = [float(event.time_ms), float(event.value)]
         if len(state.series) > p.max_series:
             for key in list(state.series)[: len(state.series) - p.max_series]:
                 del state.series[key]
         return self._judge(state, event.time_ms)
+
+    def series_key(self, condition: int, event: Event) -> str:
+        """``<condition>|<who>|<task>``: the series an event belongs to, within its entity.
+
+        ``who`` is the TaskManager in a job's state, the job in a TaskManager's (the
+        entity's own id would repeat in every key). Cut to :data:`_KEY_CHARS`: a key is
+        saved with the state on every batch.
+        """
+        who = event.tm_id if self.params.scope == "job" else event.job_id
+        return f"{condition}|{who or ''}|{event.task or ''}"[:_KEY_CHARS]
 
     def on_timer(self, state: ThresholdState, now_ms: int) -> list[Alert]:
         """``for_s`` passed, a sample went stale, or a resolve is due: judge again."""
@@ -199,8 +214,12 @@ class ThresholdDetector(RuleDetector[ThresholdRule, ThresholdState]):
         elif not OPS[p.op](value, p.value):
             back = f"back {NOT_OPS[p.op]} {figure(p.value)}"
             summary = f"{self.who(state)}: {name} {p.aggregate} {figure(value)}, {back}"
-        else:
-            summary = f"{self.who(state)}: {p.also.words(other) if p.also else ''} no longer"
+        elif p.also is not None:  # the rule's own condition holds, its ``also`` no longer
+            a, also = p.also, short_metric(p.also.metric)
+            now = f"{also} {a.aggregate} {figure(other)}" if other is not None else f"no {also}"
+            summary = f"{self.who(state)}: {now}, no longer {a.op} {figure(a.value)}"
+        else:  # not reached: the condition holds, so the incident stays open
+            summary = f"{self.who(state)}: {p.words(value)}"
         return [self.resolve(state, now_ms, summary, self._evidence(state, value, other))]
 
     def _evidence(
@@ -216,6 +235,11 @@ class ThresholdDetector(RuleDetector[ThresholdRule, ThresholdState]):
             "for_s": p.for_s,
             "series": sum(1 for k in state.series if k[0] == "0"),
         }
+        if p.aggregate in ("max", "min") and value is not None:
+            # Which series it is: the subtask an SRE opens first.
+            worst = [k for k, (_, v) in state.series.items() if k[0] == "0" and v == value]
+            if worst:
+                out["worst"] = worst[-1].split("|", 1)[1]
         if p.also is not None:
             out |= {"also_metric": p.also.metric, "also_value": other}
         return out

@@ -132,3 +132,38 @@ def test_a_route_may_name_a_rule_and_a_config_whose_only_check_is_a_rule_runs() 
     assert cfg.slack.routes[0].detectors == ("expiry_burst",)
     with pytest.raises(ValueError, match="every detector is disabled"):
         AppConfig.model_validate({"rules": [{**rule, "enabled": False}], "detectors": off})
+
+
+def test_every_example_config_loads_with_its_rules() -> None:
+    from pathlib import Path
+
+    examples = sorted(Path("conf/examples").glob("*.yaml"))
+    assert len(examples) >= 2
+    for path in examples:
+        cfg = load_config(path)
+        assert cfg.rules, path
+
+
+RULE = "  - {name: %s, kind: frequency, kinds: [log_error], count: 3, window_s: 60%s}\n"
+
+
+@pytest.mark.parametrize(
+    ("rules", "field", "words"),
+    [
+        (RULE % ("errs", "") + RULE % ("errs", ""), "<root>", "rule names must be unique"),
+        (RULE % ("tm_lost", ""), "<root>", "rules.0.name: 'tm_lost' is a built-in detector's name"),
+        (
+            RULE % ("a1", "") + RULE % ("a2", ", pattern: '(a+)+$'"),
+            "rules.1.pattern",
+            "repeat inside a repeat",
+        ),
+        (RULE % ("a1", ", count: 100000"), "rules.0.count", "less than or equal to 500"),
+        ("  - {name: x1, kind: nope}\n", "rules.0", "does not match any of the expected tags"),
+    ],
+)
+def test_a_bad_rule_is_refused_naming_the_field(tmp_path, rules, field, words) -> None:
+    path = write(tmp_path / "c.yaml", "rules:\n" + rules)
+    with pytest.raises(ConfigError) as exc:
+        load_config(path)
+    assert field in exc.value.fields
+    assert words in str(exc.value)

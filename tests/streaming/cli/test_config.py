@@ -68,3 +68,17 @@ def test_config_check_prints_every_route_an_incident_continues_to(tmp_path, caps
         ("slack.routes[0]", "#payments"),  # critical: the team's, continued to the pager
         ("slack.routes[1]", "#pager"),
     ]
+
+
+def test_config_check_shows_each_rule_on_a_line(capsys) -> None:
+    assert main(["config", "check", "conf/examples/sink_stalled.yaml"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1:] == [
+        "rules (1):",
+        "  sink_stalled (threshold, per job): numRecordsInPerSecond {task ~ (?i).*(sink|writer).*}, "
+        "numRecordsOutPerSecond {task ~ Source:.*}; numRecordsInPerSecond sum <= 0 while "
+        "numRecordsOutPerSecond sum > 0 for 10 min",
+    ]
+    assert main(["config", "check", "-o", "json", "conf/examples/backpressure.yaml"]) == 0
+    (r,) = json.loads(capsys.readouterr().out)["rules"]
+    assert (r["name"], r["kind"], r["enabled"]) == ("backpressure_high", "threshold", True)
