@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from detectors import REGISTRY, Detector, Event
+from detectors import Detector, Event
 from detectors.base import Scope
 
 
@@ -77,12 +77,11 @@ class Routes:
 
     Args:
         names: The enabled detectors and rules.
-        catalog: Their classes by name (``AppConfig.catalog``; default: the built-ins).
+        catalog: Their classes by name (``AppConfig.catalog``, ``ParamsResolver.catalog``):
+            no default, a rule left out would get nothing.
     """
 
-    def __init__(
-        self, names: list[str], catalog: Mapping[str, type[Detector[Any, Any]]] = REGISTRY
-    ) -> None:
+    def __init__(self, names: list[str], catalog: Mapping[str, type[Detector[Any, Any]]]) -> None:
         self.by_scope: dict[str, tuple[str, ...]] = {}
         self._interest = {n: interest(catalog[n]) for n in names if n in catalog}
         for n in sorted(self._interest):

@@ -69,7 +69,7 @@ def test_metric_events_reach_only_the_detectors_that_name_them(spark) -> None:
         (cfg.kafka.events_topic, f"job:{JOB}"),
         (cfg.kafka.events_topic, f"tm:{TM}"),
     ]
-    routes = Routes(active_detectors(cfg))
+    routes = Routes(active_detectors(cfg), cfg.catalog())
     got = sorted(
         (name, e.event.kind, e.event.metric)
         for r in bus.collect()

@@ -54,7 +54,8 @@ class Shard:
 
     def __init__(self, cfg: AppConfig | None = None, **kwargs: object) -> None:
         cfg = cfg or AppConfig()
-        self.runner = EntityRunner(cfg.resolver(), Routes(active_detectors(cfg)), **kwargs)  # type: ignore[arg-type]
+        routes = Routes(active_detectors(cfg), cfg.catalog())
+        self.runner = EntityRunner(cfg.resolver(), routes, **kwargs)  # type: ignore[arg-type]
         self.shard = ShardRunner(self.runner)
         self.store = Store()
         self.wakes: dict[str, WakeUp] = {}
@@ -483,7 +484,7 @@ def test_a_detector_disabled_by_a_reload_closes_its_incident_and_forgets_its_sta
     shard = Shard()
     _firing(shard)
     off = AppConfig.model_validate({"detectors": {"checkpoint_failures": {"enabled": False}}})
-    shard.runner = EntityRunner(off.resolver(), Routes(active_detectors(off)))
+    shard.runner = EntityRunner(off.resolver(), Routes(active_detectors(off), off.catalog()))
     shard.shard = ShardRunner(shard.runner)
     out = shard.batch([{**_expiry(8), "kind": "checkpoint_triggered"}])
     assert _statuses(out, "checkpoint_failures") == ["resolved"]

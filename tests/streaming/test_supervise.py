@@ -240,7 +240,7 @@ def test_disabling_a_detector_mid_incident_closes_the_incident() -> None:
     from streaming.routes import Routes
     from streaming.runner import EntityRunner
 
-    proc = EntityRunner(cfg().resolver(), Routes(active_detectors(cfg())))
+    proc = EntityRunner(cfg().resolver(), Routes(active_detectors(cfg()), cfg().catalog()))
     state = {"entity": "job:7f", "job_id": "7f", "firing": True, "incident_start_ms": 100}
     (closing,) = proc._close("checkpoint_failures", state, 500, "detector disabled")
     assert (closing.status, closing.event_time_ms, closing.job_id) == (
