@@ -44,6 +44,7 @@ from conf.output import checkpoint_scheme as checkpoint_scheme
 from conf.pipeline import KafkaConfig as KafkaConfig
 from conf.pipeline import ParsingConfig as ParsingConfig
 from conf.pipeline import SparkConfig as SparkConfig
+from detectors.rules import KINDS as RULE_KINDS
 
 DEFAULT_CONFIG = Path(__file__).with_name("flinkwatch.yaml")
 
@@ -129,7 +130,17 @@ def load_config(path: str | Path | None = None, text: str | None = None) -> AppC
     try:
         return AppConfig.model_validate(data)
     except ValidationError as exc:
-        fields = [".".join(str(x) for x in e["loc"]) or "<root>" for e in exc.errors()]
+        fields = [".".join(str(x) for x in _where(e["loc"])) or "<root>" for e in exc.errors()]
         problems = "; ".join(f"{f}: {e['msg']}" for f, e in zip(fields, exc.errors(), strict=True))
         msg = f"{p}: invalid config: {problems}"
         raise ConfigError(msg, path=p, fields=fields) from exc
+
+
+def _where(loc: tuple[int | str, ...]) -> tuple[int | str, ...]:
+    """An error's location as the file spells it: a rule's kind (pydantic's tag) left out.
+
+    ``rules.2.frequency.pattern`` is ``rules.2.pattern`` in the file.
+    """
+    if len(loc) > 3 and loc[0] == "rules" and isinstance(loc[1], int) and loc[2] in RULE_KINDS:
+        return (*loc[:2], *loc[3:])
+    return loc

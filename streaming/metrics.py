@@ -10,11 +10,14 @@ prometheus_client's custom collectors do. :func:`serve` puts the registry on the
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
+from typing import Any
 
 from prometheus_client import CollectorRegistry
 
 from conf import AppConfig
 from conf.running import RunningConfig
+from detectors import Detector
 from sinks.inbound.metrics_server import HEALTH_PATH, MetricsEndpoint
 from sinks.prometheus import (
     ActiveAlerts,
@@ -62,10 +65,14 @@ def register_run(
     active = next(o for o in outputs.observers if isinstance(o, ActiveAlerts))
     registry.register(AlertCollector(active, cluster))
     registry.register(DeliveryCollector(outputs))
-    registry.register(SlackActionsCollector(actions))
+
+    def catalog() -> Mapping[str, type[Detector[Any, Any]]]:
+        return running.catalog
+
+    registry.register(SlackActionsCollector(actions, catalog))
     if outputs.signals is not None:
-        registry.register(SignalCollector(outputs.signals, cluster))
-    registry.register(PipelineCollector(stats))
+        registry.register(SignalCollector(outputs.signals, cluster, catalog))
+    registry.register(PipelineCollector(stats, catalog))
     registry.register(ConfigCollector(running, reloads))
     registry.register(ProgressCollector(progress))
 

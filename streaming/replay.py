@@ -112,7 +112,8 @@ class ShardReplay:
         self, shard: str, rows: list[tuple[str, str, int | None]]
     ) -> Iterator[tuple[int, dict[str, Any]]]:
         """The shard's output rows, each with its batch (0: the records, 1: the end)."""
-        runner = ShardRunner(EntityRunner(self.resolver, Routes(self.detectors)))
+        routes = Routes(self.detectors, self.resolver.catalog())
+        runner = ShardRunner(EntityRunner(self.resolver, routes))
         store = Entities()
         wakes: dict[str, WakeUp] = {}
         ticks: dict[str, int] = {}

@@ -45,9 +45,15 @@ def cmd_config_check(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"config check: {exc}", file=sys.stderr)
         return 2
-    routes = cfg.slack.route_table(enabled, sample, cfg.cluster) if sample else []
+    # Where each detector's and rule's incidents go: a route may name a rule.
+    paging = [n for n, p in cfg.resolver().base.items() if p.enabled]
+    routes = cfg.slack.route_table(paging, sample, cfg.cluster) if sample else []
     if as_json:
         out: dict[str, object] = {"ok": True, "file": args.file, "detectors_enabled": enabled}
+        out["rules"] = [
+            {"name": r.name, "kind": r.kind, "enabled": r.enabled, "line": r.describe()}
+            for r in cfg.rules
+        ]
         if sample:
             out["routes"] = [
                 {"detector": d, "severity": sev.value, "route": route, "channel": channel}
@@ -56,6 +62,10 @@ def cmd_config_check(args: argparse.Namespace) -> int:
         print_json(out)
         return 0
     print(f"OK {args.file}: detectors enabled: {', '.join(enabled) or 'none'}")
+    if cfg.rules:
+        print(f"rules ({len(cfg.rules)}):")
+        for rule in cfg.rules:
+            print(f"  {rule.describe()}")
     if routes:
         print(f"slack routes for {' '.join(args.sample)}:")
         width = max(len(d) for d, *_ in routes)

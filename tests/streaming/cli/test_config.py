@@ -68,3 +68,36 @@ def test_config_check_prints_every_route_an_incident_continues_to(tmp_path, caps
         ("slack.routes[0]", "#payments"),  # critical: the team's, continued to the pager
         ("slack.routes[1]", "#pager"),
     ]
+
+
+def test_config_check_shows_each_rule_on_a_line(capsys) -> None:
+    assert main(["config", "check", "conf/examples/sink_stalled.yaml"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1:] == [
+        "rules (1):",
+        "  sink_stalled (threshold, per job): numRecordsInPerSecond {task ~ (?i).*(sink|writer).*}, "
+        "numRecordsOutPerSecond {task ~ Source:.*}; numRecordsInPerSecond sum <= 0 while "
+        "numRecordsOutPerSecond sum > 0 for 10 min",
+    ]
+    assert main(["config", "check", "-o", "json", "conf/examples/backpressure.yaml"]) == 0
+    (r,) = json.loads(capsys.readouterr().out)["rules"]
+    assert (r["name"], r["kind"], r["enabled"]) == ("backpressure_high", "threshold", True)
+
+
+def test_config_check_prints_the_route_a_sample_takes_for_a_rule_a_route_names(
+    tmp_path, capsys
+) -> None:
+    conf = tmp_path / "c.yaml"
+    conf.write_text(
+        "rules:\n"
+        "  - {name: expiry_burst, kind: frequency, kinds: [checkpoint_expired], count: 2,"
+        " window_s: 600}\n"
+        "slack:\n"
+        "  routes:\n"
+        "    - {channel: '#checkpoints', detectors: [expiry_burst]}\n"
+    )
+    assert main(["config", "check", str(conf), "--sample", "job_name=pay-etl", "-o", "json"]) == 0
+    routes = json.loads(capsys.readouterr().out)["routes"]
+    by = {(r["detector"], r["severity"]): (r["channel"], r["route"]) for r in routes}
+    assert by[("expiry_burst", "warning")] == ("#checkpoints", "slack.routes[0]")
+    assert by[("checkpoint_creep", "warning")] == ("#flink-alerts", "slack.channel")
