@@ -43,6 +43,7 @@ from typing import Literal, NamedTuple
 
 from pydantic import Field
 
+from detectors import words
 from detectors.base import (
     Detector,
     DetectorParams,
@@ -283,6 +284,47 @@ class RestartStorm(Detector[RestartStormParams, RestartStormState]):
         alerts = self._due(state, now_ms)
         self._prune(state, now_ms)
         return alerts
+
+    def standing(self, state: RestartStormState | None) -> str:
+        """Restarts in the window against ``min_restarts``, the job's state; what resolves it."""
+        if state is None:
+            return "no state change, failover or restore of this job seen"
+        p, now = self.params, state.last_event_ms
+        held = (
+            f"{self._confirmed(state, now)} of {p.min_restarts} restarts within "
+            f"{words.span(p.window_s)}"
+        )
+        counted = Counter(r.cause for r in state.restarts).most_common(1)
+        if counted:
+            held += f" (mostly {counted[0][0].replace('_', ' ')})"
+        down, up = state.down_since, state.running_since
+        where: str | None
+        if down is not None:
+            where = f"job {state.status} since {words.at(down)}"
+            if not state.firing:
+                due = down + int(p.max_recovery_s * 1000)
+                where += f": pages at {words.at(due)} unless RUNNING by then"
+        elif state.status == "RUNNING" and up is not None:
+            where = f"job RUNNING since {words.at(up)}"
+        else:
+            where = f"job {state.status}" if state.status else None
+        if not state.firing:
+            ages = (
+                f"the oldest counts until {words.at(state.restarts[0].t + int(p.window_s * 1000))}"
+                if state.restarts
+                else None
+            )
+            return words.clause(held, where, ages)
+        due_r = self._resolve_deadline(state)
+        resolve = (
+            f"resolves at {words.at(due_r)}"
+            if due_r is not None
+            else f"resolves once RUNNING for {words.span(p.clear_for_s)} without a restart"
+        )
+        since = words.firing_since(state.incident_start_ms, now)
+        if state.fired_for == "slow_recovery":
+            since += ": recovery too slow"
+        return words.clause(since, held, where, resolve)
 
     # Transitions ------------------------------------------------------------------------
 
