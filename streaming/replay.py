@@ -179,6 +179,32 @@ def _counts(events: DataFrame) -> tuple[DataFrame, Observation]:
     return observed, obs
 
 
+@dataclass(frozen=True)
+class Baseline:
+    """A second config detecting over the same parse (``replay --baseline``).
+
+    Attributes:
+        cfg: The baseline config; its ``parsing`` section is the replayed config's
+            (:func:`same_parse`).
+        outputs: Its own ledger and alert file.
+        stats: Its own counters (the parse's counts are added to both).
+    """
+
+    cfg: AppConfig
+    outputs: Outputs
+    stats: PipelineStats
+
+
+def same_parse(a: AppConfig, b: AppConfig) -> bool:
+    """Whether one parse serves both configs: what shapes the parsed events is the same.
+
+    That is the ``parsing`` section alone (limits, metric naming rules, the log time zone,
+    also the session's); which events reach the bus, the shards and the times are each
+    config's own and come after the parse.
+    """
+    return a.parsing == b.parsing
+
+
 def replay(
     logs: DataFrame,
     metrics: DataFrame,
@@ -186,19 +212,44 @@ def replay(
     outputs: Outputs,
     dead_letters: DeadLetterFileSink,
     stats: PipelineStats,
+    baseline: Baseline | None = None,
     explain: tuple[Asked, ...] = (),
 ) -> dict[str, str]:
     """Parse ``logs`` and ``metrics`` (file records), run the detectors, deliver.
 
     ``stats`` gets what the streaming replay's handlers counted: records, events by kind,
     dead letters by reason, the newest event time, alerts, and one parse and two detect
-    batches. Returns the end state (entity → saved value) of the entities the
-    questions of ``explain`` match (none without one).
+    batches. With a ``baseline`` (whose config must parse the same: :func:`same_parse`)
+    its detectors run over the same parsed events after ``cfg``'s and deliver to its own
+    outputs; dead letters are written once. Returns the end state (entity → saved value)
+    of the entities the questions of ``explain`` match under ``cfg`` (none without one).
 
     Raises:
         LedgerError: the ledger could not record a batch.
     """
     events, observed = _counts(parsed_events(logs, metrics, cfg))
+    if baseline is not None:
+        # Parsed once for both configs: each bus below is a scan of these kept rows.
+        events = events.localCheckpoint()
+    saved = _detect(events, observed, cfg, outputs, stats, dead_letters, explain)
+    if baseline is not None:
+        _detect(events, observed, baseline.cfg, baseline.outputs, baseline.stats, None)
+    return saved
+
+
+def _detect(
+    events: DataFrame,
+    observed: Observation,
+    cfg: AppConfig,
+    outputs: Outputs,
+    stats: PipelineStats,
+    dead_letters: DeadLetterFileSink | None,
+    explain: tuple[Asked, ...] = (),
+) -> dict[str, str]:
+    """One config's bus records, shards and delivery over parsed ``events``.
+
+    Returns the end state of the entities ``explain`` matches.
+    """
     k = cfg.kafka
     # The bus records and dead letters of one parse, kept for the reads below; a local
     # checkpoint, not a cache: each read then plans a scan of the kept rows, not the
@@ -210,7 +261,7 @@ def replay(
     (newest,) = rows.select(F.max(F.unix_millis("event_time"))).first() or (None,)
     counts = observed.get
     _count_parse(stats, counts)
-    if any(counts.get(f"error:{r}") for r in DEAD_LETTER_REASONS):
+    if dead_letters is not None and any(counts.get(f"error:{r}") for r in DEAD_LETTER_REASONS):
         letters = (
             bus.where(F.col("topic") == k.deadletters_topic)
             .select(F.from_json("value", DEAD_LETTER_SCHEMA).alias("d"))

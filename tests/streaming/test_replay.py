@@ -13,7 +13,7 @@ import json
 
 from conf import AppConfig
 from streaming.bus import active_detectors
-from streaming.replay import ShardReplay, session_settings
+from streaming.replay import ShardReplay, same_parse, session_settings
 
 T0 = 1_700_000_000_000
 JOB = "b" * 32
@@ -102,3 +102,13 @@ def test_only_a_short_replay_runs_its_jvm_with_the_quick_compiler_alone() -> Non
     assert "-XX:TieredStopAtLevel=1" in small
     assert "-Xss16m" in small  # the parser's regexes need the live job's thread stack
     assert session_settings(700 * 2**20) == {}
+
+
+def test_two_configs_share_one_parse_unless_their_parsing_sections_differ() -> None:
+    base = AppConfig()
+    tuned = AppConfig.model_validate(
+        {"detectors": {"checkpoint_failures": {"min_expired": 2}}, "spark": {"state_shards": 8}}
+    )
+    assert same_parse(base, tuned)
+    for parsing in ({"log_timezone": "Europe/Berlin"}, {"max_record_bytes": 1024}):
+        assert not same_parse(base, AppConfig.model_validate({"parsing": parsing}))
