@@ -160,20 +160,6 @@ def detector_catalog(cfg: AppConfig) -> Mapping[str, type[Detector[Any, Any]]]:
     return REGISTRY
 
 
-def standing_words(det: Detector[Any, Any], state: DetectorState | None) -> str:
-    """What a detector says of where it stands (:meth:`Detector.standing`).
-
-    Until every detector has the hook, a line of the fields every state has.
-    """
-    hook = getattr(det, "standing", None)
-    if callable(hook):
-        return str(hook(state))
-    if state is None:
-        kinds = ", ".join(sorted(det.metrics or det.kinds))
-        return f"holds nothing for this entity: none of its events ({kinds}) seen"
-    return f"holds state; last event {_iso(state.last_event_ms)}"
-
-
 def explain(asked: Asked, saved: Mapping[str, str], cfg: AppConfig) -> Explanation:
     """Each detector's standing for the entities of ``saved`` that ``asked`` matches.
 
@@ -262,7 +248,7 @@ def _standing(
         holds=state is not None,
         firing=state is not None and _open(state),
         due_ms=header.due.get(name) if state is not None else None,
-        words=standing_words(det, state),
+        words=det.standing(state),
     )
 
 
@@ -298,6 +284,6 @@ def render(expl: Explanation) -> str:
         out.append(f"{who}{newest}")
         width = max((len(s.detector) for s in ent.detectors), default=0)
         for s in ent.detectors:
-            state = "FIRING" if s.firing else "ok" if s.holds else "off" if not s.enabled else "-"
+            state = "off" if not s.enabled else "FIRING" if s.firing else "ok" if s.holds else "-"
             out.append(f"  {s.detector:<{width}}  {state:<6}  {s.words}")
     return "\n".join(out)

@@ -200,6 +200,10 @@ def test_a_detector_turned_off_for_the_job_says_so() -> None:
     off = lines(explain(Asked(job=JOB), saved, cfg), f"job:{JOB}")["checkpoint_failures"]
     assert not off.enabled and not off.firing
     assert "turned off for this job" in off.words
+    # It still holds the state it kept while on; the text says off, not ok.
+    assert off.holds
+    text = render(explain(Asked(job=JOB), saved, cfg))
+    assert any(line.split()[:2] == ["checkpoint_failures", "off"] for line in text.splitlines())
     on = lines(explain(Asked(job=OTHER), saved, cfg), f"job:{OTHER}")["checkpoint_failures"]
     assert on.enabled and on.firing
 
@@ -222,22 +226,14 @@ def test_the_catalog_of_a_config_that_keeps_one_is_used(monkeypatch: pytest.Monk
     assert list(by) == ["checkpoint_failures"]
 
 
-def test_the_detectors_own_words_are_used_when_it_has_the_hook(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(
-        CheckpointFailures,
-        "standing",
-        lambda self, state: "2 of 3 expiries" if state else "none seen",
-        raising=False,
-    )
-    by = lines(
-        explain(Asked(job=JOB), {f"job:{JOB}": job_value(JOB, expiries=2)}, AppConfig()),
-        f"job:{JOB}",
-    )
-    assert by["checkpoint_failures"].words == "2 of 3 expiries"
+def test_the_line_is_the_detectors_own_words_for_the_state_it_holds() -> None:
+    det = CheckpointFailures(CheckpointFailures.params_model())
+    text = job_value(JOB, expiries=2)
+    state = det.load_json(text.split("\n")[1].partition("\t")[2])
+    by = lines(explain(Asked(job=JOB), {f"job:{JOB}": text}, AppConfig()), f"job:{JOB}")
+    assert by["checkpoint_failures"].words == det.standing(state)
     by = lines(explain(Asked(job=OTHER), {}, AppConfig()), f"job:{OTHER}")
-    assert by["checkpoint_failures"].words == "none seen"
+    assert by["checkpoint_failures"].words == det.standing(None)
 
 
 # --- output ---------------------------------------------------------------------------------
