@@ -105,7 +105,7 @@ def basic_auth(app: WSGIApplication, auth: BasicAuth, realm: str = REALM) -> WSG
             "401 Unauthorized",
             [("WWW-Authenticate", challenge), ("Content-Type", "text/plain; charset=utf-8")],
         )
-        return [b"401 Unauthorized: /metrics needs HTTP basic auth\n"]
+        return [b"401 Unauthorized: the metrics endpoint needs HTTP basic auth\n"]
 
     return guarded
 

@@ -145,7 +145,10 @@ def ask(args: argparse.Namespace, cfg: AppConfig, asked: Asked) -> Explanation:
             body: Any = json.loads(answer.read())
     except urllib.error.HTTPError as exc:
         said = _error_of(exc)
-        msg = f"{redact_url(url)}: {exc.code} {exc.reason}" + (f": {said}" if said else "")
+        status = f"{exc.code} {exc.reason}"
+        # A plain-text refusal (401) names its status itself.
+        told = said if said.startswith(status) else status + (f": {said}" if said else "")
+        msg = f"{redact_url(url)}: {told}"
         raise ExplainError(msg) from exc
     except (urllib.error.URLError, OSError, ValueError) as exc:
         msg = f"{redact_url(url)}: {exc}"

@@ -164,6 +164,7 @@ def test_a_refusal_of_the_endpoint_is_an_error_saying_it(
         rc = main(["explain", *question, "--url", server.url, "--config", str(scrape_config)])
     assert rc == 1
     assert said in caplog.text
+    assert caplog.text.count(said.split(":")[0]) == 1  # the status said once
     assert password not in caplog.text or password == PASSWORD
 
 
