@@ -18,7 +18,7 @@ from prometheus_client import CollectorRegistry
 from conf import AppConfig
 from conf.running import RunningConfig
 from detectors import Detector
-from sinks.inbound.metrics_server import HEALTH_PATH, MetricsEndpoint
+from sinks.inbound.metrics_server import EXPLAIN_PATH, HEALTH_PATH, Explainer, MetricsEndpoint
 from sinks.prometheus import (
     ActiveAlerts,
     AlertCollector,
@@ -83,8 +83,12 @@ def serve(
     registry: CollectorRegistry,
     progress: ProgressLogger,
     running: RunningConfig,
+    explainer: Explainer | None = None,
 ) -> None:
-    """Serve ``/metrics`` and the health answer of the run (and push, if configured)."""
+    """Serve ``/metrics`` and the health answer of the run (and push, if configured).
+
+    With ``explainer``, ``/explain`` answers ``flinkwatch explain --url`` too.
+    """
     push = cfg.metrics.pushgateway
     if push.url:
         Pusher(
@@ -92,7 +96,9 @@ def serve(
         ).start()
         log.info("metrics: pushing to %s every %.0f s", push.url, push.interval_s)
     try:
-        server = endpoint.serve(registry, progress_age_s=progress.progress_age_s)
+        server = endpoint.serve(
+            registry, progress_age_s=progress.progress_age_s, explainer=explainer
+        )
     except OSError as exc:
         log.error(
             "metrics: cannot listen on %s:%d or health port %s (%s); running without /metrics",
@@ -108,3 +114,8 @@ def serve(
         server.health_url or server.url.removesuffix("/metrics") + HEALTH_PATH,
         cfg.metrics.health_max_age_s,
     )
+    if explainer is not None:
+        log.info(
+            "explain: %s answers flinkwatch explain --url",
+            server.url.removesuffix("/metrics") + EXPLAIN_PATH,
+        )
