@@ -364,7 +364,7 @@ def throughput(
             "cast(key as string) key", "cast(value as string) value"
         )
     )
-    routes = Routes(active_detectors(cfg))
+    routes = Routes(active_detectors(cfg), cfg.catalog())
     routed: dict[str, int] = {}
     bus_records = 0
     scoped = bus.selectExpr("substring_index(entity, ':', 1) as scope", "kind", "metric")

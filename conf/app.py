@@ -25,10 +25,11 @@ from conf.metrics import MetricsConfig
 from conf.output import OutputConfig
 from conf.pipeline import KafkaConfig, ParsingConfig, SparkConfig
 from conf.silences import Silence
-from detectors import REGISTRY, DetectorParams
+from detectors import REGISTRY, Detector, DetectorParams
+from detectors.base import Profile
 from detectors.correlation import CorrelationParams
 from detectors.model import cap_name
-from detectors.rules import Rule
+from detectors.rules import Rule, RuleParams, rule_detector
 
 
 def _detectors_model() -> type[BaseModel]:
@@ -186,7 +187,7 @@ class AppConfig(FrozenModel):
         enabled = any(p.enabled for p in self.detector_params().values()) or any(
             sec.get("enabled") is True for ov in self.overrides for sec in ov.detectors.values()
         )
-        if not enabled:
+        if not enabled and not any(r.enabled for r in self.rules):
             msg = "every detector is disabled (detectors.<name>.enabled): nothing would run"
             raise ValueError(msg)
         return self
@@ -225,13 +226,43 @@ class AppConfig(FrozenModel):
                 raise ValueError(msg)
         return self
 
+    @model_validator(mode="after")
+    def _routes_name_what_runs(self) -> AppConfig:
+        # Checked here, not on the route: a route may name a rule, which only the whole
+        # config knows.
+        known = set(self.resolver().base)
+        named = [
+            (f"slack.routes.{i}.detectors", r.detectors) for i, r in enumerate(self.slack.routes)
+        ]
+        named += [
+            (f"webhooks.{i}.route.detectors", w.route.detectors)
+            for i, w in enumerate(self.webhooks)
+            if w.route is not None
+        ]
+        for where, names in named:
+            unknown = sorted(set(names) - known)
+            if unknown:
+                msg = f"{where}: unknown detector(s) {unknown}; known: {sorted(known)}"
+                raise ValueError(msg)
+        return self
+
     def detector_params(self) -> dict[str, DetectorParams]:
         """Each registered detector's parameters, by detector name."""
         return {name: getattr(self.detectors, name) for name in REGISTRY}
 
     def resolver(self) -> ParamsResolver:
         """Per-job parameter lookup for the detectors (base params plus overrides)."""
-        return ParamsResolver(self.detector_params(), self.overrides)
+        rules = {r.name: r for r in self.rules}
+        return ParamsResolver({**self.detector_params(), **rules}, self.overrides)
+
+    def catalog(self) -> dict[str, type[Detector[Any, Any]]]:
+        """What this config runs, by name: the built-in detectors and one class per rule.
+
+        :data:`detectors.REGISTRY` stays the list of built-ins (the config reference, the
+        docs); the pipeline, the sinks and the driver's words take their detectors from
+        here, so a reload that adds a rule reaches them all.
+        """
+        return self.resolver().catalog()
 
 
 class ParamsResolver:
@@ -244,6 +275,41 @@ class ParamsResolver:
         self.base = dict(base)
         self.overrides = tuple(overrides)
         self._cache: dict[tuple[str, str | None, str | None], DetectorParams] = {}
+        self._classes: dict[str, type[Detector[Any, Any]]] = {}
+
+    def detector_class(self, name: str) -> type[Detector[Any, Any]]:
+        """The class that runs as ``name``: a built-in detector's, or the one its rule makes.
+
+        Made where it is asked for, from ``base`` (a rule's params are the rule): a class
+        made at run time cannot be pickled to the executors, its definition can.
+
+        Raises:
+            KeyError: no detector or rule of that name in the config.
+        """
+        hit = self._classes.get(name)
+        if hit is None:
+            hit = self._classes[name] = self._make(name)
+        return hit
+
+    def _make(self, name: str) -> type[Detector[Any, Any]]:
+        params = self.base[name]
+        if name in REGISTRY:
+            return REGISTRY[name]
+        if not isinstance(params, RuleParams):
+            msg = f"{name}: neither a detector nor a rule"
+            raise KeyError(msg)
+        return rule_detector(params)
+
+    def catalog(self) -> dict[str, type[Detector[Any, Any]]]:
+        """Every detector and rule of the config by name (enabled or not)."""
+        return {name: self.detector_class(name) for name in self.base}
+
+    def profile(self, name: str) -> Profile:
+        """How ``name``'s incidents are told; the default :class:`Profile` when not known."""
+        try:
+            return self.detector_class(name).profile
+        except KeyError:
+            return Profile()
 
     def __getstate__(self) -> dict[str, Any]:
         return {"base": self.base, "overrides": self.overrides}

@@ -17,7 +17,7 @@ from pydantic import (
 from conf.base import RESTART, FrozenModel
 from conf.kafka_options import env_ref
 from conf.silences import Matchers
-from detectors import REGISTRY, Alert, AlertStatus, Severity
+from detectors import Alert, AlertStatus, Severity
 
 
 class RouteMatch(FrozenModel):
@@ -33,14 +33,6 @@ class RouteMatch(FrozenModel):
     detectors: tuple[str, ...] = ()
     severities: tuple[Severity, ...] = ()
     match: Matchers | None = None
-
-    @model_validator(mode="after")
-    def _check(self) -> RouteMatch:
-        unknown = sorted(set(self.detectors) - set(REGISTRY))
-        if unknown:
-            msg = f"unknown detector(s) {unknown}; known: {sorted(REGISTRY)}"
-            raise ValueError(msg)
-        return self
 
     def matches(self, alert: Alert, cluster: str) -> bool:
         """True when the route takes this alert (an empty list matches everything)."""

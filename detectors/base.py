@@ -32,6 +32,7 @@ from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from detectors import words
 from detectors.model import Alert, AlertStatus, Event, Severity, StateError
 
 Scope = Literal["job", "tm", "cluster"]
@@ -329,6 +330,10 @@ class Detector(ABC, Generic[P, S]):
     - ``next_deadline(state)``: when ``on_timer`` is due next; asked after every call.
     - ``fire(...)``, ``escalate(...)``, ``resolve(...)``: the transitions of an
       :class:`Incident` (the state's own, or ``incident=`` one of several it keys).
+    - ``standing(state)``: where the entity stands, in a line of the detector's own
+      words (``flinkwatch explain``): what it holds and how far it is from firing, or,
+      firing, since when and what resolves it; for ``None``, why it cannot judge. The
+      base words a generic line; every real detector says more.
 
     Optional, each with a default that most detectors keep:
 
@@ -469,6 +474,39 @@ class Detector(ABC, Generic[P, S]):
         if event.job_name and event.job_id in (None, state.job_id or event.job_id):
             return event.job_name
         return None
+
+    def standing(self, state: S | None) -> str:
+        """Where the entity stands for this detector, in one line of its own words.
+
+        What the state holds and how far it is from firing (or, firing, since when and
+        what would resolve it); for ``None`` (the detector holds nothing for the entity),
+        why it cannot judge. ``flinkwatch explain`` prints it for each detector that
+        looks at an entity ("why did it not page?"). Times are event time: the state's
+        own latest time is "now" (a detector never reads a clock); durations and times
+        are worded with :mod:`detectors.words`; no trailing newline, nothing unknown
+        shown as a placeholder.
+
+        Default: the open incident (since when, a resolve under way), else that none is
+        open and the latest event; for ``None``, the events the detector reads.
+
+        Example:
+            >>> from detectors.jvm_fatal import JvmFatal
+            >>> Detector.standing(JvmFatal(JvmFatal.params_model()), None)
+            'nothing seen for this entity (reads fatal error, jvm oom lines)'
+        """
+        if state is None:
+            return f"nothing seen for this entity (reads {words.reads(self.kinds, self.metrics)})"
+        now = state.last_event_ms
+        if not state.firing:
+            return f"no incident open; latest event {words.at(now)}"
+        clearing = state.clear_since_ms
+        resolve = (
+            f"condition clear since {words.at(clearing)}, resolves after "
+            f"{words.span(self.params.clear_for_s)}"
+            if clearing is not None
+            else f"resolves once its condition is clear for {words.span(self.params.clear_for_s)}"
+        )
+        return words.clause(words.firing_since(state.incident_start_ms, now), resolve)
 
     def signal_values(self, state: S) -> dict[str, float]:
         """The entity's current :attr:`signals` (a missing name means not known yet)."""

@@ -64,6 +64,7 @@ from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from detectors import words
 from detectors.base import Detector, DetectorParams, DetectorState, Evidence, Profile, Story
 from detectors.model import LAST_CHECKPOINT_DURATION, LAST_CHECKPOINT_SIZE, Alert, Event
 from detectors.stats import for_humans, mann_kendall_z, median_interval, next_cadence, theil_sen
@@ -583,6 +584,60 @@ class CheckpointCreep(Detector[CheckpointCreepParams, CheckpointCreepState]):
                 f"without completing (timeout {self.params.checkpoint_timeout_s:.0f} s)"
             )
         return self.fire(st, at_ms, "; ".join(parts), self._evidence(st, at_ms, stats))
+
+    def standing(self, state: CheckpointCreepState | None) -> str:
+        """Samples against what the tests need, the trend and its projection; what resolves."""
+        if state is None:
+            return "no checkpoint seen for this job"
+        p = self.params
+        now = max(state.last_event_ms, state.clock_ms)
+        n = len(state.samples)
+        stats = self._trend(state)
+        seen = f"{n} of {p.min_samples} checkpoints" if n < p.min_samples else f"{n} checkpoints"
+        trend: list[str | None]
+        if stats is None:
+            last = state.samples[-1].duration_ms if state.samples else None
+            latest = f", the latest took {_duration(last)}" if last is not None else ""
+            need = min(p.min_samples, p.cadence_samples)
+            trend = [f"{seen}{latest}; no trend judged before {need}"]
+        else:
+            slope, z = stats["slope_ms_per_checkpoint"], stats["mann_kendall_z"]
+            sig = "significant" if z >= p.min_trend_z else "not significant"
+            proj = stats["projected_timeout_in_s"]
+            # Firing, the thresholds are behind it: the line keeps to where it is now.
+            pages = "" if state.firing else f" (pages at {p.min_ratio:g}x and "
+            pages += "" if state.firing else f"{_duration(p.min_duration_ms)})"
+            judged = f" ({sig} at {p.min_trend_z:g})" if not state.firing else ""
+            timeout_s = self._timeout_s(state)
+            timeout = words.span(timeout_s) if timeout_s >= 1 else _duration(timeout_s * 1000)
+            # The cadence test pages on the median's share of the timeout: say it when it holds.
+            share = stats["timeout_share"] if stats["test"] == "cadence" else None
+            pace = "" if state.firing else " at this pace"
+            trend = [
+                f"{seen}, median {_duration(stats['recent_median_ms'])} = "
+                f"{stats['ratio']:.1f}x baseline{pages}"
+                + (f", {share:.0%} of the timeout" if share is not None else ""),
+                f"{'-' if slope <= -0.5 else '+'}{_duration(abs(slope))}/checkpoint, "
+                f"z {z:.1f}{judged}",
+                None if proj is None else f"{timeout} timeout in ~{words.span(proj)}{pace}",
+            ]
+        overdue = self._overdue(state, now)
+        if overdue:
+            cid, trig = overdue[0]
+            trend.append(f"checkpoint {cid} pending for {words.span_ms(now - trig)} (overdue)")
+        if not state.firing:
+            return words.clause(*trend)
+        clear_ms = self._clear_ms()
+        resolve: str | None
+        if state.trend_on or overdue:
+            resolve = f"resolves {words.span_ms(clear_ms)} after it clears"
+        elif state.pending:
+            resolve = f"resolve waits for checkpoint {min(state.pending)} in flight"
+        else:
+            at = state.resolve_deadline(clear_ms)
+            resolve = f"resolves at {words.at(at)}" if at is not None else None
+        since = words.firing_since(state.incident_start_ms, now)
+        return words.clause(since, *trend, resolve)
 
     def on_close(self, state: CheckpointCreepState, now_ms: int) -> list[Alert]:
         """No events any more: :meth:`_close`, saying ``idle_words``."""

@@ -46,6 +46,7 @@ from typing import Any, NamedTuple
 
 from pydantic import Field
 
+from detectors import words
 from detectors.base import Detector, DetectorParams, DetectorState, Evidence, Profile
 from detectors.model import Alert, Event
 
@@ -400,6 +401,44 @@ class CheckpointFailures(Detector[CheckpointFailuresParams, CheckpointFailuresSt
             for _, key in st.uncounted:
                 out[key] = out.get(key, 0) + 1
         return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
+
+    def standing(self, state: CheckpointFailuresState | None) -> str:
+        """Failures in the window against the thresholds, or what resolves the incident."""
+        if state is None:
+            return "no checkpoint seen for this job"
+        p = self.params
+        failed = state.failed.values()
+        expired = sum(1 for _, key in failed if key == "expired")
+        counted = sum(1 for _, key in failed if counts(key))
+        min_failed = p.min_failed if p.min_failed is not None else p.min_expired
+        # Firing, the thresholds are behind it.
+        of_expired, of_failed = (
+            ("", "") if state.firing else (f" of {p.min_expired}", f" of {min_failed}")
+        )
+        held = (
+            f"{expired}{of_expired} expired, {counted}{of_failed} failed "
+            f"within {words.span(p.window_s)}"
+        )
+        if p.min_streak is not None:
+            held += f", {len(state.streak_ids)} of {p.min_streak} in a row"
+        other = self._reasons(state, counted=False)
+        ignored = (
+            f"{sum(other.values())} not counted ({next(iter(other)).replace('_', ' ')})"
+            if other
+            else None
+        )
+        done = f"{words.plural(state.completed_streak, 'checkpoint')} completed in a row"
+        if not state.firing:
+            return words.clause(held, ignored, done)
+        resolve = (
+            f"resolves after {p.resolve_after_completed} completed in a row "
+            f"({state.completed_streak} so far)"
+        )
+        clear_at = self._clear_at(state)
+        if clear_at is not None:
+            resolve += f" and no failure until {words.at(clear_at)}"
+        since = words.firing_since(state.incident_start_ms, state.last_event_ms)
+        return words.clause(since, held, resolve)
 
     def evidence(self, state: CheckpointFailuresState) -> CheckpointFailuresEvidence:
         """The failures inside the window, by reason, with examples."""

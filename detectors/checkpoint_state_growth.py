@@ -82,6 +82,7 @@ from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from detectors import words
 from detectors.base import Detector, DetectorParams, DetectorState, Evidence, Profile, Story
 from detectors.model import LAST_CHECKPOINT_SIZE, Alert, Event, Severity
 from detectors.stats import for_humans, mann_kendall_z, median_interval, next_cadence, theil_sen
@@ -692,6 +693,57 @@ class CheckpointStateGrowth(Detector[CheckpointStateGrowthParams, CheckpointStat
             else:
                 text += f"; reaches {share} in ~{for_humans(ev.heap_share_in_s)}"
         return text, ev
+
+    def standing(self, state: CheckpointStateGrowthState | None) -> str:
+        """The window's coverage or verdict, a surge, the heap; what resolves the incident."""
+        if state is None or not state.samples:
+            return "no checkpoint size seen for this job"
+        p, facts, samples = self.params, state.facts or {}, state.samples
+        if "size_bytes" not in facts:
+            covered = (samples[-1].t - samples[0].t) / 1000
+            held = (
+                f"{len(samples)} sizes over {words.span(covered)} of the {words.span(p.window_s)} "
+                f"window (judged from 90 %); now {words.size(samples[-1].size)}"
+            )
+        else:
+            held = (
+                f"{words.size(facts['size_bytes'])}, {facts['growth_ratio']:.1f}x in "
+                f"{words.span(p.window_s)} (pages at {p.min_growth_ratio:g}x), "
+                f"{round(facts['slope_bytes_per_hour'] / _MB):+,} MB/h "
+                f"(needs {p.min_growth_mb_per_h:g}): {self._verdict(facts)}"
+            )
+        surge = facts.get("surge")
+        surged = f"surged {surge['ratio']:g}x and still growing" if surge else None
+        eta = facts.get("heap_share_in_s")
+        heap = None if eta is None else f"{p.heap_share:.0%} of the heap in ~{words.span(eta)}"
+        if not state.firing:
+            return words.clause(held, surged, heap)
+        due = state.resolve_deadline(self._clear_ms())
+        resolve = f"resolves at {words.at(due)}" if due is not None else "resolves once not growing"
+        since = words.firing_since(state.incident_start_ms, state.last_event_ms)
+        return words.clause(since, held, surged, heap, resolve)
+
+    def _verdict(self, facts: dict[str, Any]) -> str:
+        """The window's verdict in words: growing, or the first test the growth failed."""
+        p = self.params
+        if facts["growing"]:
+            return "growing"
+        if facts["sustained"]:
+            return "growing, too little yet to open an incident"
+        size, start = facts["size_bytes"], facts["window_start_size_bytes"]
+        middle, rise = facts["middle_size_bytes"], facts["size_bytes"] - start
+        peak, z = facts.get("peak_before_drop_bytes"), facts.get("mann_kendall_z")
+        quarter = facts.get("newest_quarter_vs_window_slope")
+        steady = rise > 0 and min(middle - start, size - middle) >= _HALF_SHARE * rise
+        failed = (
+            (size < p.min_size_mb * _MB, f"below {p.min_size_mb:g} MB"),
+            (peak is not None and size < _ABOVE_PEAK * peak, "below its peak before a drop"),
+            (not steady, "not rising all along"),
+            (facts["slope_bytes_per_hour"] < p.min_growth_mb_per_h * _MB, "rising too slowly"),
+            (quarter is None or quarter < _KEEPS_GROWING, "levelling off"),
+            (z is None or z < p.min_trend_z, "rise not significant"),
+        )
+        return next((said for fails, said in failed if fails), "not growing")
 
     def on_close(self, state: CheckpointStateGrowthState, now_ms: int) -> list[Alert]:
         """No checkpoints any more: :meth:`_close`, saying ``idle_words``."""

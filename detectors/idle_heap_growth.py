@@ -68,6 +68,7 @@ from typing import Any, Literal, NamedTuple, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from detectors import words
 from detectors.base import Detector, DetectorParams, DetectorState, Evidence, Profile, Record, Story
 from detectors.model import Alert, Event, Severity
 from detectors.stats import theil_sen
@@ -365,6 +366,36 @@ class IdleHeapGrowth(Detector[IdleHeapGrowthParams, IdleHeapGrowthState]):
             return ()
         state.why = self.profile.idle_words
         return (self._resolved(state, now_ms),)
+
+    def standing(self, state: IdleHeapGrowthState | None) -> str:
+        """The latest verdict on the window: why it holds or not, the floor's rise, Heap_Max."""
+        if state is None:
+            return "no heap or throughput metrics for this TaskManager"
+        p, facts = self.params, state.facts
+        if facts is None:
+            buckets = words.plural(len(state.buckets), "bucket")
+            return (
+                f"{buckets} of {words.span(p.bucket_s)} so far, none closed: no verdict yet "
+                f"(the first page needs {words.span(p.min_buckets * p.bucket_s)} of samples)"
+            )
+        floor = f"floor {facts.floor_mb:,.0f} MB, " if facts.floor_mb is not None else ""
+        rise = (
+            f"{floor}{facts.growth_mb_per_h:+,.0f} MB/h (pages at {p.min_growth_mb_per_h:g}), "
+            f"GCs in {words.plural(facts.gc_buckets, 'bucket')} (needs {p.min_gc_buckets})"
+        )
+        left = facts.hours_to_heap_max
+        heap = f"Heap_Max in ~{words.span(left * 3600)} at this rate" if left is not None else None
+        if not state.firing:
+            return words.clause(state.why, rise, heap)
+        clear_ms = int(p.clear_for_s * 1000)
+        due = state.resolve_deadline(clear_ms)
+        resolve = (
+            f"clearing ({state.why}), resolves at {words.at(due)}"
+            if due is not None
+            else f"resolves {words.span_ms(clear_ms)} after records flow or the floor stops rising"
+        )
+        since = words.firing_since(state.incident_start_ms, state.last_event_ms)
+        return words.clause(since, rise, heap, resolve)
 
     def evidence(self, state: IdleHeapGrowthState) -> IdleHeapGrowthEvidence | dict[str, Any]:
         """The latest verdict's facts and why the incident resolves."""

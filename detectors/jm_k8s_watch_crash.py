@@ -35,6 +35,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from detectors import words
 from detectors.base import (
     Detector,
     DetectorParams,
@@ -309,6 +310,60 @@ class JmK8sWatchCrash(Detector[JmK8sWatchCrashParams, JmK8sWatchCrashState]):
             )
             for src, crash in sorted(state.crashes.items(), key=lambda c: c[1].incident_start_ms)
         ]
+
+    def standing(self, state: JmK8sWatchCrashState | None) -> str:
+        """Each open crash and how far its recovery got; else the JobManagers watched."""
+        if state is None:
+            return "no JobManager fatal error, start or job state line seen"
+        now = state.last_event_ms
+        if not state.crashes:
+            jobs = sum(len(j) for j in state.jobs.values())
+            jms = words.plural(len(state.jobs), "JobManager")
+            parts = [f"no JobManager crash open; {words.plural(jobs, 'job')} on {jms} watched"]
+            for src, pending in sorted(state.pending.items())[:1]:
+                half = "fatal line" if pending.fatal_ms is not None else "watch error"
+                parts.append(f"a lone {half} on {src or 'a JobManager'} waits for its other half")
+            for src in sorted(state.loops)[:1]:
+                n = len(self._recent(state, src, now))
+                if n:
+                    loop = f"{self.params.loop_crashes} make a loop"
+                    recent = words.plural(n, "recent crash", "recent crashes")
+                    parts.append(f"{src or 'a JobManager'}: {recent} ({loop})")
+            return words.clause(*parts)
+        # The first crash told in full, the others by their JobManager: one line.
+        crashes = sorted(state.crashes.items(), key=lambda c: c[1].incident_start_ms)
+        src, crash = crashes[0]
+        others = [words.cut(s or "a JobManager", 30) for s, _ in crashes[1:3]]
+        more = (
+            f"{words.plural(len(crashes) - 1, 'more crash', 'more crashes')} open "
+            f"({', '.join(others)}{', ...' if len(crashes) > 3 else ''})"
+            if others
+            else None
+        )
+        return words.clause(self._crash_standing(src, crash, now), more)
+
+    def _crash_standing(self, src: str, crash: JmCrash, now: int) -> str:
+        p, latest = self.params, crash.latest()
+        since = words.firing_since(crash.incident_start_ms, now)
+        where = f" on {words.cut(src, 40)}" if src else ""
+        # A crash loop: the latest crash, from which its recovery counts.
+        again = f" (again at {words.at(latest)})" if latest != crash.incident_start_ms else ""
+        head = f"{since}: JobManager{where} crashed{again}"
+        if crash.jm_started_ms is None:
+            after = "not restarted yet"
+        else:
+            after = f"restarted after {words.span_ms(crash.jm_started_ms - latest)}"
+        back = (
+            f"{words.plural(len(crash.restored), 'job')} restored, {len(crash.lost)} without state"
+        )
+        if crash.back_ms is not None:
+            due = f"resolves at {words.at(crash.back_ms + int(p.clear_for_s * 1000))}"
+        elif crash.severity is not Severity.CRITICAL:
+            critical = words.at(latest + int(p.restart_timeout_s * 1000))
+            due = f"critical at {critical} if no job is back"
+        else:
+            due = "critical: no job back"
+        return f"{head}, {after}, {back}, {due}"
 
     # Crash --------------------------------------------------------------------------------
 

@@ -55,6 +55,7 @@ from typing import Any, Literal, Self
 
 from pydantic import Field, model_validator
 
+from detectors import words
 from detectors.base import (
     Detector,
     DetectorParams,
@@ -84,8 +85,15 @@ _INTERVALS = 4
 #: The series of checkpoint attempts (a trigger, or a trigger that failed before an id).
 _CHECKPOINTS = "checkpoints"
 _MAX_LINE_CHARS = 300
+_MAX_REPORTER_CHARS = 40  # a reporter's name in the standing line is cut to this
 
 Why = Literal["jm_lost", "released", "silence"]
+#: Each reason in words, for :meth:`JobLost.standing`.
+_WHY: dict[str, str] = {
+    "jm_lost": "JobManager reported lost",
+    "released": "released by a TaskManager",
+    "silence": "silence",
+}
 
 
 class JobLostParams(DetectorParams):
@@ -366,6 +374,43 @@ class JobLost(Detector[JobLostParams, JobLostState]):
             st.report = LossReport(
                 t=event.time_ms, kind=event.kind, reporter=reporter, line=line[:_MAX_LINE_CHARS]
             )
+
+    def standing(self, state: JobLostState | None) -> str:
+        """The job's last state and record, and when its silence pages or what resolves it."""
+        if state is None:
+            return "not watched: no switch to RUNNING seen for this job (or it ended)"
+        status = (
+            f"{state.status} since {words.at(state.status_ms)}"
+            if state.status and state.status_ms is not None
+            else "state unknown"
+        )
+        last = f"last record {words.at(state.seen_ms)} ({state.seen_what})"
+        if state.firing:
+            back, clear = state.clear_since_ms, words.span(self.params.clear_for_s)
+            resolve = (
+                f"back since {words.at(back)}, resolves after {clear}"
+                if back is not None
+                else f"resolves after {clear} back in RUNNING"
+            )
+            since = words.firing_since(state.incident_start_ms, state.last_event_ms)
+            last += f", state {state.status}" if state.status else ""
+            return words.clause(f"{since}: {_WHY[state.why or 'silence']}", last, resolve)
+        report = state.report
+        said = None
+        if report is not None:
+            # What it said stays in the page; the line keeps to who and when.
+            last = f"last record {words.at(state.seen_ms)}"
+            reporter = words.cut(report.reporter or "", _MAX_REPORTER_CHARS)
+            who = f"TaskManager {reporter}" if reporter else "a TaskManager"
+            what = "lost its JobManager" if report.kind == "jm_heartbeat_timeout" else "released it"
+            said = f"{who} {what} at {words.at(report.t)}"
+        due = self._deadline(state)
+        watch = (
+            "no periodic telemetry yet: its silence cannot be told"
+            if due is None
+            else f"pages at {words.at(due[0])} if nothing comes"
+        )
+        return words.clause(status, last, said, watch)
 
     # Deadlines --------------------------------------------------------------------------
 

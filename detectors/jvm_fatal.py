@@ -50,6 +50,7 @@ from typing import Any
 
 from pydantic import Field
 
+from detectors import words
 from detectors.base import (
     Detector,
     DetectorParams,
@@ -392,6 +393,43 @@ class JvmFatal(Detector[JvmFatalParams, JvmFatalState]):
             last_exit_ms=f.last_exit_ms,
             hint=_HINTS.get(cause, _HINTS["other"]),
         )
+
+    def standing(self, state: JvmFatalState | None) -> str:
+        """The open incident's exits, or a fatal or OOM line waiting for its other half."""
+        if state is None:
+            return "no fatal error or OutOfMemoryError line from this process"
+        wait_ms = int(self.params.cause_wait_s * 1000)
+        now = max(state.last_event_ms, state.clock_ms)
+        facts = state.facts
+        if state.firing and facts is not None:
+            role = {"taskmanager": "TaskManager", "jobmanager": "JobManager"}.get(
+                facts.role, "process"
+            )
+            cause = (facts.cause or "other").replace("_", " ")
+            exits = words.plural(state.exits, "fatal exit")
+            due = facts.last_exit_ms + int(self.params.clear_for_s * 1000)
+            return words.clause(
+                words.firing_since(state.incident_start_ms, now),
+                f"{role} stopped ({cause}), {exits}, the latest {words.at(facts.last_exit_ms)}",
+                f"resolves at {words.at(due)} if it does not exit again",
+            )
+        parts: list[str | None] = []
+        pending = state.pending
+        if pending is not None:
+            then = "pages then" if pending.always or pending.bare_oom else "else no exit"
+            parts.append(
+                f"a fatal line at {words.at(pending.t)} waits for its OutOfMemoryError until "
+                f"{words.at(pending.t + wait_ms)} ({then})"
+            )
+        if state.oom is not None:
+            t, cause, _ = state.oom
+            parts.append(
+                f"an OutOfMemoryError ({cause.replace('_', ' ')}) at {words.at(t)}, no fatal "
+                f"exit yet: a fatal line until {words.at(t + wait_ms)} makes it one"
+            )
+        if not parts:
+            parts.append(f"no fatal exit open (its latest line {words.at(state.last_event_ms)})")
+        return words.clause(*parts)
 
     # --- events ------------------------------------------------------------------
 

@@ -50,6 +50,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from detectors import words
 from detectors.base import Detector, DetectorParams, DetectorState, Evidence, Profile, Record, Story
 from detectors.model import Alert, Event
 from detectors.story import job
@@ -263,6 +264,41 @@ class LateBarrierAcks(Detector[LateBarrierAcksParams, LateBarrierAcksState]):
         alerts = self._resolve_if_due(state, now_ms)
         self._prune(state, now_ms)
         return alerts
+
+    def standing(self, state: LateBarrierAcksState | None) -> str:
+        """Late checkpoints in the window against ``min_checkpoints``; what resolves it."""
+        if state is None:
+            return "no late barrier ack, expiry or decline seen for this job"
+        p = self.params
+        late = [r for r in state.checkpoints if r.late_acks > 0 and not r.aborted]
+        of = "" if state.firing else f" of {p.min_checkpoints}"
+        held = f"{len(late)}{of} checkpoints with late acks within {words.span(p.window_s)}"
+        if late:
+            acks = words.plural(sum(r.late_acks for r in late), "late ack")
+            latest = (
+                "" if state.firing else f", the latest {words.at(max(r.last_ms for r in late))}"
+            )
+            held += f" ({acks}{latest})"
+        top = self._top(state.hosts, "host", sum(r.located_acks for r in late))
+        # A host named only when it sent most of them: a hint of skew, not a list.
+        host = (
+            f"most from {words.cut(top[0]['host'], 60)} ({top[0]['share']:.0%})"
+            if top and late and top[0]["share"] >= 0.5
+            else None
+        )
+        aborted = sum(1 for r in state.checkpoints if r.aborted)
+        ignored = f"{aborted} aborted, not counted" if aborted else None
+        if state.firing:
+            due = self.next_deadline(state)
+            resolve = f"resolves at {words.at(due)} if no late ack comes" if due else None
+            since = words.firing_since(state.incident_start_ms, state.last_event_ms)
+            return words.clause(since, held, host, resolve)
+        ages = (
+            f"the oldest counts until {words.at(late[0].last_ms + int(p.window_s * 1000))}"
+            if late
+            else None
+        )
+        return words.clause(held, host, ignored, ages)
 
     # Checkpoint attempts --------------------------------------------------------------
 

@@ -73,6 +73,7 @@ from typing import Any
 
 from pydantic import Field
 
+from detectors import words
 from detectors.base import Detector, DetectorParams, DetectorState, Evidence, Member, Profile, Story
 from detectors.drain import Template, Templates, tokens
 from detectors.model import Alert, Event
@@ -341,6 +342,49 @@ class NewErrorPattern(Detector[NewErrorPatternParams, NewErrorPatternState]):
             dropped=vocab.dropped,
             forgotten=vocab.forgotten,
         )
+
+    def standing(self, state: NewErrorPatternState | None) -> str:
+        """Learning or alerting, the templates known, the new ERROR closest to paging."""
+        if state is None:
+            return "no WARN or ERROR line or state change of this job seen: learning not started"
+        p, vocab, now = self.params, state.vocab, state.clock_ms
+        known = sum(1 for t in vocab.all() if t.known)
+        if now < state.learn_until_ms:
+            left = words.span_ms(state.learn_until_ms - now)
+            return (
+                f"learning: {words.plural(known, 'template')} so far; every line is normal until "
+                f"{words.at(state.learn_until_ms)} ({left} left)"
+            )
+        held = (
+            f"alerting since {words.at(state.learn_until_ms)}, "
+            f"{words.plural(known, 'template')} known"
+        )
+        horizon = now - p.window_s * 1000
+        counting = [
+            sum(1 for h in t.hits if h > horizon)
+            for key, leaf in vocab.leaves.items()
+            if key.startswith("E|")
+            for t in leaf
+            if not t.known
+        ]
+        new = (
+            f"{words.plural(len(counting), 'new ERROR template')}, the closest at "
+            f"{max(counting)} of {p.min_count} within {words.span(p.window_s)}"
+            if counting
+            else "no new ERROR template"
+        )
+        lost = f"{vocab.dropped} new ones dropped (room full)" if vocab.dropped else None
+        if not state.firing:
+            return words.clause(held, new, lost)
+        found = self._find(state, state.open_ids[0]) if state.open_ids else None
+        what = None
+        if found is not None:
+            key, tpl = found
+            text = shown(_level_of(key), tpl.text, key.split("|", 2)[1] or None)
+            what = f"new {text[:80]}{'…' if len(text) > 80 else ''} ({tpl.count} lines)"
+        due = self.next_deadline(state)
+        resolve = f"resolves at {words.at(due)} if it stays quiet" if due is not None else None
+        return words.clause(words.firing_since(state.incident_start_ms, now), what, resolve)
 
     # --- helpers -----------------------------------------------------------------
 

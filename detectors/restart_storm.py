@@ -43,6 +43,7 @@ from typing import Literal, NamedTuple
 
 from pydantic import Field
 
+from detectors import words
 from detectors.base import (
     Detector,
     DetectorParams,
@@ -283,6 +284,51 @@ class RestartStorm(Detector[RestartStormParams, RestartStormState]):
         alerts = self._due(state, now_ms)
         self._prune(state, now_ms)
         return alerts
+
+    def standing(self, state: RestartStormState | None) -> str:
+        """Restarts in the window against ``min_restarts``, the job's state; what resolves it."""
+        if state is None:
+            return "no state change, failover or restore of this job seen"
+        p, now = self.params, state.last_event_ms
+        n = self._confirmed(state, now)
+        # Firing, the limit is behind it.
+        count = words.plural(n, "restart") if state.firing else f"{n} of {p.min_restarts} restarts"
+        held = f"{count} within {words.span(p.window_s)}"
+        counted = Counter(r.cause for r in state.restarts).most_common(1)
+        if counted:
+            held += f" (mostly {counted[0][0].replace('_', ' ')})"
+        down, up = state.down_since, state.running_since
+        where: str | None
+        if down is not None:
+            # Down after a failure or failover; a JobManager that took the job over may
+            # still show it RUNNING (its restore line came): down all the same.
+            where = f"job down since {words.at(down)} ({state.down_cause or 'failure'}"
+            where += f", {state.status})" if state.status else ")"
+            if not state.firing:
+                due = down + int(p.max_recovery_s * 1000)
+                where += f": pages at {words.at(due)} unless back by then"
+        elif state.status == "RUNNING" and up is not None:
+            where = f"job RUNNING since {words.at(up)}"
+        else:
+            where = f"job {state.status}" if state.status else None
+        if not state.firing:
+            # Down, the recovery's deadline is what matters; up, when the count goes down.
+            ages = (
+                f"the oldest counts until {words.at(state.restarts[0].t + int(p.window_s * 1000))}"
+                if state.restarts and down is None
+                else None
+            )
+            return words.clause(held, where, ages)
+        due_r = self._resolve_deadline(state)
+        resolve = (
+            f"resolves at {words.at(due_r)}"
+            if due_r is not None
+            else f"resolves after {words.span(p.clear_for_s)} back in RUNNING"
+        )
+        since = words.firing_since(state.incident_start_ms, now)
+        if state.fired_for == "slow_recovery":
+            since += ": recovery too slow"
+        return words.clause(since, held, where, resolve)
 
     # Transitions ------------------------------------------------------------------------
 

@@ -17,6 +17,8 @@ Example:
     'job 7f: no events from this job any more'
     >>> t.state is None
     True
+    >>> t.standing()
+    'no checkpoint seen for this job'
 """
 
 from __future__ import annotations
@@ -68,6 +70,13 @@ class DetectorTester(Generic[S]):
         self.state, self.timer = self._reloaded(step.state), step.timer_ms
         self.alerts.extend(step.alerts)
         return list(step.alerts)
+
+    def standing(self) -> str:
+        """Where the entity stands now, in the detector's words (:meth:`Detector.standing`).
+
+        Asked of the state as the runner would load it next, as ``flinkwatch explain`` does.
+        """
+        return self.detector.standing(self._saved())
 
     def _saved(self) -> S | None:
         return roundtrip(self.detector, self.state)

@@ -41,6 +41,7 @@ from typing import Any, Literal, Self
 
 from pydantic import Field, model_validator
 
+from detectors import words
 from detectors.base import (
     Detector,
     DetectorParams,
@@ -284,6 +285,46 @@ class TmLost(Detector[TmLostParams, TmLostState]):
     def on_timer(self, state: TmLostState, now_ms: int) -> list[Alert]:
         """Page a pending timeout with cause unknown; resolve once the signals stopped."""
         return self._due(state, now_ms)
+
+    def standing(self, state: TmLostState | None) -> str:
+        """A timeout waiting for its cause, the open loss and what resolves it, or releases."""
+        if state is None:
+            return "no heartbeat timeout, memory kill or OutOfMemoryError for this TaskManager"
+        p, now = self.params, state.last_event_ms
+        if state.firing:
+            cause = _CAUSE_TEXT[state.cause or "unknown"]
+            seen = (
+                f" ({words.plural(state.timeouts, 'heartbeat timeout')})" if state.timeouts else ""
+            )
+            last = state.last_signal_ms
+            clear_at = self._clear_at(state)
+            return words.clause(
+                f"{words.firing_since(state.incident_start_ms, now)}: {cause}",
+                f"latest loss signal {words.at(last)}{seen}" if last is not None else None,
+                f"resolves at {words.at(clear_at)} if no loss signal comes" if clear_at else None,
+            )
+        if state.pending_until is not None:
+            first = state.first_ms if state.first_ms is not None else now
+            return (
+                f"heartbeat timed out at {words.at(first)}; waiting for a cause until "
+                f"{words.at(state.pending_until)}, then pages with cause unknown"
+            )
+        parts: list[str | None] = ["not lost: no heartbeat timeout or kill open"]
+        if state.oom is not None:
+            until = state.oom.t + int(p.cause_window_s * 1000)
+            parts.append(
+                f"an OutOfMemoryError at {words.at(state.oom.t)} explains a timeout until "
+                f"{words.at(until)}"
+            )
+        if state.released_ms is not None:
+            until = state.released_ms + int(p.release_window_s * 1000)
+            parts.append(
+                f"stopped by Flink at {words.at(state.released_ms)}: timeouts until "
+                f"{words.at(until)} are expected"
+            )
+        if state.suppressed:
+            parts.append(f"{words.plural(state.suppressed, 'timeout')} ignored after a release")
+        return words.clause(*parts)
 
     # Events -----------------------------------------------------------------------------
 

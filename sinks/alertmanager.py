@@ -33,13 +33,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from conf import AlertmanagerConfig
-from detectors import REGISTRY, Alert, AlertStatus, Severity
+from detectors import Alert, AlertStatus, Severity
 from sinks.base import (
     DeliveryError,
     DeliverySink,
     PermanentDeliveryError,
     RetryableDeliveryError,
+    Runbook,
     Transition,
+    builtin_runbook,
 )
 from sinks.http_post import classify as classify
 from sinks.http_post import env_secret, post, redact_url, rfc3339
@@ -119,16 +121,18 @@ def labels_of(
     return {**cfg.labels, **{k: v for k, v in values.items() if v}}
 
 
-def annotations_of(t: Transition, cfg: AlertmanagerConfig) -> dict[str, str]:
+def annotations_of(
+    t: Transition, cfg: AlertmanagerConfig, runbook: Runbook = builtin_runbook
+) -> dict[str, str]:
     """What a notification shows: summary, root cause, runbook, ids."""
     a = t.alert
     member = t.member
     out = {"summary": a.summary, "alert_id": a.alert_id}
     if t.incident is not None and len(t.incident.members) > 1:
         out["root_cause"] = t.incident.headline
-    detector = REGISTRY.get(a.detector)
-    if detector is not None and detector.profile.runbook:
-        out["runbook"] = detector.profile.runbook
+    todo = runbook(a.detector)
+    if todo:
+        out["runbook"] = todo
     if cfg.runbook_url:
         out["runbook_url"] = f"{cfg.runbook_url}#{a.detector}"
     host = a.host or (member.host if member else None)
@@ -149,6 +153,7 @@ def transition_alerts(
     cfg: AlertmanagerConfig,
     cluster: str,
     now_ms: int,
+    runbook: Runbook = builtin_runbook,
 ) -> list[PostableAlert]:
     """The alerts one transition posts.
 
@@ -167,10 +172,11 @@ def transition_alerts(
         cfg: The ``alertmanager`` section.
         cluster: The ``cluster`` label.
         now_ms: Wall-clock now (epoch ms).
+        runbook: Each detector's and rule's runbook line (the running config's).
     """
     a = t.alert
     starts = _starts_ms(t)
-    notes = annotations_of(t, cfg)
+    notes = annotations_of(t, cfg, runbook)
     url = cfg.generator_url
 
     def ended(severity: Severity) -> PostableAlert:
@@ -186,11 +192,18 @@ def transition_alerts(
     if a.status is AlertStatus.ESCALATED and previous is not None:
         if previous.severity is not a.severity:
             out.append(ended(previous.severity))
-    out.append(firing(t, cfg=cfg, cluster=cluster, now_ms=now_ms))
+    out.append(firing(t, cfg=cfg, cluster=cluster, now_ms=now_ms, runbook=runbook))
     return out
 
 
-def firing(t: Transition, *, cfg: AlertmanagerConfig, cluster: str, now_ms: int) -> PostableAlert:
+def firing(
+    t: Transition,
+    *,
+    cfg: AlertmanagerConfig,
+    cluster: str,
+    now_ms: int,
+    runbook: Runbook = builtin_runbook,
+) -> PostableAlert:
     """``t``'s alert as firing, ``endsAt`` :data:`RESEND_INTERVALS` re-send intervals ahead."""
     starts = _starts_ms(t)
     ahead = int(RESEND_INTERVALS * cfg.resend_interval_s * 1000)
@@ -198,7 +211,7 @@ def firing(t: Transition, *, cfg: AlertmanagerConfig, cluster: str, now_ms: int)
     # refuses the alert).
     ends = max(now_ms, starts) + ahead
     labels = labels_of(t, t.alert.severity, cfg, cluster)
-    return PostableAlert(labels, annotations_of(t, cfg), starts, ends, cfg.generator_url)
+    return PostableAlert(labels, annotations_of(t, cfg, runbook), starts, ends, cfg.generator_url)
 
 
 def auth_header(cfg: AlertmanagerConfig, env: Mapping[str, str]) -> str | None:
@@ -248,6 +261,7 @@ class AlertmanagerSink(DeliverySink):
         *,
         authorization: str | None = None,
         clock: Callable[[], int] = _wall_ms,
+        runbook: Runbook = builtin_runbook,
     ) -> None:
         """Create the sink.
 
@@ -257,8 +271,10 @@ class AlertmanagerSink(DeliverySink):
             cluster: The current cluster name.
             authorization: The ``Authorization`` header value (a secret), if any.
             clock: Wall-clock epoch ms (injected in tests).
+            runbook: Each detector's and rule's runbook line (the running config's).
         """
         self._ledger = ledger
+        self._runbook = runbook
         self._cfg = cfg
         self._cluster = cluster
         self._authorization = authorization
@@ -286,6 +302,7 @@ class AlertmanagerSink(DeliverySink):
                 cfg=self._cfg(),
                 cluster=self._cluster(),
                 now_ms=self._clock(),
+                runbook=self._runbook,
             )
             self._post(alerts, what=t.key)
 
@@ -324,7 +341,10 @@ class AlertmanagerSink(DeliverySink):
             if not standing:
                 return 0
             cfg, cluster, now = self._cfg(), self._cluster(), self._clock()
-            alerts = [firing(t, cfg=cfg, cluster=cluster, now_ms=now) for t in standing]
+            alerts = [
+                firing(t, cfg=cfg, cluster=cluster, now_ms=now, runbook=self._runbook)
+                for t in standing
+            ]
             for i in range(0, len(alerts), CHUNK):
                 self._post(alerts[i : i + CHUNK], what=f"{len(alerts)} open alerts")
         return len(alerts)
@@ -460,6 +480,7 @@ def alertmanager_sink(
     cluster: Callable[[], str],
     ledger: ReceiverHistory,
     env: Mapping[str, str] | None = None,
+    runbook: Runbook = builtin_runbook,
 ) -> AlertmanagerSink | None:
     """The configured Alertmanager sink, or None when ``alertmanager.urls`` is empty.
 
@@ -470,4 +491,4 @@ def alertmanager_sink(
     if not c.enabled:
         return None
     header = auth_header(c, os.environ if env is None else env)
-    return AlertmanagerSink(ledger, cfg, cluster, authorization=header)
+    return AlertmanagerSink(ledger, cfg, cluster, authorization=header, runbook=runbook)

@@ -16,9 +16,10 @@ Two kinds:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from detectors import REGISTRY
 from detectors.base import Member
 from detectors.correlation import IncidentView
 from detectors.model import Alert, AlertStatus, FlinkwatchError
@@ -32,6 +33,18 @@ def transition_key(alert: Alert) -> str:
     if alert.status is AlertStatus.ESCALATED:
         return f"{alert.alert_id}:{alert.status.value}:{alert.severity.value}"
     return f"{alert.alert_id}:{alert.status.value}"
+
+
+#: The runbook line of a detector or rule, by name ("" when it has none). A run passes
+#: the running config's (:meth:`conf.RunningConfig.runbook`): a rule a reload added has
+#: its own words in every sink.
+Runbook = Callable[[str], str]
+
+
+def builtin_runbook(detector: str) -> str:
+    """A built-in detector's runbook line ("" for any other name)."""
+    cls = REGISTRY.get(detector)
+    return cls.profile.runbook if cls is not None else ""
 
 
 @dataclass(frozen=True, slots=True)

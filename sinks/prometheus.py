@@ -26,7 +26,7 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 from prometheus_client import push_to_gateway
@@ -34,10 +34,27 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from conf.running import RunningConfig
-from detectors import REGISTRY, AlertStatus
+from detectors import REGISTRY, AlertStatus, Detector
 from sinks.base import AlertObserver, Transition
 
 log = logging.getLogger(__name__)
+
+#: The detectors and rules that run, by name (the running config's catalog, read at each
+#: scrape: a rule a reload adds has its series from then on).
+Catalog = Callable[[], Mapping[str, type[Detector[Any, Any]]]]
+
+
+def builtins() -> Mapping[str, type[Detector[Any, Any]]]:
+    """The built-in detectors (a :data:`Catalog` for a run without rules)."""
+    return REGISTRY
+
+
+def _labels(catalog: Catalog, counted: Iterable[str]) -> list[str]:
+    # Every series of what runs starts at 0, so rate() sees its first count; a name
+    # counted once (a rule a reload removed) keeps its series: a counter never vanishes
+    # while the process lives.
+    return sorted(set(catalog()) | set(counted))
+
 
 #: ``outcome`` of ``flinkwatch_slack_actions_total`` (sinks.inbound.slack_actions counts them).
 SLACK_ACTION_OUTCOMES = (
@@ -389,8 +406,9 @@ class DeliveryCollector(Collector):
 class SlackActionsCollector(Collector):
     """The Slack buttons' requests, refusals and false alarms (all 0 while they are off)."""
 
-    def __init__(self, actions: SlackActionCounts | None) -> None:
+    def __init__(self, actions: SlackActionCounts | None, catalog: Catalog = builtins) -> None:
         self.actions = actions
+        self.catalog = catalog
 
     def collect(self) -> Iterator[Metric]:  # noqa: D102
         # Every series starts at 0 (both labels are bounded), so rate() sees the first one.
@@ -400,7 +418,7 @@ class SlackActionsCollector(Collector):
             "Incidents resolved as noise from Slack (the button), by their root detector.",
             labels=["detector"],
         )
-        for det in sorted(REGISTRY):
+        for det in _labels(self.catalog, noise):
             alarms.add_metric([det], float(noise.get(det, 0)))
         yield alarms
         # Without the endpoint (no slack.interactivity_port) every outcome stays at 0.
@@ -437,19 +455,22 @@ class SlackActionsCollector(Collector):
 class SignalCollector(Collector):
     """The detectors' per-entity signal gauges (:class:`SignalBoard`), and what it refused."""
 
-    def __init__(self, board: SignalBoard, cluster: Callable[[], str]) -> None:
+    def __init__(
+        self, board: SignalBoard, cluster: Callable[[], str], catalog: Catalog = builtins
+    ) -> None:
         self.board = board
         self.cluster = cluster
+        self.catalog = catalog
 
     def collect(self) -> Iterator[Metric]:  # noqa: D102
-        yield from signal_families(self.board, self.cluster())
+        yield from signal_families(self.board, self.cluster(), self.catalog())
         refused = CounterMetricFamily(
             "flinkwatch_signal_entities_refused",
             "Signal updates of entities past metrics.max_signal_entities (per detector), "
             "which got no series.",
             labels=["detector"],
         )
-        for det in sorted(REGISTRY):
+        for det in _labels(self.catalog, self.board.refused):
             refused.add_metric([det], float(self.board.refused.get(det, 0)))
         yield refused
 
@@ -457,8 +478,9 @@ class SignalCollector(Collector):
 class PipelineCollector(Collector):
     """The queries' counters: events, dead letters, detector errors, entities, failures."""
 
-    def __init__(self, stats: PipelineCounts) -> None:
+    def __init__(self, stats: PipelineCounts, catalog: Catalog = builtins) -> None:
         self.stats = stats
+        self.catalog = catalog
 
     def collect(self) -> Iterator[Metric]:  # noqa: D102
         events = CounterMetricFamily(
@@ -487,7 +509,7 @@ class PipelineCollector(Collector):
         # Every series starts at 0 (labels are bounded by the registry): a rate() over a
         # counter that appears only with its first error misses that error.
         raised = self.stats.detector_errors
-        for det in sorted(REGISTRY):
+        for det in _labels(self.catalog, (d for d, _ in raised)):
             for outcome in ("skipped", "dropped"):
                 errors.add_metric([det, outcome], float(raised.get((det, outcome), 0)))
         yield errors
@@ -499,7 +521,7 @@ class PipelineCollector(Collector):
             labels=["detector"],
         )
         refusals = self.stats.entities_refused
-        for det in sorted(REGISTRY):
+        for det in _labels(self.catalog, refusals):
             refused.add_metric([det], float(refusals.get(det, 0)))
         yield refused
 
@@ -641,12 +663,14 @@ class ProgressCollector(Collector):
         yield late
 
 
-def signal_families(board: SignalBoard, cluster: str) -> Iterator[Metric]:
+def signal_families(
+    board: SignalBoard, cluster: str, catalog: Mapping[str, type[Detector[Any, Any]]] = REGISTRY
+) -> Iterator[Metric]:
     """One gauge per declared detector signal, one series per entity."""
     by_detector: dict[str, list[tuple[dict[str, str], dict[str, float]]]] = {}
     for det, labels, values in board.snapshot():
         by_detector.setdefault(det, []).append((labels, values))
-    for name, cls in sorted(REGISTRY.items()):
+    for name, cls in sorted(catalog.items()):
         keys = (
             ["cluster", "job_id", "job_name"] if cls.scope != "tm" else ["cluster", "tm_id", "host"]
         )

@@ -31,8 +31,8 @@ from typing import Any
 
 from conf import WebhookConfig
 from conf.kafka_options import env_ref
-from detectors import REGISTRY, AlertStatus
-from sinks.base import DeliverySink, Transition
+from detectors import AlertStatus
+from sinks.base import DeliverySink, Runbook, Transition, builtin_runbook
 from sinks.http_post import env_secret, post, rfc3339
 
 log = logging.getLogger(__name__)
@@ -55,7 +55,9 @@ def sign(secret: str, timestamp: str, body: bytes) -> str:
     return "v1=" + mac.hexdigest()
 
 
-def payload(t: Transition, cfg: WebhookConfig, cluster: str) -> dict[str, Any]:
+def payload(
+    t: Transition, cfg: WebhookConfig, cluster: str, runbook: Runbook = builtin_runbook
+) -> dict[str, Any]:
     """The ``flinkwatch`` body of one transition (docs/webhooks.md, version 1).
 
     Job, TaskManager and host come from the incident's record of the alert where there
@@ -64,7 +66,6 @@ def payload(t: Transition, cfg: WebhookConfig, cluster: str) -> dict[str, Any]:
     a = t.alert
     m = t.member
     incident = t.incident
-    detector = REGISTRY.get(a.detector)
     return {
         "version": SCHEMA_VERSION,
         "key": t.key,
@@ -90,7 +91,7 @@ def payload(t: Transition, cfg: WebhookConfig, cluster: str) -> dict[str, Any]:
         "evidence": a.evidence,
         "event_time": rfc3339(a.event_time_ms),
         "recorded_time": rfc3339(t.recorded_ms),
-        "runbook": (detector.profile.runbook if detector else "") or None,
+        "runbook": runbook(a.detector) or None,
         "runbook_url": f"{cfg.runbook_url}#{a.detector}" if cfg.runbook_url else None,
     }
 
@@ -158,6 +159,7 @@ class WebhookSink(DeliverySink):
         routing_key: str | None = None,
         headers: Mapping[str, str] | None = None,
         clock: Callable[[], float] = _wall_s,
+        runbook: Runbook = builtin_runbook,
     ) -> None:
         """Create the sink.
 
@@ -168,8 +170,10 @@ class WebhookSink(DeliverySink):
             routing_key: The PagerDuty routing key (format ``pagerduty``).
             headers: The static headers, their ``${ENV_VAR}`` values read.
             clock: Wall-clock seconds, for the signature's timestamp (injected in tests).
+            runbook: Each detector's and rule's runbook line (the running config's).
         """
         self.cfg = cfg
+        self._runbook = runbook
         self.name = cfg.sink
         self._cluster = cluster
         self._secret = secret
@@ -186,7 +190,7 @@ class WebhookSink(DeliverySink):
         if self.cfg.format == "pagerduty":
             doc = pagerduty_event(t, self.cfg, self._cluster(), self._routing_key or "")
         else:
-            doc = payload(t, self.cfg, self._cluster())
+            doc = payload(t, self.cfg, self._cluster(), self._runbook)
         return None if doc is None else json.dumps(doc, separators=(",", ":")).encode()
 
     def send(self, t: Transition) -> None:
@@ -243,6 +247,7 @@ def webhook_sinks(
     cfgs: Sequence[WebhookConfig],
     cluster: Callable[[], str],
     env: Mapping[str, str] | None = None,
+    runbook: Runbook = builtin_runbook,
 ) -> list[WebhookSink]:
     """One sink per configured webhook, its secrets read from the environment.
 
@@ -268,6 +273,7 @@ def webhook_sinks(
                     else None
                 ),
                 headers=headers,
+                runbook=runbook,
             )
         )
     return out

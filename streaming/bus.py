@@ -31,7 +31,6 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from conf import AppConfig, ConfigError
-from detectors import REGISTRY
 from streaming.routes import interest
 from streaming.schemas import BUS_FIELDS, BUS_VALUE_SCHEMA, DEAD_LETTER_FIELDS
 from streaming.ticks import TICK_KEY
@@ -44,8 +43,8 @@ _SCOPE_ENTITY = {
 
 
 def active_detectors(cfg: AppConfig) -> list[str]:
-    """Detectors enabled globally or for at least one job by an override."""
-    on = {n for n, p in cfg.detector_params().items() if p.enabled}
+    """Detectors and rules enabled globally or for at least one job by an override."""
+    on = {n for n, p in cfg.resolver().base.items() if p.enabled}
     for ov in cfg.overrides:
         on |= {n for n, sec in ov.detectors.items() if sec.get("enabled") is True}
     return sorted(on)
@@ -68,9 +67,10 @@ def _scopes(cfg: AppConfig) -> dict[str, Column]:
     if not names:
         msg = "every detector is disabled: nothing to run"
         raise ConfigError(msg)
+    catalog = cfg.catalog()
     out: dict[str, Column] = {}
     for name in names:
-        det = REGISTRY[name]
+        det = catalog[name]
         cond = wants(det)
         out[det.scope] = out[det.scope] | cond if det.scope in out else cond
     return out

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
-from detectors import REGISTRY
+from detectors import REGISTRY, Detector
 from detectors.idle_heap_growth import HEAP_USED, THROUGHPUT_METRICS
 from detectors.job_lost import HEARTBEAT_METRICS
 from detectors.model import LAST_CHECKPOINT_DURATION, LAST_CHECKPOINT_SIZE
@@ -398,15 +398,55 @@ def _view(name: str, needs: tuple[Need, ...], counts: tuple[Count, ...]) -> Dete
     return DetectorView(name, verdict, tuple(seen), tuple(missing), notes)
 
 
-def diagnose(tally: Tally, detectors: Iterable[str] | None = None) -> Diagnosis:
-    """The sample's shapes, dead letters, kinds, and each enabled detector's view of it."""
-    names = [d for d in (detectors if detectors is not None else REGISTRY) if d in NEEDS]
+def rule_needs(cls: type[Detector[Any, Any]]) -> tuple[Need, ...]:
+    """What a rule must see to judge: its metrics naming its entity, or log lines that do.
+
+    A rule counting log lines (a frequency of errors, say) can judge when lines naming
+    its job or TaskManager arrive at all: its own kinds may rightly be absent.
+    """
+    naming: Naming = "tm" if cls.scope == "tm" else "job"
+    who = "TaskManager" if naming == "tm" else "job"
+    needs = []
+    if cls.metrics:
+        names = ", ".join(sorted(cls.metrics))
+        needs.append(
+            Need(
+                f"{names} per {who}",
+                (_metric(cls.metrics, naming),),
+                f"no {names} naming its {who}",
+            )
+        )
+    lines = sorted(cls.kinds - {"metric"})
+    if lines:
+        routine = ("unparsed", "log_warn", "log_error", "checkpoint_triggered", "job_state")
+        needs.append(
+            Need(
+                f"log lines per {who}",
+                _kinds(*sorted({*lines, *routine}), naming=naming),
+                f"no log line naming its {who}",
+            )
+        )
+    return tuple(needs)
+
+
+def diagnose(
+    tally: Tally,
+    detectors: Iterable[str] | None = None,
+    catalog: Mapping[str, type[Detector[Any, Any]]] = REGISTRY,
+) -> Diagnosis:
+    """The sample's shapes, dead letters, kinds, and each enabled detector's view of it.
+
+    ``catalog`` is what the config runs (``AppConfig.catalog``): a rule's view is made
+    from the events it reads (:func:`rule_needs`).
+    """
+    needs = {n: NEEDS[n] if n in NEEDS else rule_needs(c) for n, c in catalog.items()}
+    names = [d for d in (detectors if detectors is not None else catalog) if needs.get(d)]
     return Diagnosis(
         sources=dict(tally.sources),
         shapes=_shapes(tally.counts),
         reasons=_reasons(tally),
         kinds=_kind_rows(tally.counts),
-        detectors=tuple(_view(d, NEEDS[d], tally.counts) for d in names),
+        detectors=tuple(_view(d, needs[d], tally.counts) for d in names),
     )
 
 

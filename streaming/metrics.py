@@ -10,12 +10,15 @@ prometheus_client's custom collectors do. :func:`serve` puts the registry on the
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
+from typing import Any
 
 from prometheus_client import CollectorRegistry
 
 from conf import AppConfig
 from conf.running import RunningConfig
-from sinks.inbound.metrics_server import HEALTH_PATH, MetricsEndpoint
+from detectors import Detector
+from sinks.inbound.metrics_server import EXPLAIN_PATH, HEALTH_PATH, Explainer, MetricsEndpoint
 from sinks.prometheus import (
     ActiveAlerts,
     AlertCollector,
@@ -62,10 +65,14 @@ def register_run(
     active = next(o for o in outputs.observers if isinstance(o, ActiveAlerts))
     registry.register(AlertCollector(active, cluster))
     registry.register(DeliveryCollector(outputs))
-    registry.register(SlackActionsCollector(actions))
+
+    def catalog() -> Mapping[str, type[Detector[Any, Any]]]:
+        return running.catalog
+
+    registry.register(SlackActionsCollector(actions, catalog))
     if outputs.signals is not None:
-        registry.register(SignalCollector(outputs.signals, cluster))
-    registry.register(PipelineCollector(stats))
+        registry.register(SignalCollector(outputs.signals, cluster, catalog))
+    registry.register(PipelineCollector(stats, catalog))
     registry.register(ConfigCollector(running, reloads))
     registry.register(ProgressCollector(progress))
 
@@ -76,8 +83,12 @@ def serve(
     registry: CollectorRegistry,
     progress: ProgressLogger,
     running: RunningConfig,
+    explainer: Explainer | None = None,
 ) -> None:
-    """Serve ``/metrics`` and the health answer of the run (and push, if configured)."""
+    """Serve ``/metrics`` and the health answer of the run (and push, if configured).
+
+    With ``explainer``, ``/explain`` answers ``flinkwatch explain --url`` too.
+    """
     push = cfg.metrics.pushgateway
     if push.url:
         Pusher(
@@ -85,7 +96,9 @@ def serve(
         ).start()
         log.info("metrics: pushing to %s every %.0f s", push.url, push.interval_s)
     try:
-        server = endpoint.serve(registry, progress_age_s=progress.progress_age_s)
+        server = endpoint.serve(
+            registry, progress_age_s=progress.progress_age_s, explainer=explainer
+        )
     except OSError as exc:
         log.error(
             "metrics: cannot listen on %s:%d or health port %s (%s); running without /metrics",
@@ -101,3 +114,8 @@ def serve(
         server.health_url or server.url.removesuffix("/metrics") + HEALTH_PATH,
         cfg.metrics.health_max_age_s,
     )
+    if explainer is not None:
+        log.info(
+            "explain: %s answers flinkwatch explain --url",
+            server.url.removesuffix("/metrics") + EXPLAIN_PATH,
+        )

@@ -163,6 +163,10 @@ class PackedStore:
             self.meta = {**self.meta, "wakes": wakes}
         self.dirty = self.damaged is not None
 
+    def entities(self) -> list[str]:
+        """The entities the shard holds (as read: none after a damage are known)."""
+        return list(self._entities)
+
     def get(self, entity: str) -> str | None:
         """The entity's saved text, if any.
 

@@ -76,7 +76,7 @@ class ShardProcessor(StatefulProcessor):
         self._shard = handle.getValueState("shard", _PACKED)
         runner = EntityRunner(
             self._resolver,
-            Routes(self._detectors),
+            Routes(self._detectors, self._resolver.catalog()),
             admit_new=self._admit_new,
             token=self._token,
         )

@@ -52,6 +52,7 @@ from streaming.app import parsed_events
 from streaming.bus import active_detectors, bus_records, detect_input
 from streaming.clock import Clock, WakeUp
 from streaming.delivery import AlertDelivery, Outputs, PipelineStats, write_dead_letters
+from streaming.explain import Asked
 from streaming.parsing import DEAD_LETTER_REASONS
 from streaming.routes import Routes
 from streaming.rows import DETECT_COLUMNS, DETECT_SCHEMA, output_rows
@@ -69,6 +70,10 @@ SHORT_INPUT_BYTES = 64 * 2**20
 
 #: The detect step's output: the detect query's rows and the batch each belongs to.
 REPLAY_SCHEMA = StructType([*DETECT_SCHEMA.fields, StructField("batch", IntegerType())])
+#: The ``batch`` of the rows that carry an entity's end state (its saved value in
+#: ``data``), asked for by ``flinkwatch explain``; never delivered.
+END_STATE = 2
+_BLANK: dict[str, Any] = dict.fromkeys(DETECT_COLUMNS)
 
 
 class Entities:
@@ -100,6 +105,8 @@ class ShardReplay:
         delay_ms: ``spark.watermark_delay_s``.
         grace_ms: ``spark.deadline_grace_s`` (``None``: deadlines wait for the watermark).
         watermark_ms: The watermark after every record (``None``: there was none).
+        explain: Also give the end state of the entities these questions match (batch
+            :data:`END_STATE`, for ``flinkwatch explain``).
     """
 
     resolver: ParamsResolver
@@ -107,12 +114,14 @@ class ShardReplay:
     delay_ms: int
     grace_ms: int | None
     watermark_ms: int | None
+    explain: tuple[Asked, ...] = ()
 
     def run(
         self, shard: str, rows: list[tuple[str, str, int | None]]
     ) -> Iterator[tuple[int, dict[str, Any]]]:
         """The shard's output rows, each with its batch (0: the records, 1: the end)."""
-        runner = ShardRunner(EntityRunner(self.resolver, Routes(self.detectors)))
+        routes = Routes(self.detectors, self.resolver.catalog())
+        runner = ShardRunner(EntityRunner(self.resolver, routes))
         store = Entities()
         wakes: dict[str, WakeUp] = {}
         ticks: dict[str, int] = {}
@@ -123,6 +132,9 @@ class ShardReplay:
         if wm is not None and first.timer is not None and first.timer <= wm:
             last = runner.run(store, wakes, [], self._clock(wm), ticks, shard=shard)
             yield from ((1, r) for r in output_rows(last.outputs))
+        for entity, text in store.saved.items():
+            if any(asked.matches(entity, text) for asked in self.explain):
+                yield END_STATE, {**_BLANK, "kind": "state", "entity": entity, "data": text}
 
     def _clock(self, watermark_ms: int) -> Clock:
         return Clock(watermark_ms, self.delay_ms, self.grace_ms)
@@ -168,6 +180,32 @@ def _counts(events: DataFrame) -> tuple[DataFrame, Observation]:
     return observed, obs
 
 
+@dataclass(frozen=True)
+class Baseline:
+    """A second config detecting over the same parse (``replay --baseline``).
+
+    Attributes:
+        cfg: The baseline config; its ``parsing`` section is the replayed config's
+            (:func:`same_parse`).
+        outputs: Its own ledger and alert file.
+        stats: Its own counters (the parse's counts are added to both).
+    """
+
+    cfg: AppConfig
+    outputs: Outputs
+    stats: PipelineStats
+
+
+def same_parse(a: AppConfig, b: AppConfig) -> bool:
+    """Whether one parse serves both configs: what shapes the parsed events is the same.
+
+    That is the ``parsing`` section alone (limits, metric naming rules, the log time zone,
+    also the session's); which events reach the bus, the shards and the times are each
+    config's own and come after the parse.
+    """
+    return a.parsing == b.parsing
+
+
 def replay(
     logs: DataFrame,
     metrics: DataFrame,
@@ -175,17 +213,44 @@ def replay(
     outputs: Outputs,
     dead_letters: DeadLetterFileSink,
     stats: PipelineStats,
-) -> None:
+    baseline: Baseline | None = None,
+    explain: tuple[Asked, ...] = (),
+) -> dict[str, str]:
     """Parse ``logs`` and ``metrics`` (file records), run the detectors, deliver.
 
     ``stats`` gets what the streaming replay's handlers counted: records, events by kind,
     dead letters by reason, the newest event time, alerts, and one parse and two detect
-    batches.
+    batches. With a ``baseline`` (whose config must parse the same: :func:`same_parse`)
+    its detectors run over the same parsed events after ``cfg``'s and deliver to its own
+    outputs; dead letters are written once. Returns the end state (entity → saved value)
+    of the entities the questions of ``explain`` match under ``cfg`` (none without one).
 
     Raises:
         LedgerError: the ledger could not record a batch.
     """
     events, observed = _counts(parsed_events(logs, metrics, cfg))
+    if baseline is not None:
+        # Parsed once for both configs: each bus below is a scan of these kept rows.
+        events = events.localCheckpoint()
+    saved = _detect(events, observed, cfg, outputs, stats, dead_letters, explain)
+    if baseline is not None:
+        _detect(events, observed, baseline.cfg, baseline.outputs, baseline.stats, None)
+    return saved
+
+
+def _detect(
+    events: DataFrame,
+    observed: Observation,
+    cfg: AppConfig,
+    outputs: Outputs,
+    stats: PipelineStats,
+    dead_letters: DeadLetterFileSink | None,
+    explain: tuple[Asked, ...] = (),
+) -> dict[str, str]:
+    """One config's bus records, shards and delivery over parsed ``events``.
+
+    Returns the end state of the entities ``explain`` matches.
+    """
     k = cfg.kafka
     # The bus records and dead letters of one parse, kept for the reads below; a local
     # checkpoint, not a cache: each read then plans a scan of the kept rows, not the
@@ -197,7 +262,7 @@ def replay(
     (newest,) = rows.select(F.max(F.unix_millis("event_time"))).first() or (None,)
     counts = observed.get
     _count_parse(stats, counts)
-    if any(counts.get(f"error:{r}") for r in DEAD_LETTER_REASONS):
+    if dead_letters is not None and any(counts.get(f"error:{r}") for r in DEAD_LETTER_REASONS):
         letters = (
             bus.where(F.col("topic") == k.deadletters_topic)
             .select(F.from_json("value", DEAD_LETTER_SCHEMA).alias("d"))
@@ -213,6 +278,7 @@ def replay(
         delay_ms=delay_ms,
         grace_ms=None if sp.deadline_grace_s is None else int(sp.deadline_grace_s * 1000),
         watermark_ms=None if newest is None else newest - delay_ms,
+        explain=explain,
     )
 
     def detect(key: tuple[Any, ...], pdf: pd.DataFrame) -> pd.DataFrame:
@@ -229,6 +295,7 @@ def replay(
     batches = [0, 1] if newest is not None else [0]
     for b in batches:
         deliver.record([r for r in out if r["batch"] == b], b)
+    return {r["entity"]: r["data"] for r in out if r["batch"] == END_STATE}
 
 
 def _count_parse(stats: PipelineStats, counts: dict[str, Any]) -> None:

@@ -10,10 +10,11 @@ that read it.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from detectors import REGISTRY, Event
+from detectors import Detector, Event
 from detectors.base import Scope
 
 
@@ -72,13 +73,19 @@ def scope_of(entity: str) -> Scope:
 
 
 class Routes:
-    """The enabled detectors per scope, and which of them each event goes to."""
+    """The enabled detectors per scope, and which of them each event goes to.
 
-    def __init__(self, names: list[str]) -> None:
+    Args:
+        names: The enabled detectors and rules.
+        catalog: Their classes by name (``AppConfig.catalog``, ``ParamsResolver.catalog``):
+            no default, a rule left out would get nothing.
+    """
+
+    def __init__(self, names: list[str], catalog: Mapping[str, type[Detector[Any, Any]]]) -> None:
         self.by_scope: dict[str, tuple[str, ...]] = {}
-        self._interest = {n: interest(REGISTRY[n]) for n in names if n in REGISTRY}
+        self._interest = {n: interest(catalog[n]) for n in names if n in catalog}
         for n in sorted(self._interest):
-            scope = REGISTRY[n].scope
+            scope = catalog[n].scope
             self.by_scope[scope] = (*self.by_scope.get(scope, ()), n)
         self._cache: dict[tuple[str, str, str | None], tuple[str, ...]] = {}
 

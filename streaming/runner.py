@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from conf import ParamsResolver
-from detectors import REGISTRY, Alert, Detector, Event
+from detectors import REGISTRY, Alert, Detector, DetectorParams, Event
 from detectors.base import DetectorState
 from detectors.model import StateError
 from streaming.clock import Clock, WakeUp
@@ -230,7 +230,8 @@ class EntityRunner:
     def _base(self, name: str) -> Detector[Any, Any]:
         hit = self._instances.get((name, "", ""))
         if hit is None:
-            hit = self._instances[(name, "", "")] = REGISTRY[name](self.resolver.base[name])
+            cls = self.resolver.detector_class(name)
+            hit = self._instances[(name, "", "")] = cls(self.resolver.base[name])
         return hit
 
     def detector(
@@ -241,9 +242,9 @@ class EntityRunner:
         if key in self._instances:
             return self._instances[key]
         det: Detector[Any, Any] | None = None
-        if name in REGISTRY and name in self.resolver.base:
+        if name in self.resolver.base:
             params = self.resolver.params(name, job_id, job_name)
-            det = REGISTRY[name](params) if params.enabled else None
+            det = self.resolver.detector_class(name)(params) if params.enabled else None
         if len(self._instances) > 20_000:  # one per job seen; bound it all the same
             self._instances.clear()
         self._instances[key] = det
@@ -324,7 +325,7 @@ class EntityRunner:
         self, name: str, text: str | None, job: _JobName
     ) -> Callable[[], DetectorState | None]:
         """The saved state as the detector's typed state, rebuilt on each call."""
-        cls = REGISTRY[name]
+        cls = self.resolver.detector_class(name)
 
         def start() -> DetectorState | None:
             if not text:
@@ -338,7 +339,7 @@ class EntityRunner:
     def _job_name(self, turn: _EntityTurn, name: str) -> _JobName:
         """The one place the job's name for a detector's turn is decided."""
         # Detectors that read the state lines keep the name themselves.
-        if turn.header.name and "job_state" not in REGISTRY[name].kinds:
+        if turn.header.name and "job_state" not in self.resolver.detector_class(name).kinds:
             return _JobName(turn.header.name)
         return _JobName(None)
 
@@ -346,8 +347,9 @@ class EntityRunner:
         """Run one detector of the entity: its events, then its deadlines due by now."""
         entity, header = turn.entity, turn.header
         text = turn.texts.get(name)
-        if name not in REGISTRY:
-            self._stop_watching(turn, name, None, header.newest_ms)  # a detector since removed
+        if name not in self.resolver.base:
+            # A rule taken out of the config by a reload (or a detector out of the release).
+            self._stop_watching(turn, name, None, header.newest_ms, REMOVED)
             return
         job = self._job_name(turn, name)
         events = job.on_events(events)
@@ -362,7 +364,9 @@ class EntityRunner:
         if det is None or name not in self.routes.detectors(scope_of(entity)):
             if text is not None:
                 at = events[-1].time_ms if events else header.newest_ms
-                self._stop_watching(turn, name, loaded, at)
+                # Enabled but not of this entity's scope: a rule now about another scope.
+                why = self._disabled(name) if det is None else CHANGED
+                self._stop_watching(turn, name, loaded, at, why)
             return
         due, failures = header.due.get(name), header.failures.get(name, 0)
         fold = fold_events(det, entity, start, events, due, failures, loaded)
@@ -437,15 +441,16 @@ class EntityRunner:
                 turn.outputs.append(signal(det, turn.entity, state))
 
     def _stop_watching(
-        self, turn: _EntityTurn, name: str, state: DetectorState | None, time_ms: int
+        self, turn: _EntityTurn, name: str, state: DetectorState | None, time_ms: int, why: str
     ) -> None:
         """Forget a detector's state for an entity it no longer watches (disabled, removed).
 
-        Its open incident is closed, so no alert stays firing forever.
+        Its open incident is closed, saying ``why``, so no alert stays firing forever.
         """
         text = turn.texts.pop(name, None)
         turn.header.forget(name)
-        closing = self._close(name, state if state is not None else _saved_fields(text), time_ms)
+        fields = state if state is not None else _saved_fields(text)
+        closing = self._close(name, fields, time_ms, why)
         turn.outputs.extend([*closing, SignalGone(About(name, turn.entity))])
 
     def _unloadable(self, turn: _EntityTurn, name: str, text: str, exc: StateError) -> None:
@@ -454,7 +459,10 @@ class EntityRunner:
         turn.header.forget(name)
         fields = _saved_fields(text)
         at = int(fields.get("last_event_ms") or 0)
-        closing = self._close(name, fields, at, "its saved state is unreadable")
+        # A rule's state that no longer loads is one whose definition changed (another
+        # kind, say): the rule starts over.
+        why = "its saved state is unreadable" if name in REGISTRY else CHANGED
+        closing = self._close(name, fields, at, why)
         turn.outputs.extend(
             [
                 failure(name, turn.entity, None, exc, "load", dropped=True),
@@ -463,17 +471,45 @@ class EntityRunner:
             ]
         )
 
+    def _disabled(self, name: str) -> str:
+        return "detector disabled" if name in REGISTRY else "rule disabled"
+
     def _close(
         self,
         name: str,
         state: DetectorState | dict[str, Any] | None,
         time_ms: int,
-        why: str = "detector disabled",
+        why: str,
     ) -> list[Alert]:
         """Resolved transitions for the firing incidents of a detector flinkwatch stops watching."""
-        if name not in REGISTRY or name not in self.resolver.base:
-            return []
-        return close_incident(self._base(name), state, time_ms, why)
+        det = self._base(name) if name in self.resolver.base else _removed(name)
+        return close_incident(det, state, time_ms, why)
+
+
+#: Why the incidents of a detector or rule no longer in the config are resolved.
+REMOVED = "removed from the config"
+#: Why a rule's incidents are resolved when its saved state no longer loads.
+CHANGED = "the rule's definition changed; it starts over"
+
+
+class _Removed(Detector[DetectorParams, DetectorState]):
+    """A detector or rule the config no longer has: enough to resolve what its states hold open.
+
+    Its saved states carry the incident's fields; resolving needs a name and a severity,
+    not the class that opened them (a rule's class went with its definition).
+    """
+
+    name = "removed"
+    scope = "job"
+    kinds = frozenset()
+
+    def on_event(self, state: DetectorState, event: Event) -> list[Alert]:  # noqa: D102
+        return []
+
+
+def _removed(name: str) -> Detector[Any, Any]:
+    cls: type[_Removed] = type(f"Removed_{name}", (_Removed,), {"name": name})
+    return cls(DetectorParams())
 
 
 def _saved_fields(text: str | None) -> dict[str, Any]:

@@ -178,11 +178,14 @@ class Runtime:
         start: bool,
     ) -> None:
         # Each reads the config through self.cfg at each use: a swap reaches them all.
-        self.slack = slack_sink(lambda: self.cfg.slack, lambda: self.cfg.cluster, self.ledger, env)
-        self.alertmanager = alertmanager_sink(
-            lambda: self.cfg.alertmanager, lambda: self.cfg.cluster, self.ledger, env
+        runbook = self.running.runbook  # a rule a reload adds has its own in every sink
+        self.slack = slack_sink(
+            lambda: self.cfg.slack, lambda: self.cfg.cluster, self.ledger, env, runbook
         )
-        self.webhooks = webhook_sinks(cfg.webhooks, lambda: self.cfg.cluster, env)
+        self.alertmanager = alertmanager_sink(
+            lambda: self.cfg.alertmanager, lambda: self.cfg.cluster, self.ledger, env, runbook
+        )
+        self.webhooks = webhook_sinks(cfg.webhooks, lambda: self.cfg.cluster, env, runbook)
         if start:
             self._check_routes = route_checks(self.slack)
             self._check_routes(cfg)

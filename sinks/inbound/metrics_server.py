@@ -30,6 +30,7 @@ import base64
 import binascii
 import hashlib
 import hmac
+import json
 import logging
 import os
 import socket
@@ -62,6 +63,11 @@ REALM = "flinkwatch"
 
 #: The path of the liveness answer.
 HEALTH_PATH = "/healthz"
+#: The path of ``flinkwatch explain``'s answer (the detectors' standing for one entity).
+EXPLAIN_PATH = "/explain"
+
+#: What answers ``/explain``: the query string in; an HTTP status and a JSON-ready body out.
+Explainer = Callable[[str], tuple[int, Any]]
 
 
 class MetricsEndpointError(FlinkwatchError):
@@ -99,7 +105,7 @@ def basic_auth(app: WSGIApplication, auth: BasicAuth, realm: str = REALM) -> WSG
             "401 Unauthorized",
             [("WWW-Authenticate", challenge), ("Content-Type", "text/plain; charset=utf-8")],
         )
-        return [b"401 Unauthorized: /metrics needs HTTP basic auth\n"]
+        return [b"401 Unauthorized: the metrics endpoint needs HTTP basic auth\n"]
 
     return guarded
 
@@ -173,6 +179,32 @@ def with_health(app: WSGIApplication, liveness: Liveness) -> WSGIApplication:
         if environ.get("PATH_INFO") == HEALTH_PATH:
             return health(environ, start_response)
         return app(environ, start_response)
+
+    return routed
+
+
+def with_explain(app: WSGIApplication, explainer: Explainer) -> WSGIApplication:
+    """``app`` with ``/explain`` answered by ``explainer`` as JSON; every other path by ``app``.
+
+    Behind the same TLS and basic auth as ``/metrics`` (:meth:`MetricsEndpoint.serve` wraps
+    the whole app): an entity's standing says as much about the fleet as its metrics.
+    """
+    statuses = {200: "200 OK", 400: "400 Bad Request", 503: "503 Service Unavailable"}
+
+    def routed(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        if environ.get("PATH_INFO") != EXPLAIN_PATH:
+            return app(environ, start_response)
+        status, answer = explainer(str(environ.get("QUERY_STRING") or ""))
+        body = json.dumps(answer).encode()
+        start_response(
+            statuses.get(status, f"{status} Error"),
+            [
+                ("Content-Type", "application/json"),
+                ("Content-Length", str(len(body))),
+                ("Cache-Control", "no-store"),
+            ],
+        )
+        return [body]
 
     return routed
 
@@ -379,7 +411,10 @@ class MetricsEndpoint:
         return f"tls={tls} auth={'basic' if self.auth else 'none'}"
 
     def serve(
-        self, registry: Collector, progress_age_s: Callable[[], float] | None = None
+        self,
+        registry: Collector,
+        progress_age_s: Callable[[], float] | None = None,
+        explainer: Explainer | None = None,
     ) -> MetricsServer:
         """Serve ``registry`` in a daemon thread until :meth:`MetricsServer.close`.
 
@@ -387,6 +422,7 @@ class MetricsEndpoint:
             registry: What ``/metrics`` answers.
             progress_age_s: Seconds since the job last made progress; given, ``/healthz``
                 answers from it (on the metrics port, and on ``health_port`` if set).
+            explainer: Given, ``/explain`` answers from it (on the metrics port only).
 
         Raises:
             OSError: an address cannot be bound.
@@ -396,6 +432,8 @@ class MetricsEndpoint:
         if progress_age_s is not None:
             liveness = Liveness(progress_age_s, self.health_max_age_s)
             app = with_health(app, liveness)
+        if explainer is not None:
+            app = with_explain(app, explainer)
         if self.auth is not None:
             app = basic_auth(app, self.auth)
         family, host = family_of(self.host, self.port)

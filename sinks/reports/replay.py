@@ -7,8 +7,9 @@ correlator for the root-cause line and the members' time line. For each incident
 writes the chart of each member's deciding transition (the firing, or the escalation
 that followed it) and, for an incident of several alerts, the incident's own chart, then
 ``index.html`` listing the incidents with those charts inline. A threshold change can be
-judged by eye: replay the same files with the old and the new config, each into its own
-directory, and compare the two pages.
+judged on the page: with ``--baseline``, a first section compares the two configs' pages
+(:mod:`sinks.reports.compare`): both timelines on one chart
+(:mod:`sinks.reports.compare_chart`) and a table of what was gained, lost or moved.
 
 Every text on the page comes from logs (job names, hosts, summaries) and is escaped.
 """
@@ -27,6 +28,8 @@ from detectors.model import Alert, AlertStatus
 from sinks.charts import render
 from sinks.charts.frame import who
 from sinks.files import alert_from_record, iso_utc
+from sinks.reports.compare import Comparison, moved
+from sinks.reports.compare_chart import comparison_chart
 
 _SAFE_NAME = re.compile(r"^[0-9A-Za-z_-]{1,64}$")
 
@@ -38,6 +41,8 @@ td, th { text-align: left; padding: 0.15em 0.8em 0.15em 0; vertical-align: top; 
 .critical { color: #c0392b; } .warning { color: #b07a00; } .info { color: #1f77b4; }
 .headline { font-style: italic; }
 .none { color: #888; font-size: 0.9em; }
+.gained { color: #009e73; } .lost { color: #d55e00; } .earlier { color: #0072b2; }
+.later { color: #b07a00; } .unchanged { color: #888; }
 img { display: block; margin: 0.4em 0; border: 1px solid #eee; }
 """
 
@@ -103,11 +108,24 @@ def view_of(incident: _Incident, params: CorrelationParams) -> IncidentView:
     return corr.observe(last)
 
 
-def write_report(alerts_file: Path, directory: Path, params: CorrelationParams) -> Report:
-    """Write ``directory/index.html`` and a PNG per chart for every incident of a replay."""
+def write_report(
+    alerts_file: Path,
+    directory: Path,
+    params: CorrelationParams,
+    comparison: Comparison | None = None,
+) -> Report:
+    """Write ``directory/index.html`` and a PNG per chart for every incident of a replay.
+
+    With a ``comparison`` (``replay --baseline``) the page opens with it: both runs'
+    timelines on one chart (``comparison.png``) and the table of differences.
+    """
     directory.mkdir(parents=True, exist_ok=True)
     sections: list[str] = []
     charts = 0
+    if comparison is not None:
+        picture = _write(directory / "comparison.png", comparison_chart(comparison))
+        charts += picture is not None
+        sections.append(_comparison_section(comparison, picture))
     incidents = incidents_of(alerts_file)
     for incident in incidents:
         view = view_of(incident, params)
@@ -155,6 +173,35 @@ def _img(name: str | None, alt: str) -> str:
     if name is None:
         return f'<p class="none">no chart: {_e(alt)} has no series to draw</p>'
     return f'<img src="{_e(name)}" width="720" height="360" alt="{_e(alt)}">'
+
+
+def _comparison_section(comparison: Comparison, picture: str | None) -> str:
+    t = comparison.totals()
+    out = [
+        '<section id="comparison">',
+        "<h2>against the baseline config</h2>",
+        f"<p>pages: baseline {comparison.baseline_pages}, new {comparison.new_pages}; "
+        + ", ".join(f'<span class="{c.value}">{c.value} {n}</span>' for c, n in t.items())
+        + "</p>",
+    ]
+    if picture is None:
+        out.append('<p class="none">no pages in either run</p>')
+    else:
+        out.append(_img(picture, "both runs' pages"))
+        out.append(
+            "<table><tr><th>detector</th><th>job / TaskManager</th><th>change</th>"
+            "<th>baseline paged</th><th>new paged</th><th>moved</th></tr>"
+        )
+        for d in comparison.differences:
+            when = [iso_utc(p.paged_ms) if p else "-" for p in (d.baseline, d.new)]
+            out.append(
+                f"<tr><td>{_e(d.page.detector)}</td><td>{_e(d.page.subject)}</td>"
+                f'<td class="{_e(d.change.value)}">{_e(d.change.value)}</td>'
+                f"<td>{_e(when[0])}</td><td>{_e(when[1])}</td><td>{_e(moved(d.delta_ms))}</td></tr>"
+            )
+        out.append("</table>")
+    out.append("</section>")
+    return "\n".join(out)
 
 
 def _section(incident: _Incident, view: IncidentView, pictures: dict[str, str | None]) -> str:

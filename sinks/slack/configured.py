@@ -6,7 +6,7 @@ import os
 from collections.abc import Callable, Mapping
 
 from conf import ConfigError, SlackConfig
-from sinks.base import DeliverySink
+from sinks.base import DeliverySink, Runbook, builtin_runbook
 from sinks.ledger import SinkMemory
 from sinks.slack.lifecycle import SlackBotSink
 from sinks.slack.webhook import SlackWebhookSink
@@ -17,6 +17,7 @@ def slack_sink(
     cluster: Callable[[], str],
     memory: SinkMemory,
     env: Mapping[str, str] | None = None,
+    runbook: Runbook = builtin_runbook,
 ) -> DeliverySink | None:
     """The configured Slack sink, or None when Slack is off.
 
@@ -25,6 +26,7 @@ def slack_sink(
         cluster: The cluster's name, read at each use.
         memory: Where a bot keeps its incidents' messages (the ledger).
         env: The environment the secret is read from (default: the process's).
+        runbook: Each detector's and rule's runbook line (the running config's).
 
     Raises:
         ConfigError: the mode's secret is not in the environment (names the variable).
@@ -40,5 +42,5 @@ def slack_sink(
         msg = f"slack.mode is {c.mode!r} but ${var} ({field}) is empty or unset"
         raise ConfigError(msg, fields=(field,))
     if c.mode == "bot":
-        return SlackBotSink(secret, memory, cfg, cluster)
-    return SlackWebhookSink(secret, cfg, cluster)
+        return SlackBotSink(secret, memory, cfg, cluster, runbook=runbook)
+    return SlackWebhookSink(secret, cfg, cluster, runbook)

@@ -30,7 +30,9 @@ from sinks.base import (
     DeliverySink,
     PermanentDeliveryError,
     RetryableDeliveryError,
+    Runbook,
     Transition,
+    builtin_runbook,
 )
 from sinks.inbound.slack_actions import IncidentActions, action_blocks, subject
 from sinks.ledger import SinkMemory
@@ -70,6 +72,7 @@ class SlackBotSink(DeliverySink):
         cfg: Callable[[], SlackConfig],
         cluster: Callable[[], str],
         place: int = 1,
+        runbook: Runbook = builtin_runbook,
     ) -> None:
         """Create the sink; ``token`` is the bot token (a secret)."""
         c = cfg()
@@ -77,6 +80,7 @@ class SlackBotSink(DeliverySink):
         self.place = place
         self._cfg = cfg
         self._cluster = cluster
+        self._runbook = runbook
         self._max_channels = c.max_channels  # the sinks of further channels are made once
         self._token = token
         self._memory = memory
@@ -94,7 +98,7 @@ class SlackBotSink(DeliverySink):
         The buttons are there while the incident is open and ``slack.interactivity_port``
         is set (without the endpoint, a press would only show the user an error).
         """
-        text, blocks = render_transition(t, self._cfg(), self._cluster())
+        text, blocks = render_transition(t, self._cfg(), self._cluster(), self._runbook)
         kept = self._memory.recall(self.name, f"acts:{t.incident_id}")
         acts = IncidentActions.model_validate(kept) if kept else None
         status = t.incident.status if t.incident is not None else t.alert.status
@@ -287,6 +291,8 @@ def further_channels(first: DeliverySink | None) -> list[SlackBotSink]:
         return []
     places = range(2, first._max_channels + 1)
     return [
-        SlackBotSink(first._token, first.memory, first._cfg, first._cluster, place=p)
+        SlackBotSink(
+            first._token, first.memory, first._cfg, first._cluster, place=p, runbook=first._runbook
+        )
         for p in places
     ]

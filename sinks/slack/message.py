@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from conf import SlackConfig
-from detectors import REGISTRY, Alert, AlertStatus, Severity
+from detectors import Alert, AlertStatus, Severity
 from detectors.correlation import IncidentView
-from sinks.base import Transition
+from sinks.base import Runbook, Transition, builtin_runbook
 from sinks.inbound.slack_actions import utc_text as _when
 
 _ICON = {
@@ -54,7 +54,12 @@ def _scalar_evidence(evidence: dict[str, Any], limit: int = 8) -> list[tuple[str
 
 
 def render(
-    alert: Alert, *, cluster: str, runbook_url: str | None, mention: str | None
+    alert: Alert,
+    *,
+    cluster: str,
+    runbook_url: str | None,
+    mention: str | None,
+    runbook: Runbook = builtin_runbook,
 ) -> tuple[str, list[dict[str, Any]]]:
     """The fallback text and Block Kit blocks of one alert transition."""
     resolved = alert.status is AlertStatus.RESOLVED
@@ -90,8 +95,7 @@ def render(
                 },
             }
         )
-    detector = REGISTRY.get(alert.detector)
-    todo = detector.profile.runbook if detector is not None else ""
+    todo = runbook(alert.detector)
     if not resolved and todo:
         link = f" <{runbook_url}#{alert.detector}|Runbook>" if runbook_url else ""
         blocks.append(
@@ -133,13 +137,16 @@ def render_incident(
     cluster: str,
     runbook_url: str | None,
     mention: str | None,
+    runbook: Runbook = builtin_runbook,
 ) -> tuple[str, list[dict[str, Any]]]:
     """The message of an incident of several alerts, as of ``alert``'s transition.
 
     An incident of one alert renders exactly as that alert (:func:`render`).
     """
     if len(incident.members) < 2:
-        return render(alert, cluster=cluster, runbook_url=runbook_url, mention=mention)
+        return render(
+            alert, cluster=cluster, runbook_url=runbook_url, mention=mention, runbook=runbook
+        )
     resolved = incident.status is AlertStatus.RESOLVED
     root = incident.root
     icon = ":large_green_circle:" if resolved else _ICON[(AlertStatus.FIRING, incident.severity)]
@@ -176,8 +183,7 @@ def render_incident(
         {"type": "section", "fields": [{"type": "mrkdwn", "text": f[:2000]} for f in fields]},
         {"type": "section", "text": {"type": "mrkdwn", "text": "\n".join(lines)[:3000]}},
     ]
-    detector = REGISTRY.get(root.detector)
-    todo = detector.profile.runbook if detector is not None else ""
+    todo = runbook(root.detector)
     if not resolved and todo:
         link = f" <{runbook_url}#{root.detector}|Runbook>" if runbook_url else ""
         blocks.append(
@@ -202,13 +208,14 @@ def render_incident(
 
 
 def render_transition(
-    t: Transition, c: SlackConfig, cluster: str
+    t: Transition, c: SlackConfig, cluster: str, runbook: Runbook = builtin_runbook
 ) -> tuple[str, list[dict[str, Any]]]:
     """The fallback text and blocks of a transition: its incident's message, or its alert's."""
     kw: dict[str, Any] = {
         "cluster": cluster,
         "runbook_url": c.runbook_url,
         "mention": c.mention_on_critical,
+        "runbook": runbook,
     }
     if t.incident is None:
         return render(t.alert, **kw)

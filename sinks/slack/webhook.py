@@ -19,7 +19,9 @@ from sinks.base import (
     DeliverySink,
     PermanentDeliveryError,
     RetryableDeliveryError,
+    Runbook,
     Transition,
+    builtin_runbook,
 )
 from sinks.slack.message import render_transition
 from sinks.slack.transport import Secrets, webhook_client
@@ -38,15 +40,17 @@ class SlackWebhookSink(DeliverySink):
         url: str,
         cfg: Callable[[], SlackConfig],
         cluster: Callable[[], str],
+        runbook: Runbook = builtin_runbook,
     ) -> None:
         """Create the sink; ``url`` is the webhook URL (a secret)."""
         self._cfg = cfg
         self._cluster = cluster
+        self._runbook = runbook
         self._scrub = Secrets(url)
         self._client = webhook_client(url, cfg())
 
     def send(self, t: Transition) -> None:  # noqa: D102
-        text, blocks = render_transition(t, self._cfg(), self._cluster())
+        text, blocks = render_transition(t, self._cfg(), self._cluster(), self._runbook)
         try:
             resp = self._client.send(text=text, blocks=blocks)
         except urllib.error.URLError as exc:

@@ -35,6 +35,10 @@ class Command:
 COMMANDS: dict[str, Command] = {
     "run": Command("streaming.cli.run", "run the streaming job against Kafka"),
     "replay": Command("streaming.cli.replay", "run the detectors over log/metric files"),
+    "explain": Command(
+        "streaming.cli.explain",
+        "where each detector stands for a job, TaskManager or the cluster, and why",
+    ),
     "parse": Command("streaming.cli.parse", "show how records parse (one JSON object per record)"),
     "config": Command("streaming.cli.config", "configuration tools"),
     "kafka": Command("streaming.cli.kafka", "Kafka tools"),

@@ -45,7 +45,9 @@ def cmd_config_check(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"config check: {exc}", file=sys.stderr)
         return 2
-    routes = cfg.slack.route_table(enabled, sample, cfg.cluster) if sample else []
+    # Where each detector's and rule's incidents go: a route may name a rule.
+    paging = [n for n, p in cfg.resolver().base.items() if p.enabled]
+    routes = cfg.slack.route_table(paging, sample, cfg.cluster) if sample else []
     if as_json:
         out: dict[str, object] = {"ok": True, "file": args.file, "detectors_enabled": enabled}
         out["rules"] = [

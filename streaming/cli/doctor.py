@@ -23,7 +23,6 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from conf import AppConfig
-from detectors import REGISTRY
 from streaming.app import parse_limits
 from streaming.catchup import end_offsets
 from streaming.cli.args import add_output_format, config_of, log, print_json
@@ -87,8 +86,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         return 2
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    enabled = [n for n, p in cfg.detector_params().items() if p.enabled]
-    diagnosis = diagnose(tally, enabled)
+    enabled = [n for n, p in cfg.resolver().base.items() if p.enabled]
+    diagnosis = diagnose(tally, enabled, cfg.catalog())
     if args.output_format == "json":
         print_json(as_json(diagnosis))
     else:
@@ -132,7 +131,7 @@ def _topic_inputs(spark: SparkSession, cfg: AppConfig, sample: int) -> Inputs:
 
 def collect_tally(cfg: AppConfig, inputs: Inputs) -> Tally:
     """Parse each input and count it (one small Spark aggregation per input)."""
-    known = sorted({m for d in REGISTRY.values() for m in d.metrics})
+    known = sorted({m for d in cfg.catalog().values() for m in d.metrics})
     counts: list[Count] = []
     examples: list[Example] = []
     sources: dict[str, str] = {}

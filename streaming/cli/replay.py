@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import shutil
 import sys
 import tempfile
 from pathlib import Path
 
+from conf import AppConfig
 from sinks import DeadLetterFileSink
 from sinks.dispatch import deliver
+from sinks.reports.compare import Comparison, compare, read_pages
 from streaming.cli.args import load_or_exit
 from streaming.cli.summary import print_incidents, print_summary
 from streaming.delivery import PipelineStats
-from streaming.replay import input_bytes, replay, session_settings
+from streaming.replay import Baseline, input_bytes, replay, same_parse, session_settings
 from streaming.replay_progress import ReplayCounts, ReplayProgress
 from streaming.runtime import Runtime
 from streaming.session import SessionSpec
@@ -28,7 +31,20 @@ def add_arguments(rp: argparse.ArgumentParser) -> None:
     rp.add_argument("--logs", nargs="+", default=[], help="log files or directories")
     rp.add_argument("--metrics", nargs="+", default=[], help="metric files (JSON lines)")
     rp.add_argument("--config", help="YAML config with the thresholds to try")
-    rp.add_argument("--output", required=True, help="alerts as JSON lines")
+    rp.add_argument(
+        "--baseline",
+        metavar="FILE",
+        help="YAML config to compare with: both replayed, their pages compared",
+    )
+    rp.add_argument(
+        "-o",
+        dest="format",
+        choices=("text", "json"),
+        help="the comparison's form (with --baseline; default text)",
+    )
+    rp.add_argument(
+        "--output", required=True, help="alerts as JSON lines (the baseline's: FILE.baseline.jsonl)"
+    )
     rp.add_argument("--deadletters", help="directory for records that did not parse")
     rp.add_argument("--report", metavar="DIR", help="write every incident's charts and index.html")
     rp.add_argument("--keep-work", action="store_true", help=argparse.SUPPRESS)
@@ -43,8 +59,12 @@ def cmd_replay(args: argparse.Namespace) -> int:
     needed to give its alerts.
     """
     cfg = load_or_exit(args.config)
+    base_cfg = load_or_exit(args.baseline) if args.baseline else None
     if not args.logs and not args.metrics:
         log.error("replay needs --logs and/or --metrics")
+        return 2
+    if args.format and base_cfg is None:
+        log.error("-o is the comparison's form: it needs --baseline")
         return 2
     work = Path(tempfile.mkdtemp(prefix="flinkwatch-replay-"))
     try:
@@ -65,41 +85,103 @@ def cmd_replay(args: argparse.Namespace) -> int:
         retain_bytes=int(out.deadletters_retain_mb * 2**20),
     )
     runtime = Runtime(cfg, replay=True, ledger_path=work / "ledger.sqlite", alerts_path=output)
+    runtimes = [runtime]
     stats = PipelineStats()
+    base: Baseline | None = None
+    if base_cfg is not None:
+        base_rt, base = _baseline(base_cfg, output, work)
+        runtimes.append(base_rt)
+    parses = [(cfg, runtime.outputs, stats, sink, base)]
+    if base is not None and not same_parse(cfg, base.cfg):
+        log.info("replay: the two configs parse differently (parsing section): two parses")
+        # The baseline's dead letters are its own: they would be the new run's twice.
+        base_sink = DeadLetterFileSink(work / "baseline-deadletters", max_per_batch=1)
+        parses = [
+            (cfg, runtime.outputs, stats, sink, None),
+            (base.cfg, base.outputs, base.stats, base_sink, None),
+        ]
+    one_parse = len(parses) == 1
     progress_done = ReplayProgress(lambda: replay_counts(stats)).start()
     try:
-        replay(
-            file_records(spark, logs_dir, kind="log", stream=False),
-            file_records(spark, metrics_dir, kind="metric", stream=False),
-            cfg,
-            runtime.outputs,
-            sink,
-            stats,
-        )
+        for c, outputs, st, letters, also in parses:
+            if not one_parse:
+                # The log time zone is the session's: each parse reads in its config's.
+                spark.conf.set("spark.sql.session.timeZone", c.parsing.log_timezone)
+            replay(
+                file_records(spark, logs_dir, kind="log", stream=False),
+                file_records(spark, metrics_dir, kind="metric", stream=False),
+                c,
+                outputs,
+                letters,
+                st,
+                also,
+            )
+        if not one_parse:
+            spark.conf.set("spark.sql.session.timeZone", cfg.parsing.log_timezone)
         # The output file is the replay's product, not a copy: what could not be written
         # during the run is written now, or the replay fails.
-        for s in runtime.outputs.sinks:
-            deliver(runtime.outputs.ledger, s)
+        for rt in runtimes:
+            for s in rt.outputs.sinks:
+                deliver(rt.outputs.ledger, s)
     except Exception as exc:
         progress_done(False)
         log.error("replay failed: %s", exc)
         return 1
     finally:
-        runtime.close()
+        for rt in runtimes:
+            rt.close()
         if not args.keep_work:
             shutil.rmtree(work, ignore_errors=True)
     progress_done(True)
-    print_summary(stats.alerts, stats.kinds, stats.dead_letters)
-    print_incidents(output)
+    comparison = None
+    if base is None:
+        print_summary(stats.alerts, stats.kinds, stats.dead_letters)
+        print_incidents(output)
+    else:
+        comparison = print_comparison(args, output, one_parse)
     if sum(stats.dead_letters.values()) and args.deadletters:
         print(f"dead letters written to {deadletters}", file=sys.stderr)
     print(f"alerts written to {output}", file=sys.stderr)
+    if base is not None:
+        print(f"baseline alerts written to {baseline_output(output)}", file=sys.stderr)
     if args.report:
         from sinks.reports.replay import write_report  # matplotlib: only when asked for
 
-        report = write_report(output, Path(args.report), cfg.correlation)
+        report = write_report(output, Path(args.report), cfg.correlation, comparison)
         print(f"report written to {report.index} ({report.charts} charts)", file=sys.stderr)
     return 0
+
+
+def _baseline(cfg: AppConfig, output: Path, work: Path) -> tuple[Runtime, Baseline]:
+    """The baseline's own ledger and alert file (beside ``output``), and its counters."""
+    path = baseline_output(output)
+    path.write_text("")
+    runtime = Runtime(cfg, replay=True, ledger_path=work / "baseline.sqlite", alerts_path=path)
+    return runtime, Baseline(cfg, runtime.outputs, PipelineStats())
+
+
+def baseline_output(output: Path) -> Path:
+    """Where the baseline's alerts go: ``alerts.jsonl`` → ``alerts.baseline.jsonl`` beside it."""
+    return output.with_suffix(".baseline" + (output.suffix or ".jsonl"))
+
+
+def print_comparison(args: argparse.Namespace, output: Path, one_parse: bool) -> Comparison:
+    """The two runs' pages compared, on stdout as text or JSON (``-o``)."""
+    base_output = baseline_output(output)
+    comparison = compare(read_pages(base_output), read_pages(output))
+    how = "one parse for both" if one_parse else "two parses: their parsing sections differ"
+    new_name = args.config or "the packaged config"
+    if args.format == "json":
+        context = {
+            "baseline": {"config": args.baseline, "alerts": str(base_output)},
+            "new": {"config": new_name, "alerts": str(output)},
+            "one_parse": one_parse,
+        }
+        print(json.dumps(comparison.to_json(**context), indent=2))
+    else:
+        print(f"{new_name} against baseline {args.baseline}, the same files ({how})")
+        print(comparison.text())
+    return comparison
 
 
 def replay_counts(stats: PipelineStats) -> ReplayCounts:

@@ -18,6 +18,7 @@ from sinks.http_post import redact_url
 from sinks.inbound.metrics_server import MetricsEndpoint, MetricsEndpointError
 from streaming.cli.args import base_overrides, load_or_exit, with_overrides
 from streaming.cli.summary import print_summary
+from streaming.explain_state import LiveExplainer
 from streaming.live import live_session
 from streaming.metrics import serve as serve_metrics
 from streaming.runtime import Runtime, StartError
@@ -110,7 +111,10 @@ def run_job(
             )
         if endpoint is not None:
             runtime.register_metrics(pipeline, progress, watcher.stats if watcher else None)
-            serve_metrics(cfg, endpoint, runtime.registry, progress, runtime.running)
+            explainer = LiveExplainer(
+                spark, lambda: pipeline.detect_checkpoint, lambda: runtime.cfg
+            )
+            serve_metrics(cfg, endpoint, runtime.registry, progress, runtime.running, explainer)
         deadline = time.monotonic() + duration if duration else None
 
         def _should_stop() -> bool:

@@ -97,6 +97,43 @@ def test_a_webhook_or_silence_name_given_twice_is_refused(tmp_path, text, what) 
         load_config(write(tmp_path / "twice.yaml", text))
 
 
+def test_the_catalog_is_the_built_in_detectors_and_a_class_per_rule() -> None:
+    import pickle
+
+    from conf import AppConfig
+    from detectors import REGISTRY
+
+    rule = {"name": "expiry_burst", "kind": "frequency", "kinds": ["checkpoint_expired"]}
+    cfg = AppConfig.model_validate({"rules": [{**rule, "count": 3, "window_s": 600}]})
+    catalog = cfg.catalog()
+    assert set(catalog) == {*REGISTRY, "expiry_burst"}
+    made = catalog["expiry_burst"]
+    assert (made.name, made.scope, made.kinds) == ("expiry_burst", "job", {"checkpoint_expired"})
+    # What travels to the executors is the rule, not its class: the resolver made again
+    # from its pickle makes the class again.
+    again = pickle.loads(pickle.dumps(cfg.resolver()))
+    assert again.detector_class("expiry_burst").kinds == made.kinds
+    assert again.detector_class("tm_lost") is REGISTRY["tm_lost"]
+    with pytest.raises(KeyError):
+        again.detector_class("nope")
+    assert again.profile("nope").runbook == ""
+
+
+def test_a_route_may_name_a_rule_and_a_config_whose_only_check_is_a_rule_runs() -> None:
+    from conf import AppConfig
+
+    rule = {"name": "expiry_burst", "kind": "frequency", "kinds": ["checkpoint_expired"]}
+    rule |= {"count": 3, "window_s": 600}
+    off = {name: {"enabled": False} for name in AppConfig().detector_params()}
+    route = {"channel": "#checkpoints", "detectors": ["expiry_burst"]}
+    cfg = AppConfig.model_validate(
+        {"rules": [rule], "detectors": off, "slack": {"routes": [route]}}
+    )
+    assert cfg.slack.routes[0].detectors == ("expiry_burst",)
+    with pytest.raises(ValueError, match="every detector is disabled"):
+        AppConfig.model_validate({"rules": [{**rule, "enabled": False}], "detectors": off})
+
+
 def test_every_example_config_loads_with_its_rules() -> None:
     from pathlib import Path
 

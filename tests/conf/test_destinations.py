@@ -57,11 +57,25 @@ def test_who_may_press_is_given_by_ids_not_names() -> None:
 
 
 def test_a_yaml_off_turns_slack_off_and_a_route_names_only_known_detectors() -> None:
-    from conf import SlackConfig
+    from conf import AppConfig, SlackConfig
 
     assert SlackConfig.model_validate({"mode": False}).mode == "off"
-    with pytest.raises(ValidationError, match=r"unknown detector\(s\) \['heap_magic'\]"):
-        SlackConfig.model_validate({"routes": [{"channel": "#x", "detectors": ["heap_magic"]}]})
+    # The names are the config's (its rules among them): checked on the whole config.
+    routes = {"routes": [{"channel": "#x", "detectors": ["heap_magic"]}]}
+    with pytest.raises(
+        ValidationError, match=r"slack.routes.0.detectors: unknown detector\(s\) \['heap_magic'\]"
+    ):
+        AppConfig.model_validate({"slack": routes})
+    hook = {
+        "name": "h",
+        "url": "http://x/",
+        "secret": "${HOOK_SECRET}",
+        "route": {"detectors": ["nope"]},
+    }
+    with pytest.raises(ValidationError, match=r"webhooks.0.route.detectors: .*\['nope'\]"):
+        AppConfig.model_validate({"webhooks": [hook]})
+    ok = {"routes": [{"channel": "#x", "detectors": ["tm_lost"]}]}
+    assert AppConfig.model_validate({"slack": ok}).slack.routes[0].detectors == ("tm_lost",)
 
 
 def test_alertmanager_urls_are_http_bases_each_given_once() -> None:

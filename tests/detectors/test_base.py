@@ -17,7 +17,8 @@ from detectors.base import (
     Story,
 )
 from detectors.model import Alert, AlertStatus, Event, FlinkwatchError, Severity, StateError
-from detectors.testing import drive, drive_timer
+from detectors.testing import DetectorTester, drive, drive_timer
+from detectors.words import at, reads
 
 T0 = 1_700_000_000_000
 
@@ -260,3 +261,26 @@ def test_a_profile_tells_nothing_more_by_default() -> None:
     )
     assert told.headline(Story(root=root, first={"counter": root})) == "counter on 7f: two"
     assert (told.death(root), told.aftermath(root), told.role(root)) == (None, None, None)
+
+
+def test_the_default_standing_says_what_it_reads_whether_it_fires_and_what_resolves() -> None:
+    d = det()
+    assert d.standing(None) == "nothing seen for this entity (reads checkpoint expired lines)"
+    tester = DetectorTester(d)
+    tester.feed(ev(T0))
+    assert tester.standing() == f"no incident open; latest event {at(T0)}"
+    tester.feed(ev(T0 + 30_000))
+    assert tester.standing() == (
+        f"FIRING since {at(T0 + 30_000)} (0 s); resolves once its condition is clear for 5 min"
+    )
+    assert tester.state is not None
+    tester.state.hysteresis(False, T0 + 100_000, clear_for_ms=300_000)
+    assert tester.standing().endswith(
+        f"condition clear since {at(T0 + 100_000)}, resolves after 5 min"
+    )
+
+
+def test_what_a_detector_reads_in_words() -> None:
+    assert reads({"checkpoint_expired", "checkpoint_failed"}) == "checkpoint expired, failed lines"
+    assert reads({"job_state", "metric"}, {"a"}) == "job state lines; 1 metric"
+    assert reads({"metric"}, {"a", "b"}) == "2 metrics"

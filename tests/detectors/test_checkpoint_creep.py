@@ -24,7 +24,8 @@ from detectors.checkpoint_creep import (
     CheckpointCreepState,
 )
 from detectors.model import LAST_CHECKPOINT_DURATION, LAST_CHECKPOINT_SIZE, Alert
-from detectors.testing import drive_timer
+from detectors.testing import DetectorTester, drive_timer
+from detectors.words import at
 
 JOB = "5d1e0f9a7b33f4c2a9b7d1e4f60a8b5c"
 S = 1000
@@ -829,3 +830,58 @@ def test_the_timeout_learned_from_an_expiry_is_the_yardstick() -> None:
     assert alert.evidence["checkpoint_timeout_s"] == 20.0
     assert alert.evidence["checkpoint_every_s"] is None
     assert alert.evidence["timeout_share"] >= 0.5
+
+
+# --- standing ----------------------------------------------------------------------------
+
+
+def test_standing_tells_samples_trend_and_projection_as_the_creep_builds_and_fires() -> None:
+    durations = creep_durations(140)
+    events, _ = checkpoints(durations)
+    tester = DetectorTester(default())
+    assert tester.standing() == "no checkpoint seen for this job"
+    # Building up: too few samples for any test.
+    tester.feed(*events[:10])
+    assert tester.standing() == (
+        f"5 of 20 checkpoints, the latest took {durations[4] / 1000:.1f} s; "
+        "no trend judged before 10"
+    )
+    # Judged, not paging yet: the numbers the decision rests on, next to its thresholds.
+    tester.feed(*events[10:62])
+    line = tester.standing()
+    m = re.fullmatch(
+        r"31 checkpoints, median ([\d.]+) s = ([\d.]+)x baseline \(pages at 2x and 30\.0 s\); "
+        r"\+(\d+) ms/checkpoint, z ([\d.]+) \(significant at 3\.5\); "
+        r"10 min timeout in ~([\d.]+) h at this pace",
+        line,
+    )
+    assert m, line
+    assert float(m[1]) < 30 and float(m[2]) < 2  # what keeps it from paging
+    assert float(m[4]) >= 3.5 and 0 < int(m[3]) < 1000 and float(m[5]) > 10
+    # Firing: since when, the same numbers as the page's evidence, what resolves it.
+    for i, event in enumerate(events[62:], 62):  # noqa: B007 (i: where it fired)
+        if tester.feed(event):
+            break
+    (fired,) = tester.alerts
+    ev, line = fired.evidence, tester.standing()
+    assert line.startswith(f"FIRING since {at(fired.event_time_ms)} (0 s); ")
+    assert f"median {ev['recent_median_ms'] / 1000:.1f} s = {ev['ratio']:.1f}x baseline;" in line
+    assert f"z {ev['mann_kendall_z']:.1f}; " in line and "pages at" not in line
+    assert re.search(r"; 10 min timeout in ~[\d.]+ h; resolves 5 min after it clears$", line), line
+    assert i < 110
+
+
+def test_standing_names_a_hanging_checkpoint_and_the_checkpoint_its_resolve_waits_for() -> None:
+    before, starts = healthy(10, 100, T0)
+    stuck_at = starts[-1] + INTERVAL
+    tester = DetectorTester(default())
+    tester.feed(*before, triggered(110, stuck_at))
+    tester.advance_to(stuck_at + 300 * S)
+    line = tester.standing()
+    assert line.startswith(f"FIRING since {at(stuck_at + 300 * S)}"), line
+    assert line.endswith(
+        "checkpoint 110 pending for 5 min (overdue); resolves 5 min after it clears"
+    ), line
+    # It expires; the next one is in flight: the resolve waits for it.
+    tester.feed(expired(110, stuck_at + TIMEOUT), triggered(111, stuck_at + TIMEOUT + 5))
+    assert tester.standing().endswith("resolve waits for checkpoint 111 in flight")

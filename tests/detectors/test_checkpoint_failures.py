@@ -14,7 +14,8 @@ from detectors.checkpoint_failures import (
     counts,
     failure_reason,
 )
-from detectors.testing import drive
+from detectors.testing import DetectorTester, drive
+from detectors.words import at
 
 JOB = "3f4c2a9b7d1e4f60a8b5c2d1e0f9a7b3"
 S = 1000
@@ -440,3 +441,38 @@ def test_a_job_whose_every_other_checkpoint_expires_is_one_incident() -> None:
         (AlertStatus.FIRING, T0 + 8 * 2 * S),
         (AlertStatus.RESOLVED, last_expiry + 300 * S),
     ]
+
+
+# --- standing -----------------------------------------------------------------------
+
+
+def test_standing_counts_failures_against_the_thresholds_then_tells_what_resolves() -> None:
+    tester = DetectorTester(CheckpointFailures(CheckpointFailuresParams()))
+    assert tester.standing() == "no checkpoint seen for this job"
+    tester.feed(expired(1, T0), declined(2, T0 + MIN, "tasks not ready"), expired(3, T0 + 2 * MIN))
+    assert tester.standing() == (
+        "2 of 3 expired, 2 of 3 failed within 30 min; 1 not counted (task not ready); "
+        "0 checkpoints completed in a row"
+    )
+    tester.feed(expired(4, T0 + 3 * MIN))
+    assert tester.standing() == (
+        f"FIRING since {at(T0 + 3 * MIN)} (0 s); 3 expired, 3 failed within 30 min; "
+        f"resolves after 2 completed in a row (0 so far) and no failure until {at(T0 + 8 * MIN)}"
+    )
+    tester.feed(completed(5, T0 + 4 * MIN))
+    assert "(60 s); 3 expired" in tester.standing()
+    assert "(1 so far)" in tester.standing()
+    tester.feed(completed(6, T0 + 9 * MIN))
+    assert [a.status for a in tester.alerts] == [AlertStatus.FIRING, AlertStatus.RESOLVED]
+    # Resolved: the incident's failures are forgotten, the completions go on counting.
+    assert tester.standing() == (
+        "0 of 3 expired, 0 of 3 failed within 30 min; 2 checkpoints completed in a row"
+    )
+
+
+def test_standing_counts_a_streak_when_one_is_set() -> None:
+    tester = DetectorTester(CheckpointFailures(CheckpointFailuresParams(min_streak=4)))
+    tester.feed(expired(1, T0), expired(2, T0 + 40 * MIN))
+    assert tester.standing().startswith(
+        "1 of 3 expired, 1 of 3 failed within 30 min, 2 of 4 in a row"
+    )

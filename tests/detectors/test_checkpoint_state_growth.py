@@ -20,7 +20,8 @@ from detectors.checkpoint_state_growth import (
 )
 from detectors.correlation import Correlator
 from detectors.model import LAST_CHECKPOINT_SIZE
-from detectors.testing import drive, drive_timer
+from detectors.testing import DetectorTester, drive, drive_timer
+from detectors.words import at
 
 JOB = "0039825bafae26bc34db88e037a1dae3"
 MB = 1024 * 1024
@@ -289,6 +290,11 @@ def test_a_state_saved_by_the_previous_version_loads_and_closes_its_incident() -
     det = default()
     state = det.load(old)
     assert det.signal_values(state) == {"checkpoint_size_bytes": 386032168.0}
+    # Its standing tells the surge it had, with no window verdict to tell.
+    assert det.standing(state) == (
+        f"FIRING since {at(T0 + 122_920)} (2 min); 2 sizes over 4 min of the 2.0 h window "
+        "(judged from 90 %); now 368 MB; surged 27.1x and still growing; resolves once not growing"
+    )
     assert {k: v for k, v in det.dump(state).items() if k in old} == old
     # Its idle deadline closes the incident it had open: same alert_id, same verdict.
     idle_at = T0 + 240_427 + 6 * H
@@ -652,3 +658,77 @@ def test_a_real_sliding_window_surge_pages_on_its_size_while_it_grows() -> None:
         r"growing",
         page.summary,
     ), page.summary
+
+
+# --- standing ----------------------------------------------------------------------------
+
+
+def test_standing_tells_the_window_s_coverage_then_its_verdict_against_the_thresholds() -> None:
+    flat = [300.0] * 180
+    grow = [300 + 3.0 * i for i in range(180)]  # +180 MB/h for three hours
+    events = checkpoints(jitter(flat + grow + [840.0] * 150, 0.02))
+    tester = DetectorTester(default())
+    assert tester.standing() == "no checkpoint size seen for this job"
+    # Warming up: the window is not covered yet.
+    tester.feed(*events[:31])
+    assert tester.state is not None
+    now = tester.state.samples[-1].size / MB
+    assert tester.standing() == (
+        f"16 sizes over 30 min of the 2.0 h window (judged from 90 %); now {now:,.0f} MB"
+    )
+    # Covered and flat: the size, its ratio and slope against what pages, and why not.
+    tester.feed(*events[31:151])
+    assert tester.state is not None and tester.state.facts is not None
+    size = tester.state.facts["size_bytes"] / MB
+    assert re.fullmatch(
+        rf"{size:,.0f} MB, 1\.0x in 2\.0 h \(pages at 1\.2x\), [+-]\d MB/h \(needs 50\): "
+        r"not rising all along",
+        tester.standing(),
+    ), tester.standing()
+    for event in events[151:]:
+        if tester.feed(event):
+            break
+    (fired,) = tester.alerts
+    ev, line = fired.evidence, tester.standing()
+    assert line == (
+        f"FIRING since {at(fired.event_time_ms)} (0 s); {ev['size_bytes'] / MB:,.0f} MB, "
+        f"{ev['growth_ratio']:.1f}x in 2.0 h (pages at 1.2x), "
+        f"+{ev['slope_bytes_per_hour'] / MB:,.0f} MB/h (needs 50): growing; "
+        "resolves once not growing"
+    )
+    # Levelled and resolved: back to the verdict that keeps it quiet.
+    tester.feed(*[e for e in events if e.time_ms > fired.event_time_ms])
+    assert [a.status for a in tester.alerts] == [AlertStatus.FIRING, AlertStatus.RESOLVED]
+    assert re.search(
+        r"MB/h \(needs 50\): (levelling off|rising too slowly|not rising all along)$",
+        tester.standing(),
+    ), tester.standing()
+
+
+@pytest.mark.parametrize(
+    ("sizes", "verdict"),
+    [
+        ([2 + 0.2 * i for i in range(300)], "below 100 MB"),
+        ([500 + 20 * i / 60 for i in range(480)], "rising too slowly"),
+        ([200.0] * 150 + [600.0] * 200, "not rising all along"),
+    ],
+)
+def test_standing_names_the_test_a_quiet_state_fails(sizes: list[float], verdict: str) -> None:
+    tester = DetectorTester(default())
+    tester.feed(*checkpoints(jitter(sizes, 0.02)))
+    assert tester.alerts == [] and tester.standing().endswith(f": {verdict}"), tester.standing()
+
+
+def test_standing_of_a_surge_in_a_young_job_tells_the_surge_before_the_window() -> None:
+    n = 120
+    sizes = jitter([0.5 + 3 * i for i in range(n)], 0.05)
+    durations = jitter([80 + 15 * i for i in range(n)], 0.2)
+    tester = DetectorTester(default())
+    for event in paced(sizes, durations):
+        if tester.feed(event):
+            break
+    (fired,) = tester.alerts
+    line = tester.standing()
+    assert line.startswith(f"FIRING since {at(fired.event_time_ms)} (0 s); ")
+    assert f"; surged {fired.evidence['surge']['ratio']:g}x and still growing; " in line, line
+    assert "of the 2.0 h window (judged from 90 %)" in line

@@ -243,3 +243,20 @@ def test_a_new_detector_takes_its_place_in_the_story_from_its_class_alone(monkey
     assert (
         view.headline == f"the sink of job {JOB} stalled; job orders-enrich restarting (4 restarts)"
     )
+
+
+def test_a_rules_alert_joins_the_incident_of_its_job_as_any_detectors() -> None:
+    # A rule has the default Profile: the middle of the causal order, no story words of
+    # its own. It joins the chain's incident by its job and is told after the story.
+    heap, lost, storm = seed_001_chain()
+    rule = storm.model_copy(
+        update={"alert_id": "rule", "detector": "expiry_burst", "event_time_ms": T0 + 3 * MIN}
+    )
+    c = Correlator()
+    views = [c.observe(a) for a in (heap, lost, storm, rule)]
+    assert views[-1].incident_id == "heap" and views[-1].joined
+    assert views[-1].root_alert_id == "heap"
+    assert views[-1].headline.endswith("; also expiry_burst")
+    # Alone, it is its own root, told in its own summary.
+    alone = Correlator().observe(rule)
+    assert alone.root_alert_id == "rule" and alone.opened

@@ -21,7 +21,8 @@ from detectors.idle_heap_growth import (
     IdleHeapGrowthParams,
 )
 from detectors.stats import theil_sen
-from detectors.testing import drive, drive_timer
+from detectors.testing import DetectorTester, drive, drive_timer
+from detectors.words import at
 
 TM = "container_e08_1717400000000_0042_01_000002"
 HOST = "worker_7_example_com"
@@ -514,3 +515,45 @@ def test_window_and_bucket_sizes_are_validated() -> None:
         IdleHeapGrowthParams(window_s=86_400 * 7, bucket_s=60)
     with pytest.raises(ValidationError, match="at least min_buckets"):
         IdleHeapGrowthParams(window_s=1800, min_buckets=10)
+
+
+# --- standing ----------------------------------------------------------------------------
+
+
+def test_standing_tells_the_verdict_the_floor_s_rise_and_what_resolves_it() -> None:
+    idle = leak(minutes=90)
+    busy_start = T0 + 90 * MIN
+    busy = merged(
+        heap(minutes=60, floor_mb=430, growth_mb_h=0, start=busy_start, seed=2),
+        throughput(minutes=60, rate=40.0, start=busy_start),
+    )
+    tester = DetectorTester(IdleHeapGrowth(IdleHeapGrowthParams()))
+    assert tester.standing() == "no heap or throughput metrics for this TaskManager"
+    tester.feed(*[e for e in idle if e.time_ms < T0 + 4 * MIN])
+    assert tester.standing() == (
+        "1 bucket of 5 min so far, none closed: no verdict yet "
+        "(the first page needs 50 min of samples)"
+    )
+    # Idle and rising, but too young: the verdict's own words, then the numbers.
+    tester.feed(*[e for e in idle if T0 + 4 * MIN <= e.time_ms < T0 + 31 * MIN])
+    assert tester.state is not None and tester.state.facts is not None
+    facts = tester.state.facts
+    assert tester.standing() == (
+        f"only 6 buckets with heap and throughput samples; floor {facts.floor_mb:,.0f} MB, "
+        f"{facts.growth_mb_per_h:+,.0f} MB/h (pages at 50), "
+        f"GCs in {facts.gc_buckets} buckets (needs 3)"
+    )
+    assert 150 <= facts.growth_mb_per_h <= 250
+    tester.feed(*[e for e in idle if e.time_ms >= T0 + 31 * MIN])
+    (fired,) = tester.alerts
+    line = tester.standing()
+    assert line.startswith(f"FIRING since {at(T0 + 50 * MIN)} (40 min); floor ")
+    assert line.endswith("resolves 15 min after records flow or the floor stops rising"), line
+    # Records flow: the resolve is under way, and says why and when.
+    tester.feed(*[e for e in busy if e.time_ms < T0 + 101 * MIN])
+    assert tester.standing().endswith(
+        f"clearing (records flowing (highest rate 40/s)), resolves at {at(T0 + 110 * MIN)}"
+    ), tester.standing()
+    tester.feed(*[e for e in busy if e.time_ms >= T0 + 101 * MIN])
+    assert [a.status for a in tester.alerts] == [AlertStatus.FIRING, AlertStatus.RESOLVED]
+    assert tester.standing().startswith("records flowing (highest rate 40/s); floor ")

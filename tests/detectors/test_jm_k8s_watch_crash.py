@@ -8,7 +8,8 @@ import pytest
 
 from detectors import REGISTRY, Alert, AlertStatus, Event, Severity
 from detectors.jm_k8s_watch_crash import JmK8sWatchCrash, JmK8sWatchCrashParams
-from detectors.testing import drive
+from detectors.testing import DetectorTester, drive
+from detectors.words import at
 
 JOB = "7848c696590291978aa8279b3c09e5d7"
 S = 1000
@@ -411,3 +412,58 @@ def test_a_crash_saved_by_version_1_escalates_and_resolves_with_the_id_it_fired_
     assert [(a.status, a.alert_id, a.host) for a in alerts] == [
         (AlertStatus.ESCALATED, fired.alert_id, "jm-0")
     ]
+
+
+# --- standing ----------------------------------------------------------------------------
+
+
+def test_standing_follows_a_crash_s_recovery_to_its_resolve() -> None:
+    tester = DetectorTester(JmK8sWatchCrash(JmK8sWatchCrashParams()))
+    assert tester.standing() == "no JobManager fatal error, start or job state line seen"
+    tester.feed(running(T0 - 3600 * S, host="jm-0"))
+    assert tester.standing() == "no JobManager crash open; 1 job on 1 JobManager watched"
+    # A lone watch error waits for its fatal line.
+    tester.feed(watch_line(T0 - 60 * S, host="jm-0"))
+    assert tester.standing().endswith("a lone watch error on jm-0 waits for its other half")
+    tester.feed(fatal(T0, host="jm-0"))
+    assert tester.standing() == (
+        f"FIRING since {at(T0)} (0 s): JobManager on jm-0 crashed, not restarted yet, 0 jobs "
+        f"restored, 0 without state, critical at {at(T0 + 600 * S)} if no job is back"
+    )
+    tester.feed(started(T0 + 20 * S, host="jm-0"), restored(T0 + 31 * S, host="jm-0"))
+    tester.feed(running(T0 + 32 * S, host="jm-0"))
+    assert tester.standing() == (
+        f"FIRING since {at(T0)} (32 s): JobManager on jm-0 crashed, restarted after 20 s, "
+        f"1 job restored, 0 without state, resolves at {at(T0 + 632 * S)}"
+    )
+    tester.advance_to(T0 + 3600 * S)
+    assert [a.status for a in tester.alerts] == [AlertStatus.FIRING, AlertStatus.RESOLVED]
+    # Closed, the crash still counts towards a loop for loop_window_s.
+    assert tester.standing() == (
+        "no JobManager crash open; 1 job on 1 JobManager watched; "
+        "jm-0: 1 recent crash (3 make a loop)"
+    )
+
+
+def test_standing_of_a_jobmanager_that_did_not_come_back() -> None:
+    tester = DetectorTester(JmK8sWatchCrash(JmK8sWatchCrashParams()))
+    tester.feed(running(T0 - 3600 * S), fatal(T0))
+    tester.advance_to(T0 + 700 * S)
+    assert tester.alerts[-1].status is AlertStatus.ESCALATED
+    assert tester.standing() == (
+        f"FIRING since {at(T0)} (0 s): JobManager crashed, not restarted yet, 0 jobs restored, "
+        "0 without state, critical: no job back"
+    )
+
+
+def test_standing_tells_the_first_crash_and_names_the_others() -> None:
+    tester = DetectorTester(JmK8sWatchCrash(JmK8sWatchCrashParams()))
+    tester.feed(*[fatal(T0 + i * S, host=f"node-{i}") for i in range(4)])
+    line = tester.standing()
+    assert line.startswith(f"FIRING since {at(T0)} (3 s): JobManager on node-0 crashed, ")
+    assert line.endswith("; 3 more crashes open (node-1, node-2, ...)"), line
+    # It crashes again after its restart: the recovery counts from the latest crash.
+    tester.feed(started(T0 + 20 * S, host="node-0"), fatal(T0 + 60 * S, host="node-0"))
+    assert f"JobManager on node-0 crashed (again at {at(T0 + 60 * S)}), not restarted yet" in (
+        tester.standing()
+    )

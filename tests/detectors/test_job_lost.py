@@ -20,7 +20,8 @@ from detectors.job_lost import (
     JobLostParams,
 )
 from detectors.model import EVENT_KINDS, LAST_CHECKPOINT_DURATION
-from detectors.testing import drive, drive_timer
+from detectors.testing import DetectorTester, drive, drive_timer
+from detectors.words import at
 
 JOB = "016ba2f5c82eb9472e74954d863dbbbb"
 NAME = "insert-into_default_catalog.default_database.sink"
@@ -454,3 +455,36 @@ def test_a_series_that_stopped_while_the_others_go_on_no_longer_sets_the_rhythm(
         ("resolved", 1800 * S),
     ]
     assert timer == T0 + 3000 * S + 1800 * S  # 3 x 600 s after the last checkpoint
+
+
+# --- standing ----------------------------------------------------------------------------
+
+
+def test_standing_tells_the_deadline_the_report_and_the_way_back() -> None:
+    tester = DetectorTester(JobLost(JobLostParams()))
+    assert tester.standing() == "not watched: no switch to RUNNING seen for this job (or it ended)"
+    tester.feed(state(T0, "RUNNING"))
+    # RUNNING, but no rhythm shown yet: silence cannot be told.
+    assert tester.standing() == (
+        f"RUNNING since {at(T0)}; last record {at(T0)} (job state CREATED -> RUNNING); "
+        "no periodic telemetry yet: its silence cannot be told"
+    )
+    tester.feed(*healthy(T0, 60))
+    assert tester.standing() == (
+        f"RUNNING since {at(T0)}; last record {at(LAST)} (metric {NUM_RESTARTS} = 0); "
+        f"pages at {at(LAST + 180 * S)} if nothing comes"
+    )
+    # A TaskManager lost the JobManager: the page comes confirm_s later unless the job shows.
+    tester.feed(jm_timeout(LAST + 20 * S))
+    assert tester.standing() == (
+        f"RUNNING since {at(T0)}; last record {at(LAST)}; TaskManager tm-1 lost its JobManager "
+        f"at {at(LAST + 20 * S)}; pages at {at(LAST + 50 * S)} if nothing comes"
+    )
+    tester.advance_to(LAST + 50 * S)
+    assert tester.standing() == (
+        f"FIRING since {at(LAST + 50 * S)}: JobManager reported lost; last record "
+        f"{at(LAST)} (metric {NUM_RESTARTS} = 0), state RUNNING; resolves after 60 s back in RUNNING"
+    )
+    # A standby brings it back: the resolve is under way.
+    tester.feed(state(LAST + 60 * S, "RUNNING", frm="CREATED"))
+    assert tester.standing().endswith(f"back since {at(LAST + 60 * S)}, resolves after 60 s")

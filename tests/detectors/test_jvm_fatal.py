@@ -9,7 +9,8 @@ import pytest
 from detectors import REGISTRY, AlertStatus, Event, Severity
 from detectors.correlation import Correlator
 from detectors.jvm_fatal import JvmFatal, JvmFatalParams, oom_cause, role_of
-from detectors.testing import drive, drive_timer
+from detectors.testing import DetectorTester, drive, drive_timer
+from detectors.words import at
 
 TM = "container_1597960565773_0003_01_000002"
 POD = "orders-enrichment-taskmanager-1-3"
@@ -432,3 +433,35 @@ def test_its_alert_tells_the_incident_headline_which_process_died_and_how() -> N
     msg = f"Fatal error occurred in the cluster entrypoint.\n{HEAP_JM}"
     _, (fired,) = drive(det, [fatal(T0, msg, tm=jm, host="gke-pool-1-9c1d")])
     assert Correlator().observe(fired).headline == f"JobManager {jm} died (heap space)"
+
+
+# --- standing ----------------------------------------------------------------------------
+
+
+def test_standing_tells_a_fatal_line_waiting_for_its_cause_then_the_exit_and_its_resolve() -> None:
+    tester = DetectorTester(JvmFatal(JvmFatalParams()))
+    assert tester.standing() == "no fatal error or OutOfMemoryError line from this process"
+    tester.feed(fatal(T0, SEED_FATAL))
+    assert tester.standing() == (
+        f"a fatal line at {at(T0)} waits for its OutOfMemoryError until {at(T0 + 10 * S)} "
+        "(pages then)"
+    )
+    tester.feed(oom(T0 + 168, "java.lang.OutOfMemoryError: GC overhead limit exceeded"))
+    assert tester.standing() == (
+        f"FIRING since {at(T0 + 168)} (0 s); TaskManager stopped (gc overhead), 1 fatal exit, "
+        f"the latest {at(T0 + 168)}; resolves at {at(T0 + 168 + 900 * S)} if it does not exit "
+        "again"
+    )
+    tester.advance_to(T0 + 3600 * S)
+    assert [a.status for a in tester.alerts] == [AlertStatus.FIRING, AlertStatus.RESOLVED]
+    assert tester.standing() == f"no fatal exit open (its latest line {at(T0 + 168)})"
+
+
+def test_standing_of_an_oom_line_alone_says_it_is_no_exit_yet() -> None:
+    tester = DetectorTester(JvmFatal(JvmFatalParams()))
+    tester.feed(oom(T0, "java.lang.OutOfMemoryError: Java heap space", tm=POD))
+    assert tester.alerts == []
+    assert tester.standing() == (
+        f"an OutOfMemoryError (heap space) at {at(T0)}, no fatal exit yet: a fatal line until "
+        f"{at(T0 + 10 * S)} makes it one"
+    )

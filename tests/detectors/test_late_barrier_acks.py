@@ -20,7 +20,8 @@ from detectors.late_barrier_acks import (
     LateBarrierAcksState,
 )
 from detectors.model import Alert
-from detectors.testing import drive_timer
+from detectors.testing import DetectorTester, drive_timer
+from detectors.words import at
 
 JOB = "5b7e0c4d9a2f4e18b6c3d1a0f8e7d6c5"
 SEC = 1_000
@@ -633,3 +634,39 @@ def test_signals_count_late_checkpoints_and_acks_in_the_window() -> None:
     state, _, _ = run(det, incident(n=4))
     assert state is not None
     assert det.signal_values(state) == {"late_ack_checkpoints": 4.0, "late_acks": 20.0}
+
+
+# --- standing ----------------------------------------------------------------------------
+
+
+def test_standing_counts_late_checkpoints_against_the_threshold_and_names_the_hot_host() -> None:
+    events = incident()
+    tester = DetectorTester(LateBarrierAcks(LateBarrierAcksParams()))
+    assert tester.standing() == "no late barrier ack, expiry or decline seen for this job"
+    tester.feed(expired(419, T0 - 5 * MIN))
+    assert tester.standing() == "0 of 3 checkpoints with late acks within 60 min"
+    # Two late checkpoints (5 acks each, 4 of them from the hot host): one short.
+    tester.feed(*[e for e in events if e.time_ms < T0 + 20 * MIN])
+    assert tester.standing() == (
+        f"2 of 3 checkpoints with late acks within 60 min (10 late acks, the latest "
+        f"{at(T0 + 10 * MIN + 30 * SEC)}); most from {HOT} (80%); "
+        f"the oldest counts until {at(T0 + 30 * SEC + 60 * MIN)}"
+    )
+    tester.feed(*[e for e in events if e.time_ms >= T0 + 20 * MIN])
+    last_ack = T0 + 50 * MIN + 30 * SEC
+    assert tester.standing() == (
+        f"FIRING since {at(T0 + 20 * MIN + 2 * SEC)} (30 min); 6 checkpoints with late acks "
+        f"within 60 min (30 late acks); most from {HOT} (80%); "
+        f"resolves at {at(last_ack + 30 * MIN)} if no late ack comes"
+    )
+    tester.advance_to(last_ack + 30 * MIN)
+    assert [a.status for a in tester.alerts] == [AlertStatus.FIRING, AlertStatus.RESOLVED]
+    assert tester.standing() == "0 of 3 checkpoints with late acks within 60 min"
+
+
+def test_standing_leaves_aborted_checkpoints_out_and_says_so() -> None:
+    tester = DetectorTester(LateBarrierAcks(LateBarrierAcksParams()))
+    tester.feed(declined(7, T0), late(7, T0 + SEC, host=HOT))
+    assert tester.standing() == (
+        "0 of 3 checkpoints with late acks within 60 min; 1 aborted, not counted"
+    )

@@ -15,7 +15,8 @@ from detectors.new_error_pattern import (
     NewErrorPatternParams,
     exception_class,
 )
-from detectors.testing import drive, drive_timer
+from detectors.testing import DetectorTester, drive, drive_timer
+from detectors.words import at
 
 JOB = "3631d292e50708eb38e1304df762587a"
 S = 1000
@@ -422,3 +423,34 @@ def test_the_simulated_new_error_incident_pages_its_job_only() -> None:
     assert T0 + 2400 * S < alert.event_time_ms < T0 + 2400 * S + 3 * 40 * S + 4 * S
     assert alert.evidence["exception"] == "java.net.SocketTimeoutException"
     assert alert.evidence["template"].startswith("ERROR Lookup of key <*> in the reference service")
+
+
+# --- standing ----------------------------------------------------------------------------
+
+
+def test_standing_tells_learning_then_the_new_error_closest_to_paging_then_the_page() -> None:
+    tester = DetectorTester(det())
+    assert tester.standing() == (
+        "no WARN or ERROR line or state change of this job seen: learning not started"
+    )
+    tester.feed(start(), line(T0 + MIN, COMMIT, kind="log_warn"))
+    assert tester.standing() == (
+        f"learning: 1 template so far; every line is normal until {at(T0 + 30 * MIN)} (29 min left)"
+    )
+    events = burst(LEARNED, LOOKUP)
+    tester.feed(*events[:2])
+    assert tester.standing() == (
+        f"alerting since {at(T0 + 30 * MIN)}, 1 template known; 1 new ERROR template, "
+        "the closest at 2 of 3 within 10 min"
+    )
+    tester.feed(events[2])
+    assert tester.standing() == (
+        f"FIRING since {at(LEARNED + 2 * MIN)} (0 s); new ERROR Lookup of sku <*> in the price "
+        f"service failed after <*> retries (3 lines); resolves at {at(LEARNED + 32 * MIN)} if "
+        "it stays quiet"
+    )
+    tester.advance_to(LEARNED + 3600 * S)
+    assert [a.status for a in tester.alerts] == [AlertStatus.FIRING, AlertStatus.RESOLVED]
+    assert tester.standing() == (
+        f"alerting since {at(T0 + 30 * MIN)}, 2 templates known; no new ERROR template"
+    )

@@ -9,7 +9,8 @@ import pytest
 from detectors import REGISTRY, Alert, AlertStatus, Event, Severity
 from detectors.correlation import Correlator
 from detectors.restart_storm import RestartStorm, RestartStormParams, _classify
-from detectors.testing import drive
+from detectors.testing import DetectorTester, drive
+from detectors.words import at
 
 JOB = "b5a0c61ab1b1495dd9c2f8e45d349957"
 NAME = "herd-property-sync"
@@ -492,4 +493,45 @@ def test_an_incident_a_lost_taskmanager_started_tells_the_restarts_after_it() ->
     assert view.incident_id == "lost"
     assert (
         view.headline == f"TaskManager {TM} killed for memory; job {NAME} restarting (3 restarts)"
+    )
+
+
+# --- standing ----------------------------------------------------------------------------
+
+
+def test_standing_counts_restarts_against_the_limit_and_tells_what_resolves() -> None:
+    tester = DetectorTester(RestartStorm(RestartStormParams()))
+    assert tester.standing() == "no state change, failover or restore of this job seen"
+    tester.feed(state(T0, "CREATED", "RUNNING"))
+    assert tester.standing() == f"0 of 3 restarts within 30 min; job RUNNING since {at(T0)}"
+    # Down after a restart: the page for a slow recovery is due max_recovery_s later.
+    tester.feed(state(T0 + 5 * MIN, "RUNNING", "RESTARTING", HEARTBEAT_CAUSE))
+    assert tester.standing() == (
+        f"1 of 3 restarts within 30 min (mostly tm heartbeat timeout); job down since "
+        f"{at(T0 + 5 * MIN)} (failure, RESTARTING): pages at {at(T0 + 10 * MIN)} unless back "
+        "by then"
+    )
+    tester.feed(state(T0 + 5 * MIN + 2 * S, "RESTARTING", "RUNNING"))
+    assert tester.standing().endswith(
+        f"job RUNNING since {at(T0 + 5 * MIN + 2 * S)}; the oldest counts until {at(T0 + 35 * MIN)}"
+    )
+    tester.feed(*restart(T0 + 9 * MIN), *restart(T0 + 12 * MIN, ASK_CAUSE))
+    back = T0 + 12 * MIN + 2 * S
+    assert tester.standing() == (
+        f"FIRING since {at(T0 + 12 * MIN)} (2 s); 3 restarts within 30 min (mostly tm "
+        f"heartbeat timeout); job RUNNING since {at(back)}; resolves at {at(back + 10 * MIN)}"
+    )
+    tester.advance_to(T0 + 60 * MIN)
+    assert [a.status for a in tester.alerts] == [AlertStatus.FIRING, AlertStatus.RESOLVED]
+    assert tester.standing().startswith("3 of 3 restarts within 30 min")
+
+
+def test_standing_of_a_recovery_too_slow() -> None:
+    tester = DetectorTester(RestartStorm(RestartStormParams(max_recovery_s=300)))
+    tester.feed(state(T0, "CREATED", "RUNNING"), state(T0 + MIN, "RUNNING", "RESTARTING"))
+    tester.advance_to(T0 + 7 * MIN)
+    assert tester.standing() == (
+        f"FIRING since {at(T0 + 6 * MIN)}: recovery too slow; 1 restart within 30 min (mostly "
+        f"unknown); job down since {at(T0 + MIN)} (failure, RESTARTING); resolves after 10 min "
+        "back in RUNNING"
     )

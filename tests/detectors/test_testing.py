@@ -57,3 +57,11 @@ def test_a_state_that_does_not_survive_the_runners_json_fails_at_once() -> None:
     tester = DetectorTester(KeepsASet(DetectorParams()))
     with pytest.raises(PydanticSerializationError):
         tester.feed(expired(T0, 1))
+
+
+def test_standing_is_asked_of_the_state_as_the_runner_would_load_it() -> None:
+    tester = DetectorTester(CheckpointFailures(CheckpointFailuresParams(min_expired=2)))
+    assert tester.standing() == "no checkpoint seen for this job"
+    tester.feed(expired(T0, 1))
+    assert tester.standing().startswith("1 of 2 expired, 1 of 2 failed within 30 min")
+    assert tester.standing() == tester.detector.standing(tester.state)

@@ -8,8 +8,9 @@ import pytest
 from pydantic import ValidationError
 
 from detectors import REGISTRY, Alert, AlertStatus, Event
-from detectors.testing import drive, drive_timer
+from detectors.testing import DetectorTester, drive, drive_timer
 from detectors.tm_lost import TmLost, TmLostParams
+from detectors.words import at
 
 TM = "container_e05_1699999999999_0042_01_000003"
 POD = "orders-enrichment-taskmanager-1-3"
@@ -369,3 +370,42 @@ def test_states_saved_by_the_dict_version_load_and_go_on() -> None:
     _, alerts = drive(det, [fatal_oom(T0 + 4 * S, POD)], state=pending, timer=T0 + 20 * S)
     assert transitions(alerts) == [(AlertStatus.FIRING, 4 * S)]
     assert alerts[0].evidence["cause"] == "jvm_oom"
+
+
+# --- standing ----------------------------------------------------------------------------
+
+
+def test_standing_tells_a_timeout_waiting_for_its_cause_then_the_loss_and_its_resolve() -> None:
+    tester = DetectorTester(TmLost(TmLostParams(grace_s=20)))
+    assert tester.standing() == (
+        "no heartbeat timeout, memory kill or OutOfMemoryError for this TaskManager"
+    )
+    tester.feed(timeout(T0))
+    assert tester.standing() == (
+        f"heartbeat timed out at {at(T0)}; waiting for a cause until {at(T0 + 20 * S)}, "
+        "then pages with cause unknown"
+    )
+    tester.advance_to(T0 + 20 * S)
+    assert tester.standing() == (
+        f"FIRING since {at(T0 + 20 * S)}: heartbeat timed out, no cause in the logs; "
+        f"latest loss signal {at(T0)} (1 heartbeat timeout); resolves at {at(T0 + 900 * S)} if "
+        "no loss signal comes"
+    )
+    tester.advance_to(T0 + 1000 * S)
+    assert [a.status for a in tester.alerts] == [AlertStatus.FIRING, AlertStatus.RESOLVED]
+    assert tester.standing() == "not lost: no heartbeat timeout or kill open"
+
+
+def test_standing_of_a_kill_and_of_a_released_taskmanager() -> None:
+    tester = DetectorTester(TmLost(TmLostParams()))
+    tester.feed(kill(T0))
+    assert tester.standing().startswith(
+        f"FIRING since {at(T0)} (0 s): killed by YARN for exceeding its memory limit; "
+        f"latest loss signal {at(T0)}; resolves at {at(T0 + 900 * S)}"
+    )
+    released_tm = DetectorTester(TmLost(TmLostParams()))
+    released_tm.feed(released(T0, tm=POD), timeout(T0 + 50 * S, tm=POD))
+    assert released_tm.standing() == (
+        f"not lost: no heartbeat timeout or kill open; stopped by Flink at {at(T0)}: timeouts "
+        f"until {at(T0 + 600 * S)} are expected; 1 timeout ignored after a release"
+    )

@@ -79,3 +79,82 @@ def test_threshold_change_applies_live_and_keeps_state(spark, kafka, tmp_path) -
     assert [(a["status"], a["evidence"]["expired_checkpoints"]) for a in alerts] == [
         ("firing", [1, 2, 3, 4])
     ]
+
+
+RULE = {
+    "name": "expiry_burst",
+    "kind": "frequency",
+    "kinds": ["checkpoint_expired"],
+    "count": 2,
+    "window_s": 600,
+    "runbook": "Look at the checkpoint storage.",
+}
+
+
+def test_a_reload_adds_a_rule_that_fires_then_removes_it_and_its_incident_resolves(
+    spark, kafka, tmp_path
+) -> None:
+    base = config(kafka, "reload2", tmp_path / "state")
+    kafka.create_topics(base.kafka.logs_topic, base.kafka.metrics_topic)
+    path = tmp_path / "flinkwatch.yaml"
+
+    def write(*rules: dict[str, object]) -> None:
+        doc = {
+            "kafka": {
+                "bootstrap_servers": kafka.bootstrap,
+                "logs_topic": base.kafka.logs_topic,
+                "metrics_topic": base.kafka.metrics_topic,
+                "events_topic": base.kafka.events_topic,
+                "deadletters_topic": base.kafka.deadletters_topic,
+            },
+            "spark": {"trigger_interval_s": 0.5, "watermark_delay_s": 60},
+            "output": {"state_dir": str(tmp_path / "state")},
+            "reload_interval_s": 0.5,
+            "rules": list(rules),
+        }
+        path.write_text(yaml.safe_dump(doc))
+
+    def rule_alerts() -> list[dict]:
+        return read_alerts(cfg.output.alerts_path, "expiry_burst")
+
+    write()
+    cfg = load_config(path)
+    p = pipeline(spark, cfg, {"processingTime": "500 milliseconds"})
+    watcher = ConfigWatcher(path, cfg)
+    stop = threading.Event()
+    result: dict[str, int] = {}
+    runner = threading.Thread(
+        target=lambda: result.update(rc=run_forever(p, should_stop=stop.is_set, watcher=watcher))
+    )
+    runner.start()
+    try:
+        # Two expiries before the rule exists: nothing of it runs.
+        kafka.produce(base.kafka.logs_topic, expired_cycle(JOB, 1, 2, 1), key=JOB.encode())
+        wait_until(lambda: p.stats.kinds["checkpoint_expired"] >= 2, what="two expiries")
+        assert rule_alerts() == []
+
+        # The reload adds the rule: two expiries written after it fire it.
+        write(RULE)
+        wait_until(lambda: watcher.stats.succeeded == 1, what="the rule to be added")
+        kafka.produce(base.kafka.logs_topic, expired_cycle(JOB, 3, 2, 3), key=JOB.encode())
+        wait_until(lambda: len(rule_alerts()) >= 1, what="the rule's page")
+        (fired,) = rule_alerts()
+        assert fired["status"] == "firing" and fired["job_id"] == JOB
+        assert fired["evidence"]
+
+        # The reload removes it: at the job's next record its open incident resolves,
+        # saying why.
+        write()
+        wait_until(lambda: watcher.stats.succeeded == 2, what="the rule to be removed")
+        kafka.produce(base.kafka.logs_topic, expired_cycle(JOB, 5, 1, 5), key=JOB.encode())
+        wait_until(lambda: len(rule_alerts()) >= 2, what="the rule's incident to resolve")
+    finally:
+        stop.set()
+        runner.join(timeout=120)
+    assert result.get("rc") == 0
+    fired, resolved = rule_alerts()
+    assert resolved["status"] == "resolved" and resolved["alert_id"] == fired["alert_id"]
+    assert resolved["summary"] == (
+        "expiry_burst stopped watching this entity (removed from the config); closing its "
+        "open incident"
+    )

@@ -18,7 +18,15 @@ import yaml
 
 from lab.promserver import PrometheusServer
 from sinks import AlertLedger
-from tests.conftest import REPO, alive, descendants, kill_all, wait_until, wait_while_progressing
+from tests.conftest import (
+    REPO,
+    alive,
+    descendants,
+    kill_all,
+    python_m,
+    wait_until,
+    wait_while_progressing,
+)
 from tests.integration.test_kafka_e2e import CC, _line, expired_cycle
 from tests.integration.test_prometheus_server import need_binary
 
@@ -126,6 +134,14 @@ def test_run_serves_metrics_reloads_on_sighup_and_stops_on_ctrl_c(kafka, tmp_pat
             progress,
             what="the firing transition in /metrics",
         )
+        # flinkwatch explain asks the running job: its detect query's state, read while it runs.
+        told = python_m(
+            "streaming.cli", "explain", "--job", JOB, "--url", f"http://127.0.0.1:{port}"
+        )
+        assert told.returncode == 0, told.stderr[-2000:]
+        lines = {line.split()[0]: line.split()[1] for line in told.stdout.splitlines()[1:]}
+        assert lines["checkpoint_failures"] == "FIRING", told.stdout
+        assert proc.poll() is None
         # The liveness answer comes from the detect query's own progress reports.
         status, body = healthz(health_port)
         assert status == 200 and body.startswith("ok: last progress"), (status, body)

@@ -69,7 +69,7 @@ def test_metric_events_reach_only_the_detectors_that_name_them(spark) -> None:
         (cfg.kafka.events_topic, f"job:{JOB}"),
         (cfg.kafka.events_topic, f"tm:{TM}"),
     ]
-    routes = Routes(active_detectors(cfg))
+    routes = Routes(active_detectors(cfg), cfg.catalog())
     got = sorted(
         (name, e.event.kind, e.event.metric)
         for r in bus.collect()
@@ -134,3 +134,19 @@ def test_bus_records_are_placed_by_their_entity_and_dead_letters_left_to_kafka(s
     assert dead["partition"] is None
     # Without a count (the files bus) there is no partition column at all.
     assert "partition" not in bus_records(events, cfg, dead_letters=True).columns
+
+
+def test_a_rules_metric_goes_on_the_bus_for_its_scope_and_reaches_the_rule(spark) -> None:
+    # The CPU load nobody reads: a TaskManager rule on it puts it on the bus for the
+    # TaskManager, and the runner's routes hand it to the rule (the config's catalog).
+    cpu = "flink_taskmanager_Status_JVM_CPU_Load"
+    events = _events(spark, [("metric", cpu, JOB, TM)])
+    rule = {"name": "cpu_high", "kind": "threshold", "scope": "tm", "metric": cpu, "value": 0.9}
+    cfg = AppConfig.model_validate({"rules": [rule]})
+    bus = bus_records(events, cfg, dead_letters=False).collect()
+    assert [r["key"] for r in bus] == [f"tm:{TM}"]
+    routes = Routes(active_detectors(cfg), cfg.catalog())
+    assert routes.of("tm", decode(bus[0]["value"]).event) == ("cpu_high",)
+    off = AppConfig.model_validate({"rules": [{**rule, "enabled": False}]})
+    assert "cpu_high" not in active_detectors(off)
+    assert bus_records(events, off, dead_letters=False).count() == 0

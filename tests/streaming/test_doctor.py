@@ -174,3 +174,27 @@ def test_the_side_of_a_line_is_its_logger() -> None:
     )
     assert side_of_logger("com.example.MyFunction") is None
     assert side_of_logger(None) is None
+
+
+def test_a_rule_is_judged_by_the_events_it_reads_naming_its_entity() -> None:
+    from conf import AppConfig
+
+    bp = "flink_taskmanager_job_task_backPressuredTimeMsPerSecond"
+    rules = [
+        {"name": "backpressure", "kind": "threshold", "metric": bp, "value": 800},
+        {"name": "expiries", "kind": "frequency", "kinds": ["checkpoint_expired"]}
+        | {"count": 3, "window_s": 600},
+    ]
+    cfg = AppConfig.model_validate({"rules": rules})
+    names = ["checkpoint_failures", "backpressure", "expiries"]
+    d = diagnose(Tally(tuple(healthy())), names, cfg.catalog())
+    got = {v.detector: v for v in d.detectors}
+    assert list(got) == names
+    assert got["backpressure"].verdict == "blind"
+    assert got["backpressure"].missing == (f"no {bp} naming its job",)
+    # A count of rare lines can judge once lines of its jobs arrive: none expired is fine.
+    assert got["expiries"].verdict == "ready"
+    with_bp = [*healthy(), c("metric", job=True, tm=True, metric=bp, input="metrics")]
+    d = diagnose(Tally(tuple(with_bp)), names, cfg.catalog())
+    assert {v.detector: v.verdict for v in d.detectors}["backpressure"] == "ready"
+    assert "BLIND" not in "\n".join(render_text(d))

@@ -114,3 +114,13 @@ def test_a_shard_whose_meta_is_damaged_keeps_its_entities_due_at_once() -> None:
     assert store.get("a") == "text of a"
     # The wake-up table is gone: each entity read is due at once, so its turn says anew.
     assert store.meta["wakes"] == {"a": [0, 0]} and store.lost == []
+
+
+def test_the_entities_are_named_without_reading_their_bytes() -> None:
+    # explain lists a shard's entities and decompresses only the ones it asks about.
+    blob = pack({}, {"job:a": b"not zlib", "tm:b": zlib.compress(b"{}")})
+    store = PackedStore(blob)
+    assert store.entities() == ["job:a", "tm:b"]
+    assert store.get("tm:b") == "{}"
+    with pytest.raises(EntityDamaged):
+        store.get("job:a")

@@ -13,7 +13,7 @@ import json
 
 from conf import AppConfig
 from streaming.bus import active_detectors
-from streaming.replay import ShardReplay, session_settings
+from streaming.replay import ShardReplay, same_parse, session_settings
 
 T0 = 1_700_000_000_000
 JOB = "b" * 32
@@ -102,3 +102,25 @@ def test_only_a_short_replay_runs_its_jvm_with_the_quick_compiler_alone() -> Non
     assert "-XX:TieredStopAtLevel=1" in small
     assert "-Xss16m" in small  # the parser's regexes need the live job's thread stack
     assert session_settings(700 * 2**20) == {}
+
+
+def test_a_rule_of_the_config_runs_in_the_replay_after_its_shard_travels_to_a_worker() -> None:
+    import pickle
+
+    rule = {"name": "checkpoint_pace", "kind": "frequency", "kinds": ["checkpoint_triggered"]}
+    cfg = AppConfig.model_validate({"rules": [rule | {"count": 5, "window_s": 600}]})
+    shard = ShardReplay(cfg.resolver(), active_detectors(cfg), DELAY, 2_000, T0 + 3_600_000)
+    # What applyInPandas sends a Python worker: the rule goes as its definition.
+    again = pickle.loads(pickle.dumps(shard))
+    fired = _fired(list(again.run("0", _stuck_checkpoint())), "checkpoint_pace")
+    assert fired[0] == (0, "firing", T0 + 5 * 60_000)
+
+
+def test_two_configs_share_one_parse_unless_their_parsing_sections_differ() -> None:
+    base = AppConfig()
+    tuned = AppConfig.model_validate(
+        {"detectors": {"checkpoint_failures": {"min_expired": 2}}, "spark": {"state_shards": 8}}
+    )
+    assert same_parse(base, tuned)
+    for parsing in ({"log_timezone": "Europe/Berlin"}, {"max_record_bytes": 1024}):
+        assert not same_parse(base, AppConfig.model_validate({"parsing": parsing}))

@@ -50,7 +50,8 @@ def test_an_entity_key_names_its_scope(entity: str, scope: str) -> None:
 
 
 def test_routes_hand_an_event_to_the_enabled_detectors_of_its_scope_that_read_it() -> None:
-    routes = Routes(["checkpoint_creep", "checkpoint_failures", "idle_heap_growth", "nope"])
+    names = ["checkpoint_creep", "checkpoint_failures", "idle_heap_growth", "nope"]
+    routes = Routes(names, REGISTRY)
     assert routes.detectors("job") == ("checkpoint_creep", "checkpoint_failures")
     assert routes.detectors("tm") == ("idle_heap_growth",)
     assert routes.detectors("cluster") == ()

@@ -23,6 +23,8 @@ from streaming.rows import (
 )
 from streaming.runner import EntityRunner, ShardRunner, fresh
 from streaming.ticks import TICK_KEY, tick_value
+from tests.streaming import catalog_rules
+from tests.streaming.catalog_rules import ExpiryRule, QuietRule
 
 T0 = 1_700_000_000_000
 JOB = "b" * 32
@@ -52,7 +54,8 @@ class Shard:
 
     def __init__(self, cfg: AppConfig | None = None, **kwargs: object) -> None:
         cfg = cfg or AppConfig()
-        self.runner = EntityRunner(cfg.resolver(), Routes(active_detectors(cfg)), **kwargs)  # type: ignore[arg-type]
+        routes = Routes(active_detectors(cfg), cfg.catalog())
+        self.runner = EntityRunner(cfg.resolver(), routes, **kwargs)  # type: ignore[arg-type]
         self.shard = ShardRunner(self.runner)
         self.store = Store()
         self.wakes: dict[str, WakeUp] = {}
@@ -481,7 +484,7 @@ def test_a_detector_disabled_by_a_reload_closes_its_incident_and_forgets_its_sta
     shard = Shard()
     _firing(shard)
     off = AppConfig.model_validate({"detectors": {"checkpoint_failures": {"enabled": False}}})
-    shard.runner = EntityRunner(off.resolver(), Routes(active_detectors(off)))
+    shard.runner = EntityRunner(off.resolver(), Routes(active_detectors(off), off.catalog()))
     shard.shard = ShardRunner(shard.runner)
     out = shard.batch([{**_expiry(8), "kind": "checkpoint_triggered"}])
     assert _statuses(out, "checkpoint_failures") == ["resolved"]
@@ -759,3 +762,92 @@ def test_a_tick_stamped_ahead_of_its_own_bus_time_moves_no_deadline_past_that_ti
     on_time = [("tick", tick_value(due + delay + 600_000, 0, 1), due + delay)]
     shard.shard.run(shard.store, shard.wakes, on_time, clock, ticks)
     assert shard.wakes[JOB_KEY][0] > due  # now it is
+
+
+# Rules: what runs is the config's catalog -------------------------------------------------
+
+
+def _with_rules(shard: Shard, *rules: ExpiryRule | QuietRule) -> None:
+    """The shard's runner as a reload leaves it: the config's detectors and ``rules``."""
+    shard.shard = catalog_rules.runner(AppConfig(), *rules)
+    shard.runner = shard.shard.runner
+
+
+def _alerts(rows: list[dict], detector: str) -> list[dict]:
+    return [r for r in rows if r["kind"] == "alert" and r["detector"] == detector]
+
+
+def test_a_rule_in_the_catalog_gets_its_events_and_fires_beside_the_detectors() -> None:
+    shard = Shard()
+    _with_rules(shard, ExpiryRule(at_least=3))
+    out = shard.batch([_expiry(i) for i in (1, 2, 3, 4)])
+    (fired,) = _alerts(out, "expiries")
+    assert (fired["status"], fired["entity"], fired["job_id"]) == ("firing", JOB_KEY, JOB)
+    assert fired["summary"] == f"job {JOB}: 3 checkpoints expired"
+    assert _statuses(out, "checkpoint_failures") == ["firing"]  # the built-in as before
+    header, states = shard.saved()
+    assert states["expiries"]["seen"] == 4 and "expiries" in header.due
+
+
+def test_a_rule_removed_by_a_reload_resolves_its_open_incident_saying_why() -> None:
+    shard = Shard()
+    _with_rules(shard, ExpiryRule())
+    (fired,) = _alerts(shard.batch([_expiry(1), _expiry(2)]), "expiries")
+    _with_rules(shard)  # the reload's config has no rule
+    out = shard.batch([{**_expiry(3), "kind": "checkpoint_triggered"}])
+    (resolved,) = _alerts(out, "expiries")
+    assert resolved["status"] == "resolved" and resolved["alert_id"] == fired["alert_id"]
+    assert resolved["summary"] == (
+        "expiries stopped watching this entity (removed from the config); closing its open incident"
+    )
+    assert resolved["severity"] == "warning"
+    header, states = shard.saved()
+    assert "expiries" not in states and "expiries" not in header.due
+
+
+def test_a_removed_rule_resolves_when_its_entity_next_wakes_without_any_event() -> None:
+    shard = Shard()
+    _with_rules(shard, ExpiryRule())
+    shard.batch([_expiry(1), _expiry(2)])
+    _with_rules(shard)
+    at = shard.timer()  # the entity's next wake-up (a deadline of any of its detectors)
+    assert at is not None
+    assert _statuses(shard.batch([], watermark=at - 1), "expiries") == []
+    assert _statuses(shard.batch([], watermark=at), "expiries") == ["resolved"]
+    assert "expiries" not in shard.saved()[1]
+
+
+def test_a_rule_disabled_by_a_reload_resolves_saying_the_rule_was_disabled() -> None:
+    shard = Shard()
+    _with_rules(shard, ExpiryRule())
+    shard.batch([_expiry(1), _expiry(2)])
+    _with_rules(shard, ExpiryRule(enabled=False))
+    out = shard.batch([{**_expiry(3), "kind": "checkpoint_triggered"}])
+    (resolved,) = _alerts(out, "expiries")
+    assert "(rule disabled)" in resolved["summary"]
+    assert "expiries" not in shard.saved()[1]
+
+
+def test_a_rule_changed_in_place_keeps_its_state_and_its_open_incident() -> None:
+    # A new threshold: the state still loads, so the count goes on and the incident
+    # opened under the old threshold stays open (no resolve, no second page).
+    shard = Shard()
+    _with_rules(shard, ExpiryRule(at_least=2))
+    shard.batch([_expiry(1), _expiry(2)])
+    _with_rules(shard, ExpiryRule(at_least=5))
+    out = shard.batch([_expiry(3)])
+    assert _statuses(out, "expiries") == []
+    state = shard.saved()[1]["expiries"]
+    assert state["seen"] == 3 and state["firing"] is True
+
+
+def test_a_rule_whose_new_definition_cannot_load_its_state_resolves_and_starts_over() -> None:
+    shard = Shard()
+    _with_rules(shard, ExpiryRule())
+    (fired,) = _alerts(shard.batch([_expiry(1), _expiry(2)]), "expiries")
+    _with_rules(shard, QuietRule())  # same name, another kind: a count's state is not its
+    out = shard.batch([_expiry(3)])
+    (resolved,) = _alerts(out, "expiries")
+    assert resolved["alert_id"] == fired["alert_id"]
+    assert "the rule's definition changed; it starts over" in resolved["summary"]
+    assert shard.saved()[1]["expiries"]["last_checkpoint"] == 13  # the new kind's, from now

@@ -166,6 +166,22 @@ def test_a_swap_is_what_the_sinks_and_the_correlator_read_next(tmp_path: Path) -
         assert "8e" in str(moved["blocks"]) and "renamed" in str(moved["blocks"])
 
 
+def test_a_rule_a_reload_adds_pages_in_slack_with_its_own_runbook(tmp_path: Path) -> None:
+    rule = {"name": "expiry_burst", "kind": "frequency", "kinds": ["checkpoint_expired"]}
+    rule |= {"count": 2, "window_s": 600, "runbook": "Look at the checkpoint storage."}
+    with SlackEmulator(token=TOKEN, channels=("#flink-alerts",)) as emu:
+        slack = {**BOT, "api_url": emu.base_url}
+        with Runtime(app(tmp_path, slack=slack), env=ENV, start=False) as rt:
+            assert rt.slack is not None
+            rt.swap(app(tmp_path, slack=slack, rules=[rule]))
+            paged = alert("r1", "7f").model_copy(update={"detector": "expiry_burst"})
+            rt.ledger.record(0, [paged], [rt.slack])
+            deliver(rt.ledger, rt.slack)
+        (message,) = emu.messages("#flink-alerts")
+        assert "expiry_burst: 7f" in str(message["blocks"])
+        assert "*What to do*: Look at the checkpoint storage." in str(message["blocks"])
+
+
 @dataclass
 class FakeQuery:
     name: str = "flinkwatch-detect"

@@ -240,20 +240,21 @@ def test_disabling_a_detector_mid_incident_closes_the_incident() -> None:
     from streaming.routes import Routes
     from streaming.runner import EntityRunner
 
-    proc = EntityRunner(cfg().resolver(), Routes(active_detectors(cfg())))
+    proc = EntityRunner(cfg().resolver(), Routes(active_detectors(cfg()), cfg().catalog()))
     state = {"entity": "job:7f", "job_id": "7f", "firing": True, "incident_start_ms": 100}
-    (closing,) = proc._close("checkpoint_failures", state, 500)
+    (closing,) = proc._close("checkpoint_failures", state, 500, "detector disabled")
     assert (closing.status, closing.event_time_ms, closing.job_id) == (
         AlertStatus.RESOLVED,
         500,
         "7f",
     )
+    assert "(detector disabled)" in closing.summary
     # The same id the incident fired with: built from the incident's start time.
     det = CheckpointFailures(CheckpointFailuresParams())
     fired = det.fire(det.load(state), 100, "x", {})
     assert closing.alert_id == fired.alert_id
     assert state["firing"] is True  # the adapter's copy of the state is not touched
-    assert proc._close("checkpoint_failures", {**state, "firing": False}, 500) == []
+    assert proc._close("checkpoint_failures", {**state, "firing": False}, 500, "off") == []
 
 
 def test_a_reloaded_trigger_interval_reaches_the_restarted_detect_query(tmp_path: Path) -> None:

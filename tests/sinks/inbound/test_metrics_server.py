@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import concurrent.futures
 import http.client
+import json
 import logging
 import os
 import shutil
@@ -495,3 +496,59 @@ def test_the_health_port_comes_from_the_config_and_is_not_the_metrics_port() -> 
     assert (endpoint.health_port, endpoint.health_max_age_s) == (9251, 120)
     with pytest.raises(ValueError, match="metrics.health_port must differ from metrics.port"):
         MetricsConfig(port=9250, health_port=9250)
+
+
+# --- /explain -----------------------------------------------------------------------------
+
+
+class Explainer:
+    """Answers as it is told; remembers the query strings it was asked."""
+
+    def __init__(self, status: int, body: object) -> None:
+        self.status, self.body = status, body
+        self.asked: list[str] = []
+
+    def __call__(self, query: str) -> tuple[int, object]:
+        self.asked.append(query)
+        return self.status, self.body
+
+
+def test_explain_is_behind_the_same_tls_and_basic_auth_as_the_metrics(
+    registry: CollectorRegistry, certs: Path
+) -> None:
+    explainer = Explainer(200, {"entities": [], "note": "ünïcode"})
+    tls = TlsFiles(certs / "tls.crt", certs / "tls.key")
+    endpoint = MetricsEndpoint("127.0.0.1", 0, tls=tls, auth=BasicAuth(USER, PASSWORD))
+    with endpoint.serve(registry, explainer=explainer) as server:
+        url = server.url.removesuffix("/metrics") + "/explain?job=orders%20x"
+        ctx = client_context(certs)
+        for auth in (None, (USER, "wrong")):
+            reply = get(url, auth=auth, context=ctx)
+            assert reply.status == 401
+            assert b"entities" not in reply.body
+        assert explainer.asked == []  # refused before the state is read
+        reply = get(url, auth=(USER, PASSWORD), context=ctx)
+        assert reply.status == 200
+        assert reply.headers["Content-Type"] == "application/json"
+        assert reply.headers["Cache-Control"] == "no-store"
+        assert json.loads(reply.body) == {"entities": [], "note": "ünïcode"}
+        assert explainer.asked == ["job=orders%20x"]
+        # /metrics is unchanged beside it.
+        assert get(server.url, auth=(USER, PASSWORD), context=ctx).body == generate_latest(registry)
+
+
+@pytest.mark.parametrize("status", [400, 503])
+def test_explain_passes_the_explainers_refusal_on(registry: CollectorRegistry, status: int) -> None:
+    explainer = Explainer(status, {"error": "ask about one entity"})
+    with MetricsEndpoint("127.0.0.1", 0).serve(registry, explainer=explainer) as server:
+        reply = get(server.url.removesuffix("/metrics") + "/explain")
+        assert reply.status == status
+        assert json.loads(reply.body) == {"error": "ask about one entity"}
+        assert explainer.asked == [""]
+
+
+def test_without_an_explainer_explain_is_not_a_path_of_its_own(registry: CollectorRegistry) -> None:
+    # prometheus-client answers any path with the registry: no explanation is made up.
+    with MetricsEndpoint("127.0.0.1", 0).serve(registry) as server:
+        reply = get(server.url.removesuffix("/metrics") + "/explain?job=x")
+        assert reply.body == generate_latest(registry)

@@ -14,6 +14,7 @@ from detectors import Alert, AlertStatus
 from detectors.correlation import CorrelationParams, Correlator
 from sinks.base import Transition, transition_key
 from sinks.files import JsonLinesAlertSink
+from sinks.reports.compare import compare, read_pages
 from sinks.reports.replay import incidents_of, write_report
 from tests.sinks.charts.alerts import (
     HOSTILE,
@@ -120,3 +121,39 @@ def test_an_empty_replay_writes_a_page_of_no_incidents(tmp_path) -> None:
     report = write_report(path, tmp_path / "report", CorrelationParams())
     assert report.incidents == 0 and "0 incidents" in report.index.read_text()
     assert json.loads(json.dumps(report.charts)) == 0
+
+
+def test_a_comparison_opens_the_page_with_both_timelines_and_the_table(tmp_path) -> None:
+    creep, failures = creep_alert(), failures_alert()
+    new_file = replayed(tmp_path / "alerts.jsonl", [creep, failures])
+    earlier = failures.model_copy(
+        update={"alert_id": "f0f0f0f0f0f0f0f0", "event_time_ms": failures.event_time_ms + MIN}
+    )
+    base_file = replayed(tmp_path / "alerts.baseline.jsonl", [earlier, late_alert()])
+    comparison = compare(read_pages(base_file), read_pages(new_file))
+    report = write_report(new_file, tmp_path / "report", CorrelationParams(), comparison)
+    page = report.index.read_text(encoding="utf-8")
+    first = page.split("<section")[1]
+    assert first.startswith(' id="comparison"')
+    assert images(first) == ["comparison.png"]
+    data = (tmp_path / "report" / "comparison.png").read_bytes()
+    assert image.imread(io.BytesIO(data), format="png").shape[:2] == (360, 720)
+    assert report.charts == 1 + len(images(page.split("</section>", 1)[1]))
+    # One row per page, its change colour-coded by class, the move in human units.
+    rows = re.findall(r"<tr><td>([^<]+)</td>.*?class=\"(\w+)\"", first)
+    assert rows == [
+        ("checkpoint_creep", "gained"),
+        ("checkpoint_failures", "earlier"),
+        ("late_barrier_acks", "lost"),
+    ]
+    assert "<td>1 min earlier</td>" in first
+    assert "gained 1</span>" in first and "unchanged 0</span>" in first
+
+
+def test_a_comparison_of_two_quiet_runs_says_so_without_a_chart(tmp_path) -> None:
+    path = tmp_path / "alerts.jsonl"
+    path.write_text("")
+    report = write_report(path, tmp_path / "report", CorrelationParams(), compare([], []))
+    page = report.index.read_text(encoding="utf-8")
+    assert 'id="comparison"' in page and "no pages in either run" in page
+    assert report.charts == 0 and not (tmp_path / "report" / "comparison.png").exists()

@@ -82,3 +82,22 @@ def test_config_check_shows_each_rule_on_a_line(capsys) -> None:
     assert main(["config", "check", "-o", "json", "conf/examples/backpressure.yaml"]) == 0
     (r,) = json.loads(capsys.readouterr().out)["rules"]
     assert (r["name"], r["kind"], r["enabled"]) == ("backpressure_high", "threshold", True)
+
+
+def test_config_check_prints_the_route_a_sample_takes_for_a_rule_a_route_names(
+    tmp_path, capsys
+) -> None:
+    conf = tmp_path / "c.yaml"
+    conf.write_text(
+        "rules:\n"
+        "  - {name: expiry_burst, kind: frequency, kinds: [checkpoint_expired], count: 2,"
+        " window_s: 600}\n"
+        "slack:\n"
+        "  routes:\n"
+        "    - {channel: '#checkpoints', detectors: [expiry_burst]}\n"
+    )
+    assert main(["config", "check", str(conf), "--sample", "job_name=pay-etl", "-o", "json"]) == 0
+    routes = json.loads(capsys.readouterr().out)["routes"]
+    by = {(r["detector"], r["severity"]): (r["channel"], r["route"]) for r in routes}
+    assert by[("expiry_burst", "warning")] == ("#checkpoints", "slack.routes[0]")
+    assert by[("checkpoint_creep", "warning")] == ("#flink-alerts", "slack.channel")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
@@ -87,3 +88,154 @@ def test_replay_ends_with_the_records_it_read_and_the_event_time_reached(
     # Two events and a dead letter; the newest time is the first line's.
     assert "3 records read" in done[0]
     assert "event time 2024-06-03T09:50:02Z," in done[0]
+
+
+REAL = DATA / "real"
+# expiry_2_3: one job whose checkpoints slow down, grow, expire and get late acks; by
+# default four pages (expected.json). The baseline turns the growth detector off; the new
+# config pages on two expired checkpoints instead of three, asks checkpoint_creep for
+# 70 % of the timeout instead of half and late_barrier_acks for 50 late checkpoints.
+BASELINE_YAML = "detectors:\n  checkpoint_state_growth: {enabled: false}\n"
+NEW_YAML = (
+    "detectors:\n"
+    "  checkpoint_creep: {max_timeout_share: 0.7}\n"
+    "  checkpoint_failures: {min_expired: 2}\n"
+    "  late_barrier_acks: {min_checkpoints: 50}\n"
+)
+
+
+@pytest.mark.spark
+def test_a_threshold_change_on_a_real_run_is_compared_page_by_page(spark, tmp_path, capsys) -> None:
+    run = REAL / "expiry_2_3"
+    expected = {
+        a["detector"]: a["event_time"]
+        for a in json.loads((run / "expected.json").read_text())["alerts"]
+    }
+    (tmp_path / "old.yaml").write_text(BASELINE_YAML)
+    (tmp_path / "new.yaml").write_text(NEW_YAML)
+    out, report = tmp_path / "alerts.jsonl", tmp_path / "report"
+    args = [
+        "replay",
+        "--config",
+        str(tmp_path / "new.yaml"),
+        "--baseline",
+        str(tmp_path / "old.yaml"),
+    ]
+    args += ["--output", str(out), "-o", "json", "--report", str(report)]
+    args += ["--logs", *map(str, sorted(run.glob("*.log")))]
+    args += ["--metrics", *map(str, sorted(run.glob("*.jsonl")))]
+    assert main(args) == 0
+    got = json.loads(capsys.readouterr().out)
+    # Both configs detected over one parse; each run's alerts in its own file.
+    assert got["one_parse"] is True
+    assert got["baseline"]["alerts"] == str(tmp_path / "alerts.baseline.jsonl")
+    assert got["pages"] == {"baseline": 3, "new": 3}
+    assert got["totals"] == {"gained": 1, "lost": 1, "earlier": 1, "later": 1, "unchanged": 0}
+    moves = {
+        d["detector"]: (
+            d["change"],
+            d["baseline"] and d["baseline"]["paged"],
+            d["new"] and d["new"]["paged"],
+            d["delta_ms"],
+        )
+        for d in got["differences"]
+    }
+    assert moves == {
+        # The baseline pages when the defaults do (expected.json), but for the growth it lacks.
+        "checkpoint_creep": (
+            "later",
+            expected["checkpoint_creep"],
+            "2026-11-22T17:37:31.555Z",
+            4014,
+        ),
+        "checkpoint_failures": (
+            "earlier",
+            expected["checkpoint_failures"],
+            "2026-11-22T17:37:35.679Z",
+            -74007,
+        ),
+        "checkpoint_state_growth": ("gained", None, expected["checkpoint_state_growth"], None),
+        "late_barrier_acks": ("lost", expected["late_barrier_acks"], None, None),
+    }
+    base_alerts = [
+        json.loads(x) for x in (tmp_path / "alerts.baseline.jsonl").read_text().splitlines()
+    ]
+    assert sorted(a["detector"] for a in base_alerts) == [
+        "checkpoint_creep",
+        "checkpoint_failures",
+        "late_barrier_acks",
+    ]
+    # The report opens with the comparison: its chart and a row per page.
+    page = (report / "index.html").read_text(encoding="utf-8")
+    first = page.split("<section")[1]
+    assert first.startswith(' id="comparison"') and 'src="comparison.png"' in first
+    assert "<td>1 min 14 s earlier</td>" in first and "<td>4.0 s later</td>" in first
+    assert (report / "comparison.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_the_comparison_prints_how_it_ran_then_its_text(tmp_path, capsys) -> None:
+    from sinks.reports.compare import Change
+    from streaming.cli.replay import print_comparison
+
+    out = tmp_path / "alerts.jsonl"
+    line = (
+        '{{"alert_id": "{id}", "detector": "checkpoint_failures", "status": "firing", '
+        '"severity": "warning", "entity": "job:a", "event_time": "{t}", "summary": "s", '
+        '"job_name": "orders"}}\n'
+    )
+    out.write_text(line.format(id="n", t="2026-11-22T17:37:35.679Z"))
+    (tmp_path / "alerts.baseline.jsonl").write_text(
+        line.format(id="b", t="2026-11-22T17:38:49.686Z")
+    )
+    args = argparse.Namespace(config="new.yaml", baseline="old.yaml", format=None)
+    comparison = print_comparison(args, out, one_parse=False)
+    assert [d.change for d in comparison.differences] == [Change.EARLIER]
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == (
+        "new.yaml against baseline old.yaml, the same files (two parses: their parsing sections differ)"
+    )
+    assert lines[1].startswith("pages: baseline 1, new 1; gained 0, lost 0, earlier 1,")
+    assert lines[3].split()[-5:] == ["1", "min", "14", "s", "earlier"]
+
+
+def test_the_baselines_alerts_go_beside_the_output() -> None:
+    from streaming.cli.replay import baseline_output
+
+    assert baseline_output(Path("out/alerts.jsonl")) == Path("out/alerts.baseline.jsonl")
+    assert baseline_output(Path("out/alerts")) == Path("out/alerts.baseline.jsonl")
+
+
+def test_o_without_a_baseline_is_refused(tmp_path, caplog) -> None:
+    args = [
+        "replay",
+        "--metrics",
+        str(tmp_path),
+        "--output",
+        str(tmp_path / "a.jsonl"),
+        "-o",
+        "json",
+    ]
+    assert main(args) == 2
+    assert "-o is the comparison's form: it needs --baseline" in caplog.text
+
+
+@pytest.mark.spark
+def test_configs_that_parse_differently_are_replayed_twice_each_with_its_dead_letters(
+    spark, tmp_path, capsys
+) -> None:
+    # The baseline refuses every record as too large: it pages nothing, and its dead
+    # letters are its own, not written to the new run's --deadletters.
+    expected = json.loads((SCENARIOS / "expected.json").read_text())
+    (tmp_path / "old.yaml").write_text("parsing:\n  max_record_bytes: 1\n")
+    out, dead = tmp_path / "alerts.jsonl", tmp_path / "dead"
+    args = ["replay", "--baseline", str(tmp_path / "old.yaml"), "--output", str(out)]
+    args += ["--deadletters", str(dead), "-o", "json"]
+    args += ["--logs", *(str(SCENARIOS / name) for name in expected)]
+    assert main(args) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["one_parse"] is False and got["new"]["config"] == "the packaged config"
+    pages = len({a["alert_id"] for a in map(json.loads, out.read_text().splitlines())})
+    assert pages > 0
+    assert got["pages"] == {"baseline": 0, "new": pages}
+    assert got["totals"]["gained"] == pages and sum(got["totals"].values()) == pages
+    assert not list(dead.glob("*.jsonl"))
