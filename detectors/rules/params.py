@@ -71,20 +71,6 @@ def short_metric(name: str) -> str:
     return name
 
 
-def span(seconds: float) -> str:
-    """A duration in words: ``45 s``, ``10 min``, ``1.5 h`` (three figures at most).
-
-    Example:
-        >>> span(600), span(45), span(19.959), span(5400), span(86400)
-        ('10 min', '45 s', '20 s', '90 min', '24 h')
-    """
-    if seconds < 120:
-        return f"{seconds:.3g} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.3g} min"
-    return f"{seconds / 3600:.3g} h"
-
-
 def figure(v: float) -> str:
     """A value for a summary: ``870``, ``0.25``, ``1,234,567``.
 

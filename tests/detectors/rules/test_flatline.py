@@ -23,7 +23,10 @@ def test_fires_when_the_metric_stops_and_resolves_when_it_comes_back() -> None:
     assert fired.summary == "job orders: no numRecordsOutPerSecond for 5 min"
     t.feed(metric(1200, OUT, 10))
     resolved = t.alerts[-1]
-    assert resolved.status.value == "resolved" and "back after 17.8 min" in resolved.summary
+    assert (
+        resolved.status.value == "resolved"
+        and resolved.summary == "job orders: numRecordsOutPerSecond back after 18 min"
+    )
 
 
 def test_a_steady_metric_never_pages() -> None:
@@ -76,7 +79,14 @@ def test_standing() -> None:
         "no flink_taskmanager_job_task_numRecordsOutPerSecond"
     )
     t.feed(metric(0, OUT, 1))
-    assert "fires after 5 min" in t.detector.standing(t.state)
+    assert t.detector.standing(t.state) == (
+        "numRecordsOutPerSecond last at 2023-11-14T22:13:20Z; fires at 2023-11-14T22:18:20Z if none comes"
+    )
+    t.advance_to(T0 + 400_000)
+    assert t.detector.standing(t.state) == (
+        "FIRING since 2023-11-14T22:18:20Z; no numRecordsOutPerSecond since 2023-11-14T22:13:20Z; "
+        "resolves when one comes"
+    )
 
 
 @pytest.mark.parametrize(

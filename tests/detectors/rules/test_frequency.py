@@ -51,6 +51,10 @@ def test_standing() -> None:
     assert t.detector.standing(None) == "no log_error from this job"
     t.feed(log(0), log(30), log(60))
     assert t.detector.standing(t.state) == "3 of 5 log_error in the last 10 min"
+    t.feed(log(90), log(120))
+    assert t.detector.standing(t.state) == (
+        "FIRING since 2023-11-14T22:15:20Z (0 s); 5 of 5 log_error in the last 10 min"
+    )
 
 
 @pytest.mark.parametrize(

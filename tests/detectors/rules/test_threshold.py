@@ -136,6 +136,11 @@ def test_standing_says_how_far_from_firing() -> None:
     assert det.standing(t.state) == "backPressuredTimeMsPerSecond max 870 > 800 for 4 min of 10 min"
     t.feed(metric(255, BP, 10))
     assert det.standing(t.state) == "backPressuredTimeMsPerSecond max 10, not > 800"
+    t.feed(*[metric(270 + i * 15, BP, 900) for i in range(41)])
+    assert det.standing(t.state) == (
+        "FIRING since 2023-11-14T22:27:50Z (0 s); backPressuredTimeMsPerSecond max 900 > 800; "
+        "resolves once not > 800 for 5 min"
+    )
 
 
 @pytest.mark.parametrize(
