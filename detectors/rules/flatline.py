@@ -140,7 +140,8 @@ class FlatlineDetector(RuleDetector[FlatlineRule, FlatlineState]):
         p = self.params
         where = "TaskManager" if p.scope == "tm" else "job"
         if state is None:
-            return f"no {p.metric or ' or '.join(p.kinds)} from this {where} yet: nothing to miss"
+            what = p.metric or " or ".join(p.kinds)
+            return f"not watched: no {what} from this {where} yet, or it ended"
         if state.firing:
             none = f"no {p.thing()} since {words.at(state.seen_ms)}; resolves when one comes"
             return words.clause(self.firing(state), none)

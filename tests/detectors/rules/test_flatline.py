@@ -75,8 +75,9 @@ def test_an_entity_gone_idle_resolves_after_idle_ttl() -> None:
 
 def test_standing() -> None:
     t = flat()
-    assert t.detector.standing(None).startswith(
-        "no flink_taskmanager_job_task_numRecordsOutPerSecond"
+    assert t.detector.standing(None) == (
+        "not watched: no flink_taskmanager_job_task_numRecordsOutPerSecond from this job yet, "
+        "or it ended"
     )
     t.feed(metric(0, OUT, 1))
     assert t.detector.standing(t.state) == (
