@@ -36,6 +36,8 @@ EVIL = [
     r".(\w+[^a]+)? +",
     r"a*\w*\w+\w$",
     r"[ab]+a(a?[ab]*b[ab]*)\wc",
+    "x+(.?a?x[^a]?){1,3}c",
+    ".*(a{1,3}){1,3}c",
 ]
 HARMLESS = [
     ".*Exception.*",
@@ -50,6 +52,8 @@ HARMLESS = [
     r"\d+ .*expired",
     r"\w+ \w+$",
     ".*(?:Timeout|timed out).*",
+    "(a?b?){3}",
+    r"(\d{1,3}\.){3}\d{1,3}.*",
     "Checkpoint \\d+ of job [0-9a-f]{32} expired",
 ]
 
