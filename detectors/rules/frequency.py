@@ -8,7 +8,6 @@ latest ``count`` events only: enough to know whether ``count`` fit in the window
 
 from __future__ import annotations
 
-import re
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -17,8 +16,8 @@ from detectors import words
 from detectors.base import DetectorState
 from detectors.model import EVENT_KINDS, Alert, Event
 from detectors.rules.base import RuleDetector
-from detectors.rules.params import MAX_WINDOW_S, RuleParams, searchable
-from detectors.rules.regex import check_pattern
+from detectors.rules.params import MAX_WINDOW_S, RuleParams
+from detectors.rules.regex import check_pattern, search
 
 #: The most events a count may need (the state keeps that many times per entity).
 MAX_COUNT = 500
@@ -45,7 +44,8 @@ class FrequencyRule(RuleParams):
     """Event kinds counted (log_warn, log_error, checkpoint_declined, ...); with only a
     pattern: log_warn and log_error."""
     pattern: str | None = None
-    """A regular expression searched in the event's message; only matching events count."""
+    """A regular expression (RE2 syntax) searched in the event's message; only matching
+    events count."""
     count: int = Field(ge=1, le=MAX_COUNT)
     """How many events within window_s fire the rule."""
     window_s: float = Field(gt=0, le=MAX_WINDOW_S)
@@ -127,7 +127,7 @@ class FrequencyDetector(RuleDetector[FrequencyRule, FrequencyState]):
         p = self.params
         if event.kind not in p.counted_kinds():
             return False
-        return p.pattern is None or re.search(p.pattern, searchable(event.message)) is not None
+        return p.pattern is None or search(p.pattern, event.message or "")
 
     def _judge(self, state: FrequencyState, now_ms: int) -> list[Alert]:
         p = self.params

@@ -11,7 +11,6 @@ spike from zero). The state is 20 buckets of a tenth of the window each, whateve
 
 from __future__ import annotations
 
-import re
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -26,10 +25,9 @@ from detectors.rules.params import (
     Labels,
     RuleParams,
     figure,
-    searchable,
     short_metric,
 )
-from detectors.rules.regex import check_pattern
+from detectors.rules.regex import check_pattern, search
 
 #: Buckets per window: the state holds two windows of them.
 BUCKETS = 10
@@ -43,7 +41,8 @@ class SpikeRule(RuleParams):
     kinds: tuple[str, ...] = ()
     """Event kinds counted (give kinds and/or pattern, or metric)."""
     pattern: str | None = None
-    """A regular expression searched in the event's message; only matching events count."""
+    """A regular expression (RE2 syntax) searched in the event's message; only matching
+    events count."""
     metric: str | None = Field(
         default=None, min_length=1, max_length=300, pattern=r"^[A-Za-z_:][A-Za-z0-9_:]*$"
     )
@@ -280,7 +279,7 @@ class SpikeDetector(RuleDetector[SpikeRule, SpikeState]):
             )
         if event.kind not in p.counted_kinds():
             return False
-        return p.pattern is None or re.search(p.pattern, searchable(event.message)) is not None
+        return p.pattern is None or search(p.pattern, event.message or "")
 
 
 def _mean(buckets: list[list[float]]) -> float | None:
