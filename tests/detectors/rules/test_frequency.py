@@ -40,6 +40,23 @@ def test_the_pattern_is_searched_in_the_message() -> None:
     assert len(t.alerts) == 1 and "matching /(?i)timeout/" in t.alerts[0].summary
 
 
+def test_a_pattern_rule_travels_to_a_worker_as_its_text_and_counts_the_same() -> None:
+    import pickle
+
+    from pyspark import cloudpickle
+
+    from detectors.testing import DetectorTester
+
+    t = errors(kinds=[], pattern=r"Sink \w+ failed", count=2)
+    t.feed(log(0, message="Sink orders failed"))  # the pattern compiled in this process
+    again = DetectorTester(pickle.loads(cloudpickle.dumps(t.detector)))
+    for tester in (t, again):
+        tester.feed(log(1, message="Sink x failed"), log(2, message="Sink  failed"))
+    assert len(t.alerts) == 1 and len(again.alerts) == 0  # the copy saw one match
+    again.feed(log(3, message="Sink y failed"))
+    assert len(again.alerts) == 1
+
+
 def test_other_kinds_start_no_state() -> None:
     t = errors()
     t.feed(log(0, kind="log_warn"))
