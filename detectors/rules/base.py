@@ -13,6 +13,7 @@ from __future__ import annotations
 import typing
 from typing import Any, ClassVar, Generic, TypeVar
 
+from detectors import words
 from detectors.base import Detector, DetectorState, Profile, S
 from detectors.model import Event
 from detectors.rules.params import RuleParams
@@ -83,6 +84,15 @@ class RuleDetector(Detector[R, S], Generic[R, S]):
         job_id = event.job_id or (state.job_id if self.params.scope == "job" else None)
         job_name = event.job_name or (state.job_name if self.params.scope == "job" else None)
         return self.params.admits_job(job_id, job_name)
+
+    def firing(self, state: DetectorState) -> str | None:
+        """``FIRING since <time> (<how long>)`` when the incident is open, else ``None``.
+
+        For :meth:`standing`, worded as every detector's (:mod:`detectors.words`).
+        """
+        if not state.firing:
+            return None
+        return words.firing_since(state.incident_start_ms, state.last_event_ms)
 
     def who(self, state: DetectorState) -> str:
         """Who the entity is, for a summary (``job orders``, ``TaskManager tm-1``)."""

@@ -21,11 +21,12 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from detectors import words
 from detectors.base import DetectorState, Discard
 from detectors.model import Alert, Event
 from detectors.rules.base import RuleDetector
 from detectors.rules.frequency import check_kinds
-from detectors.rules.params import MAX_WINDOW_S, Labels, RuleParams, short_metric, span
+from detectors.rules.params import MAX_WINDOW_S, Labels, RuleParams, short_metric
 
 #: Job states after which a job's metrics stop on purpose.
 END_STATES = frozenset({"FINISHED", "CANCELED", "CANCELLED", "FAILED", "SUSPENDED"})
@@ -68,7 +69,7 @@ class FlatlineRule(RuleParams):
         return self.thing() + (f" {{{labels}}}" if labels and self.metric else "")
 
     def condition(self) -> str:  # noqa: D102
-        return f"none for {span(self.for_s)}"
+        return f"none for {words.span(self.for_s)}"
 
 
 class FlatlineState(DetectorState):
@@ -110,7 +111,7 @@ class FlatlineDetector(RuleDetector[FlatlineRule, FlatlineState]):
         state.seen_ms = max(state.seen_ms, event.time_ms)
         if not state.firing:
             return []
-        summary = f"{self.who(state)}: {p.thing()} back after {span(gap)}"
+        summary = f"{self.who(state)}: {p.thing()} back after {words.span(gap)}"
         return [self.resolve(state, event.time_ms, summary, self.evidence(state))]
 
     def on_timer(self, state: FlatlineState, now_ms: int) -> list[Alert]:
@@ -118,7 +119,7 @@ class FlatlineDetector(RuleDetector[FlatlineRule, FlatlineState]):
         p = self.params
         if state.firing or now_ms < state.seen_ms + p.for_s * 1000:
             return []
-        summary = f"{self.who(state)}: no {p.thing()} for {span(p.for_s)}"
+        summary = f"{self.who(state)}: no {p.thing()} for {words.span(p.for_s)}"
         return [self.fire(state, now_ms, summary, self.evidence(state))]
 
     def next_deadline(self, state: FlatlineState) -> int | None:
@@ -139,12 +140,13 @@ class FlatlineDetector(RuleDetector[FlatlineRule, FlatlineState]):
         p = self.params
         where = "TaskManager" if p.scope == "tm" else "job"
         if state is None:
-            return f"no {p.metric or ' or '.join(p.kinds)} from this {where} yet: nothing to miss"
-        quiet = (state.last_event_ms - state.seen_ms) / 1000
+            what = p.metric or " or ".join(p.kinds)
+            return f"not watched: no {what} from this {where} yet, or it ended"
         if state.firing:
-            return f"firing: no {p.thing()} since {span(quiet)} before the latest event"
-        seen = f"{p.thing()} last seen {span(quiet)} before the latest event"
-        return f"{seen}; fires after {span(p.for_s)}"
+            none = f"no {p.thing()} since {words.at(state.seen_ms)}; resolves when one comes"
+            return words.clause(self.firing(state), none)
+        due = words.at(state.seen_ms + int(p.for_s * 1000))
+        return f"{p.thing()} last at {words.at(state.seen_ms)}; fires at {due} if none comes"
 
     def _watched(self, event: Event) -> bool:
         p = self.params

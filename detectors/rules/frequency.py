@@ -8,16 +8,16 @@ latest ``count`` events only: enough to know whether ``count`` fit in the window
 
 from __future__ import annotations
 
-import re
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from detectors import words
 from detectors.base import DetectorState
 from detectors.model import EVENT_KINDS, Alert, Event
 from detectors.rules.base import RuleDetector
-from detectors.rules.params import MAX_WINDOW_S, RuleParams, searchable, span
-from detectors.rules.regex import check_pattern
+from detectors.rules.params import MAX_WINDOW_S, RuleParams
+from detectors.rules.regex import check_pattern, search
 
 #: The most events a count may need (the state keeps that many times per entity).
 MAX_COUNT = 500
@@ -44,7 +44,8 @@ class FrequencyRule(RuleParams):
     """Event kinds counted (log_warn, log_error, checkpoint_declined, ...); with only a
     pattern: log_warn and log_error."""
     pattern: str | None = None
-    """A regular expression searched in the event's message; only matching events count."""
+    """A regular expression (RE2 syntax) searched in the event's message; only matching
+    events count."""
     count: int = Field(ge=1, le=MAX_COUNT)
     """How many events within window_s fire the rule."""
     window_s: float = Field(gt=0, le=MAX_WINDOW_S)
@@ -73,7 +74,7 @@ class FrequencyRule(RuleParams):
         return what + (f" matching /{self.pattern}/" if self.pattern else "")
 
     def condition(self) -> str:  # noqa: D102
-        return f">= {self.count} in {span(self.window_s)}"
+        return f">= {self.count} in {words.span(self.window_s)}"
 
 
 class FrequencyState(DetectorState):
@@ -126,7 +127,7 @@ class FrequencyDetector(RuleDetector[FrequencyRule, FrequencyState]):
         p = self.params
         if event.kind not in p.counted_kinds():
             return False
-        return p.pattern is None or re.search(p.pattern, searchable(event.message)) is not None
+        return p.pattern is None or search(p.pattern, event.message or "")
 
     def _judge(self, state: FrequencyState, now_ms: int) -> list[Alert]:
         p = self.params
@@ -138,11 +139,11 @@ class FrequencyDetector(RuleDetector[FrequencyRule, FrequencyState]):
         if not state.firing:
             if not holds:
                 return []
-            summary = f"{self.who(state)}: {n} {what} in {span(p.window_s)}"
+            summary = f"{self.who(state)}: {n} {what} in {words.span(p.window_s)}"
             return [self.fire(state, now_ms, summary, self.evidence(state))]
         if state.hysteresis(holds, now_ms, clear_for_ms=int(p.clear_for_s * 1000)) != "resolved":
             return []
-        summary = f"{self.who(state)}: {n} {what} in {span(p.window_s)}, fewer than {p.count}"
+        summary = f"{self.who(state)}: {n} {what} in {words.span(p.window_s)}, fewer than {p.count}"
         return [self.resolve(state, now_ms, summary, self.evidence(state))]
 
     def evidence(self, state: FrequencyState) -> dict[str, Any]:  # noqa: D102
@@ -162,5 +163,5 @@ class FrequencyDetector(RuleDetector[FrequencyRule, FrequencyState]):
         if state is None:
             return f"no {p.watches()} from this {'TaskManager' if p.scope == 'tm' else 'job'}"
         n = self.in_window(state, state.last_event_ms)
-        lead = "firing: " if state.firing else ""
-        return f"{lead}{n} of {p.count} {p.watches()} in the last {span(p.window_s)}"
+        held = f"{n} of {p.count} {p.watches()} in the last {words.span(p.window_s)}"
+        return words.clause(self.firing(state), held)

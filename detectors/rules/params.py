@@ -3,16 +3,15 @@
 A rule is a detector an operator writes in the config (``rules:``) instead of in Python:
 its parameters model is also its definition. The fields here are the ones every kind
 shares; each kind's module adds its own (``threshold``, ``frequency``, ``flatline``,
-``spike``). Everything a rule matches with a regular expression is checked by
-:func:`detectors.rules.regex.check_pattern` at load, and every bound that keeps a rule's
-state small is a ``Field`` bound here, so a config that breaks one is refused naming the
-field.
+``spike``). Everything a rule matches with a regular expression is matched with RE2 and
+checked by :func:`detectors.rules.regex.check_pattern` at load, and every bound that keeps
+a rule's state small is a ``Field`` bound here, so a config that breaks one is refused
+naming the field.
 """
 
 from __future__ import annotations
 
 import operator
-import re
 from collections.abc import Callable
 from typing import Literal
 
@@ -20,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from detectors.base import DetectorParams
 from detectors.model import Event, cap_name
-from detectors.rules.regex import SEARCH_CHARS, check_pattern
+from detectors.rules.regex import check_pattern, fullmatch
 
 #: The longest a rule may look back (a window, a ``for_s``, a staleness): one day. A longer
 #: window would keep more state per entity than a rule is allowed (counts, series).
@@ -71,20 +70,6 @@ def short_metric(name: str) -> str:
     return name
 
 
-def span(seconds: float) -> str:
-    """A duration in words: ``45 s``, ``10 min``, ``1.5 h`` (three figures at most).
-
-    Example:
-        >>> span(600), span(45), span(19.959), span(5400), span(86400)
-        ('10 min', '45 s', '20 s', '90 min', '24 h')
-    """
-    if seconds < 120:
-        return f"{seconds:.3g} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.3g} min"
-    return f"{seconds / 3600:.3g} h"
-
-
 def figure(v: float) -> str:
     """A value for a summary: ``870``, ``0.25``, ``1,234,567``.
 
@@ -116,7 +101,7 @@ def name_matches(pattern: str, name: str | None) -> bool:
     if not name:
         return False
     patterns = {pattern, pattern.replace("-", "_")}
-    return any(re.fullmatch(p, n) for p in patterns for n in _spellings(name))
+    return any(fullmatch(p, n) for p in patterns for n in _spellings(name))
 
 
 def _checked(v: str | None) -> str | None:
@@ -213,8 +198,3 @@ class Labels(BaseModel):
         if self.host:
             given.append(("host", self.host))
         return ", ".join(f"{k} ~ {v}" for k, v in given)
-
-
-def searchable(message: str | None) -> str:
-    """The part of a message a rule's pattern searches (cut to ``SEARCH_CHARS``)."""
-    return (message or "")[:SEARCH_CHARS]

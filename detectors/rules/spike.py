@@ -11,11 +11,11 @@ spike from zero). The state is 20 buckets of a tenth of the window each, whateve
 
 from __future__ import annotations
 
-import re
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from detectors import words
 from detectors.base import DetectorState
 from detectors.model import Alert, Event
 from detectors.rules.base import RuleDetector
@@ -25,11 +25,9 @@ from detectors.rules.params import (
     Labels,
     RuleParams,
     figure,
-    searchable,
     short_metric,
-    span,
 )
-from detectors.rules.regex import check_pattern
+from detectors.rules.regex import check_pattern, search
 
 #: Buckets per window: the state holds two windows of them.
 BUCKETS = 10
@@ -43,7 +41,8 @@ class SpikeRule(RuleParams):
     kinds: tuple[str, ...] = ()
     """Event kinds counted (give kinds and/or pattern, or metric)."""
     pattern: str | None = None
-    """A regular expression searched in the event's message; only matching events count."""
+    """A regular expression (RE2 syntax) searched in the event's message; only matching
+    events count."""
     metric: str | None = Field(
         default=None, min_length=1, max_length=300, pattern=r"^[A-Za-z_:][A-Za-z0-9_:]*$"
     )
@@ -103,7 +102,7 @@ class SpikeRule(RuleParams):
             if self.metric is None
             else f"min_value {figure(self.min_value)}"
         )
-        windows = f"{span(self.window_s)} against the one before"
+        windows = f"{words.span(self.window_s)} against the one before"
         return f"{self.direction} {self.spike_height:g}x, {windows} ({floor})"
 
 
@@ -224,7 +223,7 @@ class SpikeDetector(RuleDetector[SpikeRule, SpikeState]):
 
     def _words(self, cur: float | None, prev: float | None) -> str:
         p = self.params
-        win = span(p.window_s)
+        win = words.span(p.window_s)
         c, r = figure(cur or 0), figure(prev or 0)
         ratio = ""
         if cur and prev:
@@ -264,10 +263,10 @@ class SpikeDetector(RuleDetector[SpikeRule, SpikeState]):
         cur, prev = self.windows(state, now)
         if not self.ready(state, now):
             left = (state.first_ms + 2 * p.window_s * 1000 - now) / 1000
-            to_go = span(max(left, 0))
-            return f"watched for less than two windows of {span(p.window_s)} ({to_go} to go)"
-        lead = "firing: " if state.firing else ""
-        return f"{lead}{self._words(cur, prev)}; pages at {p.direction} {p.spike_height:g}x"
+            to_go = words.span(max(left, 0))
+            return f"watched for less than two windows of {words.span(p.window_s)} ({to_go} to go)"
+        now_words = f"{self._words(cur, prev)}; pages at {p.direction} {p.spike_height:g}x"
+        return words.clause(self.firing(state), now_words)
 
     def _counts(self, event: Event) -> bool:
         p = self.params
@@ -280,7 +279,7 @@ class SpikeDetector(RuleDetector[SpikeRule, SpikeState]):
             )
         if event.kind not in p.counted_kinds():
             return False
-        return p.pattern is None or re.search(p.pattern, searchable(event.message)) is not None
+        return p.pattern is None or search(p.pattern, event.message or "")
 
 
 def _mean(buckets: list[list[float]]) -> float | None:

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from detectors import words
 from detectors.base import DetectorState
 from detectors.model import Alert, Event
 from detectors.rules.base import RuleDetector
@@ -28,7 +29,6 @@ from detectors.rules.params import (
     RuleParams,
     figure,
     short_metric,
-    span,
 )
 
 #: A series key is cut to this many characters (task names run long in SQL jobs).
@@ -91,7 +91,7 @@ class ThresholdRule(RuleParams, MetricCondition):
         cond = self.words()
         if self.also is not None:
             cond += f" while {self.also.words()}"
-        return cond + (f" for {span(self.for_s)}" if self.for_s else "")
+        return cond + (f" for {words.span(self.for_s)}" if self.for_s else "")
 
 
 class ThresholdState(DetectorState):
@@ -204,7 +204,7 @@ class ThresholdDetector(RuleDetector[ThresholdRule, ThresholdState]):
             if p.also is not None:
                 summary += f" while {p.also.words(other)}"
             if p.for_s:
-                summary += f" for {span(p.for_s)}"
+                summary += f" for {words.span(p.for_s)}"
             return [self.fire(state, now_ms, summary, self._evidence(state, value, other))]
         if state.hysteresis(holds, now_ms, clear_for_ms=int(p.clear_for_s * 1000)) != "resolved":
             return []
@@ -256,7 +256,8 @@ class ThresholdDetector(RuleDetector[ThresholdRule, ThresholdState]):
         value, other = self.values(state, state.last_event_ms)
         now = p.words(value)
         if state.firing:
-            return f"firing: {now}"
+            clear = f"resolves once not {p.op} {figure(p.value)} for {words.span(p.clear_for_s)}"
+            return words.clause(self.firing(state), now, clear)
         if state.holding_since_ms is None:
             if value is not None and not OPS[p.op](value, p.value):
                 not_yet = f"not {p.op} {figure(p.value)}"
@@ -265,4 +266,4 @@ class ThresholdDetector(RuleDetector[ThresholdRule, ThresholdState]):
                 return f"{now}, but not {p.also.words(other)}"
             return f"no fresh {short_metric(p.metric)} samples"
         held = (state.last_event_ms - state.holding_since_ms) / 1000
-        return f"{now} for {span(held)} of {span(p.for_s)}"
+        return f"{now} for {words.span(held)} of {words.span(p.for_s)}"

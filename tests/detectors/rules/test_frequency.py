@@ -40,6 +40,23 @@ def test_the_pattern_is_searched_in_the_message() -> None:
     assert len(t.alerts) == 1 and "matching /(?i)timeout/" in t.alerts[0].summary
 
 
+def test_a_pattern_rule_travels_to_a_worker_as_its_text_and_counts_the_same() -> None:
+    import pickle
+
+    from pyspark import cloudpickle
+
+    from detectors.testing import DetectorTester
+
+    t = errors(kinds=[], pattern=r"Sink \w+ failed", count=2)
+    t.feed(log(0, message="Sink orders failed"))  # the pattern compiled in this process
+    again = DetectorTester(pickle.loads(cloudpickle.dumps(t.detector)))
+    for tester in (t, again):
+        tester.feed(log(1, message="Sink x failed"), log(2, message="Sink  failed"))
+    assert len(t.alerts) == 1 and len(again.alerts) == 0  # the copy saw one match
+    again.feed(log(3, message="Sink y failed"))
+    assert len(again.alerts) == 1
+
+
 def test_other_kinds_start_no_state() -> None:
     t = errors()
     t.feed(log(0, kind="log_warn"))
@@ -51,6 +68,10 @@ def test_standing() -> None:
     assert t.detector.standing(None) == "no log_error from this job"
     t.feed(log(0), log(30), log(60))
     assert t.detector.standing(t.state) == "3 of 5 log_error in the last 10 min"
+    t.feed(log(90), log(120))
+    assert t.detector.standing(t.state) == (
+        "FIRING since 2023-11-14T22:15:20Z (0 s); 5 of 5 log_error in the last 10 min"
+    )
 
 
 @pytest.mark.parametrize(
@@ -60,7 +81,7 @@ def test_standing() -> None:
         ({"window_s": 200_000}, "window_s"),
         ({"kinds": ["metric"]}, "kinds"),
         ({"kinds": ["log_debug"]}, "kinds"),
-        ({"pattern": "(a|aa)*b"}, "pattern"),
+        ({"pattern": r"(a)\1"}, "pattern"),  # RE2 has no backreferences
         ({"kinds": [], "pattern": None}, "<root>"),
         ({"name": "Bad Name"}, "name"),
     ],

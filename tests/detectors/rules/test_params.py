@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from detectors.model import Event
-from detectors.rules.params import Labels, figure, name_matches, short_metric, span
+from detectors.rules.params import Labels, figure, name_matches, short_metric
 from tests.detectors.rules.helpers import BP, rule
 
 
@@ -27,7 +27,6 @@ def test_words() -> None:
         == "Status_JVM_Memory_Heap_Used"
     )
     assert short_metric("custom") == "custom"
-    assert [span(s) for s in (30, 600, 7200)] == ["30 s", "10 min", "2 h"]
     assert figure(1234.5) == "1,234" and figure(0.5) == "0.5"
 
 
