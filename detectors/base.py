@@ -386,9 +386,11 @@ class Detector(ABC, Generic[P, S]):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        # One source for each model: the class's own type arguments, Detector[P, S].
+        # One source for each model: the class's own type arguments, Detector[P, S] (or a
+        # generic detector's, as the rule kinds name theirs: RuleDetector[R, S]).
         for parent in cls.__dict__.get("__orig_bases__", ()):
-            if typing.get_origin(parent) is Detector:
+            origin = typing.get_origin(parent)
+            if isinstance(origin, type) and issubclass(origin, Detector):
                 params, state = typing.get_args(parent)
                 if isinstance(state, type) and issubclass(state, DetectorState):
                     cls.params_model = params

@@ -30,18 +30,6 @@ class RuleDetector(Detector[R, S], Generic[R, S]):
 
     rule: ClassVar[RuleParams]
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        # The kind's class names its models as RuleDetector[R, S], which the base (looking
-        # for Detector[P, S]) does not read: take them from there the same way.
-        for parent in cls.__dict__.get("__orig_bases__", ()):
-            if typing.get_origin(parent) is RuleDetector:
-                params, state = typing.get_args(parent)
-                if isinstance(state, type) and issubclass(state, DetectorState):
-                    cls.params_model = params
-                    cls.state_model = state
-                    cls.schema_version = int(state.model_fields["v"].default)
-
     @classmethod
     def for_rule(cls, rule: R) -> type[RuleDetector[R, S]]:
         """The detector class of ``rule`` (construct it with the rule: ``det(rule)``)."""

@@ -59,13 +59,26 @@ def test_clauses_leave_out_what_is_not_known() -> None:
 # --- every detector on the real runs ----------------------------------------------------
 
 
-def _events(spark: SparkSession, run: Path) -> list[Event]:
-    """The run's parsed events in event-time order, as the replay parses them."""
+def _events_by_run(spark: SparkSession) -> dict[str, list[Event]]:
+    """Each run's parsed events in event-time order, as the replay parses them.
+
+    Every run in one Spark job (one job a run cost 4 s each, most of this test's time):
+    a staged file's number says whose it is, and each file is parsed on its own as before.
+    """
+    runs: dict[str, dict[int, str]] = {"log": {}, "metric": {}}
     with tempfile.TemporaryDirectory() as tmp:
-        logs = stage_files(sorted(run.glob("*.log")), Path(tmp) / "logs")
-        metrics = stage_files(sorted(run.glob("*.jsonl")), Path(tmp) / "metrics")
-        parsed = parse_logs(file_records(spark, logs, kind="log", stream=False)).unionByName(
-            parse_metrics(file_records(spark, metrics, kind="metric", stream=False))
+        dirs = {}
+        for kind, glob in (("log", "*.log"), ("metric", "*.jsonl")):
+            files = [(run.name, f) for run in RUNS for f in sorted(run.glob(glob))]
+            runs[kind] = {i: name for i, (name, _) in enumerate(files)}
+            dirs[kind] = stage_files([f for _, f in files], Path(tmp) / kind)
+        parsed = parse_logs(file_records(spark, dirs["log"], kind="log", stream=False)).select(
+            "*", F.lit("log").alias("_from")
+        )
+        parsed = parsed.unionByName(
+            parse_metrics(file_records(spark, dirs["metric"], kind="metric", stream=False)).select(
+                "*", F.lit("metric").alias("_from")
+            )
         )
         rows = (
             parsed.where(F.col("kind") != "unparsed")
@@ -74,7 +87,12 @@ def _events(spark: SparkSession, run: Path) -> list[Event]:
             .collect()
         )
     names = [n for n in Event._fields if n not in ("kind", "time_ms")]
-    return [Event(r["kind"], r["ms"], **{n: r[n] for n in names}) for r in rows]
+    out: dict[str, list[Event]] = defaultdict(list)
+    for r in rows:
+        staged = int(r["topic"].rsplit("/", 1)[-1].split("-", 1)[0])
+        run = runs[r["_from"]][staged]
+        out[run].append(Event(r["kind"], r["ms"], **{n: r[n] for n in names}))
+    return out
 
 
 def _standings(det: Detector[Any, Any], events: list[Event]) -> dict[str, list[tuple[bool, str]]]:
@@ -110,8 +128,10 @@ def test_every_detector_tells_every_entity_of_every_real_run_in_one_clean_line(s
     # At every event of every entity, not only at the end: explain reads a running job too.
     held: set[str] = set()
     told = 0
+    by_run = _events_by_run(spark)
+    assert sorted(by_run) == [run.name for run in RUNS]
     for run in RUNS:
-        events = _events(spark, run)
+        events = by_run[run.name]
         for name, cls in REGISTRY.items():
             det = cls(cls.params_model())
             for entity, lines in _standings(det, events).items():
