@@ -21,7 +21,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from conf import AppConfig, FlinkwatchError
 from sinks import DeadLetterFileSink
@@ -33,6 +33,9 @@ from streaming.replay import input_bytes, replay, session_settings
 from streaming.runtime import Runtime
 from streaming.session import SessionSpec
 from streaming.sources import file_records, stage_files
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 log = logging.getLogger("flinkwatch")
 
@@ -98,24 +101,39 @@ def replayed(args: argparse.Namespace, cfg: AppConfig, asked: Asked) -> Explanat
         spark = SessionSpec.replay(
             cfg, session_settings(input_bytes(logs_dir, metrics_dir))
         ).start()
-        runtime = Runtime(
-            cfg, replay=True, ledger_path=work / "ledger.sqlite", alerts_path=work / "alerts.jsonl"
-        )
-        try:
-            saved = replay(
-                file_records(spark, logs_dir, kind="log", stream=False),
-                file_records(spark, metrics_dir, kind="metric", stream=False),
-                cfg,
-                runtime.outputs,
-                DeadLetterFileSink(work / "deadletters"),
-                PipelineStats(),
-                explain=(asked,),
-            )
-        finally:
-            runtime.close()
+        saved = end_states(spark, logs_dir, metrics_dir, cfg, work, (asked,))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return explain(asked, saved, cfg)
+
+
+def end_states(
+    spark: SparkSession,
+    logs_dir: Path,
+    metrics_dir: Path,
+    cfg: AppConfig,
+    work: Path,
+    questions: tuple[Asked, ...],
+) -> dict[str, str]:
+    """The saved values of the entities ``questions`` ask about, at the end of a replay.
+
+    The replay's alerts go to a ledger and file under ``work``, which nobody reads.
+    """
+    runtime = Runtime(
+        cfg, replay=True, ledger_path=work / "ledger.sqlite", alerts_path=work / "alerts.jsonl"
+    )
+    try:
+        return replay(
+            file_records(spark, logs_dir, kind="log", stream=False),
+            file_records(spark, metrics_dir, kind="metric", stream=False),
+            cfg,
+            runtime.outputs,
+            DeadLetterFileSink(work / "deadletters"),
+            PipelineStats(),
+            explain=questions,
+        )
+    finally:
+        runtime.close()
 
 
 def ask(args: argparse.Namespace, cfg: AppConfig, asked: Asked) -> Explanation:

@@ -16,12 +16,9 @@ from pyspark.sql import SparkSession
 
 from conf import AppConfig
 from detectors import REGISTRY
-from sinks import DeadLetterFileSink
-from streaming.delivery import PipelineStats
+from streaming.cli.explain import end_states
 from streaming.explain import Asked, Explanation, Standing, explain, render
-from streaming.replay import replay
-from streaming.runtime import Runtime
-from streaming.sources import file_records, stage_files
+from streaming.sources import stage_files
 
 pytestmark = pytest.mark.spark
 
@@ -41,21 +38,7 @@ def explained(
     logs = stage_files([p for r in runs for p in sorted(r.glob("*.log"))], work / "logs")
     metrics = stage_files([p for r in runs for p in sorted(r.glob("*.jsonl"))], work / "metrics")
     cfg = AppConfig()
-    runtime = Runtime(
-        cfg, replay=True, ledger_path=work / "ledger.sqlite", alerts_path=work / "alerts.jsonl"
-    )
-    try:
-        saved = replay(
-            file_records(spark, logs, kind="log", stream=False),
-            file_records(spark, metrics, kind="metric", stream=False),
-            cfg,
-            runtime.outputs,
-            DeadLetterFileSink(work / "dead"),
-            PipelineStats(),
-            explain=QUESTIONS,
-        )
-    finally:
-        runtime.close()
+    saved = end_states(spark, logs, metrics, cfg, work, QUESTIONS)
     return {q: explain(q, saved, cfg) for q in QUESTIONS}
 
 
