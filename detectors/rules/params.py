@@ -144,7 +144,7 @@ class RuleParams(DetectorParams):
         return self.job_name is None or name_matches(self.job_name, job_name)
 
     def watches(self) -> str:
-        """What the rule reads, in a few words (``flinkwatch config check``)."""
+        """What the rule reads, in a few words, unless its condition says it."""
         return ""
 
     def condition(self) -> str:
@@ -162,7 +162,7 @@ class RuleParams(DetectorParams):
         off = "" if self.enabled else " (disabled)"
         return (
             f"{self.name} ({self.kind}, per {'TaskManager' if self.scope == 'tm' else 'job'})"
-            f"{where}: {self.watches()}; {self.condition()}{off}"
+            f"{where}: {'; '.join(x for x in (self.watches(), self.condition()) if x)}{off}"
         )
 
 

@@ -58,6 +58,10 @@ class MetricCondition(BaseModel):
         labels = self.match.words()
         return short_metric(self.metric) + (f" {{{labels}}}" if labels else "")
 
+    def bound(self) -> str:
+        """``backPressuredTimeMsPerSecond {task ~ Map.*} max > 800``."""
+        return f"{self.series()} {self.aggregate} {self.op} {figure(self.value)}"
+
     def words(self, agg: float | None = None) -> str:
         """``backPressuredTimeMsPerSecond max > 800`` (with the aggregate's value if given)."""
         now = f" {figure(agg)}" if agg is not None else ""
@@ -83,14 +87,11 @@ class ThresholdRule(RuleParams, MetricCondition):
             raise ValueError(msg)
         return self
 
-    def watches(self) -> str:  # noqa: D102
-        what = ", ".join(c.series() for c in (self, self.also) if c is not None)
-        return what
-
-    def condition(self) -> str:  # noqa: D102
-        cond = self.words()
+    def condition(self) -> str:
+        """Each series once, with its labels, where its bound is (no separate ``watches``)."""
+        cond = self.bound()
         if self.also is not None:
-            cond += f" while {self.also.words()}"
+            cond += f" while {self.also.bound()}"
         return cond + (f" for {words.span(self.for_s)}" if self.for_s else "")
 
 

@@ -166,8 +166,8 @@ def test_limits_that_would_break_the_bounds_are_refused(fields, field) -> None:
 def test_describe_is_one_line() -> None:
     r = rule(kind="threshold", metric=BP, value=800, for_s=600, match={"task": "Map.*"})
     assert r.describe() == (
-        "my_rule (threshold, per job): backPressuredTimeMsPerSecond {task ~ Map.*}; "
-        "backPressuredTimeMsPerSecond max > 800 for 10 min"
+        "my_rule (threshold, per job): backPressuredTimeMsPerSecond {task ~ Map.*} max > 800 "
+        "for 10 min"
     )
 
 

@@ -75,9 +75,8 @@ def test_config_check_shows_each_rule_on_a_line(capsys) -> None:
     out = capsys.readouterr().out.splitlines()
     assert out[1:] == [
         "rules (1):",
-        "  sink_stalled (threshold, per job): numRecordsInPerSecond {task ~ (?i).*(sink|writer).*}, "
-        "numRecordsOutPerSecond {task ~ Source:.*}; numRecordsInPerSecond sum <= 0 while "
-        "numRecordsOutPerSecond sum > 0 for 10 min",
+        "  sink_stalled (threshold, per job): numRecordsInPerSecond {task ~ (?i).*(sink|writer).*} "
+        "sum <= 0 while numRecordsOutPerSecond {task ~ Source:.*} sum > 0 for 10 min",
     ]
     assert main(["config", "check", "-o", "json", "conf/examples/backpressure.yaml"]) == 0
     (r,) = json.loads(capsys.readouterr().out)["rules"]
