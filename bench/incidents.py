@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from detectors.tm_ids import tm_entity, tm_key
 from lab.fleet import FleetSpec, Incident, job_id, tm_id
 from lab.fleet.spec import INCIDENT_KINDS
 
@@ -219,7 +220,8 @@ class Fleet:
         for i in range(fleet.first_job, fleet.first_job + fleet.jobs):
             jobs[job_id(fleet, i)] = jobs[job_id(fleet, i, run=1)] = i
             for k in range(fleet.tms_per_job + _SPARE_TMS):
-                tms[tm_id(fleet, i, k)] = i
+                # As spelled, and as the alert's entity keys it (detectors.tm_ids).
+                tms[tm_id(fleet, i, k)] = tms[tm_key(tm_id(fleet, i, k))] = i
         return Fleet(jobs, tms)
 
     def job_of(self, alert: dict[str, Any]) -> int | None:
@@ -303,7 +305,7 @@ def account(
     # idle_heap_leak leaks on TaskManager 0 (and whatever replaces it); the job's other
     # TaskManagers are idle too, with a flat heap floor: an alert about them is false.
     flat = {
-        f"tm:{tm_id(fleet, c.job_index, k)}"
+        tm_entity(tm_id(fleet, c.job_index, k))
         for c in fleet.incidents
         if c.kind == "idle_heap_leak"
         for k in range(1, fleet.tms_per_job)

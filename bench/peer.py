@@ -51,6 +51,7 @@ from kafka import KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import TopicAlreadyExistsError
 
+from detectors.tm_ids import tm_key
 from lab.fleet import FleetSpec, Incident, SimRecord, generate, job_id, tm_id
 from lab.procs import descendants, kill_all
 from lab.promserver import (
@@ -540,7 +541,7 @@ class FleetIndex:
         for i in range(spec.jobs):
             for k in range(spec.tms_per_job):
                 raw = tm_id(spec, i, k)
-                tms[raw] = tms[_filtered(raw)] = (i, k)
+                tms[raw] = tms[_filtered(raw)] = tms[tm_key(raw)] = (i, k)
         return FleetIndex(jobs, tms)
 
     def locate(self, job: str | None, tm: str | None) -> tuple[int | None, int | None]:

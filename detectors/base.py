@@ -34,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from detectors import words
 from detectors.model import Alert, AlertStatus, Event, Severity, StateError
+from detectors.tm_ids import tm_entity
 
 Scope = Literal["job", "tm", "cluster"]
 
@@ -669,11 +670,11 @@ class Detector(ABC, Generic[P, S]):
 
     @staticmethod
     def entity_of(event: Event, scope: Scope) -> str | None:
-        """The entity key an event belongs to for a scope, or ``None``."""
+        """An event's entity key for a scope, or ``None`` (``tm:``: :mod:`detectors.tm_ids`)."""
         if scope == "job":
             return f"job:{event.job_id}" if event.job_id else None
         if scope == "tm":
-            return f"tm:{event.tm_id}" if event.tm_id else None
+            return tm_entity(event.tm_id) if event.tm_id else None
         return "cluster"
 
     @staticmethod

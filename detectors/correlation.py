@@ -35,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from detectors import REGISTRY
 from detectors.base import Member, Profile, Story
 from detectors.model import Alert, AlertStatus, Severity
+from detectors.tm_ids import same_tm, tm_entity
 
 #: Where a detector not (or no longer) registered sits in the causal order.
 _MIDDLE = 3
@@ -95,7 +96,8 @@ def links(alert: Alert) -> frozenset[str]:
     jobs = [alert.job_id, *_strings(ev.get("job_ids"))]
     tms = [alert.tm_id, *_strings(ev.get("tm_ids"))]
     out.update(f"job:{j}" for j in jobs if j)
-    out.update(f"tm:{t}" for t in tms if t)
+    # Keyed as the TaskManager's entity is: a log's and a metric's spelling of it join.
+    out.update(tm_entity(t) for t in tms if t)
     return frozenset(out)
 
 
@@ -187,7 +189,11 @@ class Correlator:
                 # A later transition may not name what an earlier one did.
                 "job_id": alert.job_id or (prev.job_id if prev else None),
                 "job_name": alert.job_name or (prev.job_name if prev else None),
-                "tm_id": alert.tm_id or (prev.tm_id if prev else None),
+                # The TaskManager as first named, though a later transition spells it as
+                # its logs do: the sinks' label set must not change within an alert.
+                "tm_id": prev.tm_id
+                if prev and same_tm(prev.tm_id, alert.tm_id)
+                else alert.tm_id or (prev.tm_id if prev else None),
                 "host": alert.host or (prev.host if prev else None),
             }
         )

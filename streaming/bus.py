@@ -31,13 +31,15 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from conf import AppConfig, ConfigError
+from detectors.tm_ids import KEY_FILL, KEY_UNSAFE
 from streaming.routes import interest
 from streaming.schemas import BUS_FIELDS, BUS_VALUE_SCHEMA, DEAD_LETTER_FIELDS
 from streaming.ticks import TICK_KEY
 
 _SCOPE_ENTITY = {
     "job": lambda: F.concat(F.lit("job:"), F.col("job_id")),
-    "tm": lambda: F.concat(F.lit("tm:"), F.col("tm_id")),
+    # detectors.tm_ids.tm_entity as Spark SQL: the same pattern, one rule on both ends.
+    "tm": lambda: F.concat(F.lit("tm:"), F.regexp_replace(F.col("tm_id"), KEY_UNSAFE, KEY_FILL)),
     "cluster": lambda: F.lit("cluster"),
 }
 

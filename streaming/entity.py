@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from detectors import Alert, Detector
 from detectors.base import DetectorState
+from detectors.tm_ids import spelling_rank
 
 #: Layout version of the saved value (the header's ``v``).
 LAYOUT = 2
@@ -43,6 +44,11 @@ class Header:
         seen: Per source, ``[offset, seq, event ms]`` of the last record applied: a
             record at or before it is a repeat from the at-least-once bus.
         name: The job's name from its state lines (job entities).
+        tm: The TaskManager's id as its entity's events spell it best (TaskManager
+            entities: a log line's spelling over a metric label's, see
+            :func:`~detectors.tm_ids.spelling_rank`), what every state and alert of the
+            entity then names.
+        tm_rank: That spelling's rank.
         newest_ms: The entity's newest event time.
         lag: ``[window start, max lag in it, max lag in the window before]``: how long
             the entity's records take from their event time to the bus (their host's
@@ -56,6 +62,8 @@ class Header:
 
     seen: dict[str, list[int]] = field(default_factory=dict)
     name: str | None = None
+    tm: str | None = None
+    tm_rank: int = 0
     newest_ms: int = 0
     lag: list[int] | None = None
     due: dict[str, int] = field(default_factory=dict)
@@ -70,6 +78,8 @@ class Header:
         return cls(
             seen=d.get("seen") or {},
             name=d.get("name"),
+            tm=d.get("tm"),
+            tm_rank=int(d.get("tmr") or 0),
             newest_ms=int(d.get("t") or 0),
             lag=d.get("lag"),
             due=d.get("due") or {},
@@ -91,6 +101,14 @@ class Header:
         """Drop what the header keeps for one detector."""
         for part in (self.due, self.retry, self.failures, self.signatures):
             part.pop(detector, None)
+
+    def spell_tm(self, tm_id: str | None, *, logged: bool) -> None:
+        """Keep ``tm_id`` as the TaskManager's spelling if it ranks above the one kept."""
+        if tm_id is None or tm_id == self.tm:
+            return
+        rank = spelling_rank(tm_id, logged=logged)
+        if self.tm is None or rank > self.tm_rank:
+            self.tm, self.tm_rank = tm_id, rank
 
     def note_lag(self, event_ms: int, lag: int) -> None:
         """Fold one record's delivery lag (bus time minus event time) in."""
@@ -114,6 +132,8 @@ class Header:
 SAVED_KEYS = {
     "seen": "seen",
     "name": "name",
+    "tm": "tm",
+    "tm_rank": "tmr",
     "lag": "lag",
     "due": "due",
     "retry": "retry",

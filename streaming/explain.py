@@ -26,6 +26,7 @@ from conf import AppConfig, ParamsResolver
 from detectors import Detector
 from detectors.base import DetectorState, Incident
 from detectors.model import StateError
+from detectors.tm_ids import tm_entity
 from streaming.entity import Header, parse_saved
 from streaming.routes import scope_of
 
@@ -69,7 +70,7 @@ class Asked(BaseModel):
         if self.cluster:
             return entity == "cluster"
         if self.tm is not None:
-            return entity == f"tm:{self.tm}"
+            return entity == tm_entity(self.tm)  # asked in any spelling of its id
         if not entity.startswith("job:"):
             return False
         return entity == f"job:{self.job}" or self.job in _names(text)
@@ -119,7 +120,7 @@ class EntityStanding(BaseModel):
 
     Attributes:
         entity: ``job:<id>``, ``tm:<id>`` or ``cluster``.
-        name: The job's name, when known.
+        name: The job's name, or the TaskManager's id as its logs spell it, when known.
         newest_ms: The entity's newest event time (``None``: nothing saved for it).
         detectors: One line per detector of its scope, by name.
     """
@@ -184,7 +185,7 @@ def _entity_of(asked: Asked) -> str | None:
     if asked.cluster:
         return "cluster"
     if asked.tm is not None:
-        return f"tm:{asked.tm}"
+        return tm_entity(asked.tm)
     return f"job:{asked.job}" if _JOB_ID.fullmatch(asked.job or "") else None
 
 
@@ -205,7 +206,8 @@ def _entity(
         lines.append(_standing(name, catalog[name], texts.get(name), header, job_id, resolver))
     return EntityStanding(
         entity=entity,
-        name=header.name,
+        # A TaskManager is shown as its logs spell it (the entity's key is folded).
+        name=header.tm if scope == "tm" else header.name,
         newest_ms=header.newest_ms or None,
         detectors=tuple(lines),
     )

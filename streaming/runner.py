@@ -198,6 +198,30 @@ class _JobName:
         )
 
 
+@dataclass(frozen=True)
+class _TmName:
+    """The TaskManager's spelling in one turn of its entity (the header's ``tm``).
+
+    One entity holds every spelling of its TaskManager's id (:mod:`detectors.tm_ids`):
+    each state and event of it (so each alert, made from a state) names one spelling, the
+    best seen so far: once a log line spelled the id, no detector of the entity names it
+    as a metric label does (an incident fired before then resolves in the logs' spelling).
+    ``None``: not a TaskManager entity, or no spelling yet.
+    """
+
+    imposed: str | None
+
+    def on_state(self, state: DetectorState | None) -> None:
+        if self.imposed and state is not None:
+            state.tm_id = self.imposed
+
+    def on_events(self, events: list[Event]) -> list[Event]:
+        named = self.imposed
+        if not named:
+            return events
+        return [e if e.tm_id == named else e._replace(tm_id=named) for e in events]
+
+
 class EntityRunner:
     """Runs all detectors of one entity over its events of a micro-batch, and its deadlines.
 
@@ -276,6 +300,8 @@ class EntityRunner:
                 header.note_lag(e.event.time_ms, e.bus_ms - e.event.time_ms)
             if scope == "job" and e.event.kind == "job_state" and e.event.job_name:
                 header.name = e.event.job_name
+            elif scope == "tm":
+                header.spell_tm(e.event.tm_id, logged=e.event.kind != "metric")
         turn = _EntityTurn(entity, header, texts, clock.now(header.lag_ms()))
         mine: dict[str, list[Event]] = {}
         for e in events:
@@ -322,7 +348,7 @@ class EntityRunner:
         return Outcome(saved_text(header, texts), wake, turn.outputs)
 
     def _start(
-        self, name: str, text: str | None, job: _JobName
+        self, name: str, text: str | None, job: _JobName, tm: _TmName
     ) -> Callable[[], DetectorState | None]:
         """The saved state as the detector's typed state, rebuilt on each call."""
         cls = self.resolver.detector_class(name)
@@ -332,6 +358,7 @@ class EntityRunner:
                 return None
             state: DetectorState = cls.load_json(text)
             job.on_state(state)
+            tm.on_state(state)
             return state
 
         return start
@@ -352,13 +379,14 @@ class EntityRunner:
             self._stop_watching(turn, name, None, header.newest_ms, REMOVED)
             return
         job = self._job_name(turn, name)
-        events = job.on_events(events)
-        start = self._start(name, text, job)
+        tm = _TmName(header.tm if scope_of(entity) == "tm" else None)
+        events = tm.on_events(job.on_events(events))
+        start = self._start(name, text, job, tm)
         try:
             loaded = start()
         except StateError as exc:
             self._unloadable(turn, name, text or "", exc)
-            start, loaded, text = self._start(name, None, job), None, None
+            start, loaded, text = self._start(name, None, job, tm), None, None
         job_id = loaded.job_id if loaded else next((e.job_id for e in events if e.job_id), None)
         det = self.detector(name, job_id, job.for_params(loaded, events, header))
         if det is None or name not in self.routes.detectors(scope_of(entity)):
@@ -381,6 +409,7 @@ class EntityRunner:
             state, due, failures, retry, fired = self._fire(turn, det, state, due, failures)
             alerts = alerts + fired
         job.on_state(state)
+        tm.on_state(state)
         turn.outputs.extend(job.on_alerts(alerts))
         self._save_detector(turn, det, state, due, failures, retry, had=text is not None)
 

@@ -12,6 +12,7 @@ from typing import Any
 from conf import SlackConfig
 from detectors import Alert, AlertStatus, Severity
 from detectors.correlation import IncidentView
+from detectors.tm_ids import one_per_tm
 from sinks.base import Runbook, Transition, builtin_runbook
 from sinks.inbound.slack_actions import utc_text as _when
 
@@ -158,7 +159,7 @@ def render_incident(
     if mention and incident.severity is Severity.CRITICAL and not resolved:
         text = f"{mention} {text}"
     jobs = sorted({m.job_name or m.job_id for m in incident.members if m.job_id})
-    tms = sorted({m.tm_id for m in incident.members if m.tm_id})
+    tms = one_per_tm(m.tm_id for m in incident.members if m.tm_id)
     fields = [f"*Cluster*\n{esc(cluster)}", f"*Severity*\n{incident.severity.value}"]
     if jobs:
         fields.append("*Jobs*\n" + "\n".join(esc(j) for j in jobs[:5]))

@@ -44,7 +44,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """``flinkwatch explain``'s options."""
     who = p.add_mutually_exclusive_group(required=True)
     who.add_argument("--job", metavar="ID|NAME", help="a job, by its id or its name")
-    who.add_argument("--tm", metavar="ID", help="a TaskManager, by its id")
+    who.add_argument("--tm", metavar="ID", help="a TaskManager, by its id in any spelling")
     who.add_argument("--cluster", action="store_true", help="the cluster (its JobManager)")
     p.add_argument("--logs", nargs="+", default=[], help="replay these log files or directories")
     p.add_argument("--metrics", nargs="+", default=[], help="replay these metric files")

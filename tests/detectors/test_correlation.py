@@ -260,3 +260,23 @@ def test_a_rules_alert_joins_the_incident_of_its_job_as_any_detectors() -> None:
     # Alone, it is its own root, told in its own summary.
     alone = Correlator().observe(rule)
     assert alone.root_alert_id == "rule" and alone.opened
+
+
+def test_a_taskmanager_spelled_by_its_metrics_and_by_its_logs_is_one_incident() -> None:
+    # The real tm_oom_2_3 run: the heap metrics label `localhost:38251_0bfbad`, the
+    # JobManager's heartbeat line and the restart's cause `localhost:38251-0bfbad`.
+    label, logged = "localhost:38251_0bfbad", "localhost:38251-0bfbad"
+    c = Correlator()
+    heap = c.observe(alert("heap", "idle_heap_growth", T0, tm_id=label))
+    lost = c.observe(alert("lost", "tm_lost", T0 + MIN, tm_id=logged))
+    storm = c.observe(
+        alert("storm", "restart_storm", T0 + 2 * MIN, job_id=JOB, evidence={"tm_ids": [logged]})
+    )
+    assert {v.incident_id for v in (heap, lost, storm)} == {"heap"}
+    assert links(heap.members[0]) == links(lost.members[1]) == {"tm:localhost_38251_0bfbad"}
+    # The heap alert resolves in the logs' spelling (the runner learned it): its member
+    # keeps the spelling it fired with, the label set the sinks identify it by.
+    done = c.observe(
+        alert("heap", "idle_heap_growth", T0 + 3 * MIN, tm_id=logged, status=AlertStatus.RESOLVED)
+    )
+    assert [m.tm_id for m in done.members] == [label, logged, None]

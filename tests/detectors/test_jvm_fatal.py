@@ -10,6 +10,7 @@ from detectors import REGISTRY, AlertStatus, Event, Severity
 from detectors.correlation import Correlator
 from detectors.jvm_fatal import JvmFatal, JvmFatalParams, oom_cause, role_of
 from detectors.testing import DetectorTester, drive, drive_timer
+from detectors.tm_ids import tm_entity
 from detectors.words import at
 
 TM = "container_1597960565773_0003_01_000002"
@@ -124,7 +125,7 @@ def test_an_uncaught_oom_with_its_trace_fires_at_once_with_cause_role_and_thread
         (AlertStatus.FIRING, T0, Severity.CRITICAL)
     ]
     a = alerts[0]
-    assert (a.tm_id, a.host, a.entity) == (POD, "gke-pool-1-4f2a", f"tm:{POD}")
+    assert (a.tm_id, a.host, a.entity) == (POD, "gke-pool-1-4f2a", tm_entity(POD))
     ev = a.evidence
     assert ev["cause"] == "heap_space" and ev["role"] == "taskmanager"
     assert ev["exit"] == "fatal_exit_handler"

@@ -7,12 +7,15 @@ wants it, the detect side fans it out to the detectors of that scope.
 from __future__ import annotations
 
 import datetime as dt
+import random
+import string
 
 import pytest
 
 from conf import AppConfig
 from detectors.idle_heap_growth import HEAP_USED
 from detectors.model import LAST_CHECKPOINT_DURATION
+from detectors.tm_ids import tm_entity
 from streaming.bus import active_detectors, bus_records
 from streaming.routes import Routes, decode, scope_of
 
@@ -150,3 +153,31 @@ def test_a_rules_metric_goes_on_the_bus_for_its_scope_and_reaches_the_rule(spark
     off = AppConfig.model_validate({"rules": [{**rule, "enabled": False}]})
     assert "cpu_high" not in active_detectors(off)
     assert bus_records(events, off, dead_letters=False).count() == 0
+
+
+def _ids() -> list[str]:
+    """TaskManager ids as logs and every reporter spell them, and random hostile ones."""
+    rng = random.Random(33)
+    real = [
+        "localhost:40003-6cf67b",
+        "localhost:40003_6cf67b",
+        "localhost-40003-6cf67b",
+        "615c9d0b-07b3-4ec5-b801-27ab5a4c6d94",
+        "orders-enrichment-2-taskmanager-1-2",
+        "flink-tm.prod.svc-0",
+        "container_e05_1699999999999_0042_01_000003",
+        "10.0.3.17:6122-a1b2c3",
+        "",
+    ]
+    alphabet = string.printable + "äÄß€😀\u2028\u00a0$\\"
+    return real + ["".join(rng.choices(alphabet, k=rng.randint(1, 40))) for _ in range(300)]
+
+
+def test_the_bus_keys_a_taskmanager_as_the_detectors_do_whatever_its_spelling(spark) -> None:
+    ids = _ids()
+    events = _events(spark, [("metric", HEAP_USED, None, t) for t in ids])
+    bus = bus_records(events, AppConfig(), dead_letters=False).collect()
+    by_id = {decode(r["value"]).event.tm_id: r["key"] for r in bus}
+    assert len(by_id) == len(set(ids))
+    assert by_id == {t: tm_entity(t) for t in ids}
+    assert by_id["localhost:40003-6cf67b"] == by_id["localhost:40003_6cf67b"]

@@ -107,3 +107,19 @@ def test_every_crash_a_cluster_state_keys_is_resolved_when_flinkwatch_gives_it_u
     assert all("stopped watching this entity (it kept failing)" in a.summary for a in closed)
     # The state given up is the caller's to drop; the crashes in it are not touched.
     assert len(state.crashes) == 2
+
+
+def test_a_taskmanager_keeps_the_spelling_its_logs_gave_over_any_metric_label() -> None:
+    header = Header()
+    header.spell_tm("localhost:40003_6cf67b", logged=False)  # Prometheus
+    header.spell_tm("localhost-40003-6cf67b", logged=False)  # StatsD: more punctuation left
+    assert header.tm == "localhost-40003-6cf67b"
+    header.spell_tm("localhost:40003-6cf67b", logged=True)
+    header.spell_tm("localhost:40003_6cf67b", logged=False)
+    header.spell_tm(None, logged=True)
+    assert header.tm == "localhost:40003-6cf67b"
+    # Saved and read back with its rank: a later batch's metric label does not take it over.
+    again = Header.parse(header.text())
+    assert again == header and '"tm":"localhost:40003-6cf67b"' in header.text()
+    again.spell_tm("localhost-40003-6cf67b", logged=False)
+    assert again.tm == "localhost:40003-6cf67b"

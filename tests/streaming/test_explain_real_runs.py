@@ -99,3 +99,29 @@ def test_the_text_names_each_entity_once_with_its_lines(
     assert len(heads) == 2 and all(f"({NAME})" in h for h in heads)
     jobs = sorted(n for n, cls in REGISTRY.items() if cls.scope == "job")
     assert len(text) == 1 + 2 * (1 + len(jobs))
+
+
+OOM = Path(__file__).resolve().parents[1] / "data" / "shippers" / "tm_oom_2_3"
+OOM_TM = "localhost:38251-0bfbad"  # its logs' ResourceID; its metrics say localhost:38251_0bfbad
+
+
+def test_a_taskmanager_s_heap_metrics_and_its_loss_and_oom_lines_stand_on_one_entity(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    # The real OOM run: before TaskManager ids were keyed as one, the heap metrics made an
+    # entity of their own and asking by the logs' id showed no heap metrics at all.
+    logs = stage_files(
+        [OOM / "tm_oom_2_3.jobmanager.log", OOM / "tm_oom_2_3.taskmanager.log"], tmp_path / "l"
+    )
+    metrics = stage_files([OOM / "tm_oom_2_3.jsonl"], tmp_path / "m")
+    cfg = AppConfig()
+    asked = (Asked(tm=OOM_TM), Asked(tm="localhost:38251_0bfbad"))
+    saved = end_states(spark, logs, metrics, cfg, tmp_path / "work", asked)
+    by_logs, by_metrics = (explain(q, saved, cfg) for q in asked)
+    assert by_logs == by_metrics.model_copy(update={"asked": by_logs.asked})
+    (ent,) = by_logs.entities
+    assert (ent.entity, ent.name) == ("tm:localhost_38251_0bfbad", OOM_TM)
+    lines = {s.detector: s for s in ent.detectors}
+    assert lines["idle_heap_growth"].holds and "bucket" in lines["idle_heap_growth"].words
+    assert lines["tm_lost"].firing and lines["jvm_fatal"].firing
+    assert render(by_logs).splitlines()[0].startswith(f"tm:localhost_38251_0bfbad ({OOM_TM})")

@@ -8,6 +8,8 @@ import pytest
 
 from conf import AppConfig
 from detectors import REGISTRY, Alert, AlertStatus, Severity
+from detectors.idle_heap_growth import HEAP_USED
+from detectors.tm_ids import tm_entity
 from streaming.bus import active_detectors
 from streaming.clock import Clock, WakeUp
 from streaming.entity import Header, parse_saved
@@ -851,3 +853,78 @@ def test_a_rule_whose_new_definition_cannot_load_its_state_resolves_and_starts_o
     assert resolved["alert_id"] == fired["alert_id"]
     assert "the rule's definition changed; it starts over" in resolved["summary"]
     assert shard.saved()[1]["expiries"]["last_checkpoint"] == 13  # the new kind's, from now
+
+
+POD = "orders-enrichment-taskmanager-1-3"  # as the TaskManager's logs spell it
+POD_LABEL = "orders_enrichment_taskmanager_1_3"  # as the Prometheus reporter does
+POD_KEY = tm_entity(POD)
+
+
+def _heap(i: int) -> dict:
+    return {
+        "entity": POD_KEY,
+        "src": "metrics:0",
+        "seq": 0,
+        "kind": "metric",
+        "event_ms": T0 + i * 15_000,
+        "offset": i,
+        "tm_id": POD_LABEL,
+        "metric": HEAP_USED,
+        "value": 1e9,
+    }
+
+
+def _fatal(i: int) -> dict:
+    return {
+        "entity": POD_KEY,
+        "src": "logs:0",
+        "seq": 0,
+        "kind": "fatal_error",
+        "event_ms": T0 + i * 15_000,
+        "offset": i,
+        "tm_id": POD,
+        "reason": "java.lang.OutOfMemoryError: Java heap space",
+        "message": "FATAL: Thread 'main' produced an uncaught exception. Stopping the process...\n"
+        "java.lang.OutOfMemoryError: Java heap space",
+    }
+
+
+def test_a_taskmanager_s_metrics_and_logs_are_one_entity_named_as_its_logs_spell_it() -> None:
+    # Seen on the real tm_oom_2_3 run: the heap metrics keyed `tm:localhost:38251_0bfbad`,
+    # the heartbeat and OOM lines `tm:localhost:38251-0bfbad`; two entities.
+    shard = Shard()
+    shard.batch([_heap(i) for i in range(3)])
+    header, states = shard.saved(POD_KEY)
+    assert header.tm == POD_LABEL and states["idle_heap_growth"]["tm_id"] == POD_LABEL
+    out = shard.batch([_fatal(3), _heap(4)])
+    fired = _alerts(out, "jvm_fatal")
+    assert [(a["status"], a["tm_id"], a["entity"]) for a in fired] == [("firing", POD, POD_KEY)]
+    assert POD in fired[0]["summary"] and POD_LABEL not in fired[0]["summary"]
+    # One entity holds both detectors; the heap's state now names the logs' spelling too,
+    # and a metric label after the log line does not take it back.
+    assert list(shard.store.values) == [POD_KEY]
+    header, states = shard.saved(POD_KEY)
+    assert header.tm == POD
+    assert {n: s["tm_id"] for n, s in states.items()} == {
+        "idle_heap_growth": POD,
+        "jvm_fatal": POD,
+        "tm_lost": POD,  # it waits for the heartbeat timeout an OOM is the cause of
+    }
+    shard.batch([_heap(5)])
+    assert shard.saved(POD_KEY)[0].tm == POD
+    assert parse_saved(shard.store.values[POD_KEY])[0].tm == POD  # saved, not only in memory
+
+
+def test_an_incident_fired_before_the_logs_spelled_its_taskmanager_resolves_in_their_spelling() -> (
+    None
+):
+    rule = {"name": "heap_high", "kind": "threshold", "scope": "tm", "metric": HEAP_USED}
+    cfg = AppConfig.model_validate({"rules": [{**rule, "value": 5e8, "for_s": 30}]})
+    shard = Shard(cfg)
+    fired = _alerts(shard.batch([_heap(i) for i in range(4)]), "heap_high")
+    assert [(a["status"], a["tm_id"]) for a in fired] == [("firing", POD_LABEL)]
+    shard.batch([_fatal(4)])
+    low = [{**_heap(i), "value": 1e6} for i in range(5, 60)]
+    resolved = _alerts(shard.batch(low), "heap_high")
+    assert [(a["status"], a["tm_id"]) for a in resolved] == [("resolved", POD)]
+    assert resolved[0]["alert_id"] == fired[0]["alert_id"]

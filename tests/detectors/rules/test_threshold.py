@@ -211,7 +211,7 @@ def test_a_taskmanager_rule_judges_each_taskmanager_on_its_own() -> None:
     t = driven(kind="threshold", scope="tm", metric=heap, value=1e9, for_s=60)
     t.feed(*[metric(i * 15, heap, 2e9, job_id=None, job_name=None, tm_id="tm-1") for i in range(6)])
     (fired,) = t.alerts
-    assert fired.entity == "tm:tm-1" and fired.tm_id == "tm-1"
+    assert fired.entity == "tm:tm_1" and fired.tm_id == "tm-1"
     assert (
         fired.summary
         == "TaskManager tm-1: Status_JVM_Memory_Heap_Used max 2,000,000,000 > 1,000,000,000 for 60 s"

@@ -180,3 +180,22 @@ def test_a_hostile_job_name_reaches_slack_as_text_in_every_message_kind(
         # plain_text is shown as it is: the header has the name unescaped.
         for header in _texts(v["blocks"], "plain_text"):
             assert f"{name} pay-etl" in header and "&amp;" not in header.replace(name, "")
+
+
+def test_an_incident_lists_a_taskmanager_once_in_the_spelling_of_its_logs() -> None:
+    from detectors.correlation import Correlator
+    from sinks.slack.message import render_incident
+
+    label, logged = "localhost:38251_0bfbad", "localhost:38251-0bfbad"
+    heap = alert().model_copy(update={"tm_id": label, "entity": "tm:localhost_38251_0bfbad"})
+    lost = alert(alert_id="lost", detector="tm_lost").model_copy(
+        update={"tm_id": logged, "entity": "tm:localhost_38251_0bfbad"}
+    )
+    correlator = Correlator()
+    correlator.observe(heap)
+    view = correlator.observe(lost)
+    _, blocks = render_incident(view, lost, cluster="prod", runbook_url=None, mention=None)
+    (tms,) = [
+        f["text"] for b in blocks for f in b.get("fields") or () if "*TaskManagers*" in f["text"]
+    ]
+    assert tms == f"*TaskManagers*\n`{logged}`"
