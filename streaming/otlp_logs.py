@@ -51,6 +51,56 @@ def _severity(number: Column) -> Column:
     return expr.when(n >= 1, F.lit("TRACE"))
 
 
+def _request_items(req: Column) -> Column:
+    """A parsed request's log records, each its JSON text with its resource's and scope's names."""
+
+    def item(r: Column, s: Column, lr: Column) -> Column:
+        res = r["resource"]["attributes"]
+        return F.struct(
+            lr.alias("text"),
+            s["scope"]["name"].alias("logger"),
+            _attr(res, "host.name").alias("host"),
+            _attr(res, "k8s.pod.name").alias("pod"),
+            _attr(res, "log.file.path").alias("path"),
+        )
+
+    # flatten() of a list holding a null list is null: drop the null lists first.
+    return F.flatten(
+        F.filter(
+            F.transform(
+                req["resourceLogs"],
+                lambda r: F.flatten(
+                    F.filter(
+                        F.transform(
+                            r["scopeLogs"],
+                            lambda s: F.transform(s["logRecords"], lambda lr: item(r, s, lr)),
+                        ),
+                        lambda a: a.isNotNull(),
+                    )
+                ),
+            ),
+            lambda a: a.isNotNull(),
+        )
+    )
+
+
+def _record(item: Column, lr: Column) -> Column:
+    """What the log parser reads of one log record (``_o``): ``lr`` parsed, ``item`` its names."""
+    stamp = lr["timeUnixNano"]
+    return F.struct(
+        lr["body"]["stringValue"].alias("line"),
+        # 0 (or no value) means the source gave no time: the collector's then counts.
+        F.when(stamp.try_cast(LongType()) > 0, stamp)
+        .otherwise(lr["observedTimeUnixNano"])
+        .alias("ts"),
+        F.coalesce(lr["severityText"], _severity(lr["severityNumber"])).alias("level"),
+        item["logger"].alias("logger"),
+        item["host"].alias("host"),
+        item["pod"].alias("pod"),
+        F.coalesce(_attr(lr["attributes"], "log.file.path"), item["path"]).alias("path"),
+    )
+
+
 def otlp_exploded(
     records: DataFrame, max_request_chars: int, max_records: int = MAX_OTLP_LOG_RECORDS
 ) -> DataFrame:
@@ -79,35 +129,7 @@ def otlp_exploded(
         F.from_json(F.when(is_otlp & ~too_long, value), _OTLP_LOGS_SCHEMA, JSON_OPTS).alias("_req"),
     )
     req = F.col("_req")
-
-    def item(r: Column, s: Column, lr: Column) -> Column:
-        res = r["resource"]["attributes"]
-        return F.struct(
-            lr.alias("text"),
-            s["scope"]["name"].alias("logger"),
-            _attr(res, "host.name").alias("host"),
-            _attr(res, "k8s.pod.name").alias("pod"),
-            _attr(res, "log.file.path").alias("path"),
-        )
-
-    # flatten() of a list holding a null list is null: drop the null lists first.
-    items = F.flatten(
-        F.filter(
-            F.transform(
-                req["resourceLogs"],
-                lambda r: F.flatten(
-                    F.filter(
-                        F.transform(
-                            r["scopeLogs"],
-                            lambda s: F.transform(s["logRecords"], lambda lr: item(r, s, lr)),
-                        ),
-                        lambda a: a.isNotNull(),
-                    )
-                ),
-            ),
-            lambda a: a.isNotNull(),
-        )
-    )
+    items = _request_items(req)
     others = [c for c in records.columns if c != "value"]
     # Every per-request column is made before the explode, each in a projection of its own:
     # an expression in the generator's own select runs after it, once per row.
@@ -147,21 +169,5 @@ def otlp_exploded(
         r,
         F.from_json(r["text"], _OTLP_RECORD_SCHEMA, JSON_OPTS).alias("_lr"),
     )
-    lr = F.col("_lr")
-    stamp = lr["timeUnixNano"]
-    o = F.when(
-        r.isNotNull(),
-        F.struct(
-            lr["body"]["stringValue"].alias("line"),
-            # 0 (or no value) means the source gave no time: the collector's then counts.
-            F.when(stamp.try_cast(LongType()) > 0, stamp)
-            .otherwise(lr["observedTimeUnixNano"])
-            .alias("ts"),
-            F.coalesce(lr["severityText"], _severity(lr["severityNumber"])).alias("level"),
-            r["logger"].alias("logger"),
-            r["host"].alias("host"),
-            r["pod"].alias("pod"),
-            F.coalesce(_attr(lr["attributes"], "log.file.path"), r["path"]).alias("path"),
-        ),
-    )
+    o = F.when(r.isNotNull(), _record(r, F.col("_lr")))
     return df.select(*records.columns, "_is_otlp", "_otlp_bad", "_otlp_n", "_seq", o.alias("_o"))
