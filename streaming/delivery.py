@@ -46,7 +46,7 @@ from streaming.bus import bus_records
 from streaming.checkpoints import CheckpointDir
 from streaming.rows import DetectorFailure, EntityCount, Refused, Signal, SignalGone, read
 from streaming.runner import STATE
-from streaming.schemas import DEAD_LETTER_SCHEMA
+from streaming.schemas import DEAD_LETTER_FIELDS, DEAD_LETTER_SCHEMA
 
 log = logging.getLogger(__name__)
 
@@ -524,7 +524,7 @@ class ParseBatch:
             if dead:
                 rows = (
                     batch.where(F.col("error").isNotNull())
-                    .select("topic", "partition", "offset", "kafka_ts", "error", "detail", "raw")
+                    .select(*DEAD_LETTER_FIELDS)
                     .toLocalIterator()
                 )
                 write_dead_letters(self.dead_letters, batch_id, rows)

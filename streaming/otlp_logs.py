@@ -16,21 +16,24 @@ from streaming.schemas import JSON_OPTS
 
 #: At most this many log records of one OTLP request become events; the rest are one
 #: ``otlp_record_cap`` dead letter (a request is at most ``parsing.max_record_bytes`` anyway).
-MAX_OTLP_LOG_RECORDS = 1000
+#: Above the Collector's default batch (8,192 records): a request costs what its records do.
+MAX_OTLP_LOG_RECORDS = 10_000
 
 
 # OTLP/JSON attributes: `[{"key": .., "value": {"stringValue": ..}}]`.
 _OTLP_ATTRS = "array<struct<key: string, value: struct<stringValue: string>>>"
 # The OpenTelemetry Collector's `kafka` exporter with `encoding: otlp_json`: one
-# ExportLogsServiceRequest per record. 64-bit integers are JSON strings in OTLP/JSON.
-_OTLP_RECORD = (
-    "struct<timeUnixNano: string, observedTimeUnixNano: string, severityText: string, "
-    f"severityNumber: string, body: struct<stringValue: string>, attributes: {_OTLP_ATTRS}>"
-)
+# ExportLogsServiceRequest per record. Each log record is read as its JSON text (Spark's
+# reader hands an object to a string field as its text) and parsed on its own row.
 _OTLP_LOGS_SCHEMA = (
     f"resourceLogs array<struct<resource: struct<attributes: {_OTLP_ATTRS}>, "
-    f"scopeLogs: array<struct<scope: struct<name: string>, logRecords: array<{_OTLP_RECORD}>>>>>, "
+    "scopeLogs: array<struct<scope: struct<name: string>, logRecords: array<string>>>>>, "
     "_corrupt string"
+)
+# One log record. 64-bit integers are JSON strings in OTLP/JSON.
+_OTLP_RECORD_SCHEMA = (
+    "timeUnixNano string, observedTimeUnixNano string, severityText string, "
+    f"severityNumber string, body struct<stringValue: string>, attributes {_OTLP_ATTRS}"
 )
 
 
@@ -48,44 +51,21 @@ def _severity(number: Column) -> Column:
     return expr.when(n >= 1, F.lit("TRACE"))
 
 
-def otlp_exploded(records: DataFrame) -> DataFrame:
-    """Records with one row per log record of an OTLP/JSON request (``_o``), others as they are.
-
-    The test on the record's first characters keeps the other shapes from paying for the
-    request's schema; a record of another shape gets ``_o`` null and ``_seq`` null.
-    """
-    value = F.col("value")
-    # The regex runs on the first characters only: a long record does not pay for its length.
-    # As the exporter writes it: compact, the request's one key first.
-    is_otlp = value.startswith('{"resourceLogs":')
-    # One projection before the generator (each copies the record).
-    df = records.select(
-        "*",
-        is_otlp.alias("_is_otlp"),
-        F.from_json(F.when(is_otlp, value), _OTLP_LOGS_SCHEMA, JSON_OPTS).alias("_req"),
-    )
-    req = F.col("_req")
+def _request_items(req: Column) -> Column:
+    """A parsed request's log records, each its JSON text with its resource's and scope's names."""
 
     def item(r: Column, s: Column, lr: Column) -> Column:
         res = r["resource"]["attributes"]
-        stamp = lr["timeUnixNano"]
         return F.struct(
-            lr["body"]["stringValue"].alias("line"),
-            # 0 (or no value) means the source gave no time: the collector's then counts.
-            F.when(stamp.try_cast(LongType()) > 0, stamp)
-            .otherwise(lr["observedTimeUnixNano"])
-            .alias("ts"),
-            F.coalesce(lr["severityText"], _severity(lr["severityNumber"])).alias("level"),
+            lr.alias("text"),
             s["scope"]["name"].alias("logger"),
             _attr(res, "host.name").alias("host"),
             _attr(res, "k8s.pod.name").alias("pod"),
-            F.coalesce(_attr(lr["attributes"], "log.file.path"), _attr(res, "log.file.path")).alias(
-                "path"
-            ),
+            _attr(res, "log.file.path").alias("path"),
         )
 
     # flatten() of a list holding a null list is null: drop the null lists first.
-    items = F.flatten(
+    return F.flatten(
         F.filter(
             F.transform(
                 req["resourceLogs"],
@@ -102,12 +82,92 @@ def otlp_exploded(records: DataFrame) -> DataFrame:
             lambda a: a.isNotNull(),
         )
     )
-    items = F.when(req["_corrupt"].isNull(), items)
-    # One element past the cap is kept: it stands for the rest (an `otlp_record_cap` dead letter).
-    return df.select(
+
+
+def _record(item: Column, lr: Column) -> Column:
+    """What the log parser reads of one log record (``_o``): ``lr`` parsed, ``item`` its names."""
+    stamp = lr["timeUnixNano"]
+    return F.struct(
+        lr["body"]["stringValue"].alias("line"),
+        # 0 (or no value) means the source gave no time: the collector's then counts.
+        F.when(stamp.try_cast(LongType()) > 0, stamp)
+        .otherwise(lr["observedTimeUnixNano"])
+        .alias("ts"),
+        F.coalesce(lr["severityText"], _severity(lr["severityNumber"])).alias("level"),
+        item["logger"].alias("logger"),
+        item["host"].alias("host"),
+        item["pod"].alias("pod"),
+        F.coalesce(_attr(lr["attributes"], "log.file.path"), item["path"]).alias("path"),
+    )
+
+
+def otlp_exploded(
+    records: DataFrame, max_request_chars: int, max_records: int = MAX_OTLP_LOG_RECORDS
+) -> DataFrame:
+    """Records with one row per log record of an OTLP/JSON request (``_o``), others as they are.
+
+    A row of a request costs what its own log record does: its ``value`` is that record's
+    JSON text, and nothing of the whole request is carried past the explode or computed
+    after it (either is paid once per log record, so a request's cost grew with the square
+    of its records). A request that makes no row of its own records (unreadable, longer
+    than ``max_request_chars``, or holding none) stays one row with its text. Of a
+    request's records, the first ``max_records`` get rows, and one more stands for the
+    rest (an ``otlp_record_cap`` dead letter). The test on the record's first characters
+    keeps the other shapes from paying for the request's schema; a record of another shape
+    gets ``_o`` null and ``_seq`` null.
+    """
+    value = F.col("value")
+    # The regex runs on the first characters only: a long record does not pay for its length.
+    # As the exporter writes it: compact, the request's one key first.
+    is_otlp = value.startswith('{"resourceLogs":')
+    # A request past the bound is not read: it is one too_large dead letter, as any record.
+    # (Its byte length is known without reading it; see parsing.longer_than.)
+    too_long = (F.octet_length(value) > max_request_chars) & (F.length(value) > max_request_chars)
+    df = records.select(
+        "*",
+        is_otlp.alias("_is_otlp"),
+        F.from_json(F.when(is_otlp & ~too_long, value), _OTLP_LOGS_SCHEMA, JSON_OPTS).alias("_req"),
+    )
+    req = F.col("_req")
+    items = _request_items(req)
+    others = [c for c in records.columns if c != "value"]
+    # Every per-request column is made before the explode, each in a projection of its own:
+    # an expression in the generator's own select runs after it, once per row.
+    df = df.select(
         *records.columns,
         "_is_otlp",
         req["_corrupt"].isNotNull().alias("_otlp_bad"),
-        F.size(items).alias("_otlp_n"),
-        F.posexplode_outer(F.slice(items, 1, MAX_OTLP_LOG_RECORDS + 1)).alias("_seq", "_o"),
+        F.when(req["_corrupt"].isNull(), items).alias("_items"),
     )
+    n = F.size(F.col("_items"))
+    df = df.select(
+        *others,
+        F.when(n > 0, F.lit(None)).otherwise(value).alias("value"),
+        "_is_otlp",
+        "_otlp_bad",
+        n.alias("_otlp_n"),
+        # One element past the cap is kept: it stands for the rest (an `otlp_record_cap`
+        # dead letter).
+        F.slice(F.col("_items"), 1, max_records + 1).alias("_items"),
+    )
+    df = df.select(
+        *others,
+        "value",
+        "_is_otlp",
+        "_otlp_bad",
+        "_otlp_n",
+        F.posexplode_outer("_items").alias("_seq", "_r"),
+    )
+    r = F.col("_r")
+    df = df.select(
+        *others,
+        F.coalesce(value, r["text"]).alias("value"),
+        "_is_otlp",
+        "_otlp_bad",
+        "_otlp_n",
+        "_seq",
+        r,
+        F.from_json(r["text"], _OTLP_RECORD_SCHEMA, JSON_OPTS).alias("_lr"),
+    )
+    o = F.when(r.isNotNull(), _record(r, F.col("_lr")))
+    return df.select(*records.columns, "_is_otlp", "_otlp_bad", "_otlp_n", "_seq", o.alias("_o"))

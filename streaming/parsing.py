@@ -92,6 +92,8 @@ class ParseLimits:
         max_message_chars: Messages are cut to this length in the output.
         max_points_per_record: Samples read from one metric record holding many; those
             past it are dropped, counted as one dead letter (``too_many_points``).
+        max_otlp_log_records: Log records read from one OTLP request; those past it are
+            dropped, counted as one dead letter (``otlp_record_cap``).
     """
 
     max_record_bytes: int = 1_048_576
@@ -100,6 +102,7 @@ class ParseLimits:
     max_event_ms: int = 4_102_444_800_000  # 2100-01-01
     max_message_chars: int = 2000
     max_points_per_record: int = 10_000
+    max_otlp_log_records: int = MAX_OTLP_LOG_RECORDS
 
 
 J = r"([0-9a-f]{32})"  # a Flink JobID
@@ -667,7 +670,7 @@ def parse_logs(
         request makes one row per log record, numbered by ``seq``), plus ``shape``.
     """
     lim = limits or ParseLimits()
-    df = otlp_exploded(records)
+    df = otlp_exploded(records, lim.max_record_bytes, lim.max_otlp_log_records)
     df = _unwrapped(df, lim, shapes=shapes)
     df = _headed(df, lim, fallback_time="fallback_time" in records.columns)
     return _event_columns(df, lim, shapes=shapes)
@@ -984,7 +987,7 @@ def _headed(df: DataFrame, lim: ParseLimits, *, fallback_time: bool) -> DataFram
         .when(F.col("_not_log") == "otlp_protobuf", F.lit("otlp_protobuf"))
         .when(F.col("_not_log").isNotNull(), F.lit("metric_on_log_topic"))
         .when(otlp & F.col("_otlp_bad"), F.lit("invalid_json"))
-        .when(otlp & (F.col("seq") >= MAX_OTLP_LOG_RECORDS), F.lit("otlp_record_cap"))
+        .when(otlp & (F.col("seq") >= lim.max_otlp_log_records), F.lit("otlp_record_cap"))
         .when(F.col("_otlp_blank"), F.lit("envelope_without_line"))
         .when(F.col("_is_json") & F.col("_e_corrupt").isNotNull(), F.lit("invalid_json"))
         .when(
@@ -1139,8 +1142,8 @@ def _event_columns(df: DataFrame, lim: ParseLimits, *, shapes: bool) -> DataFram
         F.col("error") == "otlp_record_cap",
         F.format_string(
             "%d log records beyond the first %d",
-            F.col("_otlp_n") - MAX_OTLP_LOG_RECORDS,
-            F.lit(MAX_OTLP_LOG_RECORDS),
+            F.col("_otlp_n") - lim.max_otlp_log_records,
+            F.lit(lim.max_otlp_log_records),
         ),
     ).otherwise(prefix(F.col("_e_corrupt"), 200))
     return df.select(

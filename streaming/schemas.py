@@ -108,6 +108,8 @@ DEAD_LETTER_SCHEMA = StructType(
         StructField("topic", StringType()),
         StructField("partition", IntegerType()),
         StructField("offset", LongType()),
+        # Which event of the record (a log record of an OTLP request, a metric sample).
+        StructField("seq", IntegerType()),
         StructField("kafka_ts", StringType()),
         StructField("error", StringType()),
         StructField("detail", StringType()),
