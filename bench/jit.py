@@ -56,7 +56,11 @@ def run(args: argparse.Namespace) -> Path:
     out = WORK / args.name
     out.mkdir(parents=True, exist_ok=True)
     prefix = re.sub(r"[^a-z0-9]", "", args.name.lower()) or "jit"
-    broker = Broker([f"{prefix}.logs", f"{prefix}.metrics"], 2).start()
+    broker = Broker([f"{prefix}.logs", f"{prefix}.metrics"], 2)
+    # A broker directory per run, so that runs side by side (one setting each, measured
+    # in the same minutes) do not stop each other's.
+    broker.env["FLINKWATCH_KAFKA_DIR"] = str(out / "kafka")
+    broker.start()
     proc = prod = None
     try:
         per_job = _records_per_job_per_s(4)
