@@ -207,8 +207,9 @@ class Quiet:
 
     Each report says when its batch started, how long it ran and how many rows it read
     (in real-time mode one report per ``spark.realtime_batch_s``): the quiet runs from the
-    end of the last batch that read rows (or the first batch's start) to the end of the
-    newest, on Spark's own stamps. A new query starts a new one.
+    end of the last batch that read rows, or of the first (its start-up, a minute on a
+    starved machine, is not quiet), to the end of the newest, on Spark's own stamps. A new
+    query starts a new one.
     """
 
     #: When the quiet began (epoch ms), ``None`` before the first report.
@@ -226,7 +227,7 @@ class Quiet:
             self.read = True
             self.since_ms = end if self.since_ms is None else max(self.since_ms, end)
         elif self.since_ms is None:
-            self.since_ms = start
+            self.since_ms = end
         self.newest_ms = end if self.newest_ms is None else max(self.newest_ms, end)
 
     @property
