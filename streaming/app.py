@@ -39,14 +39,14 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
-from conf import AppConfig
+from conf import AppConfig, SparkConfig
 from conf.kafka_client import kafka_settings
 from conf.running import RunningConfig
 from detectors.model import EVENT_KINDS
 from sinks import DeadLetterFileSink
 from streaming import catchup, checkpoints, placement
 from streaming.bus import active_detectors, bus_records, detect_input
-from streaming.catchup import ParsePlan
+from streaming.catchup import ParsePlan, Quiet, Switch
 from streaming.checkpoints import CheckpointDir
 from streaming.delivery import (
     PARSE_COUNTS,
@@ -56,6 +56,7 @@ from streaming.delivery import (
     ParseBatch,
     PipelineStats,
 )
+from streaming.listener import PARSE_QUERY
 from streaming.metric_parsing import parse_metrics
 from streaming.parsing import DEAD_LETTER_REASONS, ParseLimits, parse_logs
 from streaming.placement import Placement
@@ -188,18 +189,16 @@ class Pipeline:
             return self.trigger
         return {"processingTime": f"{int(self.cfg.spark.trigger_interval_s * 1000)} milliseconds"}
 
-    @property
-    def catching_up(self) -> bool:
-        """True while the parse query runs micro-batches before switching to real time."""
-        return self.path.catching_up(self)
+    def parse_switch(self, ask_brokers: bool) -> Switch | None:
+        """The mode the parse query is to switch to now, if another (:func:`catchup.decide`).
 
-    def caught_up(self) -> bool:
-        """True when the catching-up parse query has reached the raw topics' ends.
+        ``ask_brokers``: whether a catching-up query may ask the brokers how far behind it
+        is (a round trip, so not at every look).
 
         Raises:
             KafkaConnectError: the brokers cannot be reached.
         """
-        return self.path.caught_up(self)
+        return self.path.parse_switch(self, ask_brokers)
 
     @property
     def parse_held(self) -> bool:
@@ -258,12 +257,16 @@ class Pipeline:
             retain_bytes=int(out.deadletters_retain_mb * 2**20),
         )
 
-    def start_parse(self) -> StreamingQuery:
-        """Start the parse query (from its checkpoint, if any)."""
+    def start_parse(self, idle: bool = False) -> StreamingQuery:
+        """Start the parse query (from its checkpoint, if any).
+
+        ``idle``: the raw topics were idle, micro-batches stand in for real time
+        (:mod:`streaming.catchup`).
+        """
         checkpoints.use_file_manager(self.spark, str(self.checkpoint_dir))
         # Set here, not only at session start, so a reloaded log_timezone applies.
         self.spark.conf.set("spark.sql.session.timeZone", self.cfg.parsing.log_timezone)
-        return self.path.start_parse(self)
+        return self.path.start_parse(self, idle)
 
     def start_detect(self) -> StreamingQuery:
         """Start the detect query (from its checkpoint, if any)."""
@@ -403,8 +406,8 @@ class BusPath(Protocol):
     live: bool
     detect_query: str
 
-    def start_parse(self, p: Pipeline) -> StreamingQuery:
-        """Start the parse query writing the bus."""
+    def start_parse(self, p: Pipeline, idle: bool) -> StreamingQuery:
+        """Start the parse query writing the bus (``idle``: micro-batches for real time)."""
 
     def read(self, p: Pipeline) -> DataFrame:
         """The bus as the detect query reads it (``key``, ``value``, and ``bus_ts`` if live)."""
@@ -416,11 +419,8 @@ class BusPath(Protocol):
     def parse_held(self) -> bool:
         """True while the parse query waits for the detect query to read the whole bus."""
 
-    def catching_up(self, p: Pipeline) -> bool:
-        """True while the parse query runs micro-batches before switching to real time."""
-
-    def caught_up(self, p: Pipeline) -> bool:
-        """True when the catching-up parse query has reached the raw topics' ends."""
+    def parse_switch(self, p: Pipeline, ask_brokers: bool) -> Switch | None:
+        """The mode the parse query is to switch to now, if another."""
 
     def bus_drained(self, p: Pipeline) -> bool:
         """True when the detect query has committed every record the bus holds."""
@@ -438,21 +438,21 @@ class BusPath(Protocol):
 class FilesPath:
     """The tests' layout: the parse query writes the bus as Parquet files (``hop_dir``).
 
-    It holds nothing back, never catches up, ticks nothing and counts its parse batches
-    in its ``foreachBatch`` (:class:`~streaming.delivery.ParseBatch`).
+    It holds nothing back, never switches the parse query's mode, ticks nothing and counts
+    its parse batches in its ``foreachBatch`` (:class:`~streaming.delivery.ParseBatch`).
     """
 
     live = False
     detect_query = "detect"
     parse_held = False
 
-    def start_parse(self, p: Pipeline) -> StreamingQuery:  # noqa: D102
+    def start_parse(self, p: Pipeline, idle: bool) -> StreamingQuery:  # noqa: D102
         if p.logs is None or p.metrics is None:
             msg = "the files bus reads from logs and metrics"
             raise ValueError(msg)
         return (
             parsed_events(p.logs(), p.metrics(), p.cfg)
-            .writeStream.queryName("flinkwatch-parse")
+            .writeStream.queryName(PARSE_QUERY)
             .foreachBatch(ParseBatch(p.cfg, p.hop_dir, p.dead_letter_sink(), p.stats))
             .option("checkpointLocation", str(p.checkpoint_dir / "parse"))
             .trigger(**p.trigger_options())
@@ -471,11 +471,8 @@ class FilesPath:
     def starters(self, p: Pipeline) -> list[Callable[[], StreamingQuery]]:  # noqa: D102
         return [p.start_parse, p.start_detect]
 
-    def catching_up(self, p: Pipeline) -> bool:  # noqa: D102
-        return False
-
-    def caught_up(self, p: Pipeline) -> bool:  # noqa: D102
-        return False
+    def parse_switch(self, p: Pipeline, ask_brokers: bool) -> Switch | None:  # noqa: D102
+        return None
 
     def bus_drained(self, p: Pipeline) -> bool:  # noqa: D102
         return True
@@ -502,16 +499,21 @@ class KafkaPath:
     detect_query: ClassVar[str] = "detect-kafka"
     #: How the running parse query was started.
     parse_plan: ParsePlan | None = None
+    #: How long the running parse query has read nothing, from its progress.
+    quiet: Quiet = field(default_factory=Quiet)
     #: How the parse query places records on the bus, decided at each start.
     placement: Placement | None = None
     #: Writes ticks to the event bus (see :mod:`streaming.ticks`).
     ticker: Ticker | None = None
 
-    def start_parse(self, p: Pipeline) -> StreamingQuery:  # noqa: D102
+    def start_parse(self, p: Pipeline, idle: bool) -> StreamingQuery:  # noqa: D102
         k = p.cfg.kafka
+        before = self.parse_plan
         plan = self.parse_plan = catchup.plan(
-            p.cfg, p.checkpoint_dir, realtime=self.realtime_wanted(p)
+            p.cfg, p.checkpoint_dir, realtime=self.realtime_wanted(p), idle=idle
         )
+        self.quiet = Quiet()
+        _say_switch(before, plan, p.cfg.spark)
         rt = plan.mode == "realtime"
         if not (plan.checkpoint / "commits").exists():
             # A fresh checkpoint numbers its batches from 0 again.
@@ -534,7 +536,7 @@ class KafkaPath:
             raise RuntimeError(msg)
         writer = (
             bus_records(events, p.cfg, dead_letters=True, partitions=placed.partitions)
-            .writeStream.queryName("flinkwatch-parse")
+            .writeStream.queryName(PARSE_QUERY)
             .format("kafka")
             .options(**kafka_settings(k).spark(reader=False))
             .outputMode("update")
@@ -572,9 +574,17 @@ class KafkaPath:
         """True when the parse query is to run in real-time mode once caught up."""
         return p.trigger is None and p.cfg.spark.parse_mode == "realtime"
 
-    def catching_up(self, p: Pipeline) -> bool:  # noqa: D102
+    def parse_switch(self, p: Pipeline, ask_brokers: bool) -> Switch | None:
+        """The mode the parse query is to switch to now, if another (:func:`catchup.decide`).
+
+        Raises:
+            KafkaConnectError: the brokers cannot be reached.
+        """
         plan = self.parse_plan
-        return self.realtime_wanted(p) and plan is not None and plan.catching_up
+        if plan is None or not self.realtime_wanted(p):
+            return None
+        ask = (lambda: self.caught_up(p)) if ask_brokers else None
+        return catchup.decide(plan, self.quiet, p.cfg.spark.idle_after_s, ask)
 
     def caught_up(self, p: Pipeline) -> bool:
         """True when the catching-up parse query has reached the raw topics' ends.
@@ -623,7 +633,7 @@ class KafkaPath:
         """Give the ticker the parse query's progress (``spark.tick_interval_s``)."""
         if not p.cfg.spark.tick_interval_s:
             return
-        parse = next((q for q in queries if q.name == "flinkwatch-parse"), None)
+        parse = next((q for q in queries if q.name == PARSE_QUERY), None)
         if parse is None:
             return
         if self.ticker is None:
@@ -641,7 +651,7 @@ class KafkaPath:
         second, and each batch is counted once whatever overlaps.
         """
         for q in queries:
-            if q.name != "flinkwatch-parse":
+            if q.name != PARSE_QUERY:
                 continue
             last = q.lastProgress
             done = p.stats.counted.get(self.count_key, -1)
@@ -650,7 +660,10 @@ class KafkaPath:
             # The whole list (parsed from JSON, up to 100 reports) only when a batch was
             # missed between two looks.
             for progress in [last] if last.batchId == done + 1 else q.recentProgress:
+                if progress.batchId <= done:
+                    continue
                 p.stats.count_observed(self.count_key, progress.batchId, progress.observedMetrics)
+                self.quiet.add(progress)
 
     @property
     def count_key(self) -> str:
@@ -664,6 +677,20 @@ class KafkaPath:
         """Close the ticker's producer, if it made one."""
         if self.ticker is not None:
             self.ticker.close()
+
+
+def _say_switch(before: ParsePlan | None, now: ParsePlan, spark: SparkConfig) -> None:
+    """One line for people when the parse query goes idle, or back to real time."""
+    if now.idle:
+        log.info(
+            "parse: no records for %g s, idling in %g s micro-batches",
+            spark.idle_after_s,
+            spark.trigger_interval_s,
+        )
+    elif now.mode == "realtime" and before is not None and before.idle:
+        log.info("parse: records again, back to real-time mode")
+    elif now.mode == "realtime" and before is not None and before.catching_up:
+        log.info("parse: caught up, parsing in real time")
 
 
 def _kafka_ticker(cfg: AppConfig) -> Ticker:

@@ -25,6 +25,8 @@ log = logging.getLogger("flinkwatch.progress")
 
 #: The query whose progress says the job is alive: it feeds the detectors and the sinks.
 DETECT_QUERY = "flinkwatch-detect"
+#: The query that parses the raw topics onto the event bus.
+PARSE_QUERY = "flinkwatch-parse"
 
 
 class _ProgressAsJson(JStreamingQueryListener):

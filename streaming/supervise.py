@@ -3,7 +3,8 @@
 :func:`run_forever` starts the queries of a :class:`~streaming.app.Pipeline` (through
 :class:`Supervised`, what it needs of one), watches them, and restarts them on their
 checkpoints when one fails, when the config changes, or when they must run in another
-shape (the bus drained, parsing caught up, the entity cap switched). How long to wait
+shape (the bus drained, the entity cap switched); the parse query alone when it is to
+parse in another mode (caught up, idle raw topics, records again). How long to wait
 after a failure, and when to give up, is a pure policy (:func:`streaming.restarts.after_failure`).
 Stopping waits for the detect query's batch in flight, and keeps Spark's own noise about
 cancelled tasks out of the log.
@@ -22,8 +23,9 @@ from pyspark.sql.streaming import StreamingQuery
 from conf import AppConfig
 from conf.reload import ConfigWatcher
 from conf.running import RunningConfig
+from streaming.catchup import Switch
 from streaming.delivery import PipelineStats
-from streaming.listener import DETECT_QUERY
+from streaming.listener import DETECT_QUERY, PARSE_QUERY
 from streaming.restarts import Restart, Streak, after_failure
 
 log = logging.getLogger(__name__)
@@ -52,12 +54,11 @@ class Supervised(Protocol):
     def parse_held(self) -> bool:
         """True while the parse query waits for the detect query to read the whole bus."""
 
-    @property
-    def catching_up(self) -> bool:
-        """True while the parse query runs micro-batches before switching to real time."""
-
     def start(self) -> Sequence[StreamingQuery]:
         """Start every query."""
+
+    def start_parse(self, idle: bool = False) -> StreamingQuery:
+        """Start the parse query alone (``idle``: in micro-batches for idle raw topics)."""
 
     def running(self) -> list[StreamingQuery]:
         """The queries running now (some may have started before a start failed)."""
@@ -71,8 +72,11 @@ class Supervised(Protocol):
     def bus_drained(self) -> bool:
         """True when the detect query has committed every record the bus holds."""
 
-    def caught_up(self) -> bool:
-        """True when the catching-up parse query has reached the raw topics' ends."""
+    def parse_switch(self, ask_brokers: bool) -> Switch | None:
+        """The mode the parse query is to switch to now, if another.
+
+        ``ask_brokers``: whether a catching-up query may ask how far behind it is.
+        """
 
     def admission(self) -> bool:
         """Whether the entity cap switched (the queries restart to apply it)."""
@@ -203,8 +207,9 @@ def _watch(
 
     Returns:
         The failed query, the new config, and whether the queries are to be restarted in
-        another shape (the bus drained, parsing caught up, the entity cap switched); all
-        empty when asked to stop.
+        another shape (the bus drained, the entity cap switched, a parse query that could
+        not start in its new mode); all empty when asked to stop. A parse query switching
+        modes is restarted here, alone, in ``queries``.
     """
     next_poll = time.monotonic() + pipeline.cfg.reload_interval_s
     next_catchup = time.monotonic() + _CATCHUP_CHECK_S
@@ -220,13 +225,14 @@ def _watch(
             if _drained(pipeline):
                 log.info("bus: the detect query has read the bus; starting the parse query")
                 return None, None, True
-        if time.monotonic() >= next_catchup:
+        ask = time.monotonic() >= next_catchup
+        if ask:
             next_catchup = time.monotonic() + _CATCHUP_CHECK_S
-            if pipeline.catching_up and _caught_up(pipeline):
-                log.info("parse: caught up; restarting the queries to parse in real time")
-                return None, None, True
-            if pipeline.admission():
-                return None, None, True
+        switch = _parse_switch(pipeline, ask)
+        if switch is not None and not _restart_parse(pipeline, queries, switch):
+            return None, None, True
+        if ask and pipeline.admission():
+            return None, None, True
         forced = reload_requested is not None and reload_requested.is_set()
         if watcher is not None and (forced or time.monotonic() >= next_poll):
             if reload_requested is not None:
@@ -277,19 +283,39 @@ def _say_full(pipeline: Supervised, what: str, why: str, wait: float) -> None:
     )
 
 
-#: How often a catching-up parse query is checked for having caught up (seconds).
+#: How often a catching-up parse query asks the brokers whether it has caught up, and the
+#: entity cap is looked at (seconds).
 _CATCHUP_CHECK_S = 10.0
 #: How often a held parse query checks whether the detect query has read the bus
 #: (seconds): detection of new records waits for it.
 _DRAIN_CHECK_S = 1.0
 
 
-def _caught_up(pipeline: Supervised) -> bool:
+def _parse_switch(pipeline: Supervised, ask_brokers: bool) -> Switch | None:
     try:
-        return pipeline.caught_up()
+        return pipeline.parse_switch(ask_brokers)
     except Exception as exc:  # Kafka unreachable for a moment: ask again later
         log.warning("parse: cannot tell whether the catch-up is done: %s", exc)
+        return None
+
+
+def _restart_parse(pipeline: Supervised, queries: list[StreamingQuery], switch: Switch) -> bool:
+    """Restart the parse query alone in its new mode, in ``queries``; False if it cannot start.
+
+    The detect and dead-letter queries read the bus and go on: a switch costs them
+    nothing. The new query starts where the old one's last committed batch ended
+    (:mod:`streaming.catchup`).
+    """
+    old = next((q for q in queries if q.name == PARSE_QUERY), None)
+    if old is not None:
+        _stop_quietly([old])
+        queries.remove(old)
+    try:
+        queries.insert(0, pipeline.start_parse(idle=switch == "idle"))
+    except Exception:
+        log.exception("parse: starting it in its new mode failed; restarting the queries")
         return False
+    return True
 
 
 def _drained(pipeline: Supervised) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import re
 import threading
 from collections.abc import Iterator
@@ -14,7 +15,7 @@ import pytest
 from conf import AppConfig, KafkaConfig, OutputConfig, SparkConfig
 from conf.running import RunningConfig
 from sinks import AlertLedger, JsonLinesAlertSink
-from streaming.app import Pipeline
+from streaming.app import KafkaPath, Pipeline
 from streaming.delivery import Outputs
 from streaming.supervise import run_forever
 from streaming.topics import ensure_bus_topics
@@ -304,6 +305,64 @@ def test_a_backlog_is_caught_up_in_micro_batches_then_parsed_in_real_time(
     assert sorted(a["job_id"] for a in alerts) == sorted(jobs)
     assert all(a["evidence"]["expired_checkpoints"] == [1, 2, 3] for a in alerts)
     assert p.stats.kinds["checkpoint_expired"] == 12
+
+
+def test_idle_raw_topics_are_parsed_in_micro_batches_and_a_record_brings_real_time_back(
+    spark, kafka, tmp_path, caplog
+) -> None:
+    """Issue #34: an idle real-time parse query costs ~0.15 cores; micro-batches finding
+    nothing run no batch at all. The switch starts the other mode at the last committed
+    offsets: the record that ends the quiet is parsed and pages, once.
+    """
+    cfg = config(kafka, "e2eidlep", tmp_path / "state")
+    sp = cfg.spark.model_copy(update={"parse_mode": "realtime", "idle_after_s": 1})
+    cfg = cfg.model_copy(update={"spark": sp})
+    kafka.create_topics(cfg.kafka.logs_topic, cfg.kafka.metrics_topic)
+    p = pipeline(spark, cfg, {})
+    p.trigger = None
+    path = p.path
+    assert isinstance(path, KafkaPath)
+    ckpt = cfg.output.checkpoint_dir
+
+    def said(line: str) -> bool:
+        return any(r.getMessage() == line for r in caplog.records)
+
+    def batches(mode: str) -> int:
+        commits = ckpt / f"parse-{mode}" / "commits"
+        return sum(1 for f in commits.iterdir() if f.name.isdigit()) if commits.is_dir() else 0
+
+    with caplog.at_level(logging.INFO, logger="streaming.app"), running(p) as result:
+        wait_until(lambda: len(spark.streams.active) == 3, what="three queries")
+        assert path.parse_plan is not None and path.parse_plan.mode == "realtime"
+        # Its first real-time batch reads nothing: past idle_after_s, micro-batches.
+        wait_until(
+            lambda: path.parse_plan is not None and path.parse_plan.idle,
+            timeout=180,
+            what="the idle switch",
+        )
+        assert said("parse: no records for 1 s, idling in 0.5 s micro-batches")
+        wait_until(lambda: batches("microbatch") >= 1, what="the first micro-batch")
+        # Idle, the micro-batch query runs no batch while the driver looks 20 times.
+        ticker = path.ticker
+        assert ticker is not None
+        done, looks = batches("microbatch"), ticker.looks
+        wait_until(lambda: ticker.looks >= looks + 20, what="20 looks")
+        assert batches("microbatch") == done
+        kafka.produce(cfg.kafka.logs_topic, expired_cycle(JOB_A, 1, 3, 1), key=JOB_A.encode())
+        wait_until(
+            lambda: said("parse: records again, back to real-time mode"),
+            timeout=120,
+            what="the switch back to real time",
+        )
+        assert batches("microbatch") > done  # read by a micro-batch, then real time
+        wait_until(
+            lambda: read_alerts(cfg.output.alerts_path, "checkpoint_failures"),
+            timeout=120,
+            what="the alert for the record that ended the quiet",
+        )
+    assert result.get("rc") == 0
+    (alert,) = read_alerts(cfg.output.alerts_path, "checkpoint_failures")
+    assert alert["job_id"] == JOB_A and alert["evidence"]["expired_checkpoints"] == [1, 2, 3]
 
 
 # The issue #6 incidents run in a second fleet next to the first one (jobs 5-12: no id or

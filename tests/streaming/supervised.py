@@ -16,7 +16,7 @@ from streaming.delivery import PipelineStats
 
 
 class QuietPipeline:
-    """Counts nothing, holds nothing back, never catches up, ticks and switches nothing."""
+    """Counts nothing, holds nothing back, ticks nothing, never switches the parse query."""
 
     config: RunningConfig
     stats: PipelineStats | None = None
@@ -27,10 +27,6 @@ class QuietPipeline:
 
     @property
     def parse_held(self) -> bool:
-        return False
-
-    @property
-    def catching_up(self) -> bool:
         return False
 
     def running(self) -> list[Any]:
@@ -45,8 +41,8 @@ class QuietPipeline:
     def bus_drained(self) -> bool:
         return True
 
-    def caught_up(self) -> bool:
-        return False
+    def parse_switch(self, ask_brokers: bool) -> None:
+        return None
 
     def admission(self) -> bool:
         return False

@@ -32,13 +32,15 @@ def test_the_pipeline_reads_the_holder_it_was_given_at_each_use(tmp_path: Path) 
 def test_only_the_live_path_keeps_state_between_starts(tmp_path: Path) -> None:
     files = _pipeline(tmp_path, "files", RunningConfig(AppConfig()))
     assert isinstance(files.path, FilesPath)
-    # The tests' layout holds nothing back, never catches up and has read its bus.
-    assert (files.parse_held, files.catching_up, files.caught_up()) == (False, False, False)
+    # The tests' layout holds nothing back, never switches the parse query's mode and has
+    # read its bus.
+    assert (files.parse_held, files.parse_switch(ask_brokers=True)) == (False, None)
     assert files.bus_drained()
     live = _pipeline(tmp_path, "kafka", RunningConfig(AppConfig()))
     assert isinstance(live.path, KafkaPath)
     assert (live.path.parse_plan, live.path.placement, live.path.ticker) == (None, None, None)
-    assert not live.parse_held and not live.catching_up
+    # No parse query started: nothing to switch, and the brokers are not asked.
+    assert not live.parse_held and live.parse_switch(ask_brokers=True) is None
     assert live.path.realtime_wanted(live)  # spark.parse_mode: realtime, no pinned trigger
     live.trigger = {"availableNow": True}
     assert not live.path.realtime_wanted(live)

@@ -136,6 +136,70 @@ def test_a_held_parse_query_starts_once_the_detect_query_has_read_the_bus(
     assert not [m for m in said if "failed" in m]
 
 
+@dataclass
+class SwitchingPipeline(FakePipeline):
+    """Its parse query is to switch modes as ``switches`` says, one answer per look."""
+
+    switches: list[str | None | Exception] = field(default_factory=list)
+    parse_starts: list[bool] = field(default_factory=list)
+    start_fails: bool = False
+
+    def parse_switch(self, ask_brokers: bool) -> str | None:
+        answer = self.switches.pop(0) if self.switches else None
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    def start_parse(self, idle: bool = False) -> FakeQuery:
+        self.parse_starts.append(idle)
+        if self.start_fails:
+            raise RuntimeError("no broker")
+        query = FakeQuery("flinkwatch-parse", None)
+        self.queries = [query, *self.queries[1:]]
+        return query
+
+
+def test_a_parse_query_switching_modes_restarts_alone_the_others_run_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Kafka unreachable for a moment is asked again; it does not fail the queries.
+    p = SwitchingPipeline(
+        RunningConfig(cfg()), fail_after=[None], switches=[None, OSError("no broker"), "idle"]
+    )
+    first_parse: list[FakeQuery] = []
+
+    def should_stop() -> bool:
+        if not first_parse and p.queries:
+            first_parse.append(p.queries[0])
+        if p.parse_starts == [True]:
+            p.switches = ["realtime"]
+        return len(p.parse_starts) >= 2
+
+    with caplog.at_level(logging.WARNING, logger="streaming.supervise"):
+        assert run_forever(p, should_stop=should_stop) == 0  # type: ignore[arg-type]
+    assert p.starts == 1  # the detect query was never restarted
+    assert p.parse_starts == [True, False]  # idle micro-batches, then real time
+    assert first_parse[0].stopped
+    said = [r.getMessage() for r in caplog.records]
+    assert said == ["parse: cannot tell whether the catch-up is done: no broker"]
+
+
+def test_a_parse_query_that_cannot_start_in_its_new_mode_restarts_every_query() -> None:
+    p = SwitchingPipeline(
+        RunningConfig(cfg()), fail_after=[None], switches=["idle"], start_fails=True
+    )
+    first: list[FakeQuery] = []
+
+    def should_stop() -> bool:
+        first.extend([] if first else p.queries)
+        return p.starts >= 2
+
+    assert run_forever(p, should_stop=should_stop) == 0  # type: ignore[arg-type]
+    assert p.parse_starts == [True]
+    # Its detect query stopped with it, and both started again.
+    assert [q.stopped for q in first] == [True, True] and p.starts == 2
+
+
 def test_a_valid_config_edit_restarts_the_queries_with_the_new_config(tmp_path: Path) -> None:
     f = tmp_path / "c.yaml"
     f.write_text("reload_interval_s: 0.01\ndetectors:\n  checkpoint_failures: {min_expired: 3}\n")
