@@ -148,12 +148,25 @@ class ShardReplay:
         return pd.DataFrame(out, columns=[*DETECT_COLUMNS, "batch"])
 
 
+#: PySpark's DataFrame debugging records the Python call site of every column function
+#: in the JVM (a look-up of the active session, of the setting and two calls to set and
+#: clear it): 20,000 of the 30,000 Py4J round trips that build the parse's plan, for a
+#: call site a replay's error message never shows (measured on the small real run,
+#: issue #34: 30,307 round trips, 15.5 s of a loaded machine, without it 10,647, 6.7 s).
+NO_CALL_SITES = {"spark.python.sql.dataFrameDebugging.enabled": "false"}
+
+
+def short_input(input_bytes: int) -> bool:
+    """Whether ``input_bytes`` of files make a short replay (:data:`SHORT_INPUT_BYTES`)."""
+    return input_bytes <= SHORT_INPUT_BYTES
+
+
 def session_settings(input_bytes: int) -> dict[str, str]:
     """Spark settings beyond the live job's for a replay of ``input_bytes`` of files."""
-    if input_bytes > SHORT_INPUT_BYTES:
-        return {}
+    if not short_input(input_bytes):
+        return dict(NO_CALL_SITES)
     # -Xss16m as streaming.session sets it (the parser's regexes recurse per repetition).
-    return {"spark.driver.extraJavaOptions": "-Xss16m -XX:TieredStopAtLevel=1"}
+    return {**NO_CALL_SITES, "spark.driver.extraJavaOptions": "-Xss16m -XX:TieredStopAtLevel=1"}
 
 
 def input_bytes(*dirs: Path) -> int:
@@ -215,6 +228,7 @@ def replay(
     stats: PipelineStats,
     baseline: Baseline | None = None,
     explain: tuple[Asked, ...] = (),
+    here: bool = False,
 ) -> dict[str, str]:
     """Parse ``logs`` and ``metrics`` (file records), run the detectors, deliver.
 
@@ -224,6 +238,8 @@ def replay(
     its detectors run over the same parsed events after ``cfg``'s and deliver to its own
     outputs; dead letters are written once. Returns the end state (entity → saved value)
     of the entities the questions of ``explain`` match under ``cfg`` (none without one).
+    ``here``: the shards run in this process, not in Python workers (a short input:
+    :func:`short_input`); the same runner either way.
 
     Raises:
         LedgerError: the ledger could not record a batch.
@@ -232,9 +248,10 @@ def replay(
     if baseline is not None:
         # Parsed once for both configs: each bus below is a scan of these kept rows.
         events = events.localCheckpoint()
-    saved = _detect(events, observed, cfg, outputs, stats, dead_letters, explain)
+    saved = _detect(events, observed, cfg, outputs, stats, dead_letters, explain, here)
     if baseline is not None:
-        _detect(events, observed, baseline.cfg, baseline.outputs, baseline.stats, None)
+        b = baseline
+        _detect(events, observed, b.cfg, b.outputs, b.stats, None, here=here)
     return saved
 
 
@@ -246,10 +263,12 @@ def _detect(
     stats: PipelineStats,
     dead_letters: DeadLetterFileSink | None,
     explain: tuple[Asked, ...] = (),
+    here: bool = False,
 ) -> dict[str, str]:
     """One config's bus records, shards and delivery over parsed ``events``.
 
-    Returns the end state of the entities ``explain`` matches.
+    ``here``: run the shards in this process (:func:`_shards_here`), not in Python
+    workers. Returns the end state of the entities ``explain`` matches.
     """
     k = cfg.kafka
     # The bus records and dead letters of one parse, kept for the reads below; a local
@@ -257,9 +276,17 @@ def _detect(
     # whole parse projection again (a cached plan is analysed whole to be matched).
     # Measured on the small real run: 1.1 of 17 CPU s. Its blocks go when ``bus`` is
     # collected (Spark's context cleaner), at the latest with the replay's process.
-    bus = bus_records(events, cfg, dead_letters=True).localCheckpoint()
+    # The newest event on the bus (the final watermark's base) is observed in the same
+    # pass: a job of its own read every kept row again (7.5 of the hour's CPU s).
+    newest_obs = Observation("flinkwatch_replay_newest")
+    events_ms = F.from_json("value", "event_ms long")["event_ms"]
+    bus = (
+        bus_records(events, cfg, dead_letters=True)
+        .observe(newest_obs, F.max(F.when(F.col("topic") == k.events_topic, events_ms)))
+        .localCheckpoint()
+    )
     rows = detect_input(bus.where(F.col("topic") == k.events_topic), cfg.spark.state_shards)
-    (newest,) = rows.select(F.max(F.unix_millis("event_time"))).first() or (None,)
+    newest = next(iter(newest_obs.get.values()), None)
     counts = observed.get
     _count_parse(stats, counts)
     if dead_letters is not None and any(counts.get(f"error:{r}") for r in DEAD_LETTER_REASONS):
@@ -280,22 +307,45 @@ def _detect(
         watermark_ms=None if newest is None else newest - delay_ms,
         explain=explain,
     )
-
-    def detect(key: tuple[Any, ...], pdf: pd.DataFrame) -> pd.DataFrame:
-        # A function: Spark reads the arguments of what it is given (not of __call__).
-        return shard(key, pdf)
-
-    out = (
-        rows.select("shard", "entity", "value")
-        .groupBy("shard")
-        .applyInPandas(detect, schema=REPLAY_SCHEMA)
-        .collect()
-    )
+    out = _shards_here(rows, shard) if here else _shards_on_workers(rows, shard)
     deliver = AlertDelivery(outputs, stats, cfg)
     batches = [0, 1] if newest is not None else [0]
     for b in batches:
         deliver.record([r for r in out if r["batch"] == b], b)
     return {r["entity"]: r["data"] for r in out if r["batch"] == END_STATE}
+
+
+def _shards_on_workers(rows: DataFrame, shard: ShardReplay) -> list[Any]:
+    """Every shard's output rows, each shard run in a Python worker (``applyInPandas``)."""
+
+    def detect(key: tuple[Any, ...], pdf: pd.DataFrame) -> pd.DataFrame:
+        # A function: Spark reads the arguments of what it is given (not of __call__).
+        return shard(key, pdf)
+
+    return (
+        rows.select("shard", "entity", "value")
+        .groupBy("shard")
+        .applyInPandas(detect, schema=REPLAY_SCHEMA)
+        .collect()
+    )
+
+
+def _shards_here(rows: DataFrame, shard: ShardReplay) -> list[dict[str, Any]]:
+    """Every shard's output rows, the shards run one after another in this process.
+
+    The rows a Python worker would get, collected; the same :meth:`ShardReplay.run` per
+    shard. For a small input this spares the shuffle by shard and the worker's start
+    (its interpreter, pandas, the config and detectors imported again), which took
+    longer than the detectors' work.
+    """
+    by_shard: dict[int, list[tuple[str, str, int | None]]] = {}
+    for r in rows.select("shard", "entity", "value").collect():
+        by_shard.setdefault(r["shard"], []).append((r["entity"], r["value"], None))
+    return [
+        {**r, "batch": b}
+        for key, shard_rows in sorted(by_shard.items())
+        for b, r in shard.run(str(key), shard_rows)
+    ]
 
 
 def _count_parse(stats: PipelineStats, counts: dict[str, Any]) -> None:

@@ -29,7 +29,7 @@ from sinks.http_post import redact_url
 from streaming.cli.args import add_output_format, load_or_exit, print_json
 from streaming.delivery import PipelineStats
 from streaming.explain import Asked, Explanation, explain, render
-from streaming.replay import input_bytes, replay, session_settings
+from streaming.replay import input_bytes, replay, session_settings, short_input
 from streaming.runtime import Runtime
 from streaming.session import SessionSpec
 from streaming.sources import file_records, stage_files
@@ -131,6 +131,7 @@ def end_states(
             DeadLetterFileSink(work / "deadletters"),
             PipelineStats(),
             explain=questions,
+            here=short_input(input_bytes(logs_dir, metrics_dir)),
         )
     finally:
         runtime.close()

@@ -17,7 +17,14 @@ from sinks.reports.compare import Comparison, compare, read_pages
 from streaming.cli.args import load_or_exit
 from streaming.cli.summary import print_incidents, print_summary
 from streaming.delivery import PipelineStats
-from streaming.replay import Baseline, input_bytes, replay, same_parse, session_settings
+from streaming.replay import (
+    Baseline,
+    input_bytes,
+    replay,
+    same_parse,
+    session_settings,
+    short_input,
+)
 from streaming.replay_progress import ReplayCounts, ReplayProgress
 from streaming.runtime import Runtime
 from streaming.session import SessionSpec
@@ -76,7 +83,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
     output = Path(args.output)
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text("")
-    spark = SessionSpec.replay(cfg, session_settings(input_bytes(logs_dir, metrics_dir))).start()
+    size = input_bytes(logs_dir, metrics_dir)
+    spark = SessionSpec.replay(cfg, session_settings(size)).start()
     deadletters = Path(args.deadletters) if args.deadletters else work / "deadletters"
     out = cfg.output
     sink = DeadLetterFileSink(
@@ -115,6 +123,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
                 letters,
                 st,
                 also,
+                here=short_input(size),
             )
         if not one_parse:
             spark.conf.set("spark.sql.session.timeZone", cfg.parsing.log_timezone)
