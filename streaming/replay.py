@@ -161,12 +161,22 @@ def short_input(input_bytes: int) -> bool:
     return input_bytes <= SHORT_INPUT_BYTES
 
 
-def session_settings(input_bytes: int) -> dict[str, str]:
-    """Spark settings beyond the live job's for a replay of ``input_bytes`` of files."""
-    if not short_input(input_bytes):
-        return dict(NO_CALL_SITES)
+def session_settings(input_bytes: int, archive: Path | None = None) -> dict[str, str]:
+    """Spark settings beyond the live job's for a replay of ``input_bytes`` of files.
+
+    ``archive``: the JVM's class-data archive (:func:`streaming.session.class_archive`):
+    the classes a replay loads, already parsed and verified, which the JVM maps instead
+    of reading them from Spark's jars (``scripts/class_archive.py`` says what it saves).
+    """
     # -Xss16m as streaming.session sets it (the parser's regexes recurse per repetition).
-    return {**NO_CALL_SITES, "spark.driver.extraJavaOptions": "-Xss16m -XX:TieredStopAtLevel=1"}
+    java = ["-Xss16m"]
+    if short_input(input_bytes):
+        java.append("-XX:TieredStopAtLevel=1")
+    if archive is not None:
+        java.append(f"-XX:SharedArchiveFile={archive}")
+    if java == ["-Xss16m"]:
+        return dict(NO_CALL_SITES)
+    return {**NO_CALL_SITES, "spark.driver.extraJavaOptions": " ".join(java)}
 
 
 def input_bytes(*dirs: Path) -> int:

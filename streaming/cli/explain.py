@@ -31,7 +31,7 @@ from streaming.delivery import PipelineStats
 from streaming.explain import Asked, Explanation, explain, render
 from streaming.replay import input_bytes, replay, session_settings, short_input
 from streaming.runtime import Runtime
-from streaming.session import SessionSpec
+from streaming.session import SessionSpec, class_archive
 from streaming.sources import file_records, stage_files
 
 if TYPE_CHECKING:
@@ -99,7 +99,7 @@ def replayed(args: argparse.Namespace, cfg: AppConfig, asked: Asked) -> Explanat
             log.error("%s", exc)
             return None
         spark = SessionSpec.replay(
-            cfg, session_settings(input_bytes(logs_dir, metrics_dir))
+            cfg, session_settings(input_bytes(logs_dir, metrics_dir), class_archive())
         ).start()
         saved = end_states(spark, logs_dir, metrics_dir, cfg, work, (asked,))
     finally:

@@ -27,7 +27,7 @@ from streaming.replay import (
 )
 from streaming.replay_progress import ReplayCounts, ReplayProgress
 from streaming.runtime import Runtime
-from streaming.session import SessionSpec
+from streaming.session import SessionSpec, class_archive
 from streaming.sources import file_records, stage_files
 
 log = logging.getLogger("flinkwatch")
@@ -84,7 +84,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text("")
     size = input_bytes(logs_dir, metrics_dir)
-    spark = SessionSpec.replay(cfg, session_settings(size)).start()
+    spark = SessionSpec.replay(cfg, session_settings(size, class_archive())).start()
     deadletters = Path(args.deadletters) if args.deadletters else work / "deadletters"
     out = cfg.output
     sink = DeadLetterFileSink(
