@@ -65,7 +65,8 @@ log = logging.getLogger(__name__)
 #: took 12.8 of the 38 CPU seconds of a small real run's replay; with C1 alone the run
 #: took 20 (measured, issue #34). Past it the records are many and C2's faster code pays
 #: for its compiling: an hour of the 100-job fleet (700 MB) took 187 CPU s with C1 alone,
-#: 150 with C2 (the same shared machine, indicative).
+#: 150 with C2 (the same shared machine, indicative). Up to it the shards also run in the
+#: driver (:func:`_shards_here`): past it two Python workers share the records' work.
 SHORT_INPUT_BYTES = 64 * 2**20
 
 #: The detect step's output: the detect query's rows and the batch each belongs to.
