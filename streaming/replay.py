@@ -30,6 +30,16 @@ stores, a hop through Parquet files, two detect micro-batches): 83-97 s wall, 38
 the same with the JVM's C1 compiler alone (below) 30 s, 20 CPU s; this shape 20-45 s,
 17-21 CPU s. What is left is mostly the JVM starting and planning and compiling the
 parse projection (Spark's driver thread), not the records.
+
+Since then (issue #34, growth_2_3 again, the whole process tree's CPU, the machine shared
+with four other Spark test runs at a load of 22-36, so wall times are not the quiet
+machine's): 24.4-27.8 CPU s before, 16.1-17.4 after three cuts: the parse's plan built
+without PySpark's call-site recording (:data:`NO_CALL_SITES`), the JVM started from a
+class-data archive (``scripts/class_archive.py``), and a short input's shards run in the
+driver with the newest event observed in the parse's pass (two jobs, a shuffle and a
+Python worker fewer). Per phase after them: the JVM's start 2.6 CPU s, building the
+parse's plan 2.9 (JVM) and 0.6 (Python), planning and running the parse 6.8 (3.2 of
+them in its two tasks), the shards and delivery 0.3; Python's imports 1.3.
 """
 
 from __future__ import annotations
@@ -41,7 +51,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from pyspark.sql import DataFrame, Observation
+from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, StructField, StructType
 
@@ -58,6 +68,7 @@ from streaming.routes import Routes
 from streaming.rows import DETECT_COLUMNS, DETECT_SCHEMA, output_rows
 from streaming.runner import EntityRunner, ShardRunner
 from streaming.schemas import DEAD_LETTER_SCHEMA
+from streaming.session import SessionSpec, class_archive
 
 log = logging.getLogger(__name__)
 
@@ -178,6 +189,16 @@ def session_settings(input_bytes: int, archive: Path | None = None) -> dict[str,
     if java == ["-Xss16m"]:
         return dict(NO_CALL_SITES)
     return {**NO_CALL_SITES, "spark.driver.extraJavaOptions": " ".join(java)}
+
+
+def replay_session(cfg: AppConfig, logs_dir: Path, metrics_dir: Path) -> tuple[SparkSession, bool]:
+    """The session for a replay of the files in these directories, and whether it is short.
+
+    A short input (:func:`short_input`) has its shards run in the driver.
+    """
+    size = input_bytes(logs_dir, metrics_dir)
+    spark = SessionSpec.replay(cfg, session_settings(size, class_archive())).start()
+    return spark, short_input(size)
 
 
 def input_bytes(*dirs: Path) -> int:

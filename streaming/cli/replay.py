@@ -17,17 +17,9 @@ from sinks.reports.compare import Comparison, compare, read_pages
 from streaming.cli.args import load_or_exit
 from streaming.cli.summary import print_incidents, print_summary
 from streaming.delivery import PipelineStats
-from streaming.replay import (
-    Baseline,
-    input_bytes,
-    replay,
-    same_parse,
-    session_settings,
-    short_input,
-)
+from streaming.replay import Baseline, replay, replay_session, same_parse
 from streaming.replay_progress import ReplayCounts, ReplayProgress
 from streaming.runtime import Runtime
-from streaming.session import SessionSpec, class_archive
 from streaming.sources import file_records, stage_files
 
 log = logging.getLogger("flinkwatch")
@@ -83,8 +75,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     output = Path(args.output)
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text("")
-    size = input_bytes(logs_dir, metrics_dir)
-    spark = SessionSpec.replay(cfg, session_settings(size, class_archive())).start()
+    spark, short = replay_session(cfg, logs_dir, metrics_dir)
     deadletters = Path(args.deadletters) if args.deadletters else work / "deadletters"
     out = cfg.output
     sink = DeadLetterFileSink(
@@ -123,7 +114,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
                 letters,
                 st,
                 also,
-                here=short_input(size),
+                here=short,
             )
         if not one_parse:
             spark.conf.set("spark.sql.session.timeZone", cfg.parsing.log_timezone)
