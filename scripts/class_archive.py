@@ -16,7 +16,6 @@ Usage: ``python scripts/class_archive.py OUT`` (the repository on ``PYTHONPATH``
 
 from __future__ import annotations
 
-import os
 import shutil
 import sys
 import tempfile
@@ -38,7 +37,9 @@ def make(out: Path) -> None:
     try:
         logs = stage_files(sorted(RUN.glob("*.log")), work / "logs")
         metrics = stage_files(sorted(RUN.glob("*.jsonl")), work / "metrics")
-        settings = session_settings(input_bytes(logs, metrics))
+        # No archive to start from: one made on top of an older one would hold only what
+        # that one lacked.
+        settings = session_settings(input_bytes(logs, metrics), archive=None)
         java = settings.get("spark.driver.extraJavaOptions", "-Xss16m")
         # The archive's own warnings (classes it cannot hold: signed jars, old class files)
         # say nothing to act on.
@@ -66,8 +67,6 @@ def main() -> int:
         return 2
     out = Path(sys.argv[1]).resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
-    # Never start from an older archive: the new one would hold only what that lacked.
-    os.environ["FLINKWATCH_CLASS_ARCHIVE"] = str(out) + ".absent"
     out.unlink(missing_ok=True)
     make(out)
     if not out.is_file():
