@@ -3,8 +3,9 @@
 # connector jars, both resolved from Maven Central with the project's own POMs.
 #
 #   scripts/stack.sh fetch    resolve jars into $FLINKWATCH_STACK_DIR/jars (cached, idempotent):
-#                             the broker, the Kafka connector, S3A; and builds
-#                             flinkwatch's own class (streaming/jvm)
+#                             the broker, the Kafka connector, S3A; builds flinkwatch's
+#                             own class (streaming/jvm) and the JVM's class-data archive
+#                             a replay starts from (cds/replay.jsa)
 #   scripts/stack.sh fetch-servers   the same for the tests' HDFS and S3 API servers
 #   scripts/stack.sh up       fetch, format storage once, start the broker, create the topics
 #   scripts/stack.sh down     stop the broker (data is kept; `down --purge` deletes it)
@@ -64,6 +65,34 @@ fetch() {
   # the HTTP client, which pyspark's jars/ has in newer versions.
   fetch_one hadoop-aws "" "io.netty" "slf4j-api,commons-codec,commons-logging,httpclient,httpcore"
   build_jvm
+  class_archive
+}
+
+# The classes a replay's JVM loads, parsed and verified once (scripts/class_archive.py says
+# what it saves): made again when the JDK, pyspark, the jars or the script change. Without
+# it a replay starts as before, so a failure here is said, not fatal.
+class_archive() {
+  local dest=$stack/cds stamp
+  if ! "$python" -c 'import pyspark' 2>/dev/null; then
+    say "cds: no pyspark in $python yet, not made"
+    return
+  fi
+  stamp=$({ java -version 2>&1; "$python" -c 'import pyspark; print(pyspark.__version__)'
+    ls -l --time-style=+%s "$stack"/jars/flinkwatch/*.jar 2>/dev/null || true
+    cat "$repo/scripts/class_archive.py"; } | sha256sum | cut -c1-16)
+  if [ -f "$dest/.made-$stamp" ]; then
+    say "cds: cached"
+    return
+  fi
+  say "cds: replaying tests/data/real/expiry_2_3 to record its classes (about a minute)..."
+  rm -rf "$dest.tmp" && mkdir -p "$dest.tmp"
+  if (cd "$repo" && PYTHONPATH="$repo" "$python" scripts/class_archive.py "$dest.tmp/replay.jsa" >"$dest.tmp/log" 2>&1); then
+    rm -f "$dest.tmp/log" && touch "$dest.tmp/.made-$stamp"
+    rm -rf "$dest" && mv "$dest.tmp" "$dest"
+    say "cds: made $dest/replay.jsa ($(du -m "$dest/replay.jsa" | cut -f1) MB)"
+  else
+    say "cds: not made (replays start without it); see $dest.tmp/log"
+  fi
 }
 
 # flinkwatch's own JVM class (streaming/jvm: Hadoop's local file system without a chmod

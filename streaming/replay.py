@@ -30,6 +30,16 @@ stores, a hop through Parquet files, two detect micro-batches): 83-97 s wall, 38
 the same with the JVM's C1 compiler alone (below) 30 s, 20 CPU s; this shape 20-45 s,
 17-21 CPU s. What is left is mostly the JVM starting and planning and compiling the
 parse projection (Spark's driver thread), not the records.
+
+Since then (issue #34, growth_2_3 again, the whole process tree's CPU, the machine shared
+with four other Spark test runs at a load of 22-36, so wall times are not the quiet
+machine's): 24.4-27.8 CPU s before, 16.1-17.4 after three cuts: the parse's plan built
+without PySpark's call-site recording (:data:`NO_CALL_SITES`), the JVM started from a
+class-data archive (``scripts/class_archive.py``), and a short input's shards run in the
+driver with the newest event observed in the parse's pass (two jobs, a shuffle and a
+Python worker fewer). Per phase after them: the JVM's start 2.6 CPU s, building the
+parse's plan 2.9 (JVM) and 0.6 (Python), planning and running the parse 6.8 (3.2 of
+them in its two tasks), the shards and delivery 0.3; Python's imports 1.3.
 """
 
 from __future__ import annotations
@@ -41,7 +51,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from pyspark.sql import DataFrame, Observation
+from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, StructField, StructType
 
@@ -58,6 +68,7 @@ from streaming.routes import Routes
 from streaming.rows import DETECT_COLUMNS, DETECT_SCHEMA, output_rows
 from streaming.runner import EntityRunner, ShardRunner
 from streaming.schemas import DEAD_LETTER_SCHEMA
+from streaming.session import SessionSpec, class_archive
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +76,8 @@ log = logging.getLogger(__name__)
 #: took 12.8 of the 38 CPU seconds of a small real run's replay; with C1 alone the run
 #: took 20 (measured, issue #34). Past it the records are many and C2's faster code pays
 #: for its compiling: an hour of the 100-job fleet (700 MB) took 187 CPU s with C1 alone,
-#: 150 with C2 (the same shared machine, indicative).
+#: 150 with C2 (the same shared machine, indicative). Up to it the shards also run in the
+#: driver (:func:`_shards_here`): past it two Python workers share the records' work.
 SHORT_INPUT_BYTES = 64 * 2**20
 
 #: The detect step's output: the detect query's rows and the batch each belongs to.
@@ -148,12 +160,45 @@ class ShardReplay:
         return pd.DataFrame(out, columns=[*DETECT_COLUMNS, "batch"])
 
 
-def session_settings(input_bytes: int) -> dict[str, str]:
-    """Spark settings beyond the live job's for a replay of ``input_bytes`` of files."""
-    if input_bytes > SHORT_INPUT_BYTES:
-        return {}
+#: PySpark's DataFrame debugging records the Python call site of every column function
+#: in the JVM (a look-up of the active session, of the setting and two calls to set and
+#: clear it): 20,000 of the 30,000 Py4J round trips that build the parse's plan, for a
+#: call site a replay's error message never shows (measured on the small real run,
+#: issue #34: 30,307 round trips, 15.5 s of a loaded machine, without it 10,647, 6.7 s).
+NO_CALL_SITES = {"spark.python.sql.dataFrameDebugging.enabled": "false"}
+
+
+def short_input(input_bytes: int) -> bool:
+    """Whether ``input_bytes`` of files make a short replay (:data:`SHORT_INPUT_BYTES`)."""
+    return input_bytes <= SHORT_INPUT_BYTES
+
+
+def session_settings(input_bytes: int, archive: Path | None = None) -> dict[str, str]:
+    """Spark settings beyond the live job's for a replay of ``input_bytes`` of files.
+
+    ``archive``: the JVM's class-data archive (:func:`streaming.session.class_archive`):
+    the classes a replay loads, already parsed and verified, which the JVM maps instead
+    of reading them from Spark's jars (``scripts/class_archive.py`` says what it saves).
+    """
     # -Xss16m as streaming.session sets it (the parser's regexes recurse per repetition).
-    return {"spark.driver.extraJavaOptions": "-Xss16m -XX:TieredStopAtLevel=1"}
+    java = ["-Xss16m"]
+    if short_input(input_bytes):
+        java.append("-XX:TieredStopAtLevel=1")
+    if archive is not None:
+        java.append(f"-XX:SharedArchiveFile={archive}")
+    if java == ["-Xss16m"]:
+        return dict(NO_CALL_SITES)
+    return {**NO_CALL_SITES, "spark.driver.extraJavaOptions": " ".join(java)}
+
+
+def replay_session(cfg: AppConfig, logs_dir: Path, metrics_dir: Path) -> tuple[SparkSession, bool]:
+    """The session for a replay of the files in these directories, and whether it is short.
+
+    A short input (:func:`short_input`) has its shards run in the driver.
+    """
+    size = input_bytes(logs_dir, metrics_dir)
+    spark = SessionSpec.replay(cfg, session_settings(size, class_archive())).start()
+    return spark, short_input(size)
 
 
 def input_bytes(*dirs: Path) -> int:
@@ -215,6 +260,7 @@ def replay(
     stats: PipelineStats,
     baseline: Baseline | None = None,
     explain: tuple[Asked, ...] = (),
+    here: bool = False,
 ) -> dict[str, str]:
     """Parse ``logs`` and ``metrics`` (file records), run the detectors, deliver.
 
@@ -224,6 +270,8 @@ def replay(
     its detectors run over the same parsed events after ``cfg``'s and deliver to its own
     outputs; dead letters are written once. Returns the end state (entity → saved value)
     of the entities the questions of ``explain`` match under ``cfg`` (none without one).
+    ``here``: the shards run in this process, not in Python workers (a short input:
+    :func:`short_input`); the same runner either way.
 
     Raises:
         LedgerError: the ledger could not record a batch.
@@ -232,9 +280,10 @@ def replay(
     if baseline is not None:
         # Parsed once for both configs: each bus below is a scan of these kept rows.
         events = events.localCheckpoint()
-    saved = _detect(events, observed, cfg, outputs, stats, dead_letters, explain)
+    saved = _detect(events, observed, cfg, outputs, stats, dead_letters, explain, here)
     if baseline is not None:
-        _detect(events, observed, baseline.cfg, baseline.outputs, baseline.stats, None)
+        b = baseline
+        _detect(events, observed, b.cfg, b.outputs, b.stats, None, here=here)
     return saved
 
 
@@ -246,10 +295,12 @@ def _detect(
     stats: PipelineStats,
     dead_letters: DeadLetterFileSink | None,
     explain: tuple[Asked, ...] = (),
+    here: bool = False,
 ) -> dict[str, str]:
     """One config's bus records, shards and delivery over parsed ``events``.
 
-    Returns the end state of the entities ``explain`` matches.
+    ``here``: run the shards in this process (:func:`_shards_here`), not in Python
+    workers. Returns the end state of the entities ``explain`` matches.
     """
     k = cfg.kafka
     # The bus records and dead letters of one parse, kept for the reads below; a local
@@ -257,9 +308,17 @@ def _detect(
     # whole parse projection again (a cached plan is analysed whole to be matched).
     # Measured on the small real run: 1.1 of 17 CPU s. Its blocks go when ``bus`` is
     # collected (Spark's context cleaner), at the latest with the replay's process.
-    bus = bus_records(events, cfg, dead_letters=True).localCheckpoint()
+    # The newest event on the bus (the final watermark's base) is observed in the same
+    # pass: a job of its own read every kept row again (7.5 of the hour's CPU s).
+    newest_obs = Observation("flinkwatch_replay_newest")
+    events_ms = F.from_json("value", "event_ms long")["event_ms"]
+    bus = (
+        bus_records(events, cfg, dead_letters=True)
+        .observe(newest_obs, F.max(F.when(F.col("topic") == k.events_topic, events_ms)))
+        .localCheckpoint()
+    )
     rows = detect_input(bus.where(F.col("topic") == k.events_topic), cfg.spark.state_shards)
-    (newest,) = rows.select(F.max(F.unix_millis("event_time"))).first() or (None,)
+    newest = next(iter(newest_obs.get.values()), None)
     counts = observed.get
     _count_parse(stats, counts)
     if dead_letters is not None and any(counts.get(f"error:{r}") for r in DEAD_LETTER_REASONS):
@@ -280,22 +339,45 @@ def _detect(
         watermark_ms=None if newest is None else newest - delay_ms,
         explain=explain,
     )
-
-    def detect(key: tuple[Any, ...], pdf: pd.DataFrame) -> pd.DataFrame:
-        # A function: Spark reads the arguments of what it is given (not of __call__).
-        return shard(key, pdf)
-
-    out = (
-        rows.select("shard", "entity", "value")
-        .groupBy("shard")
-        .applyInPandas(detect, schema=REPLAY_SCHEMA)
-        .collect()
-    )
+    out = _shards_here(rows, shard) if here else _shards_on_workers(rows, shard)
     deliver = AlertDelivery(outputs, stats, cfg)
     batches = [0, 1] if newest is not None else [0]
     for b in batches:
         deliver.record([r for r in out if r["batch"] == b], b)
     return {r["entity"]: r["data"] for r in out if r["batch"] == END_STATE}
+
+
+def _shards_on_workers(rows: DataFrame, shard: ShardReplay) -> list[Any]:
+    """Every shard's output rows, each shard run in a Python worker (``applyInPandas``)."""
+
+    def detect(key: tuple[Any, ...], pdf: pd.DataFrame) -> pd.DataFrame:
+        # A function: Spark reads the arguments of what it is given (not of __call__).
+        return shard(key, pdf)
+
+    return (
+        rows.select("shard", "entity", "value")
+        .groupBy("shard")
+        .applyInPandas(detect, schema=REPLAY_SCHEMA)
+        .collect()
+    )
+
+
+def _shards_here(rows: DataFrame, shard: ShardReplay) -> list[dict[str, Any]]:
+    """Every shard's output rows, the shards run one after another in this process.
+
+    The rows a Python worker would get, collected; the same :meth:`ShardReplay.run` per
+    shard. For a small input this spares the shuffle by shard and the worker's start
+    (its interpreter, pandas, the config and detectors imported again), which took
+    longer than the detectors' work.
+    """
+    by_shard: dict[int, list[tuple[str, str, int | None]]] = {}
+    for r in rows.select("shard", "entity", "value").collect():
+        by_shard.setdefault(r["shard"], []).append((r["entity"], r["value"], None))
+    return [
+        {**r, "batch": b}
+        for key, shard_rows in sorted(by_shard.items())
+        for b, r in shard.run(str(key), shard_rows)
+    ]
 
 
 def _count_parse(stats: PipelineStats, counts: dict[str, Any]) -> None:

@@ -79,6 +79,18 @@ def local_fs_jar() -> str | None:
     return str(jar) if jar.is_file() else None
 
 
+def class_archive() -> Path | None:
+    """The JVM's class-data archive for a replay, if ``scripts/stack.sh fetch`` made it.
+
+    ``scripts/class_archive.py`` says what it holds and what it saves. A stale one (another
+    JDK, other jars) is refused by the JVM with one warning line, and the JVM starts as
+    without it.
+    """
+    stack = os.environ.get("FLINKWATCH_STACK_DIR", str(REPO / ".stack"))
+    path = Path(os.environ.get("FLINKWATCH_CLASS_ARCHIVE", f"{stack}/cds/replay.jsa"))
+    return path if path.is_file() else None
+
+
 def cluster_settings(cfg: SparkConfig) -> dict[str, str]:
     """Spark settings from the ``spark`` config section beyond master and partitions.
 

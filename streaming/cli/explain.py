@@ -29,9 +29,8 @@ from sinks.http_post import redact_url
 from streaming.cli.args import add_output_format, load_or_exit, print_json
 from streaming.delivery import PipelineStats
 from streaming.explain import Asked, Explanation, explain, render
-from streaming.replay import input_bytes, replay, session_settings
+from streaming.replay import input_bytes, replay, replay_session, short_input
 from streaming.runtime import Runtime
-from streaming.session import SessionSpec
 from streaming.sources import file_records, stage_files
 
 if TYPE_CHECKING:
@@ -98,9 +97,7 @@ def replayed(args: argparse.Namespace, cfg: AppConfig, asked: Asked) -> Explanat
         except FileNotFoundError as exc:
             log.error("%s", exc)
             return None
-        spark = SessionSpec.replay(
-            cfg, session_settings(input_bytes(logs_dir, metrics_dir))
-        ).start()
+        spark, _ = replay_session(cfg, logs_dir, metrics_dir)
         saved = end_states(spark, logs_dir, metrics_dir, cfg, work, (asked,))
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -131,6 +128,7 @@ def end_states(
             DeadLetterFileSink(work / "deadletters"),
             PipelineStats(),
             explain=questions,
+            here=short_input(input_bytes(logs_dir, metrics_dir)),
         )
     finally:
         runtime.close()

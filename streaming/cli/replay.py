@@ -17,10 +17,9 @@ from sinks.reports.compare import Comparison, compare, read_pages
 from streaming.cli.args import load_or_exit
 from streaming.cli.summary import print_incidents, print_summary
 from streaming.delivery import PipelineStats
-from streaming.replay import Baseline, input_bytes, replay, same_parse, session_settings
+from streaming.replay import Baseline, replay, replay_session, same_parse
 from streaming.replay_progress import ReplayCounts, ReplayProgress
 from streaming.runtime import Runtime
-from streaming.session import SessionSpec
 from streaming.sources import file_records, stage_files
 
 log = logging.getLogger("flinkwatch")
@@ -76,7 +75,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     output = Path(args.output)
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text("")
-    spark = SessionSpec.replay(cfg, session_settings(input_bytes(logs_dir, metrics_dir))).start()
+    spark, short = replay_session(cfg, logs_dir, metrics_dir)
     deadletters = Path(args.deadletters) if args.deadletters else work / "deadletters"
     out = cfg.output
     sink = DeadLetterFileSink(
@@ -115,6 +114,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
                 letters,
                 st,
                 also,
+                here=short,
             )
         if not one_parse:
             spark.conf.set("spark.sql.session.timeZone", cfg.parsing.log_timezone)

@@ -163,6 +163,23 @@ def test_without_our_jar_the_session_keeps_hadoops_file_system(monkeypatch, tmp_
     assert local_fs_jar() == str(tmp_path / "built.jar")
 
 
+def test_a_replay_starts_from_the_class_archive_only_once_setup_made_it(
+    monkeypatch, tmp_path
+) -> None:
+    from streaming.replay import session_settings
+    from streaming.session import class_archive
+
+    monkeypatch.setenv("FLINKWATCH_CLASS_ARCHIVE", str(tmp_path / "replay.jsa"))
+    assert class_archive() is None
+    (tmp_path / "replay.jsa").write_bytes(b"\0")
+    assert class_archive() == tmp_path / "replay.jsa"
+    java = session_settings(200_000, class_archive())["spark.driver.extraJavaOptions"]
+    assert f"-XX:SharedArchiveFile={tmp_path / 'replay.jsa'}" in java.split()
+    # A long replay keeps the optimising compiler, and the archive.
+    java = session_settings(700 * 2**20, class_archive())["spark.driver.extraJavaOptions"]
+    assert java.split() == ["-Xss16m", f"-XX:SharedArchiveFile={tmp_path / 'replay.jsa'}"]
+
+
 # --- the Spark UI (issue #35, item 12) -------------------------------------------------
 
 
