@@ -78,8 +78,15 @@ def make_broker_keystore(d: Path, ca: Path, ca_key: Path, password: str) -> Path
 
 
 def cluster_id() -> str:
-    """A KRaft cluster id: 16 random bytes, base64url without padding."""
-    return base64.urlsafe_b64encode(secrets.token_bytes(16)).rstrip(b"=").decode()
+    """A KRaft cluster id: 16 random bytes, base64url without padding, not starting with ``-``.
+
+    StorageTool's argument parser takes ``-t -6lx…`` for an option (a fresh clone's run
+    failed so, 1 id in 64); Kafka's own ``random-uuid`` never makes such an id either.
+    """
+    while True:
+        cid = base64.urlsafe_b64encode(secrets.token_bytes(16)).rstrip(b"=").decode()
+        if not cid.startswith("-"):
+            return cid
 
 
 class SaslSslBroker:
