@@ -70,6 +70,16 @@ def _jvm(pids: list[int]) -> int | None:
     return None
 
 
+def stop(proc: subprocess.Popen[Any]) -> None:
+    """SIGTERM (a clean stop, as an operator's), then SIGKILL after a minute."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def _commits(state: Path) -> dict[str, int]:
     """Micro-batches committed so far per query checkpoint (files in ``commits/``)."""
     root = state / "checkpoints"
@@ -131,12 +141,7 @@ def one_run(
         threads.subtract(threads0)
         commits = _commits(state)
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
     return {
         "cores": round(cpu / dt, 4),
         "window_s": round(dt, 1),

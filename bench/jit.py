@@ -24,7 +24,6 @@ import collections
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -33,7 +32,7 @@ from typing import Any
 
 import yaml
 
-from bench.idle import _commits, _jvm, _threads, _tree
+from bench.idle import _commits, _jvm, _threads, _tree, stop
 from bench.measure import proc_cpu_s
 
 REPO = Path(__file__).resolve().parent.parent
@@ -125,11 +124,7 @@ def run(args: argparse.Namespace) -> Path:
     finally:
         for p in (prod, proc):
             if p is not None and p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-                try:
-                    p.wait(timeout=60)
-                except subprocess.TimeoutExpired:
-                    p.kill()
+                stop(p)
         broker.stop()
     return out
 
