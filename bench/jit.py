@@ -34,6 +34,7 @@ import yaml
 
 from bench.idle import _commits, _jvm, _threads, _tree, stop
 from bench.measure import proc_cpu_s
+from streaming.session import java_options
 
 REPO = Path(__file__).resolve().parent.parent
 WORK = REPO / "bench" / ".work" / "jit"
@@ -71,9 +72,12 @@ def run(args: argparse.Namespace) -> Path:
         load = write_load(generate(spec, start_ms, run_s), out / "load.bin")
         (out / "csv").mkdir(exist_ok=True)
         jvm_opts = (
-            # -Xss16m: flinkwatch's own (streaming/session.py), replaced by this setting.
-            f"-Xss16m -Xlog:class+load=info:file={out}/classload.log:uptime "
-            f"-Xlog:jit+compilation=debug:file={out}/jit.log:uptime {args.jvm}"
+            # flinkwatch's own options first: this setting replaces them.
+            java_options(
+                f"-Xlog:class+load=info:file={out}/classload.log:uptime",
+                f"-Xlog:jit+compilation=debug:file={out}/jit.log:uptime",
+                *args.jvm.split(),
+            )
         )
         cfg = {
             "cluster": "jit",

@@ -30,7 +30,7 @@ def make(out: Path) -> None:
     from conf import AppConfig
     from streaming.cli.explain import end_states
     from streaming.replay import input_bytes, session_settings
-    from streaming.session import SessionSpec
+    from streaming.session import SessionSpec, java_options
     from streaming.sources import stage_files
 
     work = Path(tempfile.mkdtemp(prefix="flinkwatch-class-archive-"))
@@ -40,7 +40,7 @@ def make(out: Path) -> None:
         # No archive to start from: one made on top of an older one would hold only what
         # that one lacked.
         settings = session_settings(input_bytes(logs, metrics), archive=None)
-        java = settings.get("spark.driver.extraJavaOptions", "-Xss16m")
+        java = settings.get("spark.driver.extraJavaOptions", java_options())
         # The archive's own warnings (classes it cannot hold: signed jars, old class files)
         # say nothing to act on.
         dump = f"-XX:ArchiveClassesAtExit={out} -Xlog:cds=off,cds+dynamic=off"

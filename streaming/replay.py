@@ -68,7 +68,7 @@ from streaming.routes import Routes
 from streaming.rows import DETECT_COLUMNS, DETECT_SCHEMA, output_rows
 from streaming.runner import EntityRunner, ShardRunner
 from streaming.schemas import DEAD_LETTER_SCHEMA
-from streaming.session import SessionSpec, class_archive
+from streaming.session import SessionSpec, class_archive, java_options
 
 log = logging.getLogger(__name__)
 
@@ -180,15 +180,14 @@ def session_settings(input_bytes: int, archive: Path | None = None) -> dict[str,
     the classes a replay loads, already parsed and verified, which the JVM maps instead
     of reading them from Spark's jars (``scripts/class_archive.py`` says what it saves).
     """
-    # -Xss16m as streaming.session sets it (the parser's regexes recurse per repetition).
-    java = ["-Xss16m"]
+    java: list[str] = []
     if short_input(input_bytes):
         java.append("-XX:TieredStopAtLevel=1")
     if archive is not None:
         java.append(f"-XX:SharedArchiveFile={archive}")
-    if java == ["-Xss16m"]:
+    if not java:
         return dict(NO_CALL_SITES)
-    return {**NO_CALL_SITES, "spark.driver.extraJavaOptions": " ".join(java)}
+    return {**NO_CALL_SITES, "spark.driver.extraJavaOptions": java_options(*java)}
 
 
 def replay_session(cfg: AppConfig, logs_dir: Path, metrics_dir: Path) -> tuple[SparkSession, bool]:

@@ -275,10 +275,8 @@ def get_session(
         # spark.sql.codegen.wholeStage=true` (issue #34): the log plans still fail to
         # compile, and the metric plan, which compiles, took more CPU than without fusion.
         "spark.sql.codegen.wholeStage": "false",
-        # Java's regex engine recurses per repetition of a group; a long multi-line record
-        # (a deep stack trace) can overflow the default 1 MiB thread stack.
-        "spark.driver.extraJavaOptions": "-Xss16m",
-        "spark.executor.extraJavaOptions": "-Xss16m",
+        "spark.driver.extraJavaOptions": java_options(),
+        "spark.executor.extraJavaOptions": STACK,
     }
     own = local_fs_jar()
     if own is not None and master.startswith("local") and "PYSPARK_GATEWAY_PORT" not in os.environ:
@@ -309,6 +307,19 @@ def get_session(
     spark.sparkContext.setLogLevel(os.environ.get("FLINKWATCH_SPARK_LOG_LEVEL", "WARN"))
     _quiet(spark)
     return spark
+
+
+# Java's regex engine recurses per repetition of a group; a long multi-line record (a deep
+# stack trace) can overflow the default 1 MiB thread stack.
+STACK = "-Xss16m"
+#: The driver JVM's log4j2 configuration: Spark's quiet levels, lines in flinkwatch's format,
+#: no startup notices (see the file).
+LOG4J2 = Path(__file__).with_name("log4j2.properties")
+
+
+def java_options(*extra: str) -> str:
+    """The driver JVM's options: :data:`STACK`, :data:`LOG4J2`, then ``extra``."""
+    return " ".join((STACK, f"-Dlog4j2.configurationFile={LOG4J2.as_uri()}", *extra))
 
 
 # Spark loggers that repeat themselves at WARN on every micro-batch in normal operation;
@@ -342,6 +353,9 @@ def _quiet(spark: SparkSession) -> None:
 #: (pyspark/sql/streaming/transform_with_state_driver_worker.py): five lines, each with an
 #: empty one after it, that Spark copies from the worker's stdout to the JVM's stderr.
 WORKER_CHATTER = b"Streaming TransformWithStateInPandas Python worker"
+#: What the JVM itself prints at every start (Spark 4 runs it with the Vector API's
+#: incubator module): nothing a user can act on.
+JVM_NOTICE = b"WARNING: Using incubator modules: "
 
 
 def _start_context(settings: Mapping[str, str]) -> spark_conf.Merged:
@@ -354,8 +368,8 @@ def _start_context(settings: Mapping[str, str]) -> spark_conf.Merged:
     In a session of its own the JVM hears only the driver, which stops it when it is
     done; it still exits when the driver dies, as its stdin (a pipe from the driver)
     closes. Its stderr comes through :func:`_relay`, which drops
-    :data:`WORKER_CHATTER`. Under ``spark-submit`` the JVM runs first and this does
-    nothing (:func:`on_jvm_signals` covers that layout).
+    :data:`WORKER_CHATTER` and :data:`JVM_NOTICE`. Under ``spark-submit`` the JVM runs
+    first and this does nothing (:func:`on_jvm_signals` covers that layout).
 
     PySpark also points SIGINT at a handler that cancels every job and raises
     ``KeyboardInterrupt`` in the main thread; the caller's handler is put back.
@@ -413,7 +427,9 @@ def _say(merged: spark_conf.Merged) -> None:
 
 
 def _relay(fd: int, out: int = 2) -> None:
-    """Copy the JVM's stderr from ``fd`` to ``out``, without :data:`WORKER_CHATTER`.
+    """Copy the JVM's stderr from ``fd`` to ``out``, less what says nothing to a user.
+
+    Dropped: :data:`WORKER_CHATTER` and :data:`JVM_NOTICE`.
 
     Never stops reading before the JVM closes its end: a JVM whose stderr pipe is full
     blocks in every log call.
@@ -423,6 +439,8 @@ def _relay(fd: int, out: int = 2) -> None:
         for line in lines:
             if WORKER_CHATTER in line:
                 after_chatter = True
+                continue
+            if line.startswith(JVM_NOTICE):
                 continue
             if after_chatter and not line.strip():
                 after_chatter = False

@@ -200,6 +200,9 @@ def test_run_serves_metrics_reloads_on_sighup_and_stops_on_ctrl_c(kafka, tmp_pat
     # micro-batch and log the whole generated class).
     for noise in ("Failed to compile", "grows beyond 64 KB", "generated.java"):
         assert noise not in out, noise
+    # Nor the JVM's startup notices (streaming/log4j2.properties, session.JVM_NOTICE).
+    for noise in ("NativeCodeLoader", "log4j2-defaults", "incubator modules", "default log level"):
+        assert noise not in out, noise
     assert_stopped_cleanly(out, "SIGINT")
 
 

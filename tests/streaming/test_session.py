@@ -89,6 +89,7 @@ def test_the_jvm_stderr_relay_drops_the_worker_chatter_and_keeps_the_rest() -> N
     # a Spark log line and a Python worker's real complaint.
     os.write(
         src_w,
+        b"WARNING: Using incubator modules: jdk.incubator.vector\n"
         b"Starting Streaming TransformWithStateInPandas Python worker.\n\n"
         b"26/11/23 10:58:27 WARN NativeCodeLoader: Unable to load native-hadoop library\n"
         b"Streaming TransformWithStateInPandas Python worker Completed execution of UDF.\n\n"
@@ -104,6 +105,21 @@ def test_the_jvm_stderr_relay_drops_the_worker_chatter_and_keeps_the_rest() -> N
             b"\n"
             b"Traceback (most recent call last):\n"
         )
+
+
+def test_the_driver_jvm_logs_through_flinkwatchs_own_log4j2_file(spark) -> None:
+    """Not Spark's default profile, whose notices open every command's output."""
+    from streaming.session import LOG4J2
+
+    jvm = spark.sparkContext._jvm
+    assert jvm.java.lang.System.getProperty("log4j2.configurationFile") == LOG4J2.as_uri()
+    ctx = jvm.org.apache.logging.log4j.LogManager.getContext(False)
+    assert ctx.getConfiguration().getConfigurationSource().getLocation() == str(LOG4J2)
+    # Hadoop's native-library warning is below the level its logger logs at.
+    native = jvm.org.apache.logging.log4j.LogManager.getLogger(
+        "org.apache.hadoop.util.NativeCodeLoader"
+    )
+    assert not native.isWarnEnabled()
 
 
 def test_the_jvm_runs_in_a_session_of_its_own(spark) -> None:
@@ -167,7 +183,7 @@ def test_a_replay_starts_from_the_class_archive_only_once_setup_made_it(
     monkeypatch, tmp_path
 ) -> None:
     from streaming.replay import session_settings
-    from streaming.session import class_archive
+    from streaming.session import class_archive, java_options
 
     monkeypatch.setenv("FLINKWATCH_CLASS_ARCHIVE", str(tmp_path / "replay.jsa"))
     assert class_archive() is None
@@ -177,7 +193,7 @@ def test_a_replay_starts_from_the_class_archive_only_once_setup_made_it(
     assert f"-XX:SharedArchiveFile={tmp_path / 'replay.jsa'}" in java.split()
     # A long replay keeps the optimising compiler, and the archive.
     java = session_settings(700 * 2**20, class_archive())["spark.driver.extraJavaOptions"]
-    assert java.split() == ["-Xss16m", f"-XX:SharedArchiveFile={tmp_path / 'replay.jsa'}"]
+    assert java == java_options(f"-XX:SharedArchiveFile={tmp_path / 'replay.jsa'}")
 
 
 # --- the Spark UI (issue #35, item 12) -------------------------------------------------
