@@ -290,14 +290,14 @@ def test_a_wrong_password_is_refused_at_once_and_named_as_such(secure_kafka, tmp
     b = secure_kafka
     path = b.write_config(tmp_path, "sec2")
     wrong = "not-" + b.password
-    started = time.monotonic()
     made = cli("kafka", "create-topics", "--config", str(path), "sec2.logs", password=wrong)
-    took = time.monotonic() - started
     assert made.returncode == 1
+    # The refusal named, not the minute a starting broker is given run out ("not reachable
+    # within 60 s"); that the first refusal ends the tries is tests/streaming/test_topics.py's
+    # (a wall-time bound here failed on a busy machine, where one attempt can time out
+    # before the broker answers).
     assert f"kafka at {b.bootstrap}: authentication failed: " in made.stderr
     assert "invalid credentials with SASL mechanism SCRAM-SHA-512" in made.stderr
-    # One attempt, not the minute a starting broker is given.
-    assert took < 30, took
     run = cli("run", "--config", str(path), "--duration", "30", password=wrong)
     assert run.returncode == 1
     assert "authentication failed" in run.stderr
