@@ -1,6 +1,7 @@
 """Silences and maintenance windows: config that keeps matching alerts out of Slack.
 
-A silence has matchers (regular expressions, each matched against the whole value)
+A silence has matchers (regular expressions, each matched against the whole value;
+a ``tm_id`` that names one TaskManager matches it in any spelling, :func:`plain_id`)
 and either a fixed range (``starts_at``/``ends_at``) or a weekly window. It is
 judged at the alert's event time, so a replay over history silences what the live
 job would have, and a window is exact whatever the processing delay. Silenced
@@ -18,10 +19,46 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from detectors import Alert
 from detectors.model import cap_name
+from detectors.tm_ids import tm_key
 
 Day = Literal["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
 _DAYS: tuple[Day, ...] = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 _HHMM = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)$")
+# What makes a pattern match more than one id. ``.`` is not among them: ids contain it
+# (``10.0.0.5:40003-6cf67b``), and as a regex it matches itself as well.
+_REGEX_META = frozenset("[](){}*+?|^$")
+
+
+def plain_id(pattern: str) -> str | None:
+    r"""The one id ``pattern`` names, or None when it is a regular expression proper.
+
+    Plain: no metacharacter but ``.`` (taken as itself), and ``\`` only before a
+    punctuation character (``re.escape``'s output, which ``name=value`` matchers and the
+    silence store keep). A ``tm_id`` matcher that is plain matches its TaskManager in
+    any spelling, as :func:`detectors.tm_ids.tm_key` folds them: Flink's Prometheus
+    metrics say ``localhost:40003_6cf67b`` where its logs say ``localhost:40003-6cf67b``,
+    and an id copied from either silences both.
+
+    Example:
+        >>> plain_id(r"localhost:40003\-6cf67b"), plain_id("10.0.0.5:40003_6cf67b")
+        ('localhost:40003-6cf67b', '10.0.0.5:40003_6cf67b')
+        >>> plain_id("localhost:40003-.*") is None, plain_id(r"tm\d+") is None
+        (True, True)
+    """
+    out: list[str] = []
+    chars = iter(pattern)
+    for c in chars:
+        if c == "\\":
+            nxt = next(chars, "")
+            # ``\d``, ``\w``, ``\1``: a class or a reference, not a character.
+            if not nxt or (nxt.isascii() and nxt.isalnum()):
+                return None
+            out.append(nxt)
+        elif c in _REGEX_META:
+            return None
+        else:
+            out.append(c)
+    return "".join(out) or None
 
 
 class _Frozen(BaseModel):
@@ -29,7 +66,12 @@ class _Frozen(BaseModel):
 
 
 class Matchers(_Frozen):
-    """Which alerts a silence covers: every given matcher must match (regex, whole value)."""
+    """Which alerts a silence covers: every given matcher must match (regex, whole value).
+
+    ``tm_id`` also matches when it is one plain id (:func:`plain_id`) of the alert's
+    TaskManager in another spelling; a regular expression proper matches the spelling
+    the alert carries, nothing else.
+    """
 
     detector: str | None = None
     cluster: str | None = None
@@ -72,7 +114,13 @@ class Matchers(_Frozen):
                 continue
             # Cut as the parsers cut names: a regex never runs on more (see NAME_CHARS).
             value = cap_name(values[name])
-            if value is None or not re.fullmatch(pattern, value):
+            if value is None:
+                return False
+            if re.fullmatch(pattern, value):
+                continue
+            if name != "tm_id" or (plain := plain_id(pattern)) is None:
+                return False
+            if tm_key(plain) != tm_key(value):
                 return False
         return True
 

@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from detectors import REGISTRY
 from detectors.base import Member, Profile, Story
 from detectors.model import Alert, AlertStatus, Severity
-from detectors.tm_ids import same_tm, tm_entity
+from detectors.tm_ids import same_tm, spellings, tm_entity, tm_key
 
 #: Where a detector not (or no longer) registered sits in the causal order.
 _MIDDLE = 3
@@ -242,8 +242,16 @@ def headline(members: tuple[Member, ...], root: Member) -> str:
 
     The root's detector words the line (its :class:`Profile`'s ``headline``), told how a
     process died by whichever member knows best (``death``); what followed
-    (``aftermath``) and the other detectors are appended.
+    (``aftermath``) and the other detectors are appended. A TaskManager is named in its
+    best spelling among the members (one fired on the metrics' ``localhost:40003_6cf67b``
+    reads as the logs' ``localhost:40003-6cf67b`` once a member carries that).
     """
+    best = spellings(m.tm_id for m in members if m.tm_id)
+
+    def spelled(m: Member) -> Member:
+        return m.model_copy(update={"tm_id": best[tm_key(m.tm_id)]}) if m.tm_id else m
+
+    members, root = tuple(spelled(m) for m in members), spelled(root)
     first: dict[str, Member] = {}
     for m in sorted(members, key=lambda m: m.first_ms):
         first.setdefault(m.detector, m)

@@ -76,9 +76,17 @@ def one_per_tm(tm_ids: Iterable[str]) -> list[str]:
     For a list people read (an incident's TaskManagers): a member fired before the
     TaskManager's logs spelled its id is the same TaskManager as one fired after.
     """
+    return sorted(spellings(tm_ids).values())
+
+
+def spellings(tm_ids: Iterable[str]) -> dict[str, str]:
+    """Each TaskManager's key with its spelling for people, as :func:`one_per_tm` picks it.
+
+    For naming every alert of an incident alike (its chart's lanes, a report's rows).
+    """
     best: dict[str, str] = {}
     for t in tm_ids:
         k = tm_key(t)
         if k not in best or spelling_rank(t, logged=False) > spelling_rank(best[k], logged=False):
             best[k] = t
-    return sorted(best.values())
+    return best

@@ -102,7 +102,8 @@ def labels_of(
     Job and TaskManager come from the incident's member when there is one: it keeps
     what an earlier transition named and a later one may not (a resolve without the job
     name), and a label set that changed between firing and resolve would leave the
-    firing alert behind.
+    firing alert behind. The TaskManager is spelled once per incident
+    (:attr:`~sinks.base.Transition.tm_id`).
     """
     a = t.alert
     member = t.member
@@ -113,7 +114,7 @@ def labels_of(
         "cluster": cluster,
         "job_id": (member.job_id if member else None) or a.job_id,
         "job_name": (member.job_name if member else None) or a.job_name,
-        "tm_id": (member.tm_id if member else None) or a.tm_id,
+        "tm_id": t.tm_id,
         "incident": t.incident_id,
     }
     # Alertmanager treats an empty label as absent: leave them out, and the static ones

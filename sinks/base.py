@@ -23,6 +23,7 @@ from detectors import REGISTRY
 from detectors.base import Member
 from detectors.correlation import IncidentView
 from detectors.model import Alert, AlertStatus, FlinkwatchError
+from detectors.tm_ids import same_tm
 
 
 def transition_key(alert: Alert) -> str:
@@ -85,6 +86,24 @@ class Transition:
         if self.incident is None:
             return None
         return next((m for m in self.incident.members if m.alert_id == self.alert.alert_id), None)
+
+    @property
+    def tm_id(self) -> str | None:
+        """The TaskManager as a receiver's label set names it: one spelling per incident.
+
+        The member's (what the alert first named, kept to its resolve), unless a member
+        that joined the incident before it named the same TaskManager in another
+        spelling (it fired on the metrics' ``localhost:40003_6cf67b``, this one after the
+        logs said ``localhost:40003-6cf67b``): then that member's. Members keep their
+        order and their spelling, so the choice never changes within an alert, and a
+        receiver that groups or inhibits by ``tm_id`` (Alertmanager's ``equal:
+        [tm_id]``) sees one TaskManager.
+        """
+        m = self.member
+        own = (m.tm_id if m else None) or self.alert.tm_id
+        if own is None or self.incident is None:
+            return own
+        return next((x.tm_id for x in self.incident.members if same_tm(x.tm_id, own)), own)
 
 
 class DeliveryError(FlinkwatchError):

@@ -326,7 +326,9 @@ class AlertCollector(Collector):
                     cluster,
                     a.job_id or "",
                     a.job_name or "",
-                    a.tm_id or "",
+                    # As Alertmanager's label: an escalation after the TaskManager's logs
+                    # respelled its id must not start a second series of the incident.
+                    t.tm_id or "",
                     a.host or "",
                     "true" if t.silenced_by else "false",
                 ],

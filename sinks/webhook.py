@@ -61,7 +61,8 @@ def payload(
     """The ``flinkwatch`` body of one transition (docs/webhooks.md, version 1).
 
     Job, TaskManager and host come from the incident's record of the alert where there
-    is one: a resolve that no longer names the job still carries the firing's.
+    is one: a resolve that no longer names the job still carries the firing's. The
+    TaskManager is spelled once per incident (:attr:`~sinks.base.Transition.tm_id`).
     """
     a = t.alert
     m = t.member
@@ -77,7 +78,7 @@ def payload(
             "cluster": cluster,
             "job_id": (m.job_id if m else None) or a.job_id,
             "job_name": (m.job_name if m else None) or a.job_name,
-            "tm_id": (m.tm_id if m else None) or a.tm_id,
+            "tm_id": t.tm_id,
             "host": a.host or (m.host if m else None),
         },
         "incident": {

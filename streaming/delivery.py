@@ -30,6 +30,7 @@ from conf import AppConfig
 from conf.silences import Silence, silence_for
 from detectors import Alert, AlertStatus
 from detectors.correlation import Correlator
+from detectors.tm_ids import spelling_rank
 from sinks import (
     AlertLedger,
     AlertObserver,
@@ -67,6 +68,9 @@ class PipelineStats:
     kinds: Counter[str] = field(default_factory=Counter)
     dead_letters: Counter[str] = field(default_factory=Counter)
     alerts: Counter[tuple[str, str, str]] = field(default_factory=Counter)
+    #: Each alerted TaskManager entity's spelling for people (the summary): the best its
+    #: alerts carried. Counted by key, one row per TaskManager; read by its id.
+    names: dict[str, str] = field(default_factory=dict)
     #: Detector calls that raised, by (detector, outcome): ``skipped`` (the event or
     #: timer was skipped, state kept as before) or ``dropped`` (the entity was given up).
     detector_errors: Counter[tuple[str, str]] = field(default_factory=Counter)
@@ -101,6 +105,19 @@ class PipelineStats:
     newest_event_ms: int | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _batch_done: threading.Condition = field(default_factory=threading.Condition, repr=False)
+
+    def count_alert(self, alert: Alert) -> None:
+        """One recorded transition, under its entity (and a TaskManager's spelling kept).
+
+        An entity's header only ever learns a better spelling, so a later alert's is
+        kept unless a reporter's (less punctuation) came after a log line's.
+        """
+        self.alerts[(alert.detector, alert.entity, alert.status.value)] += 1
+        if alert.tm_id and alert.entity.startswith("tm:"):
+            known = self.names.get(alert.entity)
+            rank = spelling_rank(alert.tm_id, logged=False)
+            if known is None or rank >= spelling_rank(known, logged=False):
+                self.names[alert.entity] = alert.tm_id
 
     def count_delivered(self, batch_id: int) -> None:
         """The detect query delivered ``batch_id``: Spark commits it when the handler returns."""
@@ -347,7 +364,7 @@ class AlertDelivery:
             raise
         self._say_stale(new, self._outcome("stale") - withheld)
         for t in new:
-            self.stats.alerts[(t.alert.detector, t.alert.entity, t.alert.status.value)] += 1
+            self.stats.count_alert(t.alert)
         for obs in self.out.observers:
             try:
                 obs.observe(new)

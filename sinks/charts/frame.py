@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import io
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from functools import cache
 from typing import Literal
 
@@ -23,6 +23,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from detectors.model import Alert, AlertStatus, Severity
+from detectors.tm_ids import tm_key
 
 #: The chart's size: 720 x 360 px, what a Slack message shows without a click.
 WIDTH_IN, HEIGHT_IN, DPI = 7.2, 3.6, 100
@@ -86,11 +87,16 @@ def safe(text: object, limit: int = MAX_LABEL) -> str:
     return line.replace("$", r"\$")
 
 
-def who(alert: Alert) -> str:
-    """What the alert is about, for the title: its TaskManager, job or entity."""
+def who(alert: Alert, spelled: Mapping[str, str] | None = None) -> str:
+    """What the alert is about, for the title: its TaskManager, job or entity.
+
+    ``spelled``: TaskManager spellings by key (:func:`detectors.tm_ids.spellings` of an
+    incident's, so its alerts name one TaskManager alike); else the alert's own.
+    """
     if alert.entity.startswith("tm:"):
         job = f" (job {alert.job_name})" if alert.job_name else ""
-        return f"TaskManager {alert.tm_id or alert.host or alert.entity[3:]}{job}"
+        tm = alert.tm_id and (spelled or {}).get(tm_key(alert.tm_id), alert.tm_id)
+        return f"TaskManager {tm or alert.host or alert.entity[3:]}{job}"
     if alert.job_name or alert.job_id:
         return f"job {alert.job_name or alert.job_id}"
     return alert.entity

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Mapping
 
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
@@ -10,6 +11,7 @@ from matplotlib.patches import Patch
 from detectors.base import Member
 from detectors.correlation import IncidentView
 from detectors.model import AlertStatus, Severity
+from detectors.tm_ids import spellings, tm_key
 from sinks.charts.frame import (
     GREY,
     SEVERITY,
@@ -29,8 +31,11 @@ _MAX_LANES = 12
 _HEADLINE = 92
 
 
-def _lane(m: Member) -> str:
-    about = m.job_name or m.job_id or m.tm_id or m.host or m.entity
+def _lane(m: Member, spelled: Mapping[str, str]) -> str:
+    # A TaskManager as the incident spells it best: a member fired on the metrics'
+    # spelling is not another TaskManager than one fired after the logs named it.
+    tm = spelled.get(tm_key(m.tm_id)) if m.tm_id else None
+    about = m.job_name or m.job_id or tm or m.host or m.entity
     return f"{m.detector}\n{safe(about, 30)}"
 
 
@@ -58,7 +63,8 @@ def incident_chart(incident: IncidentView) -> Figure:
         ax.plot([at(m.first_ms)], [i], "o", color="black", markersize=4)
         if closed:
             ax.plot([at(m.last_ms)], [i], "|", color="black", markersize=12)
-    labels = [_lane(m) for m in members]
+    spelled = spellings(m.tm_id for m in incident.members if m.tm_id)
+    labels = [_lane(m, spelled) for m in members]
     root = next((i for i, m in enumerate(members) if m.alert_id == incident.root_alert_id), None)
     ax.set_yticks(range(len(members)), labels)
     if root is not None:

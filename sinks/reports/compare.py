@@ -31,12 +31,13 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from detectors.model import Alert, AlertStatus, Severity
+from detectors.tm_ids import spelling_rank
 from sinks.files import alert_from_record, iso_utc
 
 #: Unpaired incidents whose first pages are at most this far apart are paired (step 2).
@@ -227,6 +228,8 @@ def compare(
     baseline: Sequence[Page], new: Sequence[Page], *, window_ms: int = WINDOW_MS
 ) -> Comparison:
     """Pair the pages of two runs and classify each (the pairing: the module's docstring)."""
+    named = _one_subject([*baseline, *new])
+    baseline, new = named[: len(baseline)], named[len(baseline) :]
     by_key: dict[tuple[str, str], tuple[list[Page], list[Page]]] = {}
     for side, pages in enumerate((baseline, new)):
         for p in pages:
@@ -298,6 +301,26 @@ def subject(alert: Alert) -> str:
     if alert.job_name or alert.job_id:
         return f"job {alert.job_name or alert.job_id}"
     return alert.entity
+
+
+def _one_subject(pages: Sequence[Page]) -> list[Page]:
+    """``pages`` with each TaskManager named once: the best spelling any of its pages has.
+
+    A page fired before the TaskManager's logs spelled its id carries the metrics'
+    (``localhost:40003_6cf67b``), one after them the logs' (``localhost:40003-6cf67b``):
+    the same entity, which a table or a chart lane per subject would show twice.
+    """
+    best: dict[str, str] = {}
+    for p in pages:
+        known = best.get(p.entity)
+        if p.entity.startswith("tm:") and (known is None or _named(p.subject) > _named(known)):
+            best[p.entity] = p.subject
+    return [replace(p, subject=best.get(p.entity, p.subject)) for p in pages]
+
+
+def _named(subject: str) -> tuple[int, str]:
+    # The string breaks a tie, so the choice does not depend on the pages' order.
+    return spelling_rank(subject, logged=False), subject
 
 
 def _pair(

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from detectors.correlation import CorrelationParams, Correlator, IncidentView
 from detectors.model import Alert, AlertStatus
+from detectors.tm_ids import spellings
 from sinks.charts import render
 from sinks.charts.frame import who
 from sinks.files import alert_from_record, iso_utc
@@ -210,10 +211,12 @@ def _section(incident: _Incident, view: IncidentView, pictures: dict[str, str | 
     detectors = list(dict.fromkeys(m.detector for m in view.members))
     root = deciding.get(view.root_alert_id) or incident.history[0]
     sev = view.severity.value
+    # One TaskManager named alike in every row, whichever spelling each alert fired on.
+    spelled = spellings(a.tm_id for a in incident.history if a.tm_id)
     out = [
         f'<section id="incident-{_e(_file_name(incident.incident_id))}">',
         f'<h2><span class="{_e(sev)}">{_e(sev)}</span> {_e(", ".join(detectors))}: '
-        f"{_e(who(root))}</h2>",
+        f"{_e(who(root, spelled))}</h2>",
     ]
     if len(view.members) >= 2:
         out.append(f'<p class="headline">{_e(view.headline)}</p>')
@@ -226,7 +229,7 @@ def _section(incident: _Incident, view: IncidentView, pictures: dict[str, str | 
         gone = resolved.get(alert_id)
         first = next(x for x in incident.history if x.alert_id == alert_id)
         out.append(
-            f"<tr><td>{_e(a.detector)}</td><td>{_e(who(a))}</td>"
+            f"<tr><td>{_e(a.detector)}</td><td>{_e(who(a, spelled))}</td>"
             f'<td class="{_e(a.severity.value)}">{_e(a.severity.value)}</td>'
             f"<td>{_e(iso_utc(first.event_time_ms))}</td>"
             f"<td>{_e(iso_utc(gone)) if gone is not None else 'not resolved'}</td>"
@@ -234,6 +237,6 @@ def _section(incident: _Incident, view: IncidentView, pictures: dict[str, str | 
         )
     out.append("</table>")
     for alert_id, a in deciding.items():
-        out.append(_img(pictures.get(alert_id), f"{a.detector} of {who(a)}"))
+        out.append(_img(pictures.get(alert_id), f"{a.detector} of {who(a, spelled)}"))
     out.append("</section>")
     return "\n".join(out)

@@ -135,7 +135,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     progress_done(True)
     comparison = None
     if base is None:
-        print_summary(stats.alerts, stats.kinds, stats.dead_letters)
+        print_summary(stats.alerts, stats.kinds, stats.dead_letters, stats.names)
         print_incidents(output)
     else:
         comparison = print_comparison(args, output, one_parse)

@@ -140,7 +140,8 @@ def run_job(
         signals.reason or "the queries kept failing",
         "; ".join(n for n in notes if n),
     )
-    print_summary(pipeline.stats.alerts, pipeline.stats.kinds, pipeline.stats.dead_letters)
+    st = pipeline.stats
+    print_summary(st.alerts, st.kinds, st.dead_letters, st.names)
     return rc
 
 

@@ -37,7 +37,9 @@ def add_arguments(s: argparse.ArgumentParser) -> None:
         "matchers",
         nargs="+",
         help="name=value or name=~regex (whole value); names: detector, cluster, job_id, "
-        'job_name, tm_id, host, severity; e.g. job_name=~"pay-.*"',
+        'job_name, tm_id, host, severity; e.g. job_name=~"pay-.*". tm_id=<one id> covers '
+        "that TaskManager however it is spelled (its logs' localhost:40003-6cf67b, "
+        "Prometheus' localhost:40003_6cf67b); a tm_id regex matches the alert's spelling",
     )
     a.add_argument("-c", "--comment", required=True, help="why (shown to whoever is on call)")
     a.add_argument("-d", "--duration", default="1h", help="how long: 1h, 30m, 4h, 2d (1h)")

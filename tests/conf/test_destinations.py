@@ -43,6 +43,45 @@ def test_routes_continue_to_each_later_match_once_and_the_default_takes_only_the
     assert taken(None, Severity.WARNING, only_the_team) == ["#flink-alerts"]
 
 
+def test_a_route_for_a_taskmanager_takes_its_alerts_in_either_spelling() -> None:
+    # The id copied from a Grafana panel of Flink's own metrics (`_`) routes the alerts
+    # that carry its logs' spelling (`-`), and a webhook's route is the same match.
+    from conf import SlackConfig, WebhookConfig
+    from detectors import Alert, AlertStatus, Severity
+
+    cfg = SlackConfig.model_validate(
+        {"routes": [{"channel": "#tm-3", "match": {"tm_id": "localhost:40003_6cf67b"}}]}
+    )
+    hook = WebhookConfig.model_validate(
+        {
+            "name": "h",
+            "url": "https://x.example/h",
+            "format": "pagerduty",
+            "routing_key": "${PD_KEY}",
+            "route": {"match": {"tm_id": "localhost:40003-6cf67b"}},
+        }
+    ).route
+    assert hook is not None
+
+    def about(tm_id: str) -> Alert:
+        return Alert(
+            alert_id="a",
+            detector="jvm_fatal",
+            entity="tm:x",
+            status=AlertStatus.FIRING,
+            severity=Severity.CRITICAL,
+            event_time_ms=0,
+            summary="s",
+            tm_id=tm_id,
+        )
+
+    for spelling in ("localhost:40003-6cf67b", "localhost:40003_6cf67b"):
+        assert cfg.channel_for(about(spelling), "prod") == "#tm-3"
+        assert hook.matches(about(spelling), "prod")
+    assert cfg.channel_for(about("localhost:40004-6cf67b"), "prod") == "#flink-alerts"
+    assert not hook.matches(about("localhost:40004_6cf67b"), "prod")
+
+
 def test_who_may_press_is_given_by_ids_not_names() -> None:
     from conf import SlackConfig
 

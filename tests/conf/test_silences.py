@@ -221,3 +221,71 @@ def test_config_regexes_see_names_cut_to_the_edges_cap_whatever_reaches_them() -
     start = time.perf_counter()
     assert silence_for(s, a, "prod") is None
     print(f"`.*-etl-.*-prod` on a 1 MiB name: {(time.perf_counter() - start) * 1000:.2f} ms")
+
+
+# Flink's Prometheus reporter spells the TaskManager its logs call `localhost:40003-6cf67b`
+# as `localhost:40003_6cf67b`; an alert carries whichever its entity had seen best.
+LOGGED, SCRAPED = "localhost:40003-6cf67b", "localhost:40003_6cf67b"
+
+
+@pytest.mark.parametrize("alert_says", [LOGGED, SCRAPED])
+@pytest.mark.parametrize("typed", [LOGGED, SCRAPED, "localhost.40003.6cf67b"])
+def test_a_plain_tm_id_silences_its_taskmanager_in_either_spelling(
+    typed: str, alert_says: str
+) -> None:
+    from conf.silences import parse_matchers
+
+    a = alert("2026-11-22T03:00:00+00:00", tm_id=alert_says)
+    # From the config file (the id as a regex: `.` is taken as itself) ...
+    s = silences({"name": "tm", "matchers": {"tm_id": typed}, **WINDOW})
+    assert silence_for(s, a, "prod") == "tm"
+    # ... and from the command line, where `tm_id=<id>` is stored escaped.
+    assert parse_matchers([f"tm_id={typed}"]).matches(a, "prod")
+    # Another TaskManager, in any spelling, is not covered.
+    other = alert("2026-11-22T03:00:00+00:00", tm_id=alert_says.replace("40003", "40004"))
+    assert silence_for(s, other, "prod") is None
+    assert not parse_matchers([f"tm_id={typed}"]).matches(other, "prod")
+
+
+@pytest.mark.parametrize(
+    ("pattern", "alert_says", "covered"),
+    [
+        # A regular expression proper means what it says, on the spelling the alert carries.
+        ("localhost:40003-.*", LOGGED, True),
+        ("localhost:40003-.*", SCRAPED, False),
+        (".*_6cf67b", LOGGED, False),
+        ("localhost:4000[0-9].6cf67b", SCRAPED, True),
+        (r"localhost:\d+-6cf67b", SCRAPED, False),
+        # The spelling-blind match is for ids, not for other labels: hosts and job names
+        # are matched as written.
+        ("host=worker_7", "worker-7", False),
+        ("job_name=orders_enrich", "orders-enrich", False),
+    ],
+)
+def test_a_regex_matches_the_spelling_the_alert_carries_and_only_tm_id_folds(
+    pattern: str, alert_says: str, covered: bool
+) -> None:
+    from conf.silences import parse_matchers
+
+    if "=" in pattern:
+        name, value = pattern.split("=")
+        a = alert("2026-11-22T03:00:00+00:00", **{name: alert_says})
+        assert parse_matchers([pattern]).matches(a, "prod") is covered
+        return
+    a = alert("2026-11-22T03:00:00+00:00", tm_id=alert_says)
+    s = silences({"name": "tm", "matchers": {"tm_id": pattern}, **WINDOW})
+    assert (silence_for(s, a, "prod") == "tm") is covered
+
+
+def test_plain_ids_are_told_from_regexes() -> None:
+    from conf.silences import plain_id
+
+    ids = [LOGGED, SCRAPED, "615c9d0b-07b3-4ec5-b801-27ab5a4c6d94", "10.0.0.5:40003-6cf67b"]
+    ids += ["flink-taskmanager-1-2", "tm 1/a@b#c~d", "täskmänager-1"]
+    for tm in ids:
+        assert plain_id(tm) == tm
+        assert plain_id(re.escape(tm)) == tm  # what `name=value` stores
+    regexes = ["tm-.*", "tm-[0-9]", "tm-(a|b)", "tm-1+", "tm-1?", "^tm$", r"tm\d", r"\1", "a{2}"]
+    for regex in regexes:
+        assert plain_id(regex) is None, regex
+    assert plain_id("") is None

@@ -280,3 +280,5 @@ def test_a_taskmanager_spelled_by_its_metrics_and_by_its_logs_is_one_incident() 
         alert("heap", "idle_heap_growth", T0 + 3 * MIN, tm_id=logged, status=AlertStatus.RESOLVED)
     )
     assert [m.tm_id for m in done.members] == [label, logged, None]
+    # The root-cause line names the TaskManager once, as its logs spell it.
+    assert label not in done.headline and logged in done.headline

@@ -99,3 +99,14 @@ def test_an_incident_s_taskmanagers_are_listed_once_each_in_their_best_spelling(
     ids = ["a_b_c", "x_1", "a-b:c", "a_b:c", "x-1"]
     assert one_per_tm(ids) == ["a-b:c", "x-1"]
     assert one_per_tm([]) == []
+
+
+def test_spellings_give_each_taskmanager_key_its_best_spelling() -> None:
+    from detectors.tm_ids import spellings
+
+    ids = ["localhost:40003_6cf67b", "localhost:40003-6cf67b", "localhost_40003_6cf67b", "x_1"]
+    assert spellings(ids) == {
+        "localhost_40003_6cf67b": "localhost:40003-6cf67b",
+        "x_1": "x_1",
+    }
+    assert spellings([]) == {}

@@ -43,3 +43,41 @@ def test_an_unknown_outcome_is_retried_by_whoever_only_knows_retryable() -> None
     assert issubclass(AmbiguousDeliveryError, RetryableDeliveryError)
     assert not issubclass(PermanentDeliveryError, RetryableDeliveryError)
     assert issubclass(PermanentDeliveryError, DeliveryError)
+
+
+def test_a_taskmanager_is_spelled_once_in_an_incidents_label_sets() -> None:
+    # idle_heap_growth fires on the metrics' spelling; the TaskManager's logs then say
+    # its id, jvm_fatal fires on that spelling and joins the incident, and the heap alert
+    # resolves on it too. Every label set of the incident names one TaskManager.
+    from detectors import Alert
+    from detectors.correlation import Correlator
+
+    def about(alert_id: str, detector: str, status: AlertStatus, at: int, tm_id: str) -> Alert:
+        return Alert(
+            alert_id=alert_id,
+            detector=detector,
+            entity="tm:localhost_40003_6cf67b",
+            status=status,
+            severity=Severity.CRITICAL,
+            event_time_ms=at,
+            summary="s",
+            tm_id=tm_id,
+        )
+
+    scraped, logged = "localhost:40003_6cf67b", "localhost:40003-6cf67b"
+    heap_fires = about("h", "idle_heap_growth", AlertStatus.FIRING, 1_000, scraped)
+    fatal_fires = about("f", "jvm_fatal", AlertStatus.FIRING, 2_000, logged)
+    heap_resolves = about("h", "idle_heap_growth", AlertStatus.RESOLVED, 3_000, logged)
+    lost_fires = about("l", "tm_lost", AlertStatus.FIRING, 4_000, "localhost:40004-aaaaaa")
+    c = Correlator()
+    seen = [
+        Transition(i, transition_key(a), a, incident=c.observe(a))
+        for i, a in enumerate([heap_fires, fatal_fires, heap_resolves, lost_fires])
+    ]
+    assert len({t.incident_id for t in seen[:3]}) == 1
+    assert [t.tm_id for t in seen] == [scraped, scraped, scraped, "localhost:40004-aaaaaa"]
+    # The incident's own record keeps each alert's spelling (Slack shows the logged one).
+    assert seen[2].incident is not None
+    assert {m.alert_id: m.tm_id for m in seen[2].incident.members} == {"h": scraped, "f": logged}
+    # Without an incident, the alert's own.
+    assert Transition(9, "f:firing", fatal_fires).tm_id == logged

@@ -232,6 +232,25 @@ def test_a_silenced_alert_is_marked_and_counted() -> None:
     )
 
 
+def test_an_escalation_after_the_logs_respelled_the_taskmanager_keeps_its_series() -> None:
+    # Fired on the metrics' spelling; the escalation carries the logs' (the entity's
+    # header learnt it in between). One incident, one series, not a second one.
+    from detectors.correlation import Correlator
+
+    scraped = alert("a1", AlertStatus.FIRING).model_copy(update={"tm_id": "localhost:40003_6cf67b"})
+    up = scraped.model_copy(
+        update={"status": AlertStatus.ESCALATED, "tm_id": "localhost:40003-6cf67b"}
+    )
+    c = Correlator()
+    active = ActiveAlerts()
+    reg = registry_with(active)
+    active.observe([Transition(1, transition_key(scraped), scraped, incident=c.observe(scraped))])
+    active.observe([Transition(2, transition_key(up), up, incident=c.observe(up))])
+    body = generate_latest(reg).decode()
+    assert body.count("flinkwatch_alerts_active{") == 1
+    assert 'tm_id="localhost:40003_6cf67b"' in body
+
+
 def test_open_incidents_survive_a_restart_through_the_ledger(tmp_path) -> None:
     ledger = AlertLedger(tmp_path / "ledger.sqlite")
     ledger.record(0, [alert("a1", AlertStatus.FIRING), alert("a2", AlertStatus.FIRING)], [])

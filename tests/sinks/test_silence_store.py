@@ -40,6 +40,39 @@ def test_a_silence_survives_a_restart_and_expires_early_by_hand(tmp_path: Path) 
     assert again.in_force(NOW + 60_000) == ()  # no longer judged by the job
 
 
+def test_a_stored_taskmanager_silence_covers_it_in_either_spelling_after_a_restart(
+    tmp_path: Path,
+) -> None:
+    # `flinkwatch silence add tm_id=<id copied from a metrics panel>` at 3 a.m.; the
+    # alerts carry the id as the TaskManager's logs spell it.
+    from conf.silences import silence_for
+    from detectors import Alert, AlertStatus, Severity
+
+    path = tmp_path / "silences.sqlite"
+    first = SilenceStore(path)
+    sid = _add(first, "tm_id=localhost:40003_6cf67b")
+    first.close()
+    again = SilenceStore(path)
+
+    def about(tm_id: str) -> Alert:
+        return Alert(
+            alert_id="a",
+            detector="idle_heap_growth",
+            entity="tm:x",
+            status=AlertStatus.FIRING,
+            severity=Severity.WARNING,
+            event_time_ms=NOW,
+            summary="s",
+            tm_id=tm_id,
+        )
+
+    judged = again.in_force(NOW)
+    assert silence_for(judged, about("localhost:40003-6cf67b"), "prod") == sid
+    assert silence_for(judged, about("localhost:40003_6cf67b"), "prod") == sid
+    assert silence_for(judged, about("localhost:40004-6cf67b"), "prod") is None
+    assert again.listing(NOW)[0].given == ("tm_id=localhost:40003_6cf67b",)  # as typed
+
+
 def test_a_silence_that_starts_later_is_pending_until_then(tmp_path: Path) -> None:
     store = SilenceStore(tmp_path / "s.sqlite")
     _add(store, "detector=checkpoint_creep", start=NOW + HOUR, end=NOW + 2 * HOUR)

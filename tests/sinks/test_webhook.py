@@ -396,6 +396,25 @@ def test_pagerduty_events_are_valid_v2_with_one_dedup_key_per_incident(
     assert "X-Flinkwatch-Signature" not in receiver.posts[0][0]  # no secret configured
 
 
+def test_the_body_names_the_incidents_taskmanager_as_its_first_member_spelled_it() -> None:
+    from sinks.webhook import payload
+
+    first = alert().model_copy(update={"tm_id": "localhost:40003_6cf67b"})
+    later = alert(alert_id="b2").model_copy(update={"tm_id": "localhost:40003-6cf67b"})
+    incident = IncidentView(
+        incident_id="a1",
+        headline="h",
+        root_alert_id="a1",
+        severity=Severity.WARNING,
+        status=AlertStatus.FIRING,
+        members=(Member(**dict(first), first_ms=T0), Member(**dict(later), first_ms=T0)),
+    )
+    c = cfg("http://127.0.0.1:1")
+    body = payload(Transition(seq=2, key="b2:firing", alert=later, incident=incident), c, "p")
+    assert body["labels"]["tm_id"] == "localhost:40003_6cf67b"
+    assert body["summary"] == later.summary
+
+
 def test_an_uncorrelated_resolve_resolves_its_own_dedup_key() -> None:
     c = WebhookConfig(
         name="pd",

@@ -10,6 +10,7 @@ from tests.sinks.charts.alerts import (
     creep_alert,
     decoded,
     failures_alert,
+    idle_heap_alert,
     incident_of,
     late_alert,
     restart_alert,
@@ -55,3 +56,25 @@ def test_an_incident_with_hostile_names_and_many_members_renders() -> None:
     incident = incident_of(members)
     assert len(incident.members) == 20
     decoded(render(members[-1], incident))
+
+
+def test_one_taskmanager_is_named_alike_in_every_lane_whatever_each_member_fired_on() -> None:
+    # The heap alert fired on the metrics' spelling, tm_lost after the logs named the
+    # TaskManager: two lanes, one TaskManager, in its best spelling.
+    from sinks.charts.incident import incident_chart
+
+    entity = "tm:localhost_40003_6cf67b"
+    heap = idle_heap_alert().model_copy(
+        update={"entity": entity, "tm_id": "localhost:40003_6cf67b", "job_id": None}
+    )
+    lost = heap.model_copy(
+        update={
+            "alert_id": "lost-1",
+            "detector": "tm_lost",
+            "tm_id": "localhost:40003-6cf67b",
+            "event_time_ms": heap.event_time_ms + MIN,
+        }
+    )
+    fig = incident_chart(incident_of([heap, lost]))
+    lanes = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    assert lanes == ["idle_heap_growth\nlocalhost:40003-6cf67b", "tm_lost\nlocalhost:40003-6cf67b"]

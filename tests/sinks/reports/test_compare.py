@@ -235,6 +235,26 @@ def test_a_taskmanagers_page_names_the_taskmanager() -> None:
     assert page.subject == "TaskManager tm-1"
 
 
+def test_a_taskmanager_is_one_subject_whichever_spelling_each_run_paged_on() -> None:
+    # The baseline paged before the TaskManager's logs spelled its id (the metrics'
+    # spelling), the new config after (the logs'): one TaskManager, one group, one name.
+    tm = "tm:localhost_40003_6cf67b"
+    kw: dict[str, Any] = {"entity": tm, "detector": "idle_heap_growth", "job_name": None}
+    base = [rec("b", T0 + 9 * MIN, tm_id="localhost:40003_6cf67b", **kw)]
+    new = [
+        rec("n", T0, tm_id="localhost:40003-6cf67b", **kw),
+        rec("m", T0 + 2 * 60 * MIN, tm_id="localhost:40003_6cf67b", **kw),
+    ]
+    c = compare(pages_of(base), pages_of(new))
+    assert {d.page.subject for d in c.differences} == {"TaskManager localhost:40003-6cf67b"}
+    assert [(det, who, {k.value: n for k, n in n.items() if n}) for det, who, n in c.groups()] == [
+        ("idle_heap_growth", "TaskManager localhost:40003-6cf67b", {"earlier": 1, "gained": 1})
+    ]
+    # Either order of the runs gives the same name.
+    c = compare(pages_of(new), pages_of(base))
+    assert {d.page.subject for d in c.differences} == {"TaskManager localhost:40003-6cf67b"}
+
+
 @pytest.mark.parametrize(
     ("ms", "text"),
     [

@@ -22,6 +22,7 @@ from tests.sinks.charts.alerts import (
     PNG_MAGIC,
     creep_alert,
     failures_alert,
+    idle_heap_alert,
     late_alert,
     restart_alert,
 )
@@ -72,6 +73,27 @@ def test_a_correlated_incident_and_a_lone_alert_are_listed_with_their_charts(tmp
         data = (tmp_path / "report" / name).read_bytes()
         assert data[:8] == PNG_MAGIC
         assert image.imread(io.BytesIO(data), format="png").shape[:2] == (360, 720)
+
+
+def test_an_incident_names_its_taskmanager_alike_in_its_heading_rows_and_charts(
+    tmp_path,
+) -> None:
+    # The heap alert fired on the metrics' spelling, tm_lost after the logs named it.
+    heap = idle_heap_alert().model_copy(
+        update={"entity": "tm:localhost_40003_6cf67b", "tm_id": "localhost:40003_6cf67b"}
+    )
+    lost = heap.model_copy(
+        update={
+            "alert_id": "lost-1",
+            "detector": "tm_lost",
+            "tm_id": "localhost:40003-6cf67b",
+            "event_time_ms": heap.event_time_ms + MIN,
+        }
+    )
+    path = replayed(tmp_path / "alerts.jsonl", [heap, lost])
+    page = write_report(path, tmp_path / "report", CorrelationParams()).index.read_text()
+    assert page.count("<section") == 1
+    assert "localhost:40003-6cf67b" in page and "localhost:40003_6cf67b" not in page
 
 
 def test_incidents_are_the_ones_the_replay_put_the_transitions_in(tmp_path) -> None:

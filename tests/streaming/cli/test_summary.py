@@ -58,3 +58,42 @@ def test_an_incident_lists_its_members_from_the_one_that_opened_it_and_its_lates
     assert capsys.readouterr().out.splitlines() == [
         "incident a1 (checkpoint_failures -> late_barrier_acks -> checkpoint_creep): z"
     ]
+
+
+def test_a_taskmanager_is_one_row_named_as_its_alerts_spelled_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # tm_lost fired on the metrics' spelling, jvm_fatal and the resolve after the logs
+    # named the TaskManager: one row per detector, the logged id shown, not the key.
+    from detectors import Alert, AlertStatus, Severity
+    from streaming.delivery import PipelineStats
+
+    def about(detector: str, status: AlertStatus, tm_id: str | None) -> Alert:
+        return Alert(
+            alert_id=detector,
+            detector=detector,
+            entity="tm:localhost_38251_0bfbad" if tm_id else "tm:10_0_0_9_6121",
+            status=status,
+            severity=Severity.CRITICAL,
+            event_time_ms=0,
+            summary="s",
+            tm_id=tm_id,
+        )
+
+    stats = PipelineStats()
+    for a in [
+        about("tm_lost", AlertStatus.FIRING, "localhost:38251_0bfbad"),
+        about("jvm_fatal", AlertStatus.FIRING, "localhost:38251-0bfbad"),
+        about("tm_lost", AlertStatus.RESOLVED, "localhost:38251-0bfbad"),
+        # A reporter's spelling after the logged one does not replace it.
+        about("jvm_fatal", AlertStatus.RESOLVED, "localhost_38251_0bfbad"),
+        about("tm_lost", AlertStatus.FIRING, None),  # no spelling known: the key
+    ]:
+        stats.count_alert(a)
+    print_summary(stats.alerts, Counter(), Counter(), stats.names)
+    assert capsys.readouterr().out.splitlines()[2:] == [
+        "detector   entity                     firing  resolved",
+        "jvm_fatal  tm:localhost:38251-0bfbad       1         1",
+        "tm_lost    tm:10_0_0_9_6121                1         0",
+        "tm_lost    tm:localhost:38251-0bfbad       1         1",
+    ]
