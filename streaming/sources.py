@@ -66,8 +66,13 @@ def kafka_records(
     realtime: bool = False,
     starting_offsets: str | None = None,
     max_offsets: int | None = None,
+    keyed: bool = False,
 ) -> DataFrame:
-    """Records of one Kafka topic with the official Spark Kafka source."""
+    """Records of one Kafka topic with the official Spark Kafka source.
+
+    ``keyed``: also the record's key as ``source_key`` (log topics: a bare appender's key
+    says which process a record is from, :mod:`streaming.forwards`).
+    """
     return kafka_stream(
         spark,
         cfg,
@@ -82,6 +87,7 @@ def kafka_records(
         F.col("partition"),
         F.col("offset"),
         F.col("timestamp").alias("kafka_ts"),
+        *([F.col("key").cast("string").alias("source_key")] if keyed else []),
     )
 
 
