@@ -2,7 +2,8 @@
 
 The parse query turns records into events and puts each event on the bus once per
 *entity scope* that some enabled detector reads it for (``job:<id>``, ``tm:<id>``,
-``cluster``): key = the entity, value = the event as JSON. The detect query reads the
+``cluster``; a keyed source's lines that name no one, ``src:<topic>:<key>``, see
+:mod:`streaming.forwards`): key = the entity, value = the event as JSON. The detect query reads the
 bus and groups it by shard (a hash of the entity); the runner (:mod:`streaming.runner`)
 hands each of an entity's events to the detectors of its scope that read it.
 
@@ -96,7 +97,7 @@ def _source_wants(scopes: dict[str, Column]) -> Column:
     says = never
     for text in SAYS:
         says = says | F.col("message").contains(text)
-    return to_tm | to_job | (kind.isin("unparsed", "job_released") & says)
+    return to_tm | to_job | (kind.isin("unparsed", "job_released", "jm_started") & says)
 
 
 def _event_json() -> Column:

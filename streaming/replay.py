@@ -44,6 +44,7 @@ them in its two tasks), the shards and delivery 0.3; Python's imports 1.3.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -65,7 +66,7 @@ from streaming.delivery import AlertDelivery, Outputs, PipelineStats, write_dead
 from streaming.explain import Asked
 from streaming.parsing import DEAD_LETTER_REASONS
 from streaming.routes import Routes
-from streaming.rows import DETECT_COLUMNS, DETECT_SCHEMA, output_rows
+from streaming.rows import DETECT_COLUMNS, DETECT_SCHEMA, RowKind, output_rows
 from streaming.runner import EntityRunner, ShardRunner
 from streaming.schemas import DEAD_LETTER_SCHEMA
 from streaming.session import SessionSpec, class_archive
@@ -345,6 +346,18 @@ def _detect(
         explain=explain,
     )
     out = _shards_here(rows, shard) if here else _shards_on_workers(rows, shard)
+    forwards = [r for r in out if r["kind"] == RowKind.FORWARD.value and r["batch"] == 0]
+    if forwards:
+        # A keyed source's lines for other entities (streaming.forwards): live, the driver
+        # writes them onto the bus and the next batch applies them; here every shard runs
+        # again with them beside the records (the same runner: the sources forward them
+        # again, which is dropped). Only a replay of Kafka records with keys has any.
+        extra = events.sparkSession.createDataFrame(
+            [(r["entity"], json.loads(r["data"])) for r in forwards], "key string, value string"
+        )
+        rows = rows.unionByName(detect_input(extra, sp.state_shards))
+        out = _shards_here(rows, shard) if here else _shards_on_workers(rows, shard)
+    out = [r for r in out if r["kind"] != RowKind.FORWARD.value]
     deliver = AlertDelivery(outputs, stats, cfg)
     batches = [0, 1] if newest is not None else [0]
     for b in batches:

@@ -265,3 +265,31 @@ def file_records(
             *[F.col(f"_rec.{c}").alias(c) for c in own],
         )
     )
+
+
+#: How a file of Kafka records captured with their coordinates ends (one JSON object a line:
+#: ``topic``, ``partition``, ``offset``, ``timestamp_ms``, ``key``, ``value``).
+CAPTURE_SUFFIX = ".records.jsonl"
+
+
+def captured_records(spark: SparkSession, directory: Path) -> DataFrame:
+    """Kafka records as a capture file holds them (:data:`CAPTURE_SUFFIX`), keys and all.
+
+    The columns of :func:`kafka_records` with ``keyed``: a replay of a topic's records
+    reads what the live job reads, the key that names a record's process included
+    (:mod:`streaming.forwards`).
+    """
+    return (
+        spark.read.schema(
+            "topic string, partition int, offset long, timestamp_ms long, key string, value string"
+        )
+        .json(str(directory))
+        .select(
+            "value",
+            "topic",
+            "partition",
+            "offset",
+            F.timestamp_millis("timestamp_ms").alias("kafka_ts"),
+            F.col("key").alias("source_key"),
+        )
+    )

@@ -24,6 +24,9 @@ from tests.conftest import KafkaBroker, wait_until
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
 CC = "org.apache.flink.runtime.checkpoint.CheckpointCoordinator"
+TM_RUNNER = "org.apache.flink.runtime.taskexecutor.TaskManagerRunner"
+TASK = "org.apache.flink.runtime.taskmanager.Task"
+TM = "localhost:40001-aaaaaa"
 
 
 def _line(ts: str, level: str, logger: str, msg: str) -> str:
@@ -228,10 +231,24 @@ def test_real_time_parse_feeds_the_detectors_and_keeps_dead_letters(spark, kafka
         }
         kafka.produce(cfg.kafka.logs_topic, expired_cycle(JOB_A, 1, 3, 1), key=JOB_A.encode())
         kafka.produce(cfg.kafka.logs_topic, ["not a Flink line"], key=b"jm-2")
+        # A bare KafkaAppender keyed by the TaskManager's log file: its fatal line names no
+        # one, its start line says whose it is (streaming.forwards).
+        tm_lines = [
+            _line("2024-06-03 10:00:30,000", "INFO", TM_RUNNER, f"Starting TaskManager with ResourceID: {TM}"),
+            _line("2024-06-03 10:02:30,000", "ERROR", TASK, "Encountered fatal error java.lang.OutOfMemoryError - terminating the JVM"),
+        ]  # fmt: skip
+        kafka.produce(
+            cfg.kafka.logs_topic, tm_lines, key=b"/opt/flink/log/flink--taskexecutor-0.log"
+        )
         wait_until(
             lambda: read_alerts(cfg.output.alerts_path, "checkpoint_failures"),
             timeout=120,
             what="the alert through the real-time parse query",
+        )
+        wait_until(
+            lambda: read_alerts(cfg.output.alerts_path, "jvm_fatal"),
+            timeout=120,
+            what="the keyed TaskManager's fatal line forwarded to it",
         )
         wait_until(
             lambda: list(cfg.output.deadletter_path.glob("*.jsonl")),
@@ -244,6 +261,9 @@ def test_real_time_parse_feeds_the_detectors_and_keeps_dead_letters(spark, kafka
     assert result.get("rc") == 0
     (alert,) = read_alerts(cfg.output.alerts_path, "checkpoint_failures")
     assert alert["job_id"] == JOB_A and alert["evidence"]["expired_checkpoints"] == [1, 2, 3]
+    fatal = read_alerts(cfg.output.alerts_path, "jvm_fatal")[0]
+    assert (fatal["tm_id"], fatal["status"]) == (TM, "firing")
+    assert p.stats.forwarded >= 1
     (letter,) = [
         json.loads(x)
         for f in cfg.output.deadletter_path.glob("*.jsonl")
