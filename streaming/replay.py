@@ -192,12 +192,14 @@ def session_settings(input_bytes: int, archive: Path | None = None) -> dict[str,
     return {**NO_CALL_SITES, "spark.driver.extraJavaOptions": " ".join(java)}
 
 
-def replay_session(cfg: AppConfig, logs_dir: Path, metrics_dir: Path) -> tuple[SparkSession, bool]:
+def replay_session(
+    cfg: AppConfig, logs_dir: Path, metrics_dir: Path, *more: Path
+) -> tuple[SparkSession, bool]:
     """The session for a replay of the files in these directories, and whether it is short.
 
     A short input (:func:`short_input`) has its shards run in the driver.
     """
-    size = input_bytes(logs_dir, metrics_dir)
+    size = input_bytes(logs_dir, metrics_dir, *more)
     spark = SessionSpec.replay(cfg, session_settings(size, class_archive())).start()
     return spark, short_input(size)
 

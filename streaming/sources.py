@@ -293,3 +293,25 @@ def captured_records(spark: SparkSession, directory: Path) -> DataFrame:
             F.col("key").alias("source_key"),
         )
     )
+
+
+def stage_logs(paths: Sequence[str | Path], into: Path) -> tuple[Path, Path]:
+    """Stage log inputs (:func:`stage_files`): log files, and Kafka captures apart.
+
+    Returns the directory of log files and the directory of captures
+    (:data:`CAPTURE_SUFFIX`), each under ``into``.
+    """
+    captured = [p for p in paths if str(p).endswith(CAPTURE_SUFFIX)]
+    logs = stage_files([p for p in paths if p not in captured], into / "logs")
+    return logs, stage_files(captured, into / "captures")
+
+
+def log_records(spark: SparkSession, logs: Path, captures: Path) -> DataFrame:
+    """The records of staged log files and captures (:func:`stage_logs`), as one frame.
+
+    A capture's records keep their keys (``source_key``); a file's have none.
+    """
+    records = file_records(spark, logs, kind="log", stream=False)
+    if any(captures.iterdir()):
+        records = records.unionByName(captured_records(spark, captures), allowMissingColumns=True)
+    return records

@@ -39,12 +39,12 @@ from streaming.metric_parsing import parse_metrics
 from streaming.parsing import parse_logs
 from streaming.session import get_session
 from streaming.sources import (
-    CAPTURE_SUFFIX,
-    captured_records,
     file_records,
     given_name,
     kafka_records,
+    log_records,
     stage_files,
+    stage_logs,
 )
 
 #: The newest records per partition a sample reads by default.
@@ -110,18 +110,15 @@ Inputs = dict[str, tuple[str, DataFrame]]
 def _file_inputs(spark: SparkSession, args: argparse.Namespace, work: Path) -> Inputs:
     out: Inputs = {}
     for name, paths, kind in (("logs", args.logs, "log"), ("metrics", args.metrics, "metric")):
-        if paths:
+        if paths and kind == "log":
             # Kafka records captured with their keys read as the topic would be.
-            captured = [p for p in paths if kind == "log" and str(p).endswith(CAPTURE_SUFFIX)]
-            staged = stage_files([p for p in paths if p not in captured], work / name)
-            files = sum(1 for _ in staged.iterdir()) + len(captured)
-            records = file_records(spark, staged, kind=kind, stream=False)
-            if captured:
-                records = records.unionByName(
-                    captured_records(spark, stage_files(captured, work / "captures")),
-                    allowMissingColumns=True,
-                )
-            out[name] = (f"{files} file(s)", records)
+            logs, captures = stage_logs(paths, work / name)
+            files = sum(1 for d in (logs, captures) for _ in d.iterdir())
+            out[name] = (f"{files} file(s)", log_records(spark, logs, captures))
+        elif paths:
+            staged = stage_files(paths, work / name)
+            files = sum(1 for _ in staged.iterdir())
+            out[name] = (f"{files} file(s)", file_records(spark, staged, kind=kind, stream=False))
     return out
 
 
@@ -170,6 +167,9 @@ def collect_tally(cfg: AppConfig, inputs: Inputs) -> Tally:
             started = F.col("message").contains("Starting TaskManager with ResourceID")
             key_said = F.max(started).over(Window.partitionBy("topic", "source_key"))
             own = own | (F.col("source_key").isNotNull() & F.coalesce(key_said, F.lit(False)))
+        # A column first: a window may not be a grouping expression.
+        df = df.select("*", own.alias("_own_source"))
+        own = F.col("_own_source")
         metric = F.when(F.col("metric").isin(*known), F.col("metric")).when(
             F.col("kind") == "metric", F.lit("other")
         )

@@ -20,7 +20,7 @@ from streaming.delivery import PipelineStats
 from streaming.replay import Baseline, replay, replay_session, same_parse
 from streaming.replay_progress import ReplayCounts, ReplayProgress
 from streaming.runtime import Runtime
-from streaming.sources import CAPTURE_SUFFIX, captured_records, file_records, stage_files
+from streaming.sources import file_records, log_records, stage_files, stage_logs
 
 log = logging.getLogger("flinkwatch")
 
@@ -66,11 +66,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
         log.error("-o is the comparison's form: it needs --baseline")
         return 2
     work = Path(tempfile.mkdtemp(prefix="flinkwatch-replay-"))
-    # Kafka records captured with their keys are read as the live job reads a topic.
-    captured = [p for p in args.logs or [] if str(p).endswith(CAPTURE_SUFFIX)]
     try:
-        captures_dir = stage_files(captured, work / "captures")
-        logs_dir = stage_files([p for p in args.logs or [] if p not in captured], work / "logs")
+        logs_dir, captures_dir = stage_logs(args.logs or [], work)
         metrics_dir = stage_files(args.metrics or [], work / "metrics")
     except FileNotFoundError as exc:
         log.error("%s", exc)
@@ -78,7 +75,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     output = Path(args.output)
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text("")
-    spark, short = replay_session(cfg, logs_dir, metrics_dir)
+    spark, short = replay_session(cfg, logs_dir, metrics_dir, captures_dir)
     deadletters = Path(args.deadletters) if args.deadletters else work / "deadletters"
     out = cfg.output
     sink = DeadLetterFileSink(
@@ -109,13 +106,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
             if not one_parse:
                 # The log time zone is the session's: each parse reads in its config's.
                 spark.conf.set("spark.sql.session.timeZone", c.parsing.log_timezone)
-            logs = file_records(spark, logs_dir, kind="log", stream=False)
-            if captured:
-                logs = logs.unionByName(
-                    captured_records(spark, captures_dir), allowMissingColumns=True
-                )
             replay(
-                logs,
+                log_records(spark, logs_dir, captures_dir),
                 file_records(spark, metrics_dir, kind="metric", stream=False),
                 c,
                 outputs,
