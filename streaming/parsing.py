@@ -141,8 +141,9 @@ _SYSLOG_HOST = (
     r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2}) (\S+) \S+: \d{4}-"
 )
 #: Columns a file source adds that the parser reads when present (streaming.sources): the
-#: time of the record before, and what the log said of itself (its TaskManager, its one job).
-_FILE_COLUMNS = ("fallback_time", "source_tm", "source_job")
+#: time of the record before, and what the log said of itself (its TaskManager, its one job);
+#: and a Kafka record's key (``source_key``), which the event keeps (streaming.forwards).
+_FILE_COLUMNS = ("fallback_time", "source_tm", "source_job", "source_key")
 # A YARN container's log directory in a shipper's file path (JSON may escape the slashes).
 _YARN_LOG_DIR = r"[/\\]+(container_(?:e\d+_)?\d+_\d+_\d+_\d+)[/\\]+[\w.-]+\.(?:log|out|err)\b"
 
@@ -1182,6 +1183,7 @@ def _event_columns(df: DataFrame, lim: ParseLimits, *, shapes: bool) -> DataFram
         F.col("error"),
         F.when(F.col("error").isNotNull(), detail).alias("detail"),
         F.when(F.col("error").isNotNull(), prefix(F.col("raw"), 65536)).alias("raw"),
+        *(["source_key"] if "source_key" in df.columns else []),
         # For doctor: whom a line of the record would be attributed to, had it no id itself.
         *([F.coalesce(F.col("_pod"), own_tm).alias("own_tm")] if shapes else []),
         *([_shape().alias("shape")] if shapes else []),
