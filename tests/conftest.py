@@ -8,7 +8,7 @@ from collections.abc import Iterator, Mapping, Sequence
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
-from streaming.session import get_session
+from streaming.session import get_session, java_options
 
 #: The files of several minutes each (real processes: JVM starts, kills, a Spark cluster).
 LONGEST = ("test_delivery_crash.py", "test_spark_cluster.py", "test_kafka_e2e.py")
@@ -61,12 +61,12 @@ def spark() -> Iterator[SparkSession]:
         extra={
             "spark.kafka.producer.cache.timeout": "5s",
             "spark.kafka.producer.cache.evictorThreadRunInterval": "2s",
-            # The JIT's first tier only (-Xss16m as every session has it): most tests here
+            # The JIT's first tier only (with every session's own options): most tests here
             # run a few small batches, for which C2's compiles cost more CPU than they
             # save (as for a short replay, streaming/replay.py). Measured on
             # tests/streaming/test_scenarios.py, three runs each, interleaved: 80-91 CPU s
             # against 90-106; test_kafka_e2e.py's longer queries took the same either way.
-            "spark.driver.extraJavaOptions": "-Xss16m -XX:TieredStopAtLevel=1",
+            "spark.driver.extraJavaOptions": java_options("-XX:TieredStopAtLevel=1"),
         },
     )
     yield session
