@@ -26,8 +26,7 @@ from pyspark.sql.types import (
 )
 
 from conf.pipeline import MetricNameRule
-from streaming.parsing import (
-    JSON_OPTS,
+from streaming.parse_columns import (
     ParseLimits,
     capped_name,
     epoch_ms_from_text,
@@ -35,7 +34,7 @@ from streaming.parsing import (
     prefix,
     time_error,
 )
-from streaming.schemas import null_column
+from streaming.schemas import JSON_OPTS, null_column
 
 #: Event columns a metric sample never fills.
 _NOT_IN_METRICS = ("checkpoint_id", "duration_ms", "size_bytes", "from_state", "to_state", "reason")
