@@ -29,21 +29,21 @@ from typing import Any
 
 from detectors.model import Event
 from lab.fleet import SimRecord
-from streaming import parsing
+from streaming import log_kinds, parsing
 from streaming.sources import _RECORD_START
 
 _LAYOUT = re.compile(parsing._LAYOUT)
 _MAX_MESSAGE = parsing.ParseLimits().max_message_chars
-_J = parsing.J
+_J = log_kinds.J
 
 
 def _guards(pattern: str, guards: tuple[str, ...]) -> tuple[tuple[str, ...], bool]:
-    lits = parsing._guard(pattern, guards)
+    lits = log_kinds._guard(pattern, guards)
     return lits, not guards  # a derived guard is a prefix
 
 
-_RULES = [(kind, re.compile(p), *_guards(p, g)) for kind, p, g in parsing._KIND_RULES]
-_CAUSES = [(kind, re.compile(p), g) for kind, p, g in parsing._TASK_CAUSE_RULES]
+_RULES = [(kind, re.compile(p), *_guards(p, g)) for kind, p, g in log_kinds._KIND_RULES]
+_CAUSES = [(kind, re.compile(p), g) for kind, p, g in log_kinds._TASK_CAUSE_RULES]
 _JOB_LINE = re.compile(parsing._JOB_LINE)
 _JM_RESPONSIBLE = re.compile(rf"JobManager responsible for {_J}")
 _NAMED = re.compile(r"(?:for job|of job|job id|job) " + _J)
@@ -72,8 +72,8 @@ def classify(message: str, level: str | None) -> str:
         for k, rx, lits in _CAUSES:
             if any(x in message for x in lits) and rx.search(message):
                 kind = k
-    if kind == "unparsed" and level in parsing.FREE_KINDS:
-        kind = parsing.FREE_KINDS[level]
+    if kind == "unparsed" and level in log_kinds.FREE_KINDS:
+        kind = log_kinds.FREE_KINDS[level]
     return kind
 
 
