@@ -29,7 +29,7 @@ from typing import Any
 
 from detectors.model import Event
 from lab.fleet import SimRecord
-from streaming import log_kinds, parsing
+from streaming import log_fields, log_kinds, parsing
 from streaming.sources import _RECORD_START
 
 _LAYOUT = re.compile(parsing._LAYOUT)
@@ -44,11 +44,11 @@ def _guards(pattern: str, guards: tuple[str, ...]) -> tuple[tuple[str, ...], boo
 
 _RULES = [(kind, re.compile(p), *_guards(p, g)) for kind, p, g in log_kinds._KIND_RULES]
 _CAUSES = [(kind, re.compile(p), g) for kind, p, g in log_kinds._TASK_CAUSE_RULES]
-_JOB_LINE = re.compile(parsing._JOB_LINE)
+_JOB_LINE = re.compile(log_fields._JOB_LINE)
 _JM_RESPONSIBLE = re.compile(rf"JobManager responsible for {_J}")
 _NAMED = re.compile(r"(?:for job|of job|job id|job) " + _J)
 _BARE = re.compile(r"\b" + _J + r"\b")
-_NAMED_JOB = re.compile(parsing._NAMED_JOB)
+_NAMED_JOB = re.compile(log_fields._NAMED_JOB)
 _FIRST_EXC = re.compile(
     r"(?m)^(?:Caused by: )?((?:[\w$]+\.)+[\w$]*(?:Exception|Error|Throwable)\b[^\n]*)"
 )
@@ -103,7 +103,7 @@ def _job_id(kind: str, message: str, mdc: str | None) -> str | None:
         return m[1]
     if m := _NAMED.search(message):
         return m[1]
-    if kind not in parsing._BARE_HEX_NOT_JOB and (m := _BARE.search(message)):
+    if kind not in log_fields._BARE_HEX_NOT_JOB and (m := _BARE.search(message)):
         return m[1]
     return None
 

@@ -139,8 +139,6 @@ def time_error(event_ms: Column, kafka_ts: Column, limits: ParseLimits) -> Colum
 # Control characters that carry the groups of one regex evaluation (see _groups). A record
 # that contains them can only garble its own fields, which its text could claim anyway.
 _SEP = "\u0001"
-
-
 _MARK = "\u0002"
 
 
