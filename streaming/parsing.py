@@ -19,6 +19,16 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from streaming.log_fields import _log_fields, _match_slots
 from streaming.log_kinds import J, _by_cause, _by_level, _classify
+from streaming.log_shapes import (
+    _CONTINUATION,
+    LOG_ENVELOPES,
+    LOG_LAYOUTS,
+    NOT_LOG_SHAPES,
+    _envelope_shape,
+    _json_metric,
+    _not_a_log,
+    _shape,
+)
 from streaming.otlp_logs import otlp_exploded
 from streaming.parse_columns import (
     _SEP,
@@ -43,28 +53,6 @@ __all__ = [
     "ParseLimits",
     "parse_logs",
 ]
-
-
-#: The record shapes :func:`parse_logs` recognises (its ``shape`` column, ``shapes=True``).
-#: A shipper envelope whose line is itself a JSON layout is named ``<envelope>+<layout>``.
-LOG_LAYOUTS: tuple[str, ...] = ("log4j_text", "flink_json", "log4j2_json_layout", "ecs_json")
-LOG_ENVELOPES: tuple[str, ...] = (
-    "fluentbit",
-    "docker_json",
-    "vector",
-    "filebeat",
-    "json_envelope",
-    "otlp_json",
-)
-NOT_LOG_SHAPES: tuple[str, ...] = (
-    "metric_json",
-    "telegraf_json",
-    "vector_metric",
-    "otlp_metrics",
-    "influx_line",
-    "otlp_protobuf",
-    "unknown",
-)
 
 
 # The job the logging framework's MDC names (`flink-job-id`, Flink 1.19+, FLINK-34417): a
@@ -106,12 +94,6 @@ _LAYOUT = (
 )
 
 _LAYOUT_PARTS = "".join(f"\u0001${i}" for i in (1, 2, 3, 4))
-
-# A record that is part of a stack trace or of a multi-line message.
-_CONTINUATION = (
-    r"^(?:\s|at |Caused by:|Suppressed:|\.\.\. \d+ more|\[\d{4}-|Dump of the process-tree|"
-    r"[\w$]+(?:\.[\w$]+)+(?:Exception|Error|Throwable)\b|Exit code|Diagnostics)"
-)
 
 
 def _strings(*names: str) -> StructType:
@@ -313,22 +295,6 @@ def _unwrapped(records: DataFrame, lim: ParseLimits, *, shapes: bool) -> DataFra
         | (ec["@timestamp"].isNotNull() & ec["host"].isNotNull())
     )
     json_unread = F.col("_is_json") & F.col("_line").isNull() & ~flink_json
-    json_metric = (
-        F.when(
-            json_unread & prefix(F.col("_text"), 64).rlike(r'^\s*\{\s*"resourceMetrics"'),
-            F.lit("otlp_metrics"),
-        )
-        .when(json_unread & ec["name"].isNotNull() & ec["value"].isNotNull(), F.lit("metric_json"))
-        .when(
-            json_unread & ec["name"].isNotNull() & ec["fields"].isNotNull(), F.lit("telegraf_json")
-        )
-        .when(
-            json_unread
-            & ec["name"].isNotNull()
-            & (ec["gauge"].isNotNull() | ec["counter"].isNotNull()),
-            F.lit("vector_metric"),
-        )
-    )
     return df.select(
         "topic",
         "partition",
@@ -358,7 +324,7 @@ def _unwrapped(records: DataFrame, lim: ParseLimits, *, shapes: bool) -> DataFra
         ec["_corrupt"].alias("_e_corrupt"),
         envelope_ts.alias("_env_ts"),
         F.when(json_unread, envelope).alias("_envelope"),
-        json_metric.alias("_json_metric"),
+        _json_metric(json_unread).alias("_json_metric"),
         F.coalesce(o["pod"], ec["kubernetes"]["pod_name"], ec["kubernetes"]["pod"]["name"]).alias(
             "_pod"
         ),
@@ -424,27 +390,6 @@ def _thrown(s: Column) -> Column:
         F.when(as_text.isNotNull() & ~F.ltrim(as_text).startswith("["), as_text).otherwise(
             F.concat_ws("\n", head, caused)
         ),
-    )
-
-
-# Influx line protocol (Telegraf's default `data_format`): `measurement[,tags] fields time`.
-_INFLUX_LINE = (
-    r"^(?:[^\s\\]|\\.)+ (?:[^\s\\=]|\\.)+=(?:[^\s\\\"]|\\.|\"(?:[^\"\\]|\\.)*\")+"
-    r"(?:,(?:[^\s\\=]|\\.)+=(?:[^\s\\\"]|\\.|\"(?:[^\"\\]|\\.)*\")+)* \d{10,19}$"
-)
-# Protocol buffers' bytes as Kafka's string cast hands them on: an OTLP request starts with
-# field 1 (`\n`), and its lengths and fixed64 times are control bytes no log text holds.
-_BINARY = "[\\x00-\\x08\\x0B\\x0C\\x0E-\\x1F\\uFFFD]"
-
-
-def _not_a_log(matched: Column) -> Column:
-    """The shape of a record that cannot be a log (:data:`NOT_LOG_SHAPES`), else null."""
-    text_unread = ~F.col("_is_json") & ~matched & ~F.col("_is_otlp")
-    first = F.substring_index(F.col("raw"), "\n", 1)
-    return (
-        F.when(F.col("raw").startswith("\n") & F.col("raw").rlike(_BINARY), F.lit("otlp_protobuf"))
-        .when(F.col("_json_metric").isNotNull(), F.col("_json_metric"))
-        .when(text_unread & first.rlike(_INFLUX_LINE), F.lit("influx_line"))
     )
 
 
@@ -571,55 +516,6 @@ def _level() -> Column:
             F.when(matched, F.col("_lay2")),
             F.col("_o_level"),
         )
-    )
-
-
-def _envelope_shape() -> Column:
-    """The shipper envelope's name (see :func:`parse_logs`), in :func:`_unwrapped`'s terms."""
-    ec = F.col("_e")
-    return (
-        F.when(F.col("_is_otlp"), F.lit("otlp_json"))
-        .when(~F.col("_is_json"), F.lit(None))
-        .when(F.col("_filebeat"), F.lit("filebeat"))
-        .when(
-            ec["source_type"].isNotNull() | ec["kubernetes"]["pod_node_name"].isNotNull(),
-            F.lit("vector"),
-        )
-        .when(
-            ec["log"].isNotNull() & (ec["kubernetes"].isNotNull() | ec["date"].isNotNull()),
-            F.lit("fluentbit"),
-        )
-        .when(ec["log"].isNotNull(), F.lit("docker_json"))
-        .when(F.col("_top_layout"), F.lit(None))
-        .when(ec["@timestamp"].isNotNull() & ec["message"].isNotNull(), F.lit("filebeat"))
-        .when(F.col("_eline").isNotNull(), F.lit("json_envelope"))
-    )
-
-
-def _shape() -> Column:
-    """The record's shape (see :func:`parse_logs`)."""
-    jc = F.col("_j")
-    matched = F.coalesce(F.col("_lay1") != "", F.lit(False))
-    layout = (
-        F.when(~F.col("_flink_json"), F.lit(None))
-        .when(jc["log.level"].isNotNull(), F.lit("ecs_json"))
-        .when(
-            jc["instant"].isNotNull() | jc["timeMillis"].isNotNull() | jc["loggerName"].isNotNull(),
-            F.lit("log4j2_json_layout"),
-        )
-        .otherwise(F.lit("flink_json"))
-    )
-    envelope = F.col("_shape_env")
-    text = F.when(
-        ~F.col("_is_json") & (matched | F.col("_line").rlike(_CONTINUATION)), F.lit("log4j_text")
-    )
-    return F.coalesce(
-        F.col("_not_log"),
-        F.when(envelope.isNotNull() & layout.isNotNull(), F.concat_ws("+", envelope, layout)),
-        envelope,
-        layout,
-        F.when(~F.col("_is_otlp"), text),
-        F.lit("unknown"),
     )
 
 
