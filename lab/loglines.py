@@ -29,10 +29,10 @@ from typing import Any
 
 from detectors.model import Event
 from lab.fleet import SimRecord
-from streaming import log_fields, log_kinds, parsing
+from streaming import log_fields, log_kinds, log_layouts, parsing
 from streaming.sources import _RECORD_START
 
-_LAYOUT = re.compile(parsing._LAYOUT)
+_LAYOUT = re.compile(log_layouts._LAYOUT)
 _MAX_MESSAGE = parsing.ParseLimits().max_message_chars
 _J = log_kinds.J
 
@@ -109,7 +109,7 @@ def _job_id(kind: str, message: str, mdc: str | None) -> str | None:
 
 
 def _mdc(d: dict[str, Any]) -> str | None:
-    key = parsing._MDC_JOB_KEY
+    key = log_layouts._MDC_JOB_KEY
     for holder in (d, d.get("contextMap"), d.get("mdc")):
         if isinstance(holder, dict) and isinstance(holder.get(key), str):
             return str(holder[key])

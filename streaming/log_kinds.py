@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import re
 
-from pyspark.sql import Column
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+
+from streaming.log_layouts import _level
 
 J = r"([0-9a-f]{32})"  # a Flink JobID
 
@@ -195,3 +197,12 @@ def _by_level(kind: Column, level: Column) -> Column:
     for lv, k in FREE_KINDS.items():
         expr = F.when((kind == "unparsed") & (level == lv), F.lit(k)).otherwise(expr)
     return expr
+
+
+def _kinded(df: DataFrame) -> DataFrame:
+    """Records with their ``kind`` (null for a dead letter), from their ``_message``."""
+    ok = F.col("error").isNull()
+    df = df.select("*", F.when(ok, F.substring_index(F.col("_message"), "\n", 1)).alias("_first"))
+    df = df.select("*", F.when(ok, _classify(F.col("_message"), F.col("_first"))).alias("_kind"))
+    df = df.select("*", _by_cause(F.col("_kind"), F.col("_message")).alias("_ruled"))
+    return df.select("*", _by_level(F.col("_ruled"), _level()).alias("kind"))
