@@ -9,6 +9,7 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from streaming.log_envelopes import _LOG_JSON_SCHEMA
 from streaming.log_layouts import (
     _LAYOUT,
     _SYSLOG_HOST,
@@ -18,7 +19,6 @@ from streaming.log_layouts import (
     _rstripped,
     _thrown,
 )
-from streaming.parsing import _LOG_JSON_SCHEMA
 from streaming.schemas import JSON_OPTS
 from tests.streaming.parse_cases import LOG_CASES
 
