@@ -45,7 +45,7 @@ from conf.running import RunningConfig
 from detectors.model import EVENT_KINDS
 from sinks import DeadLetterFileSink
 from streaming import catchup, checkpoints, placement
-from streaming.bus import active_detectors, bus_records, detect_input
+from streaming.bus import active_detectors, bus_partition, bus_records, detect_input
 from streaming.catchup import ParsePlan, Quiet, Switch
 from streaming.checkpoints import CheckpointDir
 from streaming.delivery import (
@@ -62,7 +62,7 @@ from streaming.parsing import DEAD_LETTER_REASONS, ParseLimits, parse_logs
 from streaming.placement import Placement
 from streaming.processor import STATE_LAYOUT, ShardProcessor
 from streaming.restarts import Admission, admission
-from streaming.rows import DETECT_SCHEMA
+from streaming.rows import DETECT_SCHEMA, Forward
 from streaming.sources import kafka_records, kafka_stream
 from streaming.ticks import TICK_KEY, Ticker, tick_value, woken
 
@@ -86,7 +86,8 @@ def parsed_events(logs: DataFrame, metrics: DataFrame, cfg: AppConfig) -> DataFr
     # Read from ``cfg`` at each start of the parse query, so a reload that restarts the
     # queries applies changed naming rules too.
     named = parse_metrics(metrics, lim, names=cfg.parsing.metric_names)
-    return parse_logs(logs, lim).unionByName(named)
+    # Log records may carry their Kafka key (``source_key``, streaming.forwards).
+    return parse_logs(logs, lim).unionByName(named, allowMissingColumns=True)
 
 
 def counted(events: DataFrame) -> DataFrame:
@@ -285,7 +286,11 @@ class Pipeline:
         return (
             alert_stream(rows, cfg, self.admit_new, secrets.token_hex(2))
             .writeStream.queryName("flinkwatch-detect")
-            .foreachBatch(AlertDelivery(self.outputs, self.stats, cfg, checkpoint))
+            .foreachBatch(
+                AlertDelivery(
+                    self.outputs, self.stats, cfg, checkpoint, forward=self.path.forwarder(self)
+                )
+            )
             .option("checkpointLocation", str(checkpoint))
             .trigger(**self.trigger_options())
             .start()
@@ -434,6 +439,9 @@ class BusPath(Protocol):
     def close(self) -> None:
         """Let go of what the path keeps open between starts."""
 
+    def forwarder(self, p: Pipeline) -> Callable[[Sequence[Forward]], None] | None:
+        """What writes a detect batch's forwards onto the bus (``None``: they are dropped)."""
+
 
 class FilesPath:
     """The tests' layout: the parse query writes the bus as Parquet files (``hop_dir``).
@@ -486,6 +494,10 @@ class FilesPath:
     def close(self) -> None:  # noqa: D102
         pass
 
+    def forwarder(self, p: Pipeline) -> Callable[[Sequence[Forward]], None] | None:  # noqa: D102
+        # The files bus reads raw files, which carry no Kafka key: no source is keyed.
+        return None
+
 
 @dataclass
 class KafkaPath:
@@ -526,6 +538,7 @@ class KafkaPath:
                 realtime=rt,
                 starting_offsets=plan.starting.get(t),
                 max_offsets=plan.max_offsets.get(t),
+                keyed=t == k.logs_topic,
             )
             for t in (k.logs_topic, k.metrics_topic)
         )
@@ -672,6 +685,33 @@ class KafkaPath:
         Batch ids belong to a checkpoint: the two parse modes number theirs apart.
         """
         return f"parse:{self.parse_plan.checkpoint.name if self.parse_plan else '-'}"
+
+    def forwarder(self, p: Pipeline) -> Callable[[Sequence[Forward]], None] | None:
+        """Writes forwards onto the bus, each where the parse query places its entity.
+
+        Spark's own Kafka writer and :func:`~streaming.bus.bus_partition`, the parse
+        query's placement, so a forward lands in its entity's partition. Called inside the
+        detect query's ``foreachBatch``, before the batch commits: a failure fails the
+        batch, which runs again (its forwards with it, dropped as repeats where applied).
+        """
+        k = p.cfg.kafka
+
+        def write(forwards: Sequence[Forward]) -> None:
+            placed = self.placement
+            # While the bus is held for a new count, the count its records are placed by.
+            n = placed and (placed.partitions or placed.topic_partitions)
+            rows = p.spark.createDataFrame(
+                [(f.entity, f.value) for f in forwards], "key string, value string"
+            )
+            (
+                rows.select("key", "value", *([bus_partition(F.col("key"), n)] if n else []))
+                .write.format("kafka")
+                .options(**kafka_settings(k).spark(reader=False))
+                .option("topic", k.events_topic)
+                .save()
+            )
+
+        return write
 
     def close(self) -> None:
         """Close the ticker's producer, if it made one."""

@@ -2,7 +2,8 @@
 
 The parse query turns records into events and puts each event on the bus once per
 *entity scope* that some enabled detector reads it for (``job:<id>``, ``tm:<id>``,
-``cluster``): key = the entity, value = the event as JSON. The detect query reads the
+``cluster``; a keyed source's lines that name no one, ``src:<topic>:<key>``, see
+:mod:`streaming.forwards`): key = the entity, value = the event as JSON. The detect query reads the
 bus and groups it by shard (a hash of the entity); the runner (:mod:`streaming.runner`)
 hands each of an entity's events to the detectors of its scope that read it.
 
@@ -32,6 +33,7 @@ from pyspark.sql import functions as F
 
 from conf import AppConfig, ConfigError
 from detectors.tm_ids import KEY_FILL, KEY_UNSAFE
+from streaming.forwards import FREE_LINES, SAYS, SELF_REPORTED, SOURCE_PREFIX
 from streaming.routes import interest
 from streaming.schemas import BUS_FIELDS, BUS_VALUE_SCHEMA, DEAD_LETTER_FIELDS
 from streaming.ticks import TICK_KEY
@@ -41,6 +43,9 @@ _SCOPE_ENTITY = {
     # detectors.tm_ids.tm_entity as Spark SQL: the same pattern, one rule on both ends.
     "tm": lambda: F.concat(F.lit("tm:"), F.regexp_replace(F.col("tm_id"), KEY_UNSAFE, KEY_FILL)),
     "cluster": lambda: F.lit("cluster"),
+    # A keyed source (streaming.forwards): its lines that name no one, and what it says of
+    # itself. Null without a key.
+    "src": lambda: F.concat(F.lit(SOURCE_PREFIX), F.col("topic"), F.lit(":"), F.col("source_key")),
 }
 
 
@@ -76,6 +81,23 @@ def _scopes(cfg: AppConfig) -> dict[str, Column]:
         cond = wants(det)
         out[det.scope] = out[det.scope] | cond if det.scope in out else cond
     return out
+
+
+def _source_wants(scopes: dict[str, Column]) -> Column:
+    """The events of a keyed source its entity must get (:mod:`streaming.forwards`).
+
+    The lines a forward would name (a TaskManager's own lines that name no TaskManager, a
+    free WARN/ERROR line that names no job), where some detector of that scope reads
+    them; and the few lines that say who the source is, whoever reads them.
+    """
+    kind = F.col("kind")
+    never = F.lit(False)
+    to_tm = kind.isin(*SELF_REPORTED) & F.col("tm_id").isNull() & scopes.get("tm", never)
+    to_job = kind.isin(*FREE_LINES) & F.col("job_id").isNull() & scopes.get("job", never)
+    says = never
+    for text in SAYS:
+        says = says | F.col("message").contains(text)
+    return to_tm | to_job | (kind.isin("unparsed", "job_released", "jm_started") & says)
 
 
 def _event_json() -> Column:
@@ -124,7 +146,10 @@ def bus_records(
     """
     ok = F.col("error").isNull()
     outs = []
-    for scope, cond in _scopes(cfg).items():
+    scopes = _scopes(cfg)
+    if "source_key" in events.columns:
+        scopes["src"] = _source_wants(scopes)
+    for scope, cond in scopes.items():
         entity = _SCOPE_ENTITY[scope]()
         placed = [] if partitions is None else [bus_partition(entity, partitions)]
         outs.append(
@@ -153,7 +178,7 @@ def bus_records(
             )
         )
     wanted = F.lit(False)
-    for cond in _scopes(cfg).values():
+    for cond in scopes.values():
         wanted = wanted | cond
     # explode, then drop the nulls: array_compact is a lambda (filter), and Spark
     # interprets lambdas row by row (it tripled the parse query's cost, measured).

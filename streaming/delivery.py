@@ -18,7 +18,7 @@ import sqlite3
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,7 +45,15 @@ from sinks.prometheus import SignalBoard
 from sinks.silence_store import SilenceStore
 from streaming.bus import bus_records
 from streaming.checkpoints import CheckpointDir
-from streaming.rows import DetectorFailure, EntityCount, Refused, Signal, SignalGone, read
+from streaming.rows import (
+    DetectorFailure,
+    EntityCount,
+    Forward,
+    Refused,
+    Signal,
+    SignalGone,
+    read,
+)
 from streaming.runner import STATE
 from streaming.schemas import DEAD_LETTER_FIELDS, DEAD_LETTER_SCHEMA
 
@@ -78,6 +86,9 @@ class PipelineStats:
     entities_refused: Counter[str] = field(default_factory=Counter)
     #: Entities dropped because their saved state could not be read (a damaged value).
     state_damaged: int = 0
+    #: Keyed sources' lines written back onto the bus for their entity
+    #: (:mod:`streaming.forwards`); a batch run again counts its forwards again.
+    forwarded: int = 0
     #: Micro-batches the ledger could not record (each failed, for Spark to run again).
     ledger_errors: int = 0
     #: Query failures by cause: ``storage_full`` (no space left on a volume flinkwatch
@@ -246,6 +257,9 @@ class AlertDelivery:
             new id), so the ledger can tell a batch run again after a restart from the
             same batch id of another checkpoint (see :meth:`AlertLedger.record`).
             ``None``: batches are not compared.
+        forward: Writes a batch's forwards onto the bus (:mod:`streaming.forwards`), before
+            anything of the batch is recorded; ``None``: they are dropped (a replay applies
+            them itself).
     """
 
     def __init__(
@@ -254,8 +268,10 @@ class AlertDelivery:
         stats: PipelineStats,
         cfg: AppConfig,
         checkpoint: CheckpointDir | None = None,
+        forward: Callable[[Sequence[Forward]], None] | None = None,
     ) -> None:
         self.out = outputs
+        self.forward = forward
         self.stats = stats
         self.cfg = cfg
         self.checkpoint = checkpoint
@@ -318,6 +334,12 @@ class AlertDelivery:
             LedgerError: the ledger could not record the batch (nothing of it was).
         """
         items = [read(r) for r in rows]
+        forwards = [x for x in items if isinstance(x, Forward)]
+        if forwards and self.forward is not None:
+            # First, and failing the batch if it fails: the batch runs again and writes
+            # them again (the runner drops the repeats), none is lost.
+            self.forward(forwards)
+            self.stats.forwarded += len(forwards)
         alerts = [x for x in items if isinstance(x, Alert)]
         refused = [x for x in items if isinstance(x, Refused)]
         if refused and self.stats.first_count("entities_refused", batch_id):

@@ -221,7 +221,8 @@ NEEDS: dict[str, tuple[Need, ...]] = {
             "no TaskManager log line names its TaskManager: a TaskManager's fatal error or "
             "OutOfMemoryError cannot be attributed (ship pod or host metadata with the lines, "
             "or each TaskManager's whole log so its `Starting TaskManager with ResourceID` "
-            "line names it)",
+            "line names it; a bare KafkaAppender: a key per process, whose start line names "
+            "it, logged once when the process starts, so a sample may begin after it)",
         ),
     ),
     "tm_lost": (

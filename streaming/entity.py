@@ -58,6 +58,8 @@ class Header:
         failures: Per detector, calls in a row that raised.
         signatures: Per detector, the run and a hash of the signal values last emitted
             (:func:`signature`).
+        me: What a keyed source said of itself (source entities,
+            :class:`streaming.forwards.SourceSelf`).
     """
 
     seen: dict[str, list[int]] = field(default_factory=dict)
@@ -70,6 +72,7 @@ class Header:
     retry: dict[str, int] = field(default_factory=dict)
     failures: dict[str, int] = field(default_factory=dict)
     signatures: dict[str, str] = field(default_factory=dict)
+    me: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def parse(cls, text: str) -> Header:
@@ -86,6 +89,7 @@ class Header:
             retry=d.get("retry") or {},
             failures=d.get("fail") or {},
             signatures=d.get("sig") or {},
+            me=d.get("me") or {},
         )
 
     def text(self) -> str:
@@ -139,6 +143,7 @@ SAVED_KEYS = {
     "retry": "retry",
     "failures": "fail",
     "signatures": "sig",
+    "me": "me",
 }
 
 

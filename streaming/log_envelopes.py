@@ -19,8 +19,9 @@ from streaming.parse_columns import _SEP, ParseLimits, _group, _groups, _rx, lon
 from streaming.schemas import JSON_OPTS
 
 #: Columns a file source adds that the parser reads when present (streaming.sources): the
-#: time of the record before, and what the log said of itself (its TaskManager, its one job).
-_FILE_COLUMNS = ("fallback_time", "source_tm", "source_job")
+#: time of the record before, and what the log said of itself (its TaskManager, its one job);
+#: and a Kafka record's key (``source_key``), which the event keeps (streaming.forwards).
+_FILE_COLUMNS = ("fallback_time", "source_tm", "source_job", "source_key")
 
 
 def _strings(*names: str) -> StructType:

@@ -35,6 +35,9 @@ class RowKind(StrEnum):
     #: How many entities a shard holds after its turn: what the entity cap counts. The
     #: state store's rows are no measure of it: a shard keeps its entities in one value.
     ENTITY_COUNT = "entity_count"
+    #: A keyed source's line, named by what the source said of itself, for the driver to
+    #: put on the bus for the entity it is about (:mod:`streaming.forwards`).
+    FORWARD = "forward"
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,7 +170,28 @@ class EntityCount:
         return {"entities": self.entities, "due_ms": self.due_ms}
 
 
-Note = Signal | SignalGone | DetectorFailure | Refused | EntityCount
+@dataclass(frozen=True, slots=True)
+class Forward:
+    """A keyed source's line for another entity: ``value`` goes on the bus under ``entity``.
+
+    ``value`` is the bus value (the event with its TaskManager or job filled in, at its
+    record's position under ``fwd:``, :mod:`streaming.forwards`); ``event_ms`` its time.
+    """
+
+    kind: ClassVar[RowKind] = RowKind.FORWARD
+    entity: str
+    value: str
+    event_ms: int
+
+    @property
+    def about(self) -> About:  # noqa: D102
+        return About("", self.entity, self.event_ms)
+
+    def data(self) -> Any:  # noqa: D102
+        return self.value
+
+
+Note = Signal | SignalGone | DetectorFailure | Refused | EntityCount | Forward
 #: One result of the runner, in order: a transition or a note about an entity.
 Output = Alert | Note
 

@@ -158,6 +158,7 @@ def _event_columns(df: DataFrame, lim: ParseLimits, *, shapes: bool) -> DataFram
         F.col("error"),
         F.when(F.col("error").isNotNull(), detail).alias("detail"),
         F.when(F.col("error").isNotNull(), prefix(F.col("raw"), 65536)).alias("raw"),
+        *(["source_key"] if "source_key" in df.columns else []),
         # For doctor: whom a line of the record would be attributed to, had it no id itself.
         *([F.coalesce(F.col("_pod"), own_tm).alias("own_tm")] if shapes else []),
         *([_shape().alias("shape")] if shapes else []),

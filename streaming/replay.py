@@ -44,6 +44,7 @@ them in its two tasks), the shards and delivery 0.3; Python's imports 1.3.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -65,7 +66,7 @@ from streaming.delivery import AlertDelivery, Outputs, PipelineStats, write_dead
 from streaming.explain import Asked
 from streaming.parsing import DEAD_LETTER_REASONS
 from streaming.routes import Routes
-from streaming.rows import DETECT_COLUMNS, DETECT_SCHEMA, output_rows
+from streaming.rows import DETECT_COLUMNS, DETECT_SCHEMA, RowKind, output_rows
 from streaming.runner import EntityRunner, ShardRunner
 from streaming.schemas import DEAD_LETTER_SCHEMA
 from streaming.session import SessionSpec, class_archive, java_options
@@ -190,12 +191,14 @@ def session_settings(input_bytes: int, archive: Path | None = None) -> dict[str,
     return {**NO_CALL_SITES, "spark.driver.extraJavaOptions": java_options(*java)}
 
 
-def replay_session(cfg: AppConfig, logs_dir: Path, metrics_dir: Path) -> tuple[SparkSession, bool]:
+def replay_session(
+    cfg: AppConfig, logs_dir: Path, metrics_dir: Path, *more: Path
+) -> tuple[SparkSession, bool]:
     """The session for a replay of the files in these directories, and whether it is short.
 
     A short input (:func:`short_input`) has its shards run in the driver.
     """
-    size = input_bytes(logs_dir, metrics_dir)
+    size = input_bytes(logs_dir, metrics_dir, *more)
     spark = SessionSpec.replay(cfg, session_settings(size, class_archive())).start()
     return spark, short_input(size)
 
@@ -344,6 +347,18 @@ def _detect(
         explain=explain,
     )
     out = _shards_here(rows, shard) if here else _shards_on_workers(rows, shard)
+    forwards = [r for r in out if r["kind"] == RowKind.FORWARD.value and r["batch"] == 0]
+    if forwards:
+        # A keyed source's lines for other entities (streaming.forwards): live, the driver
+        # writes them onto the bus and the next batch applies them; here every shard runs
+        # again with them beside the records (the same runner: the sources forward them
+        # again, which is dropped). Only a replay of Kafka records with keys has any.
+        extra = events.sparkSession.createDataFrame(
+            [(r["entity"], json.loads(r["data"])) for r in forwards], "key string, value string"
+        )
+        rows = rows.unionByName(detect_input(extra, sp.state_shards))
+        out = _shards_here(rows, shard) if here else _shards_on_workers(rows, shard)
+    out = [r for r in out if r["kind"] != RowKind.FORWARD.value]
     deliver = AlertDelivery(outputs, stats, cfg)
     batches = [0, 1] if newest is not None else [0]
     for b in batches:

@@ -22,6 +22,7 @@ from detectors import Alert
 from streaming.notes import About as About
 from streaming.notes import DetectorFailure as DetectorFailure
 from streaming.notes import EntityCount as EntityCount
+from streaming.notes import Forward as Forward
 from streaming.notes import Note as Note
 from streaming.notes import Output as Output
 from streaming.notes import Refused as Refused
@@ -84,6 +85,8 @@ def read(row: Mapping[str, Any]) -> Alert | Note:
         return SignalGone(about)
     if kind is RowKind.ENTITY_REFUSED:
         return Refused(about)
+    if kind is RowKind.FORWARD:
+        return Forward(about.entity, str(data), about.event_ms)
     if kind is RowKind.ENTITY_COUNT:
         due = data.get("due_ms")
         return EntityCount(

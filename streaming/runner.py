@@ -46,9 +46,11 @@ from streaming.entity import (
     signature,
 )
 from streaming.failures import RETRY_MS, fold_events, judge_failure
+from streaming.forwards import SOURCE_IDLE_MS, SourceSelf, encode, is_source
 from streaming.notes import (
     About,
     EntityCount,
+    Forward,
     Output,
     Refused,
     SignalGone,
@@ -278,6 +280,8 @@ class EntityRunner:
         self, entity: str, saved: str | None, rows: Sequence[BusEvent], clock: Clock
     ) -> Outcome:
         """One entity's turn: its new events (possibly none) and its due deadlines."""
+        if is_source(entity):
+            return self._run_source(entity, saved, rows, clock)
         scope = scope_of(entity)
         if saved is None and rows and not self.admit_new:
             wanted = {n for r in rows for n in self.routes.of(scope, r.event)}
@@ -315,6 +319,37 @@ class EntityRunner:
         for name in sorted(names):
             self._run_detector(turn, name, mine.get(name, []))
         return self._outcome(turn, scope, clock)
+
+    def _run_source(
+        self, entity: str, saved: str | None, rows: Sequence[BusEvent], clock: Clock
+    ) -> Outcome:
+        """A keyed source's turn: learn what it says of itself, forward its lines.
+
+        No detector runs here (:mod:`streaming.forwards`). Admitted at the entity cap: a
+        source is kept only once it said who it is (a process each), so a flood of keys
+        that say nothing keeps nothing.
+        """
+        try:
+            header, _texts = parse_saved(saved)
+        except (ValueError, TypeError, AttributeError) as exc:
+            out = self._run_source(entity, None, rows, clock)
+            damaged = failure(STATE, entity, None, exc, "load", dropped=True)
+            return replace(out, outputs=[damaged, *out.outputs], write=True)
+        me = SourceSelf.of(header.me)
+        outputs: list[Output] = []
+        # In the order of the source's records: a start line before the lines after it.
+        for e in fresh(list(rows), header):
+            header.newest_ms = max(header.newest_ms, e.event.time_ms)
+            me.learn(e.event.message)
+            sent = me.forward(e)
+            if sent is not None:
+                target, ev = sent
+                outputs.append(Forward(target, encode(ev), ev.event.time_ms))
+        header.me = me.saved()
+        idle_at = header.newest_ms + SOURCE_IDLE_MS
+        if not header.me or idle_at <= clock.now(None):
+            return Outcome(None, None, outputs, write=saved is not None)
+        return Outcome(saved_text(header, {}), clock.wake(idle_at, None), outputs)
 
     def _damaged(self, entity: str, saved: str, exc: Exception) -> list[Output]:
         """An entity whose saved value cannot be read: dropped; its readable incidents closed.

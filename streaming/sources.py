@@ -66,8 +66,13 @@ def kafka_records(
     realtime: bool = False,
     starting_offsets: str | None = None,
     max_offsets: int | None = None,
+    keyed: bool = False,
 ) -> DataFrame:
-    """Records of one Kafka topic with the official Spark Kafka source."""
+    """Records of one Kafka topic with the official Spark Kafka source.
+
+    ``keyed``: also the record's key as ``source_key`` (log topics: a bare appender's key
+    says which process a record is from, :mod:`streaming.forwards`).
+    """
     return kafka_stream(
         spark,
         cfg,
@@ -82,6 +87,7 @@ def kafka_records(
         F.col("partition"),
         F.col("offset"),
         F.col("timestamp").alias("kafka_ts"),
+        *([F.col("key").cast("string").alias("source_key")] if keyed else []),
     )
 
 
@@ -259,3 +265,53 @@ def file_records(
             *[F.col(f"_rec.{c}").alias(c) for c in own],
         )
     )
+
+
+#: How a file of Kafka records captured with their coordinates ends (one JSON object a line:
+#: ``topic``, ``partition``, ``offset``, ``timestamp_ms``, ``key``, ``value``).
+CAPTURE_SUFFIX = ".records.jsonl"
+
+
+def captured_records(spark: SparkSession, directory: Path) -> DataFrame:
+    """Kafka records as a capture file holds them (:data:`CAPTURE_SUFFIX`), keys and all.
+
+    The columns of :func:`kafka_records` with ``keyed``: a replay of a topic's records
+    reads what the live job reads, the key that names a record's process included
+    (:mod:`streaming.forwards`).
+    """
+    return (
+        spark.read.schema(
+            "topic string, partition int, offset long, timestamp_ms long, key string, value string"
+        )
+        .json(str(directory))
+        .select(
+            "value",
+            "topic",
+            "partition",
+            "offset",
+            F.timestamp_millis("timestamp_ms").alias("kafka_ts"),
+            F.col("key").alias("source_key"),
+        )
+    )
+
+
+def stage_logs(paths: Sequence[str | Path], into: Path) -> tuple[Path, Path]:
+    """Stage log inputs (:func:`stage_files`): log files, and Kafka captures apart.
+
+    Returns the directory of log files and the directory of captures
+    (:data:`CAPTURE_SUFFIX`), each under ``into``.
+    """
+    captured = [p for p in paths if str(p).endswith(CAPTURE_SUFFIX)]
+    logs = stage_files([p for p in paths if p not in captured], into / "logs")
+    return logs, stage_files(captured, into / "captures")
+
+
+def log_records(spark: SparkSession, logs: Path, captures: Path) -> DataFrame:
+    """The records of staged log files and captures (:func:`stage_logs`), as one frame.
+
+    A capture's records keep their keys (``source_key``); a file's have none.
+    """
+    records = file_records(spark, logs, kind="log", stream=False)
+    if any(captures.iterdir()):
+        records = records.unionByName(captured_records(spark, captures), allowMissingColumns=True)
+    return records

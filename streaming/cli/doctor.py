@@ -19,7 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from conf import AppConfig
@@ -38,7 +38,14 @@ from streaming.doctor import (
 from streaming.metric_parsing import parse_metrics
 from streaming.parsing import parse_logs
 from streaming.session import get_session
-from streaming.sources import file_records, given_name, kafka_records, stage_files
+from streaming.sources import (
+    file_records,
+    given_name,
+    kafka_records,
+    log_records,
+    stage_files,
+    stage_logs,
+)
 
 #: The newest records per partition a sample reads by default.
 DEFAULT_SAMPLE = 10_000
@@ -103,7 +110,12 @@ Inputs = dict[str, tuple[str, DataFrame]]
 def _file_inputs(spark: SparkSession, args: argparse.Namespace, work: Path) -> Inputs:
     out: Inputs = {}
     for name, paths, kind in (("logs", args.logs, "log"), ("metrics", args.metrics, "metric")):
-        if paths:
+        if paths and kind == "log":
+            # Kafka records captured with their keys read as the topic would be.
+            logs, captures = stage_logs(paths, work / name)
+            files = sum(1 for d in (logs, captures) for _ in d.iterdir())
+            out[name] = (f"{files} file(s)", log_records(spark, logs, captures))
+        elif paths:
             staged = stage_files(paths, work / name)
             files = sum(1 for _ in staged.iterdir())
             out[name] = (f"{files} file(s)", file_records(spark, staged, kind=kind, stream=False))
@@ -122,7 +134,12 @@ def _topic_inputs(spark: SparkSession, cfg: AppConfig, sample: int) -> Inputs:
         start = {p: max(first.get(topic, {}).get(p, 0), stop - sample) for p, stop in parts.items()}
         records = sum(parts[p] - start[p] for p in parts)
         df = kafka_records(
-            spark, cfg.kafka, topic, stream=False, starting_offsets=json.dumps({topic: start})
+            spark,
+            cfg.kafka,
+            topic,
+            stream=False,
+            starting_offsets=json.dumps({topic: start}),
+            keyed=name == "logs",
         )
         what = f"{topic}: the newest {records:,} records of {len(parts)} partition(s)"
         out[name] = (what, df)
@@ -144,6 +161,15 @@ def collect_tally(cfg: AppConfig, inputs: Inputs) -> Tally:
             df = parse_metrics(records, lim, names=cfg.parsing.metric_names, shapes=True)
         # Metric records name their TaskManager in their labels, or not at all.
         own = F.col("own_tm").isNotNull() if "own_tm" in df.columns else F.lit(False)
+        if "source_key" in df.columns:
+            # A keyed record's line is attributed through its key's own start line
+            # (streaming.forwards), when the key's sample holds one.
+            started = F.col("message").contains("Starting TaskManager with ResourceID")
+            key_said = F.max(started).over(Window.partitionBy("topic", "source_key"))
+            own = own | (F.col("source_key").isNotNull() & F.coalesce(key_said, F.lit(False)))
+        # A column first: a window may not be a grouping expression.
+        df = df.select("*", own.alias("_own_source"))
+        own = F.col("_own_source")
         metric = F.when(F.col("metric").isin(*known), F.col("metric")).when(
             F.col("kind") == "metric", F.lit("other")
         )

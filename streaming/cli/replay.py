@@ -20,7 +20,7 @@ from streaming.delivery import PipelineStats
 from streaming.replay import Baseline, replay, replay_session, same_parse
 from streaming.replay_progress import ReplayCounts, ReplayProgress
 from streaming.runtime import Runtime
-from streaming.sources import file_records, stage_files
+from streaming.sources import file_records, log_records, stage_files, stage_logs
 
 log = logging.getLogger("flinkwatch")
 
@@ -67,7 +67,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         return 2
     work = Path(tempfile.mkdtemp(prefix="flinkwatch-replay-"))
     try:
-        logs_dir = stage_files(args.logs or [], work / "logs")
+        logs_dir, captures_dir = stage_logs(args.logs or [], work)
         metrics_dir = stage_files(args.metrics or [], work / "metrics")
     except FileNotFoundError as exc:
         log.error("%s", exc)
@@ -75,7 +75,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     output = Path(args.output)
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text("")
-    spark, short = replay_session(cfg, logs_dir, metrics_dir)
+    spark, short = replay_session(cfg, logs_dir, metrics_dir, captures_dir)
     deadletters = Path(args.deadletters) if args.deadletters else work / "deadletters"
     out = cfg.output
     sink = DeadLetterFileSink(
@@ -107,7 +107,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
                 # The log time zone is the session's: each parse reads in its config's.
                 spark.conf.set("spark.sql.session.timeZone", c.parsing.log_timezone)
             replay(
-                file_records(spark, logs_dir, kind="log", stream=False),
+                log_records(spark, logs_dir, captures_dir),
                 file_records(spark, metrics_dir, kind="metric", stream=False),
                 c,
                 outputs,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import json
 import logging
 import re
@@ -24,6 +25,9 @@ from tests.conftest import KafkaBroker, wait_until
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
 CC = "org.apache.flink.runtime.checkpoint.CheckpointCoordinator"
+TM_RUNNER = "org.apache.flink.runtime.taskexecutor.TaskManagerRunner"
+TASK = "org.apache.flink.runtime.taskmanager.Task"
+TM = "localhost:40001-aaaaaa"
 
 
 def _line(ts: str, level: str, logger: str, msg: str) -> str:
@@ -233,6 +237,25 @@ def test_real_time_parse_feeds_the_detectors_and_keeps_dead_letters(spark, kafka
             timeout=120,
             what="the alert through the real-time parse query",
         )
+        # A bare KafkaAppender keyed by the TaskManager's log file: its fatal line names no
+        # one, its start line says whose it is (streaming.forwards). Stamped now, after the
+        # 2024 lines were read, so its deadline (jvm_fatal waits 10 s for a cause) is
+        # passed by the ticks, and the 2024 lines are not made late by it.
+        now = dt.datetime.now(dt.UTC)
+        at = [(now - dt.timedelta(seconds=s)).strftime("%Y-%m-%d %H:%M:%S,000") for s in (5, 4)]
+        tm_lines = [
+            _line(at[0], "INFO", TM_RUNNER, f"Starting TaskManager with ResourceID: {TM}"),
+            _line(at[1], "ERROR", TASK, "Encountered fatal error java.lang.OutOfMemoryError - terminating the JVM"),
+        ]  # fmt: skip
+        kafka.produce(
+            cfg.kafka.logs_topic, tm_lines, key=b"/opt/flink/log/flink--taskexecutor-0.log"
+        )
+        wait_until(lambda: p.stats.forwarded >= 1, timeout=90, what="the fatal line forwarded")
+        wait_until(
+            lambda: read_alerts(cfg.output.alerts_path, "jvm_fatal"),
+            timeout=120,
+            what="the keyed TaskManager's fatal line forwarded to it",
+        )
         wait_until(
             lambda: list(cfg.output.deadletter_path.glob("*.jsonl")),
             timeout=60,
@@ -242,8 +265,14 @@ def test_real_time_parse_feeds_the_detectors_and_keeps_dead_letters(spark, kafka
         wait_until(lambda: p.stats.dead_letters == {"unknown_layout": 1}, what="the counts")
         assert p.stats.kinds["checkpoint_expired"] == 3
     assert result.get("rc") == 0
-    (alert,) = read_alerts(cfg.output.alerts_path, "checkpoint_failures")
+    alerts = read_alerts(cfg.output.alerts_path, "checkpoint_failures")
+    # The TaskManager's lines, stamped now, move the watermark past the job's quiet.
+    assert [a["status"] for a in alerts] in (["firing"], ["firing", "resolved"])
+    alert = alerts[0]
     assert alert["job_id"] == JOB_A and alert["evidence"]["expired_checkpoints"] == [1, 2, 3]
+    fatal = read_alerts(cfg.output.alerts_path, "jvm_fatal")[0]
+    assert (fatal["tm_id"], fatal["status"]) == (TM, "firing")
+    assert p.stats.forwarded >= 1
     (letter,) = [
         json.loads(x)
         for f in cfg.output.deadletter_path.glob("*.jsonl")

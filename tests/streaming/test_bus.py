@@ -6,9 +6,12 @@ wants it, the detect side fans it out to the detectors of that scope.
 
 from __future__ import annotations
 
+import collections
 import datetime as dt
+import json
 import random
 import string
+from pathlib import Path
 
 import pytest
 
@@ -17,13 +20,17 @@ from detectors.idle_heap_growth import HEAP_USED
 from detectors.model import LAST_CHECKPOINT_DURATION
 from detectors.tm_ids import tm_entity
 from streaming.bus import active_detectors, bus_records
+from streaming.parsing import parse_logs
 from streaming.routes import Routes, decode, scope_of
+from streaming.rows import Forward, read
+from tests.streaming.test_runner import Shard
 
 pytestmark = pytest.mark.spark
 
 JOB = "3f4c2a9b7d1e4f60a8b5c2d1e0f9a7b3"
 TM = "container_e05_1699999999999_0042_01_000003"
 T = dt.datetime(2024, 6, 3, 10, 0, tzinfo=dt.UTC)
+SHIPPERS = Path(__file__).resolve().parents[1] / "data" / "shippers"
 
 
 def _events(spark, rows):  # type: ignore[no-untyped-def]
@@ -181,3 +188,57 @@ def test_the_bus_keys_a_taskmanager_as_the_detectors_do_whatever_its_spelling(sp
     assert len(by_id) == len(set(ids))
     assert by_id == {t: tm_entity(t) for t in ids}
     assert by_id["localhost:40003-6cf67b"] == by_id["localhost:40003_6cf67b"]
+
+
+CAPTURE = SHIPPERS / "tm_oom_2_3"
+
+
+def test_a_keyed_appenders_taskmanager_lines_are_forwarded_by_its_own_start_line(spark) -> None:
+    # The real capture: a bare KafkaAppender keyed by ${sys:log.file}, both processes on
+    # one topic. The appender lost the dying TaskManager's last lines (its README); they
+    # are in its log file, and follow its shipped records here under its key, as the
+    # appender would have sent them.
+    recs = [
+        json.loads(line)
+        for line in (CAPTURE / "tm_oom_2_3.kafka_pattern.records.jsonl").read_text().splitlines()
+    ]
+    tm_key = next(r["key"] for r in recs if "taskexecutor" in r["key"])
+    tail = (CAPTURE / "tm_oom_2_3.taskmanager.log").read_text().split("\n2026-11-24 06:00:17")[1:]
+    rows = [(r["value"], r["topic"], r["partition"], r["offset"], r["key"]) for r in recs]
+    rows += [
+        ("2026-11-24 06:00:17" + v, "flink.logs", 0, len(recs) + i, tm_key)
+        for i, v in enumerate(tail)
+    ]
+    records = spark.createDataFrame(
+        rows,
+        "value string, topic string, partition int, offset long, source_key string",
+    ).selectExpr("*", "cast(null as timestamp) as kafka_ts")
+    bus = bus_records(parse_logs(records), AppConfig(), dead_letters=False).collect()
+    tm_src, jm_src = (
+        f"src:flink.logs:{k}" for k in (tm_key, next(r["key"] for r in recs if r["key"] != tm_key))
+    )
+    assert {r["key"] for r in bus if r["key"].startswith("src:")} == {tm_src, jm_src}
+    shard = Shard()
+    out = shard.batch(
+        [{"entity": r["key"], **json.loads(r["value"])} for r in bus if r["key"].startswith("src:")]
+    )
+    forwards = [x for x in map(read, out) if isinstance(x, Forward)]
+    got = collections.Counter((f.entity, decode(f.value).event.kind) for f in forwards)
+    tm, job = tm_entity("localhost:38251-0bfbad"), "job:037e6ac51968b7dd30cc0efd8919ce1e"
+    assert got == {(tm, "fatal_error"): 6, (job, "log_error"): 2}
+    assert {decode(f.value).event.tm_id for f in forwards if f.entity == tm} == {
+        "localhost:38251-0bfbad"
+    }
+    # The JobManager's key said it is one, and is forwarded nothing.
+    assert shard.saved(jm_src)[0].me == {"jm": True}
+    assert shard.saved(tm_src)[0].me == {
+        "tm": "localhost:38251-0bfbad",
+        "jobs": ["037e6ac51968b7dd30cc0efd8919ce1e"],
+    }
+
+
+def test_records_without_a_key_go_to_no_source(spark) -> None:
+    events = _events(spark, [("fatal_error", None, None, None)])
+    keyed = events.selectExpr("*", "cast(null as string) as source_key")
+    keys = [r["key"] for r in bus_records(keyed, AppConfig(), dead_letters=False).collect()]
+    assert keys and not [k for k in keys if k.startswith("src:")]

@@ -7,13 +7,17 @@ file are real. The parse query's handler has its own file (``test_parse_batch.py
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from conf import AppConfig
 from detectors import Alert, AlertStatus, Severity
 from sinks import AlertLedger, JsonLinesAlertSink
 from streaming.delivery import AlertDelivery, Outputs, PipelineStats, in_order
+from streaming.rows import Forward, output_rows
 
 
 def _row(alert_id: str, status: str, t: int, **extra: Any) -> dict[str, Any]:
@@ -113,3 +117,35 @@ def test_the_first_count_of_a_query_batch_is_the_only_one() -> None:
     assert stats.wait_delivered(0, timeout_s=0.01) is False
     stats.count_delivered(3)
     assert stats.wait_delivered(0, timeout_s=0.01) is True
+
+
+def test_forwards_go_onto_the_bus_before_the_batch_is_recorded_and_a_failure_fails_it(
+    tmp_path: Path,
+) -> None:
+    _, ledger, alerts = _delivery(tmp_path)
+    cfg = AppConfig.model_validate({"output": {"state_dir": str(tmp_path)}})
+    written: list[list[tuple[str, str]]] = []
+    fail = [True]
+
+    def forward(forwards: Sequence[Forward]) -> None:
+        if fail[0]:
+            raise OSError("broker gone")
+        written.append([(f.entity, f.value) for f in forwards])
+
+    delivery = AlertDelivery(
+        Outputs(ledger=ledger, sinks=[JsonLinesAlertSink(alerts)]),
+        PipelineStats(),
+        cfg,
+        forward=forward,
+    )
+    value = '{"kind":"fatal_error","event_ms":5,"src":"fwd:logs:0","offset":3,"seq":0}'
+    rows = [_row("a", "firing", 1_700_000_000_000), *output_rows([Forward("tm:x", value, 5)])]
+    with pytest.raises(OSError, match="broker gone"):
+        delivery.record(rows, 7)
+    # Nothing of the batch is recorded: Spark runs it again, forwards and all.
+    assert not alerts.exists() or alerts.read_text() == ""
+    fail[0] = False
+    delivery.record(rows, 7)
+    assert written == [[("tm:x", value)]]
+    assert len(alerts.read_text().splitlines()) == 1
+    assert delivery.stats.forwarded == 1

@@ -18,6 +18,7 @@ import pytest
 from conf import AppConfig
 from sinks import DeadLetterFileSink
 from streaming.bus import active_detectors
+from streaming.cli import main
 from streaming.delivery import PipelineStats
 from streaming.explain import Asked
 from streaming.replay import ShardReplay, replay, same_parse, session_settings
@@ -25,6 +26,7 @@ from streaming.runtime import Runtime
 from streaming.sources import file_records, stage_files
 
 REAL = Path(__file__).resolve().parent.parent / "data" / "real"
+SHIPPERS = REAL.parent / "shippers"
 
 T0 = 1_700_000_000_000
 JOB = "b" * 32
@@ -173,3 +175,33 @@ def test_the_shards_give_the_same_alerts_and_end_states_in_this_process_as_in_wo
     assert len(alerts.splitlines()) == 4  # expected.json's alerts of this run
     assert saved and delivered == 2
     assert got[True] == got[False]
+
+
+def test_a_keyed_capture_replays_to_the_alerts_of_the_processes_own_files(spark, tmp_path) -> None:
+    # The real KafkaAppender capture (keyed by ${sys:log.file}), with the dying TaskManager's
+    # last lines, which the appender lost (the capture's README), from its own log file
+    # under its key: the replay attributes its fatal lines by the key's start line
+    # (streaming.forwards) and pages what the processes' files page.
+    capture = SHIPPERS / "tm_oom_2_3"
+    recs = [
+        json.loads(line)
+        for line in (capture / "tm_oom_2_3.kafka_pattern.records.jsonl").read_text().splitlines()
+    ]
+    tm_key = next(r["key"] for r in recs if "taskexecutor" in r["key"])
+    log = (capture / "tm_oom_2_3.taskmanager.log").read_text()
+    tail = log.split("\n2026-11-24 06:00:17")[1:]
+    recs += [
+        {**recs[-1], "offset": len(recs) + i, "key": tm_key, "value": "2026-11-24 06:00:17" + v}
+        for i, v in enumerate(tail)
+    ]
+    keyed = tmp_path / "tm_oom_2_3.keyed.records.jsonl"
+    keyed.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    out = tmp_path / "alerts.jsonl"
+    args = ["replay", "--output", str(out), "--logs", str(keyed)]
+    assert main([*args, "--metrics", str(capture / "tm_oom_2_3.jsonl")]) == 0
+    got = sorted(
+        (a["detector"], a["status"], a["event_time"], a.get("tm_id"))
+        for a in map(json.loads, out.read_text().splitlines())
+    )
+    files = json.loads((capture / "expected.json").read_text())["routes"]["files"]["alerts"]
+    assert got == sorted((a["detector"], a["status"], a["event_time"], a["entity"]) for a in files)

@@ -11,6 +11,7 @@ from streaming.rows import (
     About,
     DetectorFailure,
     EntityCount,
+    Forward,
     Refused,
     RowKind,
     Signal,
@@ -28,6 +29,7 @@ NOTES = [
     DetectorFailure(ABOUT, "KeyError: 'ts' at checkpoint_creep.py:88", "on_timer", 3, dropped=True),
     Refused(About("job_lost", "job:80")),
     EntityCount("7", 1234),
+    Forward("tm:localhost_1_a", '{"kind":"fatal_error","event_ms":5,"src":"fwd:l:0"}', 5),
 ]
 #: The columns only an alert fills.
 ALERT_ONLY = ("alert_id", "status", "severity", "summary", "evidence")

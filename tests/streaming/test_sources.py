@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from streaming.sources import file_records, given_name, stage_files
+from streaming.sources import file_records, given_name, stage_files, stage_logs
 
 REAL = Path(__file__).resolve().parent.parent / "data" / "real"
 #: A TaskManager's own log: it starts, holds one job, releases it; stack traces among its lines.
@@ -75,3 +75,13 @@ def test_a_metric_file_is_a_record_per_line(spark, tmp_path: Path) -> None:
     lines = [line for line in METRICS.read_text(encoding="utf-8").splitlines() if line.strip()]
     assert [r.value for r in rows] == lines
     assert {r.fallback_time for r in rows} == {None}
+
+
+def test_kafka_captures_are_staged_apart_from_log_files(tmp_path: Path) -> None:
+    log = tmp_path / "jm.log"
+    capture = tmp_path / "tm.records.jsonl"
+    for f in (log, capture):
+        f.write_text("x\n")
+    logs, captures = stage_logs([log, capture], tmp_path / "work")
+    assert [given_name(str(p)) for p in logs.iterdir()] == ["jm.log"]
+    assert [given_name(str(p)) for p in captures.iterdir()] == ["tm.records.jsonl"]

@@ -45,6 +45,10 @@ def test_a_bare_appender_leaves_jvm_fatal_blind_and_the_taskmanagers_own_log_doe
     assert got["checkpoint_creep"] == got["idle_heap_growth"] == got["tm_lost"] == "ready"
     (fatal,) = [d for d in bare["detectors"] if d["detector"] == "jvm_fatal"]
     assert "no TaskManager log line names its TaskManager" in fatal["missing"][0]
+    # The same records captured with their keys: the TaskManager's key has its start line.
+    keyed = doctor(capsys, "--logs", str(OOM / "tm_oom_2_3.kafka_pattern.records.jsonl"))
+    assert keyed["sources"]["logs"] == "1 file(s)"
+    assert verdicts(keyed)["jvm_fatal"] == "ready"
     own = doctor(capsys, "--logs", str(OOM / "tm_oom_2_3.taskmanager.log"))
     assert verdicts(own)["jvm_fatal"] == "ready"
     # Logs only: no heap gauge at all.
