@@ -29,26 +29,26 @@ from typing import Any
 
 from detectors.model import Event
 from lab.fleet import SimRecord
-from streaming import parsing
+from streaming import log_fields, log_kinds, log_layouts, parsing
 from streaming.sources import _RECORD_START
 
-_LAYOUT = re.compile(parsing._LAYOUT)
+_LAYOUT = re.compile(log_layouts._LAYOUT)
 _MAX_MESSAGE = parsing.ParseLimits().max_message_chars
-_J = parsing.J
+_J = log_kinds.J
 
 
 def _guards(pattern: str, guards: tuple[str, ...]) -> tuple[tuple[str, ...], bool]:
-    lits = parsing._guard(pattern, guards)
+    lits = log_kinds._guard(pattern, guards)
     return lits, not guards  # a derived guard is a prefix
 
 
-_RULES = [(kind, re.compile(p), *_guards(p, g)) for kind, p, g in parsing._KIND_RULES]
-_CAUSES = [(kind, re.compile(p), g) for kind, p, g in parsing._TASK_CAUSE_RULES]
-_JOB_LINE = re.compile(parsing._JOB_LINE)
+_RULES = [(kind, re.compile(p), *_guards(p, g)) for kind, p, g in log_kinds._KIND_RULES]
+_CAUSES = [(kind, re.compile(p), g) for kind, p, g in log_kinds._TASK_CAUSE_RULES]
+_JOB_LINE = re.compile(log_fields._JOB_LINE)
 _JM_RESPONSIBLE = re.compile(rf"JobManager responsible for {_J}")
 _NAMED = re.compile(r"(?:for job|of job|job id|job) " + _J)
 _BARE = re.compile(r"\b" + _J + r"\b")
-_NAMED_JOB = re.compile(parsing._NAMED_JOB)
+_NAMED_JOB = re.compile(log_fields._NAMED_JOB)
 _FIRST_EXC = re.compile(
     r"(?m)^(?:Caused by: )?((?:[\w$]+\.)+[\w$]*(?:Exception|Error|Throwable)\b[^\n]*)"
 )
@@ -72,8 +72,8 @@ def classify(message: str, level: str | None) -> str:
         for k, rx, lits in _CAUSES:
             if any(x in message for x in lits) and rx.search(message):
                 kind = k
-    if kind == "unparsed" and level in parsing.FREE_KINDS:
-        kind = parsing.FREE_KINDS[level]
+    if kind == "unparsed" and level in log_kinds.FREE_KINDS:
+        kind = log_kinds.FREE_KINDS[level]
     return kind
 
 
@@ -103,13 +103,13 @@ def _job_id(kind: str, message: str, mdc: str | None) -> str | None:
         return m[1]
     if m := _NAMED.search(message):
         return m[1]
-    if kind not in parsing._BARE_HEX_NOT_JOB and (m := _BARE.search(message)):
+    if kind not in log_fields._BARE_HEX_NOT_JOB and (m := _BARE.search(message)):
         return m[1]
     return None
 
 
 def _mdc(d: dict[str, Any]) -> str | None:
-    key = parsing._MDC_JOB_KEY
+    key = log_layouts._MDC_JOB_KEY
     for holder in (d, d.get("contextMap"), d.get("mdc")):
         if isinstance(holder, dict) and isinstance(holder.get(key), str):
             return str(holder[key])

@@ -26,8 +26,7 @@ from pyspark.sql.types import (
 )
 
 from conf.pipeline import MetricNameRule
-from streaming.parsing import (
-    JSON_OPTS,
+from streaming.parse_columns import (
     ParseLimits,
     capped_name,
     epoch_ms_from_text,
@@ -35,7 +34,7 @@ from streaming.parsing import (
     prefix,
     time_error,
 )
-from streaming.schemas import null_column
+from streaming.schemas import JSON_OPTS, null_column
 
 #: Event columns a metric sample never fills.
 _NOT_IN_METRICS = ("checkpoint_id", "duration_ms", "size_bytes", "from_state", "to_state", "reason")
@@ -614,13 +613,38 @@ def _recognised(records: DataFrame) -> DataFrame:
         .when(telegraf, F.lit("telegraf_json"))
         .otherwise(F.lit("canonical"))
     )
+    json_points = _json_points(
+        jc, xc, skip=jc.isNull() | json_broken | log_json, vector=vector, telegraf=telegraf
+    )
+    vector_other = F.coalesce(
+        *[F.when(xc[k].isNotNull(), F.lit(k)) for k in _VECTOR_OTHER],
+        F.when(xc["kind"] == "incremental", F.lit("incremental")),
+    )
+    # What the refusals of a whole record say is taken here, so that the parsed JSON is not
+    # carried past the explode.
+    return df.select(
+        "*",
+        shape.alias("_shape"),
+        json_points.alias("_jpts"),
+        F.when(vector, vector_other).alias("_vec_other"),
+        F.coalesce(jc["_corrupt"], oc["_corrupt"]).alias("_corrupt"),
+    )
+
+
+def _json_points(
+    jc: Column, xc: Column, *, skip: Column, vector: Column, telegraf: Column
+) -> Column:
+    """The samples of a record in a JSON shape (canonical, Vector's, Telegraf's), null to ``skip``.
+
+    ``jc`` and ``xc`` are the record read with the canonical and the other shapes' schemas.
+    """
     json_lab = _labels_from_map(F.coalesce(jc["labels"], jc["tags"]))
     vector_name = F.when(
         F.coalesce(xc["namespace"], F.lit("")) != "",
         F.concat(xc["namespace"], F.lit("_"), jc["name"]),
     ).otherwise(jc["name"])
-    json_points = (
-        F.when(jc.isNull() | json_broken | log_json, F.lit(None))
+    return (
+        F.when(skip, F.lit(None))
         .when(
             vector,
             F.array(
@@ -644,19 +668,6 @@ def _recognised(records: DataFrame) -> DataFrame:
             ),
         )
         .otherwise(F.array(_point(jc["name"], jc["value"], jc["timestamp"], json_lab)))
-    )
-    vector_other = F.coalesce(
-        *[F.when(xc[k].isNotNull(), F.lit(k)) for k in _VECTOR_OTHER],
-        F.when(xc["kind"] == "incremental", F.lit("incremental")),
-    )
-    # What the refusals of a whole record say is taken here, so that the parsed JSON is not
-    # carried past the explode.
-    return df.select(
-        "*",
-        shape.alias("_shape"),
-        json_points.alias("_jpts"),
-        F.when(vector, vector_other).alias("_vec_other"),
-        F.coalesce(jc["_corrupt"], oc["_corrupt"]).alias("_corrupt"),
     )
 
 

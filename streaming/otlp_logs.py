@@ -2,8 +2,8 @@
 
 A record of the log topic may be an ExportLogsServiceRequest holding many log records
 (``encoding: otlp_json``). :func:`otlp_exploded` gives each its own row before the log
-parser (:mod:`streaming.parsing`) unwraps envelopes; a record of any other shape passes
-through as it is. Spark SQL only, like the parser.
+parser (:mod:`streaming.parsing`) unwraps envelopes (:mod:`streaming.log_envelopes`); a
+record of any other shape passes through as it is. Spark SQL only, like the parser.
 """
 
 from __future__ import annotations

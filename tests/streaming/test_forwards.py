@@ -167,7 +167,7 @@ def test_a_forward_encodes_to_the_bus_value_it_came_from() -> None:
 
 
 def test_the_forwarded_kinds_are_the_parsers_self_reported_and_free_kinds() -> None:
-    from streaming import parsing
+    from streaming import log_kinds, parsing
 
     assert SELF_REPORTED == parsing._SELF_REPORTED
-    assert set(FREE_LINES) == set(parsing.FREE_KINDS.values())
+    assert set(FREE_LINES) == set(log_kinds.FREE_KINDS.values())

@@ -7,12 +7,8 @@ import json
 import pytest
 from pyspark.sql import SparkSession
 
-from streaming.otlp_logs import otlp_exploded
-from streaming.parsing import (
-    MAX_OTLP_LOG_RECORDS,
-    ParseLimits,
-    parse_logs,
-)
+from streaming.otlp_logs import MAX_OTLP_LOG_RECORDS, otlp_exploded
+from streaming.parsing import ParseLimits, parse_logs
 from tests.conftest import records_df
 from tests.streaming.parse_cases import _COMPLETED, DATA
 
