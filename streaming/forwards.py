@@ -103,16 +103,22 @@ class SourceSelf:
     def forward(self, e: BusEvent) -> tuple[str, BusEvent] | None:
         """The entity and event a line of the source is forwarded as; ``None``: not one.
 
-        A self-reported line that names no TaskManager goes to the source's TaskManager,
-        naming it; a free WARN/ERROR line that names no job to its one job, naming it
-        (several jobs: whose it is cannot be told). The same lines a log file's start
+        A self-reported line that names no TaskManager goes to the source's TaskManager
+        (failing that, to its host's, as a record without a key would), naming it; a free
+        WARN/ERROR line that names no job to its one job, naming it (several jobs: whose
+        it is cannot be told). The same lines a log file's start
         line attributes (streaming.parsing, ``source_tm``/``source_job``).
         """
         ev = e.event
-        if self.mixed or e.src is None:
+        if e.src is None:
             return None
-        if ev.kind in SELF_REPORTED and ev.tm_id is None and self.tm is not None:
-            target, ev = tm_entity(self.tm), ev._replace(tm_id=self.tm)
+        # Its host, where the source has not said which TaskManager it is (or holds more
+        # than one process): what the line would have named without a key.
+        tm = (None if self.mixed else self.tm) or ev.host
+        if ev.kind in SELF_REPORTED and ev.tm_id is None and tm is not None:
+            target, ev = tm_entity(tm), ev._replace(tm_id=tm)
+        elif self.mixed:
+            return None
         elif ev.kind in FREE_LINES and ev.job_id is None and len(self.jobs) == 1:
             target, ev = f"job:{self.jobs[0]}", ev._replace(job_id=self.jobs[0])
         else:

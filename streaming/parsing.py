@@ -113,7 +113,14 @@ def _event_columns(df: DataFrame, lim: ParseLimits, *, shapes: bool) -> DataFram
     # Where a shipper says the file came from: a YARN container directory names the process.
     path = F.coalesce(F.col("_o_path"), F.when(F.col("_is_json"), F.col("raw")))
     # The process a record's own source names (see _SELF_REPORTED); the pod comes first.
-    own_tm = F.coalesce(_rx(path, _YARN_LOG_DIR), _file_column(df, "source_tm"), F.col("_env_host"))
+    named = F.coalesce(_rx(path, _YARN_LOG_DIR), _file_column(df, "source_tm"))
+    own_tm = F.coalesce(named, F.col("_env_host"))
+    # A keyed record's host waits for its source (streaming.forwards): the key's own start
+    # line names the TaskManager where the host names only the machine (rsyslog's `vm`);
+    # the source falls back to the host when it has not said who it is.
+    own_tm_now = F.coalesce(
+        named, F.when(_file_column(df, "source_key").isNull(), F.col("_env_host"))
+    )
     detail = F.when(
         F.col("error") == "otlp_record_cap",
         F.format_string(
@@ -138,8 +145,8 @@ def _event_columns(df: DataFrame, lim: ParseLimits, *, shapes: bool) -> DataFram
                 F.when(F.col("kind").isNotNull(), F.col("_pod")),
                 # A process's own fatal lines name no process: the shipper's YARN container
                 # directory (`…/container_…/taskmanager.log`), the log's own start line (files),
-                # or, failing both, its host does.
-                F.when(F.col("kind").isin(*_SELF_REPORTED), own_tm),
+                # or, failing both, its host does (a keyed record's: through its source).
+                F.when(F.col("kind").isin(*_SELF_REPORTED), own_tm_now),
             )
         ).alias("tm_id"),
         capped_name(F.coalesce(fields["host"], F.col("_env_host"))).alias("host"),

@@ -111,6 +111,34 @@ def test_a_key_where_a_jobmanager_starts_too_is_several_processes_and_forwards_n
     assert _forwards(rows) == []
 
 
+def test_a_keyed_line_with_a_host_goes_to_the_hosts_taskmanager_until_its_source_says_more() -> (
+    None
+):
+    """rsyslog keyed by its file names the machine (`vm`), the key's start line the process."""
+    shard = Shard()
+    rows = shard.batch(
+        [
+            _line(0, "fatal_error", OOM, host="vm"),  # before the start line: its host's
+            _line(1, "unparsed", START, host="vm"),
+            _line(2, "fatal_error", OOM, host="vm"),  # the start line's TaskManager
+        ]
+    )
+    assert [f.entity for f in _forwards(rows)] == [tm_entity("vm"), TM_KEY]
+    assert [decode(f.value).event.tm_id for f in _forwards(rows)] == ["vm", TM]
+    # A key holding a JobManager too says nothing of whose a line is: the host again.
+    mixed = Shard()
+    rows = mixed.batch(
+        [
+            _line(0, "unparsed", JM_START, host="vm"),
+            _line(1, "unparsed", START, host="vm"),
+            _line(2, "fatal_error", OOM, host="vm"),
+            _line(3, "unparsed", ADDED, host="vm"),
+            _line(4, "log_error", "boom", host="vm"),
+        ]
+    )
+    assert [f.entity for f in _forwards(rows)] == [tm_entity("vm")]
+
+
 def test_a_source_that_said_nothing_of_itself_keeps_no_state() -> None:
     shard = Shard()
     shard.batch([_line(0, "log_warn", "a warning"), _line(1, "fatal_error", OOM)])
