@@ -48,11 +48,14 @@ SAYS = ("Starting TaskManager with ResourceID", " job leader monitoring", "Clust
 #: process's life, not a detector's idle time.
 SOURCE_IDLE_MS = 7 * 86_400_000
 
-# The same patterns as streaming.sources (files), on the message.
-_TM_START = re.compile(r"Starting TaskManager with ResourceID: ([^\s\"\\,]+)")
-_JOB_ADDED = re.compile(r"Add job ([0-9a-f]{32}) for job leader monitoring")
-_JOB_REMOVED = re.compile(r"Remove job ([0-9a-f]{32}) from job leader monitoring")
-_JM_START = re.compile(r"Starting \w+ClusterEntry[Pp]oint")
+#: What a process's log says of itself, as Java and Python regexes alike: the same patterns
+#: read a log file in Spark (streaming.sources) and a keyed source's lines here.
+TM_START = r"Starting TaskManager with ResourceID: ([^\s\"\\,]+)"
+JOB_ADDED = r"Add job ([0-9a-f]{32}) for job leader monitoring"
+JOB_REMOVED = r"Remove job ([0-9a-f]{32}) from job leader monitoring"
+JM_START = r"Starting \w+ClusterEntry[Pp]oint"
+_TM_START, _JOB_ADDED = re.compile(TM_START), re.compile(JOB_ADDED)
+_JOB_REMOVED, _JM_START = re.compile(JOB_REMOVED), re.compile(JM_START)
 
 
 def is_source(entity: str) -> bool:

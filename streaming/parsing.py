@@ -24,6 +24,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType
 
+from streaming.forwards import SELF_REPORTED
 from streaming.log_envelopes import _unwrapped
 from streaming.log_fields import _log_fields, _match_slots
 from streaming.log_kinds import J, _kinded
@@ -47,7 +48,7 @@ __all__ = [
 # shipper's envelope, see parse_logs. A TaskManager's word on its JobManager is its own too.
 # In a file, the log's own `Starting TaskManager with ResourceID` line names the process
 # (``source_tm`` from streaming.sources) where the envelope does not.
-_SELF_REPORTED = ("fatal_error", "jvm_oom", "jm_heartbeat_timeout", "job_released")
+_SELF_REPORTED = SELF_REPORTED  # the kinds streaming.forwards forwards
 # A YARN container's log directory in a shipper's file path (JSON may escape the slashes).
 _YARN_LOG_DIR = r"[/\\]+(container_(?:e\d+_)?\d+_\d+_\d+_\d+)[/\\]+[\w.-]+\.(?:log|out|err)\b"
 

@@ -16,6 +16,7 @@ from pyspark.sql import functions as F
 
 from conf import KafkaConfig
 from conf.kafka_client import kafka_settings
+from streaming.forwards import JM_START, JOB_ADDED, JOB_REMOVED, TM_START
 
 # A new log record starts with a timestamp (log4j layouts, optionally behind a kubectl
 # RFC 3339 prefix) or with `{` (JSON layouts); any other line continues the one before
@@ -135,10 +136,6 @@ def _time_text(record: Column) -> Column:
 # records where a JobManager starts beside a TaskManager (a KafkaAppender's topic written
 # out), interleaves processes, and its records name their own source in their envelope.
 _SHIPPED = r"^\s*(?:\{|\d{4}-\d{2}-\d{2}T)"
-_JM_START = r"Starting \w+ClusterEntry[Pp]oint"
-_TM_START = r"Starting TaskManager with ResourceID: ([^\s\"\\,]+)"
-_JOB_ADDED = r"Add job ([0-9a-f]{32}) for job leader monitoring"
-_JOB_REMOVED = r"Remove job ([0-9a-f]{32}) from job leader monitoring"
 
 
 def _found(record: Column, pattern: str) -> Column:
@@ -152,7 +149,7 @@ def _jobmanager_start(record: Column) -> Column:
     A file holding one and a TaskManager's start holds two processes: a topic's records
     written out, not one process's log (a mini-cluster logs no entrypoint).
     """
-    return record.contains("ClusterEntry") & record.rlike(_JM_START)
+    return record.contains("ClusterEntry") & record.rlike(JM_START)
 
 
 def _mark(record: Column, i: Column) -> Column:
@@ -164,9 +161,9 @@ def _mark(record: Column, i: Column) -> Column:
         says,
         F.struct(
             i.alias("i"),
-            _found(record, _TM_START).alias("tm"),
-            _found(record, _JOB_ADDED).alias("add"),
-            _found(record, _JOB_REMOVED).alias("rm"),
+            _found(record, TM_START).alias("tm"),
+            _found(record, JOB_ADDED).alias("add"),
+            _found(record, JOB_REMOVED).alias("rm"),
         ),
     )
 
