@@ -375,7 +375,10 @@ def _notes(name: str, counts: tuple[Count, ...]) -> tuple[str, ...]:
                 "new_error_pattern sees only JobManager lines"
             )
     if name in ("jvm_fatal", "tm_lost"):
-        fatal = [c for c in counts if c.kind in ("fatal_error", "jvm_oom") and not c.tm]
+        # A line whose source (its file or Kafka key) names its TaskManager is placed.
+        fatal = [
+            c for c in counts if c.kind in ("fatal_error", "jvm_oom") and not (c.tm or c.source)
+        ]
         if fatal:
             notes.append(
                 f"{_total(fatal):,} fatal error or OutOfMemoryError lines name no TaskManager: "

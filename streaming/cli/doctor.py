@@ -19,7 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from conf import AppConfig
@@ -35,6 +35,7 @@ from streaming.doctor import (
     render_text,
     side_of_logger,
 )
+from streaming.forwards import FREE_LINES, JOB_ADDED, TM_START
 from streaming.metric_parsing import parse_metrics
 from streaming.parsing import parse_logs
 from streaming.session import get_session
@@ -146,6 +147,24 @@ def _topic_inputs(spark: SparkSession, cfg: AppConfig, sample: int) -> Inputs:
     return out
 
 
+def _keyed(own: Column, job: Column) -> tuple[Column, Column]:
+    """What a keyed record's line is attributed to through its key (streaming.forwards).
+
+    Its key's own start line names its TaskManager, when the key's sample holds one; its
+    job leader lines name the job of a WARN or ERROR line that names none, when the
+    sample's lines of the key name exactly one job (the runner gives such a line the job
+    when its TaskManager holds exactly one then).
+    """
+    key = Window.partitionBy("topic", "source_key")
+    keyed = F.col("source_key").isNotNull()
+    started = F.col("message").rlike(TM_START)
+    said = F.coalesce(F.max(started).over(key), F.lit(False))
+    held = F.regexp_extract(F.col("message"), JOB_ADDED, 1)
+    jobs = F.collect_set(F.when(held != "", held)).over(key)
+    free = F.col("kind").isin(*FREE_LINES)
+    return own | (keyed & said), job | (keyed & free & (F.size(jobs) == 1))
+
+
 def collect_tally(cfg: AppConfig, inputs: Inputs) -> Tally:
     """Parse each input and count it (one small Spark aggregation per input)."""
     known = sorted({m for d in cfg.catalog().values() for m in d.metrics})
@@ -161,15 +180,12 @@ def collect_tally(cfg: AppConfig, inputs: Inputs) -> Tally:
             df = parse_metrics(records, lim, names=cfg.parsing.metric_names, shapes=True)
         # Metric records name their TaskManager in their labels, or not at all.
         own = F.col("own_tm").isNotNull() if "own_tm" in df.columns else F.lit(False)
+        job = F.col("job_id").isNotNull() if "job_id" in df.columns else F.lit(False)
         if "source_key" in df.columns:
-            # A keyed record's line is attributed through its key's own start line
-            # (streaming.forwards), when the key's sample holds one.
-            started = F.col("message").contains("Starting TaskManager with ResourceID")
-            key_said = F.max(started).over(Window.partitionBy("topic", "source_key"))
-            own = own | (F.col("source_key").isNotNull() & F.coalesce(key_said, F.lit(False)))
-        # A column first: a window may not be a grouping expression.
-        df = df.select("*", own.alias("_own_source"))
-        own = F.col("_own_source")
+            own, job = _keyed(own, job)
+        # Columns first: a window may not be a grouping expression.
+        df = df.select("*", own.alias("_own_source"), job.alias("_own_job"))
+        own, job = F.col("_own_source"), F.col("_own_job")
         metric = F.when(F.col("metric").isin(*known), F.col("metric")).when(
             F.col("kind") == "metric", F.lit("other")
         )
@@ -177,7 +193,7 @@ def collect_tally(cfg: AppConfig, inputs: Inputs) -> Tally:
             "shape",
             "kind",
             "error",
-            F.col("job_id").isNotNull().alias("job"),
+            job.alias("job"),
             F.col("tm_id").isNotNull().alias("tm"),
             own.alias("source"),
             "logger",

@@ -49,6 +49,12 @@ def test_a_bare_appender_leaves_jvm_fatal_blind_and_the_taskmanagers_own_log_doe
     keyed = doctor(capsys, "--logs", str(OOM / "tm_oom_2_3.kafka_pattern.records.jsonl"))
     assert keyed["sources"]["logs"] == "1 file(s)"
     assert verdicts(keyed)["jvm_fatal"] == "ready"
+    # rsyslog keyed by host and file: the TaskManager's key names it and its one job, so
+    # its fatal lines are placed and its WARN lines name the job, as the runner forwards them.
+    rsk = doctor(capsys, "--logs", str(OOM / "tm_oom_2_3.rsyslog_keyed.records.jsonl"))
+    by = {d["detector"]: d for d in rsk["detectors"]}
+    assert by["jvm_fatal"]["verdict"] == "ready" and not by["tm_lost"]["notes"]
+    assert by["new_error_pattern"]["verdict"] == "ready"
     own = doctor(capsys, "--logs", str(OOM / "tm_oom_2_3.taskmanager.log"))
     assert verdicts(own)["jvm_fatal"] == "ready"
     # Logs only: no heap gauge at all.
