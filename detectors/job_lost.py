@@ -9,7 +9,9 @@ Nothing says ``FAILED``; silence is the symptom. The TaskManagers notice:
 gives those records kind ``jm_heartbeat_timeout`` and the job id), and once the slots time
 out ``Remove job J from job leader monitoring.`` (``job_released``).
 
-A job is watched from its ``job_state`` line to RUNNING until a terminal state
+A job's records are kept from the first, and it is watched from its ``job_state`` line
+to RUNNING (records read before that line, a metric topic read ahead of the log topic,
+count as its latest once the watch starts) until a terminal state
 (``CANCELED``, ``FINISHED``, ``FAILED``: those end the watch quietly; a FAILED job is
 ``restart_storm``'s to tell). While watched, its *telemetry* is every record of it the
 JobManager writes or exports: state, checkpoint and restore lines, and the per-job gauges
@@ -276,9 +278,14 @@ class JobLost(Detector[JobLostParams, JobLostState]):
         return super().job_name_from(state, event)
 
     def new_state(self, event: Event, **fields: Any) -> JobLostState | None:
-        """A job is watched from its state line to RUNNING; before that it has no state."""
-        if event.kind != "job_state" or event.to_state != "RUNNING":
-            return None  # never seen RUNNING: not watched
+        """A job's own records are kept from the first; it is watched from RUNNING on.
+
+        Records read before the RUNNING line (a metric topic read ahead of the log topic,
+        a batch later in arrival, earlier in event time) still count as the job's latest
+        record once the watch starts; a TaskManager's report or an end opens nothing.
+        """
+        if event.kind in _REPORTS or (event.kind == "job_state" and event.to_state in _TERMINAL):
+            return None
         return super().new_state(event, **fields)
 
     def on_event(self, state: JobLostState, event: Event) -> list[Alert] | Discard:
@@ -316,9 +323,10 @@ class JobLost(Detector[JobLostParams, JobLostState]):
                 return event.to_state, None
         if event.kind == "metric" and event.metric == UPTIME and event.value == -1:
             return "uptime -1: no longer running", None  # the JobManager says it ended
+        # Its series learn from it whatever came before (each keeps to its own order).
+        self._sample(st, event)
         if t < st.seen_ms:
             return None, None  # older than what we saw (another host's late record)
-        self._sample(st, event)
         if st.firing:
             back = self._back(st, t, silent_again=t - st.seen_ms >= self._threshold(st))
         else:
@@ -377,7 +385,7 @@ class JobLost(Detector[JobLostParams, JobLostState]):
 
     def standing(self, state: JobLostState | None) -> str:
         """The job's last state and record, and when its silence pages or what resolves it."""
-        if state is None:
+        if state is None or state.running_ms is None:
             return "not watched: no switch to RUNNING seen for this job (or it ended)"
         status = (
             f"{state.status} since {words.at(state.status_ms)}"

@@ -218,7 +218,30 @@ def test_a_job_never_seen_running_is_not_watched() -> None:
         released(T0 + 70 * S),
     ]
     st, alerts = drive(det, events, until=T0 + 7200 * S)
-    assert alerts == [] and st is None
+    assert alerts == []
+    # Its records are kept (they count if RUNNING comes later), but nothing is due.
+    assert st is not None and det.next_deadline(st) is None
+    assert DetectorTester(det, state=st).standing().startswith("not watched")
+
+
+def test_records_read_before_the_running_line_still_count_as_the_job_s_latest() -> None:
+    # The metric topic read a batch ahead of the log topic (tests/data/real/
+    # cluster_stopped_2_3 replayed): the gauges of 04:43:19.918 arrive before the job's
+    # RUNNING line and its checkpoints up to 04:43:17.656. The silence counts from the
+    # gauges, as if everything had come in event-time order.
+    det = JobLost(JobLostParams(silence_s=30))
+    last_log = T0 + 60 * S
+    logs = [
+        state(T0, "RUNNING"),
+        *[checkpoint(T0 + k * 5 * S, k, "checkpoint_triggered") for k in range(1, 13)],
+    ]
+    gauges = [gauge(T0 + k * 15 * S, k * 15 * S) for k in range(1, 6)]
+    st, alerts = drive(det, gauges, until=T0)
+    assert alerts == []
+    st, alerts = drive(det, logs, state=st, until=last_log + 3600 * S)
+    (fired,) = alerts
+    assert fired.evidence["last_seen_ms"] == T0 + 75 * S  # the last gauge, not the checkpoint
+    assert fired.event_time_ms == T0 + 75 * S + 30 * S
 
 
 def test_a_job_without_periodic_telemetry_pages_only_on_a_taskmanager_report() -> None:
