@@ -47,7 +47,8 @@ def test_a_route_for_a_taskmanager_takes_its_alerts_in_either_spelling() -> None
     # The id copied from a Grafana panel of Flink's own metrics (`_`) routes the alerts
     # that carry its logs' spelling (`-`), and a webhook's route is the same match.
     from conf import SlackConfig, WebhookConfig
-    from detectors import Alert, AlertStatus, Severity
+    from detectors import Alert
+    from tests.sinks.spellings import tm_alert
 
     cfg = SlackConfig.model_validate(
         {"routes": [{"channel": "#tm-3", "match": {"tm_id": "localhost:40003_6cf67b"}}]}
@@ -64,16 +65,7 @@ def test_a_route_for_a_taskmanager_takes_its_alerts_in_either_spelling() -> None
     assert hook is not None
 
     def about(tm_id: str) -> Alert:
-        return Alert(
-            alert_id="a",
-            detector="jvm_fatal",
-            entity="tm:x",
-            status=AlertStatus.FIRING,
-            severity=Severity.CRITICAL,
-            event_time_ms=0,
-            summary="s",
-            tm_id=tm_id,
-        )
+        return tm_alert("a", "jvm_fatal", tm_id)
 
     for spelling in ("localhost:40003-6cf67b", "localhost:40003_6cf67b"):
         assert cfg.channel_for(about(spelling), "prod") == "#tm-3"

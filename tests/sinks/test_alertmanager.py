@@ -39,6 +39,7 @@ from sinks.alertmanager import (
 from sinks.dispatch import Dispatcher, deliver
 from tests.conftest import wait_until
 from tests.sinks.receivers import Hung, Recording
+from tests.sinks.spellings import LOGGED, SCRAPED, incident, tm_alert
 
 JOB = "3f4c2a9b7d1e4f60a8b5c2d1e0f9a7b3"
 OTHER_JOB = "aa4c2a9b7d1e4f60a8b5c2d1e0f9a7ff"
@@ -171,37 +172,18 @@ def test_an_incident_names_its_taskmanager_in_one_spelling_in_every_label_set() 
     # The heap alert fired on the metrics' spelling; jvm_fatal joined after the logs said
     # the TaskManager's id, and resolves on it. An `inhibit_rules: equal: [tm_id]` must
     # see one TaskManager, and the resolve must end the alert it fired.
-    def tm_alert(alert_id: str, detector: str, tm_id: str, status: AlertStatus) -> Alert:
-        return Alert(
-            alert_id=alert_id,
-            detector=detector,
-            entity="tm:localhost_40003_6cf67b",
-            status=status,
-            severity=Severity.CRITICAL,
-            event_time_ms=T0,
-            summary="s",
-            tm_id=tm_id,
-        )
-
-    heap = tm_alert("h", "idle_heap_growth", "localhost:40003_6cf67b", AlertStatus.FIRING)
-    fatal = tm_alert("f", "jvm_fatal", "localhost:40003-6cf67b", AlertStatus.FIRING)
-    incident = IncidentView(
-        incident_id="h",
-        headline="h",
-        root_alert_id="h",
-        severity=Severity.CRITICAL,
-        status=AlertStatus.FIRING,
-        members=(Member(**dict(heap), first_ms=T0), Member(**dict(fatal), first_ms=T0)),
-    )
+    heap = tm_alert("h", "idle_heap_growth", SCRAPED, at=T0)
+    fatal = tm_alert("f", "jvm_fatal", LOGGED, at=T0)
+    both = incident(heap, fatal, first_ms=T0)
     done = fatal.model_copy(update={"status": AlertStatus.RESOLVED})
     posted = [
         p
         for a, prev in [(heap, None), (fatal, None), (done, fatal)]
         for p in transition_alerts(
-            tr(a, incident=incident), previous=prev, cfg=cfg(), cluster="c", now_ms=NOW
+            tr(a, incident=both), previous=prev, cfg=cfg(), cluster="c", now_ms=NOW
         )
     ]
-    assert [p.labels["tm_id"] for p in posted] == ["localhost:40003_6cf67b"] * 3
+    assert [p.labels["tm_id"] for p in posted] == [SCRAPED] * 3
 
 
 def test_http_answers_are_classified_by_whether_a_retry_can_help() -> None:

@@ -49,26 +49,15 @@ def test_a_taskmanager_is_spelled_once_in_an_incidents_label_sets() -> None:
     # idle_heap_growth fires on the metrics' spelling; the TaskManager's logs then say
     # its id, jvm_fatal fires on that spelling and joins the incident, and the heap alert
     # resolves on it too. Every label set of the incident names one TaskManager.
-    from detectors import Alert
     from detectors.correlation import Correlator
+    from tests.sinks.spellings import LOGGED as logged
+    from tests.sinks.spellings import SCRAPED as scraped
+    from tests.sinks.spellings import tm_alert
 
-    def about(alert_id: str, detector: str, status: AlertStatus, at: int, tm_id: str) -> Alert:
-        return Alert(
-            alert_id=alert_id,
-            detector=detector,
-            entity="tm:localhost_40003_6cf67b",
-            status=status,
-            severity=Severity.CRITICAL,
-            event_time_ms=at,
-            summary="s",
-            tm_id=tm_id,
-        )
-
-    scraped, logged = "localhost:40003_6cf67b", "localhost:40003-6cf67b"
-    heap_fires = about("h", "idle_heap_growth", AlertStatus.FIRING, 1_000, scraped)
-    fatal_fires = about("f", "jvm_fatal", AlertStatus.FIRING, 2_000, logged)
-    heap_resolves = about("h", "idle_heap_growth", AlertStatus.RESOLVED, 3_000, logged)
-    lost_fires = about("l", "tm_lost", AlertStatus.FIRING, 4_000, "localhost:40004-aaaaaa")
+    heap_fires = tm_alert("h", "idle_heap_growth", scraped, at=1_000)
+    fatal_fires = tm_alert("f", "jvm_fatal", logged, at=2_000)
+    heap_resolves = tm_alert("h", "idle_heap_growth", logged, AlertStatus.RESOLVED, 3_000)
+    lost_fires = tm_alert("l", "tm_lost", "localhost:40004-aaaaaa", at=4_000)
     c = Correlator()
     seen = [
         Transition(i, transition_key(a), a, incident=c.observe(a))

@@ -46,31 +46,23 @@ def test_a_stored_taskmanager_silence_covers_it_in_either_spelling_after_a_resta
     # `flinkwatch silence add tm_id=<id copied from a metrics panel>` at 3 a.m.; the
     # alerts carry the id as the TaskManager's logs spell it.
     from conf.silences import silence_for
-    from detectors import Alert, AlertStatus, Severity
+    from detectors import Alert
+    from tests.sinks.spellings import LOGGED, SCRAPED, tm_alert
 
     path = tmp_path / "silences.sqlite"
     first = SilenceStore(path)
-    sid = _add(first, "tm_id=localhost:40003_6cf67b")
+    sid = _add(first, f"tm_id={SCRAPED}")
     first.close()
     again = SilenceStore(path)
 
     def about(tm_id: str) -> Alert:
-        return Alert(
-            alert_id="a",
-            detector="idle_heap_growth",
-            entity="tm:x",
-            status=AlertStatus.FIRING,
-            severity=Severity.WARNING,
-            event_time_ms=NOW,
-            summary="s",
-            tm_id=tm_id,
-        )
+        return tm_alert("a", "idle_heap_growth", tm_id, at=NOW)
 
     judged = again.in_force(NOW)
-    assert silence_for(judged, about("localhost:40003-6cf67b"), "prod") == sid
-    assert silence_for(judged, about("localhost:40003_6cf67b"), "prod") == sid
+    assert silence_for(judged, about(LOGGED), "prod") == sid
+    assert silence_for(judged, about(SCRAPED), "prod") == sid
     assert silence_for(judged, about("localhost:40004-6cf67b"), "prod") is None
-    assert again.listing(NOW)[0].given == ("tm_id=localhost:40003_6cf67b",)  # as typed
+    assert again.listing(NOW)[0].given == (f"tm_id={SCRAPED}",)  # as typed
 
 
 def test_a_silence_that_starts_later_is_pending_until_then(tmp_path: Path) -> None:

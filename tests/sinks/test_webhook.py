@@ -398,20 +398,14 @@ def test_pagerduty_events_are_valid_v2_with_one_dedup_key_per_incident(
 
 def test_the_body_names_the_incidents_taskmanager_as_its_first_member_spelled_it() -> None:
     from sinks.webhook import payload
+    from tests.sinks.spellings import LOGGED, SCRAPED, incident
 
-    first = alert().model_copy(update={"tm_id": "localhost:40003_6cf67b"})
-    later = alert(alert_id="b2").model_copy(update={"tm_id": "localhost:40003-6cf67b"})
-    incident = IncidentView(
-        incident_id="a1",
-        headline="h",
-        root_alert_id="a1",
-        severity=Severity.WARNING,
-        status=AlertStatus.FIRING,
-        members=(Member(**dict(first), first_ms=T0), Member(**dict(later), first_ms=T0)),
-    )
+    first = alert().model_copy(update={"tm_id": SCRAPED})
+    later = alert(alert_id="b2").model_copy(update={"tm_id": LOGGED})
+    both = incident(first, later, first_ms=T0)
     c = cfg("http://127.0.0.1:1")
-    body = payload(Transition(seq=2, key="b2:firing", alert=later, incident=incident), c, "p")
-    assert body["labels"]["tm_id"] == "localhost:40003_6cf67b"
+    body = payload(Transition(seq=2, key="b2:firing", alert=later, incident=both), c, "p")
+    assert body["labels"]["tm_id"] == SCRAPED
     assert body["summary"] == later.summary
 
 

@@ -62,19 +62,10 @@ def test_one_taskmanager_is_named_alike_in_every_lane_whatever_each_member_fired
     # The heap alert fired on the metrics' spelling, tm_lost after the logs named the
     # TaskManager: two lanes, one TaskManager, in its best spelling.
     from sinks.charts.incident import incident_chart
+    from tests.sinks.spellings import ENTITY, SCRAPED, lost_after
 
-    entity = "tm:localhost_40003_6cf67b"
-    heap = idle_heap_alert().model_copy(
-        update={"entity": entity, "tm_id": "localhost:40003_6cf67b", "job_id": None}
-    )
-    lost = heap.model_copy(
-        update={
-            "alert_id": "lost-1",
-            "detector": "tm_lost",
-            "tm_id": "localhost:40003-6cf67b",
-            "event_time_ms": heap.event_time_ms + MIN,
-        }
-    )
+    heap = idle_heap_alert().model_copy(update={"entity": ENTITY, "tm_id": SCRAPED, "job_id": None})
+    lost = lost_after(heap, MIN)
     fig = incident_chart(incident_of([heap, lost]))
     lanes = [t.get_text() for t in fig.axes[0].get_yticklabels()]
     assert lanes == ["idle_heap_growth\nlocalhost:40003-6cf67b", "tm_lost\nlocalhost:40003-6cf67b"]

@@ -79,17 +79,10 @@ def test_an_incident_names_its_taskmanager_alike_in_its_heading_rows_and_charts(
     tmp_path,
 ) -> None:
     # The heap alert fired on the metrics' spelling, tm_lost after the logs named it.
-    heap = idle_heap_alert().model_copy(
-        update={"entity": "tm:localhost_40003_6cf67b", "tm_id": "localhost:40003_6cf67b"}
-    )
-    lost = heap.model_copy(
-        update={
-            "alert_id": "lost-1",
-            "detector": "tm_lost",
-            "tm_id": "localhost:40003-6cf67b",
-            "event_time_ms": heap.event_time_ms + MIN,
-        }
-    )
+    from tests.sinks.spellings import ENTITY, SCRAPED, lost_after
+
+    heap = idle_heap_alert().model_copy(update={"entity": ENTITY, "tm_id": SCRAPED})
+    lost = lost_after(heap, MIN)
     path = replayed(tmp_path / "alerts.jsonl", [heap, lost])
     page = write_report(path, tmp_path / "report", CorrelationParams()).index.read_text()
     assert page.count("<section") == 1
