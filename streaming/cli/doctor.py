@@ -35,7 +35,7 @@ from streaming.doctor import (
     render_text,
     side_of_logger,
 )
-from streaming.forwards import FREE_LINES, JOB_ADDED, TM_START
+from streaming.forwards import FREE_LINES, JM_START, JOB_ADDED, TM_START
 from streaming.metric_parsing import parse_metrics
 from streaming.parsing import parse_logs
 from streaming.session import get_session
@@ -153,16 +153,19 @@ def _keyed(own: Column, job: Column) -> tuple[Column, Column]:
     Its key's own start line names its TaskManager, when the key's sample holds one; its
     job leader lines name the job of a WARN or ERROR line that names none, when the
     sample's lines of the key name exactly one job (the runner gives such a line the job
-    when its TaskManager holds exactly one then).
+    when its TaskManager holds exactly one then). A key that also holds a JobManager's
+    start holds several processes (one key for every process): nothing of it is
+    attributed, as in the runner (:class:`streaming.forwards.SourceSelf`).
     """
     key = Window.partitionBy("topic", "source_key")
-    keyed = F.col("source_key").isNotNull()
-    started = F.col("message").rlike(TM_START)
-    said = F.coalesce(F.max(started).over(key), F.lit(False))
+    one = F.col("source_key").isNotNull() & ~F.coalesce(
+        F.max(F.col("message").rlike(JM_START)).over(key), F.lit(False)
+    )
+    said = F.coalesce(F.max(F.col("message").rlike(TM_START)).over(key), F.lit(False))
     held = F.regexp_extract(F.col("message"), JOB_ADDED, 1)
     jobs = F.collect_set(F.when(held != "", held)).over(key)
     free = F.col("kind").isin(*FREE_LINES)
-    return own | (keyed & said), job | (keyed & free & (F.size(jobs) == 1))
+    return own | (one & said), job | (one & free & (F.size(jobs) == 1))
 
 
 def collect_tally(cfg: AppConfig, inputs: Inputs) -> Tally:

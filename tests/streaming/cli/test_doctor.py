@@ -26,7 +26,7 @@ def verdicts(doc: dict) -> dict[str, str]:
 
 @pytest.mark.spark
 def test_a_bare_appender_leaves_jvm_fatal_blind_and_the_taskmanagers_own_log_does_not(
-    spark, capsys
+    spark, capsys, tmp_path
 ) -> None:
     bare = doctor(
         capsys,
@@ -49,6 +49,14 @@ def test_a_bare_appender_leaves_jvm_fatal_blind_and_the_taskmanagers_own_log_doe
     keyed = doctor(capsys, "--logs", str(OOM / "tm_oom_2_3.kafka_pattern.records.jsonl"))
     assert keyed["sources"]["logs"] == "1 file(s)"
     assert verdicts(keyed)["jvm_fatal"] == "ready"
+    # One key for every process (the JobManager's start and the TaskManager's under it):
+    # whose a line is cannot be told, as the runner does not tell it.
+    records = (OOM / "tm_oom_2_3.kafka_pattern.records.jsonl").read_text().splitlines()
+    one_key = tmp_path / "one_key.records.jsonl"
+    one_key.write_text(
+        "".join(json.dumps({**json.loads(r), "key": "flink"}) + "\n" for r in records)
+    )
+    assert verdicts(doctor(capsys, "--logs", str(one_key)))["jvm_fatal"] == "blind"
     # rsyslog keyed by host and file: the TaskManager's key names it and its one job, so
     # its fatal lines are placed and its WARN lines name the job, as the runner forwards them.
     rsk = doctor(capsys, "--logs", str(OOM / "tm_oom_2_3.rsyslog_keyed.records.jsonl"))
