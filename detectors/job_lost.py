@@ -13,12 +13,40 @@ A job's records are kept from the first, and it is watched from its ``job_state`
 to RUNNING (records read before that line, a metric topic read ahead of the log topic,
 count as its latest once the watch starts) until a terminal state
 (``CANCELED``, ``FINISHED``, ``FAILED``: those end the watch quietly; a FAILED job is
-``restart_storm``'s to tell). While watched, its *telemetry* is every record of it the
-JobManager writes or exports: state, checkpoint and restore lines, and the per-job gauges
-``flink_jobmanager_job_uptime``, ``…_numRestarts`` and ``…_lastCheckpointDuration``
-(exported at every scrape, whatever the job's checkpointing). The alert fires, once per
-incident, at the first of these deadlines (event time, through
-:meth:`~detectors.base.Detector.next_deadline`):
+``restart_storm``'s to tell).
+
+A job that was already running when flinkwatch first read it (a new install, a fresh
+checkpoint) has no RUNNING line to read until it restarts, which may be months away. Its
+JobManager says so itself: ``flink_jobmanager_job_uptime`` reads the milliseconds since the
+job switched to RUNNING while it runs, 0 while it does not (created, restarting, failing,
+cancelling) and -1 once it ended or was suspended (Flink's ``UpTimeGauge``, 1.4 to 2.x
+alike; the 2.0 docs call it deprecated, 2.3 still exports it), though a job that ends is
+rather gone from the next scrape. So the watch also starts from an uptime sample above 0,
+as if the RUNNING line had been read at the sample's time less the uptime: when the
+JobManager switched the job (its RUNNING line comes 5 to 65 ms later in
+``tests/data/real``), so the "RUNNING since" that the alert and ``flinkwatch explain`` show
+is the job's own, not when flinkwatch first looked. Two conditions:
+
+- a line of the job from its JobManager's log (a checkpoint, restore or state line) has
+  been read: only the log tells a job's end, its gauges just stop (a cancelled job's are
+  gone from the next scrape on, ``tests/data/real/job_cancelled_2_3``), so a job known from
+  its gauges alone would page at every cancel;
+- no state line of the job is later than that instant: a RESTARTING line read after an
+  older sample (the metric topic read behind the log topic) keeps the job unwatched until
+  its RUNNING line or a sample of the new run.
+
+A completed checkpoint alone does not start a watch: it says the job ran at that instant,
+neither since when nor in which state it is now (a lost job counts as back only in
+RUNNING); it does show that the JobManager's log is read. Flink 1.16+'s ``runningTime``
+(``JobStatusMetrics``) reads as uptime does, but no shipping configuration here ships it,
+so it is not read. As after a RUNNING line, silence counts only once the job's rhythm is
+learned (below).
+
+While watched, its *telemetry* is every record of it the JobManager writes or exports:
+state, checkpoint and restore lines, and the per-job gauges ``flink_jobmanager_job_uptime``,
+``…_numRestarts`` and ``…_lastCheckpointDuration`` (exported at every scrape, whatever the
+job's checkpointing). The alert fires, once per incident, at the first of these deadlines
+(event time, through :meth:`~detectors.base.Detector.next_deadline`):
 
 - a TaskManager reported the job's JobManager lost (``jm_heartbeat_timeout`` with the job
   id) and no telemetry came for ``confirm_s`` after it, or for the job's usual rhythm if
@@ -167,7 +195,11 @@ class JobLostState(DetectorState):
     Attributes:
         status: The job's latest state.
         status_ms: When it switched to it.
-        running_ms: When it last switched to RUNNING (the watch starts there).
+        running_ms: When it last switched to RUNNING (the watch starts there): its RUNNING
+            line's time, or its uptime gauge's sample time less the uptime.
+        up_since_ms: When its latest uptime sample above 0 says the job switched to
+            RUNNING (``None`` once a later sample reads 0).
+        logged: A line of the job from its JobManager's log was read.
         seen_ms: The job's latest record (a TaskManager's report is not one).
         seen_what: What that record was.
         series: The job's periodic series by name, for its rhythm.
@@ -179,6 +211,8 @@ class JobLostState(DetectorState):
     status: str | None = None
     status_ms: int | None = None
     running_ms: int | None = None
+    up_since_ms: int | None = None
+    logged: bool = False
     seen_ms: int = 0
     seen_what: str = ""
     series: dict[str, Series] = {}
@@ -278,7 +312,7 @@ class JobLost(Detector[JobLostParams, JobLostState]):
         return super().job_name_from(state, event)
 
     def new_state(self, event: Event, **fields: Any) -> JobLostState | None:
-        """A job's own records are kept from the first; it is watched from RUNNING on.
+        """A job's own records are kept from the first; it is watched once seen RUNNING.
 
         Records read before the RUNNING line (a metric topic read ahead of the log topic,
         a batch later in arrival, earlier in event time) still count as the job's latest
@@ -299,7 +333,7 @@ class JobLost(Detector[JobLostParams, JobLostState]):
             if ended is not None:
                 if state.firing:
                     alerts.append(self._close(state, t, f"the job ended ({ended})"))
-                # A new run of the same job id starts a new watch at its RUNNING line.
+                # A new run of the same job id starts a new watch (its RUNNING line, its uptime).
                 return Discard(alerts)
             if back is not None:
                 alerts.append(back)
@@ -321,8 +355,17 @@ class JobLost(Detector[JobLostParams, JobLostState]):
                 st.running_ms = t
             if event.to_state in _TERMINAL:
                 return event.to_state, None
-        if event.kind == "metric" and event.metric == UPTIME and event.value == -1:
-            return "uptime -1: no longer running", None  # the JobManager says it ended
+        if event.kind == "metric" and event.metric == UPTIME and event.value is not None:
+            if event.value == -1:
+                return "uptime -1: no longer running", None  # the JobManager says it ended
+            if event.value > 0:
+                st.up_since_ms = t - int(event.value)
+            elif st.up_since_ms is not None and t > st.up_since_ms:
+                st.up_since_ms = None  # that run is over (restarting)
+        elif event.kind != "metric":
+            st.logged = True
+        if st.running_ms is None:
+            self._watch_from_uptime(st)
         # Its series learn from it whatever came before (each keeps to its own order).
         self._sample(st, event)
         if t < st.seen_ms:
@@ -337,6 +380,16 @@ class JobLost(Detector[JobLostParams, JobLostState]):
                 st.reporters = []
         st.seen_ms, st.seen_what = t, _what(event)
         return None, back
+
+    @staticmethod
+    def _watch_from_uptime(st: JobLostState) -> None:
+        """Watch a job no RUNNING line was read for, from its JobManager's uptime gauge."""
+        since = st.up_since_ms
+        if since is None or not st.logged:
+            return  # not running by its gauge, or its end could not be seen
+        if st.status_ms is not None and since < st.status_ms:
+            return  # a later state line of its own (RESTARTING, CREATED) says otherwise
+        st.status, st.status_ms, st.running_ms = "RUNNING", since, since
 
     @staticmethod
     def _sample(st: JobLostState, event: Event) -> None:
@@ -386,7 +439,7 @@ class JobLost(Detector[JobLostParams, JobLostState]):
     def standing(self, state: JobLostState | None) -> str:
         """The job's last state and record, and when its silence pages or what resolves it."""
         if state is None or state.running_ms is None:
-            return "not watched: no switch to RUNNING seen for this job (or it ended)"
+            return self._unwatched(state)
         status = (
             f"{state.status} since {words.at(state.status_ms)}"
             if state.status and state.status_ms is not None
@@ -419,6 +472,24 @@ class JobLost(Detector[JobLostParams, JobLostState]):
             else f"pages at {words.at(due[0])} if nothing comes"
         )
         return words.clause(status, last, said, watch)
+
+    @staticmethod
+    def _unwatched(state: JobLostState | None) -> str:
+        """Why a job is not watched: what it lacks to start the watch."""
+        if state is not None and state.up_since_ms is not None and not state.logged:
+            return (
+                f"not watched: its uptime gauge says RUNNING since {words.at(state.up_since_ms)}, "
+                "but no line of its JobManager's log was read (only the log tells its end)"
+            )
+        if state is not None and state.status and state.status_ms is not None:
+            return (
+                f"not watched: {state.status} since {words.at(state.status_ms)}, "
+                "no switch to RUNNING seen after it"
+            )
+        return (
+            "not watched: no switch to RUNNING seen for this job, nor an uptime gauge above 0 "
+            "(or it ended)"
+        )
 
     # Deadlines --------------------------------------------------------------------------
 

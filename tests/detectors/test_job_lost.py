@@ -91,6 +91,15 @@ def running_for(seconds: int) -> list[Event]:
 
 
 LAST = T0 + 60 * S + 7  # the last gauge of running_for(60)
+SINCE = T0 - 41 * 24 * 3600 * S  # RUNNING for 41 days when flinkwatch first reads the job
+
+
+def running_since(since: int, start: int, seconds: int) -> list[Event]:
+    """healthy() from ``start`` on, of a job RUNNING since ``since`` (its line not read)."""
+    return [
+        gauge(e.time_ms, e.time_ms - since) if e.metric == UPTIME else e
+        for e in healthy(start, seconds)
+    ]
 
 
 def test_registered_with_its_contract() -> None:
@@ -480,12 +489,181 @@ def test_a_series_that_stopped_while_the_others_go_on_no_longer_sets_the_rhythm(
     assert timer == T0 + 3000 * S + 1800 * S  # 3 x 600 s after the last checkpoint
 
 
+# --- a job already running when flinkwatch first reads it --------------------------------
+
+
+def test_a_job_first_read_running_is_watched_from_its_uptime_and_pages_on_silence() -> None:
+    # A new install: the job switched to RUNNING 41 days ago, its line is long gone.
+    det = JobLost(JobLostParams(silence_s=180))
+    st, timer, alerts = drive_timer(det, running_since(SINCE, T0, 60))
+    assert alerts == [] and timer == LAST + 180 * S
+    assert st.running_ms == SINCE and (st.status, st.status_ms) == ("RUNNING", SINCE)
+    _, alerts = drive(det, [], state=st, timer=timer, until=LAST + 3600 * S)
+    (fired,) = alerts
+    assert fired.event_time_ms == LAST + 180 * S
+    ev = fired.evidence
+    assert ev["why"] == "silence" and ev["last_seen_ms"] == LAST
+    assert (ev["last_state"], ev["last_state_ms"]) == ("RUNNING", SINCE)  # the job's own since
+    assert fired.summary.endswith("last state RUNNING")
+
+
+def test_a_watch_from_the_uptime_gauge_still_waits_for_the_jobs_rhythm() -> None:
+    # One sample and one checkpoint: watched, but one sample shows no period yet.
+    det = JobLost(JobLostParams())
+    events = [checkpoint(T0, 9), gauge(T0 + 7, T0 + 7 - SINCE)]
+    st, alerts = drive(det, events, until=T0 + 3 * 3600 * S)
+    assert alerts == [] and st.running_ms == SINCE and det.next_deadline(st) is None
+    assert DetectorTester(det, state=st).standing() == (
+        f"RUNNING since {at(SINCE)}; last record {at(T0 + 7)} (metric {UPTIME} = "
+        f"{T0 + 7 - SINCE:g}); no periodic telemetry yet: its silence cannot be told"
+    )
+
+
+def test_a_running_line_sets_the_watch_not_the_gauge() -> None:
+    det = JobLost(JobLostParams())
+    st, _ = drive(det, running_for(60))
+    assert st.running_ms == T0 and st.status_ms == T0  # the gauges say T0 + 7: the line wins
+
+
+@pytest.mark.parametrize("value", [0, -1])
+def test_a_job_whose_uptime_reads_0_or_minus_1_is_not_watched(value: float) -> None:
+    # A job first read in a restart loop (0: restarting) or that ended (-1): restores are
+    # logged, the gauges scraped every 15 s, and then it goes quiet for good.
+    det = JobLost(JobLostParams())
+    events: list[Event] = []
+    for k in range(1, 41):
+        t = T0 + k * 15 * S
+        events += [gauge(t, value), gauge(t, k, NUM_RESTARTS)]
+        events.append(Event("job_restored", t + 2 * S, job_id=JOB, checkpoint_id=55))
+    st, alerts = drive(det, events, until=T0 + 3 * 3600 * S)
+    assert alerts == [] and st.running_ms is None and det.next_deadline(st) is None
+
+
+def test_gauges_without_the_jobmanager_log_start_no_watch() -> None:
+    # Only the log tells a job's end: job_cancelled_2_3's gauges are just gone after the
+    # cancel. A job known from its gauges alone would page at every cancel.
+    det = JobLost(JobLostParams())
+    gauges = [g for g in running_since(SINCE, T0, 60) if g.kind == "metric"]
+    st, alerts = drive(det, gauges, until=LAST + 3600 * S)
+    assert alerts == [] and st is not None and det.next_deadline(st) is None
+    assert DetectorTester(det, state=st).standing() == (
+        f"not watched: its uptime gauge says RUNNING since {at(SINCE)}, but no line of its "
+        "JobManager's log was read (only the log tells its end)"
+    )
+    # One checkpoint line of the job shows its log is read: the watch starts.
+    st, _ = drive(det, [checkpoint(LAST + 3 * S, 13, "checkpoint_triggered")], state=st)
+    assert st.running_ms == SINCE
+
+
+def test_gauges_read_ahead_of_the_log_start_the_watch_once_the_log_comes() -> None:
+    # The metric topic read a batch ahead: the gauges first, then the checkpoint lines;
+    # the silence counts from the latest record of either.
+    det = JobLost(JobLostParams(silence_s=180))
+    records = running_since(SINCE, T0, 60)
+    gauges = [e for e in records if e.kind == "metric"]
+    logs = [e for e in records if e.kind != "metric"]
+    st, alerts = drive(det, gauges)
+    assert alerts == [] and st.running_ms is None
+    _, alerts = drive(det, logs, state=st, until=LAST + 3600 * S)
+    assert [a.event_time_ms for a in alerts] == [LAST + 180 * S]
+    assert alerts[0].evidence["last_state_ms"] == SINCE
+
+
+@pytest.mark.parametrize("end", ["CANCELED", "FINISHED", "FAILED"])
+def test_a_job_watched_from_its_uptime_that_ends_is_not_lost(end: str) -> None:
+    det = JobLost(JobLostParams())
+    end_at = LAST + 2 * S
+    via = "CANCELLING" if end == "CANCELED" else "RUNNING"
+    events = [
+        *running_since(SINCE, T0, 60),
+        state(end_at, via, frm="RUNNING"),
+        state(end_at + 150, end, frm=via),
+        released(end_at + 290),
+    ]
+    st, alerts = drive(det, events, until=end_at + 7200 * S)
+    assert alerts == [] and st is None
+
+
+def test_gauges_read_after_the_job_ended_start_no_watch() -> None:
+    # The log topic read a batch ahead: job_cancelled_2_3's end as logged (the execution
+    # graph's lines, then the application's), and only then the gauges scraped before it.
+    det = JobLost(JobLostParams())
+    records = running_since(SINCE, T0, 60)
+    end_at = LAST + 2 * S
+    logs = [e for e in records if e.kind != "metric"] + [
+        state(end_at, "CANCELLING", frm="RUNNING"),
+        state(end_at + 150, "CANCELED", frm="CANCELLING"),
+        state(end_at + 151, "CANCELING", frm="RUNNING"),
+        state(end_at + 151, "CANCELED", frm="CANCELING"),
+    ]
+    st, alerts = drive(det, logs)
+    assert alerts == [] and st is None
+    gauges = [e for e in records if e.kind == "metric"]
+    st, alerts = drive(det, gauges, state=st, until=end_at + 7200 * S)
+    assert alerts == [] and st.running_ms is None and det.next_deadline(st) is None
+
+
+def test_a_sample_older_than_a_restarting_line_does_not_start_the_watch() -> None:
+    # First read mid-restart: the RESTARTING line, then (the metric topic behind) samples
+    # scraped before it. Only a sample of the next run, RUNNING since after the line, starts
+    # the watch, before that run's RUNNING line is read.
+    det = JobLost(JobLostParams())
+    restart, back = T0, T0 + 10 * S
+    late = [gauge(restart - k * 15 * S, restart - k * 15 * S - SINCE) for k in (2, 1)]
+    st, alerts = drive(det, [state(restart, "RESTARTING", frm="RUNNING"), *late])
+    assert alerts == [] and st.running_ms is None
+    assert DetectorTester(det, state=st).standing() == (
+        f"not watched: RESTARTING since {at(restart)}, no switch to RUNNING seen after it"
+    )
+    st, _ = drive(det, [gauge(restart + 5 * S, 0), gauge(back + 5 * S, 5000)], state=st)
+    assert st.running_ms == back and (st.status, st.status_ms) == ("RUNNING", back)
+
+
+def test_an_uptime_of_0_after_the_watch_started_is_a_restart_not_a_page() -> None:
+    det = JobLost(JobLostParams())
+    back = LAST + 12 * S
+    events = [
+        *running_since(SINCE, T0, 60),
+        state(LAST + 1 * S, "RESTARTING", frm="RUNNING"),
+        gauge(LAST + 8 * S, 0),
+        state(back, "RUNNING", frm="RESTARTING"),
+        *healthy(back, 120),
+    ]
+    st, alerts = drive(det, events, until=back + 121 * S)
+    assert alerts == [] and st.running_ms == back
+
+
+def test_a_gauge_that_read_0_since_it_said_running_starts_no_watch() -> None:
+    # The gauge said RUNNING, then 0 (restarting); the log's first line comes after that.
+    det = JobLost(JobLostParams())
+    events = [
+        gauge(T0, T0 - SINCE),
+        gauge(T0 + 15 * S, 0),
+        Event("job_restored", T0 + 16 * S, job_id=JOB, checkpoint_id=55),
+    ]
+    st, _ = drive(det, events)
+    assert st.running_ms is None and st.logged
+
+
+def test_a_state_saved_before_the_uptime_fields_still_loads() -> None:
+    det = JobLost(JobLostParams())
+    st, _ = drive(det, running_for(60))
+    saved = json.loads(det.dump_json(st))
+    del saved["up_since_ms"], saved["logged"]
+    back = JobLost.load_json(json.dumps(saved))
+    assert back.up_since_ms is None and back.logged is False
+    assert back.running_ms == T0 and det.next_deadline(back) == det.next_deadline(st)
+
+
 # --- standing ----------------------------------------------------------------------------
 
 
 def test_standing_tells_the_deadline_the_report_and_the_way_back() -> None:
     tester = DetectorTester(JobLost(JobLostParams()))
-    assert tester.standing() == "not watched: no switch to RUNNING seen for this job (or it ended)"
+    assert tester.standing() == (
+        "not watched: no switch to RUNNING seen for this job, nor an uptime gauge above 0 "
+        "(or it ended)"
+    )
     tester.feed(state(T0, "RUNNING"))
     # RUNNING, but no rhythm shown yet: silence cannot be told.
     assert tester.standing() == (
