@@ -148,6 +148,18 @@ def cluster_slots(spark: SparkSession, wait_s: float = 30.0) -> int:
     return int(sc.defaultParallelism)
 
 
+#: The driver's heap for ``flinkwatch run``: 1 GiB holds a 2,000-job fleet at 10,000
+#: records/s (the state is in RocksDB, off the heap); G1 grows the heap to its maximum
+#: under a steady stream of micro-batches, so a larger one is resident memory for nothing
+#: (issue #34: peak RSS 3.68 -> 2.67 GiB at 10,000 records/s, 2.60 -> 2.16 at 494, pages
+#: as fast). ``FLINKWATCH_DRIVER_MEMORY`` overrides it.
+LIVE_DRIVER_MEMORY = "1g"
+#: A replay's: a long input's parse is batch work over the whole file at once.
+REPLAY_DRIVER_MEMORY = "2g"
+#: ``spark.sql.maxPlanStringLength`` (see :func:`get_session`).
+MAX_PLAN_CHARS = 2000
+
+
 @dataclass(frozen=True)
 class SessionSpec:
     """What a command asks of its Spark session (:func:`get_session`'s arguments).
@@ -163,6 +175,7 @@ class SessionSpec:
     extra: Mapping[str, str] = field(default_factory=dict)
     state_memory_mb: int | None = 256
     ui_port: int | None = None
+    driver_memory: str = LIVE_DRIVER_MEMORY
 
     @classmethod
     def of(cls, cfg: AppConfig) -> SessionSpec:
@@ -190,6 +203,7 @@ class SessionSpec:
             require_kafka=False,
             state_memory_mb=None,
             extra=extra,
+            driver_memory=REPLAY_DRIVER_MEMORY,
         )
 
     def sized(self, master: str) -> SessionSpec:
@@ -206,6 +220,7 @@ class SessionSpec:
             extra=dict(self.extra),
             state_memory_mb=self.state_memory_mb,
             ui_port=self.ui_port,
+            driver_memory=self.driver_memory,
         )
 
 
@@ -219,6 +234,7 @@ def get_session(
     extra: dict[str, str] | None = None,
     state_memory_mb: int | None = 256,
     ui_port: int | None = None,
+    driver_memory: str = LIVE_DRIVER_MEMORY,
 ) -> SparkSession:
     """Build (or return) the process's SparkSession with flinkwatch's settings.
 
@@ -227,7 +243,8 @@ def get_session(
     user set in Spark's own configuration (``spark-submit --conf``,
     ``spark-defaults.conf``, ``PYSPARK_SUBMIT_ARGS``) wins over these settings, except
     the few detection needs (:mod:`streaming.spark_conf`). ``ui_port``: the Spark UI's
-    port (``None``: no UI); it is read-only (no kill links).
+    port (``None``: no UI); it is read-only (no kill links). ``driver_memory``: the
+    driver JVM's heap unless ``FLINKWATCH_DRIVER_MEMORY`` says otherwise.
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     if master.startswith("local"):
@@ -264,7 +281,14 @@ def get_session(
         # the JAAS config carries "password=", the ssl.*.password keys). An inline client
         # key (ssl.keystore.key) matches neither; "url" is Spark's own default here.
         "spark.sql.redaction.options.regex": r"(?i)url|ssl[.]keystore[.]key|sasl[.]jaas",
-        "spark.driver.memory": os.environ.get("FLINKWATCH_DRIVER_MEMORY", "2g"),
+        "spark.driver.memory": os.environ.get("FLINKWATCH_DRIVER_MEMORY", driver_memory),
+        # Spark writes every SQL execution's plan out in full when it starts (for the UI's
+        # SQL tab, UI or not): the parse plan's is 157,000 characters, 32 ms of the driver's
+        # CPU at each parse micro-batch; cut at this length, 5 to 7 ms (measured alone,
+        # issue #34; at 494 records/s, with the real-time parse's long batches, the saving
+        # is within the process's noise). The SQL tab and plans in error messages show the
+        # plan's first lines, all a person reads of it.
+        "spark.sql.maxPlanStringLength": str(MAX_PLAN_CHARS),
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         # The parse projection (dozens of regexes, one expression per field) is too large
         # for one whole-stage method: Janino gives up on the 64 KB limit, logs the whole
@@ -335,6 +359,9 @@ _NOISY = (
     "org.apache.spark.sql.execution.streaming.runtime.FileStreamSource$SourceFileRemover",
     # Prints the whole plan when it truncates a plan's string form.
     "org.apache.spark.util.SparkStringUtils",
+    # Warns each time it cuts a plan at spark.sql.maxPlanStringLength (MAX_PLAN_CHARS):
+    # at every SQL execution's start, so every micro-batch.
+    "org.apache.spark.sql.catalyst.util.StringUtils",
 )
 
 
