@@ -269,6 +269,7 @@ def test_a_run_asks_for_the_session_its_spark_section_describes(
         "extra": {"spark.executor.memory": "2g", "spark.foo": "bar"},
         "state_memory_mb": 128,
         "ui_port": 4041,
+        "driver_memory": "1g",
     }
 
 
@@ -289,4 +290,5 @@ def test_a_replay_runs_here_without_kafka_state_budget_or_ui(
         "extra": {"a": "b"},
         "state_memory_mb": None,
         "ui_port": None,
+        "driver_memory": "2g",
     }
