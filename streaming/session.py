@@ -281,7 +281,6 @@ def get_session(
         # the JAAS config carries "password=", the ssl.*.password keys). An inline client
         # key (ssl.keystore.key) matches neither; "url" is Spark's own default here.
         "spark.sql.redaction.options.regex": r"(?i)url|ssl[.]keystore[.]key|sasl[.]jaas",
-        "spark.driver.memory": os.environ.get("FLINKWATCH_DRIVER_MEMORY", driver_memory),
         # Spark writes every SQL execution's plan out in full when it starts (for the UI's
         # SQL tab, UI or not): the parse plan's is 157,000 characters, 32 ms of the driver's
         # CPU at each parse micro-batch; cut at this length, 5 to 7 ms (measured alone,
@@ -315,13 +314,7 @@ def get_session(
         # Replay and parse read files only; the job itself cannot start without the jars.
         if require_kafka:
             raise
-    if state_memory_mb is not None:
-        # Every batch rewrites each active entity's state and RocksDB's memtables keep the
-        # old versions until they flush: without a budget the soak saw ~5 MB a minute at a
-        # constant key count, up to RocksDB's per-instance memtable cap times the number of
-        # stores. One shared budget caps memtables and block cache for every instance.
-        settings["spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage"] = "true"
-        settings["spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB"] = str(state_memory_mb)
+    settings.update(_memory_settings(driver_memory, state_memory_mb))
     settings.update(extra or {})
     merged = _start_context(settings)
     spark = SparkSession.builder.config(map=merged.settings).getOrCreate()
@@ -331,6 +324,19 @@ def get_session(
     spark.sparkContext.setLogLevel(os.environ.get("FLINKWATCH_SPARK_LOG_LEVEL", "WARN"))
     _quiet(spark)
     return spark
+
+
+def _memory_settings(driver_memory: str, state_memory_mb: int | None) -> dict[str, str]:
+    """The driver's heap (``FLINKWATCH_DRIVER_MEMORY`` first) and the state store's budget."""
+    out = {"spark.driver.memory": os.environ.get("FLINKWATCH_DRIVER_MEMORY", driver_memory)}
+    if state_memory_mb is not None:
+        # Every batch rewrites each active entity's state and RocksDB's memtables keep the
+        # old versions until they flush: without a budget the soak saw ~5 MB a minute at a
+        # constant key count, up to RocksDB's per-instance memtable cap times the number of
+        # stores. One shared budget caps memtables and block cache for every instance.
+        out["spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage"] = "true"
+        out["spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB"] = str(state_memory_mb)
+    return out
 
 
 # Java's regex engine recurses per repetition of a group; a long multi-line record (a deep
