@@ -21,7 +21,6 @@ from typing import Any, Literal
 
 from detectors import REGISTRY, Detector
 from detectors.idle_heap_growth import HEAP_USED, THROUGHPUT_METRICS
-from detectors.job_lost import HEARTBEAT_METRICS
 from detectors.model import LAST_CHECKPOINT_DURATION, LAST_CHECKPOINT_SIZE
 
 Input = Literal["logs", "metrics"]
@@ -240,10 +239,15 @@ NEEDS: dict[str, tuple[Need, ...]] = {
         ),
     ),
     "job_lost": (
+        # A job is watched from its RUNNING line, or from its uptime gauge once a line of
+        # its JobManager's log was read (only the log tells its end): gauges alone start
+        # no watch.
         Need(
-            "job state lines or job gauges",
-            (Signal("job_state", naming="job"), _metric(HEARTBEAT_METRICS, "job")),
-            "no `Job … switched from state` line and no job uptime/numRestarts gauge naming a job",
+            "the JobManager's lines per job",
+            _kinds("job_state", "checkpoint_triggered", "checkpoint_completed", "job_restored"),
+            "no `Job … switched from state`, checkpoint or restore line naming a job: a job is "
+            "watched from its RUNNING line, or from its uptime gauge once a line of its "
+            "JobManager's log is read (its gauges just stop when it ends)",
         ),
     ),
     "restart_storm": (

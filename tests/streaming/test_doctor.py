@@ -132,6 +132,20 @@ def test_metrics_alone_keep_the_checkpoint_detectors_that_read_them() -> None:
     assert views(counts)["checkpoint_creep"].verdict == "blind"
 
 
+def test_job_gauges_alone_leave_job_lost_blind_and_its_jobmanagers_lines_make_it_ready() -> None:
+    # Gauges start no watch without the JobManager's log: a job's gauges just stop at its end.
+    gauges = [
+        c("metric", job=True, metric=m, input="metrics", shape="canonical")
+        for m in ("flink_jobmanager_job_uptime", "flink_jobmanager_job_numRestarts")
+    ]
+    v = views(gauges)["job_lost"]
+    assert v.verdict == "blind"
+    assert "from its uptime gauge once a line of its JobManager's log is read" in v.missing[0]
+    # A running job's checkpoint lines with its uptime: watched (no RUNNING line needed).
+    checkpoints = c("checkpoint_completed", job=True, side="jobmanager")
+    assert views([*gauges, checkpoints])["job_lost"].verdict == "ready"
+
+
 def test_shapes_reasons_and_kinds_are_counted_with_an_example() -> None:
     ex = Example("logs", "unknown_layout", "flink.logs", 1, 42, "Nov 24 host flink: hello\nmore")
     counts = [
