@@ -244,7 +244,7 @@ NEEDS: dict[str, tuple[Need, ...]] = {
         # no watch.
         Need(
             "the JobManager's lines per job",
-            _kinds("job_state", "checkpoint_triggered", "checkpoint_completed", "job_restored"),
+            (*_kinds("job_state", "job_restored"), *_CHECKPOINT_LINES),
             "no `Job … switched from state`, checkpoint or restore line naming a job: a job is "
             "watched from its RUNNING line, or from its uptime gauge once a line of its "
             "JobManager's log is read (its gauges just stop when it ends)",
