@@ -42,6 +42,7 @@ import datetime as dt
 import json
 import logging
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -1045,22 +1046,22 @@ def _session(args: argparse.Namespace) -> tuple[Any, str]:
     between two polls of :class:`bench.measure.StageCpu`.
     """
     from conf import AppConfig
-    from streaming.session import SessionSpec
+    from streaming.session import SessionSpec, java_options
 
     port = free_port_run(1)
     # One session for every phase, each with its own config: the session's part of the
     # config, as `flinkwatch run` reads it. Real-time parsing keeps a task per raw
     # partition (2 topics x 2) running.
-    spark_cfg = {
-        "master": "local[8]",
-        "shuffle_partitions": 2,
-        "ui_port": port,
-        "options": {
-            "spark.ui.retainedStages": str(args.ui_retained),
-            "spark.ui.retainedJobs": str(args.ui_retained),
-            "spark.sql.ui.retainedExecutions": "200",
-        },
+    options = {
+        "spark.ui.retainedStages": str(args.ui_retained),
+        "spark.ui.retainedJobs": str(args.ui_retained),
+        "spark.sql.ui.retainedExecutions": "200",
+        # --spark options={...}: Spark settings tried on this session, as a config's would be.
+        **args.spark.get("options", {}),
     }
+    if args.jvm:
+        options["spark.driver.extraJavaOptions"] = java_options(*shlex.split(args.jvm))
+    spark_cfg = {"master": "local[8]", "shuffle_partitions": 2, "ui_port": port, "options": options}
     spark = SessionSpec.of(AppConfig.model_validate({"spark": spark_cfg})).start()
     url = spark.sparkContext.uiWebUrl or f"http://127.0.0.1:{port}"
     ui_port = url.rsplit(":", 1)[1]
@@ -1130,6 +1131,11 @@ def main(argv: list[str] | None = None) -> int:
         "(VALUE read as YAML)",
     )
     p.add_argument("--ui-retained", type=int, default=1000, help="Spark UI: stages and jobs kept")
+    p.add_argument(
+        "--jvm",
+        default="",
+        help="steady runs: JVM options added to the driver's (--jvm=-XX:TieredStopAtLevel=1)",
+    )
     p.add_argument("--peer-minutes", type=float, default=12.0, help="real-time peer run")
     p.add_argument(
         "--workers", type=int, nargs="+", default=[1, 2], help="cluster: worker counts to measure"
