@@ -81,11 +81,16 @@ def stop(proc: subprocess.Popen[Any]) -> None:
 
 
 def _commits(state: Path) -> dict[str, int]:
-    """Micro-batches committed so far per query checkpoint (files in ``commits/``)."""
+    """Micro-batches committed so far per query checkpoint: its newest commit's id + 1.
+
+    Not the files in ``commits/``: Spark removes old ones (it keeps the last 100), so
+    their number stops growing while batches still run.
+    """
     root = state / "checkpoints"
     out: dict[str, int] = {}
     for commits in root.glob("*/commits"):
-        out[commits.parent.name] = sum(1 for f in commits.iterdir() if f.name.isdigit())
+        ids = [int(f.name) for f in commits.iterdir() if f.name.isdigit()]
+        out[commits.parent.name] = max(ids, default=-1) + 1
     return out
 
 
