@@ -63,12 +63,28 @@ from streaming.placement import Placement
 from streaming.processor import STATE_LAYOUT, ShardProcessor
 from streaming.restarts import Admission, admission
 from streaming.rows import DETECT_SCHEMA, Forward
+from streaming.session import query_settings
 from streaming.sources import kafka_records, kafka_stream
 from streaming.ticks import TICK_KEY, Ticker, tick_value, woken
 
 log = logging.getLogger(__name__)
 
 BusKind = Literal["kafka", "files"]
+
+#: The detect query evaluates its expressions without generating a Java class for them
+#: (Spark's interpreted projections and predicates). Spark plans each micro-batch anew,
+#: and its stateful operator's filter of late rows carries the batch's watermark as a
+#: constant: with generated classes each batch compiled new ones (75-100 compiles and ~200
+#: classes a minute at 500 records/s) and the JIT compiled their methods again, batch
+#: after batch. Its expressions are small (a JSON head, a hash, the watermark's filter).
+#: Measured (issue #34): `python -m bench.jit` (100 jobs, 500 records/s), the process
+#: tree from the fifth minute 0.53-0.63 cores against ~0.70, the C2 compiler 1.6-2.7 CPU s
+#: a minute against 4-6, no class generated after the first minute; `make bench`'s steady
+#: run, flinkwatch's own CPU 0.70 cores against 0.76-0.78 (494 records/s), and at 10,028
+#: records/s the detect JVM's share 0.096 cores against 0.087, pages as fast within the
+#: runs' spread. The parse query keeps generated classes: its records are many, and its
+#: plan's classes are compiled once and reused.
+DETECT_SETTINGS = {"spark.sql.codegen.factoryMode": "NO_CODEGEN"}
 
 
 def parse_limits(cfg: AppConfig) -> ParseLimits:
@@ -283,7 +299,7 @@ class Pipeline:
         rows = rows.withWatermark("event_time", delay)
         self.set_aside_stale_detect()
         checkpoint = self.detect_checkpoint
-        return (
+        writer = (
             alert_stream(rows, cfg, self.admit_new, secrets.token_hex(2))
             .writeStream.queryName("flinkwatch-detect")
             .foreachBatch(
@@ -293,8 +309,9 @@ class Pipeline:
             )
             .option("checkpointLocation", str(checkpoint))
             .trigger(**self.trigger_options())
-            .start()
         )
+        with query_settings(self.spark, DETECT_SETTINGS):
+            return writer.start()
 
     def start_deadletters(self) -> StreamingQuery:
         """Start the query that keeps the dead-letter topic's records as files."""

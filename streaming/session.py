@@ -16,7 +16,8 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -369,6 +370,27 @@ _NOISY = (
     # at every SQL execution's start, so every micro-batch.
     "org.apache.spark.sql.catalyst.util.StringUtils",
 )
+
+
+@contextmanager
+def query_settings(spark: SparkSession, settings: Mapping[str, str]) -> Iterator[None]:
+    """Session settings for the streaming queries started inside, and only for them.
+
+    A streaming query runs on a copy of its session's settings taken when it starts
+    (Spark clones the session), so what is set around its ``start()`` stays its own; the
+    session's values (the user's, if they set any) are put back after.
+    """
+    before = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
 
 
 def _quiet(spark: SparkSession) -> None:

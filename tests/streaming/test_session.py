@@ -292,3 +292,31 @@ def test_a_replay_runs_here_without_kafka_state_budget_or_ui(
         "ui_port": None,
         "driver_memory": "2g",
     }
+
+
+def test_settings_around_a_querys_start_are_that_querys_alone(spark, tmp_path: Path) -> None:
+    """The detect query's own settings (streaming.app.DETECT_SETTINGS) hold in its batches."""
+    from streaming.session import query_settings
+
+    key = "spark.sql.codegen.factoryMode"
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.txt").write_text("one\n")
+    seen: list[str | None] = []
+    spark.conf.set(key, "FALLBACK")  # a user's own value
+    try:
+        writer = (
+            spark.readStream.text(str(tmp_path / "in"))
+            .writeStream.foreachBatch(lambda df, _id: seen.append(df.sparkSession.conf.get(key)))
+            .option("checkpointLocation", str(tmp_path / "cp"))
+            .trigger(availableNow=True)
+        )
+        with query_settings(spark, {key: "NO_CODEGEN"}):
+            query = writer.start()
+        assert spark.conf.get(key) == "FALLBACK"  # the session's again, while the query runs
+        query.awaitTermination()
+    finally:
+        spark.conf.unset(key)
+    assert seen == ["NO_CODEGEN"]
+    with query_settings(spark, {key: "NO_CODEGEN"}):
+        pass
+    assert spark.conf.get(key, None) is None  # unset before, unset after
