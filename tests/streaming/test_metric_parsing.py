@@ -132,3 +132,21 @@ def test_the_parse_query_reads_naming_rules_from_the_config_it_starts_with(
         for cfg in (before, after)
     ]
     assert names == ["heap.used", "flink_taskmanager_Status_JVM_Memory_Heap_Used"]
+
+
+@pytest.mark.spark
+def test_a_short_replays_interpreted_expressions_parse_every_metric_case_alike(
+    spark: SparkSession, metric_rows: Rows
+) -> None:
+    """A short replay evaluates the parse without generated classes (streaming.replay)."""
+    from streaming.replay import INTERPRETED
+
+    for key, value in INTERPRETED.items():
+        spark.conf.set(key, value)
+    try:
+        parsed = parse_metrics(_records(spark, METRIC_CASES, "flink.metrics"), shapes=True)
+        interpreted = _collect(parsed, SHAPE_COLUMNS)
+    finally:
+        for key in INTERPRETED:
+            spark.conf.unset(key)
+    assert interpreted == metric_rows

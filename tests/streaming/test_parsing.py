@@ -213,3 +213,20 @@ def test_a_job_name_of_a_mebibyte_is_cut_at_the_edge(spark: SparkSession) -> Non
         ("metric", None, metric["expect"]["job_id"], cut),
     ]
     assert cap_name(name) == cut and cap_name(cut) == cut and len(cut) == NAME_CHARS
+
+
+@pytest.mark.spark
+def test_a_short_replays_interpreted_expressions_parse_every_log_case_alike(
+    spark: SparkSession, log_rows: Rows
+) -> None:
+    """A short replay evaluates the parse without generated classes (streaming.replay)."""
+    from streaming.replay import INTERPRETED
+
+    for key, value in INTERPRETED.items():
+        spark.conf.set(key, value)
+    try:
+        interpreted = _collect(parse_logs(_records(spark, LOG_CASES, "flink.logs")))
+    finally:
+        for key in INTERPRETED:
+            spark.conf.unset(key)
+    assert interpreted == log_rows

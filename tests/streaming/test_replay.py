@@ -117,6 +117,11 @@ def test_only_a_short_replay_runs_its_jvm_with_the_quick_compiler_alone() -> Non
     assert "spark.driver.extraJavaOptions" not in session_settings(700 * 2**20)
 
 
+def test_only_a_short_replay_evaluates_its_expressions_without_generated_classes() -> None:
+    assert session_settings(200_000)["spark.sql.codegen.factoryMode"] == "NO_CODEGEN"
+    assert "spark.sql.codegen.factoryMode" not in session_settings(700 * 2**20)
+
+
 def test_a_rule_of_the_config_runs_in_the_replay_after_its_shard_travels_to_a_worker() -> None:
     import pickle
 
