@@ -374,11 +374,12 @@ _NOISY = (
 
 @contextmanager
 def query_settings(spark: SparkSession, settings: Mapping[str, str]) -> Iterator[None]:
-    """Session settings for the streaming queries started inside, and only for them.
+    """Session settings for the queries started inside, and only for them.
 
     A streaming query runs on a copy of its session's settings taken when it starts
-    (Spark clones the session), so what is set around its ``start()`` stays its own; the
-    session's values (the user's, if they set any) are put back after.
+    (Spark clones the session), so what is set around its ``start()`` stays its own; a
+    batch query uses the ones in force while it runs. The session's values (the user's,
+    if they set any) are put back after.
     """
     before = {key: spark.conf.get(key, None) for key in settings}
     for key, value in settings.items():

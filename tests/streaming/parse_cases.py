@@ -15,7 +15,9 @@ import yaml
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from streaming.replay import INTERPRETED
 from streaming.schemas import EVENT_COLUMNS
+from streaming.session import query_settings
 from tests.conftest import RECORD_SCHEMA
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "parsing"
@@ -106,3 +108,11 @@ _COMPLETED = (
     "    [] - Completed checkpoint {n} for job 4a65850149ce04ff4047c9701f25e7a7 (82250 bytes,"
     " checkpointDuration=851 ms, finalizationTime=21 ms)."
 )
+
+
+def _collect_interpreted(
+    spark: SparkSession, parsed: DataFrame, extra: tuple[str, ...] = ()
+) -> Rows:
+    """A parse's rows as a short replay computes them: without generated classes."""
+    with query_settings(spark, INTERPRETED):
+        return _collect(parsed, extra)

@@ -24,6 +24,7 @@ from tests.streaming.parse_cases import (
     Rows,
     _check,
     _collect,
+    _collect_interpreted,
     _expectations,
     _records,
 )
@@ -139,14 +140,5 @@ def test_a_short_replays_interpreted_expressions_parse_every_metric_case_alike(
     spark: SparkSession, metric_rows: Rows
 ) -> None:
     """A short replay evaluates the parse without generated classes (streaming.replay)."""
-    from streaming.replay import INTERPRETED
-
-    for key, value in INTERPRETED.items():
-        spark.conf.set(key, value)
-    try:
-        parsed = parse_metrics(_records(spark, METRIC_CASES, "flink.metrics"), shapes=True)
-        interpreted = _collect(parsed, SHAPE_COLUMNS)
-    finally:
-        for key in INTERPRETED:
-            spark.conf.unset(key)
-    assert interpreted == metric_rows
+    parsed = parse_metrics(_records(spark, METRIC_CASES, "flink.metrics"), shapes=True)
+    assert _collect_interpreted(spark, parsed, SHAPE_COLUMNS) == metric_rows

@@ -34,6 +34,7 @@ from tests.streaming.parse_cases import (
     Rows,
     _check,
     _collect,
+    _collect_interpreted,
     _expectations,
     _ms,
     _records,
@@ -220,13 +221,5 @@ def test_a_short_replays_interpreted_expressions_parse_every_log_case_alike(
     spark: SparkSession, log_rows: Rows
 ) -> None:
     """A short replay evaluates the parse without generated classes (streaming.replay)."""
-    from streaming.replay import INTERPRETED
-
-    for key, value in INTERPRETED.items():
-        spark.conf.set(key, value)
-    try:
-        interpreted = _collect(parse_logs(_records(spark, LOG_CASES, "flink.logs")))
-    finally:
-        for key in INTERPRETED:
-            spark.conf.unset(key)
-    assert interpreted == log_rows
+    parsed = parse_logs(_records(spark, LOG_CASES, "flink.logs"))
+    assert _collect_interpreted(spark, parsed) == log_rows
