@@ -79,11 +79,12 @@ BusKind = Literal["kafka", "files"]
 #: after batch. Its expressions are small (a JSON head, a hash, the watermark's filter).
 #: Measured (issue #34): `python -m bench.jit` (100 jobs, 500 records/s), the process
 #: tree from the fifth minute 0.53-0.63 cores against ~0.70, the C2 compiler 1.6-2.7 CPU s
-#: a minute against 4-6, no class generated after the first minute; `make bench`'s steady
-#: run, flinkwatch's own CPU 0.70 cores against 0.76-0.78 (494 records/s), and at 10,028
-#: records/s the detect JVM's share 0.096 cores against 0.087, pages as fast within the
-#: runs' spread. The parse query keeps generated classes: its records are many, and its
-#: plan's classes are compiled once and reused.
+#: a minute against 4-6, no class generated after the first minute. `make bench`'s
+#: 8-minute steady runs (their first minutes' compiles included) do not tell it from the
+#: hours' spread: own CPU 0.700 and 0.826 cores against 0.761-0.780 at 494 records/s; at
+#: 10,028 records/s the detect JVM's share 0.096 cores against 0.087, pages as fast. The
+#: parse query keeps generated classes: its records are many, and its plan's classes are
+#: compiled once and reused.
 DETECT_SETTINGS = {"spark.sql.codegen.factoryMode": "NO_CODEGEN"}
 
 
