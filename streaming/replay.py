@@ -34,7 +34,7 @@ parse projection (Spark's driver thread), not the records.
 Since then (issue #34, growth_2_3 again, the whole process tree's CPU, the machine shared
 with four other Spark test runs at a load of 22-36, so wall times are not the quiet
 machine's): 24.4-27.8 CPU s before, 16.1-17.4 after three cuts: the parse's plan built
-without PySpark's call-site recording (:data:`NO_CALL_SITES`), the JVM started from a
+without PySpark's call-site recording (``streaming.session.NO_CALL_SITES``), the JVM started from a
 class-data archive (``scripts/class_archive.py``), and a short input's shards run in the
 driver with the newest event observed in the parse's pass (two jobs, a shuffle and a
 Python worker fewer). Per phase after them: the JVM's start 2.6 CPU s, building the
@@ -161,14 +161,6 @@ class ShardReplay:
         return pd.DataFrame(out, columns=[*DETECT_COLUMNS, "batch"])
 
 
-#: PySpark's DataFrame debugging records the Python call site of every column function
-#: in the JVM (a look-up of the active session, of the setting and two calls to set and
-#: clear it): 20,000 of the 30,000 Py4J round trips that build the parse's plan, for a
-#: call site a replay's error message never shows (measured on the small real run,
-#: issue #34: 30,307 round trips, 15.5 s of a loaded machine, without it 10,647, 6.7 s).
-NO_CALL_SITES = {"spark.python.sql.dataFrameDebugging.enabled": "false"}
-
-
 #: A short replay evaluates the parse's expressions as they are, without generating and
 #: compiling a Java class for each first (Spark's interpreted projections and
 #: predicates, the fallback it uses when a generated class fails to compile): for a few
@@ -192,7 +184,7 @@ def session_settings(input_bytes: int, archive: Path | None = None) -> dict[str,
     of reading them from Spark's jars (``scripts/class_archive.py`` says what it saves).
     """
     java: list[str] = []
-    out = dict(NO_CALL_SITES)
+    out: dict[str, str] = {}
     if short_input(input_bytes):
         java.append("-XX:TieredStopAtLevel=1")
         out.update(INTERPRETED)

@@ -159,6 +159,13 @@ LIVE_DRIVER_MEMORY = "1g"
 REPLAY_DRIVER_MEMORY = "2g"
 #: ``spark.sql.maxPlanStringLength`` (see :func:`get_session`).
 MAX_PLAN_CHARS = 2000
+#: PySpark's DataFrame debugging records the Python call site of every column function in
+#: the JVM (a look-up of the active session, of the setting and two calls to set and clear
+#: it), for error messages that name the line of flinkwatch's code that built a failing
+#: expression: two thirds of the Py4J round trips that build the parse's plan (issue #34,
+#: the small real run: 30,307 round trips without this setting, 10,647 with it). PySpark
+#: reads it once per process, from the first session that builds a column.
+NO_CALL_SITES = {"spark.python.sql.dataFrameDebugging.enabled": "false"}
 
 
 @dataclass(frozen=True)
@@ -290,6 +297,7 @@ def get_session(
         # plan's first lines, all a person reads of it.
         "spark.sql.maxPlanStringLength": str(MAX_PLAN_CHARS),
         "spark.sql.execution.arrow.pyspark.enabled": "true",
+        **NO_CALL_SITES,
         # The parse projection (dozens of regexes, one expression per field) is too large
         # for one whole-stage method: Janino gives up on the 64 KB limit, logs the whole
         # generated class and Spark falls back, on every micro-batch (there is no cache of

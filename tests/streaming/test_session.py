@@ -122,6 +122,18 @@ def test_the_driver_jvm_logs_through_flinkwatchs_own_log4j2_file(spark) -> None:
     assert not native.isWarnEnabled()
 
 
+def test_columns_are_built_without_recording_their_python_call_sites(spark) -> None:
+    # Every session flinkwatch starts (the live job's, a replay's, these tests'): building a
+    # plan's columns is a third of the Py4J round trips it was (streaming.session).
+    from pyspark.errors.utils import current_origin, is_debugging_enabled
+    from pyspark.sql import functions as F
+
+    assert spark.conf.get("spark.python.sql.dataFrameDebugging.enabled") == "false"
+    assert not is_debugging_enabled()
+    F.col("a").isNull()
+    assert current_origin().call_site is None
+
+
 def test_the_jvm_runs_in_a_session_of_its_own(spark) -> None:
     """Ctrl-C and `timeout` signal the driver's whole process group: not the JVM."""
     import os
