@@ -73,6 +73,14 @@ def spark() -> Iterator[SparkSession]:
     session.stop()
 
 
+#: ``spark.options`` of the tests' ``flinkwatch run`` processes: their driver JVM with the
+#: JIT's first tier only, as the tests' own session above. A run here lasts one to three
+#: minutes, where C2's compiles cost more CPU than they save: a 70-s run against a local
+#: broker took 58.4 CPU s with it, 71.0 without (issue #34). The live job keeps C2 (at
+#: 494 records/s, C1 alone cost 1.14 cores against 0.78: bench/README.md, F).
+RUN_SPARK_OPTIONS = {"spark.driver.extraJavaOptions": java_options("-XX:TieredStopAtLevel=1")}
+
+
 RECORD_SCHEMA = "value string, topic string, partition int, offset long, kafka_ts timestamp"
 
 

@@ -33,7 +33,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from lab.fleet import FleetSpec, Incident, generate, job_id, produce
 from lab.promserver import PrometheusServer
-from tests.conftest import REPO, wait_until, wait_while_progressing
+from tests.conftest import REPO, RUN_SPARK_OPTIONS, wait_until, wait_while_progressing
 from tests.deploy.manifests import (
     DOCKER,
     Target,
@@ -201,7 +201,11 @@ def stack(kafka: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stac
                 # starts: its catch-up reads logs and metrics unevenly, and with the default
                 # 30 s delay the topic read behind lost rows as late (and the panels their
                 # incidents) on some runs. A delay over the fleet's span loses none.
-                "spark": {"trigger_interval_s": 1.0, "watermark_delay_s": 900},
+                "spark": {
+                    "trigger_interval_s": 1.0,
+                    "watermark_delay_s": 900,
+                    "options": RUN_SPARK_OPTIONS,
+                },
                 "output": {"state_dir": str(work / "state"), "console": False},
                 "metrics": {"port": port},
                 "cluster": CLUSTER,

@@ -32,7 +32,7 @@ from lab.procs import wait_while_progressing
 from lab.promserver import AlertmanagerServer, find_binary
 from lab.slack import SlackEmulator
 from sinks import AlertLedger
-from tests.conftest import REPO, descendants, kill_all, wait_until
+from tests.conftest import REPO, RUN_SPARK_OPTIONS, descendants, kill_all, wait_until
 from tests.integration.test_run_process import run_progress
 
 pytestmark = [pytest.mark.kafka]
@@ -161,7 +161,11 @@ def test_every_transition_reaches_slack_exactly_once_across_kills(kafka, tmp_pat
                         # Small batches: a kill lands between many batch commits.
                         "max_offsets_per_trigger": 6,
                     },
-                    "spark": {"trigger_interval_s": 0.5, "watermark_delay_s": 86400},
+                    "spark": {
+                        "trigger_interval_s": 0.5,
+                        "watermark_delay_s": 86400,
+                        "options": RUN_SPARK_OPTIONS,
+                    },
                     # The incidents are from 2024: page them, however old (this test is
                     # about delivery, not about the age limit).
                     "output": {"state_dir": str(state), "console": True, "page_max_age_s": None},

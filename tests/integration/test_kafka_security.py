@@ -24,7 +24,7 @@ import yaml
 from conf import load_config
 from conf.kafka_options import KAFKA_CLIENT_CONFIGS
 from lab import fleet as sim
-from tests.conftest import REPO, free_port_pair
+from tests.conftest import REPO, RUN_SPARK_OPTIONS, free_port_pair
 from tests.integration.test_kafka_e2e import pipeline, read_alerts
 
 pytestmark = pytest.mark.kafka
@@ -212,7 +212,12 @@ log.message.timestamp.type=LogAppendTime
                 "events_topic": f"{prefix}.events",
                 "deadletters_topic": f"{prefix}.deadletters",
             },
-            "spark": {"trigger_interval_s": 0.5, "restart_backoff_s": 2, "watermark_delay_s": 60},
+            "spark": {
+                "trigger_interval_s": 0.5,
+                "restart_backoff_s": 2,
+                "watermark_delay_s": 60,
+                "options": RUN_SPARK_OPTIONS,
+            },
             "output": {"state_dir": str(d / "state")},
             "metrics": {"enabled": False},
         }

@@ -20,6 +20,7 @@ from lab.promserver import PrometheusServer
 from sinks import AlertLedger
 from tests.conftest import (
     REPO,
+    RUN_SPARK_OPTIONS,
     alive,
     descendants,
     kill_all,
@@ -105,7 +106,7 @@ def test_run_serves_metrics_reloads_on_sighup_and_stops_on_ctrl_c(kafka, tmp_pat
             "events_topic": "proc.events",
             "deadletters_topic": "proc.deadletters",
         },
-        "spark": {"trigger_interval_s": 0.5, "ui_port": ui_port},
+        "spark": {"trigger_interval_s": 0.5, "ui_port": ui_port, "options": RUN_SPARK_OPTIONS},
         "output": {"state_dir": str(tmp_path / "state")},
         "metrics": {"port": port, "health_port": health_port},
         "reload_interval_s": 3600,  # only SIGHUP may trigger the reload in this test

@@ -32,7 +32,15 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import REPO, SparkCluster, alive, cmdline, free_port_run, wait_until
+from tests.conftest import (
+    REPO,
+    RUN_SPARK_OPTIONS,
+    SparkCluster,
+    alive,
+    cmdline,
+    free_port_run,
+    wait_until,
+)
 from tests.integration.test_delivery_crash import T0, line
 
 pytestmark = [pytest.mark.kafka]
@@ -206,6 +214,7 @@ def test_run_on_a_standalone_cluster_scales_out_reloads_and_survives_a_lost_work
             "watermark_delay_s": 86400,  # the test's event times jump; nothing is late
             "executor_memory": "512m",
             "options": {
+                **RUN_SPARK_OPTIONS,
                 # The driver's REST API is what proves where tasks ran.
                 "spark.ui.enabled": "true",
                 "spark.ui.port": str(ui_port),
