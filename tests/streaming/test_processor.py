@@ -9,6 +9,8 @@ real detect query: ``test_entity_cap.py``, ``test_state_damage.py``, ``test_scen
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from typing import Any
 
 import pandas as pd
@@ -18,6 +20,7 @@ from conf import AppConfig
 from streaming.bus import active_detectors
 from streaming.processor import ShardProcessor
 from streaming.rows import DETECT_COLUMNS
+from tests.conftest import REPO
 
 T0 = 1_700_000_000_000
 JOB = "b" * 32
@@ -115,3 +118,33 @@ def test_a_shard_whose_entities_all_went_idle_is_cleared_and_keeps_no_timer() ->
     assert out[out["kind"] == "entity_count"]["data"].map(json.loads).tolist() == [
         {"entities": 0, "due_ms": None}
     ]
+
+
+def test_a_python_worker_freezes_its_heap_at_its_first_shard_and_the_driver_never() -> None:
+    """PySpark's daemon collects garbage after every task: what a worker held before its
+    first shard (modules, the config) is frozen, so each collection walks a task's objects.
+
+    In a fresh interpreter: freezing is for the whole process.
+    """
+    code = """
+import gc
+from unittest import mock
+
+from conf import AppConfig
+from streaming.bus import active_detectors
+from streaming.processor import ShardProcessor, freeze_worker_heap
+from tests.streaming.test_processor import Handle
+
+cfg = AppConfig()
+ShardProcessor(cfg.resolver(), active_detectors(cfg)).init(Handle())
+assert gc.get_freeze_count() == 0, "no task: the driver or a test"
+with mock.patch("streaming.processor.TaskContext.get", return_value=object()):
+    ShardProcessor(cfg.resolver(), active_detectors(cfg)).init(Handle())
+    frozen = gc.get_freeze_count()
+    assert frozen > 10_000, frozen
+    made = [[i] for i in range(1_000)]  # a task's objects: collected as before
+    assert not freeze_worker_heap(), "once per process"
+    ShardProcessor(cfg.resolver(), active_detectors(cfg)).init(Handle())
+    assert gc.get_freeze_count() == frozen, (gc.get_freeze_count(), frozen, len(made))
+"""
+    subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True, timeout=120)
