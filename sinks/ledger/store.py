@@ -155,21 +155,9 @@ class AlertLedger(LedgerQueries, MemoryTable):
                 if t is None:
                     continue
                 old = policy.too_old(now, alert.event_time_ms, max_age_ms)
-                for sink in sinks:
-                    state = policy.first_state(
-                        alert.status,
-                        notifies=sink.notifies,
-                        silenced=t.silenced_by is not None,
-                        old=old,
-                        seen=self._earlier(db, t, sink),
-                    )
-                    if state == "stale":
-                        withheld[sink.name] += 1
-                        self._held = self._held or behind
-                    db.execute(
-                        "INSERT INTO deliveries (sink, seq, state, updated_ms) VALUES (?, ?, ?, ?)",
-                        (sink.name, t.seq, state, now),
-                    )
+                for sink_name in self._queue(db, t, sinks, now, old=old):
+                    withheld[sink_name] += 1
+                    self._held = self._held or behind
                 new.append(t)
             newest = self._advance(db, [frontier_ms or 0, *(a.event_time_ms for a in alerts)])
             swept = self._held and policy.caught_up(now, newest, max_age_ms)
@@ -185,6 +173,33 @@ class AlertLedger(LedgerQueries, MemoryTable):
             if n:
                 self.outcomes[(sink_name, "paged_late")] += n
         return new
+
+    def _queue(
+        self,
+        db: sqlite3.Connection,
+        t: Transition,
+        sinks: Sequence[Recipient],
+        now: int,
+        *,
+        old: bool,
+    ) -> list[str]:
+        """Queue a new transition for every sink; the sinks it is stale for (not paged)."""
+        stale: list[str] = []
+        for sink in sinks:
+            state = policy.first_state(
+                t.alert.status,
+                notifies=sink.notifies,
+                silenced=t.silenced_by is not None,
+                old=old,
+                seen=self._earlier(db, t, sink),
+            )
+            if state == "stale":
+                stale.append(sink.name)
+            db.execute(
+                "INSERT INTO deliveries (sink, seq, state, updated_ms) VALUES (?, ?, ?, ?)",
+                (sink.name, t.seq, state, now),
+            )
+        return stale
 
     def _record_one(
         self,
