@@ -157,7 +157,7 @@ def cluster_slots(spark: SparkSession, wait_s: float = 30.0) -> int:
 LIVE_DRIVER_MEMORY = "1g"
 #: A replay's: a long input's parse is batch work over the whole file at once.
 REPLAY_DRIVER_MEMORY = "2g"
-#: ``spark.sql.maxPlanStringLength`` (see :func:`get_session`).
+#: ``spark.sql.maxPlanStringLength`` (see :func:`_display_settings`).
 MAX_PLAN_CHARS = 2000
 #: PySpark's DataFrame debugging records the Python call site of every column function in
 #: the JVM (a look-up of the active session, of the setting and two calls to set and clear
@@ -279,23 +279,7 @@ def get_session(
         # Malformed input must never fail the query: without ANSI, a bad cast is null.
         "spark.sql.ansi.enabled": "false",
         "spark.sql.streaming.metricsEnabled": "true",
-        "spark.ui.showConsoleProgress": "false",
-        "spark.ui.enabled": "false" if ui_port is None else "true",
-        **({} if ui_port is None else {"spark.ui.port": str(ui_port)}),
-        # Anyone who reaches the UI could otherwise kill the detect query's jobs.
-        "spark.ui.killEnabled": "false",
-        # Plans print the Kafka options, each shown as "*********(redacted)" when its key or
-        # value matches this or spark.redaction.regex (secret|password|token|access.key:
-        # the JAAS config carries "password=", the ssl.*.password keys). An inline client
-        # key (ssl.keystore.key) matches neither; "url" is Spark's own default here.
-        "spark.sql.redaction.options.regex": r"(?i)url|ssl[.]keystore[.]key|sasl[.]jaas",
-        # Spark writes every SQL execution's plan out in full when it starts (for the UI's
-        # SQL tab, UI or not): the parse plan's is 157,000 characters, 32 ms of the driver's
-        # CPU at each parse micro-batch; cut at this length, 5 to 7 ms (measured alone,
-        # issue #34; at 494 records/s, with the real-time parse's long batches, the saving
-        # is within the process's noise). The SQL tab and plans in error messages show the
-        # plan's first lines, all a person reads of it.
-        "spark.sql.maxPlanStringLength": str(MAX_PLAN_CHARS),
+        **_display_settings(ui_port),
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         **NO_CALL_SITES,
         # The parse projection (dozens of regexes, one expression per field) is too large
@@ -333,6 +317,29 @@ def get_session(
     spark.sparkContext.setLogLevel(os.environ.get("FLINKWATCH_SPARK_LOG_LEVEL", "WARN"))
     _quiet(spark)
     return spark
+
+
+def _display_settings(ui_port: int | None) -> dict[str, str]:
+    """What the Spark UI, the console and plans show (``ui_port``: ``None`` for no UI)."""
+    return {
+        "spark.ui.showConsoleProgress": "false",
+        "spark.ui.enabled": "false" if ui_port is None else "true",
+        **({} if ui_port is None else {"spark.ui.port": str(ui_port)}),
+        # Anyone who reaches the UI could otherwise kill the detect query's jobs.
+        "spark.ui.killEnabled": "false",
+        # Plans print the Kafka options, each shown as "*********(redacted)" when its key or
+        # value matches this or spark.redaction.regex (secret|password|token|access.key:
+        # the JAAS config carries "password=", the ssl.*.password keys). An inline client
+        # key (ssl.keystore.key) matches neither; "url" is Spark's own default here.
+        "spark.sql.redaction.options.regex": r"(?i)url|ssl[.]keystore[.]key|sasl[.]jaas",
+        # Spark writes every SQL execution's plan out in full when it starts (for the UI's
+        # SQL tab, UI or not): the parse plan's is 157,000 characters, 32 ms of the driver's
+        # CPU at each parse micro-batch; cut at this length, 5 to 7 ms (measured alone,
+        # issue #34; at 494 records/s, with the real-time parse's long batches, the saving
+        # is within the process's noise). The SQL tab and plans in error messages show the
+        # plan's first lines, all a person reads of it.
+        "spark.sql.maxPlanStringLength": str(MAX_PLAN_CHARS),
+    }
 
 
 def _memory_settings(driver_memory: str, state_memory_mb: int | None) -> dict[str, str]:
