@@ -172,8 +172,9 @@ class SparkConfig(FrozenModel):
         default=2,
         gt=0,
         description=(
-            "Partitions of detector state; at least the cores of the cluster; fixed once a "
-            "checkpoint exists."
+            "Partitions of detector state; at least the cores of the cluster. The shards' keys "
+            "are chosen to spread evenly over them, so another count is another detect "
+            "checkpoint: state is then rebuilt from the event bus."
         ),
         json_schema_extra=RESTART,
     )
@@ -233,7 +234,8 @@ class SparkConfig(FrozenModel):
         le=4096,
         description=(
             "Detector state is kept per shard (a hash of the entity), a micro-batch costs a call "
-            "per shard with work; at least a few per core. Another count is another checkpoint: "
+            "per shard with work (~1-2 ms of Python CPU); a multiple of shuffle_partitions, a "
+            "few per core. Another count is another checkpoint: "
             "state is then rebuilt from the event bus. Going back to a count used before does not "
             "resume its old checkpoint (stale, its offsets maybe past the bus's retention): that "
             "is renamed with the suffix .stale-YYYYmmddTHHMMSSZ (UTC), with a warning, and "

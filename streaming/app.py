@@ -64,6 +64,7 @@ from streaming.processor import STATE_LAYOUT, ShardProcessor
 from streaming.restarts import Admission, admission
 from streaming.rows import DETECT_SCHEMA, Forward
 from streaming.session import query_settings
+from streaming.shard_keys import checkpoint_name
 from streaming.sources import kafka_records, kafka_stream
 from streaming.ticks import TICK_KEY, Ticker, tick_value, woken
 
@@ -139,6 +140,7 @@ def alert_stream(
         token=token,
         delay_ms=int(sp.watermark_delay_s * 1000),
         grace_ms=grace,
+        shards=sp.state_shards,
     )
     return rows.groupBy("shard").transformWithStateInPandas(
         statefulProcessor=processor,
@@ -231,12 +233,14 @@ class Pipeline:
     def detect_checkpoint(self) -> CheckpointDir:
         """The detect query's checkpoint.
 
-        The state is keyed by shard: another shard count (or layout of a shard's value) is
-        another checkpoint, rebuilt from the bus (a new detect query reads all of it).
+        The state is keyed by shard, under keys chosen for the partitions
+        (:mod:`streaming.shard_keys`): another shard or partition count (or layout of a
+        shard's value) is another checkpoint, rebuilt from the bus (a new detect query
+        reads all of it).
         """
-        return (
-            self.checkpoint_dir
-            / f"{self._detect_query}-shards{self.cfg.spark.state_shards}-{STATE_LAYOUT}"
+        sp = self.cfg.spark
+        return self.checkpoint_dir / checkpoint_name(
+            self._detect_query, sp.state_shards, sp.shuffle_partitions, STATE_LAYOUT
         )
 
     def set_aside_stale_detect(self) -> None:
@@ -296,7 +300,8 @@ class Pipeline:
         # hold the global watermark at zero and no timer would ever fire. The cost: a
         # topic lagging the other by more than the watermark delay loses its late rows,
         # which the progress log and flinkwatch_late_rows_dropped_total make visible.
-        rows = detect_input(self.path.read(self), cfg.spark.state_shards)
+        sp = cfg.spark
+        rows = detect_input(self.path.read(self), sp.state_shards, sp.shuffle_partitions)
         rows = rows.withWatermark("event_time", delay)
         self.set_aside_stale_detect()
         checkpoint = self.detect_checkpoint

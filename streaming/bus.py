@@ -36,6 +36,7 @@ from detectors.tm_ids import KEY_FILL, KEY_UNSAFE
 from streaming.forwards import FREE_LINES, SAYS, SELF_REPORTED, SOURCE_PREFIX
 from streaming.routes import interest
 from streaming.schemas import BUS_FIELDS, BUS_VALUE_SCHEMA, DEAD_LETTER_FIELDS
+from streaming.shard_keys import shard_keys
 from streaming.ticks import TICK_KEY
 
 _SCOPE_ENTITY = {
@@ -219,10 +220,12 @@ def bus_events(records: DataFrame) -> DataFrame:
     )
 
 
-def detect_input(records: DataFrame, shards: int) -> DataFrame:
+def detect_input(records: DataFrame, shards: int, partitions: int = 1) -> DataFrame:
     """Bus records (``key``, ``value``, optional ``bus_ts``) → the detect query's rows.
 
-    ``shard`` (what the state is keyed by), ``entity``, ``value`` (the event as the bus
+    ``shard`` (what the state is keyed by: the shard's key, :func:`streaming.shard_keys.
+    shard_keys`, so the shards spread evenly over the ``partitions`` of the grouping that
+    follows), ``entity``, ``value`` (the event as the bus
     carries it: the runner reads it in Python, a column at a time is what the Python
     state API costs), ``bus_ms`` (when it reached the bus; null on the files bus) and
     ``event_time``, which the watermark follows: with the bus record's Kafka timestamp it
@@ -244,8 +247,13 @@ def detect_input(records: DataFrame, shards: int) -> DataFrame:
     shard = F.pmod(F.xxhash64("key"), F.lit(shards)).cast("int")
     every = F.sequence(F.lit(0), F.lit(shards - 1))
     named = F.array_intersect(head["shards"], every)
+    to = F.coalesce(named, every)
+    keys = shard_keys(shards, partitions)
+    if keys != tuple(range(shards)):
+        of = F.array(*(F.lit(k) for k in keys))
+        shard, to = F.element_at(of, shard + 1), F.transform(to, lambda s: F.element_at(of, s + 1))
     return records.where(event_ms.isNotNull()).select(
-        F.explode(F.when(tick, F.coalesce(named, every)).otherwise(F.array(shard))).alias("shard"),
+        F.explode(F.when(tick, to).otherwise(F.array(shard))).alias("shard"),
         F.col("key").alias("entity"),
         "value",
         (F.unix_millis("bus_ts") if has_bus else F.lit(None).cast("long")).alias("bus_ms"),

@@ -269,13 +269,15 @@ def set_aside_stale(
     """Set the detect checkpoint ``current`` aside if another layout's was used after it.
 
     The detect query's checkpoint is named after its state layout
-    (``<query>-shards<N>-<layout>``): another ``spark.state_shards`` or layout starts a new
-    one, rebuilt from the bus. Going back (32 -> 64 -> 32 shards, or a release back and
-    forth) would find the old directory and resume it: its offsets and state as they
-    were when it was left, maybe days ago and past the bus's retention (then every start
-    fails on data loss), its incidents as they stood then. So when a sibling layout's
-    checkpoint committed later than ``current`` did, ``current`` is renamed to
-    ``<current>.stale-<stamp>`` (kept, not deleted: it can be moved back) and the query
+    (``<query>-shards<N>-p<partitions>-<layout>``, :func:`streaming.shard_keys.
+    checkpoint_name`): another ``spark.state_shards``, ``spark.shuffle_partitions`` or
+    layout starts a new one, rebuilt from the bus. Going back (32 -> 64 -> 32 shards, or a
+    release back and forth) would find the old directory and resume it: its offsets and
+    state as they were when it was left, maybe days ago and past the bus's retention
+    (then every start fails on data loss), its incidents as they stood then. So when a
+    sibling layout's checkpoint committed later than ``current`` did, ``current`` is
+    renamed to ``<current>.stale-<stamp>`` (kept, not deleted: it can be moved back) and
+    the query
     starts afresh, as after any change of layout.
 
     Args:
@@ -292,7 +294,8 @@ def set_aside_stale(
     if not here.is_dir():
         return None
     mine = last_commit_s(here)
-    sibling = re.compile(rf"{re.escape(query)}-shards\d+-\w+")
+    # Named before the shards' keys followed the partitions too: <query>-shards<N>-<layout>.
+    sibling = re.compile(rf"{re.escape(query)}-shards\d+(-p\d+)?-\w+")
     later = [
         (t, d)
         for d in root.iterdir()
@@ -311,11 +314,12 @@ def set_aside_stale(
     elif isinstance(here, HadoopDir):
         here.rename(aside)
     return (
-        f"detect checkpoint {here} was left for {newer} (spark.state_shards or the state "
-        f"layout changed since) and is stale: its offsets may be past the bus's retention "
-        f"and its state is as it was then. Set it aside as {aside}; the detect query "
-        f"rebuilds its state from what the bus holds, as after any change of "
-        f"spark.state_shards. To resume it instead (its offsets still on the bus): stop "
+        f"detect checkpoint {here} was left for {newer} (spark.state_shards, "
+        f"spark.shuffle_partitions or the state layout changed since) and is stale: its "
+        f"offsets may be past the bus's retention and its state is as it was then. Set it "
+        f"aside as {aside}; the detect query rebuilds its state from what the bus holds, "
+        f"as after any change of spark.state_shards. To resume it instead (its offsets "
+        f"still on the bus): stop "
         f"flinkwatch, move {newer.name} aside and {aside} back to {current}."
     )
 

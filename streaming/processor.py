@@ -36,6 +36,7 @@ from streaming.packed import PackedStore
 from streaming.routes import Routes
 from streaming.rows import DETECT_COLUMNS, output_rows
 from streaming.runner import STATE, EntityRunner, ShardRunner
+from streaming.shard_keys import shard_of
 
 # Names the detect checkpoint: a release that keeps a shard's state another way starts a
 # new one (rebuilt from the bus) instead of failing on the old one's state schema.
@@ -80,6 +81,8 @@ class ShardProcessor(StatefulProcessor):
         token: This run of the query (signals are emitted again after a restart).
         delay_ms: ``spark.watermark_delay_s``.
         grace_ms: ``spark.deadline_grace_s`` (``None``: deadlines wait for the watermark).
+        shards: ``spark.state_shards``: a key names its shard modulo this
+            (:mod:`streaming.shard_keys`); ``None``: the key is the shard's number.
     """
 
     def __init__(
@@ -91,6 +94,7 @@ class ShardProcessor(StatefulProcessor):
         token: str = "",
         delay_ms: int = 0,
         grace_ms: int | None = None,
+        shards: int | None = None,
     ) -> None:
         self._resolver = resolver
         self._detectors = detectors
@@ -98,6 +102,7 @@ class ShardProcessor(StatefulProcessor):
         self._token = token
         self._delay_ms = delay_ms
         self._grace_ms = grace_ms
+        self._shards = shards
 
     def init(self, handle: StatefulProcessorHandle) -> None:  # noqa: D102
         freeze_worker_heap()
@@ -150,12 +155,13 @@ class ShardProcessor(StatefulProcessor):
         ticks: dict[str, int] = dict(store.meta.get("ticks") or {})
         old_timer: int | None = None if timer_fired else store.meta.get("timer")
         clock = Clock(values.getCurrentWatermarkInMs(), self._delay_ms, self._grace_ms)
-        out = self._runner.run(store, wakes, rows, clock, ticks, shard=str(key[0]), lost=store.lost)
+        shard = str(key[0] if self._shards is None else shard_of(int(key[0]), self._shards))
+        out = self._runner.run(store, wakes, rows, clock, ticks, shard=shard, lost=store.lost)
         rows = output_rows(out.outputs)
         if store.damaged is not None:
             # Said once per shard; counted as one entity dropped when it cannot say which.
-            shard = f"shard:{key[0]}"
-            damaged = failure(STATE, shard, None, store.damaged, "unpack", dropped=store.unnamed)
+            about = f"shard:{shard}"
+            damaged = failure(STATE, about, None, store.damaged, "unpack", dropped=store.unnamed)
             rows.extend(output_rows([damaged]))
         timer = out.timer
         if timer != old_timer:

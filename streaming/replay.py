@@ -325,7 +325,11 @@ def _detect(
         events_ms = F.from_json("value", "event_ms long")["event_ms"]
         bus = bus.observe(newest_obs, F.max(F.when(F.col("topic") == k.events_topic, events_ms)))
     bus = bus.localCheckpoint()
-    rows = detect_input(bus.where(F.col("topic") == k.events_topic), cfg.spark.state_shards)
+    sp = cfg.spark
+    # The shards spread evenly over the workers, as the live query's over its partitions.
+    rows = detect_input(
+        bus.where(F.col("topic") == k.events_topic), sp.state_shards, sp.shuffle_partitions
+    )
     if here:
         newest = next(iter(newest_obs.get.values()), None)
     else:
@@ -340,7 +344,6 @@ def _detect(
             .toLocalIterator()
         )
         write_dead_letters(dead_letters, 0, letters)
-    sp = cfg.spark
     delay_ms = int(sp.watermark_delay_s * 1000)
     shard = ShardReplay(
         cfg.resolver(),
@@ -360,7 +363,7 @@ def _detect(
         extra = events.sparkSession.createDataFrame(
             [(r["entity"], json.loads(r["data"])) for r in forwards], "key string, value string"
         )
-        rows = rows.unionByName(detect_input(extra, sp.state_shards))
+        rows = rows.unionByName(detect_input(extra, sp.state_shards, sp.shuffle_partitions))
         out = _shards_here(rows, shard) if here else _shards_on_workers(rows, shard)
     out = [r for r in out if r["kind"] != RowKind.FORWARD.value]
     deliver = AlertDelivery(outputs, stats, cfg)

@@ -27,6 +27,9 @@ def test_the_pipeline_reads_the_holder_it_was_given_at_each_use(tmp_path: Path) 
     running.swap(AppConfig(spark=SparkConfig(state_shards=8)))
     assert p.cfg is running.current
     assert p.detect_checkpoint.name.startswith("detect-kafka-shards8-")
+    # The shards' keys follow the partitions they spread over (streaming.shard_keys).
+    running.swap(AppConfig(spark=SparkConfig(state_shards=8, shuffle_partitions=4)))
+    assert p.detect_checkpoint.name.startswith("detect-kafka-shards8-p4-")
 
 
 def test_only_the_live_path_keeps_state_between_starts(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from pyspark.sql import SparkSession
 from streaming import checkpoints
 from streaming.catchup import _last_commit_mtime, committed_offsets
 from streaming.checkpoints import HadoopDir
+from streaming.shard_keys import checkpoint_name
 from tests.streaming.test_catchup import _batch
 
 
@@ -80,7 +81,11 @@ def test_a_hadoop_directory_reads_a_checkpoint_as_pathlib_does(
 
 def _run(root: Path, shards: int, at_s: float) -> str | None:
     """A start of the detect query on ``shards`` shards whose batches commit at ``at_s``."""
-    name = f"detect-kafka-shards{shards}-packed2"
+    return _start(root, f"detect-kafka-shards{shards}-packed2", at_s)
+
+
+def _start(root: Path, name: str, at_s: float) -> str | None:
+    """A start of the detect query on checkpoint ``name`` whose batches commit at ``at_s``."""
     warning = checkpoints.set_aside_stale(root, name, "detect-kafka", stamp="20261124T150000Z")
     commit = root / name / "commits" / str(int(at_s))
     commit.parent.mkdir(parents=True, exist_ok=True)
@@ -112,3 +117,21 @@ def test_going_back_to_a_shard_count_used_before_sets_its_old_checkpoint_aside(
     # Another query's directories and a layout never used are left alone.
     assert checkpoints.set_aside_stale(tmp_path, "detect-shards8-packed2", "detect") is None
     assert checkpoints.set_aside_stale(tmp_path / "none", "detect-kafka-x", "detect-kafka") is None
+
+
+def test_a_checkpoint_named_before_the_partitions_were_in_its_name_is_a_sibling(
+    tmp_path: Path,
+) -> None:
+    """An upgrade starts anew (the shards' keys follow the partitions); a rollback after it
+    finds the old release's directory stale, as after any change of layout."""
+    day = 86_400.0
+    before = "detect-kafka-shards32-packed2"
+    after = checkpoint_name("detect-kafka", 32, 2, "packed2")
+    assert after != before
+    assert _start(tmp_path, before, 1 * day) is None
+    assert _start(tmp_path, after, 2 * day) is None
+    warning = _start(tmp_path, before, 3 * day)
+    assert warning is not None and after in warning and "spark.shuffle_partitions" in warning
+    assert (tmp_path / f"{before}.stale-20261124T150000Z").is_dir()
+    # And forward again: the upgraded directory is the stale one now.
+    assert _start(tmp_path, after, 4 * day) is not None
