@@ -593,6 +593,7 @@ def latency(
         meters.stages.series.delta(t_input, t_input_end) if meters.stages is not None else {}
     )
     per_s = cpu_split(cpu, spark_cpu, input_s)
+    steady = _steady_cpu(meters, t_input, t_input_end)
     first_batch = meters.batches.first("flinkwatch-detect", t_start)
     if restarted:
         t_restart = restarted.pop("started_wall")
@@ -648,6 +649,9 @@ def latency(
         **({"restart": restarted} if restarted else {}),
         "cpu_window_s": round(input_s, 1),
         "cpu_s_per_input_s": per_s,
+        # From the input's STEADY_AFTER_S on: what a job that runs for weeks costs, without
+        # its first minutes' JIT compiling (C2's work is mostly there).
+        "cpu_s_per_input_s_steady": steady,
         # The same per record: flat if the pipeline's cost grows with its input.
         "cpu_us_per_record": {
             k: round(v / max(1.0, load.records / run_s) * 1e6) for k, v in per_s.items()
@@ -704,6 +708,24 @@ def _per_minute(samples: list[tuple[float, int]], t0: float) -> list[dict[str, A
     for row in out:
         del row["_m"]
     return out
+
+
+#: A steady run's CPU is also given from this many seconds after its input began.
+STEADY_AFTER_S = 180.0
+
+
+def _steady_cpu(meters: Meters, t_input: float, t_end: float) -> dict[str, float | None]:
+    """:func:`bench.measure.cpu_split` from ``STEADY_AFTER_S`` into the input to its end.
+
+    Empty when the input is too short to leave two minutes after that.
+    """
+    from bench.measure import cpu_split
+
+    t0 = t_input + STEADY_AFTER_S
+    if meters.cpu is None or meters.stages is None or t_end - t0 < 120:
+        return {}
+    cpu = meters.cpu.series.delta(t0, t_end)
+    return cpu_split(cpu, meters.stages.series.delta(t0, t_end), t_end - t0)
 
 
 def _stages(
@@ -909,14 +931,15 @@ def _steady_rows(lt: dict[str, Any]) -> list[tuple[str, str]]:
                 f"{(lt.get('stages_unsplit') or {}).get('n', 0)} deadline verdicts unsplit)",
             )
         )
-    cpu = lt.get("cpu_s_per_input_s") or {}
-    if cpu:
-        rows.append(
-            (
-                f"  CPU s per s of input at {rate}",
-                ", ".join(f"{k} {v}" for k, v in cpu.items()),
+    for key, what in (("cpu_s_per_input_s", ""), ("cpu_s_per_input_s_steady", ", steady")):
+        cpu = lt.get(key) or {}
+        if cpu:
+            rows.append(
+                (
+                    f"  CPU s per s of input at {rate}{what}",
+                    ", ".join(f"{k} {v}" for k, v in cpu.items()),
+                )
             )
-        )
     if lt.get("peak_rss_bytes") is not None:
         rows.append(
             (
