@@ -229,7 +229,7 @@ class SparkConfig(FrozenModel):
         ),
     )
     state_shards: int = Field(
-        default=32,
+        default=16,
         ge=1,
         le=4096,
         description=(
