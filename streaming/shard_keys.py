@@ -6,11 +6,12 @@ one task per partition and micro-batch. Keyed by the shard's own number, 0 to 31
 32 shards of the default then fell 12 / 20 over the default 2 partitions and 1 to 6 over
 8: one Python worker did 62 % of the detectors' work while the other waited, and on a
 cluster the slowest task set every micro-batch's pace. Balanced, at 10,028 records/s the
-detect stage of a page took p50 15.8 s against 29.3 (issue #34's benchmark). So shard ``s`` is kept under the first number
-of ``s, s + shards, s + 2 * shards, ...`` that Spark places in partition
-``s mod partitions``: each partition holds ``shards / partitions`` of them, and the shard
-is still ``key mod shards``. The keys depend on the partition count, so the detect
-checkpoint is named after it (:func:`checkpoint_name`).
+detect stage of a page took p50 15.8 s against 29.3 (issue #34's benchmark).
+
+So shard ``s`` is kept under the first number of ``s, s + shards, s + 2 * shards, ...``
+that Spark places in partition ``s mod partitions``: each partition holds ``shards /
+partitions`` of them, and the shard is still ``key mod shards``. The keys depend on the
+partition count, so the detect checkpoint is named after it (:func:`checkpoint_name`).
 """
 
 from __future__ import annotations
