@@ -375,11 +375,11 @@ def test_metrics_are_served_over_http() -> None:
         port = s.getsockname()[1]
     server, thread = start_http_server(port, addr="127.0.0.1", registry=registry_with(active))
     try:
-        body = (
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
-        )
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+            body = response.read().decode()
     finally:
         server.shutdown()
+        server.server_close()
         thread.join(timeout=10)
     assert (
         'flinkwatch_alerts_active{cluster="prod-eu",detector="idle_heap_growth",host="",'
@@ -418,6 +418,7 @@ def test_pusher_puts_the_registry_under_job_and_cluster_and_survives_an_outage()
         assert pusher.push_once() is True
     finally:
         server.shutdown()
+        server.server_close()
     [(method, path, body)] = got
     assert (method, path) == ("PUT", "/metrics/job/flinkwatch/cluster/prod-eu")
     assert b"flinkwatch_alerts_active{" in body and b'detector="idle_heap_growth"' in body

@@ -58,6 +58,7 @@ def test_admin_api(client: WebClient, emulator: SlackEmulator) -> None:
 
     with pytest.raises(urllib.error.HTTPError) as bad:
         admin(emulator, "fail", {"count": 1, "status": 200})
+    bad.value.close()
     assert bad.value.code == 400
 
 
@@ -72,4 +73,5 @@ def test_stall_and_store_faults_through_the_admin_api(emulator: SlackEmulator) -
     assert [m["text"] for m in emulator.messages("#alerts")] == ["one", "two"]
     with pytest.raises(urllib.error.HTTPError) as bad:
         admin(emulator, "stall", {"count": 1})
+    bad.value.close()
     assert bad.value.code == 400

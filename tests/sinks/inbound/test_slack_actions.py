@@ -411,6 +411,7 @@ def test_the_run_serves_the_buttons_on_the_configured_port_and_stops_without_a_s
         req = urllib.request.Request(f"{server.origin}{PATH}", data=body, headers=signed(body))
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(req, timeout=5)
+        refused.value.close()
         assert refused.value.code == 400
         assert actions.outcomes["malformed"] == 1
     finally:
