@@ -11,7 +11,12 @@ from pyspark.sql import DataFrame, SparkSession
 from streaming.session import get_session, java_options
 
 #: The files of several minutes each (real processes: JVM starts, kills, a Spark cluster).
-LONGEST = ("test_delivery_crash.py", "test_spark_cluster.py", "test_kafka_e2e.py")
+LONGEST = (
+    "test_delivery_crash.py",
+    "test_spark_cluster.py",
+    "test_kafka_e2e.py",
+    "test_kafka_silence.py",
+)
 
 
 def _jvm(item: pytest.Item) -> bool:

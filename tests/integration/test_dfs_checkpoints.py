@@ -35,7 +35,7 @@ from streaming.checkpoints import HadoopDir
 from streaming.runtime import Runtime
 from streaming.topics import ensure_bus_topics
 from tests.conftest import REPO, KafkaBroker, wait_until
-from tests.integration.test_kafka_e2e import JOB_A, config, expired_cycle, read_alerts
+from tests.integration.kafka_path import JOB_A, config, expired_cycle, read_alerts
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 

@@ -2,126 +2,35 @@
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import json
-import logging
 import re
-import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from conf import AppConfig, KafkaConfig, OutputConfig, SparkConfig
-from conf.running import RunningConfig
-from sinks import AlertLedger, JsonLinesAlertSink
-from streaming.app import KafkaPath, Pipeline
-from streaming.delivery import Outputs
-from streaming.supervise import run_forever
-from streaming.topics import ensure_bus_topics
-from tests.conftest import KafkaBroker, wait_until, wait_while_progressing
+from tests.conftest import wait_until
+from tests.integration.kafka_path import (
+    CC,
+    JOB_A,
+    JOB_B,
+    config,
+    expired_cycle,
+    flink_line,
+    pipeline,
+    read_alerts,
+    running,
+)
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
-
-CC = "org.apache.flink.runtime.checkpoint.CheckpointCoordinator"
-TM_RUNNER = "org.apache.flink.runtime.taskexecutor.TaskManagerRunner"
-TASK = "org.apache.flink.runtime.taskmanager.Task"
-TM = "localhost:40001-aaaaaa"
-
-
-def _line(ts: str, level: str, logger: str, msg: str) -> str:
-    # Flink >= 1.11 default layout: %d %-5p %-60c %x - %m (log4j2 renders the empty NDC as []).
-    return f"{ts} {level:<5} {logger:<60} [] - {msg}"
-
-
-def expired_cycle(job: str, first: int, n: int, minute: int) -> list[str]:
-    """n checkpoints of `job` expiring (Flink 1.15+ wording) from `minute` on."""
-    out = []
-    for i in range(n):
-        cp = first + i
-        ts = f"2024-06-03 10:{minute + i:02d}:00,002"
-        out.append(
-            _line(ts, "INFO", CC, f"Checkpoint {cp} of job {job} expired before completing.")
-        )
-        out.append(
-            _line(
-                ts.replace(",002", ",511"),
-                "WARN",
-                CC,
-                f"Received late message for now expired checkpoint attempt {cp} from task "
-                f"a1b2c3d4e5f60718293a4b5c6d7e8f90_cbc357ccb763df2852fee8c4fc7d55f2_3_0 of job {job} "
-                "at container_e05_1699999999999_0042_01_000003 @ worker-7.example.com (dataPort=39245).",
-            )
-        )
-    return out
-
-
-def config(kafka: KafkaBroker, prefix: str, state: Path) -> AppConfig:
-    return AppConfig(
-        kafka=KafkaConfig(
-            bootstrap_servers=kafka.bootstrap,
-            logs_topic=f"{prefix}.logs",
-            metrics_topic=f"{prefix}.metrics",
-            events_topic=f"{prefix}.events",
-            deadletters_topic=f"{prefix}.deadletters",
-        ),
-        spark=SparkConfig(trigger_interval_s=0.5, restart_backoff_s=2, watermark_delay_s=60),
-        output=OutputConfig(state_dir=state),
-    )
-
-
-def pipeline(spark, cfg: AppConfig, trigger: dict) -> Pipeline:  # type: ignore[no-untyped-def]
-    """The live layout (event bus and dead letters on Kafka), parse as micro-batches."""
-    ensure_bus_topics(cfg.kafka)
-    return Pipeline(
-        spark=spark,
-        config=RunningConfig(cfg),
-        outputs=Outputs(
-            ledger=AlertLedger(cfg.output.ledger_path),
-            sinks=[JsonLinesAlertSink(cfg.output.alerts_path)],
-        ),
-        checkpoint_dir=cfg.output.checkpoint_dir,
-        deadletter_dir=cfg.output.deadletter_path,
-        trigger=trigger,
-        bus="kafka",
-    )
-
-
-def read_alerts(path: Path, detector: str | None = None) -> list[dict]:
-    """Alert lines, optionally of one detector (the expiry lines here also make late acks)."""
-    if not path.exists():
-        return []
-    alerts = [json.loads(line) for line in path.read_text().splitlines() if line]
-    return [a for a in alerts if detector is None or a["detector"] == detector]
-
-
-JOB_A = "3f4c2a9b7d1e4f60a8b5c2d1e0f9a7b3"
-JOB_B = "4443c93037d620ac81c8c28fbce3f8ae"
-
-
-@contextlib.contextmanager
-def running(p: Pipeline) -> Iterator[dict[str, int]]:
-    """The pipeline's run loop in a thread for the block; after it, ``rc``: its exit code."""
-    stop = threading.Event()
-    result: dict[str, int] = {}
-    runner = threading.Thread(
-        target=lambda: result.update(rc=run_forever(p, should_stop=stop.is_set))
-    )
-    runner.start()
-    try:
-        yield result
-    finally:
-        stop.set()
-        runner.join(timeout=120)
 
 
 def test_alerts_and_dead_letters_flow_through_real_kafka(spark, kafka, tmp_path) -> None:
     cfg = config(kafka, "e2e1", tmp_path / "state")
     kafka.create_topics(cfg.kafka.logs_topic, cfg.kafka.metrics_topic)
     healthy = [
-        _line(
+        flink_line(
             f"2024-06-03 10:{m:02d}:01,377",
             "INFO",
             CC,
@@ -133,7 +42,7 @@ def test_alerts_and_dead_letters_flow_through_real_kafka(spark, kafka, tmp_path)
     bad_logs = [
         '{"level":"INFO", "timestamp": broken',
         "this is not a Flink log line",
-        _line(
+        flink_line(
             "1850-01-01 00:00:00,000",
             "INFO",
             CC,
@@ -216,183 +125,6 @@ def test_broker_restart_mid_stream_skips_no_record(spark, kafka, tmp_path) -> No
     alerts = read_alerts(cfg.output.alerts_path, "checkpoint_failures")
     assert sorted(a["job_id"] for a in alerts) == sorted(jobs)
     assert all(a["evidence"]["expired_checkpoints"] == [1, 2, 3] for a in alerts)
-
-
-def test_real_time_parse_feeds_the_detectors_and_keeps_dead_letters(spark, kafka, tmp_path) -> None:
-    """The live layout as `flinkwatch run` starts it: the parse query in real-time mode."""
-    cfg = config(kafka, "e2ert", tmp_path / "state")
-    cfg = cfg.model_copy(update={"spark": cfg.spark.model_copy(update={"parse_mode": "realtime"})})
-    kafka.create_topics(cfg.kafka.logs_topic, cfg.kafka.metrics_topic)
-    p = pipeline(spark, cfg, {})
-    p.trigger = None
-    assert p.path.realtime_wanted(p)
-    with running(p) as result:
-        wait_until(lambda: len(spark.streams.active) == 3, what="three queries")
-        assert "parse-realtime" in {
-            d.name for d in cfg.output.checkpoint_dir.iterdir() if d.is_dir()
-        }
-        kafka.produce(cfg.kafka.logs_topic, expired_cycle(JOB_A, 1, 3, 1), key=JOB_A.encode())
-        kafka.produce(cfg.kafka.logs_topic, ["not a Flink line"], key=b"jm-2")
-        wait_until(
-            lambda: read_alerts(cfg.output.alerts_path, "checkpoint_failures"),
-            timeout=120,
-            what="the alert through the real-time parse query",
-        )
-        # A bare KafkaAppender keyed by the TaskManager's log file: its fatal line names no
-        # one, its start line says whose it is (streaming.forwards). Stamped now, after the
-        # 2024 lines were read, so its deadline (jvm_fatal waits 10 s for a cause) is
-        # passed by the ticks, and the 2024 lines are not made late by it.
-        now = dt.datetime.now(dt.UTC)
-        at = [(now - dt.timedelta(seconds=s)).strftime("%Y-%m-%d %H:%M:%S,000") for s in (5, 4)]
-        tm_lines = [
-            _line(at[0], "INFO", TM_RUNNER, f"Starting TaskManager with ResourceID: {TM}"),
-            _line(at[1], "ERROR", TASK, "Encountered fatal error java.lang.OutOfMemoryError - terminating the JVM"),
-        ]  # fmt: skip
-        kafka.produce(
-            cfg.kafka.logs_topic, tm_lines, key=b"/opt/flink/log/flink--taskexecutor-0.log"
-        )
-        wait_until(lambda: p.stats.forwarded >= 1, timeout=90, what="the fatal line forwarded")
-        wait_until(
-            lambda: read_alerts(cfg.output.alerts_path, "jvm_fatal"),
-            timeout=120,
-            what="the keyed TaskManager's fatal line forwarded to it",
-        )
-        wait_until(
-            lambda: list(cfg.output.deadletter_path.glob("*.jsonl")),
-            timeout=60,
-            what="the dead letter file",
-        )
-        # Counts arrive with the parse query's progress, at the end of its batch.
-        wait_until(lambda: p.stats.dead_letters == {"unknown_layout": 1}, what="the counts")
-        assert p.stats.kinds["checkpoint_expired"] == 3
-    assert result.get("rc") == 0
-    alerts = read_alerts(cfg.output.alerts_path, "checkpoint_failures")
-    # The TaskManager's lines, stamped now, move the watermark past the job's quiet.
-    assert [a["status"] for a in alerts] in (["firing"], ["firing", "resolved"])
-    alert = alerts[0]
-    assert alert["job_id"] == JOB_A and alert["evidence"]["expired_checkpoints"] == [1, 2, 3]
-    fatal = read_alerts(cfg.output.alerts_path, "jvm_fatal")[0]
-    assert (fatal["tm_id"], fatal["status"]) == (TM, "firing")
-    assert p.stats.forwarded >= 1
-    (letter,) = [
-        json.loads(x)
-        for f in cfg.output.deadletter_path.glob("*.jsonl")
-        for x in f.read_text().splitlines()
-    ]
-    assert (letter["raw"], letter["error"], letter["topic"]) == (
-        "not a Flink line",
-        "unknown_layout",
-        cfg.kafka.logs_topic,
-    )
-
-
-def test_a_backlog_is_caught_up_in_micro_batches_then_parsed_in_real_time(
-    spark, kafka, tmp_path
-) -> None:
-    cfg = config(kafka, "e2ecu", tmp_path / "state")
-    cfg = cfg.model_copy(
-        update={
-            "spark": cfg.spark.model_copy(update={"parse_mode": "realtime", "realtime_max_lag": 5})
-        }
-    )
-    kafka.create_topics(cfg.kafka.logs_topic, cfg.kafka.metrics_topic)
-    jobs = [f"{i:032x}" for i in range(20, 24)]
-    # A backlog: three jobs' expiries (9 records, more than realtime_max_lag).
-    for job in jobs[:3]:
-        kafka.produce(cfg.kafka.logs_topic, expired_cycle(job, 1, 3, 1), key=job.encode())
-    p = pipeline(spark, cfg, {})
-    p.trigger = None
-    ckpt = cfg.output.checkpoint_dir
-    with running(p) as result:
-        wait_until(lambda: (ckpt / "parse-microbatch" / "commits").is_dir(), what="catch-up")
-        wait_until(
-            lambda: len(read_alerts(cfg.output.alerts_path, "checkpoint_failures")) == 3,
-            timeout=120,
-            what="the backlog's alerts",
-        )
-        # Caught up: the queries restart with the parse query in real-time mode, where the
-        # micro-batches ended.
-        wait_until(
-            lambda: p.path.parse_plan is not None and p.path.parse_plan.mode == "realtime",
-            timeout=120,
-            what="the switch to real time",
-        )
-        # Later in event time than the backlog, which moved the watermark to 10:02.
-        job = jobs[3]
-        kafka.produce(cfg.kafka.logs_topic, expired_cycle(job, 1, 3, 10), key=job.encode())
-        wait_until(
-            lambda: len(read_alerts(cfg.output.alerts_path, "checkpoint_failures")) == 4,
-            timeout=120,
-            what="an alert parsed in real time",
-        )
-        # Counts come with each real-time batch's progress, every realtime_batch_s.
-        wait_until(lambda: p.stats.kinds["checkpoint_expired"] >= 12, what="the counts")
-    assert result.get("rc") == 0
-    assert (ckpt / "parse-realtime" / "commits").is_dir()
-    alerts = read_alerts(cfg.output.alerts_path, "checkpoint_failures")
-    # Each job once, with exactly its three expiries: nothing skipped or counted twice
-    # across the switch.
-    assert sorted(a["job_id"] for a in alerts) == sorted(jobs)
-    assert all(a["evidence"]["expired_checkpoints"] == [1, 2, 3] for a in alerts)
-    assert p.stats.kinds["checkpoint_expired"] == 12
-
-
-def test_idle_raw_topics_are_parsed_in_micro_batches_and_a_record_brings_real_time_back(
-    spark, kafka, tmp_path, caplog
-) -> None:
-    """Issue #34: an idle real-time parse query costs ~0.15 cores; micro-batches finding
-    nothing run no batch at all. The switch starts the other mode at the last committed
-    offsets: the record that ends the quiet is parsed and pages, once.
-    """
-    cfg = config(kafka, "e2eidlep", tmp_path / "state")
-    sp = cfg.spark.model_copy(update={"parse_mode": "realtime", "idle_after_s": 1})
-    cfg = cfg.model_copy(update={"spark": sp})
-    kafka.create_topics(cfg.kafka.logs_topic, cfg.kafka.metrics_topic)
-    p = pipeline(spark, cfg, {})
-    p.trigger = None
-    path = p.path
-    assert isinstance(path, KafkaPath)
-    ckpt = cfg.output.checkpoint_dir
-
-    def said(line: str) -> bool:
-        return any(r.getMessage() == line for r in caplog.records)
-
-    def batches(mode: str) -> int:
-        commits = ckpt / f"parse-{mode}" / "commits"
-        return sum(1 for f in commits.iterdir() if f.name.isdigit()) if commits.is_dir() else 0
-
-    with caplog.at_level(logging.INFO, logger="streaming.app"), running(p) as result:
-        wait_until(lambda: len(spark.streams.active) == 3, what="three queries")
-        assert path.parse_plan is not None and path.parse_plan.mode == "realtime"
-        # Its first real-time batch reads nothing: past idle_after_s, micro-batches.
-        wait_until(
-            lambda: path.parse_plan is not None and path.parse_plan.idle,
-            timeout=180,
-            what="the idle switch",
-        )
-        assert said("parse: no records for 1 s, idling in 0.5 s micro-batches")
-        wait_until(lambda: batches("microbatch") >= 1, what="the first micro-batch")
-        # Idle, the micro-batch query runs no batch while the driver looks 20 times.
-        ticker = path.ticker
-        assert ticker is not None
-        done, looks = batches("microbatch"), ticker.looks
-        wait_until(lambda: ticker.looks >= looks + 20, what="20 looks")
-        assert batches("microbatch") == done
-        kafka.produce(cfg.kafka.logs_topic, expired_cycle(JOB_A, 1, 3, 1), key=JOB_A.encode())
-        wait_until(
-            lambda: said("parse: records again, back to real-time mode"),
-            timeout=120,
-            what="the switch back to real time",
-        )
-        assert batches("microbatch") > done  # read by a micro-batch, then real time
-        wait_until(
-            lambda: read_alerts(cfg.output.alerts_path, "checkpoint_failures"),
-            timeout=120,
-            what="the alert for the record that ended the quiet",
-        )
-    assert result.get("rc") == 0
-    (alert,) = read_alerts(cfg.output.alerts_path, "checkpoint_failures")
-    assert alert["job_id"] == JOB_A and alert["evidence"]["expired_checkpoints"] == [1, 2, 3]
 
 
 # The issue #6 incidents run in a second fleet next to the first one (jobs 5-12: no id or
@@ -636,7 +368,6 @@ def fleet_b_detections(spec, records, alerts: list[dict], start_ms: int) -> None
 
 
 def sim_ms(iso: str) -> int:
-    import datetime as dt
 
     return int(dt.datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp() * 1000)
 
@@ -644,8 +375,6 @@ def sim_ms(iso: str) -> int:
 def test_a_record_from_a_clock_20h_ahead_does_not_blind_detection(spark, kafka, tmp_path) -> None:
     """Issue #14: one heap sample from a TaskManager whose clock ran 20 h ahead moved the
     watermark; every later record was dropped as late and the expiring job never paged."""
-    import datetime as dt
-    import time
 
     cfg = config(kafka, "e2eskew", tmp_path / "state")
     kafka.create_topics(cfg.kafka.logs_topic, cfg.kafka.metrics_topic)
@@ -660,7 +389,7 @@ def test_a_record_from_a_clock_20h_ahead_does_not_blind_detection(spark, kafka, 
     for i, cp in enumerate((41, 42, 43)):
         ts = (now - dt.timedelta(minutes=3 - i)).strftime("%Y-%m-%d %H:%M:%S,%f")[:-3]
         lines.append(
-            _line(ts, "INFO", CC, f"Checkpoint {cp} of job {JOB_A} expired before completing.")
+            flink_line(ts, "INFO", CC, f"Checkpoint {cp} of job {JOB_A} expired before completing.")
         )
     p = pipeline(spark, cfg, {"processingTime": "500 milliseconds"})
     with running(p):
@@ -678,8 +407,6 @@ def test_a_record_from_a_clock_20h_ahead_does_not_blind_detection(spark, kafka, 
 def test_one_host_minutes_ahead_does_not_make_everyone_else_late(spark, kafka, tmp_path) -> None:
     """Issue #14: within the allowed skew, a host 4 min ahead moved the shared watermark
     4 min ahead; the other hosts' records then arrived 'late' and were dropped."""
-    import datetime as dt
-    import time
 
     cfg = config(kafka, "e2eahead", tmp_path / "state")
     kafka.create_topics(cfg.kafka.logs_topic, cfg.kafka.metrics_topic)
@@ -704,7 +431,7 @@ def test_one_host_minutes_ahead_does_not_make_everyone_else_late(spark, kafka, t
         wait_until(watermark_moved, what="the detect query's watermark to follow the sample")
         now = dt.datetime.now(dt.UTC)
         lines = [
-            _line(
+            flink_line(
                 (now - dt.timedelta(seconds=30 - 10 * i)).strftime("%Y-%m-%d %H:%M:%S,%f")[:-3],
                 "INFO",
                 CC,
@@ -822,161 +549,3 @@ def test_partitions_added_to_the_bus_lose_no_record_of_a_lagging_entity(
     # Once the detect query had read the bus, the parse query placed records by both.
     record = cfg.output.state_dir / placement.RECORD_NAME
     assert placement.recorded(record, topic) == 2
-
-
-def test_an_idle_detect_query_runs_no_batch_until_a_deadline_is_due(spark, kafka, tmp_path) -> None:
-    """Issue #34: nothing arriving and no deadline due, the detect query starts no batch.
-
-    Counted in the detect query's batches against the driver's looks at the ticks (its
-    loop's progress), never in seconds. Before, a tick went to every shard each
-    ``tick_interval_s``: a batch of every shard, for nothing.
-    """
-    cfg = config(kafka, "e2eidle", tmp_path / "state")
-    sp = cfg.spark.model_copy(update={"trigger_interval_s": 0, "tick_interval_s": 0.5})
-    cfg = cfg.model_copy(update={"spark": sp})
-    kafka.create_topics(cfg.kafka.logs_topic, cfg.kafka.metrics_topic)
-    # One job: its silence deadline is job_lost's silence_s (minutes) after its records
-    # reached the bus; nothing else of it is due sooner.
-    kafka.produce(cfg.kafka.logs_topic, expired_cycle(JOB_A, 1, 1, 1), key=JOB_A.encode())
-    p = pipeline(spark, cfg, {})
-    p.trigger = None
-    with running(p):
-        # The first tick goes to every shard: then each has said when it is due.
-        wait_until(
-            lambda: (
-                p.path.ticker is not None
-                and p.path.ticker.sent >= 1
-                and len(p.stats.due()) == cfg.spark.state_shards
-                and any(at is not None for at in p.stats.due().values())
-            ),
-            timeout=240,  # the parse and detect queries' first batches, their JIT included
-            what="every shard reporting when it is due",
-        )
-        ticker = p.path.ticker
-        assert ticker is not None
-
-        def looked(n: int) -> None:
-            start = ticker.looks
-            wait_until(lambda: ticker.looks >= start + n, timeout=120, what=f"{n} looks")
-
-        def in_batch() -> bool:
-            q = next((q for q in spark.streams.active if q.name == "flinkwatch-detect"), None)
-            return q is not None and bool(q.status.get("isTriggerActive"))
-
-        # Settle: the batches of the records and of the first tick, and the no-data batch
-        # Spark runs after one that moved the watermark, may still be to come or running.
-        while True:
-            batches = p.stats.delivered
-            looked(8)
-            if p.stats.delivered == batches and not in_batch():
-                break
-        sent = ticker.sent
-        looked(40)  # ten seconds of the driver's loop, twenty tick intervals
-        assert p.stats.delivered == batches, (
-            f"the idle detect query ran batches: {p.stats.delivered - batches}, ticks "
-            f"{ticker.sent - sent}, due {sorted(x for x in p.stats.due().values() if x)}"
-        )
-        assert ticker.sent == sent, "ticks were written with nothing due"
-        # Still alive: a record arrives, a batch runs for it.
-        kafka.produce(cfg.kafka.logs_topic, expired_cycle(JOB_A, 2, 1, 3), key=JOB_A.encode())
-        wait_until(lambda: p.stats.delivered > batches, timeout=120, what="a batch for a record")
-
-
-def _watermark(spark) -> str | None:  # type: ignore[no-untyped-def]
-    detect = next((q for q in spark.streams.active if q.name == "flinkwatch-detect"), None)
-    last = detect.lastProgress if detect is not None else None
-    return (last.eventTime or {}).get("watermark") if last is not None else None
-
-
-def _records(log: str) -> list[str]:
-    """A log file's records as a multiline-aware shipper sends them (a stack trace stays)."""
-    return re.split(r"\n(?=\d{4}-\d\d-\d\d )", log.strip())
-
-
-@pytest.mark.parametrize("ticks", [True, False], ids=["ticks", "no_ticks"])
-def test_a_whole_cluster_falling_silent_pages_with_ticks_only(
-    spark, kafka, tmp_path, ticks: bool
-) -> None:
-    """Issue #22: a real Flink 2.3 cluster stopped altogether (both JVMs killed).
-
-    Nothing more is logged or scraped: in event time nothing moves. The ticks, flinkwatch's
-    own evidence that the raw topics held nothing more, move it: job_lost pages for the
-    silence. Without them it cannot (the test that it could fail).
-    """
-    run = Path("tests/data/real/cluster_stopped_2_3")
-    prefix = f"e2esilent{int(ticks)}"
-    cfg = config(kafka, prefix, tmp_path / "state")
-    # The run is replayed hours after it was captured: the job's silence counts from when
-    # its records reached the bus, as for a shipper that late. 30 s, not 180 s, of it.
-    silence_s = 30
-    # The run's 85 s of event time within the watermark, whichever topic the real-time
-    # parse reads first (a busy machine starts its partitions' tasks unevenly: the metrics
-    # read first made the job's RUNNING line late).
-    cfg = cfg.model_copy(
-        update={
-            "spark": cfg.spark.model_copy(
-                update={
-                    "parse_mode": "realtime",
-                    "watermark_delay_s": 120,
-                    "tick_interval_s": 1.0 if ticks else None,
-                }
-            ),
-            "detectors": cfg.detectors.model_copy(
-                update={
-                    "job_lost": cfg.detectors.job_lost.model_copy(update={"silence_s": silence_s})
-                }
-            ),
-        }
-    )
-    kafka.create_topics(cfg.kafka.logs_topic, cfg.kafka.metrics_topic)
-    for f in sorted(run.glob("*.log")):
-        kafka.produce(cfg.kafka.logs_topic, _records(f.read_text()), key=f.stem.encode())
-    kafka.produce(cfg.kafka.metrics_topic, (run / f"{run.name}.jsonl").read_text().splitlines())
-    p = pipeline(spark, cfg, {})
-    p.trigger = None
-    with running(p):
-        # The records are hours old: their own watermark is 150 s short of the silence
-        # deadline (30 s after the job's last record); the ticks are of now.
-        wait_while_progressing(
-            lambda: (
-                p.stats.kinds["job_state"] >= 1 and p.path.ticker is not None
-                if ticks
-                else p.stats.kinds["job_state"] >= 1
-            ),
-            progress=lambda: (sum(p.stats.kinds.values()), p.stats.delivered),
-            what="the run parsed",
-        )
-        if ticks:
-            ticker = p.path.ticker
-            assert ticker is not None
-
-            def before_due() -> bool:
-                # The shards say when they are due in the bus's time: here the silence
-                # plus the records' spread in event time after they reached the bus
-                # (an entity's deadline waits for its slowest record, streaming.clock).
-                due = [at for at in p.stats.due().values() if at is not None]
-                return not due or time.time() * 1000 < min(due)
-
-            # Waited on as long as the deadline is ahead, or ticks and batches move.
-            wait_while_progressing(
-                lambda: read_alerts(cfg.output.alerts_path, "job_lost"),
-                progress=lambda: (ticker.sent, p.stats.delivered, before_due()),
-                what="job_lost paging for the silence",
-            )
-        else:
-            # Everything read and the watermark where the records put it (the last scrape,
-            # 04:43:19, less 120 s): without ticks nothing moves it further.
-            wait_while_progressing(
-                lambda: (_watermark(spark) or "") >= "2026-11-23T04:41:19",
-                progress=lambda: (_watermark(spark), p.stats.delivered),
-                what="the detect query's final watermark",
-            )
-    lost = read_alerts(cfg.output.alerts_path, "job_lost")
-    if not ticks:
-        assert lost == []
-        return
-    (alert,) = lost
-    assert alert["status"] == "firing" and alert["severity"] == "critical"
-    assert alert["evidence"]["why"] == "silence"
-    # Stamped with the silence deadline: silence_s after the job's last record (04:43:19).
-    assert alert["event_time"].startswith("2026-11-23T04:43:49")

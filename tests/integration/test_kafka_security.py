@@ -25,7 +25,7 @@ from conf import load_config
 from conf.kafka_options import KAFKA_CLIENT_CONFIGS
 from lab import fleet as sim
 from tests.conftest import REPO, RUN_SPARK_OPTIONS, free_port_pair
-from tests.integration.test_kafka_e2e import pipeline, read_alerts
+from tests.integration.kafka_path import pipeline, read_alerts
 
 pytestmark = pytest.mark.kafka
 

@@ -11,7 +11,7 @@ from conf import load_config
 from conf.reload import ConfigWatcher
 from streaming.supervise import run_forever
 from tests.conftest import wait_until
-from tests.integration.test_kafka_e2e import config, expired_cycle, pipeline, read_alerts
+from tests.integration.kafka_path import config, expired_cycle, pipeline, read_alerts
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 

@@ -28,7 +28,7 @@ from tests.conftest import (
     wait_until,
     wait_while_progressing,
 )
-from tests.integration.test_kafka_e2e import CC, _line, expired_cycle
+from tests.integration.kafka_path import CC, expired_cycle, flink_line
 from tests.integration.test_prometheus_server import need_binary
 
 pytestmark = [pytest.mark.kafka]
@@ -38,7 +38,8 @@ JOB = "6a1f0e2d3c4b5a69788796a5b4c3d2e1"
 
 def scrape(port: int) -> str:
     try:
-        return urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+            return response.read().decode()
     except OSError:
         return ""
 
@@ -287,7 +288,7 @@ def test_sigterm_to_the_process_group_stops_the_run_cleanly_mid_stream(kafka, tm
                 f"Completed checkpoint {n + 1} for job {other} (73400320 bytes, "
                 "checkpointDuration=1376 ms, finalizationTime=4 ms)."
             )
-            kafka.produce("stop.logs", [_line(ts, "INFO", CC, msg)], key=other.encode())
+            kafka.produce("stop.logs", [flink_line(ts, "INFO", CC, msg)], key=other.encode())
             n += 1
             if n >= 10:
                 flowing.set()
