@@ -381,6 +381,7 @@ def throughput(
     time.sleep(3)  # the listener's last progress event
     detect = progress.latest.get("flinkwatch-detect")
     runtime.close()
+    pipe.close()
     processed = sum(pipe.stats.kinds.values()) + sum(pipe.stats.dead_letters.values())
     alerts = dict(sorted((f"{d}:{s}", n) for (d, _e, s), n in pipe.stats.alerts.items()))
     log.info(
@@ -573,6 +574,9 @@ def latency(
     stop.set()
     runner.join(timeout=120)
     runtime.close()
+    # The ticker's producer: left open, it polls for the bus topic after the phase
+    # deletes it, a core's worth during the phases after (the replay's times).
+    pipe.close()
     t_end = time.time()
     live = live_state_bytes(spark, str(pipe.detect_checkpoint))
 

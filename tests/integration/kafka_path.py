@@ -111,3 +111,4 @@ def running(p: Pipeline) -> Iterator[dict[str, int]]:
     finally:
         stop.set()
         runner.join(timeout=120)
+        p.close()  # the ticker's producer, as `flinkwatch run` closes it
