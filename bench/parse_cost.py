@@ -9,7 +9,7 @@ session, ``--repeat`` times each:
 
 * ``baseline``: the records read and written, nothing parsed (the read's own cost);
 * ``logs`` / ``metrics``: one topic through its parser (``parse_logs`` / ``parse_metrics``);
-* ``parse``: both (``streaming.app.parsed_events``);
+* ``parse``: both (``streaming.events.parsed_events``);
 * ``bus``: what the parse query writes to Kafka (``streaming.bus.bus_records`` of the
   counted events, dead letters included): the parse plus the bus records' JSON.
 
@@ -101,8 +101,8 @@ def _cpu_s(pid: int) -> float:
 def _frame(spark: Any, mode: str, work: Path) -> Any:
     """The DataFrame a mode drains."""
     from bench.run import _config
-    from streaming.app import counted, parse_limits, parsed_events
     from streaming.bus import bus_records
+    from streaming.events import counted, parse_limits, parsed_events
     from streaming.metric_parsing import parse_metrics
     from streaming.parsing import parse_logs
 

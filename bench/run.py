@@ -281,7 +281,7 @@ def _pipeline(spark: SparkSession, runtime: Runtime, trigger: dict[str, Any] | N
 
 def _parse_mode(pipe: Pipeline) -> str | None:
     """How the live layout's parse query runs now (its path's plan), if it runs."""
-    from streaming.app import KafkaPath
+    from streaming.bus_paths import KafkaPath
 
     plan = pipe.path.parse_plan if isinstance(pipe.path, KafkaPath) else None
     return plan.mode if plan else None

@@ -3,7 +3,7 @@
 The live job is three streaming queries because its input never ends. A replay's input
 is a few files that are all there at the start, so it runs as Spark *batch* work: no
 checkpoints, no state store, no query starts, no hop through bus files. What decides
-is the live job's code: the same parser (:func:`streaming.app.parsed_events`), the same
+is the live job's code: the same parser (:func:`streaming.events.parsed_events`), the same
 bus records (:func:`streaming.bus.bus_records`, :func:`streaming.bus.detect_input`), the
 same shards and runner (:class:`streaming.runner.ShardRunner`, one call per shard as
 :class:`streaming.processor.ShardProcessor` makes it) and the same delivery
@@ -59,10 +59,10 @@ from pyspark.sql.types import IntegerType, StructField, StructType
 from conf import AppConfig, ParamsResolver
 from detectors.model import EVENT_KINDS
 from sinks import DeadLetterFileSink
-from streaming.app import parsed_events
 from streaming.bus import active_detectors, bus_records, detect_input
 from streaming.clock import Clock, WakeUp
 from streaming.delivery import AlertDelivery, Outputs, PipelineStats, write_dead_letters
+from streaming.events import parsed_events
 from streaming.explain import Asked
 from streaming.parsing import DEAD_LETTER_REASONS
 from streaming.routes import Routes

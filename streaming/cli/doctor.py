@@ -23,7 +23,6 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from conf import AppConfig
-from streaming.app import parse_limits
 from streaming.catchup import end_offsets
 from streaming.cli.args import add_output_format, config_of, log, print_json
 from streaming.doctor import (
@@ -35,6 +34,7 @@ from streaming.doctor import (
     render_text,
     side_of_logger,
 )
+from streaming.events import parse_limits
 from streaming.forwards import FREE_LINES, JM_START, JOB_ADDED, TM_START
 from streaming.metric_parsing import parse_metrics
 from streaming.parsing import parse_logs

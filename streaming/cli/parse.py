@@ -9,8 +9,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from streaming.app import parse_limits
 from streaming.cli.args import load_or_exit
+from streaming.events import parse_limits
 from streaming.metric_parsing import parse_metrics
 from streaming.parsing import parse_logs
 from streaming.session import get_session

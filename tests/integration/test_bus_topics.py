@@ -150,7 +150,7 @@ def test_a_tick_carries_the_brokers_time_whatever_the_drivers_clock(
     from kafka import KafkaConsumer, TopicPartition
 
     from conf import AppConfig
-    from streaming.app import _kafka_ticker
+    from streaming.bus_paths import _kafka_ticker
 
     cfg = bus(
         broker,

@@ -8,7 +8,7 @@ import logging
 
 import pytest
 
-from streaming.app import KafkaPath
+from streaming.bus_paths import KafkaPath
 from tests.conftest import wait_until
 from tests.integration.kafka_path import (
     JOB_A,
@@ -169,7 +169,7 @@ def test_idle_raw_topics_are_parsed_in_micro_batches_and_a_record_brings_real_ti
         commits = ckpt / f"parse-{mode}" / "commits"
         return sum(1 for f in commits.iterdir() if f.name.isdigit()) if commits.is_dir() else 0
 
-    with caplog.at_level(logging.INFO, logger="streaming.app"), running(p) as result:
+    with caplog.at_level(logging.INFO, logger="streaming.bus_paths"), running(p) as result:
         wait_until(lambda: len(spark.streams.active) == 3, what="three queries")
         assert path.parse_plan is not None and path.parse_plan.mode == "realtime"
         # Its first real-time batch reads nothing: past idle_after_s, micro-batches.

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from conf import AppConfig, SparkConfig
 from conf.running import RunningConfig
-from streaming.app import FilesPath, KafkaPath, Pipeline
+from streaming.app import Pipeline
+from streaming.bus_paths import FilesPath, KafkaPath, _kafka_ticker
 
 
 def _pipeline(tmp_path: Path, bus: str, running: RunningConfig) -> Pipeline:
@@ -49,3 +52,46 @@ def test_only_the_live_path_keeps_state_between_starts(tmp_path: Path) -> None:
     assert not live.path.realtime_wanted(live)
     # Each pipeline has its own path: a second run's state is not the first's.
     assert _pipeline(tmp_path, "kafka", RunningConfig(AppConfig())).path is not live.path
+
+
+class _Producer:
+    """What the ticker asks of kafka-python's producer, and whether it was closed."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, int]] = []
+        self.closed = False
+
+    def partitions_for(self, topic: str) -> set[int]:
+        return {0, 1}
+
+    def send(self, topic: str, key: bytes, value: bytes, partition: int) -> None:
+        self.sent.append((topic, partition))
+
+    def flush(self, timeout: float) -> None:
+        pass
+
+    def close(self, timeout: float) -> None:
+        self.closed = True
+
+
+def test_closing_the_pipeline_closes_the_tickers_producer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Left open, kafka-python's network thread outlives the run: after the bench deleted
+    # the bus topic it polled for it at a core (issue #34).
+    made: list[_Producer] = []
+
+    def connect(*_args: object, **_kw: object) -> _Producer:
+        made.append(_Producer())
+        return made[-1]
+
+    monkeypatch.setattr("streaming.topics.connect", connect)
+    live = _pipeline(tmp_path, "kafka", RunningConfig(AppConfig()))
+    live.close()  # before any tick: no producer was made, none is opened to close it
+    assert made == []
+    live.path.ticker = _kafka_ticker(live.cfg)
+    live.path.ticker.send(1_000, None)
+    assert made[0].sent == [(live.cfg.kafka.events_topic, 0), (live.cfg.kafka.events_topic, 1)]
+    assert not made[0].closed
+    live.close()
+    assert made[0].closed and len(made) == 1

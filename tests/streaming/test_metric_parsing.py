@@ -13,7 +13,7 @@ from pyspark.sql import SparkSession
 
 from conf import load_config
 from conf.pipeline import MetricNameRule
-from streaming.app import parsed_events
+from streaming.events import parsed_events
 from streaming.metric_parsing import SHAPES, parse_metrics
 from streaming.parsing import ParseLimits
 from streaming.schemas import EVENT_COLUMNS

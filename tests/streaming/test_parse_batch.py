@@ -8,9 +8,9 @@ import pytest
 
 from conf import AppConfig
 from sinks import DeadLetterFileSink
-from streaming.app import parsed_events
 from streaming.bus import bus_events
 from streaming.delivery import ParseBatch, PipelineStats
+from streaming.events import parsed_events
 from tests.conftest import records_df
 
 pytestmark = pytest.mark.spark
