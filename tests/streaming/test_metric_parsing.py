@@ -11,9 +11,7 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from conf import load_config
 from conf.pipeline import MetricNameRule
-from streaming.events import parsed_events
 from streaming.metric_parsing import SHAPES, parse_metrics
 from streaming.parsing import ParseLimits
 from streaming.schemas import EVENT_COLUMNS
@@ -113,26 +111,6 @@ def test_shapes_adds_naming_and_shape_as_the_last_columns(spark: SparkSession) -
     shaped = parse_metrics(records_df(spark, ["x"]), shapes=True)
     assert plain.columns == list(EVENT_COLUMNS)
     assert shaped.columns == [*EVENT_COLUMNS, "naming", "shape"]
-
-
-@pytest.mark.spark
-def test_the_parse_query_reads_naming_rules_from_the_config_it_starts_with(
-    spark: SparkSession,
-) -> None:
-    # A reload restarts the queries with the new config (streaming.supervise), and each
-    # start builds the parse query through parsed_events: the rules in force are the new ones.
-    value = '{"name":"heap.used","value":1,"timestamp":1710183765871,"labels":{}}'
-    logs, metrics = records_df(spark, []), records_df(spark, [value], topic="flink.metrics")
-    before = load_config(text="")
-    after = load_config(
-        text="parsing:\n  metric_names:\n"
-        "    - {match: 'heap\\.used', name: flink_taskmanager_Status_JVM_Memory_Heap_Used}\n"
-    )
-    names = [
-        parsed_events(logs, metrics, cfg).select("metric").first()["metric"]
-        for cfg in (before, after)
-    ]
-    assert names == ["heap.used", "flink_taskmanager_Status_JVM_Memory_Heap_Used"]
 
 
 @pytest.mark.spark
