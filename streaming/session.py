@@ -149,11 +149,11 @@ def cluster_slots(spark: SparkSession, wait_s: float = 30.0) -> int:
     return int(sc.defaultParallelism)
 
 
-#: The driver's heap for ``flinkwatch run``: 1 GiB holds a 2,000-job fleet at 10,000
-#: records/s (the state is in RocksDB, off the heap); G1 grows the heap to its maximum
-#: under a steady stream of micro-batches, so a larger one is resident memory for nothing
-#: (issue #34: peak RSS 3.68 -> 2.67 GiB at 10,000 records/s, 2.60 -> 2.16 at 494, pages
-#: as fast). ``FLINKWATCH_DRIVER_MEMORY`` overrides it.
+#: The driver's heap for ``flinkwatch run``, at most: 1 GiB holds a 2,000-job fleet at
+#: 10,000 records/s (the state is in RocksDB, off the heap). Under G1 a larger one was
+#: resident memory for nothing (issue #34, at 10,000 records/s: peak RSS 3.68 GiB against
+#: 2.67 with 1 GiB); the serial collector (:data:`COLLECTOR`) commits what the live heap
+#: needs. ``FLINKWATCH_DRIVER_MEMORY`` overrides it.
 LIVE_DRIVER_MEMORY = "1g"
 #: A replay's: a long input's parse is batch work over the whole file at once.
 REPLAY_DRIVER_MEMORY = "2g"
@@ -365,13 +365,15 @@ LOG4J2 = Path(__file__).with_name("log4j2.properties")
 
 #: The driver JVM's garbage collector: the serial one. The driver's live heap is ~200 MB;
 #: G1 (the JVM's default on two cores) grew the 1 GiB heap to its maximum under the steady
-#: micro-batches and kept ~80 MB of its own structures, so the JVM alone was 1.5 GiB. With
-#: the serial collector (issue #34, 100 jobs at 494 records/s, 8-minute runs): the JVM ~1.0
-#: GiB, the process tree's peak RSS 1.62 GiB against 2.18-2.23 with G1, flinkwatch's own
-#: CPU 0.689 cores against 0.696-0.748 (its collections 24.9 CPU s a run in the VM thread,
-#: G1's 17.8 in its GC threads besides its concurrent work), pages as fast (40/40).
-#: Its pauses stop the driver for tens of milliseconds, a few hundred at a full
-#: collection: nothing next to the seconds a page takes.
+#: micro-batches and kept ~80 MB of its own structures beside it: the JVM alone was 1.5
+#: GiB. Measured with the serial collector (issue #34, `make bench`, two runs each):
+#: the process tree's peak RSS 1.62-1.63 GiB at 494 records/s (G1: 2.18-2.23) and
+#: 2.30-2.49 at 10,028 (G1: 2.70-2.82); flinkwatch's own CPU 0.685-0.689 cores at 494
+#: (G1: 0.696-0.748), 1.46-1.47 at 10,028 (G1: 1.49-1.52), its collections in one thread
+#: where G1's took 2 threads and concurrent work (25 CPU s an 8-minute run at 10,028
+#: records/s against G1's 85); pages as fast (40/40 in all four runs); a replay no slower
+#: (11.7 / 102 s against 12.5 / 112, three runs each). Its pauses stop the driver for tens
+#: of milliseconds, a few hundred at a full collection: nothing next to a page's seconds.
 COLLECTOR = "-XX:+UseSerialGC"
 
 
