@@ -371,8 +371,9 @@ LOG4J2 = Path(__file__).with_name("log4j2.properties")
 #: 2.30-2.49 at 10,028 (G1: 2.70-2.82); flinkwatch's own CPU 0.685-0.689 cores at 494
 #: (G1: 0.696-0.748), 1.46-1.47 at 10,028 (G1: 1.49-1.52), its collections in one thread
 #: where G1's took 2 threads and concurrent work (25 CPU s an 8-minute run at 10,028
-#: records/s against G1's 85); pages as fast (40/40 in all four runs); a replay no slower
-#: (11.7 / 102 s against 12.5 / 112, three runs each). Its pauses stop the driver for tens
+#: records/s against G1's 85); pages as fast (40/40 in all four runs); a replay and a
+#: backlog no slower (11.7 / 102 s against 12.5 / 112, three runs each; 15,732 records/s
+#: against 15,246 in the next minutes). Its pauses stop the driver for tens
 #: of milliseconds, a few hundred at a full collection: nothing next to a page's seconds.
 COLLECTOR = "-XX:+UseSerialGC"
 
