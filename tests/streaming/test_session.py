@@ -122,6 +122,14 @@ def test_the_driver_jvm_logs_through_flinkwatchs_own_log4j2_file(spark) -> None:
     assert not native.isWarnEnabled()
 
 
+def test_the_driver_jvm_runs_the_serial_collector(spark) -> None:
+    """G1 committed the whole 1 GiB heap for a ~200 MB live one (issue #34: streaming.session)."""
+    jvm = spark.sparkContext._jvm
+    beans = jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()
+    # The serial collector's young and old generations, by the names the JVM gives them.
+    assert sorted(b.getName() for b in beans) == ["Copy", "MarkSweepCompact"]
+
+
 def test_columns_are_built_without_recording_their_python_call_sites(spark) -> None:
     # Every session flinkwatch starts (the live job's, a replay's, these tests'): building a
     # plan's columns is a third of the Py4J round trips it was (streaming.session).
