@@ -372,3 +372,37 @@ def live_state_bytes(spark: Any, checkpoint: str) -> int | None:
         log.warning("live state of %s unread: %s", checkpoint, str(exc)[:300])
         return None
     return int(total or 0)
+
+
+def delivery_lags(spark: Any, checkpoint: str) -> dict[str, Any] | None:
+    """Each entity's lags as its state holds them at the end, by scope.
+
+    The lags (:class:`streaming.clock.Lag`, the largest of the last two windows) are what
+    a deadline verdict waits for beside ``spark.deadline_grace_s``: ``frontier`` how far
+    behind the records' frontier the entity's records arrived (what records decide by),
+    ``bus`` how long they took from their event time to the bus (what a tick decides by).
+    Percentiles in seconds per lag and scope (``job``, ``tm``, ``cluster``); ``None``
+    where the checkpoint cannot be read.
+    """
+    import zlib
+
+    from bench.incidents import percentiles
+    from streaming.entity import parse_saved
+    from streaming.packed import unpack
+    from streaming.routes import scope_of
+
+    try:
+        df = spark.read.format("statestore").option("stateVarName", "shard").load(checkpoint)
+        blobs = [bytes(r[0]) for r in df.select("value.packed").collect()]
+    except Exception as exc:  # noqa: BLE001 - a measurement, never the bench's failure
+        log.warning("lags of %s unread: %s", checkpoint, str(exc)[:300])
+        return None
+    lags: dict[str, dict[str, list[float]]] = {"frontier": {}, "bus": {}}
+    for blob in blobs:
+        for entity, packed in unpack(blob)[1].items():
+            lag = parse_saved(zlib.decompress(packed).decode())[0].lag_ms()
+            if lag is not None:
+                scope = scope_of(entity)
+                lags["frontier"].setdefault(scope, []).append(max(lag.frontier_ms, 0) / 1000)
+                lags["bus"].setdefault(scope, []).append(max(lag.bus_ms, 0) / 1000)
+    return {k: {s: percentiles(xs) for s, xs in sorted(v.items())} for k, v in lags.items()}

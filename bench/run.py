@@ -450,7 +450,7 @@ def latency(
     """
     from bench import incidents as inc
     from bench.load import compile_producer, producer_command, write_load
-    from bench.measure import cpu_split, live_state_bytes, top_threads
+    from bench.measure import cpu_split, delivery_lags, live_state_bytes, top_threads
     from lab.fleet import generate
     from streaming.supervise import run_forever
 
@@ -579,6 +579,7 @@ def latency(
     pipe.close()
     t_end = time.time()
     live = live_state_bytes(spark, str(pipe.detect_checkpoint))
+    lags = delivery_lags(spark, str(pipe.detect_checkpoint))
 
     # Who paged for what.
     alerts_file = state / "alerts.jsonl"
@@ -676,6 +677,7 @@ def latency(
         # The values themselves at the last batch (state_bytes is RocksDB's files on disk).
         "live_state_bytes": live,
         "live_state_bytes_per_job": round(live / jobs) if live is not None else None,
+        "entity_lag_s": lags,
         "peak_rss_bytes": max((b for _t, b in rss), default=None),
         "rss_over_time": _per_minute(rss, t_input),
         # Each shared page once (RssSampler says why the RSS sum overstates).

@@ -10,7 +10,7 @@ order: that first fires every timer due at or before the event
 (:meth:`Detector.on_timer`), then folds the event in (:meth:`Detector.on_event`). Both
 return alerts; the base keeps the state and asks :meth:`Detector.next_deadline` when to
 wake the entity again. When the entity's clock passes the pending timer (Spark's
-watermark, or the bus's newest time less the entity's own delivery lag: see
+watermark, or the bus's newest time less how late the entity's records arrive: see
 ``streaming.clock.Clock``) it calls :meth:`Detector.fire_due`. The base class owns the idle
 deadline: an entity without events for ``idle_ttl_s`` is dropped, its open incident
 resolved (:meth:`Detector.on_close`). So a replay of one long batch, live micro-batches

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from detectors import Alert, Detector
 from detectors.base import DetectorState
 from detectors.tm_ids import spelling_rank
+from streaming.clock import Lag
 
 #: Layout version of the saved value (the header's ``v``).
 LAYOUT = 2
@@ -50,9 +51,10 @@ class Header:
             entity then names.
         tm_rank: That spelling's rank.
         newest_ms: The entity's newest event time.
-        lag: ``[window start, max lag in it, max lag in the window before]``: how long
-            the entity's records take from their event time to the bus (their host's
-            clock and its shipper), see :meth:`lag_ms`.
+        lag: ``[window start, max bus lag in it, in the window before, max frontier lag
+            in it, in the window before]``: how late the entity's records arrive (their
+            host's clock, its shipper, the parse), see :meth:`lag_ms`. Three numbers
+            (saved by an earlier release): the bus lag alone, standing for both.
         due: Per detector, its own next deadline.
         retry: Per detector, when a deadline whose call raised is tried again.
         failures: Per detector, calls in a row that raised.
@@ -114,21 +116,35 @@ class Header:
         if self.tm is None or rank > self.tm_rank:
             self.tm, self.tm_rank = tm_id, rank
 
-    def note_lag(self, event_ms: int, lag: int) -> None:
-        """Fold one record's delivery lag (bus time minus event time) in."""
-        window = event_ms - event_ms % LAG_WINDOW_MS
-        if self.lag is None or window > self.lag[0] + LAG_WINDOW_MS:
-            self.lag = [window, lag, lag]
-        elif window > self.lag[0]:
-            self.lag = [window, lag, self.lag[1]]
-        elif window == self.lag[0]:
-            self.lag[1] = max(self.lag[1], lag)
-        else:
-            self.lag[2] = max(self.lag[2], lag)
+    def note_lag(self, event_ms: int, bus: int, frontier: int) -> None:
+        """Fold one record's lags in (:class:`~streaming.clock.Lag`).
 
-    def lag_ms(self) -> int | None:
-        """The largest delivery lag of the entity's records in the last two windows."""
-        return None if self.lag is None else max(self.lag[1], self.lag[2])
+        ``bus``: its bus time less its event time; ``frontier``: how far its event time is
+        behind the records' frontier before its micro-batch.
+        """
+        window = event_ms - event_ms % LAG_WINDOW_MS
+        lag = self.lag
+        if lag is not None and len(lag) == 3:
+            # Saved by a release that kept the bus lag only: it stands for both (the safe
+            # side: what a record trails the frontier by is as a rule the smaller).
+            lag = [*lag, lag[1], lag[2]]
+        if lag is None or window > lag[0] + LAG_WINDOW_MS:
+            lag = [window, bus, bus, frontier, frontier]
+        elif window > lag[0]:
+            lag = [window, bus, lag[1], frontier, lag[3]]
+        elif window == lag[0]:
+            lag[1], lag[3] = max(lag[1], bus), max(lag[3], frontier)
+        else:
+            lag[2], lag[4] = max(lag[2], bus), max(lag[4], frontier)
+        self.lag = lag
+
+    def lag_ms(self) -> Lag | None:
+        """The largest lags of the entity's records in the last two windows."""
+        lag = self.lag
+        if lag is None:
+            return None
+        bus = max(lag[1], lag[2])
+        return Lag(bus if len(lag) == 3 else max(lag[3], lag[4]), bus)
 
 
 #: The header's parts kept only when not empty → their keys in the saved JSON, in the

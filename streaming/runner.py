@@ -17,8 +17,8 @@ and one write per entity touched, and two columns per row.
 
 Time. Detectors see event time only. An entity's deadlines fire when Spark's watermark
 passes them, and, in live runs, as soon as the fleet's own clock has: the newest event
-time on the bus, less ``spark.deadline_grace_s`` and less how late the entity's records
-usually reach the bus (its shipper, its host's clock). A checkpoint pending past half its
+time on the bus, less ``spark.deadline_grace_s`` and less how far behind it the entity's
+records usually arrive (its shipper, its host's clock). A checkpoint pending past half its
 timeout then pages seconds after the deadline, not a watermark delay later. No record
 moves its entity's time past its bus time (:func:`on_bus_clock`).
 """
@@ -301,7 +301,8 @@ class EntityRunner:
         for e in events:
             header.newest_ms = max(header.newest_ms, e.event.time_ms)
             if e.bus_ms is not None:
-                header.note_lag(e.event.time_ms, e.bus_ms - e.event.time_ms)
+                t = e.event.time_ms
+                header.note_lag(t, e.bus_ms - t, clock.before_ms - t)
             if scope == "job" and e.event.kind == "job_state" and e.event.job_name:
                 header.name = e.event.job_name
             elif scope == "tm":
@@ -722,8 +723,8 @@ class ShardRunner:
         timer = min((clock.timer(w) for w in wakes.values()), default=None)
         if shard is not None:
             # Every saved entity has a wake-up, so the table counts them without a read,
-            # and says at which frontier the first is due: a tick before that wakes none.
-            first = min((w.frontier_ms for w in wakes.values()), default=None)
+            # and says at which tick the first is due: a tick before that wakes none.
+            first = min((w.by_tick for w in wakes.values()), default=None)
             out.append(EntityCount(shard, len(wakes), first))
         return ShardOutcome(out, wakes, changed, timer, bad)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from streaming.clock import Clock, WakeUp
+from streaming.clock import Clock, Lag, WakeUp
 
 
 def test_the_frontier_is_the_newest_of_the_watermark_a_tick_and_the_batch() -> None:
@@ -20,22 +20,46 @@ def test_an_entity_of_unknown_lag_is_decided_by_the_watermark_alone() -> None:
 
 def test_a_known_lag_waits_grace_and_lag_behind_the_frontier() -> None:
     clock = Clock(10_000, delay_ms=2_000, grace_ms=1_000, tick_ms=30_000)
-    assert clock.now(5_000) == 30_000 - 1_000 - 5_000
-    assert clock.now(-7) == 29_000  # a clock ahead of the bus counts as no lag
+    assert clock.now(Lag(0, 5_000)) == 30_000 - 1_000 - 5_000  # a tick waits the bus lag
+    assert clock.now(Lag(0, -7)) == 29_000  # a clock ahead of the bus counts as no lag
     # No grace given: the watermark delay.
-    assert Clock(10_000, delay_ms=2_000, tick_ms=30_000).now(5_000) == 23_000
+    assert Clock(10_000, delay_ms=2_000, tick_ms=30_000).now(Lag(0, 5_000)) == 23_000
     # Never behind the watermark.
-    assert Clock(10_000, delay_ms=0, grace_ms=0, tick_ms=11_000).now(60_000) == 10_000
+    assert Clock(10_000, delay_ms=0, grace_ms=0, tick_ms=11_000).now(Lag(0, 60_000)) == 10_000
+
+
+def test_the_records_frontier_waits_for_how_far_behind_it_records_arrive() -> None:
+    # Records on the bus 5 s after their event time, in step with every other record (a
+    # parse that commits every 5 s): the records' frontier is as late as they are, so it
+    # waits for the grace alone; a tick, the bus's own time, for the 5 s as well.
+    lag = Lag(frontier_ms=0, bus_ms=5_000)
+    records = Clock(10_000, delay_ms=2_000, grace_ms=1_000, batch_ms=30_000)
+    assert records.now(lag) == 29_000
+    assert Clock(10_000, delay_ms=2_000, grace_ms=1_000, tick_ms=30_000).now(lag) == 24_000
+    # A shipper 3 s behind the other records: the records' frontier waits for it.
+    assert records.now(Lag(frontier_ms=3_000, bus_ms=5_000)) == 26_000
+    assert records.before_ms == 12_000  # the frontier before the batch: watermark + delay
 
 
 def test_an_entity_wakes_when_the_watermark_or_the_frontier_reaches_its_deadline() -> None:
     clock = Clock(10_000, delay_ms=2_000, grace_ms=1_000)
-    wake = clock.wake(20_000, 3_000)
-    assert wake == WakeUp(20_000, 24_000)
+    wake = clock.wake(20_000, Lag(500, 3_000))
+    assert wake == WakeUp(20_000, 21_500, 24_000)
     assert not clock.due(wake)
     assert Clock(20_000).due(wake)  # the watermark reached it
-    assert Clock(10_000, delay_ms=2_000, tick_ms=24_000).due(wake)  # the bus did
+    assert Clock(10_000, delay_ms=2_000, batch_ms=21_500).due(wake)  # the records did
+    assert not Clock(10_000, delay_ms=2_000, batch_ms=21_499).due(wake)
+    assert Clock(10_000, delay_ms=2_000, tick_ms=24_000).due(wake)  # a tick did
     assert not Clock(10_000, delay_ms=2_000, tick_ms=23_999).due(wake)
     # Spark's timer: the watermark at which records alone bring the frontier there.
-    assert clock.timer(wake) == 20_000
-    assert clock.timer(WakeUp(30_000, 24_000)) == 22_000
+    assert clock.timer(wake) == 19_500
+    assert clock.timer(WakeUp(30_000, 24_000, 24_000)) == 22_000
+
+
+def test_a_wake_up_saved_without_its_tick_is_due_by_its_frontier() -> None:
+    # Saved as two numbers by a release before the two frontiers: a tick reaching its
+    # frontier makes it due, as it did then.
+    old = WakeUp(20_000, 24_000)
+    assert old.by_tick == 24_000
+    assert Clock(0, tick_ms=24_000).due(old)
+    assert not Clock(0, tick_ms=23_999).due(old)

@@ -7,6 +7,7 @@ import pytest
 from detectors import AlertStatus
 from detectors.base import DetectorState
 from detectors.checkpoint_failures import CheckpointFailures
+from streaming.clock import Lag
 from streaming.entity import (
     LAG_WINDOW_MS,
     Header,
@@ -44,17 +45,28 @@ def test_the_header_leaves_empty_parts_out_and_keeps_its_short_keys() -> None:
 def test_the_lag_is_the_largest_of_the_last_two_windows() -> None:
     header = Header()
     assert header.lag_ms() is None
-    header.note_lag(0, 800)
-    header.note_lag(10, 300)
-    assert header.lag_ms() == 800
-    header.note_lag(LAG_WINDOW_MS, 200)  # the next window: the one before still counts
-    assert header.lag_ms() == 800
-    header.note_lag(2 * LAG_WINDOW_MS, 100)
-    assert header.lag_ms() == 200
-    header.note_lag(LAG_WINDOW_MS + 5, 900)  # a late record of the window before
-    assert header.lag_ms() == 900
-    header.note_lag(9 * LAG_WINDOW_MS, 50)  # after a gap, the old windows are gone
-    assert header.lag_ms() == 50
+    header.note_lag(0, 800, 100)
+    header.note_lag(10, 300, 400)
+    assert header.lag_ms() == Lag(frontier_ms=400, bus_ms=800)
+    header.note_lag(LAG_WINDOW_MS, 200, 0)  # the next window: the one before still counts
+    assert header.lag_ms() == Lag(400, 800)
+    header.note_lag(2 * LAG_WINDOW_MS, 100, -50)
+    assert header.lag_ms() == Lag(0, 200)
+    header.note_lag(LAG_WINDOW_MS + 5, 900, 700)  # a late record of the window before
+    assert header.lag_ms() == Lag(700, 900)
+    header.note_lag(9 * LAG_WINDOW_MS, 50, -20)  # after a gap, the old windows are gone
+    assert header.lag_ms() == Lag(-20, 50)
+
+
+def test_a_lag_saved_by_an_earlier_release_bounds_both() -> None:
+    # Three numbers: the bus lag alone, which stands for both (the safe side: what a
+    # record trails the records' frontier by is as a rule the smaller).
+    header = Header.parse('{"v":2,"t":7,"lag":[0,800,300]}')
+    assert header.lag_ms() == Lag(800, 800)
+    header.note_lag(10, 100, 50)
+    assert header.lag_ms() == Lag(800, 800)
+    header.note_lag(LAG_WINDOW_MS, 100, 50)
+    assert header.lag == [LAG_WINDOW_MS, 100, 800, 50, 800]
 
 
 def test_a_signature_changes_with_the_run_or_the_values_not_their_order() -> None:

@@ -516,7 +516,10 @@ def test_an_entity_is_woken_at_its_earliest_deadline_and_the_shard_at_its_earlie
 def test_a_deadline_fires_once_the_fleet_clock_is_past_it_not_a_watermark_delay_later() -> None:
     # A checkpoint pending past half its timeout: with only the watermark it paged
     # watermark_delay_s (30 s) after the deadline; the bus's newest event time says sooner.
-    delay, grace = 30_000, 2_000
+    # The job's records arrive 50 ms behind the records' frontier (the watermark + delay
+    # of the batch that reads them is 50 ms past them) and on the bus 50 ms after their
+    # event time.
+    delay, grace, behind = 30_000, 2_000, 50
     shard = Shard()
     trig = {**_expiry(0), "kind": "checkpoint_triggered", "checkpoint_id": 50, "_bus": T0 + 50}
     for i in range(1, 10):  # a history of fast checkpoints, one a minute
@@ -534,21 +537,21 @@ def test_a_deadline_fires_once_the_fleet_clock_is_past_it_not_a_watermark_delay_
                     "_bus": t + 1050,
                 },
             ],
-            watermark=t - delay,
+            watermark=t - delay + behind,
             delay_ms=delay,
             grace_ms=grace,
         )
     start = T0 + 600_000
     shard.batch(
         [{**trig, "event_ms": start, "offset": 99, "checkpoint_id": 10, "_bus": start + 50}],
-        watermark=start - delay,
+        watermark=start - delay + behind,
         delay_ms=delay,
         grace_ms=grace,
     )
     creep = shard.saved()[0].due["checkpoint_creep"]
     # The shard is woken once the bus's newest event time (watermark + delay) is the grace
     # and the entity's lag (50 ms) past the deadline.
-    assert shard.wakes[JOB_KEY] == WakeUp(creep, creep + grace + 50)
+    assert shard.wakes[JOB_KEY] == WakeUp(creep, creep + grace + 50, creep + grace + 50)
     assert shard.last_timer == creep - (delay - grace - 50)
     out = shard.batch([], watermark=creep - delay + grace + 49, delay_ms=delay, grace_ms=grace)
     assert _statuses(out) == []
@@ -562,7 +565,7 @@ def test_without_a_bus_time_deadlines_wait_for_the_watermark() -> None:
     shard = Shard()
     _firing(shard)
     header, _ = shard.saved()
-    assert shard.wakes[JOB_KEY] == WakeUp(*[min(header.due.values())] * 2)  # no delay, no lag
+    assert shard.wakes[JOB_KEY] == WakeUp(*[min(header.due.values())] * 3)  # no delay, no lag
 
 
 def test_signals_are_emitted_when_they_change_and_again_after_a_restart() -> None:
@@ -632,8 +635,12 @@ def test_a_tick_of_now_does_not_decide_for_an_entity_whose_records_arrive_hours_
 
 
 def _deadline_after_firing(shard: Shard, delay: int, grace: int, lag: int) -> int:
-    rows = [{**_expiry(i), "_bus": T0 + i * 60_000 + lag} for i in (1, 2, 3, 4)]
-    shard.batch(rows, watermark=T0, delay_ms=delay, grace_ms=grace)
+    """The job's records reach the bus ``lag`` after their event time, and arrive ``lag``
+    behind the records' frontier (each read by a batch whose watermark + delay is past it)."""
+    for i in (1, 2, 3, 4):
+        t = T0 + i * 60_000
+        row = {**_expiry(i), "_bus": t + lag}
+        shard.batch([row], watermark=t + lag - delay, delay_ms=delay, grace_ms=grace)
     return shard.saved()[0].due["checkpoint_failures"]
 
 
@@ -665,6 +672,39 @@ def test_a_deadline_the_batch_passes_is_judged_in_that_batch(
     bus = None if bus_after is None else t + bus_after
     shard.batch([_other(t, bus)], watermark=T0 + 4 * 60_000 - delay, delay_ms=delay, grace_ms=grace)
     assert (shard.saved()[0].due["checkpoint_failures"] != deadline) is judged
+
+
+def test_records_late_on_the_bus_with_every_other_record_hold_no_deadline_back() -> None:
+    # A parse that puts records on the bus 5 s after their event time, all of them (its
+    # batch's end, a pause of the broker): the records' frontier is as late as they are,
+    # so a deadline waits for the grace alone past it. A tick is the bus's own time: what
+    # it decides waits for the 5 s as well.
+    delay, grace, late = 30_000, 1_000, 5_000
+    shard = Shard()
+    for i in (1, 2, 3, 4):
+        t = T0 + i * 60_000
+        row = {**_expiry(i), "_bus": t + late}
+        shard.batch([row], watermark=t - delay, delay_ms=delay, grace_ms=grace)
+    deadline = shard.saved()[0].due["checkpoint_failures"]
+    assert shard.wakes[JOB_KEY] == WakeUp(deadline, deadline + grace, deadline + grace + late)
+    (count,) = [
+        o for o in _run_tick(shard, deadline + grace, delay, grace) if o.kind == "entity_count"
+    ]
+    assert shard.saved()[0].due["checkpoint_failures"] == deadline  # a tick: not yet
+    assert count.data()["due_ms"] == deadline + grace + late  # the tick that will wake it
+    t = deadline + grace
+    shard.batch(
+        [_other(t, t + late)], watermark=T0 + 4 * 60_000 - delay, delay_ms=delay, grace_ms=grace
+    )
+    assert shard.saved()[0].due["checkpoint_failures"] != deadline  # the records' frontier
+
+
+def _run_tick(shard: Shard, t: int, delay: int, grace: int) -> list:
+    clock = Clock(T0, delay, grace)
+    value = tick_value(t, 0, 1)
+    return shard.shard.run(
+        shard.store, shard.wakes, [("tick", value, None)], clock, {}, "0"
+    ).outputs
 
 
 def test_a_record_stamped_ahead_of_its_bus_time_fires_no_deadline_of_its_entity_early() -> None:
