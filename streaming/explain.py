@@ -122,6 +122,10 @@ class EntityStanding(BaseModel):
         entity: ``job:<id>``, ``tm:<id>`` or ``cluster``.
         name: The job's name, or the TaskManager's id as its logs spell it, when known.
         newest_ms: The entity's newest event time (``None``: nothing saved for it).
+        behind_ms: How far behind the bus's newest time its records arrive, lately (what
+            its deadlines wait for beside ``spark.deadline_grace_s``: see
+            :class:`~streaming.clock.Lag`); ``None``: not known (a replay's files).
+        to_bus_ms: How long its records take from their event time to the bus, lately.
         detectors: One line per detector of its scope, by name.
     """
 
@@ -130,6 +134,8 @@ class EntityStanding(BaseModel):
     entity: str
     name: str | None = None
     newest_ms: int | None = None
+    behind_ms: int | None = None
+    to_bus_ms: int | None = None
     detectors: tuple[Standing, ...]
 
 
@@ -204,11 +210,14 @@ def _entity(
     lines = []
     for name in sorted(n for n, cls in catalog.items() if cls.scope == scope):
         lines.append(_standing(name, catalog[name], texts.get(name), header, job_id, resolver))
+    lag = header.lag_ms()
     return EntityStanding(
         entity=entity,
         # A TaskManager is shown as its logs spell it (the entity's key is folded).
         name=header.tm if scope == "tm" else header.name,
         newest_ms=header.newest_ms or None,
+        behind_ms=None if lag is None else max(lag.frontier_ms, 0),
+        to_bus_ms=None if lag is None else max(lag.bus_ms, 0),
         detectors=tuple(lines),
     )
 
@@ -268,6 +277,16 @@ def _iso(ms: int) -> str:
     return t.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _lag(ent: EntityStanding) -> str:
+    """How late the entity's records arrive: why its deadlines are judged when they are."""
+    if ent.behind_ms is None or ent.to_bus_ms is None:
+        return ""
+    return (
+        f"; its records arrive {ent.behind_ms / 1000:.1f} s behind the bus's newest"
+        f" ({ent.to_bus_ms / 1000:.1f} s after their event time)"
+    )
+
+
 def render(expl: Explanation) -> str:
     """The explanation as aligned text, one block per entity, one line per detector."""
     out: list[str] = []
@@ -276,7 +295,7 @@ def render(expl: Explanation) -> str:
     for ent in expl.entities:
         who = ent.entity + (f" ({ent.name})" if ent.name else "")
         newest = f", newest event {_iso(ent.newest_ms)}" if ent.newest_ms else ""
-        out.append(f"{who}{newest}")
+        out.append(f"{who}{newest}{_lag(ent)}")
         width = max((len(s.detector) for s in ent.detectors), default=0)
         for s in ent.detectors:
             state = "off" if not s.enabled else "FIRING" if s.firing else "ok" if s.holds else "-"

@@ -241,6 +241,26 @@ def test_the_line_is_the_detectors_own_words_for_the_state_it_holds() -> None:
 # --- output ---------------------------------------------------------------------------------
 
 
+def test_a_live_entity_says_how_late_its_records_arrive() -> None:
+    # Why a deadline pages when it does: the grace plus how far behind the bus's newest
+    # time the entity's records arrive. A replay's files carry no bus time: not said.
+    header = Header(name=NAME, newest_ms=180_000)
+    header.note_lag(180_000, 1_250, 400)
+    header.note_lag(181_000, 900, -30)
+    live = saved_text(header, {})
+    (ent,) = explain(Asked(job=JOB), {f"job:{JOB}": live}, AppConfig()).entities
+    assert (ent.behind_ms, ent.to_bus_ms) == (400, 1_250)
+    head = render(explain(Asked(job=JOB), {f"job:{JOB}": live}, AppConfig())).splitlines()[0]
+    assert head.endswith(
+        "newest event 1970-01-01T00:03:00Z; its records arrive 0.4 s behind the bus's newest"
+        " (1.2 s after their event time)"
+    )
+    (files,) = explain(
+        Asked(job=JOB), {f"job:{JOB}": job_value(JOB, expiries=3)}, AppConfig()
+    ).entities
+    assert files.behind_ms is None and files.to_bus_ms is None
+
+
 def test_the_text_is_one_aligned_line_per_detector_under_its_entity() -> None:
     expl = explain(Asked(job=JOB), {f"job:{JOB}": job_value(JOB, expiries=3)}, AppConfig())
     text = render(expl).splitlines()
