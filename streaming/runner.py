@@ -302,7 +302,9 @@ class EntityRunner:
             header.newest_ms = max(header.newest_ms, e.event.time_ms)
             if e.bus_ms is not None:
                 t = e.event.time_ms
-                header.note_lag(t, e.bus_ms - t, clock.before_ms - t)
+                # Ahead of the frontier is no lag (and a first batch's frontier, before
+                # any watermark, is 1970: kept as 0, not as a 13-digit number per entity).
+                header.note_lag(t, e.bus_ms - t, max(clock.before_ms - t, 0))
             if scope == "job" and e.event.kind == "job_state" and e.event.job_name:
                 header.name = e.event.job_name
             elif scope == "tm":

@@ -11,8 +11,8 @@ from detectors import REGISTRY, Alert, AlertStatus, Severity
 from detectors.idle_heap_growth import HEAP_USED
 from detectors.tm_ids import tm_entity
 from streaming.bus import active_detectors
-from streaming.clock import Clock, WakeUp
-from streaming.entity import Header, parse_saved
+from streaming.clock import Clock, Lag, WakeUp
+from streaming.entity import LAG_WINDOW_MS, Header, parse_saved
 from streaming.packed import PackedStore, pack, unpack
 from streaming.routes import BusEvent, Routes, decode
 from streaming.rows import (
@@ -697,6 +697,17 @@ def test_records_late_on_the_bus_with_every_other_record_hold_no_deadline_back()
         [_other(t, t + late)], watermark=T0 + 4 * 60_000 - delay, delay_ms=delay, grace_ms=grace
     )
     assert shard.saved()[0].due["checkpoint_failures"] != deadline  # the records' frontier
+
+
+def test_a_record_ahead_of_the_frontier_counts_as_no_lag() -> None:
+    # A first batch: no watermark yet, so the frontier before it is 1970; the entity keeps
+    # no 13-digit negative lag, and a record behind it its real lag.
+    shard = Shard()
+    shard.batch([{**_expiry(1), "_bus": T0 + 60_000 + 40}])
+    assert shard.saved()[0].lag == [T0 + 60_000 - (T0 + 60_000) % LAG_WINDOW_MS, 40, 40, 0, 0]
+    t = T0 + 60_000
+    shard.batch([{**_expiry(2), "event_ms": t + 1, "_bus": t + 900}], watermark=t + 700)
+    assert shard.saved()[0].lag_ms() == Lag(frontier_ms=699, bus_ms=899)
 
 
 def _run_tick(shard: Shard, t: int, delay: int, grace: int) -> list:
