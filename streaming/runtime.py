@@ -58,7 +58,6 @@ from sinks import (
 )
 from sinks.alertmanager import AlertmanagerSink, Resender, alertmanager_sink
 from sinks.besteffort import BestEffort
-from sinks.charts import render as render_chart
 from sinks.dispatch import Dispatcher, deliver
 from sinks.inbound.slack_actions import PATH, SlackActions, signing_secret
 from sinks.prometheus import ActiveAlerts, SignalBoard
@@ -76,6 +75,8 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming.listener import StreamingQueryListener
 
+    from detectors import Alert
+    from detectors.correlation import IncidentView
     from sinks.inbound.http_server import AppServer
     from sinks.prometheus import ReloadCounts
 
@@ -505,3 +506,15 @@ def flush(outputs: Outputs) -> str:
     except LedgerError:
         return "ledger unreadable"
     return f"{waiting} deliveries wait for the next start" if waiting else "all delivered"
+
+
+def render_chart(alert: Alert, incident: IncidentView | None = None) -> bytes | None:
+    """An alert's evidence chart (:func:`sinks.charts.render`).
+
+    matplotlib is imported at the first chart, not with the runtime: a quarter of a second
+    of every command's start (a replay's, ``flinkwatch run``'s), and a run whose Slack is
+    off, or a replay, draws none.
+    """
+    from sinks.charts import render  # matplotlib, at the first chart
+
+    return render(alert, incident)
