@@ -511,9 +511,9 @@ def flush(outputs: Outputs) -> str:
 def render_chart(alert: Alert, incident: IncidentView | None = None) -> bytes | None:
     """An alert's evidence chart (:func:`sinks.charts.render`).
 
-    matplotlib is imported at the first chart, not with the runtime: a quarter of a second
-    of every command's start (a replay's, ``flinkwatch run``'s), and a run whose Slack is
-    off, or a replay, draws none.
+    matplotlib is imported at the first chart, not with the runtime: 0.4 s (with what it
+    brings) of every command's start (a replay's, ``flinkwatch run``'s), and a run whose
+    Slack is off, or a replay, draws none.
     """
     from sinks.charts import render  # matplotlib, at the first chart
 
