@@ -374,7 +374,7 @@ def live_state_bytes(spark: Any, checkpoint: str) -> int | None:
     return int(total or 0)
 
 
-def delivery_lags(spark: Any, checkpoint: str) -> dict[str, Any] | None:
+def entity_lags(spark: Any, checkpoint: str) -> dict[str, Any] | None:
     """Each entity's lags as its state holds them at the end, by scope.
 
     The lags (:class:`streaming.clock.Lag`, the largest of the last two windows) are what
@@ -384,23 +384,21 @@ def delivery_lags(spark: Any, checkpoint: str) -> dict[str, Any] | None:
     Percentiles in seconds per lag and scope (``job``, ``tm``, ``cluster``); ``None``
     where the checkpoint cannot be read.
     """
-    import zlib
-
     from bench.incidents import percentiles
     from streaming.entity import parse_saved
-    from streaming.packed import unpack
+    from streaming.packed import PackedStore
     from streaming.routes import scope_of
 
     try:
         df = spark.read.format("statestore").option("stateVarName", "shard").load(checkpoint)
-        blobs = [bytes(r[0]) for r in df.select("value.packed").collect()]
+        stores = [PackedStore(bytes(r[0])) for r in df.select("value.packed").collect()]
     except Exception as exc:  # noqa: BLE001 - a measurement, never the bench's failure
         log.warning("lags of %s unread: %s", checkpoint, str(exc)[:300])
         return None
     lags: dict[str, dict[str, list[float]]] = {"frontier": {}, "bus": {}}
-    for blob in blobs:
-        for entity, packed in unpack(blob)[1].items():
-            lag = parse_saved(zlib.decompress(packed).decode())[0].lag_ms()
+    for store in stores:
+        for entity in store.entities():
+            lag = parse_saved(store.get(entity))[0].lag_ms()
             if lag is not None:
                 scope = scope_of(entity)
                 lags["frontier"].setdefault(scope, []).append(max(lag.frontier_ms, 0) / 1000)

@@ -450,7 +450,7 @@ def latency(
     """
     from bench import incidents as inc
     from bench.load import compile_producer, producer_command, write_load
-    from bench.measure import cpu_split, delivery_lags, live_state_bytes, top_threads
+    from bench.measure import cpu_split, entity_lags, live_state_bytes, top_threads
     from lab.fleet import generate
     from streaming.supervise import run_forever
 
@@ -579,7 +579,7 @@ def latency(
     pipe.close()
     t_end = time.time()
     live = live_state_bytes(spark, str(pipe.detect_checkpoint))
-    lags = delivery_lags(spark, str(pipe.detect_checkpoint))
+    lags = entity_lags(spark, str(pipe.detect_checkpoint))
 
     # Who paged for what.
     alerts_file = state / "alerts.jsonl"

@@ -102,11 +102,6 @@ class Clock:
         """The records' frontier: the newest time of this batch's and the batches' before."""
         return self.before_ms if self.batch_ms is None else max(self.before_ms, self.batch_ms)
 
-    @property
-    def frontier_ms(self) -> int:
-        """The bus's newest time, from records or from a tick."""
-        return self.records_ms if self.tick_ms is None else max(self.records_ms, self.tick_ms)
-
     def _margins(self, lag: Lag | None) -> tuple[int, int]:
         """How far behind the records' frontier and behind a tick an entity's data is complete."""
         if lag is None:
