@@ -31,7 +31,7 @@ from streaming.listener import PARSE_QUERY
 from streaming.placement import Placement
 from streaming.rows import Forward
 from streaming.sources import kafka_records, kafka_stream
-from streaming.ticks import TICK_KEY, Ticker, tick_value, woken
+from streaming.ticks import TICK_KEY, Ticker, hold_value, tick_value, woken
 
 if TYPE_CHECKING:
     from streaming.app import Pipeline
@@ -186,6 +186,10 @@ class KafkaPath:
         if placed.partitions is None:
             msg = f"the parse query waits until the detect query has read {placed.topic}"
             raise RuntimeError(msg)
+        if p.trigger is None:
+            # Before it writes anything: a query that starts behind holds the deadlines
+            # (a run on a trigger of its own, the benchmark's drain, has no ticks to end it).
+            self.ticks(p).start(sum(plan.backlog.values()))
         writer = (
             bus_records(events, p.cfg, dead_letters=True, partitions=placed.partitions)
             .writeStream.queryName(PARSE_QUERY)
@@ -288,13 +292,19 @@ class KafkaPath:
         parse = next((q for q in queries if q.name == PARSE_QUERY), None)
         if parse is None:
             return
-        if self.ticker is None:
-            self.ticker = _kafka_ticker(p.cfg)
+        ticker = self.ticks(p)
         shards = p.cfg.spark.state_shards
         stats = p.stats
-        self.ticker.wakes = lambda t_ms: woken(stats.due(), shards, t_ms)
-        self.ticker.interval_s = p.cfg.spark.tick_interval_s
-        self.ticker.poll(parse.lastProgress)
+        ticker.wakes = lambda t_ms: woken(stats.due(), shards, t_ms)
+        ticker.poll(parse.lastProgress)
+
+    def ticks(self, p: Pipeline) -> Ticker:
+        """The ticker (made at its first use), with the config's interval."""
+        if self.ticker is None:
+            self.ticker = _kafka_ticker(p.cfg)
+        self.ticker.interval_s = p.cfg.spark.tick_interval_s or 0
+        self.ticker.caught_up_s = caught_up_s(p.cfg.spark)
+        return self.ticker
 
     def count_progress(self, p: Pipeline, queries: Sequence[StreamingQuery]) -> None:
         """Count what the parse query observed in the batches it finished since last asked.
@@ -397,6 +407,14 @@ def _kafka_ticker(cfg: AppConfig) -> Ticker:
             producer.send(k.events_topic, key=TICK_KEY.encode(), value=value.encode(), partition=p)
         producer.flush(timeout=10)
 
+    def send_hold(hold: bool) -> None:
+        parts = sorted(connected().partitions_for(k.events_topic) or ())
+        now_ms = int(time.time() * 1000)
+        for p in parts:
+            value = hold_value(hold, now_ms, p, len(parts))
+            producer.send(k.events_topic, key=TICK_KEY.encode(), value=value.encode(), partition=p)
+        producer.flush(timeout=10)
+
     def mark() -> int:
         # The broker's time: a tick for no shard (the detect query hands it to none),
         # stamped by the broker as it appends it (the bus is LogAppendTime, as flinkwatch
@@ -415,4 +433,15 @@ def _kafka_ticker(cfg: AppConfig) -> Ticker:
         interval_s=cfg.spark.tick_interval_s or 0,
         mark=mark,
         closer=close,
+        send_hold=send_hold,
     )
+
+
+def caught_up_s(spark: SparkConfig) -> float:
+    """How soon after a tick's offsets the parse query must read past them to have caught up.
+
+    A parse query at the raw topics' ends shows it in its next progress report: a real-time
+    batch's end (``spark.realtime_batch_s``) or a micro-batch's (``trigger_interval_s``),
+    twice for a tick taken just after one, and a second for the driver's loop.
+    """
+    return 2 * max(spark.realtime_batch_s, spark.trigger_interval_s) + 1.0

@@ -81,6 +81,9 @@ class Clock:
         batch_ms: The newest time of the shard's records in this micro-batch, each the
             earlier of its event time and its bus time (``None``: none, or the files bus,
             where records carry no bus time and only the watermark counts).
+        held: The parse query is catching up (:func:`streaming.ticks.holding`): its tasks
+            race through the backlog unevenly, so neither the records' newest time nor
+            the watermark that follows it says what is still to come. Only ticks decide.
     """
 
     watermark_ms: int
@@ -88,6 +91,7 @@ class Clock:
     grace_ms: int | None = None
     tick_ms: int | None = None
     batch_ms: int | None = None
+    held: bool = False
 
     @property
     def before_ms(self) -> int:
@@ -116,7 +120,8 @@ class Clock:
         the watermark counts).
         """
         by_records, by_tick = self._margins(lag)
-        now = max(self.watermark_ms, self.records_ms - by_records)
+        # Held: no deadline is decided but by a tick (0: none, as before any watermark).
+        now = 0 if self.held else max(self.watermark_ms, self.records_ms - by_records)
         return now if self.tick_ms is None else max(now, self.tick_ms - by_tick)
 
     def wake(self, deadline: int, lag: Lag | None) -> WakeUp:
@@ -126,11 +131,10 @@ class Clock:
 
     def due(self, wake: WakeUp) -> bool:
         """Whether an entity's :meth:`wake` has come."""
-        return (
-            self.watermark_ms >= wake.watermark_ms
-            or self.records_ms >= wake.frontier_ms
-            or (self.tick_ms is not None and self.tick_ms >= wake.by_tick)
+        by_records = not self.held and (
+            self.watermark_ms >= wake.watermark_ms or self.records_ms >= wake.frontier_ms
         )
+        return by_records or (self.tick_ms is not None and self.tick_ms >= wake.by_tick)
 
     def timer(self, wake: WakeUp) -> int:
         """The watermark at which records alone make ``wake`` come (Spark's timer)."""

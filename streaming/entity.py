@@ -62,6 +62,9 @@ class Header:
             (:func:`signature`).
         me: What a keyed source said of itself (source entities,
             :class:`streaming.forwards.SourceSelf`).
+        held: ``[bus value, bus ms]`` of events read while the parse query caught up
+            that are newer than one of the entity's sources has reached: applied once
+            it has, in time order (:func:`streaming.runner.in_step`).
     """
 
     seen: dict[str, list[int]] = field(default_factory=dict)
@@ -75,6 +78,7 @@ class Header:
     failures: dict[str, int] = field(default_factory=dict)
     signatures: dict[str, str] = field(default_factory=dict)
     me: dict[str, Any] = field(default_factory=dict)
+    held: list[list[Any]] = field(default_factory=list)
 
     @classmethod
     def parse(cls, text: str) -> Header:
@@ -92,6 +96,7 @@ class Header:
             failures=d.get("fail") or {},
             signatures=d.get("sig") or {},
             me=d.get("me") or {},
+            held=d.get("held") or [],
         )
 
     def text(self) -> str:
@@ -160,6 +165,7 @@ SAVED_KEYS = {
     "failures": "fail",
     "signatures": "sig",
     "me": "me",
+    "held": "held",
 }
 
 

@@ -153,10 +153,13 @@ class ShardProcessor(StatefulProcessor):
         saved: dict[str, list[int]] = store.meta.get("wakes") or {}
         wakes = {entity: WakeUp(*at) for entity, at in saved.items()}
         ticks: dict[str, int] = dict(store.meta.get("ticks") or {})
+        held: dict[str, int] = dict(store.meta.get("held") or {})
         old_timer: int | None = None if timer_fired else store.meta.get("timer")
         clock = Clock(values.getCurrentWatermarkInMs(), self._delay_ms, self._grace_ms)
         shard = str(key[0] if self._shards is None else shard_of(int(key[0]), self._shards))
-        out = self._runner.run(store, wakes, rows, clock, ticks, shard=shard, lost=store.lost)
+        out = self._runner.run(
+            store, wakes, rows, clock, ticks, shard=shard, lost=store.lost, held=held
+        )
         rows = output_rows(out.outputs)
         if store.damaged is not None:
             # Said once per shard; counted as one entity dropped when it cannot say which.
@@ -172,8 +175,11 @@ class ShardProcessor(StatefulProcessor):
                 self._handle.registerTimer(timer)
         # Lists, as read back: the meta is compared with the one read to skip a write.
         kept = {entity: list(at) for entity, at in wakes.items()}
-        store.set_meta({"timer": timer, "wakes": kept, "ticks": ticks})
-        if not wakes and not ticks:
+        meta: dict[str, Any] = {"timer": timer, "wakes": kept, "ticks": ticks}
+        if held:
+            meta["held"] = held
+        store.set_meta(meta)
+        if not wakes and not ticks and not held:
             self._shard.clear()
         elif store.dirty:
             self._shard.update((store.value(),))

@@ -37,6 +37,7 @@ from detectors.base import DetectorState
 from detectors.model import StateError
 from streaming.clock import Clock, WakeUp
 from streaming.entity import (
+    LAG_WINDOW_MS,
     MAX_SOURCES,
     SOURCE_HORIZON_MS,
     Header,
@@ -59,7 +60,7 @@ from streaming.notes import (
 )
 from streaming.packed import PackError
 from streaming.routes import BusEvent, Routes, decode, scope_of
-from streaming.ticks import TICK_KEY, frontier
+from streaming.ticks import TICK_KEY, frontier, holding
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +72,9 @@ STATE = "state"
 #: How far ahead of its bus time a record's event time counts for its entity's detectors
 #: (clocks a little apart); further ahead, it counts as its bus time plus this.
 AHEAD_MS = 1_000
+#: The wake-up of an entity whose events wait for the parse query to catch up: due as
+#: soon as the watermark or the records decide again (the release), never by a tick.
+WAIT_RELEASE = WakeUp(0, 0, 2**62)
 
 
 def fresh(events: list[BusEvent], header: Header) -> list[BusEvent]:
@@ -109,6 +113,42 @@ def fresh(events: list[BusEvent], header: Header) -> list[BusEvent]:
             for s in sorted(seen, key=lambda s: seen[s][2])[: len(seen) - MAX_SOURCES]:
                 del seen[s]
     return out
+
+
+def _in_time(e: BusEvent) -> tuple[int, int]:
+    return (e.event.time_ms, e.offset)
+
+
+def in_step(header: Header, arrived: list[BusEvent], *, held: bool) -> list[BusEvent]:
+    """The entity's events to apply now, in time order; the rest kept in ``header.held``.
+
+    While the parse query catches up (``held``, :func:`streaming.ticks.holding`), one raw
+    topic's records can reach the bus minutes before the other's of the same time: a
+    micro-batch takes each topic's share of the backlog by count, not by time (a fleet's
+    start writes a burst of log lines), and its tasks run unevenly. A job's metrics read
+    half a minute ahead of its log lines would move its detectors past a checkpoint's
+    deadline before the line saying it completed. So an event is applied only once every
+    source of the entity (raw topic and partition) has reached its time; a source silent
+    for :data:`~streaming.entity.LAG_WINDOW_MS` of the entity's time is idle and waited
+    for no more. Released (or with nothing held), everything waiting is applied.
+    """
+    waiting = sorted([*(decode(v, b) for v, b in header.held), *arrived], key=_in_time)
+    header.held = []
+    reached = _sources_reached(header) if held else None
+    if reached is None:
+        return waiting
+    later = [e for e in waiting if e.event.time_ms > reached]
+    header.held = [[encode(e), e.bus_ms] for e in later]
+    return waiting[: len(waiting) - len(later)]
+
+
+def _sources_reached(header: Header) -> int | None:
+    """The time every source of the entity that is not idle has reached (``None``: none)."""
+    times = [v[2] for v in header.seen.values() if len(v) > 2]
+    if not times:
+        return None
+    newest = max(times)
+    return min(t for t in times if t >= newest - LAG_WINDOW_MS)
 
 
 def on_bus_clock(e: BusEvent) -> BusEvent:
@@ -296,15 +336,16 @@ class EntityRunner:
             return replace(
                 out, outputs=[*damaged, *out.outputs], write=out.write or out.text is None
             )
-        applied = [on_bus_clock(e) for e in fresh(list(rows), header)]
-        events = sorted(applied, key=lambda e: (e.event.time_ms, e.offset))
-        for e in events:
-            header.newest_ms = max(header.newest_ms, e.event.time_ms)
+        arrived = sorted((on_bus_clock(e) for e in fresh(list(rows), header)), key=_in_time)
+        for e in arrived:
             if e.bus_ms is not None:
                 t = e.event.time_ms
                 # Ahead of the frontier is no lag (and a first batch's frontier, before
                 # any watermark, is 1970: kept as 0, not as a 13-digit number per entity).
                 header.note_lag(t, e.bus_ms - t, max(clock.before_ms - t, 0))
+        events = in_step(header, arrived, held=clock.held)
+        for e in events:
+            header.newest_ms = max(header.newest_ms, e.event.time_ms)
             if scope == "job" and e.event.kind == "job_state" and e.event.job_name:
                 header.name = e.event.job_name
             elif scope == "tm":
@@ -374,6 +415,9 @@ class EntityRunner:
 
     def _outcome(self, turn: _EntityTurn, scope: str, clock: Clock) -> Outcome:
         header, texts = turn.header, turn.texts
+        if header.held:
+            # Its events wait for the release (or its other sources): due with it.
+            return Outcome(saved_text(header, texts), WAIT_RELEASE, turn.outputs)
         wakes = [header.retry.get(n, header.due.get(n, header.newest_ms)) for n in texts]
         if not texts:
             # Without detector state the job's name is kept until the idle deadline, like
@@ -654,6 +698,7 @@ class ShardRunner:
         ticks: dict[str, int] | None = None,
         shard: str | None = None,
         lost: Iterable[str] = (),
+        held: dict[str, int] | None = None,
     ) -> ShardOutcome:
         """``rows`` are ``(entity, bus value, bus time ms)``; ``wakes`` is updated.
 
@@ -665,6 +710,8 @@ class ShardRunner:
         count and close their incidents). An entity whose value cannot be read (the
         store raises :class:`~streaming.packed.PackError`, or its text is not of this
         layout) is dropped and reported the same way; the rest of the shard goes on.
+        ``held``: the partitions whose latest catch-up mark holds
+        (:func:`streaming.ticks.holding`), updated with the marks among ``rows``.
         """
         by_entity: dict[str, list[BusEvent]] = {}
         out: list[Output] = []
@@ -686,6 +733,8 @@ class ShardRunner:
         reached = frontier(ticks, tick_values)
         if reached is not None and (clock.tick_ms is None or reached > clock.tick_ms):
             clock = replace(clock, tick_ms=reached)
+        if holding({} if held is None else held, tick_values):
+            clock = replace(clock, held=True)
         newest = _newest(by_entity.values())
         if newest is not None and (clock.batch_ms is None or newest > clock.batch_ms):
             clock = replace(clock, batch_ms=newest)

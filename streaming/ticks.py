@@ -29,6 +29,16 @@ a shard takes as the bus's frontier the time every partition has reached with it
 (:func:`frontier`): all records written before it are read. Deadlines past it, plus each
 entity's own delivery lag and ``spark.deadline_grace_s``, fire. A tick never claims more
 than the parse query has read, so a parse query that falls behind holds the ticks back.
+
+A parse query that starts behind (after an outage, a restart, idle topics waking) races
+through its backlog unevenly: one topic's tasks minutes ahead of the other's, a
+micro-batch's metric task done before its log task starts. The newest time on the bus
+then says nothing of what is still to come, for the records' frontier nor for the
+watermark that follows it. So before it writes anything the driver writes a hold
+(:func:`hold_value`) to every partition, and a release once the parse query has caught up
+(:meth:`Ticker.start`); a shard between the two decides deadlines by ticks alone
+(:func:`holding`, :attr:`streaming.clock.Clock.held`), and applies an entity's events only
+as every source of it reaches their time (:func:`streaming.runner.in_step`).
 """
 
 from __future__ import annotations
@@ -60,6 +70,16 @@ def tick_value(
     return json.dumps(d)
 
 
+def hold_value(hold: bool, event_ms: int, partition: int, partitions: int) -> str:
+    """A catch-up mark's bus value: the parse query starts behind (``hold``) or caught up.
+
+    A tick for every shard that claims no time: ``event_ms`` (the driver's clock when it
+    was written) is there for the bus's shape, :func:`frontier` skips it.
+    """
+    d = {"kind": TICK_KIND, "event_ms": event_ms, "p": partition, "of": partitions}
+    return json.dumps({**d, "hold": int(hold)})
+
+
 def woken(due: dict[str, int | None], shards: int, t_ms: int) -> list[int] | None:
     """The shards a tick of time ``t_ms`` would wake; ``None``: every shard.
 
@@ -86,6 +106,8 @@ def frontier(seen: dict[str, int], ticks: Iterable[tuple[str, int | None]]) -> i
             p, t, of = str(int(d["p"])), int(d["event_ms"]), max(of, int(d["of"]))
         except (ValueError, TypeError, KeyError):
             continue
+        if "hold" in d:
+            continue  # a catch-up mark (:func:`holding`) claims no time
         if bus_ms is not None:
             t = min(t, bus_ms)
         seen[p] = max(seen.get(p, t), t)
@@ -94,6 +116,27 @@ def frontier(seen: dict[str, int], ticks: Iterable[tuple[str, int | None]]) -> i
         seen["of"] = of
     times = [t for p, t in seen.items() if p != "of"]
     return min(times) if of and len(times) >= of else None
+
+
+def holding(held: dict[str, int], ticks: Iterable[tuple[str, int | None]]) -> bool:
+    """Fold catch-up marks into ``held`` (partitions whose latest mark holds); whether any does.
+
+    The driver writes a hold to every bus partition before a parse query that starts behind
+    writes anything, and a release once it has caught up (:meth:`Ticker.start`): a
+    partition between the two carries records of the catch-up, whose tasks race through
+    the backlog unevenly. A shard is held while any partition's latest mark holds.
+    """
+    for value, _bus_ms in ticks:
+        try:
+            d = json.loads(value)
+            p, hold = str(int(d["p"])), int(d["hold"])
+        except (ValueError, TypeError, KeyError):
+            continue
+        if hold:
+            held[p] = 1
+        else:
+            held.pop(p, None)
+    return bool(held)
 
 
 def read_past(progress: Any, target: Offsets) -> bool:
@@ -135,6 +178,10 @@ class Ticker:
             two marks.
         mark: The broker's time now (ms): a tick's time (``None``: the driver's clock).
         closer: Closes what ``send`` and ``mark`` hold (the Kafka producer).
+        send_hold: Writes a catch-up mark (:func:`hold_value`, ``True``: hold) to every
+            partition of the event bus.
+        caught_up_s: A parse query that reads past the raw topics' ends within this many
+            seconds of taking them has caught up (:meth:`start`).
     """
 
     end_offsets: Callable[[], Offsets]
@@ -144,6 +191,8 @@ class Ticker:
     clock: Callable[[], float] = time.time
     mark: Callable[[], int] | None = None
     closer: Callable[[], None] = lambda: None
+    send_hold: Callable[[bool], None] = lambda _hold: None
+    caught_up_s: float = 12.0
     #: The pending tick: its time (ms) and the raw topics' end offsets then.
     _pending: tuple[int, Offsets] | None = None
     _next: float = 0.0
@@ -152,6 +201,52 @@ class Ticker:
     sent: int = 0
     #: Times the driver's loop looked (:meth:`poll`): its progress, which tests count.
     looks: int = 0
+    #: Whether the shards are held (a hold written, its release not yet).
+    held: bool = False
+    #: While held: how long the parse query took to read past the last tick's offsets (s).
+    _behind_s: float | None = None
+
+    def start(self, backlog: int) -> None:
+        """A parse query starts with ``backlog`` raw records to read: hold or release.
+
+        Behind, its tasks race through the backlog unevenly (a topic's partitions hours
+        ahead of the other's in real time, a micro-batch's log task done before its metric
+        task starts), so the newest time on the bus says nothing of what is still to come:
+        the shards are held (deadlines wait for ticks) until it has caught up. It has once
+        a tick's offsets are read within :attr:`caught_up_s` of taking them, or, when it
+        no longer gains on its input (a read taking at least half as long as the one
+        before: a parse query that only keeps up), once it stays that close. Nothing to
+        read: a release at once (a process that stopped while held wrote none).
+        """
+        if self.interval_s <= 0:
+            return
+        try:
+            self.send_hold(backlog > 0)
+        except Exception as exc:  # Kafka unreachable: the deadlines keep the last state
+            log.warning("ticks: cannot write the catch-up mark: %s", exc)
+            return
+        if backlog > 0:
+            self.held, self._behind_s = True, None
+            # A tick taken before the start says nothing of this query: take one now.
+            self._pending, self._next = None, 0.0
+            log.info("parse: %d records behind; deadlines wait until it has caught up", backlog)
+        else:
+            self.held = False
+
+    def _release(self, why: str) -> None:
+        """Write the release; a failure is logged and the next poll tries again."""
+        try:
+            self.send_hold(False)
+        except Exception as exc:  # Kafka unreachable for a moment: held until it answers
+            log.warning("ticks: cannot write the catch-up release: %s", exc)
+            return
+        self.held = False
+        log.info("parse: caught up (%s); deadlines by the records' time again", why)
+
+    def _caught_up(self, behind_s: float) -> bool:
+        """Whether a read that took ``behind_s`` seconds ends the hold (:meth:`start`)."""
+        before, self._behind_s = self._behind_s, behind_s
+        return behind_s <= self.caught_up_s or (before is not None and behind_s >= before / 2)
 
     def poll(self, parse_progress: Any) -> None:
         """Send the pending tick once the parse query read past it; take the next one.
@@ -166,17 +261,25 @@ class Ticker:
         now_ms = int(now * 1000) + self._skew_ms  # the broker's time, as last measured
         self.looks += 1
         if self.interval_s <= 0:
+            if self.held:
+                # Ticks turned off by a reload: nothing could end the hold.
+                self._release("ticks are off")
             return
         try:
             if self._pending is not None and read_past(parse_progress, self._pending[1]):
                 t = self._pending[0]
                 self._pending = None
+                behind_s = (now_ms - t) / 1000
+                if self.held and self._caught_up(behind_s):
+                    self._release(f"{behind_s:.1f} s behind the raw topics")
                 # Asked again: records read meanwhile may have woken the shards already.
                 shards = self.wakes(t)
                 if shards is None or shards:
                     self.send(t, shards)
                     self.sent += 1
-            if self._pending is None and now >= self._next and self.wakes(now_ms) != []:
+            # While held, ticks measure the catch-up: taken whether or not a shard is due.
+            wanted = self.held or self.wakes(now_ms) != []
+            if self._pending is None and now >= self._next and wanted:
                 self._next = now + self.interval_s
                 # The broker's time first, then the offsets: every record the raw topics
                 # held at that time is within them.

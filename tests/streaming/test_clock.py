@@ -65,3 +65,16 @@ def test_a_wake_up_saved_without_its_tick_is_due_by_its_frontier() -> None:
     assert old.by_tick == 24_000
     assert Clock(0, tick_ms=24_000).due(old)
     assert not Clock(0, tick_ms=23_999).due(old)
+
+
+def test_a_held_clock_decides_by_ticks_alone() -> None:
+    # The parse query catches up: its tasks race through the backlog unevenly, so neither
+    # the records' newest time nor the watermark that follows it says what is to come.
+    lag = Lag(frontier_ms=0, bus_ms=5_000)
+    held = Clock(60_000, delay_ms=2_000, grace_ms=1_000, batch_ms=90_000, held=True)
+    assert held.now(lag) == 0
+    assert not held.due(WakeUp(10_000, 10_000, 100_000))  # the watermark and records past it
+    ticked = Clock(60_000, delay_ms=2_000, grace_ms=1_000, tick_ms=30_000, held=True)
+    assert ticked.now(lag) == 24_000
+    assert ticked.due(WakeUp(10_000, 10_000, 24_000))
+    assert not ticked.due(WakeUp(10_000, 10_000, 31_000))

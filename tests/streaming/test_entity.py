@@ -21,6 +21,7 @@ from streaming.entity import (
 def test_a_saved_value_reads_back_as_its_header_and_each_detectors_state() -> None:
     header = Header(seen={"logs/0": [41, 0, 1_000]}, name="orders", newest_ms=1_000)
     header.due["checkpoint_failures"] = 5_000
+    header.held = [['{"kind":"metric","event_ms":2000}', 2_050]]  # waits for a catch-up
     texts = {"tm_lost": '{"v":1}', "checkpoint_failures": '{"v":2,"n":3}'}
     text = saved_text(header, texts)
     # The header first, then a detector a line, sorted: the same value saves the same text.

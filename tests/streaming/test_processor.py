@@ -20,6 +20,7 @@ from conf import AppConfig
 from streaming.bus import active_detectors
 from streaming.processor import ShardProcessor
 from streaming.rows import DETECT_COLUMNS
+from streaming.ticks import TICK_KEY, hold_value
 from tests.conftest import REPO
 
 T0 = 1_700_000_000_000
@@ -118,6 +119,29 @@ def test_a_shard_whose_entities_all_went_idle_is_cleared_and_keeps_no_timer() ->
     assert out[out["kind"] == "entity_count"]["data"].map(json.loads).tolist() == [
         {"entities": 0, "due_ms": None}
     ]
+
+
+def _marks(hold: bool) -> pd.DataFrame:
+    values = [hold_value(hold, T0, p, 2) for p in (0, 1)]
+    return pd.DataFrame({"entity": [TICK_KEY] * 2, "value": values})
+
+
+def _entities(out: pd.DataFrame) -> list[int]:
+    counts = out[out["kind"] == "entity_count"]["data"].map(json.loads)
+    return [c["entities"] for c in counts]
+
+
+def test_a_catch_up_hold_is_kept_with_the_shard_until_its_release() -> None:
+    # Between two calls the shard's hold lives in its saved value, as its ticks do.
+    processor, handle = _processor()
+    _run(processor.handleInputRows(("3",), iter([_expiries(1, 2, 3)]), TimerValues(-1, T0)))
+    _run(processor.handleInputRows(("3",), iter([_marks(True)]), TimerValues(-1, T0)))
+    fired = handle.timers.pop()
+    far = T0 + 30 * DAY_MS
+    out = _run(processor.handleExpiredTimer(("3",), TimerValues(-1, far), ExpiredTimerInfo(fired)))
+    assert _entities(out) == [1]  # held: a watermark a month on decides nothing
+    out = _run(processor.handleInputRows(("3",), iter([_marks(False)]), TimerValues(-1, far)))
+    assert _entities(out) == [0]  # released: decided, and the entity gone idle
 
 
 def test_a_python_worker_freezes_its_heap_at_its_first_shard_and_the_driver_never() -> None:

@@ -23,8 +23,8 @@ from streaming.rows import (
     output_rows,
     read,
 )
-from streaming.runner import EntityRunner, ShardRunner, fresh
-from streaming.ticks import TICK_KEY, tick_value
+from streaming.runner import EntityRunner, ShardRunner, fresh, in_step
+from streaming.ticks import TICK_KEY, hold_value, tick_value
 from tests.streaming import catalog_rules
 from tests.streaming.catalog_rules import ExpiryRule, QuietRule
 
@@ -699,6 +699,40 @@ def test_records_late_on_the_bus_with_every_other_record_hold_no_deadline_back()
     assert shard.saved()[0].due["checkpoint_failures"] != deadline  # the records' frontier
 
 
+def test_a_catch_up_holds_the_deadlines_until_every_partition_is_released() -> None:
+    # flinkwatch comes back to an hour of backlog: a micro-batch's metric task has put
+    # minutes of records on the bus before its log task starts, so the newest time (and
+    # the watermark that follows it) runs past the checkpoint completions still to come.
+    # Held, the shard decides nothing but by ticks; released on every partition, it does.
+    delay, grace = 30_000, 1_000
+    shard = Shard()
+    for i in (1, 2, 3, 4):
+        t = T0 + i * 60_000
+        shard.batch(
+            [{**_expiry(i), "_bus": t + 50}], watermark=t - delay, delay_ms=delay, grace_ms=grace
+        )
+    deadline = shard.saved()[0].due["checkpoint_failures"]
+    ticks: dict[str, int] = {}
+    held: dict[str, int] = {}
+
+    def run(rows: list[tuple[str, str, int | None]], watermark: int) -> None:
+        clock = Clock(watermark, delay, grace)
+        shard.shard.run(shard.store, shard.wakes, rows, clock, ticks, "0", held=held)
+
+    def marks(hold: bool, *parts: int) -> list[tuple[str, str, int | None]]:
+        return [(TICK_KEY, hold_value(hold, T0, p, 2), None) for p in parts]
+
+    far = deadline + 600_000
+    other = _other(far, far + 50)
+    record = [(other.pop("entity"), json.dumps(other), other.pop("_bus"))]
+    run([*marks(True, 0, 1), *record], watermark=far - delay)
+    assert shard.saved()[0].due["checkpoint_failures"] == deadline  # held: not decided
+    run(marks(False, 0), watermark=far - delay)
+    assert shard.saved()[0].due["checkpoint_failures"] == deadline  # partition 1 still holds
+    run(marks(False, 1), watermark=far - delay)
+    assert shard.saved()[0].due["checkpoint_failures"] != deadline  # released: decided
+
+
 def test_a_record_ahead_of_the_frontier_counts_as_no_lag() -> None:
     # A first batch: no watermark yet, so the frontier before it is 1970; the entity keeps
     # no 13-digit negative lag, and a record behind it its real lag.
@@ -757,6 +791,70 @@ def test_a_record_stamped_ahead_of_its_bus_time_fires_no_deadline_of_its_entity_
     out = shard.batch([late], **clock)
     (fired,) = [r for r in out if r["kind"] == "alert" and r["detector"] == "checkpoint_creep"]
     assert fired["status"] == "firing" and fired["event_ms"] == t + 90_000
+
+
+def _catch_up(held: bool) -> tuple[list[dict], Shard]:
+    """Checkpoint 6 of a job read as a catch-up reads it: its metrics 40 s ahead of its log
+    lines (another topic's share of a micro-batch), its completion a batch later."""
+    cfg = AppConfig.model_validate(
+        {"detectors": {"checkpoint_creep": {"checkpoint_timeout_s": 60}}}
+    )
+    shard = Shard(cfg)
+    trig = {**_expiry(0), "kind": "checkpoint_triggered", "checkpoint_id": 6}
+    t = trig["event_ms"]
+    metrics = [
+        {"src": "metrics:0", "seq": 0, "offset": i, "job_id": JOB, "kind": "metric",
+         "metric": "flink_jobmanager_job_lastCheckpointDuration", "value": 800.0,
+         "event_ms": t + s, "_bus": t + 600_000}
+        for i, s in enumerate((10_000, 25_000, 40_000))
+    ]  # fmt: skip
+    done = {**trig, "kind": "checkpoint_completed", "offset": 2, "duration_ms": 5000}
+    out: list[dict] = []
+    for rows, hold in (
+        ([{**trig, "_bus": t + 600_000}, *metrics], held),
+        ([{**done, "event_ms": t + 5_000, "_bus": t + 601_000}], held),
+        ([], False),  # the release
+    ):
+        values = [(r.pop("entity", JOB_KEY), json.dumps(r), r.pop("_bus", None)) for r in rows]
+        clock = Clock(t - 30_000, 30_000, 1_000, held=hold)
+        out += output_rows(shard.shard.run(shard.store, shard.wakes, values, clock).outputs)
+    return out, shard
+
+
+def test_while_the_parse_catches_up_an_entity_applies_its_events_as_all_its_sources_reach_them() -> (
+    None
+):
+    out, shard = _catch_up(held=True)
+    assert _statuses(out, "checkpoint_creep") == []
+    assert shard.saved()[0].held == []  # the release applied what waited
+    # Not held, the metric 40 s on decides checkpoint 6 before its completion is read.
+    out, _shard = _catch_up(held=False)
+    assert _statuses(out, "checkpoint_creep") == ["firing"]
+
+
+def _event(src: str, offset: int, t: int) -> BusEvent:
+    return decode(json.dumps({"src": src, "offset": offset, "kind": "metric", "event_ms": t}), t)
+
+
+def test_held_events_wait_for_the_slowest_source_that_is_not_idle() -> None:
+    header = Header(seen={"logs:0": [5, 0, 1_000], "metrics:0": [9, 0, 40_000]})
+    arrived = [_event("metrics:0", 8, 30_000), _event("logs:0", 5, 1_000)]
+    applied = in_step(header, arrived, held=True)
+    assert [e.event.time_ms for e in applied] == [1_000]
+    assert [decode(v, b).event.time_ms for v, b in header.held] == [30_000]
+    # A source silent for a lag window of the entity's time is idle: not waited for.
+    header.seen["logs:1"] = [1, 0, 40_000 - LAG_WINDOW_MS - 1]
+    assert [e.event.time_ms for e in in_step(header, [], held=True)] == []
+    header.seen["logs:0"] = [6, 0, 35_000]
+    assert [e.event.time_ms for e in in_step(header, [], held=True)] == [30_000]
+    # Released: everything that waited, in time order.
+    header.held = [[v, b] for v, b in ((_enc(50_000), 50_000), (_enc(45_000), 45_000))]
+    assert [e.event.time_ms for e in in_step(header, [], held=False)] == [45_000, 50_000]
+    assert header.held == []
+
+
+def _enc(t: int) -> str:
+    return json.dumps({"src": "metrics:0", "offset": t, "kind": "metric", "event_ms": t})
 
 
 def _damaged(rows: list[dict]) -> list[DetectorFailure]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
-from streaming.ticks import Ticker, frontier, read_past, tick_value, woken
+from streaming.ticks import Ticker, frontier, hold_value, holding, read_past, tick_value, woken
 
 
 def _progress(**ends: dict[str, int]) -> SimpleNamespace:
@@ -164,3 +164,85 @@ def test_a_driver_clock_ahead_of_the_broker_moves_no_deadline_early() -> None:
     ticker.poll(read)
     ticker.poll(read)
     assert sent == [(400_005_000, [0])]
+
+
+def test_catch_up_marks_hold_a_shard_until_every_partition_is_released() -> None:
+    held: dict[str, int] = {}
+    assert holding(held, [(hold_value(True, 5, p, 2), None) for p in (0, 1)])
+    assert holding(held, [(tick_value(9_000, 0, 2), None), (hold_value(False, 6, 0, 2), None)])
+    assert not holding(held, [(hold_value(False, 6, 1, 2), None), ("not a mark", None)])
+    # A mark claims no time: the ticks' frontier is the ticks' alone.
+    seen: dict[str, int] = {}
+    assert frontier(seen, [(hold_value(True, 99_000, p, 2), None) for p in (0, 1)]) is None
+    assert frontier(seen, [(tick_value(7_000, p, 2), None) for p in (0, 1)]) == 7_000
+
+
+class _Marks:
+    def __init__(self) -> None:
+        self.sent: list[bool] = []
+
+    def __call__(self, hold: bool) -> None:
+        self.sent.append(hold)
+
+
+def test_a_parse_query_that_starts_behind_holds_until_it_reads_past_a_tick_promptly() -> None:
+    clock, marks, ticks = Clock(), _Marks(), []
+    ends = {"logs": {"0": 1_000}}
+    ticker = Ticker(
+        lambda: {"logs": dict(ends["logs"])},
+        lambda t, s: ticks.append(t),
+        interval_s=1,
+        wakes=lambda _t: [],  # no shard due: ticks are taken only to measure the catch-up
+        clock=clock,
+        send_hold=marks,
+        caught_up_s=12,
+    )
+    ticker.start(backlog=0)
+    assert marks.sent == [False] and not ticker.held  # nothing to read: released at once
+    ticker.start(backlog=50_000)
+    assert marks.sent == [False, True] and ticker.held
+    ticker.poll(_progress(logs={"0": 200}))  # takes a tick at 1000 s: offsets up to 1,000
+    clock.t += 40
+    ends["logs"]["0"] = 1_100
+    ticker.poll(_progress(logs={"0": 1_000}))  # read past it 40 s later: still catching up
+    assert ticker.held and marks.sent == [False, True]
+    ticker.poll(_progress(logs={"0": 1_000}))  # the next tick, at 1040 s
+    clock.t += 3
+    ticker.poll(_progress(logs={"0": 1_100}))  # read past it 3 s later: caught up
+    assert not ticker.held and marks.sent == [False, True, False]
+    assert ticks == []  # no shard was due: no tick written
+
+
+def test_a_parse_query_that_only_keeps_up_is_released_once_it_stops_gaining() -> None:
+    # A saturated machine: the parse query stays 30 s behind its input. Held for good,
+    # it would leave every deadline to the ticks; it is released once it stops gaining.
+    clock, marks = Clock(), _Marks()
+    offset = {"n": 100}
+    ticker = Ticker(
+        lambda: {"logs": {"0": offset["n"]}},
+        lambda t, s: None,
+        interval_s=1,
+        wakes=lambda _t: [],
+        clock=clock,
+        send_hold=marks,
+        caught_up_s=12,
+    )
+    ticker.start(backlog=10)
+    behind = [60, 31, 29]
+    for i, lag in enumerate(behind):
+        ticker.poll(_progress(logs={"0": offset["n"] - 1}))  # takes a tick
+        clock.t += lag
+        ticker.poll(_progress(logs={"0": offset["n"]}))
+        offset["n"] += 100
+        assert ticker.held == (i == 0)
+    assert marks.sent == [True, False]
+
+
+def test_ticks_turned_off_while_held_release_the_shards() -> None:
+    # A reload that sets tick_interval_s to 0 leaves nothing to end a hold: it ends now.
+    marks = _Marks()
+    ticker = Ticker(lambda: {}, lambda t, s: None, interval_s=1, clock=Clock(), send_hold=marks)
+    ticker.start(backlog=5)
+    ticker.interval_s = 0
+    ticker.poll(None)
+    assert not ticker.held and marks.sent == [True, False]
