@@ -267,7 +267,8 @@ class SparkConfig(FrozenModel):
         ge=0,
         description=(
             "How late (event time) a record may arrive and still count; later rows are dropped and"
-            " counted."
+            " counted. A record that reached the bus later than this after its event time (a"
+            " catch-up's) moves no watermark."
         ),
     )
     restart_backoff_s: float = Field(

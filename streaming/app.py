@@ -258,7 +258,8 @@ class Pipeline:
         # topic lagging the other by more than the watermark delay loses its late rows,
         # which the progress log and flinkwatch_late_rows_dropped_total make visible.
         sp = cfg.spark
-        rows = detect_input(self.path.read(self), sp.state_shards, sp.shuffle_partitions)
+        fresh_ms = int(sp.watermark_delay_s * 1000)
+        rows = detect_input(self.path.read(self), sp.state_shards, sp.shuffle_partitions, fresh_ms)
         rows = rows.withWatermark("event_time", delay)
         self.set_aside_stale_detect()
         checkpoint = self.detect_checkpoint

@@ -220,7 +220,9 @@ def bus_events(records: DataFrame) -> DataFrame:
     )
 
 
-def detect_input(records: DataFrame, shards: int, partitions: int = 1) -> DataFrame:
+def detect_input(
+    records: DataFrame, shards: int, partitions: int = 1, fresh_ms: int | None = None
+) -> DataFrame:
     """Bus records (``key``, ``value``, optional ``bus_ts``) → the detect query's rows.
 
     ``shard`` (what the state is keyed by: the shard's key, :func:`streaming.shard_keys.
@@ -232,6 +234,11 @@ def detect_input(records: DataFrame, shards: int, partitions: int = 1) -> DataFr
     is the earlier of the two, so one host whose clock runs minutes ahead (still within
     ``parsing.max_future_skew_s``) cannot move everyone's watermark ahead with its own and
     make every other host's records late. The host keeps its own times in its events.
+    With ``fresh_ms`` (the watermark delay), a record that reached the bus later than that
+    after its event time has none (null, as a tick): a catch-up's records, read by tasks
+    that run minutes apart, would move the watermark past the records of a slower task of
+    the same catch-up and have them dropped as late (101,384 of 592,480 after a 20-minute
+    outage of the benchmark's fleet). Records of a live fleet reach the bus in seconds.
     """
     head = F.from_json("value", "event_ms long, shards array<int>")
     event_ms = head["event_ms"]
@@ -244,6 +251,9 @@ def detect_input(records: DataFrame, shards: int, partitions: int = 1) -> DataFr
     # for deadlines, it must not make records late. A named shard past this query's count
     # (a tick written for another one) is not a shard here.
     tick = F.col("key") == TICK_KEY
+    moves = ~tick
+    if has_bus and fresh_ms is not None:
+        moves = moves & (F.unix_millis("bus_ts") - event_ms <= fresh_ms)
     shard = F.pmod(F.xxhash64("key"), F.lit(shards)).cast("int")
     every = F.sequence(F.lit(0), F.lit(shards - 1))
     named = F.array_intersect(head["shards"], every)
@@ -257,5 +267,5 @@ def detect_input(records: DataFrame, shards: int, partitions: int = 1) -> DataFr
         F.col("key").alias("entity"),
         "value",
         (F.unix_millis("bus_ts") if has_bus else F.lit(None).cast("long")).alias("bus_ms"),
-        F.when(~tick, event_time).alias("event_time"),
+        F.when(moves, event_time).alias("event_time"),
     )

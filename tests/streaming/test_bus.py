@@ -242,3 +242,31 @@ def test_records_without_a_key_go_to_no_source(spark) -> None:
     keyed = events.selectExpr("*", "cast(null as string) as source_key")
     keys = [r["key"] for r in bus_records(keyed, AppConfig(), dead_letters=False).collect()]
     assert keys and not [k for k in keys if k.startswith("src:")]
+
+
+def test_a_record_late_to_the_bus_by_more_than_the_delay_moves_no_watermark(spark) -> None:  # type: ignore[no-untyped-def]
+    # A catch-up's records reach the bus minutes after their time, from tasks that run
+    # minutes apart: moving the watermark, the faster task's would make the slower's late.
+    from pyspark.sql import functions as F
+
+    from streaming.bus import detect_input
+
+    t0 = int(T.timestamp() * 1000)
+    bus = [
+        (f"job:{JOB}", json.dumps({"kind": "metric", "event_ms": t0}), t0 + 2_000),  # live
+        (f"job:{JOB}", json.dumps({"kind": "metric", "event_ms": t0}), t0 + 40_000),  # behind
+        (f"job:{JOB}", json.dumps({"kind": "metric", "event_ms": t0 + 9_000}), t0 + 5_000),  # ahead
+    ]
+    records = spark.createDataFrame(bus, "key string, value string, bus long").select(
+        "key", "value", F.timestamp_millis("bus").alias("bus_ts")
+    )
+    got = [
+        r[0]
+        for r in detect_input(records, 4, fresh_ms=30_000)
+        .select(F.unix_millis("event_time"))
+        .collect()
+    ]
+    assert got == [t0, None, t0 + 5_000]
+    # Without a delay given (and on the files bus), every record moves it as before.
+    got = [r[0] for r in detect_input(records, 4).select(F.unix_millis("event_time")).collect()]
+    assert got == [t0, t0, t0 + 5_000]
