@@ -25,7 +25,10 @@ One command (``make bench``, or ``python -m bench.run``) on the local machine:
 6. **cluster**: one backlog drained by the full pipeline on a local Spark standalone
    cluster with one worker, then two (one core each): records/s per worker count, CPU per
    process and the load average (:mod:`bench.cluster`).
-7. **replay**: ``flinkwatch replay`` in a fresh process, on a small real Flink run and on
+7. **catchup**: `flinkwatch run`'s live layout started on a backlog of the fleet's records
+   (``--catchup-minutes``): rows dropped as late, false alerts, incidents alerted, time to
+   catch up (:mod:`bench.catchup`).
+8. **replay**: ``flinkwatch replay`` in a fresh process, on a small real Flink run and on
    an hour of the 100-job fleet written to files first; wall time and CPU of its process
    tree, median of 3 (:mod:`bench.replay`).
 
@@ -984,6 +987,15 @@ def table(r: dict[str, Any]) -> str:
     ]
     for lt in r.get("latency") or []:
         rows.extend(_steady_rows(lt))
+    for c in r.get("catchup") or []:
+        rows.append(
+            (
+                f"catch-up of {c['minutes']:g} min ({c['records']:,} records)",
+                f"{c['rows_dropped_late']:,} rows dropped as late, {c['false_alerts']} false "
+                f"alerts ({c['false_paged']} paged), {c['detected']}/{c['incidents']} incidents "
+                f"alerted, caught up in {c['caught_up_s']} s",
+            )
+        )
     fdb = r.get("first_detect_batch_s") or {}
     if any(v is not None for v in fdb.values()):
         rows.append(
@@ -1181,6 +1193,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--replay-runs", type=int, default=3, help="replay: runs of each input (the median)"
     )
+    p.add_argument(
+        "--catchup-minutes",
+        type=float,
+        nargs="+",
+        default=[20.0, 3.0],
+        help="catchup: backlogs (minutes of the fleet) `flinkwatch run` starts on, one run each",
+    )
     p.add_argument("--skip", nargs="*", default=[], choices=list(PHASES))
     args = p.parse_args(argv)
     args.spark = dict(args.spark)
@@ -1214,6 +1233,7 @@ def main(argv: list[str] | None = None) -> int:
     topics += [f"soak{int(args.soak_rate)}.{s}" for s in ("logs", "metrics")]
     topics += [f"restart{int(args.restart_rate)}.{s}" for s in ("logs", "metrics")]
     topics += [f"idle{n}.{s}" for n in range(args.idle_runs) for s in ("logs", "metrics")]
+    topics += [f"catchup{int(m)}.{s}" for m in args.catchup_minutes for s in ("logs", "metrics")]
     # The replay phase reads files: alone it needs no broker.
     broker = Broker(topics, 2).start() if set(PHASES) - {"replay"} - set(args.skip) else None
     rss = RssSampler().start()
@@ -1234,7 +1254,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.spark,
             )
             _save(result)
-        local = not {"throughput", "latency", "soak", "restart"} <= set(args.skip)
+        local = not {"throughput", "latency", "soak", "restart", "catchup"} <= set(args.skip)
         if local:
             from bench.measure import BatchWatch, CpuSampler, StageCpu
 
@@ -1263,6 +1283,11 @@ def main(argv: list[str] | None = None) -> int:
             result["baseline_records_per_s"] = t["baseline_records_per_s"]
             result["ratio"] = round(t["pipeline_records_per_s"] / t["baseline_records_per_s"], 3)
             result["state_bytes_per_job"] = t["state_bytes_per_job"]
+        if "catchup" not in args.skip:
+            from bench.catchup import catchup_phase
+
+            result["catchup"] = catchup_phase(spark, broker, progress, slack, args)
+            _save(result)
         if steady and meters is not None:
             runs = result["latency"] = []
             for rate in args.rate:
@@ -1397,6 +1422,7 @@ PHASES: dict[str, tuple[str, ...]] = {
     "latency": ("latency", "trigger_s", "alert_latency_s"),
     "restart": ("restart",),
     "soak": ("soak",),
+    "catchup": ("catchup",),
     "cluster": ("cluster", "cluster_records_per_s"),
     "replay": ("replay",),
     "peer": (
