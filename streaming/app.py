@@ -254,9 +254,9 @@ class Pipeline:
         delay = f"{int(cfg.spark.watermark_delay_s * 1000)} milliseconds"
         # One stream for logs and metrics together: with one watermark per stream, a
         # stream that has no data (no metrics topic traffic, a logs-only replay) would
-        # hold the global watermark at zero and no timer would ever fire. The cost: a
-        # topic lagging the other by more than the watermark delay loses its late rows,
-        # which the progress log and flinkwatch_late_rows_dropped_total make visible.
+        # hold the global watermark at zero and no timer would ever fire. A record later
+        # than the delay to the bus (a catch-up's, a stalled shipper's) moves none and is
+        # applied late (detect_input); what is still dropped is counted and logged.
         sp = cfg.spark
         fresh_ms = int(sp.watermark_delay_s * 1000)
         rows = detect_input(self.path.read(self), sp.state_shards, sp.shuffle_partitions, fresh_ms)

@@ -288,6 +288,8 @@ class KafkaPath:
     def tick(self, p: Pipeline, queries: Sequence[StreamingQuery]) -> None:
         """Give the ticker the parse query's progress (``spark.tick_interval_s``)."""
         if not p.cfg.spark.tick_interval_s:
+            if self.ticker is not None and self.ticker.held:
+                self.ticks(p).poll(None)  # turned off by a reload: the hold is released
             return
         parse = next((q for q in queries if q.name == PARSE_QUERY), None)
         if parse is None:
@@ -410,10 +412,17 @@ def _kafka_ticker(cfg: AppConfig) -> Ticker:
     def send_hold(hold: bool) -> None:
         parts = sorted(connected().partitions_for(k.events_topic) or ())
         now_ms = int(time.time() * 1000)
-        for p in parts:
-            value = hold_value(hold, now_ms, p, len(parts))
-            producer.send(k.events_topic, key=TICK_KEY.encode(), value=value.encode(), partition=p)
-        producer.flush(timeout=10)
+        sent = [
+            producer.send(
+                k.events_topic,
+                key=TICK_KEY.encode(),
+                value=hold_value(hold, now_ms, p, len(parts)).encode(),
+                partition=p,
+            )
+            for p in parts
+        ]
+        for f in sent:
+            f.get(timeout=10)  # raises for a mark the broker did not take: tried again
 
     def mark() -> int:
         # The broker's time: a tick for no shard (the detect query hands it to none),

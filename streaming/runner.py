@@ -119,7 +119,9 @@ def _in_time(e: BusEvent) -> tuple[int, int]:
     return (e.event.time_ms, e.offset)
 
 
-def in_step(header: Header, arrived: list[BusEvent], *, held: bool) -> list[BusEvent]:
+def in_step(
+    header: Header, arrived: list[BusEvent], *, held: bool, ticked: int = 0
+) -> list[BusEvent]:
     """The entity's events to apply now, in time order; the rest kept in ``header.held``.
 
     While the parse query catches up (``held``, :func:`streaming.ticks.holding`), one raw
@@ -130,16 +132,30 @@ def in_step(header: Header, arrived: list[BusEvent], *, held: bool) -> list[BusE
     deadline before the line saying it completed. So an event is applied only once every
     source of the entity (raw topic and partition) has reached its time; a source silent
     for :data:`~streaming.entity.LAG_WINDOW_MS` of the entity's time is idle and waited
-    for no more. Released (or with nothing held), everything waiting is applied.
+    for no more; ``ticked``, the entity's clock by the ticks (every record up to it is on
+    the bus), is reached whatever the sources. Released (or with nothing held), everything
+    waiting is applied.
     """
-    waiting = sorted([*(decode(v, b) for v, b in header.held), *arrived], key=_in_time)
+    waiting = sorted([*_held_events(header), *arrived], key=_in_time)
     header.held = []
     reached = _sources_reached(header) if held else None
     if reached is None:
         return waiting
+    reached = max(reached, ticked)
     later = [e for e in waiting if e.event.time_ms > reached]
     header.held = [[encode(e), e.bus_ms] for e in later]
     return waiting[: len(waiting) - len(later)]
+
+
+def _held_events(header: Header) -> list[BusEvent]:
+    """The events the entity keeps for later; one that does not read back is dropped."""
+    out = []
+    for value, bus_ms in header.held:
+        try:
+            out.append(decode(value, bus_ms))
+        except (ValueError, TypeError):
+            log.warning("an event held for a catch-up does not read back: %.200s", value)
+    return out
 
 
 def _sources_reached(header: Header) -> int | None:
@@ -343,7 +359,7 @@ class EntityRunner:
                 # Ahead of the frontier is no lag (and a first batch's frontier, before
                 # any watermark, is 1970: kept as 0, not as a 13-digit number per entity).
                 header.note_lag(t, e.bus_ms - t, max(clock.before_ms - t, 0))
-        events = in_step(header, arrived, held=clock.held)
+        events = in_step(header, arrived, held=clock.held, ticked=clock.now(header.lag_ms()))
         for e in events:
             header.newest_ms = max(header.newest_ms, e.event.time_ms)
             if scope == "job" and e.event.kind == "job_state" and e.event.job_name:

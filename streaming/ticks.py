@@ -74,10 +74,12 @@ def hold_value(hold: bool, event_ms: int, partition: int, partitions: int) -> st
     """A catch-up mark's bus value: the parse query starts behind (``hold``) or caught up.
 
     A tick for every shard that claims no time: ``event_ms`` (the driver's clock when it
-    was written) is there for the bus's shape, :func:`frontier` skips it.
+    was written) orders the marks of a partition and gives the bus its shape. Without the
+    ticks' ``of``, :func:`frontier` skips it, as a release before this one's does (which
+    would take it for a tick of now).
     """
-    d = {"kind": TICK_KIND, "event_ms": event_ms, "p": partition, "of": partitions}
-    return json.dumps({**d, "hold": int(hold)})
+    del partitions  # the shard needs no count: it holds while any partition's mark holds
+    return json.dumps({"kind": TICK_KIND, "event_ms": event_ms, "p": partition, "hold": int(hold)})
 
 
 def woken(due: dict[str, int | None], shards: int, t_ms: int) -> list[int] | None:
@@ -126,12 +128,15 @@ def holding(held: dict[str, int], ticks: Iterable[tuple[str, int | None]]) -> bo
     partition between the two carries records of the catch-up, whose tasks race through
     the backlog unevenly. A shard is held while any partition's latest mark holds.
     """
-    for value, _bus_ms in ticks:
+    marks: list[tuple[int, int, str, int]] = []
+    for value, bus_ms in ticks:
         try:
             d = json.loads(value)
-            p, hold = str(int(d["p"])), int(d["hold"])
+            marks.append((bus_ms or 0, int(d["event_ms"]), str(int(d["p"])), int(d["hold"])))
         except (ValueError, TypeError, KeyError):
             continue
+    # In the order they were written: a batch's rows of a shard may come in any order.
+    for _bus, _at, p, hold in sorted(marks):
         if hold:
             held[p] = 1
         else:
@@ -219,21 +224,25 @@ class Ticker:
         read: a release at once (a process that stopped while held wrote none).
         """
         if self.interval_s <= 0:
+            # No ticks, no hold: a hold an earlier run left (its process stopped) goes.
+            self._release("ticks are off", quiet=True)
+            return
+        # Held until a release is written, whether or not this mark is: a write that
+        # failed half way may have held some partitions (the next polls try again).
+        self.held, self._behind_s = True, None
+        # A tick taken before the start says nothing of this query: take one now.
+        self._pending, self._next = None, 0.0
+        if backlog <= 0:
+            self._release("nothing to read", quiet=True)
             return
         try:
-            self.send_hold(backlog > 0)
-        except Exception as exc:  # Kafka unreachable: the deadlines keep the last state
+            self.send_hold(True)
+        except Exception as exc:  # Kafka unreachable: the next polls release when it answers
             log.warning("ticks: cannot write the catch-up mark: %s", exc)
             return
-        if backlog > 0:
-            self.held, self._behind_s = True, None
-            # A tick taken before the start says nothing of this query: take one now.
-            self._pending, self._next = None, 0.0
-            log.info("parse: %d records behind; deadlines wait until it has caught up", backlog)
-        else:
-            self.held = False
+        log.info("parse: %d records behind; deadlines wait until it has caught up", backlog)
 
-    def _release(self, why: str) -> None:
+    def _release(self, why: str, *, quiet: bool = False) -> None:
         """Write the release; a failure is logged and the next poll tries again."""
         try:
             self.send_hold(False)
@@ -241,7 +250,8 @@ class Ticker:
             log.warning("ticks: cannot write the catch-up release: %s", exc)
             return
         self.held = False
-        log.info("parse: caught up (%s); deadlines by the records' time again", why)
+        if not quiet:
+            log.info("parse: caught up (%s); deadlines by the records' time again", why)
 
     def _caught_up(self, behind_s: float) -> bool:
         """Whether a read that took ``behind_s`` seconds ends the hold (:meth:`start`)."""

@@ -847,6 +847,10 @@ def test_held_events_wait_for_the_slowest_source_that_is_not_idle() -> None:
     assert [e.event.time_ms for e in in_step(header, [], held=True)] == []
     header.seen["logs:0"] = [6, 0, 35_000]
     assert [e.event.time_ms for e in in_step(header, [], held=True)] == [30_000]
+    # A tick says every record up to the entity's clock by it is on the bus: reached.
+    header.held = [[_enc(38_000), 38_000]]
+    assert [e.event.time_ms for e in in_step(header, [], held=True)] == []
+    assert [e.event.time_ms for e in in_step(header, [], held=True, ticked=39_000)] == [38_000]
     # Released: everything that waited, in time order.
     header.held = [[v, b] for v, b in ((_enc(50_000), 50_000), (_enc(45_000), 45_000))]
     assert [e.event.time_ms for e in in_step(header, [], held=False)] == [45_000, 50_000]

@@ -246,3 +246,33 @@ def test_ticks_turned_off_while_held_release_the_shards() -> None:
     ticker.interval_s = 0
     ticker.poll(None)
     assert not ticker.held and marks.sent == [True, False]
+
+
+def test_marks_count_in_the_order_they_reached_the_bus_whatever_the_rows_order() -> None:
+    held: dict[str, int] = {}
+    late_first = [(hold_value(False, 7, 0, 1), 2_000), (hold_value(True, 5, 0, 1), 1_000)]
+    assert not holding(held, late_first)
+
+
+def test_a_mark_that_could_not_be_written_is_released_once_the_brokers_answer() -> None:
+    # Half written, a hold may hold some partitions: the ticker counts itself held, and
+    # its next prompt read writes the release.
+    clock, sent = Clock(), []
+    failing = {"n": 1}
+
+    def send_hold(hold: bool) -> None:
+        if failing["n"]:
+            failing["n"] -= 1
+            raise OSError("broker away")
+        sent.append(hold)
+
+    ticker = Ticker(
+        lambda: {"logs": {"0": 5}}, lambda t, s: None, interval_s=1, wakes=lambda _t: [],
+        clock=clock, send_hold=send_hold,
+    )  # fmt: skip
+    ticker.start(backlog=10)
+    assert ticker.held and sent == []
+    ticker.poll(_progress(logs={"0": 1}))
+    clock.t += 1
+    ticker.poll(_progress(logs={"0": 5}))
+    assert not ticker.held and sent == [False]
