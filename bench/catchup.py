@@ -81,9 +81,10 @@ def catchup(
     runner = threading.Thread(
         target=lambda: run_forever(pipe, should_stop=stop.is_set), name=name, daemon=True
     )
+    before = progress.latest.get("flinkwatch-parse")  # the previous run's, if any
     t0 = time.time()
     runner.start()
-    caught_up = _wait_caught_up(pipe, progress, _parse_mode, t0)
+    caught_up = _wait_caught_up(pipe, progress, _parse_mode, t0, before)
     time.sleep(SETTLE_S)  # the detect query's last batches and their deliveries
     stop.set()
     runner.join(timeout=120)
@@ -116,8 +117,8 @@ def _dropped(progress: Any) -> int:
     return int(d.late_rows_dropped) if d is not None else 0
 
 
-def _wait_caught_up(pipe: Any, progress: Any, mode: Any, t0: float) -> float | None:
-    """When the parse query first ran in real time, released, and read nothing.
+def _wait_caught_up(pipe: Any, progress: Any, mode: Any, t0: float, before: Any) -> float | None:
+    """When this run's parse query first ran in real time, released, and read nothing.
 
     ``None``: not within 15 minutes.
     """
@@ -125,8 +126,9 @@ def _wait_caught_up(pipe: Any, progress: Any, mode: Any, t0: float) -> float | N
         time.sleep(1)
         parse = progress.latest.get("flinkwatch-parse")
         ticker = getattr(pipe.path, "ticker", None)
-        held = ticker is not None and ticker.held
-        if mode(pipe) == "realtime" and not held and parse and parse.input_rows == 0:
+        if ticker is None or ticker.held or parse is None or parse is before:
+            continue
+        if mode(pipe) == "realtime" and parse.input_rows == 0:
             return time.time()
     log.warning("catch-up: the parse query did not catch up in 15 minutes")
     return None
