@@ -416,7 +416,7 @@ def _kafka_ticker(cfg: AppConfig) -> Ticker:
             producer.send(
                 k.events_topic,
                 key=TICK_KEY.encode(),
-                value=hold_value(hold, now_ms, p, len(parts)).encode(),
+                value=hold_value(hold, now_ms, p).encode(),
                 partition=p,
             )
             for p in parts

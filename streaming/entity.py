@@ -64,7 +64,7 @@ class Header:
             :class:`streaming.forwards.SourceSelf`).
         held: ``[bus value, bus ms]`` of events read while the parse query caught up
             that are newer than one of the entity's sources has reached: applied once
-            it has, in time order (:func:`streaming.runner.in_step`).
+            it has, in time order (:func:`streaming.arrivals.in_step`).
     """
 
     seen: dict[str, list[int]] = field(default_factory=dict)

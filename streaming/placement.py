@@ -1,7 +1,7 @@
 """Which partition of the event bus an entity's records go to, and when that may change.
 
 The runner drops a bus record as a repeat when its source position is at or before the
-last one applied from that source (:func:`streaming.runner.fresh`). That holds because an
+last one applied from that source (:func:`streaming.arrivals.fresh`). That holds because an
 entity's records reach the detect query in the order the parse query wrote them, which
 Kafka keeps within one partition only. Left to Kafka's partitioner, an entity's partition
 is a hash of its key modulo the topic's partition count, so partitions added to the bus

@@ -38,7 +38,7 @@ watermark that follows it. So before it writes anything the driver writes a hold
 (:func:`hold_value`) to every partition, and a release once the parse query has caught up
 (:meth:`Ticker.start`); a shard between the two decides deadlines by ticks alone
 (:func:`holding`, :attr:`streaming.clock.Clock.held`), and applies an entity's events only
-as every source of it reaches their time (:func:`streaming.runner.in_step`).
+as every source of it reaches their time (:func:`streaming.arrivals.in_step`).
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def tick_value(
     return json.dumps(d)
 
 
-def hold_value(hold: bool, event_ms: int, partition: int, partitions: int) -> str:
+def hold_value(hold: bool, event_ms: int, partition: int) -> str:
     """A catch-up mark's bus value: the parse query starts behind (``hold``) or caught up.
 
     A tick for every shard that claims no time: ``event_ms`` (the driver's clock when it
@@ -78,7 +78,6 @@ def hold_value(hold: bool, event_ms: int, partition: int, partitions: int) -> st
     ticks' ``of``, :func:`frontier` skips it, as a release before this one's does (which
     would take it for a tick of now).
     """
-    del partitions  # the shard needs no count: it holds while any partition's mark holds
     return json.dumps({"kind": TICK_KIND, "event_ms": event_ms, "p": partition, "hold": int(hold)})
 
 

@@ -122,7 +122,7 @@ def test_a_shard_whose_entities_all_went_idle_is_cleared_and_keeps_no_timer() ->
 
 
 def _marks(hold: bool) -> pd.DataFrame:
-    values = [hold_value(hold, T0, p, 2) for p in (0, 1)]
+    values = [hold_value(hold, T0, p) for p in (0, 1)]
     return pd.DataFrame({"entity": [TICK_KEY] * 2, "value": values})
 
 

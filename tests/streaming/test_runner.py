@@ -14,7 +14,7 @@ from streaming.bus import active_detectors
 from streaming.clock import Clock, Lag, WakeUp
 from streaming.entity import LAG_WINDOW_MS, Header, parse_saved
 from streaming.packed import PackedStore, pack, unpack
-from streaming.routes import BusEvent, Routes, decode
+from streaming.routes import Routes, decode
 from streaming.rows import (
     DETECT_COLUMNS,
     DetectorFailure,
@@ -23,7 +23,7 @@ from streaming.rows import (
     output_rows,
     read,
 )
-from streaming.runner import EntityRunner, ShardRunner, fresh, in_step
+from streaming.runner import EntityRunner, ShardRunner
 from streaming.ticks import TICK_KEY, hold_value, tick_value
 from tests.streaming import catalog_rules
 from tests.streaming.catalog_rules import ExpiryRule, QuietRule
@@ -150,53 +150,6 @@ def test_output_rows_match_the_output_schema() -> None:
         42,
     )
     assert json.loads(row["evidence"]) == {"n": 3}
-
-
-def _bus(src: str, offset: int, seq: int = 0, t: int = T0) -> BusEvent:
-    return decode(
-        json.dumps({"kind": "metric", "event_ms": t, "src": src, "offset": offset, "seq": seq})
-    )
-
-
-def _positions(events: list[BusEvent]) -> list[tuple[str | None, int, int]]:
-    return sorted((e.src, e.offset, e.seq) for e in events)
-
-
-def test_repeats_of_applied_records_are_dropped_per_source() -> None:
-    header = Header()
-    first = [_bus("logs:0", 10), _bus("metrics:1", 7, 0), _bus("metrics:1", 7, 1)]
-    assert len(fresh(first, header)) == 3
-    assert {s: v[:2] for s, v in header.seen.items()} == {"logs:0": [10, 0], "metrics:1": [7, 1]}
-    # After a restart the parse query writes its last batch again, then goes on.
-    again = [
-        _bus("logs:0", 10),
-        _bus("metrics:1", 7, 1),
-        _bus("metrics:1", 7, 2),
-        _bus("logs:0", 11),
-        _bus("logs:0", 11),  # twice in one batch
-        _bus("logs:1", 3),  # a source not seen yet
-    ]
-    assert _positions(fresh(again, header)) == [
-        ("logs:0", 11, 0),
-        ("logs:1", 3, 0),
-        ("metrics:1", 7, 2),
-    ]
-
-
-def test_repeats_are_dropped_whatever_the_number_of_source_partitions() -> None:
-    # A keyless shipper spreads one entity's records over every raw partition: with only
-    # the last 16 sources remembered, 8 of 24 repeats were applied again (issue #22).
-    header = Header()
-    first = [_bus(f"flink.logs:{p}", 100 + p) for p in range(48)]
-    assert len(fresh(first, header)) == 48
-    assert fresh(first, header) == []
-
-
-def test_a_source_silent_for_an_hour_of_event_time_is_forgotten() -> None:
-    header = Header()
-    fresh([_bus("old:0", 1, t=T0), _bus("live:0", 1, t=T0)], header)
-    fresh([_bus("live:0", 2, t=T0 + 3_600_001)], header)
-    assert set(header.seen) == {"live:0"}
 
 
 def test_events_reach_their_detectors_in_event_time_then_offset_order(monkeypatch) -> None:
@@ -720,7 +673,7 @@ def test_a_catch_up_holds_the_deadlines_until_every_partition_is_released() -> N
         shard.shard.run(shard.store, shard.wakes, rows, clock, ticks, "0", held=held)
 
     def marks(hold: bool, *parts: int) -> list[tuple[str, str, int | None]]:
-        return [(TICK_KEY, hold_value(hold, T0, p, 2), None) for p in parts]
+        return [(TICK_KEY, hold_value(hold, T0, p), None) for p in parts]
 
     far = deadline + 600_000
     other = _other(far, far + 50)
@@ -830,35 +783,6 @@ def test_while_the_parse_catches_up_an_entity_applies_its_events_as_all_its_sour
     # Not held, the metric 40 s on decides checkpoint 6 before its completion is read.
     out, _shard = _catch_up(held=False)
     assert _statuses(out, "checkpoint_creep") == ["firing"]
-
-
-def _event(src: str, offset: int, t: int) -> BusEvent:
-    return decode(json.dumps({"src": src, "offset": offset, "kind": "metric", "event_ms": t}), t)
-
-
-def test_held_events_wait_for_the_slowest_source_that_is_not_idle() -> None:
-    header = Header(seen={"logs:0": [5, 0, 1_000], "metrics:0": [9, 0, 40_000]})
-    arrived = [_event("metrics:0", 8, 30_000), _event("logs:0", 5, 1_000)]
-    applied = in_step(header, arrived, held=True)
-    assert [e.event.time_ms for e in applied] == [1_000]
-    assert [decode(v, b).event.time_ms for v, b in header.held] == [30_000]
-    # A source silent for a lag window of the entity's time is idle: not waited for.
-    header.seen["logs:1"] = [1, 0, 40_000 - LAG_WINDOW_MS - 1]
-    assert [e.event.time_ms for e in in_step(header, [], held=True)] == []
-    header.seen["logs:0"] = [6, 0, 35_000]
-    assert [e.event.time_ms for e in in_step(header, [], held=True)] == [30_000]
-    # A tick says every record up to the entity's clock by it is on the bus: reached.
-    header.held = [[_enc(38_000), 38_000]]
-    assert [e.event.time_ms for e in in_step(header, [], held=True)] == []
-    assert [e.event.time_ms for e in in_step(header, [], held=True, ticked=39_000)] == [38_000]
-    # Released: everything that waited, in time order.
-    header.held = [[v, b] for v, b in ((_enc(50_000), 50_000), (_enc(45_000), 45_000))]
-    assert [e.event.time_ms for e in in_step(header, [], held=False)] == [45_000, 50_000]
-    assert header.held == []
-
-
-def _enc(t: int) -> str:
-    return json.dumps({"src": "metrics:0", "offset": t, "kind": "metric", "event_ms": t})
 
 
 def _damaged(rows: list[dict]) -> list[DetectorFailure]:

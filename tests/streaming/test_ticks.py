@@ -168,12 +168,12 @@ def test_a_driver_clock_ahead_of_the_broker_moves_no_deadline_early() -> None:
 
 def test_catch_up_marks_hold_a_shard_until_every_partition_is_released() -> None:
     held: dict[str, int] = {}
-    assert holding(held, [(hold_value(True, 5, p, 2), None) for p in (0, 1)])
-    assert holding(held, [(tick_value(9_000, 0, 2), None), (hold_value(False, 6, 0, 2), None)])
-    assert not holding(held, [(hold_value(False, 6, 1, 2), None), ("not a mark", None)])
+    assert holding(held, [(hold_value(True, 5, p), None) for p in (0, 1)])
+    assert holding(held, [(tick_value(9_000, 0, 2), None), (hold_value(False, 6, 0), None)])
+    assert not holding(held, [(hold_value(False, 6, 1), None), ("not a mark", None)])
     # A mark claims no time: the ticks' frontier is the ticks' alone.
     seen: dict[str, int] = {}
-    assert frontier(seen, [(hold_value(True, 99_000, p, 2), None) for p in (0, 1)]) is None
+    assert frontier(seen, [(hold_value(True, 99_000, p), None) for p in (0, 1)]) is None
     assert frontier(seen, [(tick_value(7_000, p, 2), None) for p in (0, 1)]) == 7_000
 
 
@@ -250,7 +250,7 @@ def test_ticks_turned_off_while_held_release_the_shards() -> None:
 
 def test_marks_count_in_the_order_they_reached_the_bus_whatever_the_rows_order() -> None:
     held: dict[str, int] = {}
-    late_first = [(hold_value(False, 7, 0, 1), 2_000), (hold_value(True, 5, 0, 1), 1_000)]
+    late_first = [(hold_value(False, 7, 0), 2_000), (hold_value(True, 5, 0), 1_000)]
     assert not holding(held, late_first)
 
 
