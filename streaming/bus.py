@@ -13,7 +13,7 @@ hands each of an entity's events to the detectors of its scope that read it.
   records flow through as they arrive instead of waiting for a micro-batch.
 * The tests' ``run_once``: the bus is a directory of Parquet files with the same two
   columns, written by the parse query's ``foreachBatch``. ``flinkwatch replay``
-  (:mod:`streaming.replay`) keeps the same records in memory for one batch job.
+  (:mod:`streaming.replay`) makes the same records in one batch job.
 
 All of an entity's events share one Kafka partition, in the order the parse query wrote
 them: the parse query places them itself, by a hash of the entity and a partition count

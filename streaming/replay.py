@@ -46,13 +46,14 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from itertools import repeat
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from pyspark.sql import DataFrame, Observation, SparkSession
+from pyspark.sql import DataFrame, Observation, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, StructField, StructType
 
@@ -68,7 +69,7 @@ from streaming.parsing import DEAD_LETTER_REASONS
 from streaming.routes import Routes
 from streaming.rows import DETECT_COLUMNS, DETECT_SCHEMA, RowKind, output_rows
 from streaming.runner import EntityRunner, ShardRunner
-from streaming.schemas import DEAD_LETTER_SCHEMA
+from streaming.schemas import DEAD_LETTER_FIELDS, DEAD_LETTER_SCHEMA
 from streaming.session import SessionSpec, class_archive, java_options
 
 log = logging.getLogger(__name__)
@@ -86,6 +87,14 @@ REPLAY_SCHEMA = StructType([*DETECT_SCHEMA.fields, StructField("batch", IntegerT
 #: The ``batch`` of the rows that carry an entity's end state (its saved value in
 #: ``data``), asked for by ``flinkwatch explain``; never delivered.
 END_STATE = 2
+#: The ``batch`` of a shard's state after its records (:meth:`ShardReplay.first`), for the
+#: driver's end of it (:meth:`ShardReplay.last`); never delivered.
+SHARD_STATE = 3
+#: The ``batch`` of the dead letters that travelled with the shards (:data:`LETTERS`).
+LETTER_BATCH = 4
+#: The entity a long replay's dead letters travel under, to one shard, with the events:
+#: no entity of the bus is named so (``job:``, ``tm:``, ``src:``, ``cluster``).
+LETTERS = "deadletters"
 _BLANK: dict[str, Any] = dict.fromkeys(DETECT_COLUMNS)
 
 
@@ -110,55 +119,121 @@ class Entities:
 
 @dataclass(frozen=True)
 class ShardReplay:
-    """One shard's replay (``applyInPandas``): its records, then its deadlines at the end.
+    """One shard's replay: its records (:meth:`first`), then its deadlines at the end.
+
+    The records run where the shard's rows are (a Python worker, ``applyInPandas``, or
+    the driver); the end runs in the driver, once the newest event and so the final
+    watermark are known: the two need not be one pass over the parsed records.
 
     Attributes:
         resolver: Per-job detector parameters.
         detectors: The enabled detectors.
         delay_ms: ``spark.watermark_delay_s``.
         grace_ms: ``spark.deadline_grace_s`` (``None``: deadlines wait for the watermark).
-        watermark_ms: The watermark after every record (``None``: there was none).
         explain: Also give the end state of the entities these questions match (batch
             :data:`END_STATE`, for ``flinkwatch explain``).
+        letters_kept: Of the dead letters that travel with the shards (:data:`LETTERS`),
+            how many travel whole (``output.deadletters_max_per_batch``); the rest only
+            counted, as the dead-letter file keeps no more.
     """
 
     resolver: ParamsResolver
     detectors: list[str]
     delay_ms: int
     grace_ms: int | None
-    watermark_ms: int | None
     explain: tuple[Asked, ...] = ()
+    letters_kept: int = 0
 
-    def run(
+    def _runner(self) -> ShardRunner:
+        return ShardRunner(
+            EntityRunner(self.resolver, Routes(self.detectors, self.resolver.catalog()))
+        )
+
+    def first(
         self, shard: str, rows: list[tuple[str, str, int | None]]
     ) -> Iterator[tuple[int, dict[str, Any]]]:
-        """The shard's output rows, each with its batch (0: the records, 1: the end)."""
-        routes = Routes(self.detectors, self.resolver.catalog())
-        runner = ShardRunner(EntityRunner(self.resolver, routes))
-        store = Entities()
-        wakes: dict[str, WakeUp] = {}
-        ticks: dict[str, int] = {}
-        first = runner.run(store, wakes, rows, self._clock(0), ticks, shard=shard)
+        """Batch 0: the shard's records, each entity with Spark's first watermark (0).
+
+        Then the shard as it stands (batch :data:`SHARD_STATE`: its entities' saved values
+        and wake-ups), for :meth:`last`.
+        """
+        store, wakes = Entities(), {}
+        first = self._runner().run(store, wakes, rows, self._clock(0), {}, shard=shard)
         yield from ((0, r) for r in output_rows(first.outputs))
+        state = {"saved": store.saved, "wakes": {e: list(w) for e, w in wakes.items()}}
+        yield SHARD_STATE, {**_BLANK, "kind": "state", "entity": shard, "data": json.dumps(state)}
+
+    def last(
+        self, state: dict[str, Any], watermark_ms: int | None
+    ) -> Iterator[tuple[int, dict[str, Any]]]:
+        """Batch 1 of one shard (its :meth:`first`'s state row): the deadlines due by the end.
+
+        ``watermark_ms``: the watermark after every record (``None``: there was none).
+        Then the end state of the entities :attr:`explain` asks about.
+        """
+        shard = str(state["entity"])
+        kept = json.loads(state["data"])
+        store = Entities()
+        store.saved = kept["saved"]
+        wakes = {e: WakeUp(*w) for e, w in kept["wakes"].items()}
+        clock = self._clock(0)
+        timer = min((clock.timer(w) for w in wakes.values()), default=None)
         # Spark fires the shard's one timer once the watermark reaches it.
-        wm = self.watermark_ms
-        if wm is not None and first.timer is not None and first.timer <= wm:
-            last = runner.run(store, wakes, [], self._clock(wm), ticks, shard=shard)
-            yield from ((1, r) for r in output_rows(last.outputs))
+        if watermark_ms is not None and timer is not None and timer <= watermark_ms:
+            end = self._runner().run(store, wakes, [], self._clock(watermark_ms), {}, shard=shard)
+            yield from ((1, r) for r in output_rows(end.outputs))
         for entity, text in store.saved.items():
             if any(asked.matches(entity, text) for asked in self.explain):
                 yield END_STATE, {**_BLANK, "kind": "state", "entity": entity, "data": text}
+
+    def run(
+        self, shard: str, rows: list[tuple[str, str, int | None]], watermark_ms: int | None
+    ) -> Iterator[tuple[int, dict[str, Any]]]:
+        """:meth:`first` and :meth:`last` of one shard, in this process."""
+        for b, r in self.first(shard, rows):
+            if b == SHARD_STATE:
+                yield from self.last(r, watermark_ms)
+            else:
+                yield b, r
 
     def _clock(self, watermark_ms: int) -> Clock:
         return Clock(watermark_ms, self.delay_ms, self.grace_ms)
 
     def __call__(self, key: tuple[Any, ...], pdf: pd.DataFrame) -> pd.DataFrame:
-        """``applyInPandas``: one shard's rows (``entity``, ``value``) in, its output out."""
+        """``applyInPandas``: a shard's rows (``entity``, ``value``) in, batch 0 and its state out.
+
+        The shard of :data:`LETTERS` carries the dead letters instead (:meth:`_letters`).
+        """
         # Files carry no bus time: only the watermark moves time, as on the files bus.
         entities, values = pdf["entity"].tolist(), pdf["value"].tolist()
-        rows = [(e, v, None) for e, v in zip(entities, values, strict=True)]
-        out = [{**r, "batch": b} for b, r in self.run(str(key[0]), rows)]
+        rows = [(e, v, None) for e, v in zip(entities, values, strict=True) if e != LETTERS]
+        out = [{**r, "batch": b} for b, r in self.first(str(key[0]), rows)] if rows else []
+        if len(rows) < len(values):
+            letters = [v for e, v in zip(entities, values, strict=True) if e == LETTERS]
+            out.extend({**r, "batch": LETTER_BATCH} for r in self._letters(letters))
         return pd.DataFrame(out, columns=[*DETECT_COLUMNS, "batch"])
+
+    def _letters(self, values: list[str]) -> Iterator[dict[str, Any]]:
+        """Dead letters in the order of their records, the first :attr:`letters_kept` whole.
+
+        The rest go as one row that counts them: a flood of malformed records does not
+        travel to the driver to be dropped there.
+        """
+        letters = [json.loads(v)["letter"] for v in values]
+        parsed = sorted(
+            (json.loads(t) for t in letters),
+            key=lambda d: (
+                d.get("topic") or "",
+                d.get("partition") or 0,
+                d.get("offset") or 0,
+                d.get("seq") or 0,
+            ),
+        )
+        for d in parsed[: self.letters_kept]:
+            yield {**_BLANK, "kind": "dead_letter", "data": json.dumps(d)}
+        more = len(parsed) - self.letters_kept
+        if more > 0:
+            yield {**_BLANK, "kind": "dead_letter", "data": json.dumps({"more": more})}
 
 
 #: A short replay evaluates the parse's expressions as they are, without generating and
@@ -308,52 +383,31 @@ def _detect(
     ``here``: run the shards in this process (:func:`_shards_here`), not in Python
     workers. Returns the end state of the entities ``explain`` matches.
     """
-    k = cfg.kafka
-    # The bus records and dead letters of one parse, kept for the reads below; a local
-    # checkpoint, not a cache: each read then plans a scan of the kept rows, not the
-    # whole parse projection again (a cached plan is analysed whole to be matched).
-    # Measured on the small real run: 1.1 of 17 CPU s. Its blocks go when ``bus`` is
-    # collected (Spark's context cleaner), at the latest with the replay's process.
-    bus = bus_records(events, cfg, dead_letters=True)
-    if here:
-        # A short input's newest event on the bus (the final watermark's base) is observed
-        # in the parse's pass: a job of its own is a plan and a pass more. A long one's is
-        # read by that job as before: with the observation (a JSON read of every bus row)
-        # the hour's replay was slower in two interleaved pairs (98-116 s against 86-89 s
-        # wall, issue #34), the likelier of the two suspects.
-        newest_obs = Observation("flinkwatch_replay_newest")
-        events_ms = F.from_json("value", "event_ms long")["event_ms"]
-        bus = bus.observe(newest_obs, F.max(F.when(F.col("topic") == k.events_topic, events_ms)))
-    bus = bus.localCheckpoint()
     sp = cfg.spark
-    # The shards spread evenly over the workers, as the live query's over its partitions.
-    rows = detect_input(
-        bus.where(F.col("topic") == k.events_topic), sp.state_shards, sp.shuffle_partitions
-    )
-    if here:
-        newest = next(iter(newest_obs.get.values()), None)
-    else:
-        (newest,) = rows.select(F.max(F.unix_millis("event_time"))).first() or (None,)
-    counts = observed.get
-    _count_parse(stats, counts)
-    if dead_letters is not None and any(counts.get(f"error:{r}") for r in DEAD_LETTER_REASONS):
-        letters = (
-            bus.where(F.col("topic") == k.deadletters_topic)
-            .select(F.from_json("value", DEAD_LETTER_SCHEMA).alias("d"))
-            .select("d.*")
-            .toLocalIterator()
-        )
-        write_dead_letters(dead_letters, 0, letters)
     delay_ms = int(sp.watermark_delay_s * 1000)
     shard = ShardReplay(
         cfg.resolver(),
         active_detectors(cfg),
         delay_ms=delay_ms,
         grace_ms=None if sp.deadline_grace_s is None else int(sp.deadline_grace_s * 1000),
-        watermark_ms=None if newest is None else newest - delay_ms,
         explain=explain,
+        letters_kept=0 if dead_letters is None else dead_letters.max_per_batch,
     )
-    out = _shards_here(rows, shard) if here else _shards_on_workers(rows, shard)
+    bus = bus_records(events, cfg, dead_letters=True)
+    keyed = "source_key" in events.columns
+    if here or keyed:
+        rows, newest, kept = _kept_bus(bus, cfg, here)
+        out = _shards_here(rows, shard) if here else _shards_on_workers(rows, shard)
+        letters: Iterable[Any] = _streamed(kept)
+    else:
+        rows, newest_obs = _one_pass(bus, cfg)
+        out = _shards_on_workers(rows, shard)
+        newest = next(iter(newest_obs.get.values()), None)
+        letters = _letter_rows([r for r in out if r["batch"] == LETTER_BATCH])
+    counts = observed.get
+    _count_parse(stats, counts)
+    if dead_letters is not None and any(counts.get(f"error:{r}") for r in DEAD_LETTER_REASONS):
+        write_dead_letters(dead_letters, 0, letters)
     forwards = [r for r in out if r["kind"] == RowKind.FORWARD.value and r["batch"] == 0]
     if forwards:
         # A keyed source's lines for other entities (streaming.forwards): live, the driver
@@ -365,7 +419,12 @@ def _detect(
         )
         rows = rows.unionByName(detect_input(extra, sp.state_shards, sp.shuffle_partitions))
         out = _shards_here(rows, shard) if here else _shards_on_workers(rows, shard)
-    out = [r for r in out if r["kind"] != RowKind.FORWARD.value]
+    wm = None if newest is None else newest - delay_ms
+    out = [r for r in out if r["kind"] != RowKind.FORWARD.value and r["batch"] != LETTER_BATCH]
+    ends = [
+        {**r, "batch": b} for s in out if s["batch"] == SHARD_STATE for b, r in shard.last(s, wm)
+    ]
+    out += ends
     deliver = AlertDelivery(outputs, stats, cfg)
     batches = [0, 1] if newest is not None else [0]
     for b in batches:
@@ -373,25 +432,114 @@ def _detect(
     return {r["entity"]: r["data"] for r in out if r["batch"] == END_STATE}
 
 
+def _kept_bus(
+    bus: DataFrame, cfg: AppConfig, here: bool
+) -> tuple[DataFrame, int | None, DataFrame]:
+    """The bus kept in memory for three reads: the shards' rows, its newest event, its dead letters.
+
+    A short input, whose parse costs less than a second pass would, and a keyed
+    capture's, whose forwarded lines run the shards again (:mod:`streaming.forwards`).
+    """
+    k, sp = cfg.kafka, cfg.spark
+    # A local checkpoint, not a cache: each read then plans a scan of the kept rows, not
+    # the whole parse projection again (a cached plan is analysed whole to be matched).
+    # Measured on the small real run: 1.1 of 17 CPU s. Its blocks go when ``bus`` is
+    # collected (Spark's context cleaner), at the latest with the replay's process.
+    if here:
+        # A short input's newest event on the bus (the final watermark's base) is observed
+        # in the parse's pass: a job of its own is a plan and a pass more.
+        newest_obs = Observation("flinkwatch_replay_newest")
+        events_ms = F.from_json("value", "event_ms long")["event_ms"]
+        bus = bus.observe(newest_obs, F.max(F.when(F.col("topic") == k.events_topic, events_ms)))
+    bus = bus.localCheckpoint()
+    # The shards spread evenly over the workers, as the live query's over its partitions.
+    rows = detect_input(
+        bus.where(F.col("topic") == k.events_topic), sp.state_shards, sp.shuffle_partitions
+    )
+    if here:
+        newest = next(iter(newest_obs.get.values()), None)
+    else:
+        (newest,) = rows.select(F.max(F.unix_millis("event_time"))).first() or (None,)
+    letters = (
+        bus.where(F.col("topic") == k.deadletters_topic)
+        .select(F.from_json("value", DEAD_LETTER_SCHEMA).alias("d"))
+        .select("d.*")
+    )
+    return rows, newest, letters
+
+
+def _one_pass(bus: DataFrame, cfg: AppConfig) -> tuple[DataFrame, Observation]:
+    """The shards' rows of a long input, for one pass from the files to the shards.
+
+    Its dead letters travel with them (:data:`LETTERS`), and the newest event is observed
+    on the way, for the driver's end of the shards (:meth:`ShardReplay.last`). The bus
+    kept in memory for three reads instead (:func:`_kept_bus`) took as long for the hour
+    of the 100-job fleet (1.46 million bus records; 96 and 108 s against 98 and 101,
+    interleaved) and held them: the process tree's peak 3.5 GB against 2.7 (issue #34),
+    growing with the input.
+    """
+    k, sp = cfg.kafka, cfg.spark
+    letter = F.col("topic") == k.deadletters_topic
+    wrapped = F.to_json(
+        F.struct(F.lit(0).cast("long").alias("event_ms"), F.col("value").alias("letter"))
+    )
+    rows = detect_input(
+        bus.select(
+            F.when(letter, F.lit(LETTERS)).otherwise(F.col("key")).alias("key"),
+            F.when(letter, wrapped).otherwise(F.col("value")).alias("value"),
+        ),
+        sp.state_shards,
+        sp.shuffle_partitions,
+    )
+    newest = Observation("flinkwatch_replay_newest")
+    events_ms = F.when(F.col("entity") != LETTERS, F.unix_millis("event_time"))
+    return rows.observe(newest, F.max(events_ms)), newest
+
+
+def _streamed(rows: DataFrame) -> Iterator[Row]:
+    """``rows`` one partition at a time, from the first ``next``.
+
+    A flood of malformed records is never whole in the driver, and nothing is read when
+    nothing is asked.
+    """
+    yield from rows.toLocalIterator()
+
+
+def _letter_rows(rows: list[dict[str, Any]]) -> Iterator[Row]:
+    """The dead letters that travelled with the shards, as the sink takes them (Spark rows)."""
+    for r in rows:
+        d = json.loads(r["data"])
+        if "more" in d:
+            # Counted, not kept: the file is full before them.
+            yield from repeat(Row(error=None), int(d["more"]))
+        else:
+            # Every field, as the schema read of the kept bus gives them (JSON drops nulls).
+            yield Row(**{f: d.get(f) for f in DEAD_LETTER_FIELDS})
+
+
 def _shards_on_workers(rows: DataFrame, shard: ShardReplay) -> list[Any]:
-    """Every shard's output rows, each shard run in a Python worker (``applyInPandas``)."""
+    """Every shard's batch-0 rows and state, each shard run in a Python worker.
+
+    ``applyInPandas``: the shards spread over the workers as the live query's do.
+    """
 
     def detect(key: tuple[Any, ...], pdf: pd.DataFrame) -> pd.DataFrame:
         # A function: Spark reads the arguments of what it is given (not of __call__).
         return shard(key, pdf)
 
-    return (
-        rows.select("shard", "entity", "value")
+    return [
+        r.asDict()
+        for r in rows.select("shard", "entity", "value")
         .groupBy("shard")
         .applyInPandas(detect, schema=REPLAY_SCHEMA)
         .collect()
-    )
+    ]
 
 
 def _shards_here(rows: DataFrame, shard: ShardReplay) -> list[dict[str, Any]]:
-    """Every shard's output rows, the shards run one after another in this process.
+    """Every shard's batch-0 rows and state, the shards run one after another in this process.
 
-    The rows a Python worker would get, collected; the same :meth:`ShardReplay.run` per
+    The rows a Python worker would get, collected; the same :meth:`ShardReplay.first` per
     shard. For a small input this spares the shuffle by shard and the worker's start
     (its interpreter, pandas, the config and detectors imported again), which took
     longer than the detectors' work.
@@ -402,7 +550,7 @@ def _shards_here(rows: DataFrame, shard: ShardReplay) -> list[dict[str, Any]]:
     return [
         {**r, "batch": b}
         for key, shard_rows in sorted(by_shard.items())
-        for b, r in shard.run(str(key), shard_rows)
+        for b, r in shard.first(str(key), shard_rows)
     ]
 
 

@@ -58,11 +58,9 @@ def _stuck_checkpoint() -> list[tuple[str, str, None]]:
     return rows
 
 
-def _replay(watermark_ms: int | None) -> ShardReplay:
+def _replay() -> ShardReplay:
     cfg = AppConfig()
-    return ShardReplay(
-        cfg.resolver(), active_detectors(cfg), DELAY, grace_ms=2_000, watermark_ms=watermark_ms
-    )
+    return ShardReplay(cfg.resolver(), active_detectors(cfg), DELAY, grace_ms=2_000)
 
 
 def _fired(out: list[tuple[int, dict]], detector: str) -> list[tuple[int, str, int]]:
@@ -74,7 +72,7 @@ def _fired(out: list[tuple[int, dict]], detector: str) -> list[tuple[int, str, i
 
 
 def test_deadlines_due_by_the_final_watermark_fire_in_the_last_batch_at_their_own_time() -> None:
-    out = list(_replay(T0 + 3_600_000).run("0", _stuck_checkpoint()))
+    out = list(_replay().run("0", _stuck_checkpoint(), T0 + 3_600_000))
     (fired, resolved) = _fired(out, "checkpoint_creep")
     # Paged at its deadline (the checkpoint pending past half its timeout), resolved after
     # the quiet that follows; both stamped with their own times, not the end's.
@@ -88,11 +86,11 @@ def test_deadlines_due_by_the_final_watermark_fire_in_the_last_batch_at_their_ow
 
 
 def test_the_final_watermark_fires_a_deadline_it_reaches_and_not_one_a_millisecond_later() -> None:
-    out = list(_replay(T0 + 3_600_000).run("0", _stuck_checkpoint()))
+    out = list(_replay().run("0", _stuck_checkpoint(), T0 + 3_600_000))
     deadline = _fired(out, "checkpoint_creep")[0][2]
-    at = list(_replay(deadline).run("0", _stuck_checkpoint()))
+    at = list(_replay().run("0", _stuck_checkpoint(), deadline))
     assert _fired(at, "checkpoint_creep") == [(1, "firing", deadline)]
-    before = list(_replay(deadline - 1).run("0", _stuck_checkpoint()))
+    before = list(_replay().run("0", _stuck_checkpoint(), deadline - 1))
     assert _fired(before, "checkpoint_creep") == []
     assert {b for b, _ in before} == {0}  # the shard's timer was not reached: no turn
 
@@ -102,12 +100,12 @@ def test_an_entitys_own_later_record_fires_its_deadline_with_the_records() -> No
     rows.append(_checkpoint("checkpoint_triggered", 11, T0 + 3_600_000))
     # No final watermark at all: only the job's record an hour later moves its time.
     assert [
-        (b, s) for b, s, _ in _fired(list(_replay(None).run("0", rows)), "checkpoint_creep")
+        (b, s) for b, s, _ in _fired(list(_replay().run("0", rows, None)), "checkpoint_creep")
     ] == [
         (0, "firing"),
         (0, "resolved"),
     ]
-    assert _fired(list(_replay(None).run("0", _stuck_checkpoint())), "checkpoint_creep") == []
+    assert _fired(list(_replay().run("0", _stuck_checkpoint(), None)), "checkpoint_creep") == []
 
 
 def test_only_a_short_replay_runs_its_jvm_with_the_quick_compiler_alone() -> None:
@@ -127,11 +125,62 @@ def test_a_rule_of_the_config_runs_in_the_replay_after_its_shard_travels_to_a_wo
 
     rule = {"name": "checkpoint_pace", "kind": "frequency", "kinds": ["checkpoint_triggered"]}
     cfg = AppConfig.model_validate({"rules": [rule | {"count": 5, "window_s": 600}]})
-    shard = ShardReplay(cfg.resolver(), active_detectors(cfg), DELAY, 2_000, T0 + 3_600_000)
+    shard = ShardReplay(cfg.resolver(), active_detectors(cfg), DELAY, 2_000)
     # What applyInPandas sends a Python worker: the rule goes as its definition.
     again = pickle.loads(pickle.dumps(shard))
-    fired = _fired(list(again.run("0", _stuck_checkpoint())), "checkpoint_pace")
+    fired = _fired(list(again.run("0", _stuck_checkpoint(), T0 + 3_600_000)), "checkpoint_pace")
     assert fired[0] == (0, "firing", T0 + 5 * 60_000)
+
+
+def test_a_shard_of_a_long_replay_gives_its_records_rows_and_its_dead_letters_in_record_order() -> (
+    None
+):
+    import pandas as pd
+
+    from streaming.replay import LETTER_BATCH, LETTERS, SHARD_STATE
+
+    shard = ShardReplay(
+        AppConfig().resolver(), active_detectors(AppConfig()), DELAY, 2_000, letters_kept=2
+    )
+    letters = [
+        {"topic": "m.jsonl", "partition": 0, "offset": o, "seq": 0, "error": "invalid_json"}
+        for o in (7, 2, 5)
+    ]
+    # As the one pass wraps them: an event time of its own, so the shards' input keeps them.
+    wrapped = [json.dumps({"event_ms": 0, "letter": json.dumps(d)}) for d in letters]
+    rows = _stuck_checkpoint()
+    pdf = pd.DataFrame(
+        {
+            "entity": [e for e, _, _ in rows] + [LETTERS] * 3,
+            "value": [v for _, v, _ in rows] + wrapped,
+        }
+    )
+    out = shard(("0",), pdf).to_dict("records")
+
+    # The records: batch 0 and the shard's state, as the shard run alone gives them.
+    def said(b: int, r: dict) -> tuple:
+        return (b, r["kind"], r["detector"], r["status"], r["data"])
+
+    assert [said(r["batch"], r) for r in out if r["batch"] != LETTER_BATCH] == [
+        said(b, r) for b, r in shard.first("0", rows)
+    ]
+    assert [r["batch"] for r in out if r["kind"] == "state"] == [SHARD_STATE]
+    # The letters: the first two by their place in the input whole, the third counted.
+    sent = [json.loads(r["data"]) for r in out if r["batch"] == LETTER_BATCH]
+    assert sent == [letters[1], letters[2], {"more": 1}]
+
+
+def test_the_driver_ends_a_shard_from_its_state_row_as_the_shard_run_whole_does() -> None:
+    from streaming.replay import SHARD_STATE
+
+    shard = _replay()
+    first = list(shard.first("0", _stuck_checkpoint()))
+    (state,) = [r for b, r in first if b == SHARD_STATE]
+    # Through JSON and back, as the row travels from a worker to the driver.
+    state = json.loads(json.dumps(state))
+    ended = [(b, r) for b, r in first if b != SHARD_STATE] + list(shard.last(state, T0 + 3_600_000))
+    assert ended == list(shard.run("0", _stuck_checkpoint(), T0 + 3_600_000))
+    assert _fired(ended, "checkpoint_creep")[0][:2] == (1, "firing")
 
 
 def test_two_configs_share_one_parse_unless_their_parsing_sections_differ() -> None:
@@ -149,10 +198,13 @@ def test_the_shards_give_the_same_alerts_and_end_states_in_this_process_as_in_wo
     spark, tmp_path
 ) -> None:
     # The short replay runs its shards in the driver, the long one in Python workers
-    # (applyInPandas): the same real run through each gives the same file, line for line.
+    # (applyInPandas), its dead letters travelling with them: the same real run through
+    # each gives the same file, line for line, and keeps the same dead letters.
     run = REAL / "expiry_2_3"
     logs = stage_files(sorted(run.glob("*.log")), tmp_path / "logs")
     metrics = stage_files(sorted(run.glob("*.jsonl")), tmp_path / "metrics")
+    bad = ['{"name": "flink_taskmanager_Status_JVM_Memory_Heap_Used", "fields": ', "\x00" * 9]
+    (metrics / "bad.jsonl").write_text("\n".join([*bad, "not json at all"]) + "\n")
     cfg = AppConfig()
     asked = (Asked(job="3631d292e50708eb38e1304df762587a"),)
     got = {}
@@ -168,17 +220,23 @@ def test_the_shards_give_the_same_alerts_and_end_states_in_this_process_as_in_wo
                 file_records(spark, metrics, kind="metric", stream=False),
                 cfg,
                 runtime.outputs,
-                DeadLetterFileSink(out / "dead"),
+                # Two kept of three: the file keeps the first, the third is counted.
+                DeadLetterFileSink(out / "dead", max_per_batch=2),
                 stats,
                 explain=asked,
                 here=here,
             )
         finally:
             runtime.close()
-        got[here] = ((out / "alerts.jsonl").read_text(), saved, stats.delivered)
-    alerts, saved, delivered = got[True]
+        letters = [json.loads(line) for line in (out / "dead" / "batch-00000000.jsonl").open()]
+        got[here] = ((out / "alerts.jsonl").read_text(), saved, stats.delivered, letters)
+    alerts, saved, delivered, letters = got[True]
     assert len(alerts.splitlines()) == 4  # expected.json's alerts of this run
     assert saved and delivered == 2
+    assert [(d["topic"].endswith("bad.jsonl"), d["offset"]) for d in letters] == [
+        (True, 0),
+        (True, 1),
+    ]
     assert got[True] == got[False]
 
 
