@@ -133,12 +133,12 @@ class ShardProcessor(StatefulProcessor):
                     strict=True,
                 )
             )
-        yield from self._run_shard(key, data, timerValues, timer_fired=False)
+        yield from self._run_shard(key, data, timerValues, fired=None)
 
     def handleExpiredTimer(  # noqa: D102
         self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo
     ) -> Iterator[pd.DataFrame]:
-        yield from self._run_shard(key, [], timerValues, timer_fired=True)
+        yield from self._run_shard(key, [], timerValues, fired=expiredTimerInfo.getExpiryTimeInMs())
 
     def _run_shard(
         self,
@@ -146,7 +146,7 @@ class ShardProcessor(StatefulProcessor):
         rows: list[tuple[str, str, int | None]],
         values: TimerValues,
         *,
-        timer_fired: bool,
+        fired: int | None,
     ) -> Iterator[pd.DataFrame]:
         store = PackedStore(self._packed())
         # Copies: the runner updates them in place, and the store compares with its own.
@@ -154,7 +154,7 @@ class ShardProcessor(StatefulProcessor):
         wakes = {entity: WakeUp(*at) for entity, at in saved.items()}
         ticks: dict[str, int] = dict(store.meta.get("ticks") or {})
         held: dict[str, int] = dict(store.meta.get("held") or {})
-        old_timer: int | None = None if timer_fired else store.meta.get("timer")
+        old_timer: int | None = None if fired is not None else store.meta.get("timer")
         clock = Clock(values.getCurrentWatermarkInMs(), self._delay_ms, self._grace_ms)
         shard = str(key[0] if self._shards is None else shard_of(int(key[0]), self._shards))
         out = self._runner.run(
@@ -167,6 +167,11 @@ class ShardProcessor(StatefulProcessor):
             damaged = failure(STATE, about, None, store.damaged, "unpack", dropped=store.unnamed)
             rows.extend(output_rows([damaged]))
         timer = out.timer
+        if timer is not None and timer == fired:
+            # Spark deletes the timer that fired once this call returns: the same time set
+            # again now would go with it (and the shard sleep until its next record). An
+            # entity whose events wait for its other sources is due at every batch.
+            timer += 1
         if timer != old_timer:
             # One timer per shard, at its earliest wake-up; a timer that fired is gone.
             if old_timer is not None:

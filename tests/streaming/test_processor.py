@@ -45,20 +45,41 @@ class Value:
 
 
 class Handle:
-    """The shard's state and timers, as Spark's handle keeps them for one key."""
+    """The shard's state and timers, as Spark's handle keeps them for one key.
+
+    A timer set twice, or deleted when there is none, is what Spark warns of and ignores
+    (``TimerStateImpl``): kept in ``warnings``.
+    """
 
     def __init__(self) -> None:
         self.values: dict[str, Value] = {}
         self.timers: list[int] = []
+        self.warnings: list[str] = []
 
     def getValueState(self, name: str, schema: Any) -> Value:  # noqa: N802 - Spark's name
         return self.values.setdefault(name, Value())
 
     def registerTimer(self, ms: int) -> None:  # noqa: N802
-        self.timers.append(ms)
+        if ms in self.timers:
+            self.warnings.append(f"timer {ms} already exists")
+        else:
+            self.timers.append(ms)
 
     def deleteTimer(self, ms: int) -> None:  # noqa: N802
-        self.timers.remove(ms)
+        if ms in self.timers:
+            self.timers.remove(ms)
+        else:
+            self.warnings.append(f"timer {ms} does not exist")
+
+
+def _fire(processor: ShardProcessor, handle: Handle, watermark: int) -> pd.DataFrame:
+    """Spark firing the shard's timer: the handler, then the fired timer deleted."""
+    (fired,) = handle.timers
+    out = _run(
+        processor.handleExpiredTimer(("3",), TimerValues(-1, watermark), ExpiredTimerInfo(fired))
+    )
+    handle.deleteTimer(fired)
+    return out
 
 
 def _processor() -> tuple[ShardProcessor, Handle]:
@@ -111,11 +132,9 @@ def test_a_repeat_from_the_bus_changes_nothing() -> None:
 def test_a_shard_whose_entities_all_went_idle_is_cleared_and_keeps_no_timer() -> None:
     processor, handle = _processor()
     _run(processor.handleInputRows(("3",), iter([_expiries(1, 2, 3)]), TimerValues(-1, T0)))
-    fired = handle.timers.pop()  # Spark drops a timer as it fires it
-    far = T0 + 30 * DAY_MS
-    out = _run(processor.handleExpiredTimer(("3",), TimerValues(-1, far), ExpiredTimerInfo(fired)))
+    out = _fire(processor, handle, T0 + 30 * DAY_MS)
     assert handle.values["shard"].get() is None
-    assert handle.timers == []
+    assert (handle.timers, handle.warnings) == ([], [])
     assert out[out["kind"] == "entity_count"]["data"].map(json.loads).tolist() == [
         {"entities": 0, "due_ms": None}
     ]
@@ -136,12 +155,31 @@ def test_a_catch_up_hold_is_kept_with_the_shard_until_its_release() -> None:
     processor, handle = _processor()
     _run(processor.handleInputRows(("3",), iter([_expiries(1, 2, 3)]), TimerValues(-1, T0)))
     _run(processor.handleInputRows(("3",), iter([_marks(True)]), TimerValues(-1, T0)))
-    fired = handle.timers.pop()
     far = T0 + 30 * DAY_MS
-    out = _run(processor.handleExpiredTimer(("3",), TimerValues(-1, far), ExpiredTimerInfo(fired)))
+    out = _fire(processor, handle, far)
     assert _entities(out) == [1]  # held: a watermark a month on decides nothing
     out = _run(processor.handleInputRows(("3",), iter([_marks(False)]), TimerValues(-1, far)))
     assert _entities(out) == [0]  # released: decided, and the entity gone idle
+
+
+def test_a_timer_that_fires_and_is_due_again_at_once_is_set_anew_not_lost() -> None:
+    # While the parse query catches up, the shard's entities are due at every batch (their
+    # deadlines wait for the release): its timer fires and is due again at once. Spark
+    # deletes a timer that fired after its handler: set again at the same time, it went
+    # with it (Spark warning twice), and the shard slept until its next record.
+    processor, handle = _processor()
+    _run(processor.handleInputRows(("3",), iter([_marks(True)]), TimerValues(-1, T0)))
+    out = _run(processor.handleInputRows(("3",), iter([_expiries(1, 2, 3)]), TimerValues(-1, T0)))
+    assert ("checkpoint_failures", "firing") in set(
+        zip(out["detector"], out["status"], strict=True)
+    )
+    for batch in range(3):
+        assert _entities(_fire(processor, handle, T0 + batch)) == [1]
+        assert len(handle.timers) == 1 and handle.warnings == []
+    _run(processor.handleInputRows(("3",), iter([_marks(False)]), TimerValues(-1, T0)))
+    # Released: one timer, at the entity's own deadline again, and nothing Spark warns of.
+    assert len(handle.timers) == 1 and handle.timers[0] > T0
+    assert handle.warnings == []
 
 
 def test_a_python_worker_freezes_its_heap_at_its_first_shard_and_the_driver_never() -> None:
