@@ -44,6 +44,7 @@ them in its two tasks), the shards and delivery 0.3; Python's imports 1.3.
 
 from __future__ import annotations
 
+import heapq
 import json
 import logging
 from collections.abc import Iterable, Iterator
@@ -92,8 +93,9 @@ END_STATE = 2
 SHARD_STATE = 3
 #: The ``batch`` of the dead letters that travelled with the shards (:data:`LETTERS`).
 LETTER_BATCH = 4
-#: The entity a long replay's dead letters travel under, to one shard, with the events:
-#: no entity of the bus is named so (``job:``, ``tm:``, ``src:``, ``cluster``).
+#: How the entities a long replay's dead letters travel under begin (then a number, to
+#: spread them over the shards): no entity of the bus begins so (``job:``, ``tm:``,
+#: ``src:``, ``cluster``).
 LETTERS = "deadletters"
 _BLANK: dict[str, Any] = dict.fromkeys(DETECT_COLUMNS)
 
@@ -202,38 +204,40 @@ class ShardReplay:
     def __call__(self, key: tuple[Any, ...], pdf: pd.DataFrame) -> pd.DataFrame:
         """``applyInPandas``: a shard's rows (``entity``, ``value``) in, batch 0 and its state out.
 
-        The shard of :data:`LETTERS` carries the dead letters instead (:meth:`_letters`).
+        Dead letters (entities named :data:`LETTERS`) may share a shard with records.
         """
         # Files carry no bus time: only the watermark moves time, as on the files bus.
         entities, values = pdf["entity"].tolist(), pdf["value"].tolist()
-        rows = [(e, v, None) for e, v in zip(entities, values, strict=True) if e != LETTERS]
+        pairs = list(zip(entities, values, strict=True))
+        rows = [(e, v, None) for e, v in pairs if not e.startswith(LETTERS)]
         out = [{**r, "batch": b} for b, r in self.first(str(key[0]), rows)] if rows else []
         if len(rows) < len(values):
-            letters = [v for e, v in zip(entities, values, strict=True) if e == LETTERS]
+            letters = [json.loads(v)["letter"] for e, v in pairs if e.startswith(LETTERS)]
             out.extend({**r, "batch": LETTER_BATCH} for r in self._letters(letters))
         return pd.DataFrame(out, columns=[*DETECT_COLUMNS, "batch"])
 
-    def _letters(self, values: list[str]) -> Iterator[dict[str, Any]]:
-        """Dead letters in the order of their records, the first :attr:`letters_kept` whole.
+    def _letters(self, letters: list[str]) -> Iterator[dict[str, Any]]:
+        """The first :attr:`letters_kept` of these dead letters by place (:func:`letter_place`).
 
         The rest go as one row that counts them: a flood of malformed records does not
         travel to the driver to be dropped there.
         """
-        letters = [json.loads(v)["letter"] for v in values]
-        parsed = sorted(
-            (json.loads(t) for t in letters),
-            key=lambda d: (
-                d.get("topic") or "",
-                d.get("partition") or 0,
-                d.get("offset") or 0,
-                d.get("seq") or 0,
-            ),
-        )
-        for d in parsed[: self.letters_kept]:
+        parsed = [json.loads(t) for t in letters]
+        for d in heapq.nsmallest(self.letters_kept, parsed, key=letter_place):
             yield {**_BLANK, "kind": "dead_letter", "data": json.dumps(d)}
         more = len(parsed) - self.letters_kept
         if more > 0:
             yield {**_BLANK, "kind": "dead_letter", "data": json.dumps({"more": more})}
+
+
+def letter_place(letter: dict[str, Any]) -> tuple[str, int, int, int]:
+    """Where a dead letter's record was: the order the dead-letter file keeps them in."""
+    return (
+        letter.get("topic") or "",
+        letter.get("partition") or 0,
+        letter.get("offset") or 0,
+        letter.get("seq") or 0,
+    )
 
 
 #: A short replay evaluates the parse's expressions as they are, without generating and
@@ -400,10 +404,10 @@ def _detect(
         out = _shards_here(rows, shard) if here else _shards_on_workers(rows, shard)
         letters: Iterable[Any] = _streamed(kept)
     else:
-        rows, newest_obs = _one_pass(bus, cfg)
+        rows, newest_obs = _one_pass(bus, cfg, letters=dead_letters is not None)
         out = _shards_on_workers(rows, shard)
         newest = next(iter(newest_obs.get.values()), None)
-        letters = _letter_rows([r for r in out if r["batch"] == LETTER_BATCH])
+        letters = _letter_rows([r for r in out if r["batch"] == LETTER_BATCH], shard.letters_kept)
     counts = observed.get
     _count_parse(stats, counts)
     if dead_letters is not None and any(counts.get(f"error:{r}") for r in DEAD_LETTER_REASONS):
@@ -460,19 +464,22 @@ def _kept_bus(
         newest = next(iter(newest_obs.get.values()), None)
     else:
         (newest,) = rows.select(F.max(F.unix_millis("event_time"))).first() or (None,)
+    # In the order of the one pass's (:func:`letter_place`): the file keeps the first.
     letters = (
         bus.where(F.col("topic") == k.deadletters_topic)
         .select(F.from_json("value", DEAD_LETTER_SCHEMA).alias("d"))
         .select("d.*")
+        .orderBy("topic", "partition", "offset", "seq")
     )
     return rows, newest, letters
 
 
-def _one_pass(bus: DataFrame, cfg: AppConfig) -> tuple[DataFrame, Observation]:
+def _one_pass(bus: DataFrame, cfg: AppConfig, letters: bool) -> tuple[DataFrame, Observation]:
     """The shards' rows of a long input, for one pass from the files to the shards.
 
-    Its dead letters travel with them (:data:`LETTERS`), and the newest event is observed
-    on the way, for the driver's end of the shards (:meth:`ShardReplay.last`). The bus
+    With ``letters`` its dead letters travel with them, spread over the shards (entities
+    :data:`LETTERS` and a number) so that no worker holds them all; the newest event is
+    observed on the way, for the driver's end of the shards (:meth:`ShardReplay.last`). The bus
     kept in memory for three reads instead (:func:`_kept_bus`) took as long for the hour
     of the 100-job fleet (1.46 million bus records; 96 and 108 s against 98 and 101,
     interleaved) and held them: the process tree's peak 3.5 GB against 2.7 (issue #34),
@@ -480,19 +487,21 @@ def _one_pass(bus: DataFrame, cfg: AppConfig) -> tuple[DataFrame, Observation]:
     """
     k, sp = cfg.kafka, cfg.spark
     letter = F.col("topic") == k.deadletters_topic
-    wrapped = F.to_json(
-        F.struct(F.lit(0).cast("long").alias("event_ms"), F.col("value").alias("letter"))
-    )
-    rows = detect_input(
-        bus.select(
-            F.when(letter, F.lit(LETTERS)).otherwise(F.col("key")).alias("key"),
+    if letters:
+        # An event time of its own (0, never the newest), so that the shards' input keeps it.
+        wrapped = F.to_json(
+            F.struct(F.lit(0).cast("long").alias("event_ms"), F.col("value").alias("letter"))
+        )
+        spread = F.pmod(F.xxhash64("value"), F.lit(sp.state_shards)).cast("string")
+        bus = bus.select(
+            F.when(letter, F.concat(F.lit(LETTERS), spread)).otherwise(F.col("key")).alias("key"),
             F.when(letter, wrapped).otherwise(F.col("value")).alias("value"),
-        ),
-        sp.state_shards,
-        sp.shuffle_partitions,
-    )
+        )
+    else:
+        bus = bus.where(~letter)
+    rows = detect_input(bus, sp.state_shards, sp.shuffle_partitions)
     newest = Observation("flinkwatch_replay_newest")
-    events_ms = F.when(F.col("entity") != LETTERS, F.unix_millis("event_time"))
+    events_ms = F.when(~F.col("entity").startswith(LETTERS), F.unix_millis("event_time"))
     return rows.observe(newest, F.max(events_ms)), newest
 
 
@@ -505,16 +514,19 @@ def _streamed(rows: DataFrame) -> Iterator[Row]:
     yield from rows.toLocalIterator()
 
 
-def _letter_rows(rows: list[dict[str, Any]]) -> Iterator[Row]:
-    """The dead letters that travelled with the shards, as the sink takes them (Spark rows)."""
-    for r in rows:
-        d = json.loads(r["data"])
-        if "more" in d:
-            # Counted, not kept: the file is full before them.
-            yield from repeat(Row(error=None), int(d["more"]))
-        else:
-            # Every field, as the schema read of the kept bus gives them (JSON drops nulls).
-            yield Row(**{f: d.get(f) for f in DEAD_LETTER_FIELDS})
+def _letter_rows(rows: list[dict[str, Any]], kept: int) -> Iterator[Row]:
+    """The dead letters that travelled with the shards, as the sink takes them (Spark rows).
+
+    Each shard's first ``kept`` by place, merged: the first ``kept`` of all, then the
+    rest as empty rows the sink counts as not kept.
+    """
+    said = [json.loads(r["data"]) for r in rows]
+    letters = sorted((d for d in said if "more" not in d), key=letter_place)
+    for d in letters[:kept]:
+        # Every field, as the schema read of the kept bus gives them (JSON drops nulls).
+        yield Row(**{f: d.get(f) for f in DEAD_LETTER_FIELDS})
+    more = sum(int(d["more"]) for d in said if "more" in d) + max(len(letters) - kept, 0)
+    yield from repeat(Row(error=None), more)
 
 
 def _shards_on_workers(rows: DataFrame, shard: ShardReplay) -> list[Any]:

@@ -5,9 +5,9 @@ ended. :class:`ReplayProgress` logs one line at least every ``every_s`` seconds 
 runs and a summary at the end, from what the driver knows (:class:`ReplayCounts`):
 records once the parse has read every file (parse batch 1), alerts once the detectors
 have run (detect batches 0 and 1, :mod:`streaming.replay`), so the numbers move a step
-at a time; the lines keep coming while a long step runs, so a replay that is alive looks
-alive. Pure Python: the clock
-is injected and nothing here imports Spark.
+at a time; the lines keep coming while a long step runs, with the Spark tasks done of
+the stages running, so a replay that is alive looks alive and says how far its step is.
+Pure Python: the clock is injected and nothing here imports Spark.
 """
 
 from __future__ import annotations
@@ -32,6 +32,8 @@ class ReplayCounts(BaseModel):
         alerts: Alert transitions written so far.
         parse_batches: Parse batches finished (a replay has one).
         detect_batches: Detect batches delivered (a replay has two: its records, its end).
+        tasks: Tasks of the Spark stages running now (0: none running).
+        tasks_done: How many of them are done.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -41,6 +43,8 @@ class ReplayCounts(BaseModel):
     alerts: int = 0
     parse_batches: int = 0
     detect_batches: int = 0
+    tasks: int = 0
+    tasks_done: int = 0
 
 
 def _utc(ms: int | None) -> str:
@@ -89,6 +93,7 @@ class ReplayProgress:
             f"replay: {c.records:,} records read, event time {_utc(c.newest_event_ms)}, "
             f"{c.alerts:,} alerts (parse batches {c.parse_batches}, "
             f"detect batches {c.detect_batches})"
+            + (f"; Spark: {c.tasks_done:,} of {c.tasks:,} tasks done" if c.tasks else "")
         )
         return True
 

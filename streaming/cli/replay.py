@@ -9,6 +9,9 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from py4j.protocol import Py4JError
 
 from conf import AppConfig
 from sinks import DeadLetterFileSink
@@ -21,6 +24,9 @@ from streaming.replay import Baseline, replay, replay_session, same_parse
 from streaming.replay_progress import ReplayCounts, ReplayProgress
 from streaming.runtime import Runtime
 from streaming.sources import file_records, log_records, stage_files, stage_logs
+
+if TYPE_CHECKING:
+    from pyspark import StatusTracker
 
 log = logging.getLogger("flinkwatch")
 
@@ -100,7 +106,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
             (base.cfg, base.outputs, base.stats, base_sink, None),
         ]
     one_parse = len(parses) == 1
-    progress_done = ReplayProgress(lambda: replay_counts(stats)).start()
+    tracker = spark.sparkContext.statusTracker()
+    progress_done = ReplayProgress(lambda: replay_counts(stats, tracker)).start()
     try:
         for c, outputs, st, letters, also in parses:
             if not one_parse:
@@ -133,8 +140,23 @@ def cmd_replay(args: argparse.Namespace) -> int:
         if not args.keep_work:
             shutil.rmtree(work, ignore_errors=True)
     progress_done(True)
+    _tell(args, cfg, stats, output, deadletters, baseline=base is not None, one_parse=one_parse)
+    return 0
+
+
+def _tell(
+    args: argparse.Namespace,
+    cfg: AppConfig,
+    stats: PipelineStats,
+    output: Path,
+    deadletters: Path,
+    *,
+    baseline: bool,
+    one_parse: bool,
+) -> None:
+    """What a replay that ended says: its summary (or the comparison), where its files are."""
     comparison = None
-    if base is None:
+    if not baseline:
         print_summary(stats.alerts, stats.kinds, stats.dead_letters, stats.names)
         print_incidents(output)
     else:
@@ -142,14 +164,13 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if sum(stats.dead_letters.values()) and args.deadletters:
         print(f"dead letters written to {deadletters}", file=sys.stderr)
     print(f"alerts written to {output}", file=sys.stderr)
-    if base is not None:
+    if baseline:
         print(f"baseline alerts written to {baseline_output(output)}", file=sys.stderr)
     if args.report:
         from sinks.reports.replay import write_report  # matplotlib: only when asked for
 
         report = write_report(output, Path(args.report), cfg.correlation, comparison)
         print(f"report written to {report.index} ({report.charts} charts)", file=sys.stderr)
-    return 0
 
 
 def _baseline(cfg: AppConfig, output: Path, work: Path) -> tuple[Runtime, Baseline]:
@@ -184,16 +205,31 @@ def print_comparison(args: argparse.Namespace, output: Path, one_parse: bool) ->
     return comparison
 
 
-def replay_counts(stats: PipelineStats) -> ReplayCounts:
+def replay_counts(stats: PipelineStats, tracker: StatusTracker | None = None) -> ReplayCounts:
     """A replay's progress so far, from the pipeline's counters (read from another thread).
 
     The counters are updated by the queries' ``foreachBatch`` threads; ``dict(...)`` copies
     the alert counter in one step, so a batch adding to it meanwhile cannot break the sum.
+    With Spark's ``tracker``, the tasks of the stages running now: a long input's one pass
+    counts its records only at its end.
     """
+    tasks = done = 0
+    if tracker is not None:
+        try:
+            for stage in tracker.getActiveStageIds():
+                info = tracker.getStageInfo(stage)
+                if info is not None:
+                    tasks += info.numTasks
+                    done += info.numCompletedTasks
+        except Py4JError:
+            # The context stopping under the progress thread: no tasks to tell of.
+            tasks = done = 0
     return ReplayCounts(
         records=stats.records_read,
         newest_event_ms=stats.newest_event_ms,
         alerts=sum(dict(stats.alerts).values()),
         parse_batches=stats.counted.get("parse", -1) + 1,
         detect_batches=stats.delivered,
+        tasks=tasks,
+        tasks_done=done,
     )

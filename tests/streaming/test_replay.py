@@ -170,17 +170,49 @@ def test_a_shard_of_a_long_replay_gives_its_records_rows_and_its_dead_letters_in
     assert sent == [letters[1], letters[2], {"more": 1}]
 
 
-def test_the_driver_ends_a_shard_from_its_state_row_as_the_shard_run_whole_does() -> None:
-    from streaming.replay import SHARD_STATE
+def test_the_driver_ends_a_shard_from_its_state_row_as_one_runner_keeping_it_would() -> None:
+    from streaming.clock import Clock
+    from streaming.replay import SHARD_STATE, Entities
+    from streaming.rows import output_rows
 
-    shard = _replay()
+    shard, end = _replay(), T0 + 3_600_000
     first = list(shard.first("0", _stuck_checkpoint()))
     (state,) = [r for b, r in first if b == SHARD_STATE]
-    # Through JSON and back, as the row travels from a worker to the driver.
-    state = json.loads(json.dumps(state))
-    ended = [(b, r) for b, r in first if b != SHARD_STATE] + list(shard.last(state, T0 + 3_600_000))
-    assert ended == list(shard.run("0", _stuck_checkpoint(), T0 + 3_600_000))
-    assert _fired(ended, "checkpoint_creep")[0][:2] == (1, "firing")
+    # The row as a worker's collect gives it to the driver: its state is JSON text.
+    assert isinstance(state["data"], str)
+    ended = [r for b, r in first if b != SHARD_STATE] + [r for _, r in shard.last(state, end)]
+    # The reference: one runner keeping the store and the wake-ups in memory between
+    # the records and the end (the replay before the state travelled).
+    runner, store, wakes = shard._runner(), Entities(), {}
+    kept = runner.run(store, wakes, _stuck_checkpoint(), Clock(0, DELAY, 2_000), {}, shard="0")
+    last = runner.run(store, wakes, [], Clock(end, DELAY, 2_000), {}, shard="0")
+    assert ended == output_rows(kept.outputs) + output_rows(last.outputs)
+    assert _fired([(1, r) for r in output_rows(last.outputs)], "checkpoint_creep")[0][:2] == (
+        1,
+        "firing",
+    )
+
+
+def test_the_shards_dead_letters_merge_to_the_first_by_place_and_a_count_of_the_rest() -> None:
+    from streaming.replay import _letter_rows
+
+    def letter(topic: str, offset: int) -> dict:
+        return {"topic": topic, "partition": 0, "offset": offset, "seq": 0, "error": "x"}
+
+    def row(d: dict) -> dict:
+        return {"data": json.dumps(d)}
+
+    # Two shards, each its first two by place and how many more it had.
+    shards = [
+        [row(letter("b.jsonl", 1)), row(letter("b.jsonl", 4)), row({"more": 3})],
+        [row(letter("a.jsonl", 9)), row(letter("b.jsonl", 2))],
+    ]
+    got = list(_letter_rows([r for s in shards for r in s], kept=2))
+    assert [(r["topic"], r["offset"]) for r in got[:2]] == [("a.jsonl", 9), ("b.jsonl", 1)]
+    # Every field as the dead-letter schema has it, null where the letter said nothing.
+    assert got[0]["kafka_ts"] is None and got[0]["raw"] is None
+    assert len(got) == 2 + 3 + 2  # the shards' 3 more, and the 2 of theirs past the file's 2
+    assert all(r["error"] is None for r in got[2:])
 
 
 def test_two_configs_share_one_parse_unless_their_parsing_sections_differ() -> None:
@@ -238,6 +270,28 @@ def test_the_shards_give_the_same_alerts_and_end_states_in_this_process_as_in_wo
         (True, 1),
     ]
     assert got[True] == got[False]
+    # Files of malformed records alone, in one pass: the letters kept, no event so no
+    # newest event time (their own time, 0, is not one) and no batch for the end.
+    only_bad = stage_files([metrics / "bad.jsonl"], tmp_path / "only-bad")
+    out = tmp_path / "only-bad-out"
+    runtime = Runtime(
+        cfg, replay=True, ledger_path=out / "ledger.sqlite", alerts_path=out / "alerts.jsonl"
+    )
+    stats = PipelineStats()
+    try:
+        replay(
+            file_records(spark, logs, kind="log", stream=False).limit(0),
+            file_records(spark, only_bad, kind="metric", stream=False),
+            cfg,
+            runtime.outputs,
+            DeadLetterFileSink(out / "dead"),
+            stats,
+            here=False,
+        )
+    finally:
+        runtime.close()
+    assert (stats.delivered, stats.records_read) == (1, 3)
+    assert len((out / "dead" / "batch-00000000.jsonl").read_text().splitlines()) == 3
 
 
 def test_a_keyed_capture_replays_to_the_alerts_of_the_processes_own_files(spark, tmp_path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
+from types import SimpleNamespace
 
 from streaming.cli.replay import replay_counts
 from streaming.delivery import PipelineStats
@@ -81,3 +82,42 @@ def test_the_counts_come_from_the_pipelines_counters() -> None:
         records=42, newest_event_ms=T0_MS, alerts=3, parse_batches=5, detect_batches=3
     )
     assert replay_counts(PipelineStats()) == ReplayCounts()
+
+
+def test_a_line_says_how_far_the_running_spark_stages_are() -> None:
+    clock, lines = Clock(), []
+    progress = _progress([ReplayCounts(tasks=54, tasks_done=20)], clock, lines)
+    clock.now += 10
+    progress.poll()
+    assert lines == [
+        "replay: 0 records read, event time none yet, 0 alerts (parse batches 0, detect "
+        "batches 0); Spark: 20 of 54 tasks done"
+    ]
+
+
+class Tracker:
+    """Spark's status tracker as the progress thread reads it: stage ids, then each stage."""
+
+    def __init__(self, stages: dict[int, tuple[int, int]], fail: bool = False) -> None:
+        self.stages, self.fail = stages, fail
+
+    def getActiveStageIds(self) -> list[int]:  # noqa: N802 (Spark's name)
+        if self.fail:
+            from py4j.protocol import Py4JError
+
+            raise Py4JError("the context is stopping")
+        return [*self.stages, 99]
+
+    def getStageInfo(self, stage: int) -> SimpleNamespace | None:  # noqa: N802
+        if stage not in self.stages:
+            return None  # ended between the two calls
+        total, done = self.stages[stage]
+        return SimpleNamespace(numTasks=total, numCompletedTasks=done)
+
+
+def test_the_tasks_are_those_of_the_stages_running_and_none_once_spark_is_gone() -> None:
+    stats = PipelineStats()
+    got = replay_counts(stats, Tracker({3: (54, 20), 4: (2, 0)}))  # type: ignore[arg-type]
+    assert (got.tasks, got.tasks_done) == (56, 20)
+    failed = replay_counts(stats, Tracker({3: (54, 20)}, fail=True))  # type: ignore[arg-type]
+    assert (failed.tasks, failed.tasks_done) == (0, 0)
