@@ -95,7 +95,7 @@ SHARD_STATE = 3
 LETTER_BATCH = 4
 #: How the entities a long replay's dead letters travel under begin (then a number, to
 #: spread them over the shards): no entity of the bus begins so (``job:``, ``tm:``,
-#: ``src:``, ``cluster``).
+#: ``src:``, ``cluster``, the ticks' key).
 LETTERS = "deadletters"
 _BLANK: dict[str, Any] = dict.fromkeys(DETECT_COLUMNS)
 
@@ -219,8 +219,10 @@ class ShardReplay:
     def _letters(self, letters: list[str]) -> Iterator[dict[str, Any]]:
         """The first :attr:`letters_kept` of these dead letters by place (:func:`letter_place`).
 
-        The rest go as one row that counts them: a flood of malformed records does not
-        travel to the driver to be dropped there.
+        The rest go as one row that counts them: past the file's first, a flood of
+        malformed records does not travel to the driver. What does is each shard's
+        first, whole: up to ``spark.state_shards`` times the file's (their raw text up
+        to 64 KB each), collected with the shards' rows (the short path streams them).
         """
         parsed = [json.loads(t) for t in letters]
         for d in heapq.nsmallest(self.letters_kept, parsed, key=letter_place):
