@@ -166,11 +166,13 @@ class ShardProcessor(StatefulProcessor):
             about = f"shard:{shard}"
             damaged = failure(STATE, about, None, store.damaged, "unpack", dropped=store.unnamed)
             rows.extend(output_rows([damaged]))
-        timer = out.timer
+        # Held for a catch-up, the shard decides nothing by the watermark until the
+        # release, which reaches every shard as a row (a mark): a timer would only wake it
+        # at every batch, and the catch-up it waits for would share the cores with that.
+        timer = None if held else out.timer
         if timer is not None and timer == fired:
             # Spark deletes the timer that fired once this call returns: the same time set
-            # again now would go with it (and the shard sleep until its next record). An
-            # entity whose events wait for its other sources is due at every batch.
+            # again now would go with it (and the shard sleep until its next record).
             timer += 1
         if timer != old_timer:
             # One timer per shard, at its earliest wake-up; a timer that fired is gone.
