@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from typing import Any
 
 import pandas as pd
@@ -177,6 +178,25 @@ def test_a_held_shard_keeps_no_timer_and_its_release_sets_it_again() -> None:
     _run(processor.handleInputRows(("3",), iter([_marks(False)]), TimerValues(-1, T0 + 2)))
     # Released: one timer, at the entity's own deadline, and nothing Spark warns of.
     assert len(handle.timers) == 1 and handle.timers[0] > T0
+    assert handle.warnings == []
+
+
+def test_a_shard_due_again_at_the_time_its_timer_fired_keeps_a_timer() -> None:
+    # Spark deletes the timer that fired once the handler returns: a shard whose earliest
+    # wake-up is that same time must not set it again (lost, and the shard asleep until
+    # its next record). No shard the runner keeps today wakes there; the shell must not
+    # depend on it, so the runner here says so.
+    processor, handle = _processor()
+    _run(processor.handleInputRows(("3",), iter([_expiries(1, 2, 3)]), TimerValues(-1, T0)))
+    (fired,) = handle.timers
+    run = processor._runner.run
+
+    def due_at_once(*args: Any, **kwargs: Any) -> Any:
+        return replace(run(*args, **kwargs), timer=fired)
+
+    processor._runner.run = due_at_once  # type: ignore[method-assign]
+    _fire(processor, handle, fired)
+    assert len(handle.timers) == 1 and handle.timers[0] > fired
     assert handle.warnings == []
 
 
