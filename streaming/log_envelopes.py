@@ -9,10 +9,11 @@ what later steps need of the envelope: its time, host, pod and file path.
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
+from streaming.jvm_columns import widened
 from streaming.log_layouts import _LAYOUT, _LAYOUT_PARTS, _MDC_JOB_KEY, _SYSLOG_HOST, _layout_time
 from streaming.log_shapes import _envelope_shape, _json_metric
 from streaming.parse_columns import _SEP, ParseLimits, _group, _groups, _rx, longer_than
@@ -148,6 +149,11 @@ def _line_chosen(df: DataFrame) -> DataFrame:
     A JSON object is a layout itself (``_flink_json``), an envelope whose line is a JSON
     layout (``_nested``, parsed again), or an envelope around a text line.
     """
+    return widened(df, ("log_envelopes._line_chosen",), _line_columns)
+
+
+def _line_columns() -> list[list[Column]]:
+    """:func:`_line_chosen`'s projections, each reading the ones before."""
     ec = F.col("_e")
     # Filebeat's `log` is an object (`log.offset`, `log.file.path`); its line is `message`.
     filebeat_log = F.col("_is_json") & F.col("_text").rlike(r'(?<!\\)"log"\s*:\s*\{')
@@ -159,21 +165,19 @@ def _line_chosen(df: DataFrame) -> DataFrame:
         & F.coalesce(ec["level"], ec["log.level"]).isNotNull()
         & (ec["log"].isNull() | (filebeat_log & _layout_time(ec).isNotNull()))
     )
-    df = df.select(
-        "*",
+    envelope = [
         filebeat_log.alias("_filebeat"),
         top_layout.alias("_top_layout"),
         F.when(F.col("_is_json") & ~top_layout, F.coalesce(log_line, ec["message"])).alias(
             "_eline"
         ),
-    )
+    ]
     # The envelope's line is a JSON layout itself: parsed again, only then.
     inner = F.from_json(
         F.when(F.ltrim(F.col("_eline")).startswith("{"), F.col("_eline")),
         _LOG_JSON_SCHEMA,
         JSON_OPTS,
     )
-    df = df.select("*", inner.alias("_inner"))
     ic = F.col("_inner")
     nested = F.coalesce(
         ic["_corrupt"].isNull()
@@ -188,13 +192,13 @@ def _line_chosen(df: DataFrame) -> DataFrame:
         F.col("_is_json"),
         F.when(~flink_json & F.col("_eline").isNotNull(), F.concat_ws("\n", F.col("_eline"), tail)),
     ).otherwise(F.col("_text"))
-    return df.select(
-        "*",
+    chosen = [
         F.when(nested, ic).otherwise(ec).alias("_j"),
         line.alias("_line"),
         flink_json.alias("_flink_json"),
         nested.alias("_nested"),
-    )
+    ]
+    return [envelope, [inner.alias("_inner")], chosen]
 
 
 def _envelope_read(df: DataFrame, *, shapes: bool) -> DataFrame:

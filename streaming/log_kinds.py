@@ -12,6 +12,7 @@ import re
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from streaming.jvm_columns import widened
 from streaming.log_layouts import _level
 
 J = r"([0-9a-f]{32})"  # a Flink JobID
@@ -201,8 +202,15 @@ def _by_level(kind: Column, level: Column) -> Column:
 
 def _kinded(df: DataFrame) -> DataFrame:
     """Records with their ``kind`` (null for a dead letter), from their ``_message``."""
+    return widened(df, ("log_kinds._kinded",), _kind_columns)
+
+
+def _kind_columns() -> list[list[Column]]:
+    """:func:`_kinded`'s projections, each reading the one before."""
     ok = F.col("error").isNull()
-    df = df.select("*", F.when(ok, F.substring_index(F.col("_message"), "\n", 1)).alias("_first"))
-    df = df.select("*", F.when(ok, _classify(F.col("_message"), F.col("_first"))).alias("_kind"))
-    df = df.select("*", _by_cause(F.col("_kind"), F.col("_message")).alias("_ruled"))
-    return df.select("*", _by_level(F.col("_ruled"), _level()).alias("kind"))
+    return [
+        [F.when(ok, F.substring_index(F.col("_message"), "\n", 1)).alias("_first")],
+        [F.when(ok, _classify(F.col("_message"), F.col("_first"))).alias("_kind")],
+        [_by_cause(F.col("_kind"), F.col("_message")).alias("_ruled")],
+        [_by_level(F.col("_ruled"), _level()).alias("kind")],
+    ]

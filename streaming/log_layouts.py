@@ -12,6 +12,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType
 
+from streaming.jvm_columns import widened
 from streaming.log_shapes import _CONTINUATION, _not_a_log
 from streaming.parse_columns import _SEP, ParseLimits, epoch_ms_from_text, time_error
 
@@ -124,15 +125,19 @@ def _headed(df: DataFrame, lim: ParseLimits, *, fallback_time: bool) -> DataFram
 
     ``fallback_time``: the records have the file source's ``fallback_time`` column.
     """
+    key = ("log_layouts._headed", lim, fallback_time)
+    return widened(df, key, lambda: _header_columns(lim, fallback_time))
+
+
+def _header_columns(lim: ParseLimits, fallback_time: bool) -> list[list[Column]]:
+    """:func:`_headed`'s projections, each reading the ones before."""
     jc = F.col("_j")
     # `_layN` as four regexp_extract calls would give them: empty when the layout does not
     # match, null for no line.
     line, parts = F.col("_line"), F.col("_lparts")
     hit = (F.size(parts) == 5) & (parts[0] == "") & ~line.startswith(_SEP)
     none = F.when(line.isNotNull(), F.lit(""))
-    df = df.select(
-        "*", *[F.when(hit, parts[i]).otherwise(none).alias(f"_lay{i}") for i in (1, 2, 3, 4)]
-    )
+    layout = [F.when(hit, parts[i]).otherwise(none).alias(f"_lay{i}") for i in (1, 2, 3, 4)]
     tail = F.when(F.col("_tail") != "", F.col("_tail"))
     jmsg = F.concat_ws("\n", jc["message"], jc["error.stack_trace"], _thrown(jc), tail)
     matched = F.coalesce(F.col("_lay1") != "", F.lit(False))
@@ -144,12 +149,11 @@ def _headed(df: DataFrame, lim: ParseLimits, *, fallback_time: bool) -> DataFram
     ts_ms = F.when(F.col("_flink_json"), _layout_ms(jc)).when(
         matched, epoch_ms_from_text(F.col("_lay1"))
     )
-    df = df.select(
-        "*",
+    header = [
         ts_text.alias("_ts_text"),
         ts_ms.alias("_ts_ms"),
         _not_a_log(matched).alias("_not_log"),
-    )
+    ]
     # A record without a time of its own takes the Kafka record's or, in a file, the
     # time of the record before it (``fallback_time``, see streaming.sources).
     fallback = F.unix_millis(F.col("kafka_ts"))
@@ -160,13 +164,12 @@ def _headed(df: DataFrame, lim: ParseLimits, *, fallback_time: bool) -> DataFram
         epoch_ms_from_text(F.col("_env_ts")),
         F.when(~matched & ~F.col("_flink_json"), fallback),
     )
-    df = df.select(
-        "*",
+    verdict = [
         _dead_letter(matched, event_ms, lim).alias("error"),
         message.alias("_raw_message"),
         event_ms.alias("_event_ms"),
-    )
-    return df.select("*", _line_breaks(F.col("_raw_message")).alias("_message"))
+    ]
+    return [layout, header, verdict, [_line_breaks(F.col("_raw_message")).alias("_message")]]
 
 
 def _dead_letter(matched: Column, event_ms: Column, lim: ParseLimits) -> Column:

@@ -7,13 +7,12 @@ JSON, InfluxDB line protocol), and only that shape's expression reads it, so rec
 the usual shapes do not pay for the others. Every shape becomes a list of samples (name,
 value, time, labels), one event each, numbered by ``seq``; then the sample's name is
 mapped onto the canonical name the detectors read (Flink's Prometheus reporter's: see
-:data:`BUILTIN_NAMES` and ``parsing.metric_names``).
+``streaming.metric_names`` and ``parsing.metric_names``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -26,6 +25,8 @@ from pyspark.sql.types import (
 )
 
 from conf.pipeline import MetricNameRule
+from streaming.jvm_columns import made_once
+from streaming.metric_names import LABELS, NameRule, name_rules, named_by, rule_index
 from streaming.parse_columns import (
     ParseLimits,
     capped_name,
@@ -47,9 +48,6 @@ _NOT_IN_METRICS = ("checkpoint_id", "duration_ms", "size_bytes", "from_state", "
 JOB_ID_PATTERN = r"^[0-9a-fA-F]{32}$"
 ENTITY_ID_PATTERN = r"^[A-Za-z0-9\[][A-Za-z0-9._:@/\[\]-]{0,127}$"
 
-#: The labels an event is built from (Flink's scope variables, as the Prometheus reporter
-#: names them); every shape's labels are reduced to these, so no other label can collide.
-LABELS = ("host", "tm_id", "job_id", "job_name", "task_name", "subtask_index", "operator_name")
 
 #: What ``shapes=True`` reports per record (the ``shape`` column).
 SHAPES = ("canonical", "telegraf_json", "influx_line", "vector_json", "otlp_json", "unknown")
@@ -138,147 +136,6 @@ _BINARY = "[\\x00-\\x08\\x0e-\\x1f\\x{FFFD}]"
 # A field holding the value of the measurement itself (Telegraf's prometheus input with
 # metric_version=1: `gauge`/`counter`/`value`; Flink's InfluxDB reporter: `value`).
 _VALUE_FIELDS = ("value", "gauge", "counter")
-
-
-@dataclass(frozen=True)
-class NameRule:
-    """A naming rule as the parser applies it (built in, or from ``parsing.metric_names``).
-
-    Attributes:
-        scheme: What the ``naming`` column says when this rule matched.
-        match: Java regular expression on the whole incoming name.
-        name: The canonical name, ``$n`` for groups; characters outside ``[a-zA-Z0-9:_]``
-            become ``_`` (the Prometheus reporter's own filter).
-        labels: Label → template, taken from the name (they win over the record's).
-        guard: A literal the name must start with, tested before the regex (cheap).
-    """
-
-    scheme: str
-    match: str
-    name: str
-    labels: dict[str, str] = field(default_factory=dict)
-    guard: str | None = None
-
-
-# Flink's default scope formats (`metrics.scope.*`), as StatsD/Graphite-style reporters
-# and JMX render them: `<host>.taskmanager.<tm_id>`, `<host>.jobmanager.<job_name>`,
-# `…<job_name>.<task_name>.<subtask_index>`. These assume the components hold no dot;
-# a fleet whose host or job names do writes its own rule (parsing.metric_names).
-_JM_METRICS = (
-    r"Status\..+|numRegisteredTaskManagers|numRunningJobs|taskSlotsAvailable"
-    r"|taskSlotsTotal|numPendingTaskManagers"
-)
-_SOURCE_READER = r"(?:KafkaSourceReader|KafkaConsumer|source)\..+"
-
-#: The built-in naming schemes, tried in order after the user's rules. A name starting
-#: with ``flink_`` is already canonical (the Prometheus reporter) and skips them all.
-BUILTIN_NAMES: tuple[NameRule, ...] = (
-    # InfluxDB reporter: measurement `<scope>_<metric>`, scope variables as tags.
-    NameRule("influxdb", r"((?:taskmanager|jobmanager)_.+)", "flink_$1", guard=None),
-    # Datadog reporter: `flink.<scope>.<metric>`, tags `key:value`.
-    NameRule("datadog", r"flink\.(.+)", "flink_$1", guard="flink."),
-    # JMX reporter's ObjectName domain (Jolokia, or a shipper naming a metric by its MBean),
-    # key properties as tags.
-    NameRule("jmx", r"org\.apache\.flink\.(.+)", "flink_$1", guard="org.apache.flink."),
-    # The Prometheus JMX exporter without rules: `<domain>_<first key property's value>_
-    # <attribute>`, the other key properties as labels. Flink's JMXReporter builds the
-    # ObjectName from a Hashtable, whose order puts `host` first for TaskManager and
-    # JobManager beans, `job_name` for a job on the JobManager, `job_id` for tasks and
-    # operators (checked on Java 17). A meter's `Count` is no rate: only its `Rate` maps.
-    NameRule(
-        "jmx_exporter",
-        r"org_apache_flink_taskmanager_(Status(?:_[A-Z0-9][A-Za-z0-9]*)+)_(.+)_(?:Value|Count)",
-        "flink_taskmanager_$1",
-        {"host": "$2"},
-        guard="org_apache_flink_",
-    ),
-    NameRule(
-        "jmx_exporter",
-        r"org_apache_flink_jobmanager_(Status(?:_[A-Z0-9][A-Za-z0-9]*)+|numRegisteredTaskManagers"
-        r"|numRunningJobs|taskSlotsAvailable|taskSlotsTotal|numPendingTaskManagers)_(.+)_Value",
-        "flink_jobmanager_$1",
-        {"host": "$2"},
-        guard="org_apache_flink_",
-    ),
-    NameRule(
-        "jmx_exporter",
-        r"org_apache_flink_jobmanager_job_([A-Za-z0-9]+)_(.+)_(?:Value|Count)",
-        "flink_jobmanager_job_$1",
-        {"job_name": "$2"},
-        guard="org_apache_flink_",
-    ),
-    NameRule(
-        "jmx_exporter",
-        r"org_apache_flink_(taskmanager_job_.+)_([0-9a-fA-F]{32})_(?:Value|Rate)",
-        "flink_$1",
-        {"job_id": "$2"},
-        guard="org_apache_flink_",
-    ),
-    NameRule(
-        "jmx_exporter",
-        r"org_apache_flink_(taskmanager_job_.+)(?<!PerSecond)_([0-9a-fA-F]{32})_Count",
-        "flink_$1",
-        {"job_id": "$2"},
-        guard="org_apache_flink_",
-    ),
-    # StatsD / Graphite with Flink's default scope formats.
-    NameRule(
-        "graphite",
-        r"([^.]+)\.taskmanager\.([^.]+)\.(Status\..+)",
-        "flink_taskmanager_$3",
-        {"host": "$1", "tm_id": "$2"},
-    ),
-    NameRule(
-        "graphite",
-        rf"([^.]+)\.taskmanager\.([^.]+)\.([^.]+)\.([^.]+)\.(\d+)\.({_SOURCE_READER})",
-        "flink_taskmanager_job_task_operator_$6",
-        {"host": "$1", "tm_id": "$2", "job_name": "$3", "operator_name": "$4"},
-    ),
-    NameRule(
-        "graphite",
-        r"([^.]+)\.taskmanager\.([^.]+)\.([^.]+)\.([^.]+)\.(\d+)\.(.+)",
-        "flink_taskmanager_job_task_$6",
-        {
-            "host": "$1",
-            "tm_id": "$2",
-            "job_name": "$3",
-            "task_name": "$4",
-            "subtask_index": "$5",
-        },
-    ),
-    NameRule(
-        "graphite",
-        r"([^.]+)\.taskmanager\.([^.]+)\.([^.]+)\.([^.]+)",
-        "flink_taskmanager_job_$4",
-        {"host": "$1", "tm_id": "$2", "job_name": "$3"},
-    ),
-    NameRule(
-        "graphite", rf"([^.]+)\.jobmanager\.({_JM_METRICS})", "flink_jobmanager_$2", {"host": "$1"}
-    ),
-    # The per-job detectors key on the job id, which no default scope format names: with
-    # `metrics.scope.jm-job: <host>.jobmanager.<job_id>` (or `….<job_name>.<job_id>`
-    # through a rule) they see these samples.
-    NameRule(
-        "graphite",
-        r"([^.]+)\.jobmanager\.([0-9a-fA-F]{32})\.([^.]+)",
-        "flink_jobmanager_job_$3",
-        {"host": "$1", "job_id": "$2"},
-    ),
-    NameRule(
-        "graphite",
-        r"([^.]+)\.jobmanager\.([^.]+)\.([^.]+)",
-        "flink_jobmanager_job_$3",
-        {"host": "$1", "job_name": "$2"},
-    ),
-)
-
-
-def name_rules(configured: Sequence[MetricNameRule] = ()) -> tuple[NameRule, ...]:
-    """The user's rules (``parsing.metric_names``, in order), then the built-in ones."""
-    own = tuple(
-        NameRule(f"config[{i}]", r.match, r.name, dict(r.labels)) for i, r in enumerate(configured)
-    )
-    return own + BUILTIN_NAMES
 
 
 def _bad_ids(lab: Column) -> Column:
@@ -470,63 +327,6 @@ def _otlp_skipped_types(o: Column) -> Column:
     return F.concat_ws(",", F.array_distinct(types))
 
 
-def _rule_index(n: Column, rules: tuple[NameRule, ...]) -> Column:
-    """Which rule names a sample called ``n``: its position, -1 (canonical) or null (none).
-
-    User rules come first; a name that is already canonical (``flink_…``) skips the
-    built-ins, so the Prometheus reporter's samples pay one prefix test.
-    """
-    n_user = sum(1 for r in rules if r.scheme.startswith("config["))
-
-    def test(i: int, r: NameRule) -> Column:
-        hit = n.rlike(f"^(?:{r.match})$")
-        return F.when(n.startswith(r.guard) & hit if r.guard else hit, F.lit(i))
-
-    return F.coalesce(
-        *[test(i, r) for i, r in enumerate(rules[:n_user])],
-        F.when(n.startswith("flink_"), F.lit(-1)),
-        *[test(n_user + i, r) for i, r in enumerate(rules[n_user:])],
-    )
-
-
-def _apply(
-    n: Column, lab: Column, idx: Column, rules: tuple[NameRule, ...]
-) -> tuple[Column, Column, Column]:
-    """(canonical name, labels, naming scheme) of a sample by the rule ``idx`` chose."""
-
-    def replaced(r: NameRule, template: str) -> Column:
-        return F.regexp_replace(n, f"^(?:{r.match})$", template)
-
-    # Most samples are canonical or unknown: they skip every rule's comparison.
-    kept = idx.isNull() | (idx == -1)
-
-    name = F.when(kept, n).otherwise(
-        F.coalesce(
-            *[
-                F.when(
-                    idx == i,
-                    F.regexp_replace(replaced(r, r.name), "[^a-zA-Z0-9:_]", "_"),
-                )
-                for i, r in enumerate(rules)
-            ],
-            n,
-        )
-    )
-    labels = []
-    for k in LABELS:
-        from_name = [
-            F.when(idx == i, replaced(r, r.labels[k])) for i, r in enumerate(rules) if k in r.labels
-        ]
-        own = F.when(kept, lab[k]).otherwise(F.coalesce(*from_name, lab[k]))
-        labels.append((own if from_name else lab[k]).alias(k))
-    scheme = (
-        F.when(idx.isNull(), F.lit("none"))
-        .when(idx == -1, F.lit("prometheus"))
-        .otherwise(F.coalesce(*[F.when(idx == i, F.lit(r.scheme)) for i, r in enumerate(rules)]))
-    )
-    return name, F.struct(*labels), scheme
-
-
 def parse_metrics(
     records: DataFrame,
     limits: ParseLimits | None = None,
@@ -562,6 +362,13 @@ def _recognised(records: DataFrame) -> DataFrame:
     Each record is parsed as its shape only: the tests on its first characters keep the
     other shapes' expressions from running on it.
     """
+    read, shaped = made_once(("metric_parsing._recognised",), _recognised_columns)
+    df = records.select("topic", "partition", "offset", "kafka_ts", *read)
+    return df.select("*", *shaped)
+
+
+def _recognised_columns() -> tuple[list[Column], list[Column]]:
+    """:func:`_recognised`'s two projections (past the record's coordinates, past ``*``)."""
     raw = F.col("value")
     is_otlp = raw.startswith('{"resourceMetrics"')
     is_json = ~is_otlp & (raw.startswith("{") | raw.rlike(r"^\s+\{"))
@@ -577,11 +384,7 @@ def _recognised(records: DataFrame) -> DataFrame:
         .when(raw.rlike(_PROM_TEXT), F.lit("prometheus_text"))
         .otherwise(F.lit("influx"))
     )
-    df = records.select(
-        "topic",
-        "partition",
-        "offset",
-        "kafka_ts",
+    read = [
         raw.alias("raw"),
         # Each is null unless the record is of its kind (from_json never returns null).
         F.when(is_json, F.from_json(raw, _METRIC_JSON_SCHEMA, JSON_OPTS)).alias("_j"),
@@ -591,7 +394,7 @@ def _recognised(records: DataFrame) -> DataFrame:
         ).alias("_x"),
         F.when(is_otlp, F.from_json(raw, _OTLP_SCHEMA, JSON_OPTS)).alias("_o"),
         text_kind.alias("_text"),
-    )
+    ]
     jc, xc, oc, text = F.col("_j"), F.col("_x"), F.col("_o"), F.col("_text")
     json_broken = jc["_corrupt"].isNotNull()
     vector = xc["kind"].isNotNull() & jc["fields"].isNull() & jc["value"].isNull()
@@ -622,13 +425,12 @@ def _recognised(records: DataFrame) -> DataFrame:
     )
     # What the refusals of a whole record say is taken here, so that the parsed JSON is not
     # carried past the explode.
-    return df.select(
-        "*",
+    return read, [
         shape.alias("_shape"),
         json_points.alias("_jpts"),
         F.when(vector, vector_other).alias("_vec_other"),
         F.coalesce(jc["_corrupt"], oc["_corrupt"]).alias("_corrupt"),
-    )
+    ]
 
 
 def _json_points(
@@ -673,6 +475,12 @@ def _json_points(
 
 def _sampled(df: DataFrame, cap: int) -> DataFrame:
     """One row per sample (``_seq``, ``_p``), at most ``cap`` and one standing for the rest."""
+    samples, kept = made_once(("metric_parsing._sampled", cap), lambda: _sample_columns(cap))
+    return df.select("*", samples).where(kept)
+
+
+def _sample_columns(cap: int) -> tuple[Column, Column]:
+    """:func:`_sampled`'s explode and the condition on its rows."""
     oc, rc, text, sh = F.col("_o"), F.col("raw"), F.col("_text"), F.col("_shape")
     # Line protocol's and OTLP's samples are made in the explode itself, their branch
     # taken only for their records (in a projection they cost every record more; what
@@ -694,8 +502,9 @@ def _sampled(df: DataFrame, cap: int) -> DataFrame:
         .otherwise(F.col("_jpts"))
     )
     # The sample at the cap stands for all past it: one dead letter, the rest dropped.
-    return df.select("*", F.posexplode_outer(samples).alias("_seq", "_p")).where(
-        F.col("_seq").isNull() | (F.col("_seq") <= cap)
+    return (
+        F.posexplode_outer(samples).alias("_seq", "_p"),
+        F.col("_seq").isNull() | (F.col("_seq") <= cap),
     )
 
 
@@ -705,6 +514,11 @@ def _valued(df: DataFrame) -> DataFrame:
     Columns of their own: the refusals and the event both read them, and an expression
     read twice is evaluated twice.
     """
+    return df.select("*", *made_once(("metric_parsing._valued",), _value_columns))
+
+
+def _value_columns() -> list[Column]:
+    """:func:`_valued`'s two columns."""
     v = F.col("_p.v")
     # Spark's JSON reader hands a bare NaN/Infinity token to a string field as `"NaN"`.
     unquoted = F.when(v.startswith('"'), F.regexp_replace(v, r'^"(.*)"$', "$1")).otherwise(v)
@@ -713,19 +527,40 @@ def _valued(df: DataFrame) -> DataFrame:
         epoch_ms_from_text(F.col("_p.ts")),
         F.when(F.col("_shape") == "influx_line", F.unix_millis(F.col("kafka_ts"))),
     )
-    return df.select("*", unquoted.cast(DoubleType()).alias("_num"), event_ms.alias("_ems"))
+    return [unquoted.cast(DoubleType()).alias("_num"), event_ms.alias("_ems")]
 
 
 def _named(df: DataFrame, rules: tuple[NameRule, ...]) -> DataFrame:
     """Each sample's canonical name, labels and naming scheme (``_name``, ``_lab``, ``_naming``)."""
+    index, named = made_once(("metric_parsing._named", repr(rules)), lambda: _name_columns(rules))
     # The rule's index is a column of its own: every name and label expression reads it.
-    df = df.select("*", _rule_index(F.col("_p.n"), rules).alias("_rule"))
-    name, lab, scheme = _apply(F.col("_p.n"), F.col("_p.lab"), F.col("_rule"), rules)
-    return df.select("*", name.alias("_name"), lab.alias("_lab"), scheme.alias("_naming"))
+    return df.select("*", index).select("*", *named)
+
+
+def _name_columns(rules: tuple[NameRule, ...]) -> tuple[Column, list[Column]]:
+    """:func:`_named`'s rule index, then its name, labels and scheme."""
+    index = rule_index(F.col("_p.n"), rules).alias("_rule")
+    name, lab, scheme = named_by(F.col("_p.n"), F.col("_p.lab"), F.col("_rule"), rules)
+    return index, [name.alias("_name"), lab.alias("_lab"), scheme.alias("_naming")]
 
 
 def _metric_events(df: DataFrame, lim: ParseLimits, *, shapes: bool) -> DataFrame:
     """The samples as ``metric`` events or dead letters, in EVENT_COLUMNS order."""
+    error, columns = made_once(("metric_parsing._metric_events", lim), lambda: _outcome(lim))
+    out = df.select("*", error).select(*columns)
+    if shapes:
+        return out.select(
+            *[c for c in out.columns if c not in ("naming", "shape")],
+            F.when(F.col("kind").isNotNull(), F.col("naming")).alias("naming"),
+            F.when(F.col("shape") == "log_json", F.lit("unknown"))
+            .otherwise(F.col("shape"))
+            .alias("shape"),
+        )
+    return out.drop("naming", "shape")
+
+
+def _outcome(lim: ParseLimits) -> tuple[Column, list[Column | str]]:
+    """:func:`_metric_events`' verdict (``_err``), then its columns (and ``naming``, ``shape``)."""
     rc, text, sh = F.col("raw"), F.col("_text"), F.col("_shape")
     cap = lim.max_points_per_record
 
@@ -757,7 +592,7 @@ def _metric_events(df: DataFrame, lim: ParseLimits, *, shapes: bool) -> DataFram
     )
     lab_c = F.col("_lab")
     ok = F.col("_err").isNull()
-    out = df.select("*", error.alias("_err")).select(
+    return error.alias("_err"), [
         "topic",
         "partition",
         "offset",
@@ -787,13 +622,4 @@ def _metric_events(df: DataFrame, lim: ParseLimits, *, shapes: bool) -> DataFram
         F.when(~ok, prefix(rc, 65536)).alias("raw"),
         F.col("_naming").alias("naming"),
         F.coalesce(sh, F.lit("unknown")).alias("shape"),
-    )
-    if shapes:
-        return out.select(
-            *[c for c in out.columns if c not in ("naming", "shape")],
-            F.when(F.col("kind").isNotNull(), F.col("naming")).alias("naming"),
-            F.when(F.col("shape") == "log_json", F.lit("unknown"))
-            .otherwise(F.col("shape"))
-            .alias("shape"),
-        )
-    return out.drop("naming", "shape")
+    ]

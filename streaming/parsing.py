@@ -25,6 +25,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StringType
 
 from streaming.forwards import SELF_REPORTED
+from streaming.jvm_columns import made_once
 from streaming.log_envelopes import _unwrapped
 from streaming.log_fields import _log_fields, _match_slots
 from streaming.log_kinds import J, _kinded
@@ -80,23 +81,39 @@ def parse_logs(
     return _event_columns(df, lim, shapes=shapes)
 
 
-def _file_column(df: DataFrame, name: str) -> Column:
+#: Columns a file source adds (``log_envelopes._FILE_COLUMNS``), or a capture's key.
+_SOURCE_COLUMNS = ("source_job", "source_tm", "source_key")
+
+
+def _file_column(present: frozenset[str], name: str) -> Column:
     """A column a file source adds (``log_envelopes._FILE_COLUMNS``), null for Kafka records."""
-    return F.col(name) if name in df.columns else F.lit(None).cast(StringType())
+    return F.col(name) if name in present else F.lit(None).cast(StringType())
 
 
 def _event_columns(df: DataFrame, lim: ParseLimits, *, shapes: bool) -> DataFrame:
     """The parsed event's fields from the message, in :data:`EVENT_COLUMNS` order."""
+    present = frozenset(c for c in _SOURCE_COLUMNS if c in df.columns)
+    slots, columns = made_once(
+        ("parsing._event_columns", lim, shapes, present),
+        lambda: _event_column_list(lim, shapes, present),
+    )
+    return df.select("*", *slots).select(*columns)
+
+
+def _event_column_list(
+    lim: ParseLimits, shapes: bool, present: frozenset[str]
+) -> tuple[list[Column], list[Column | str]]:
+    """:func:`_event_columns`' match slots (``_slot<i>``), then the event's columns."""
     jc = F.col("_j")
     ok = F.col("error").isNull()
     matched = F.coalesce(F.col("_lay1") != "", F.lit(False))
     kind, msg = F.col("kind"), F.col("_message")
     slots = _match_slots(kind, msg)
-    df = df.select("*", *[slot.alias(f"_slot{i}") for i, slot in enumerate(slots)])
+    named_slots = [slot.alias(f"_slot{i}") for i, slot in enumerate(slots)]
     mdc = F.coalesce(jc[_MDC_JOB_KEY], jc["contextMap"][_MDC_JOB_KEY], jc["mdc"][_MDC_JOB_KEY])
     mdc_job = _rx(F.when(F.col("_is_json"), mdc), f"^{J}$")
     slot_cols = [F.col(f"_slot{i}") for i in range(len(slots))]
-    fields = _log_fields(kind, msg, slot_cols, mdc_job, _file_column(df, "source_job"))
+    fields = _log_fields(kind, msg, slot_cols, mdc_job, _file_column(present, "source_job"))
     level = _level()
     logger = F.coalesce(
         F.when(
@@ -114,13 +131,13 @@ def _event_columns(df: DataFrame, lim: ParseLimits, *, shapes: bool) -> DataFram
     # Where a shipper says the file came from: a YARN container directory names the process.
     path = F.coalesce(F.col("_o_path"), F.when(F.col("_is_json"), F.col("raw")))
     # The process a record's own source names (see _SELF_REPORTED); the pod comes first.
-    named = F.coalesce(_rx(path, _YARN_LOG_DIR), _file_column(df, "source_tm"))
+    named = F.coalesce(_rx(path, _YARN_LOG_DIR), _file_column(present, "source_tm"))
     own_tm = F.coalesce(named, F.col("_env_host"))
     # A keyed record's host waits for its source (streaming.forwards): the key's own start
     # line names the TaskManager where the host names only the machine (rsyslog's `vm`);
     # the source falls back to the host when it has not said who it is.
     own_tm_now = F.coalesce(
-        named, F.when(_file_column(df, "source_key").isNull(), F.col("_env_host"))
+        named, F.when(_file_column(present, "source_key").isNull(), F.col("_env_host"))
     )
     detail = F.when(
         F.col("error") == "otlp_record_cap",
@@ -130,7 +147,7 @@ def _event_columns(df: DataFrame, lim: ParseLimits, *, shapes: bool) -> DataFram
             F.lit(lim.max_otlp_log_records),
         ),
     ).otherwise(prefix(F.col("_e_corrupt"), 200))
-    return df.select(
+    return named_slots, [
         "topic",
         "partition",
         "offset",
@@ -166,8 +183,8 @@ def _event_columns(df: DataFrame, lim: ParseLimits, *, shapes: bool) -> DataFram
         F.col("error"),
         F.when(F.col("error").isNotNull(), detail).alias("detail"),
         F.when(F.col("error").isNotNull(), prefix(F.col("raw"), 65536)).alias("raw"),
-        *(["source_key"] if "source_key" in df.columns else []),
+        *(["source_key"] if "source_key" in present else []),
         # For doctor: whom a line of the record would be attributed to, had it no id itself.
         *([F.coalesce(F.col("_pod"), own_tm).alias("own_tm")] if shapes else []),
         *([_shape().alias("shape")] if shapes else []),
-    )
+    ]

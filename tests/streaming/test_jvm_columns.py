@@ -1,0 +1,45 @@
+"""The parse's expressions, made once per JVM (``streaming/jvm_columns.py``)."""
+
+from __future__ import annotations
+
+import pytest
+from pyspark import SparkContext
+
+from streaming.jvm_columns import made_once
+from streaming.metric_parsing import parse_metrics
+from streaming.parse_columns import ParseLimits
+from tests.conftest import records_df
+
+
+def test_made_once_builds_once_per_key_and_per_jvm(monkeypatch: pytest.MonkeyPatch) -> None:
+    built: list[str] = []
+
+    def build(what: str) -> object:
+        built.append(what)
+        return object()
+
+    monkeypatch.setattr(SparkContext, "_gateway", object())
+    first = made_once(("test", 1), lambda: build("one"))
+    assert made_once(("test", 1), lambda: build("again")) is first
+    other = made_once(("test", 2), lambda: build("two"))
+    assert other is not first
+    # Another JVM (another gateway): its own expressions.
+    monkeypatch.setattr(SparkContext, "_gateway", object())
+    assert made_once(("test", 1), lambda: build("new jvm")) is not first
+    assert built == ["one", "two", "new jvm"]
+
+
+@pytest.mark.spark
+def test_the_limits_are_part_of_what_is_kept(spark) -> None:
+    # Two configs in one process (a replay against a baseline, a reload): each parse reads
+    # with its own limits, whichever was built first.
+    line = "prometheus,host=jm_0 " + ",".join(f"flink_m{i}={i}" for i in range(5))
+    records = records_df(spark, [line + " 1710183765000000000"])
+
+    def errors(cap: int) -> list[str | None]:
+        out = parse_metrics(records, ParseLimits(max_points_per_record=cap)).orderBy("seq")
+        return [r.error for r in out.select("error").collect()]
+
+    assert errors(3) == [None, None, None, "too_many_points"]
+    assert errors(10) == [None] * 5
+    assert errors(3) == [None, None, None, "too_many_points"]
