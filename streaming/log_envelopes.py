@@ -13,7 +13,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
-from streaming.jvm_columns import widened
+from streaming.jvm_columns import made_once, widened
 from streaming.log_layouts import _LAYOUT, _LAYOUT_PARTS, _MDC_JOB_KEY, _SYSLOG_HOST, _layout_time
 from streaming.log_shapes import _envelope_shape, _json_metric
 from streaming.parse_columns import _SEP, ParseLimits, _group, _groups, _rx, longer_than
@@ -108,6 +108,16 @@ def _json_read(records: DataFrame, lim: ParseLimits) -> DataFrame:
 
     Lines after the object (``_tail``) are continuation lines of its message.
     """
+    files = [c for c in _FILE_COLUMNS if c in records.columns]
+    otlp = ["_is_otlp", "_otlp_bad", "_otlp_n"]
+    key = ("log_envelopes._json_read", lim.max_record_bytes)
+    read, parsed = made_once(key, lambda: _json_columns(lim.max_record_bytes))
+    df = records.select("topic", "partition", "offset", "kafka_ts", *files, *otlp, *read)
+    return df.select("*", *parsed)
+
+
+def _json_columns(max_record_bytes: int) -> tuple[list[Column | str], list[Column]]:
+    """:func:`_json_read`'s columns after the record's own, then the JSON object's."""
     # The text to read: the record, or the body of one OTLP log record.
     text = F.when(F.col("_is_otlp"), F.col("_o.line")).otherwise(F.col("value"))
     trimmed = F.ltrim(text)
@@ -115,32 +125,22 @@ def _json_read(records: DataFrame, lim: ParseLimits) -> DataFrame:
     # The JSON object is the first line; continuation lines glued after it (files read
     # whole, shippers that join multi-line records) belong to its message.
     json_split = _groups(trimmed, r"^(\{[^\n]*\})[ \t\r]*(?:\n([\s\S]*))?$", 2)
-    df = records.select(
-        "topic",
-        "partition",
-        "offset",
-        "kafka_ts",
-        *[c for c in _FILE_COLUMNS if c in records.columns],
-        "_is_otlp",
-        "_otlp_bad",
-        "_otlp_n",
+    read: list[Column | str] = [
         F.coalesce(F.col("_seq"), F.lit(0)).alias("seq"),
         "_o",
         F.col("value").alias("raw"),
         text.alias("_text"),
-        longer_than(F.col("value"), lim.max_record_bytes).alias("_too_large"),
+        longer_than(F.col("value"), max_record_bytes).alias("_too_large"),
         is_json.alias("_is_json"),
         F.when(is_json, json_split).alias("_jsplit"),
-    )
+    ]
     json_text = _group(F.col("_jsplit"), 1)
     e = F.from_json(
         F.when(F.col("_is_json"), F.coalesce(json_text, F.ltrim(F.col("_text")))),
         _LOG_JSON_SCHEMA,
         JSON_OPTS,
     )
-    return df.select(
-        "*", e.alias("_e"), F.coalesce(_group(F.col("_jsplit"), 2), F.lit("")).alias("_tail")
-    )
+    return read, [e.alias("_e"), F.coalesce(_group(F.col("_jsplit"), 2), F.lit("")).alias("_tail")]
 
 
 def _line_chosen(df: DataFrame) -> DataFrame:
@@ -207,6 +207,13 @@ def _envelope_read(df: DataFrame, *, shapes: bool) -> DataFrame:
     The layout regex runs here too, once, its groups kept for the layout step (see
     :func:`streaming.log_layouts._headed`).
     """
+    files = tuple(c for c in _FILE_COLUMNS if c in df.columns)
+    key = ("log_envelopes._envelope_read", shapes, files)
+    return df.select(*made_once(key, lambda: _envelope_columns(files, shapes=shapes)))
+
+
+def _envelope_columns(files: tuple[str, ...], *, shapes: bool) -> list[Column | str]:
+    """:func:`_envelope_read`'s columns (``files``: the file source's that the records have)."""
     ec = F.col("_e")
     flink_json, nested = F.col("_flink_json"), F.col("_nested")
     o = F.col("_o")
@@ -228,12 +235,12 @@ def _envelope_read(df: DataFrame, *, shapes: bool) -> DataFrame:
         | (ec["@timestamp"].isNotNull() & ec["host"].isNotNull())
     )
     json_unread = F.col("_is_json") & F.col("_line").isNull() & ~flink_json
-    return df.select(
+    return [
         "topic",
         "partition",
         "offset",
         "kafka_ts",
-        *[c for c in _FILE_COLUMNS if c in df.columns],
+        *files,
         "seq",
         "raw",
         "_too_large",
@@ -273,4 +280,4 @@ def _envelope_read(df: DataFrame, *, shapes: bool) -> DataFrame:
             F.when(~F.col("_is_json"), _rx(F.col("_line"), _SYSLOG_HOST)),
         ).alias("_env_host"),
         *([_envelope_shape().alias("_shape_env")] if shapes else []),
-    )
+    ]

@@ -8,10 +8,13 @@ record of any other shape passes through as it is. Spark SQL only, like the pars
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType
 
+from streaming.jvm_columns import made_once
 from streaming.schemas import JSON_OPTS
 
 #: At most this many log records of one OTLP request become events; the rest are one
@@ -116,58 +119,68 @@ def otlp_exploded(
     keeps the other shapes from paying for the request's schema; a record of another shape
     gets ``_o`` null and ``_seq`` null.
     """
-    value = F.col("value")
-    # The regex runs on the first characters only: a long record does not pay for its length.
-    # As the exporter writes it: compact, the request's one key first.
-    is_otlp = value.startswith('{"resourceLogs":')
-    # A request past the bound is not read: it is one too_large dead letter, as any record.
-    # (Its byte length is known without reading it; see parsing.longer_than.)
-    too_long = (F.octet_length(value) > max_request_chars) & (F.length(value) > max_request_chars)
-    df = records.select(
-        "*",
-        is_otlp.alias("_is_otlp"),
-        F.from_json(F.when(is_otlp & ~too_long, value), _OTLP_LOGS_SCHEMA, JSON_OPTS).alias("_req"),
+    c = made_once(
+        ("otlp_logs.otlp_exploded", max_request_chars, max_records),
+        lambda: _Exploding.make(max_request_chars, max_records),
     )
-    req = F.col("_req")
-    items = _request_items(req)
-    others = [c for c in records.columns if c != "value"]
+    others = [name for name in records.columns if name != "value"]
+    df = records.select("*", *c.read)
     # Every per-request column is made before the explode, each in a projection of its own:
     # an expression in the generator's own select runs after it, once per row.
-    df = df.select(
-        *records.columns,
-        "_is_otlp",
-        req["_corrupt"].isNotNull().alias("_otlp_bad"),
-        F.when(req["_corrupt"].isNull(), items).alias("_items"),
-    )
-    n = F.size(F.col("_items"))
-    df = df.select(
-        *others,
-        F.when(n > 0, F.lit(None)).otherwise(value).alias("value"),
-        "_is_otlp",
-        "_otlp_bad",
-        n.alias("_otlp_n"),
-        # One element past the cap is kept: it stands for the rest (an `otlp_record_cap`
-        # dead letter).
-        F.slice(F.col("_items"), 1, max_records + 1).alias("_items"),
-    )
-    df = df.select(
-        *others,
-        "value",
-        "_is_otlp",
-        "_otlp_bad",
-        "_otlp_n",
-        F.posexplode_outer("_items").alias("_seq", "_r"),
-    )
-    r = F.col("_r")
-    df = df.select(
-        *others,
-        F.coalesce(value, r["text"]).alias("value"),
-        "_is_otlp",
-        "_otlp_bad",
-        "_otlp_n",
-        "_seq",
-        r,
-        F.from_json(r["text"], _OTLP_RECORD_SCHEMA, JSON_OPTS).alias("_lr"),
-    )
-    o = F.when(r.isNotNull(), _record(r, F.col("_lr")))
-    return df.select(*records.columns, "_is_otlp", "_otlp_bad", "_otlp_n", "_seq", o.alias("_o"))
+    df = df.select(*records.columns, "_is_otlp", *c.items)
+    df = df.select(*others, c.value, "_is_otlp", "_otlp_bad", *c.counted)
+    df = df.select(*others, "value", "_is_otlp", "_otlp_bad", "_otlp_n", c.exploded)
+    df = df.select(*others, c.text, "_is_otlp", "_otlp_bad", "_otlp_n", "_seq", "_r", c.record)
+    return df.select(*records.columns, "_is_otlp", "_otlp_bad", "_otlp_n", "_seq", c.o)
+
+
+@dataclass(frozen=True)
+class _Exploding:
+    """:func:`otlp_exploded`'s expressions, in the order its projections use them."""
+
+    read: list[Column]
+    items: list[Column]
+    value: Column
+    counted: list[Column]
+    exploded: Column
+    text: Column
+    record: Column
+    o: Column
+
+    @staticmethod
+    def make(max_request_chars: int, max_records: int) -> _Exploding:
+        value = F.col("value")
+        # The regex runs on the first characters only: a long record does not pay for its
+        # length. As the exporter writes it: compact, the request's one key first.
+        is_otlp = value.startswith('{"resourceLogs":')
+        # A request past the bound is not read: it is one too_large dead letter, as any
+        # record. (Its byte length is known without reading it; see parsing.longer_than.)
+        too_long = (F.octet_length(value) > max_request_chars) & (
+            F.length(value) > max_request_chars
+        )
+        req = F.col("_req")
+        n = F.size(F.col("_items"))
+        r = F.col("_r")
+        return _Exploding(
+            read=[
+                is_otlp.alias("_is_otlp"),
+                F.from_json(F.when(is_otlp & ~too_long, value), _OTLP_LOGS_SCHEMA, JSON_OPTS).alias(
+                    "_req"
+                ),
+            ],
+            items=[
+                req["_corrupt"].isNotNull().alias("_otlp_bad"),
+                F.when(req["_corrupt"].isNull(), _request_items(req)).alias("_items"),
+            ],
+            value=F.when(n > 0, F.lit(None)).otherwise(value).alias("value"),
+            counted=[
+                n.alias("_otlp_n"),
+                # One element past the cap is kept: it stands for the rest (an
+                # `otlp_record_cap` dead letter).
+                F.slice(F.col("_items"), 1, max_records + 1).alias("_items"),
+            ],
+            exploded=F.posexplode_outer("_items").alias("_seq", "_r"),
+            text=F.coalesce(value, r["text"]).alias("value"),
+            record=F.from_json(r["text"], _OTLP_RECORD_SCHEMA, JSON_OPTS).alias("_lr"),
+            o=F.when(r.isNotNull(), _record(r, F.col("_lr"))).alias("_o"),
+        )

@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from conf.pipeline import MetricNameRule
 from streaming.metric_parsing import SHAPES, parse_metrics
 from streaming.parsing import ParseLimits
 from streaming.schemas import EVENT_COLUMNS
@@ -65,44 +64,6 @@ def test_points_past_the_cap_are_one_dead_letter(spark: SparkSession) -> None:
     ]
     # One dead letter stands for the samples past the cap (here 2), not one each.
     assert rows[3].detail == "samples past the first 3 of the record"
-
-
-@pytest.mark.spark
-def test_configured_names_come_before_the_built_in_ones(spark: SparkSession) -> None:
-    rules = (
-        # A Graphite prefix the default scope formats do not know.
-        MetricNameRule(
-            match=r"prod\.flink\.([^.]+)\.taskmanager\.([^.]+)\.Status\.JVM\.Memory\.Heap\.Used",
-            name="flink_taskmanager_Status_JVM_Memory_Heap_Used",
-            labels={"host": "$1", "tm_id": "$2"},
-        ),
-        # Overrides the InfluxDB built-in for one measurement, and the label the record has.
-        MetricNameRule(
-            match="taskmanager_(Status_JVM_Memory_Heap_Max)",
-            name="flink_taskmanager_$1",
-            labels={"host": "renamed"},
-        ),
-    )
-    values = [
-        '{"name":"prod.flink.worker-7.taskmanager.tm_1.Status.JVM.Memory.Heap.Used",'
-        '"value":5,"timestamp":1710183765871}',
-        '{"name":"taskmanager_Status_JVM_Memory_Heap_Max","value":9,"timestamp":1710183765871,'
-        '"labels":{"host":"worker-7","tm_id":"tm_1"}}',
-        # Only the whole name matches: the rule is anchored.
-        '{"name":"xprod.flink.w.taskmanager.t.Status.JVM.Memory.Heap.Used","value":1,'
-        '"timestamp":1710183765871}',
-    ]
-    rows = (
-        parse_metrics(records_df(spark, values), names=rules, shapes=True)
-        .select("offset", "metric", "host", "tm_id", "naming")
-        .orderBy("offset")
-        .collect()
-    )
-    assert [tuple(r)[1:] for r in rows] == [
-        ("flink_taskmanager_Status_JVM_Memory_Heap_Used", "worker-7", "tm_1", "config[0]"),
-        ("flink_taskmanager_Status_JVM_Memory_Heap_Max", "renamed", "tm_1", "config[1]"),
-        ("xprod.flink.w.taskmanager.t.Status.JVM.Memory.Heap.Used", None, None, "none"),
-    ]
 
 
 @pytest.mark.spark
