@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from pyspark import SparkContext
 
+from streaming import jvm_columns
 from streaming.jvm_columns import made_once
 from streaming.metric_parsing import parse_metrics
 from streaming.parse_columns import ParseLimits
@@ -27,6 +28,21 @@ def test_made_once_builds_once_per_key_and_per_jvm(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(SparkContext, "_gateway", object())
     assert made_once(("test", 1), lambda: build("new jvm")) is not first
     assert built == ["one", "two", "new jvm"]
+
+
+def test_only_the_newest_sets_are_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A job whose parse settings are reloaded again and again does not keep every old set.
+    monkeypatch.setattr(SparkContext, "_gateway", object())
+    monkeypatch.setattr(jvm_columns, "MAX_KEPT", 3)
+    built: list[int] = []
+
+    def make(i: int) -> object:
+        return made_once(("kept", i), lambda: built.append(i) or object())
+
+    first = [make(i) for i in range(4)]
+    assert make(3) is first[3] and make(2) is first[2]
+    assert make(0) is not first[0]  # the oldest went first
+    assert built == [0, 1, 2, 3, 0]
 
 
 @pytest.mark.spark
