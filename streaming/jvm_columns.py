@@ -20,9 +20,10 @@ from pyspark.sql import Column, DataFrame
 
 T = TypeVar("T")
 
-#: At most this many sets kept, the oldest dropped first: a job whose parse settings are
-#: reloaded again and again keeps the recent ones only (a set is ~16,000 JVM objects).
-MAX_KEPT = 64
+#: At most this many entries kept (one per parse stage and key: about a dozen per config),
+#: the oldest dropped first: a job whose parse settings are reloaded again and again keeps
+#: the recent configs' only (a config's entries hold ~16,000 JVM objects).
+MAX_KEPT = 256
 
 _made: dict[tuple[Hashable, ...], tuple[Any, Any]] = {}
 _lock = Lock()
@@ -43,7 +44,7 @@ def made_once(key: tuple[Hashable, ...], build: Callable[[], T]) -> T:
         return kept[1]  # type: ignore[no-any-return]
     made = build()
     with _lock:
-        while len(_made) >= MAX_KEPT:
+        while _made and len(_made) >= MAX_KEPT:
             del _made[next(iter(_made))]
         # The gateway is kept with them: its id is not reused while they are.
         return _made.setdefault(k, (gateway, made))[1]  # type: ignore[no-any-return]

@@ -8,7 +8,7 @@ names the sample and takes its labels (:data:`LABELS`) from the name. Used by
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 
 from pyspark.sql import Column
@@ -39,6 +39,13 @@ class NameRule:
     name: str
     labels: dict[str, str] = field(default_factory=dict)
     guard: str | None = None
+
+    @property
+    def key(self) -> tuple[Hashable, ...]:
+        """Every field, hashable: what the parse's expressions for this rule are kept by."""
+        return tuple(
+            (k, tuple(v.items()) if isinstance(v, dict) else v) for k, v in vars(self).items()
+        )
 
 
 # Flink's default scope formats (`metrics.scope.*`), as StatsD/Graphite-style reporters

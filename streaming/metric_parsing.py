@@ -532,7 +532,8 @@ def _value_columns() -> list[Column]:
 
 def _named(df: DataFrame, rules: tuple[NameRule, ...]) -> DataFrame:
     """Each sample's canonical name, labels and naming scheme (``_name``, ``_lab``, ``_naming``)."""
-    index, named = made_once(("metric_parsing._named", repr(rules)), lambda: _name_columns(rules))
+    key = ("metric_parsing._named", *(r.key for r in rules))
+    index, named = made_once(key, lambda: _name_columns(rules))
     # The rule's index is a column of its own: every name and label expression reads it.
     return df.select("*", index).select("*", *named)
 

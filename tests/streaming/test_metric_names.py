@@ -6,6 +6,8 @@ Each built-in scheme's cases are in tests/data/parsing/metric_cases.yaml
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 import pytest
 from pyspark.sql import SparkSession
 
@@ -27,6 +29,20 @@ def test_the_users_rules_come_first_named_by_their_place_then_the_built_ins() ->
     ]
     assert rules[2:] == BUILTIN_NAMES
     assert name_rules() == BUILTIN_NAMES
+
+
+def test_a_rules_key_holds_every_field() -> None:
+    # The parse's expressions for the rules are kept by it (streaming/jvm_columns.py).
+    rule = name_rules((MetricNameRule(match="a", name="flink_a", labels={"host": "h"}),))[0]
+    assert dict(rule.key) == {
+        "scheme": "config[0]",
+        "match": "a",
+        "name": "flink_a",
+        "labels": (("host", "h"),),
+        "guard": None,
+    }
+    assert {rule.key, BUILTIN_NAMES[0].key}  # hashable
+    assert {f.name for f in fields(rule)} == {k for k, _ in rule.key}
 
 
 def test_the_built_in_schemes_fill_only_the_labels_an_event_has() -> None:
