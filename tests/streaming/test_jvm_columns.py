@@ -20,6 +20,7 @@ def test_made_once_builds_once_per_key_and_per_jvm(monkeypatch: pytest.MonkeyPat
         return object()
 
     monkeypatch.setattr(SparkContext, "_gateway", object())
+    monkeypatch.setattr(jvm_columns, "_made", {})  # the session's real ones stay kept
     first = made_once(("test", 1), lambda: build("one"))
     assert made_once(("test", 1), lambda: build("again")) is first
     other = made_once(("test", 2), lambda: build("two"))
@@ -33,6 +34,7 @@ def test_made_once_builds_once_per_key_and_per_jvm(monkeypatch: pytest.MonkeyPat
 def test_only_the_newest_sets_are_kept(monkeypatch: pytest.MonkeyPatch) -> None:
     # A job whose parse settings are reloaded again and again does not keep every old set.
     monkeypatch.setattr(SparkContext, "_gateway", object())
+    monkeypatch.setattr(jvm_columns, "_made", {})
     monkeypatch.setattr(jvm_columns, "MAX_KEPT", 3)
     built: list[int] = []
 
