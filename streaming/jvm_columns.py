@@ -7,18 +7,24 @@ config of a replay, each ``flinkwatch doctor``), before Spark analyses anything.
 expressions depend on the config's parse limits and naming rules, not on the records: a
 Column is an immutable JVM value, resolved only by the plan that uses it, so the ones made
 for one plan serve the next.
+
+The first time, the round trips are most of a plan's cost, and the driver's JVM and this
+process take turns waiting on each other: :func:`side_by_side` builds two independent
+plans at once, one in a thread of its own.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from threading import Lock
 from typing import Any, TypeVar
 
 from pyspark import SparkContext
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, SparkSession
 
 T = TypeVar("T")
+U = TypeVar("U")
 
 #: At most this many entries kept (one per parse stage and key: about a dozen per config),
 #: the oldest dropped first: a job whose parse settings are reloaded again and again keeps
@@ -61,3 +67,26 @@ def widened(
     for columns in made_once(key, build):
         df = df.select("*", *columns)
     return df
+
+
+def side_by_side(
+    spark: SparkSession, here: Callable[[], T], beside: Callable[[], U]
+) -> tuple[T, U]:
+    """``here()`` in this thread and ``beside()`` in another, at the same time; both results.
+
+    For two plans that share nothing (the logs' parse and the metrics'): each Py4J round
+    trip leaves one side idle, so two builds at once take little more than the longer
+    one. ``beside`` runs with ``spark`` as its JVM thread's active session, as ``here``
+    does. An exception from either is raised here, after both have ended.
+    """
+
+    def in_session() -> U:
+        jvm = spark.sparkContext._jvm
+        assert jvm is not None
+        jvm.SparkSession.setActiveSession(spark._jsparkSession)
+        return beside()
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="flinkwatch-plan") as pool:
+        other = pool.submit(in_session)
+        first = here()
+        return first, other.result()

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 from pyspark import SparkContext
 
 from streaming import jvm_columns
-from streaming.jvm_columns import made_once
+from streaming.jvm_columns import made_once, side_by_side
 from streaming.metric_parsing import parse_metrics
 from streaming.parse_columns import ParseLimits
 from tests.conftest import records_df
@@ -61,3 +63,45 @@ def test_the_limits_are_part_of_what_is_kept(spark) -> None:
     assert errors(3) == [None, None, None, "too_many_points"]
     assert errors(10) == [None] * 5
     assert errors(3) == [None, None, None, "too_many_points"]
+
+
+@pytest.mark.spark
+def test_side_by_side_builds_in_two_threads_with_the_session_active(spark) -> None:
+    jvm = spark.sparkContext._jvm
+    seen: dict[str, object] = {}
+
+    def beside() -> str:
+        seen["thread"] = threading.get_ident()
+        active = jvm.SparkSession.getActiveSession()
+        seen["session"] = active.isDefined() and active.get().equals(spark._jsparkSession)
+        return "metrics"
+
+    assert side_by_side(spark, lambda: "logs", beside) == ("logs", "metrics")
+    assert seen == {"thread": seen["thread"], "session": True}
+    assert seen["thread"] != threading.get_ident()
+
+
+@pytest.mark.spark
+def test_side_by_side_raises_either_sides_error_once_both_have_ended(spark) -> None:
+    started, raising, ended = threading.Event(), threading.Event(), threading.Event()
+
+    def here() -> None:
+        started.wait(30)
+        raising.set()
+        raise ValueError("the logs' parse")
+
+    def beside() -> str:
+        started.set()
+        raising.wait(30)  # still running when ``here`` raises
+        ended.set()
+        return "metrics"
+
+    with pytest.raises(ValueError, match="the logs' parse"):
+        side_by_side(spark, here, beside)
+    assert ended.is_set()
+
+    def fails() -> None:
+        raise ValueError("the metrics' parse")
+
+    with pytest.raises(ValueError, match="the metrics' parse"):
+        side_by_side(spark, lambda: "logs", fails)
