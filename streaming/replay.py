@@ -276,14 +276,12 @@ def session_settings(input_bytes: int, archive: Path | None = None) -> dict[str,
     return out
 
 
-def replay_session(
-    cfg: AppConfig, logs_dir: Path, metrics_dir: Path, *more: Path
-) -> tuple[SparkSession, bool]:
+def replay_session(cfg: AppConfig, *dirs: Path) -> tuple[SparkSession, bool]:
     """The session for a replay of the files in these directories, and whether it is short.
 
     A short input (:func:`short_input`) has its shards run in the driver.
     """
-    size = input_bytes(logs_dir, metrics_dir, *more)
+    size = input_bytes(*dirs)
     spark = SessionSpec.replay(cfg, session_settings(size, class_archive())).start()
     return spark, short_input(size)
 

@@ -36,8 +36,10 @@ from streaming.doctor import (
 )
 from streaming.events import parse_limits
 from streaming.forwards import FREE_LINES, JM_START, JOB_ADDED, TM_START
+from streaming.jvm_columns import side_by_side
 from streaming.metric_parsing import parse_metrics
 from streaming.parsing import parse_logs
+from streaming.replay import replay_session
 from streaming.session import get_session
 from streaming.sources import (
     file_records,
@@ -82,12 +84,16 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     from_files = bool(args.logs or args.metrics)
     work = Path(tempfile.mkdtemp(prefix="flinkwatch-doctor-"))
     try:
-        spark = get_session(timezone=cfg.parsing.log_timezone, require_kafka=not from_files)
-        inputs = (
-            _file_inputs(spark, args, work)
-            if from_files
-            else _topic_inputs(spark, cfg, args.sample)
-        )
+        if from_files:
+            staged = _staged(args, work)
+            # A replay's session, for files as a replay of them would have it: a small
+            # input's JVM maps the class-data archive and runs the parse without compiling
+            # it (streaming.replay.session_settings).
+            spark, _ = replay_session(cfg, *(d for _, dirs in staged.values() for d in dirs))
+            inputs = _file_inputs(spark, staged)
+        else:
+            spark = get_session(timezone=cfg.parsing.log_timezone, require_kafka=True)
+            inputs = _topic_inputs(spark, cfg, args.sample)
         tally = collect_tally(cfg, inputs)
     except FileNotFoundError as exc:
         log.error("%s", exc)
@@ -108,18 +114,27 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 Inputs = dict[str, tuple[str, DataFrame]]
 
 
-def _file_inputs(spark: SparkSession, args: argparse.Namespace, work: Path) -> Inputs:
+def _staged(args: argparse.Namespace, work: Path) -> dict[str, tuple[str, list[Path]]]:
+    """The input files linked under ``work``: per input, its kind and its directories."""
+    out: dict[str, tuple[str, list[Path]]] = {}
+    if args.logs:
+        # Kafka records captured with their keys read as the topic would be.
+        out["logs"] = ("log", list(stage_logs(args.logs, work / "logs")))
+    if args.metrics:
+        out["metrics"] = ("metric", [stage_files(args.metrics, work / "metrics")])
+    return out
+
+
+def _file_inputs(spark: SparkSession, staged: dict[str, tuple[str, list[Path]]]) -> Inputs:
     out: Inputs = {}
-    for name, paths, kind in (("logs", args.logs, "log"), ("metrics", args.metrics, "metric")):
-        if paths and kind == "log":
-            # Kafka records captured with their keys read as the topic would be.
-            logs, captures = stage_logs(paths, work / name)
-            files = sum(1 for d in (logs, captures) for _ in d.iterdir())
-            out[name] = (f"{files} file(s)", log_records(spark, logs, captures))
-        elif paths:
-            staged = stage_files(paths, work / name)
-            files = sum(1 for _ in staged.iterdir())
-            out[name] = (f"{files} file(s)", file_records(spark, staged, kind=kind, stream=False))
+    for name, (kind, dirs) in staged.items():
+        files = sum(1 for d in dirs for _ in d.iterdir())
+        records = (
+            log_records(spark, *dirs)
+            if kind == "log"
+            else file_records(spark, dirs[0], kind=kind, stream=False)
+        )
+        out[name] = (f"{files} file(s)", records)
     return out
 
 
@@ -174,20 +189,8 @@ def collect_tally(cfg: AppConfig, inputs: Inputs) -> Tally:
     counts: list[Count] = []
     examples: list[Example] = []
     sources: dict[str, str] = {}
-    for name, (what, records) in inputs.items():
-        sources[name] = what
-        lim = parse_limits(cfg)
-        if name == "logs":
-            df = parse_logs(records, lim, shapes=True)
-        else:
-            df = parse_metrics(records, lim, names=cfg.parsing.metric_names, shapes=True)
-        # Metric records name their TaskManager in their labels, or not at all.
-        own = F.col("own_tm").isNotNull() if "own_tm" in df.columns else F.lit(False)
-        job = F.col("job_id").isNotNull() if "job_id" in df.columns else F.lit(False)
-        if "source_key" in df.columns:
-            own, job = _keyed(own, job)
-        # Columns first: a window may not be a grouping expression.
-        df = df.select("*", own.alias("_own_source"), job.alias("_own_job"))
+    for name, df in _parsed_inputs(cfg, inputs).items():
+        sources[name] = inputs[name][0]
         own, job = F.col("_own_source"), F.col("_own_job")
         metric = F.when(F.col("metric").isin(*known), F.col("metric")).when(
             F.col("kind") == "metric", F.lit("other")
@@ -237,6 +240,35 @@ def collect_tally(cfg: AppConfig, inputs: Inputs) -> Tally:
                 )
             )
     return Tally(tuple(_merged(counts)), tuple(examples), sources)
+
+
+def _parsed_inputs(cfg: AppConfig, inputs: Inputs) -> dict[str, DataFrame]:
+    """Each input parsed with its shapes; the two inputs' plans built at once (side by side)."""
+    builds = [
+        (name, lambda name=name, records=records: _parsed(cfg, name, records))
+        for name, (_, records) in inputs.items()
+    ]
+    if len(builds) != 2:
+        return {name: build() for name, build in builds}
+    (first, here), (second, beside) = builds
+    a, b = side_by_side(inputs[first][1].sparkSession, here, beside)
+    return {first: a, second: b}
+
+
+def _parsed(cfg: AppConfig, name: str, records: DataFrame) -> DataFrame:
+    """One input parsed, with whether each record names its source and its job."""
+    lim = parse_limits(cfg)
+    if name == "logs":
+        df = parse_logs(records, lim, shapes=True)
+    else:
+        df = parse_metrics(records, lim, names=cfg.parsing.metric_names, shapes=True)
+    # Metric records name their TaskManager in their labels, or not at all.
+    own = F.col("own_tm").isNotNull() if "own_tm" in df.columns else F.lit(False)
+    job = F.col("job_id").isNotNull() if "job_id" in df.columns else F.lit(False)
+    if "source_key" in df.columns:
+        own, job = _keyed(own, job)
+    # Columns first: a window may not be a grouping expression.
+    return df.select("*", own.alias("_own_source"), job.alias("_own_job"))
 
 
 def _merged(counts: list[Any]) -> list[Any]:
