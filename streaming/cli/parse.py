@@ -13,7 +13,7 @@ from streaming.cli.args import load_or_exit
 from streaming.events import parse_limits
 from streaming.metric_parsing import parse_metrics
 from streaming.parsing import parse_logs
-from streaming.session import get_session
+from streaming.replay import replay_session
 from streaming.sources import file_records, given_name, stage_files
 
 log = logging.getLogger("flinkwatch")
@@ -33,7 +33,8 @@ def cmd_parse(args: argparse.Namespace) -> int:
     work = Path(tempfile.mkdtemp(prefix="flinkwatch-parse-"))
     try:
         staged = stage_files(args.paths, work / "in")
-        spark = get_session(timezone=cfg.parsing.log_timezone, require_kafka=False)
+        # A replay's session for these files (its time zone the config's, as get_session's).
+        spark, _ = replay_session(cfg, staged)
         records = file_records(spark, staged, kind=args.kind, stream=False)
         lim = parse_limits(cfg)
         if args.kind == "metric":
