@@ -1,4 +1,4 @@
-"""Make the JVM's class-data archive that ``flinkwatch replay`` starts from.
+"""Make the JVM's class-data archive that every local driver JVM starts from (a replay's first).
 
 ``scripts/stack.sh fetch`` runs this once per JDK and set of jars: a replay of one of our
 own real Flink runs (``tests/data/real/expiry_2_3``), in a JVM that writes every class it

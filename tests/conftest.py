@@ -8,7 +8,7 @@ from collections.abc import Iterator, Mapping, Sequence
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
-from streaming.session import get_session, java_options
+from streaming.session import driver_java, get_session, local_fs_jar
 
 #: The files of several minutes each (real processes: JVM starts, kills, a Spark cluster).
 LONGEST = (
@@ -54,6 +54,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=rank)
 
 
+#: The tests' driver JVMs: the JIT's first tier only (below), from the class archive as
+#: every local session (streaming.session.driver_java).
+_C1_ONLY = driver_java(local_fs_jar() is not None, "-XX:TieredStopAtLevel=1")
+
+
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     # Eight task slots: the real-time parse query keeps one task per raw partition running.
@@ -71,7 +76,7 @@ def spark() -> Iterator[SparkSession]:
             # save (as for a short replay, streaming/replay.py). Measured on
             # tests/streaming/test_scenarios.py, three runs each, interleaved: 80-91 CPU s
             # against 90-106; test_kafka_e2e.py's longer queries took the same either way.
-            "spark.driver.extraJavaOptions": java_options("-XX:TieredStopAtLevel=1"),
+            "spark.driver.extraJavaOptions": _C1_ONLY,
         },
     )
     yield session
@@ -83,7 +88,12 @@ def spark() -> Iterator[SparkSession]:
 #: minutes, where C2's compiles cost more CPU than they save: a 70-s run against a local
 #: broker took 58.4 CPU s with it, 71.0 without (issue #34). The live job keeps C2 (at
 #: 494 records/s, C1 alone cost 1.14 cores against 0.78: bench/README.md, F).
-RUN_SPARK_OPTIONS = {"spark.driver.extraJavaOptions": java_options("-XX:TieredStopAtLevel=1")}
+RUN_SPARK_OPTIONS = {"spark.driver.extraJavaOptions": _C1_ONLY}
+#: The same for a driver on a standalone cluster's master: its class path is Spark's alone
+#: (streaming.session.get_session), and the JVM would refuse the archive with a warning.
+CLUSTER_RUN_SPARK_OPTIONS = {
+    "spark.driver.extraJavaOptions": driver_java(False, "-XX:TieredStopAtLevel=1")
+}
 
 
 RECORD_SCHEMA = "value string, topic string, partition int, offset long, kafka_ts timestamp"

@@ -33,8 +33,8 @@ import pytest
 import yaml
 
 from tests.conftest import (
+    CLUSTER_RUN_SPARK_OPTIONS,
     REPO,
-    RUN_SPARK_OPTIONS,
     SparkCluster,
     alive,
     cmdline,
@@ -214,7 +214,7 @@ def test_run_on_a_standalone_cluster_scales_out_reloads_and_survives_a_lost_work
             "watermark_delay_s": 86400,  # the test's event times jump; nothing is late
             "executor_memory": "512m",
             "options": {
-                **RUN_SPARK_OPTIONS,
+                **CLUSTER_RUN_SPARK_OPTIONS,
                 # The driver's REST API is what proves where tasks ran.
                 "spark.ui.enabled": "true",
                 "spark.ui.port": str(ui_port),

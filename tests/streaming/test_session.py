@@ -216,6 +216,19 @@ def test_a_replay_starts_from_the_class_archive_only_once_setup_made_it(
     assert java == java_options(f"-XX:SharedArchiveFile={tmp_path / 'replay.jsa'}")
 
 
+def test_every_driver_on_the_archives_class_path_starts_from_it(monkeypatch, tmp_path) -> None:
+    from streaming.session import driver_java, java_options
+
+    monkeypatch.setenv("FLINKWATCH_CLASS_ARCHIVE", str(tmp_path / "replay.jsa"))
+    assert driver_java(own_class_path=True) == java_options()  # not made (yet)
+    (tmp_path / "replay.jsa").write_bytes(b"\0")
+    flag = f"-XX:SharedArchiveFile={tmp_path / 'replay.jsa'}"
+    assert driver_java(own_class_path=True) == java_options(flag)
+    # Another class path (a cluster's driver, a JVM started by someone else): the JVM
+    # would refuse the archive, with a warning in the job's log.
+    assert driver_java(own_class_path=False) == java_options()
+
+
 # --- the Spark UI (issue #35, item 12) -------------------------------------------------
 
 
