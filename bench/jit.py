@@ -34,7 +34,7 @@ import yaml
 
 from bench.idle import _commits, _jvm, _threads, _tree, stop
 from bench.measure import proc_cpu_s
-from streaming.session import java_options
+from streaming.session import driver_java, local_fs_jar
 
 REPO = Path(__file__).resolve().parent.parent
 WORK = REPO / "bench" / ".work" / "jit"
@@ -72,8 +72,10 @@ def run(args: argparse.Namespace) -> Path:
         load = write_load(generate(spec, start_ms, run_s), out / "load.bin")
         (out / "csv").mkdir(exist_ok=True)
         jvm_opts = (
-            # flinkwatch's own options first: this setting replaces them.
-            java_options(
+            # flinkwatch's own options first (the class archive's too): this setting
+            # replaces them.
+            driver_java(
+                local_fs_jar() is not None,
                 f"-Xlog:class+load=info:file={out}/classload.log:uptime",
                 f"-Xlog:jit+compilation=debug:file={out}/jit.log:uptime",
                 *args.jvm.split(),

@@ -5,7 +5,7 @@
 #   scripts/stack.sh fetch    resolve jars into $FLINKWATCH_STACK_DIR/jars (cached, idempotent):
 #                             the broker, the Kafka connector, S3A; builds flinkwatch's
 #                             own class (streaming/jvm) and the JVM's class-data archive
-#                             a replay starts from (cds/replay.jsa)
+#                             every local driver JVM starts from (cds/replay.jsa)
 #   scripts/stack.sh fetch-servers   the same for the tests' HDFS and S3 API servers
 #   scripts/stack.sh up       fetch, format storage once, start the broker, create the topics
 #   scripts/stack.sh down     stop the broker (data is kept; `down --purge` deletes it)
@@ -69,8 +69,9 @@ fetch() {
 }
 
 # The classes a replay's JVM loads, parsed and verified once (scripts/class_archive.py says
-# what it saves): made again when the JDK, pyspark, the jars or the script change. Without
-# it a replay starts as before, so a failure here is said, not fatal.
+# what it saves), which every local driver JVM starts from: made again when the JDK,
+# pyspark, the jars or the script change. Without it a JVM starts as before, so a failure
+# here is said, not fatal.
 class_archive() {
   local dest=$stack/cds stamp
   if ! "$python" -c 'import pyspark' 2>/dev/null; then

@@ -48,7 +48,7 @@ import heapq
 import json
 import logging
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import repeat
 from pathlib import Path
 from typing import Any
@@ -71,7 +71,7 @@ from streaming.routes import Routes
 from streaming.rows import DETECT_COLUMNS, DETECT_SCHEMA, RowKind, output_rows
 from streaming.runner import EntityRunner, ShardRunner
 from streaming.schemas import DEAD_LETTER_FIELDS, DEAD_LETTER_SCHEMA
-from streaming.session import SessionSpec, class_archive, java_options
+from streaming.session import SessionSpec, archive_options, class_archive, java_options
 
 log = logging.getLogger(__name__)
 
@@ -270,19 +270,26 @@ def session_settings(input_bytes: int, archive: Path | None = None) -> dict[str,
         java.append("-XX:TieredStopAtLevel=1")
         out.update(INTERPRETED)
     if archive is not None:
-        java.append(f"-XX:SharedArchiveFile={archive}")
+        java.extend(archive_options(archive))
     if java:
         out["spark.driver.extraJavaOptions"] = java_options(*java)
     return out
 
 
-def replay_session(cfg: AppConfig, *dirs: Path) -> tuple[SparkSession, bool]:
+def replay_session(
+    cfg: AppConfig, *dirs: Path, partitions: int | None = None
+) -> tuple[SparkSession, bool]:
     """The session for a replay of the files in these directories, and whether it is short.
 
-    A short input (:func:`short_input`) has its shards run in the driver.
+    A short input (:func:`short_input`) has its shards run in the driver. ``partitions``:
+    the shuffle's, where not the detect state's (``spark.shuffle_partitions``): a command
+    that only parses and counts (``doctor``, ``parse``).
     """
     size = input_bytes(*dirs)
-    spark = SessionSpec.replay(cfg, session_settings(size, class_archive())).start()
+    spec = SessionSpec.replay(cfg, session_settings(size, class_archive()))
+    if partitions is not None:
+        spec = replace(spec, shuffle_partitions=partitions)
+    spark = spec.start()
     return spark, short_input(size)
 
 

@@ -85,8 +85,8 @@ def class_archive() -> Path | None:
 
     Made by a replay (``scripts/class_archive.py`` says what it holds and what it saves);
     every driver JVM on the same class path starts from it (:func:`driver_java`). A stale
-    one (another JDK, other jars) is refused by the JVM with one warning line, and the JVM
-    starts as without it.
+    one (another JDK, other jars) is refused by the JVM, which starts as without it
+    (:func:`archive_options`).
     """
     stack = os.environ.get("FLINKWATCH_STACK_DIR", str(REPO / ".stack"))
     path = Path(os.environ.get("FLINKWATCH_CLASS_ARCHIVE", f"{stack}/cds/replay.jsa"))
@@ -295,16 +295,14 @@ def get_session(
         "spark.executor.extraJavaOptions": STACK,
     }
     own = local_fs_jar()
-    own_class_path = (
-        own is not None and master.startswith("local") and "PYSPARK_GATEWAY_PORT" not in os.environ
-    )
-    if own is not None and own_class_path:
+    on_own = own_class_path(master, own)
+    if own is not None and on_own:
         # On the JVM's own class path, not in spark.jars: spark-submit reads the jars
         # through the file system this names. Only where this process starts the JVM and
         # the executors run in it.
         settings["spark.driver.extraClassPath"] = own
         settings["spark.hadoop.fs.file.impl"] = LOCAL_FS
-    settings["spark.driver.extraJavaOptions"] = driver_java(own_class_path)
+    settings["spark.driver.extraJavaOptions"] = driver_java(on_own)
     try:
         settings["spark.jars"] = ",".join(connector_jars() + s3a_jars())
     except FileNotFoundError:
@@ -382,17 +380,36 @@ LOG4J2 = Path(__file__).with_name("log4j2.properties")
 COLLECTOR = "-XX:+UseSerialGC"
 
 
-def driver_java(own_class_path: bool, *extra: str) -> str:
+def archive_options(archive: Path) -> tuple[str, ...]:
+    """The driver JVM's options to start from ``archive``, quietly.
+
+    A JVM that cannot use the archive (a stale one; another class path, such as a user's
+    own ``spark.driver.extraClassPath``) starts as without it. Its warning would say
+    nothing an operator acts on, in every start's log: it is off.
+    """
+    return (f"-XX:SharedArchiveFile={archive}", "-Xlog:cds=off,cds+dynamic=off")
+
+
+def own_class_path(master: str, own_jar: str | None) -> bool:
+    """Whether the driver JVM gets the archive's class path: Spark's jars and ``own_jar``.
+
+    Only where this process starts the JVM (no ``PYSPARK_GATEWAY_PORT``: not under
+    ``spark-submit``), on a local master, where :func:`get_session` puts our jar on it.
+    """
+    started_here = "PYSPARK_GATEWAY_PORT" not in os.environ
+    return own_jar is not None and master.startswith("local") and started_here
+
+
+def driver_java(on_own: bool, *extra: str) -> str:
     """The driver JVM's options: :func:`java_options` (with ``extra``) and the class archive.
 
-    ``own_class_path``: the JVM's class path is the archive's (Spark's jars and
-    :func:`local_fs_jar`, as on a local master where this process starts the JVM); on
-    another the JVM would refuse the archive with a warning. Measured (issue #34, three
-    runs each, a local session with the Kafka connector): the session started in 3.4-3.7 s
-    against 5.6-5.8 and its first query took 1.7 s against 2.3-2.7.
+    ``on_own``: the JVM's class path is the archive's (:func:`own_class_path`). Measured
+    (issue #34, a local session with the Kafka connector, five runs in two sets): the
+    session started in 3.4-3.7 s against 5.0-5.8 and its first query took 1.6-1.8 s
+    against 2.3-2.7.
     """
-    archive = class_archive() if own_class_path else None
-    return java_options(*extra, *([] if archive is None else [f"-XX:SharedArchiveFile={archive}"]))
+    archive = class_archive() if on_own else None
+    return java_options(*extra, *([] if archive is None else archive_options(archive)))
 
 
 def java_options(*extra: str) -> str:

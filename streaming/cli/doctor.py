@@ -89,10 +89,13 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             # A replay's session, for files as a replay of them would have it: a small
             # input's JVM maps the class-data archive and runs the parse without compiling
             # it (streaming.replay.session_settings).
-            spark, _ = replay_session(cfg, *(d for _, dirs in staged.values() for d in dirs))
+            dirs = [d for _, ds in staged.values() for d in ds]
+            spark, _ = replay_session(cfg, *dirs, partitions=PARTITIONS)
             inputs = _file_inputs(spark, staged)
         else:
-            spark = get_session(timezone=cfg.parsing.log_timezone, require_kafka=True)
+            spark = get_session(
+                timezone=cfg.parsing.log_timezone, shuffle_partitions=PARTITIONS, require_kafka=True
+            )
             inputs = _topic_inputs(spark, cfg, args.sample)
         tally = collect_tally(cfg, inputs)
     except FileNotFoundError as exc:
@@ -110,6 +113,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return 0
 
 
+#: The shuffle's partitions of a doctor's counts (a sample: a few thousand rows each).
+PARTITIONS = 2
 #: Per input: where the sample came from, and its records (``value``, ``topic``, ...).
 Inputs = dict[str, tuple[str, DataFrame]]
 

@@ -33,8 +33,9 @@ def cmd_parse(args: argparse.Namespace) -> int:
     work = Path(tempfile.mkdtemp(prefix="flinkwatch-parse-"))
     try:
         staged = stage_files(args.paths, work / "in")
-        # A replay's session for these files (its time zone the config's, as get_session's).
-        spark, _ = replay_session(cfg, staged)
+        # A replay's session for these files (its time zone the config's); two partitions
+        # for the sort, as the detect state's count is nothing to a parse.
+        spark, _ = replay_session(cfg, staged, partitions=2)
         records = file_records(spark, staged, kind=args.kind, stream=False)
         lim = parse_limits(cfg)
         if args.kind == "metric":

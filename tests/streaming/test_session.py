@@ -203,7 +203,7 @@ def test_a_replay_starts_from_the_class_archive_only_once_setup_made_it(
     monkeypatch, tmp_path
 ) -> None:
     from streaming.replay import session_settings
-    from streaming.session import class_archive, java_options
+    from streaming.session import archive_options, class_archive, java_options
 
     monkeypatch.setenv("FLINKWATCH_CLASS_ARCHIVE", str(tmp_path / "replay.jsa"))
     assert class_archive() is None
@@ -213,20 +213,38 @@ def test_a_replay_starts_from_the_class_archive_only_once_setup_made_it(
     assert f"-XX:SharedArchiveFile={tmp_path / 'replay.jsa'}" in java.split()
     # A long replay keeps the optimising compiler, and the archive.
     java = session_settings(700 * 2**20, class_archive())["spark.driver.extraJavaOptions"]
-    assert java == java_options(f"-XX:SharedArchiveFile={tmp_path / 'replay.jsa'}")
+    assert java == java_options(*archive_options(tmp_path / "replay.jsa"))
 
 
 def test_every_driver_on_the_archives_class_path_starts_from_it(monkeypatch, tmp_path) -> None:
-    from streaming.session import driver_java, java_options
+    from streaming.session import archive_options, driver_java, java_options
 
     monkeypatch.setenv("FLINKWATCH_CLASS_ARCHIVE", str(tmp_path / "replay.jsa"))
-    assert driver_java(own_class_path=True) == java_options()  # not made (yet)
+    assert driver_java(True) == java_options()  # not made (yet)
     (tmp_path / "replay.jsa").write_bytes(b"\0")
-    flag = f"-XX:SharedArchiveFile={tmp_path / 'replay.jsa'}"
-    assert driver_java(own_class_path=True) == java_options(flag)
-    # Another class path (a cluster's driver, a JVM started by someone else): the JVM
-    # would refuse the archive, with a warning in the job's log.
-    assert driver_java(own_class_path=False) == java_options()
+    archive = archive_options(tmp_path / "replay.jsa")
+    assert driver_java(True) == java_options(*archive)
+    assert driver_java(True, "-XX:TieredStopAtLevel=1") == java_options(
+        "-XX:TieredStopAtLevel=1", *archive
+    )
+    # Another class path (a cluster's driver, a JVM started by someone else): no archive.
+    assert driver_java(False) == java_options()
+    # One the JVM cannot use is not said in the log at every start.
+    assert "-Xlog:cds=off,cds+dynamic=off" in archive
+
+
+def test_only_a_jvm_this_process_starts_on_a_local_master_has_the_archives_class_path(
+    monkeypatch,
+) -> None:
+    from streaming.session import own_class_path
+
+    monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
+    jar = "/stack/jars/flinkwatch/flinkwatch-hadoop.jar"
+    assert own_class_path("local[2]", jar) and own_class_path("local[*]", jar)
+    assert not own_class_path("local[2]", None)  # our jar not built: Spark's class path
+    assert not own_class_path("spark://master:7077", jar)
+    monkeypatch.setenv("PYSPARK_GATEWAY_PORT", "41234")  # under spark-submit
+    assert not own_class_path("local[2]", jar)
 
 
 # --- the Spark UI (issue #35, item 12) -------------------------------------------------
