@@ -77,7 +77,8 @@ def side_by_side(
     For two plans that share nothing (the logs' parse and the metrics'): each Py4J round
     trip leaves one side idle, so two builds at once take little more than the longer
     one. ``beside`` runs with ``spark`` as its JVM thread's active session, as ``here``
-    does. An exception from either is raised here, after both have ended.
+    does. An exception from either is raised here, after both have ended; when both
+    raise, ``here``'s, with ``beside``'s in its notes.
     """
 
     def in_session() -> U:
@@ -88,5 +89,11 @@ def side_by_side(
 
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="flinkwatch-plan") as pool:
         other = pool.submit(in_session)
-        first = here()
+        try:
+            first = here()
+        except BaseException as exc:
+            also = other.exception()  # waits for it: nothing is left running
+            if also is not None:
+                exc.add_note(f"and beside it: {type(also).__name__}: {also}")
+            raise
         return first, other.result()

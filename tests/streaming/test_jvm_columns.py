@@ -105,3 +105,11 @@ def test_side_by_side_raises_either_sides_error_once_both_have_ended(spark) -> N
 
     with pytest.raises(ValueError, match="the metrics' parse"):
         side_by_side(spark, lambda: "logs", fails)
+
+    def logs_fail() -> None:
+        raise ValueError("the logs' parse")
+
+    # Both fail: the first is raised, the other is not lost.
+    with pytest.raises(ValueError, match="the logs' parse") as both:
+        side_by_side(spark, logs_fail, fails)
+    assert both.value.__notes__ == ["and beside it: ValueError: the metrics' parse"]
