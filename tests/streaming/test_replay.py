@@ -120,6 +120,28 @@ def test_only_a_short_replay_evaluates_its_expressions_without_generated_classes
     assert "spark.sql.codegen.factoryMode" not in session_settings(700 * 2**20)
 
 
+def test_a_session_over_files_is_sized_by_them_and_keeps_a_counting_commands_partitions(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # doctor and parse over files start a replay's session (streaming/cli): sized by the
+    # input, with their own two shuffle partitions, not the detect state's count.
+    from conf import load_config
+    from streaming import replay as replay_module
+
+    started: list[replay_module.SessionSpec] = []
+    monkeypatch.setattr(
+        replay_module.SessionSpec, "start", lambda spec: started.append(spec) or "session"
+    )
+    (tmp_path / "tm.log").write_text("2026-11-26 10:00:00,000 INFO  x - y\n")
+    cfg = load_config(text="spark:\n  shuffle_partitions: 4\n")
+    assert replay_module.replay_session(cfg, tmp_path, partitions=2) == ("session", True)
+    assert replay_module.replay_session(cfg, tmp_path) == ("session", True)
+    counting, replaying = started
+    assert (counting.shuffle_partitions, replaying.shuffle_partitions) == (2, 4)
+    assert not counting.require_kafka
+    assert counting.extra["spark.sql.codegen.factoryMode"] == "NO_CODEGEN"  # a small input
+
+
 def test_a_rule_of_the_config_runs_in_the_replay_after_its_shard_travels_to_a_worker() -> None:
     import pickle
 
