@@ -34,7 +34,7 @@ import yaml
 
 from bench.idle import _commits, _jvm, _threads, _tree, stop
 from bench.measure import proc_cpu_s
-from streaming.session import driver_java, local_fs_jar
+from streaming.session import driver_java
 
 REPO = Path(__file__).resolve().parent.parent
 WORK = REPO / "bench" / ".work" / "jit"
@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> Path:
             # flinkwatch's own options first (the class archive's too): this setting
             # replaces them.
             driver_java(
-                local_fs_jar() is not None,
+                "local",
                 f"-Xlog:class+load=info:file={out}/classload.log:uptime",
                 f"-Xlog:jit+compilation=debug:file={out}/jit.log:uptime",
                 *args.jvm.split(),

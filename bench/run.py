@@ -1087,7 +1087,7 @@ def _session(args: argparse.Namespace) -> tuple[Any, str]:
     between two polls of :class:`bench.measure.StageCpu`.
     """
     from conf import AppConfig
-    from streaming.session import SessionSpec, driver_java, local_fs_jar
+    from streaming.session import SessionSpec, driver_java
 
     port = free_port_run(1)
     # One session for every phase, each with its own config: the session's part of the
@@ -1103,7 +1103,7 @@ def _session(args: argparse.Namespace) -> tuple[Any, str]:
     if args.jvm:
         # flinkwatch's own options (the class archive's too), then these.
         jvm = shlex.split(args.jvm)
-        options["spark.driver.extraJavaOptions"] = driver_java(local_fs_jar() is not None, *jvm)
+        options["spark.driver.extraJavaOptions"] = driver_java("local[8]", *jvm)
     spark_cfg = {"master": "local[8]", "shuffle_partitions": 2, "ui_port": port, "options": options}
     spark = SessionSpec.of(AppConfig.model_validate({"spark": spark_cfg})).start()
     url = spark.sparkContext.uiWebUrl or f"http://127.0.0.1:{port}"

@@ -8,7 +8,7 @@ from collections.abc import Iterator, Mapping, Sequence
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
-from streaming.session import driver_java, get_session, local_fs_jar
+from streaming.session import driver_java, get_session
 
 #: The files of several minutes each (real processes: JVM starts, kills, a Spark cluster).
 LONGEST = (
@@ -56,7 +56,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 #: The tests' driver JVMs: the JIT's first tier only (below), from the class archive as
 #: every local session (streaming.session.driver_java).
-_C1_ONLY = driver_java(local_fs_jar() is not None, "-XX:TieredStopAtLevel=1")
+_C1_ONLY = driver_java("local", "-XX:TieredStopAtLevel=1")
 
 
 @pytest.fixture(scope="session")
@@ -92,7 +92,7 @@ RUN_SPARK_OPTIONS = {"spark.driver.extraJavaOptions": _C1_ONLY}
 #: The same for a driver on a standalone cluster's master: its class path is Spark's alone
 #: (streaming.session.get_session), and the JVM would refuse the archive with a warning.
 CLUSTER_RUN_SPARK_OPTIONS = {
-    "spark.driver.extraJavaOptions": driver_java(False, "-XX:TieredStopAtLevel=1")
+    "spark.driver.extraJavaOptions": driver_java("spark://cluster", "-XX:TieredStopAtLevel=1")
 }
 
 

@@ -219,16 +219,21 @@ def test_a_replay_starts_from_the_class_archive_only_once_setup_made_it(
 def test_every_driver_on_the_archives_class_path_starts_from_it(monkeypatch, tmp_path) -> None:
     from streaming.session import archive_options, driver_java, java_options
 
+    monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
+    monkeypatch.setenv("FLINKWATCH_HADOOP_JAR", str(tmp_path / "flinkwatch-hadoop.jar"))
+    (tmp_path / "flinkwatch-hadoop.jar").write_bytes(b"PK")
     monkeypatch.setenv("FLINKWATCH_CLASS_ARCHIVE", str(tmp_path / "replay.jsa"))
-    assert driver_java(True) == java_options()  # not made (yet)
+    assert driver_java("local[2]") == java_options()  # not made (yet)
     (tmp_path / "replay.jsa").write_bytes(b"\0")
     archive = archive_options(tmp_path / "replay.jsa")
-    assert driver_java(True) == java_options(*archive)
-    assert driver_java(True, "-XX:TieredStopAtLevel=1") == java_options(
+    assert driver_java("local[2]") == java_options(*archive)
+    assert driver_java("local[8]", "-XX:TieredStopAtLevel=1") == java_options(
         "-XX:TieredStopAtLevel=1", *archive
     )
-    # Another class path (a cluster's driver, a JVM started by someone else): no archive.
-    assert driver_java(False) == java_options()
+    # Another class path (a cluster's driver; without our jar, Spark's alone): no archive.
+    assert driver_java("spark://master:7077") == java_options()
+    (tmp_path / "flinkwatch-hadoop.jar").unlink()
+    assert driver_java("local[2]") == java_options()
     # One the JVM cannot use is not said in the log at every start.
     assert "-Xlog:cds=off,cds+dynamic=off" in archive
 
