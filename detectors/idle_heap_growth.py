@@ -28,7 +28,9 @@ What the detector watches, per TaskManager (entity ``tm:<tm_id>``):
   not increasing is consistent with the leak. Checkpoint completions are keyed
   by job, not TaskManager, so they are not used.
 
-At every bucket close the last ``window_s`` of buckets is judged. The condition
+At every bucket close the last ``window_s`` of buckets is judged. A bucket with samples
+closes at its end (a deadline: live, as soon as the records' frontier passes it), not
+when the TaskManager's next sample arrives, a scrape interval later. The condition
 holds when: no throughput series moved; at least ``min_buckets`` buckets carry
 both heap and throughput samples; at least ``min_gc_buckets`` buckets have a
 floor, spread over at least half the window; the Theil-Sen slope of the floors
@@ -113,7 +115,8 @@ class IdleHeapGrowthParams(DetectorParams):
     """Hysteresis: a firing alert resolves only after its condition has been false this long
     (event-time seconds); the condition is judged once per bucket."""
     bucket_s: float = Field(default=300, ge=10)
-    """Event-time bucket length; a bucket's post-GC minimum is its floor (seconds)."""
+    """Event-time bucket length; a bucket's post-GC minimum is its floor, and the window is
+    judged as each bucket ends (seconds)."""
     window_s: float = Field(default=3600, gt=0)
     """How long the floor must rise with zero throughput (seconds)."""
     min_buckets: int = Field(default=10, ge=2)
@@ -253,8 +256,11 @@ class IdleHeapGrowthState(DetectorState):
         cond: The latest verdict.
         why: Why, in words.
         facts: What the latest verdict measured.
+        judged_ms: The end of the latest bucket judged (its deadline may come before
+            the next bucket's first sample: that sample does not judge it again).
     """
 
+    v: int = 2
     jobs: dict[str, str | None] = {}
     buckets: list[Bucket] = []
     series: dict[str, list[float]] = {}
@@ -266,6 +272,7 @@ class IdleHeapGrowthState(DetectorState):
     cond: bool = False
     why: str | None = None
     facts: HeapFloorFacts | None = None
+    judged_ms: int | None = None
 
 
 class IdleHeapGrowthEvidence(HeapFloorFacts, Evidence):
@@ -344,6 +351,13 @@ class IdleHeapGrowth(Detector[IdleHeapGrowthParams, IdleHeapGrowthState]):
             out["taskmanager_records_per_second"] = closed[-1].rate
         return out
 
+    @classmethod
+    def migrate(cls, old: dict[str, Any], from_version: int) -> dict[str, Any]:
+        """Version 1 had no ``judged_ms``: its newest bucket was not judged yet."""
+        if from_version != 1:
+            return super().migrate(old, from_version)
+        return old
+
     def on_event(self, state: IdleHeapGrowthState, event: Event) -> list[Alert]:
         """Fold one sample into its bucket; judge the window whenever a bucket closes."""
         self._note_identity(state, event)
@@ -357,8 +371,10 @@ class IdleHeapGrowth(Detector[IdleHeapGrowthParams, IdleHeapGrowthState]):
         return alerts
 
     def on_timer(self, state: IdleHeapGrowthState, now_ms: int) -> tuple[Alert, ...]:
-        """Resolve a TaskManager that went silent, or whose condition cleared long enough."""
-        return self._clear_due(state, now_ms)
+        """Judge a bucket that ended; resolve a TaskManager that went silent or cleared."""
+        ended = self._filling_end(state)
+        judged = self._judge(state) if ended is not None and now_ms >= ended else []
+        return (*judged, *self._clear_due(state, now_ms))
 
     def on_close(self, state: IdleHeapGrowthState, now_ms: int) -> tuple[Alert, ...]:
         """A TaskManager without metrics: its incident closes, saying why in its evidence."""
@@ -427,7 +443,7 @@ class IdleHeapGrowth(Detector[IdleHeapGrowthParams, IdleHeapGrowthState]):
         """Open the bucket starting at ``start`` if it is new; judge the one it closes."""
         if st.buckets and start <= st.buckets[-1].t:
             return []
-        alerts = self._judge(st) if st.buckets else []
+        alerts = self._judge(st) if st.buckets and st.judged_ms != self._end(st) else []
         st.buckets.append(Bucket(t=start))
         self._trim(st, start)
         return alerts
@@ -500,7 +516,7 @@ class IdleHeapGrowth(Detector[IdleHeapGrowthParams, IdleHeapGrowthState]):
         happened to close it, so transitions fall on bucket boundaries whatever the
         scrape jitter, and a resolve by timer and one by a later sample agree.
         """
-        at_ms = st.buckets[-1].t + int(self.params.bucket_s * 1000)
+        at_ms = st.judged_ms = self._end(st)
         cond, why, facts = self._evaluate(st)
         if cond is None:
             # Too few GCs to see the floor says nothing either way: a firing alert
@@ -653,9 +669,23 @@ class IdleHeapGrowth(Detector[IdleHeapGrowthParams, IdleHeapGrowthState]):
         base = st.last_heap_ms if st.last_heap_ms is not None else st.last_event_ms
         return base + int(self.params.stale_after_s * 1000)
 
-    def next_deadline(self, state: IdleHeapGrowthState) -> int | None:
-        """The resolve deadline, or when the heap samples count as stale (firing only)."""
-        if not state.firing:
+    def _end(self, st: IdleHeapGrowthState) -> int:
+        """The end of the newest bucket (there is one)."""
+        return st.buckets[-1].t + int(self.params.bucket_s * 1000)
+
+    def _filling_end(self, st: IdleHeapGrowthState) -> int | None:
+        """The end of the newest bucket while it holds samples and is not judged yet."""
+        if not st.buckets or st.judged_ms == self._end(st):
             return None
+        last = st.buckets[-1]
+        # An empty bucket (one a resolve by timer opened) waits for a sample, as before.
+        return self._end(st) if last.n or last.tp or last.cn else None
+
+    def next_deadline(self, state: IdleHeapGrowthState) -> int | None:
+        """The newest bucket's end; while firing, the resolve or the stale deadline too."""
+        ended = self._filling_end(state)
+        if not state.firing:
+            return ended
         deadline = state.resolve_deadline(int(self.params.clear_for_s * 1000))
-        return deadline if deadline is not None else self._stale_at(state)
+        due = deadline if deadline is not None else self._stale_at(state)
+        return due if ended is None else min(due, ended)

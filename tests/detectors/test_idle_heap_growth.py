@@ -171,6 +171,33 @@ def test_leak_fires_once_within_an_hour_with_the_evidence() -> None:
     assert ev["hint"] == HINT and "FLINK-33231" in a.summary and "3.0.1" in a.summary
 
 
+def test_the_bucket_that_completes_the_window_is_judged_when_it_ends() -> None:
+    # Live, the next sample comes a scrape interval after the bucket's end: the verdict
+    # does not wait for it, and that sample does not judge the bucket again.
+    det = IdleHeapGrowth(IdleHeapGrowthParams())
+    events = leak(minutes=60)
+    before = [e for e in events if e.time_ms < T0 + 50 * MIN]
+    state, timer, alerts = drive_timer(det, before)
+    assert alerts == [] and timer == T0 + 50 * MIN
+    state, timer, alerts = drive_timer(det, [], until=timer, state=state, timer=timer)
+    assert [(a.status, a.event_time_ms) for a in alerts] == [(AlertStatus.FIRING, T0 + 50 * MIN)]
+    _, by_sample = drive(det, events)
+    assert by_sample == alerts  # what one long batch says, at the same time
+    after = [e for e in events if e.time_ms >= T0 + 50 * MIN]
+    _, later = drive(det, after, state=state, timer=timer)
+    assert later == []
+
+
+def test_a_quiet_taskmanager_is_judged_once_at_its_last_bucket_s_end() -> None:
+    det = IdleHeapGrowth(IdleHeapGrowthParams())
+    flat = merged(heap(minutes=20, floor_mb=300, growth_mb_h=0), throughput(minutes=20))
+    state, timer, _ = drive_timer(det, flat)
+    assert timer == T0 + 20 * MIN
+    state, timer, alerts = drive_timer(det, [], until=timer, state=state, timer=timer)
+    assert alerts == [] and state is not None and state.judged_ms == T0 + 20 * MIN
+    assert timer == state.last_event_ms + det.idle_ms  # no timer per empty bucket
+
+
 def test_heap_max_gives_the_time_left_and_critical_when_it_is_near() -> None:
     events = leak(minutes=60)
     events = merged(events, [metric(HEAP_MAX, e.time_ms, 2048 * MB) for e in events[:1]])
@@ -235,7 +262,11 @@ def test_a_killed_taskmanager_resolves_by_timer_then_is_evicted() -> None:
     state, timer, alerts = drive_timer(det, events)
     assert [a.status for a in alerts] == [AlertStatus.FIRING]
     last = events[-1].time_ms
-    # No more heap samples: stale 15 min after the last one, resolved 15 min after that.
+    # The last bucket is judged when it ends (the leak holds: nothing new); then no more
+    # heap samples: stale 15 min after the last one, resolved 15 min after that.
+    assert timer == T0 + 120 * MIN
+    state, timer, judged = drive_timer(det, [], until=timer, state=state, timer=timer)
+    assert judged == [] and state is not None and state.facts.window_end_ms == T0 + 120 * MIN
     assert timer == last + 15 * MIN
     state, timer, stale = drive_timer(det, [], until=timer, state=state, timer=timer)
     assert stale == [] and timer == last + 30 * MIN
@@ -493,16 +524,18 @@ OLD_STATE = {
 def test_a_state_saved_by_the_untyped_version_loads_and_goes_on() -> None:
     det = IdleHeapGrowth(IdleHeapGrowthParams())
     state = det.load(OLD_STATE)
-    assert set(det.dump(state)) == set(OLD_STATE)
+    assert set(det.dump(state)) == {*OLD_STATE, "judged_ms"}
+    assert state.v == 2 and state.judged_ms is None
     assert state.buckets[-1].gc == 635310190.0936261 and not state.buckets[-1].act
     assert state.severity is Severity.WARNING and state.facts is not None
-    last = OLD_STATE["last_heap_ms"]
-    _, alerts = drive(det, [], until=last + 30 * MIN, state=state, timer=last + 15 * MIN)
-    assert [(a.status, a.event_time_ms) for a in alerts] == [
-        (AlertStatus.RESOLVED, last + 30 * MIN)
-    ]
-    assert alerts[0].evidence["floors_mb"] == [426.8, 591.9]
-    assert alerts[0].evidence["why"].startswith("stopped sending heap metrics")
+    # Version 1 judged a bucket when the next one opened: the newest one is judged when
+    # it ends. Trimmed to two buckets, its window proves nothing: the incident clears.
+    end = 1717403400000 + 5 * MIN
+    assert det.next_deadline(state) == end
+    _, alerts = drive(det, [], until=end + 15 * MIN, state=state, timer=end)
+    assert [(a.status, a.event_time_ms) for a in alerts] == [(AlertStatus.RESOLVED, end + 15 * MIN)]
+    assert alerts[0].evidence["floors_mb"] == [591.9, 605.9]
+    assert alerts[0].evidence["why"] == "only 2 buckets with heap and throughput samples"
 
 
 def test_too_many_counter_series_leave_idleness_unproven() -> None:
