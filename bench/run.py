@@ -150,12 +150,18 @@ def _rss(pid: int) -> int:
     return _proc_kb(f"/proc/{pid}/status", "VmRSS:")
 
 
+#: The RSS sampler reads PSS at every this many samples (seconds).
+PSS_EVERY = 5
+
+
 def _pss(pid: int) -> int:
     return _proc_kb(f"/proc/{pid}/smaps_rollup", "Pss:")
 
 
 class RssSampler:
-    """Memory of this process and its descendants (not the load producer), every second.
+    """Memory of this process and its descendants (not the load producer), sampled.
+
+    RSS every second, PSS every ``PSS_EVERY`` seconds.
 
     Two sums: RSS, what the issue's target names, counts a page shared by several
     processes once in each: a Python worker forked from PySpark's daemon, or a process
@@ -172,33 +178,39 @@ class RssSampler:
 
     def tree_rss(self) -> int:
         """RSS of the tree now."""
-        return self.tree_memory()[0]
+        return self.tree_memory(pss=False)[0]
 
-    def tree_memory(self) -> tuple[int, int]:
-        """RSS and PSS of the tree now."""
+    def tree_memory(self, pss: bool = True) -> tuple[int, int]:
+        """RSS and PSS of the tree now (PSS 0 unless ``pss``)."""
         kids = children()
-        rss, pss, todo = 0, 0, [os.getpid()]
+        rss, pss_sum, todo = 0, 0, [os.getpid()]
         while todo:
             pid = todo.pop()
             if pid != os.getpid() and "PacedProducer" in cmdline(pid):
                 continue
             rss += _rss(pid)
-            pss += _pss(pid)
+            pss_sum += _pss(pid) if pss else 0
             todo.extend(kids.get(pid, []))
-        return rss, pss
+        return rss, pss_sum
 
     def start(self) -> RssSampler:
-        """Sample in a daemon thread."""
+        """Sample in a daemon thread: RSS every second, PSS every ``PSS_EVERY``-th."""
+        from bench.measure import instrument
 
         def run() -> None:
+            n = 0
             while not self._stop.wait(1.0):
-                rss, pss = self.tree_memory()
+                # PSS walks every mapping of the JVM (smaps_rollup): most of the samplers'
+                # CPU when read every second.
+                rss, pss = self.tree_memory(pss=n % PSS_EVERY == 0)
                 now = time.time()
                 self.peak = max(self.peak, rss)
                 self.samples.append((now, rss))
-                self.pss_samples.append((now, pss))
+                if n % PSS_EVERY == 0:
+                    self.pss_samples.append((now, pss))
+                n += 1
 
-        threading.Thread(target=run, name="bench-rss", daemon=True).start()
+        instrument(run, "bench-rss")
         return self
 
     def stop(self) -> None:
