@@ -79,7 +79,8 @@ class KafkaConfig(FrozenModel):
         description=(
             "Kafka client settings by their Kafka names (no `kafka.` prefix) for Spark's "
             "clients, and Spark Kafka source options (minPartitions, ...); a value "
-            "`${NAME}` is read from the environment variable NAME"
+            "`${NAME}` is read from the environment variable NAME. They override "
+            "flinkwatch's own client defaults (docs/kafka-security.md)"
         ),
     )
     events_topic: str | None = Field(

@@ -30,7 +30,7 @@ from streaming.events import counted, parsed_events
 from streaming.listener import PARSE_QUERY
 from streaming.placement import Placement
 from streaming.rows import Forward
-from streaming.sources import kafka_records, kafka_stream
+from streaming.sources import BUS_LINGER, kafka_records, kafka_stream, with_defaults
 from streaming.ticks import TICK_KEY, Ticker, hold_value, tick_value, woken
 
 if TYPE_CHECKING:
@@ -194,7 +194,7 @@ class KafkaPath:
             bus_records(events, p.cfg, dead_letters=True, partitions=placed.partitions)
             .writeStream.queryName(PARSE_QUERY)
             .format("kafka")
-            .options(**kafka_settings(k).spark(reader=False))
+            .options(**with_defaults(BUS_LINGER, kafka_settings(k).spark(reader=False)))
             .outputMode("update")
         )
         trigger = (

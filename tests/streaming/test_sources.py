@@ -6,8 +6,19 @@ import re
 from pathlib import Path
 
 import pytest
+from pyspark.sql import DataFrame
 
-from streaming.sources import file_records, given_name, stage_files, stage_logs
+from conf.kafka_client import kafka_settings
+from conf.pipeline import KafkaConfig
+from streaming.sources import (
+    BUS_LINGER,
+    file_records,
+    given_name,
+    kafka_stream,
+    stage_files,
+    stage_logs,
+    with_defaults,
+)
 
 REAL = Path(__file__).resolve().parent.parent / "data" / "real"
 #: A TaskManager's own log: it starts, holds one job, releases it; stack traces among its lines.
@@ -85,3 +96,30 @@ def test_kafka_captures_are_staged_apart_from_log_files(tmp_path: Path) -> None:
     logs, captures = stage_logs([log, capture], tmp_path / "work")
     assert [given_name(str(p)) for p in logs.iterdir()] == ["jm.log"]
     assert [given_name(str(p)) for p in captures.iterdir()] == ["tm.records.jsonl"]
+
+
+def _fetch(df: DataFrame) -> tuple[str | None, str | None]:
+    """The Kafka source's ``fetch.min.bytes`` and ``fetch.max.wait.ms`` options."""
+    options = df._jdf.queryExecution().analyzed().extraOptions()
+    return options.get("kafka.fetch.min.bytes"), options.get("kafka.fetch.max.wait.ms")
+
+
+@pytest.mark.spark
+def test_a_real_time_reader_batches_its_fetches_unless_kafka_options_say_otherwise(spark) -> None:
+    cfg = KafkaConfig(bootstrap_servers="127.0.0.1:9")
+    assert _fetch(kafka_stream(spark, cfg, "flink.logs", realtime=True)) == ("65536", "100")
+    # A micro-batch reads ranges known in advance: a fetch short of 64 KB at a range's
+    # end would wait out its 100 ms.
+    assert _fetch(kafka_stream(spark, cfg, "flink.logs")) == (None, None)
+    mine = KafkaConfig(bootstrap_servers="127.0.0.1:9", options={"fetch.max.wait.ms": "10"})
+    assert _fetch(kafka_stream(spark, mine, "flink.logs", realtime=True)) == ("65536", "10")
+
+
+def test_the_bus_producer_lingers_unless_kafka_options_say_otherwise() -> None:
+    settings = kafka_settings(KafkaConfig(bootstrap_servers="b:9092"))
+    assert with_defaults(BUS_LINGER, settings.spark(reader=False)) == {
+        "kafka.bootstrap.servers": "b:9092",
+        "kafka.linger.ms": "20",
+    }
+    mine = kafka_settings(KafkaConfig(bootstrap_servers="b:9092", options={"linger.ms": "0"}))
+    assert with_defaults(BUS_LINGER, mine.spark(reader=False))["kafka.linger.ms"] == "0"
