@@ -701,8 +701,8 @@ def detected_at(alerts_file: Path, index: FleetIndex) -> list[Firing]:
 
     Event time equals wall time in this run, so the gap between this and the Slack
     arrival is flinkwatch's processing and delivery latency. (idle_heap_growth stamps a
-    transition with the end of the bucket it judged; it decides when the next sample
-    arrives, up to one metric interval later.)
+    transition with the end of the bucket it judged, and decides it when that end passes,
+    as any deadline.)
     """
     out: list[Firing] = []
     if not alerts_file.exists():

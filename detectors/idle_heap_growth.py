@@ -29,8 +29,10 @@ What the detector watches, per TaskManager (entity ``tm:<tm_id>``):
   by job, not TaskManager, so they are not used.
 
 At every bucket close the last ``window_s`` of buckets is judged. A bucket with samples
-closes at its end (a deadline: live, as soon as the records' frontier passes it), not
-when the TaskManager's next sample arrives, a scrape interval later. The condition
+closes at its end (a deadline: live, as soon as the records' frontier passes it by the
+grace and the TaskManager's lag), not when the TaskManager's next sample arrives, a scrape
+interval later; a sample of it that arrives later still is folded in after the verdict and
+counts in the next window's. The condition
 holds when: no throughput series moved; at least ``min_buckets`` buckets carry
 both heap and throughput samples; at least ``min_gc_buckets`` buckets have a
 floor, spread over at least half the window; the Theil-Sen slope of the floors
@@ -346,7 +348,9 @@ class IdleHeapGrowth(Detector[IdleHeapGrowthParams, IdleHeapGrowthState]):
         out: dict[str, float] = {}
         if state.facts is not None:
             out["taskmanager_heap_floor_growth_bytes_per_hour"] = state.facts.growth_mb_per_h * _MB
-        closed = state.buckets[:-1]  # the newest bucket is still filling
+        # The newest bucket is closed once judged (its end passed), else still filling.
+        judged = bool(state.buckets) and state.judged_ms == self._end(state)
+        closed = state.buckets if judged else state.buckets[:-1]
         if closed:
             out["taskmanager_records_per_second"] = closed[-1].rate
         return out

@@ -171,6 +171,18 @@ def test_leak_fires_once_within_an_hour_with_the_evidence() -> None:
     assert ev["hint"] == HINT and "FLINK-33231" in a.summary and "3.0.1" in a.summary
 
 
+class _Counting(IdleHeapGrowth):
+    """The detector, noting the start of each bucket it judges."""
+
+    def __init__(self, params: IdleHeapGrowthParams) -> None:
+        super().__init__(params)
+        self.judged: list[int] = []
+
+    def _judge(self, st: Any) -> list[Any]:
+        self.judged.append(st.buckets[-1].t)
+        return super()._judge(st)
+
+
 def test_the_bucket_that_completes_the_window_is_judged_when_it_ends() -> None:
     # Live, the next sample comes a scrape interval after the bucket's end: the verdict
     # does not wait for it, and that sample does not judge the bucket again.
@@ -183,9 +195,24 @@ def test_the_bucket_that_completes_the_window_is_judged_when_it_ends() -> None:
     assert [(a.status, a.event_time_ms) for a in alerts] == [(AlertStatus.FIRING, T0 + 50 * MIN)]
     _, by_sample = drive(det, events)
     assert by_sample == alerts  # what one long batch says, at the same time
+    assert state is not None and state.judged_ms == T0 + 50 * MIN
+    counting = _Counting(IdleHeapGrowthParams())
     after = [e for e in events if e.time_ms >= T0 + 50 * MIN]
-    _, later = drive(det, after, state=state, timer=timer)
-    assert later == []
+    _, later = drive(counting, after, state=state, timer=timer)
+    assert later == [] and T0 + 45 * MIN not in counting.judged
+    assert counting.judged == sorted(set(counting.judged))  # each bucket judged once
+
+
+def test_the_rate_gauge_shows_the_bucket_judged_last() -> None:
+    det = IdleHeapGrowth(IdleHeapGrowthParams())
+    five = throughput(minutes=5, rate=5.0)
+    seven = throughput(minutes=5, rate=7.0, start=T0 + 5 * MIN, base=999_999.0)
+    state, timer, _ = drive_timer(det, merged(five, seven))
+    assert state is not None and det.signal_values(state)["taskmanager_records_per_second"] == 5.0
+    # Its end passed: the newest bucket is judged, and the gauge shows it (a killed
+    # TaskManager's next bucket never opens).
+    state, _, _ = drive_timer(det, [], until=timer, state=state, timer=timer)
+    assert state is not None and det.signal_values(state)["taskmanager_records_per_second"] == 7.0
 
 
 def test_a_quiet_taskmanager_is_judged_once_at_its_last_bucket_s_end() -> None:
@@ -536,6 +563,22 @@ def test_a_state_saved_by_the_untyped_version_loads_and_goes_on() -> None:
     assert [(a.status, a.event_time_ms) for a in alerts] == [(AlertStatus.RESOLVED, end + 15 * MIN)]
     assert alerts[0].evidence["floors_mb"] == [591.9, 605.9]
     assert alerts[0].evidence["why"] == "only 2 buckets with heap and throughput samples"
+
+
+def test_a_version_1_state_has_its_newest_bucket_judged_when_it_ends() -> None:
+    det = IdleHeapGrowth(IdleHeapGrowthParams())
+    state = fold(det, leak(minutes=62))  # firing since 50 min; 60-65 min filling
+    saved = det.dump(state)
+    del saved["judged_ms"]
+    old = det.load({**saved, "v": 1})
+    assert old.v == 2 and old.judged_ms is None and old.firing
+    assert det.next_deadline(old) == T0 + 65 * MIN
+    counting = _Counting(IdleHeapGrowthParams())
+    after, timer, alerts = drive_timer(
+        counting, [], until=T0 + 65 * MIN, state=old, timer=T0 + 65 * MIN
+    )
+    assert alerts == [] and counting.judged == [T0 + 60 * MIN]  # the leak holds: no transition
+    assert after is not None and after.judged_ms == T0 + 65 * MIN and timer != T0 + 65 * MIN
 
 
 def test_too_many_counter_series_leave_idleness_unproven() -> None:
