@@ -357,7 +357,8 @@ class KafkaPath:
             (
                 rows.select("key", "value", *([bus_partition(F.col("key"), n)] if n else []))
                 .write.format("kafka")
-                .options(**kafka_settings(k).spark(reader=False))
+                # The parse query's producer settings: one cached producer serves both.
+                .options(**with_defaults(BUS_LINGER, kafka_settings(k).spark(reader=False)))
                 .option("topic", k.events_topic)
                 .save()
             )
