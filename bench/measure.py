@@ -65,8 +65,10 @@ def proc_cpu_s(pid: int, children: bool = False, task: int | None = None) -> flo
     return ticks / TICK
 
 
-#: The bench's sampling threads (native ids) → the most CPU seconds seen of each.
+#: The bench's running sampling threads (native ids) → the most CPU seconds seen of each.
 _INSTRUMENTS: dict[int, float] = {}
+#: CPU seconds of the sampling threads that ended (their ids may be reused).
+_RETIRED = [0.0]
 _INSTRUMENTS_LOCK = threading.Lock()
 
 
@@ -74,9 +76,15 @@ def instrument(target: Callable[[], None], name: str) -> threading.Thread:
     """Run ``target`` in a daemon thread whose CPU is the bench's (``instruments``)."""
 
     def run() -> None:
+        tid = threading.get_native_id()
         with _INSTRUMENTS_LOCK:
-            _INSTRUMENTS[threading.get_native_id()] = 0.0
-        target()
+            _INSTRUMENTS[tid] = 0.0
+        try:
+            target()
+        finally:
+            with _INSTRUMENTS_LOCK:
+                _INSTRUMENTS.pop(tid, None)
+                _RETIRED[0] += time.thread_time()
 
     thread = threading.Thread(target=run, name=name, daemon=True)
     thread.start()
@@ -84,13 +92,13 @@ def instrument(target: Callable[[], None], name: str) -> threading.Thread:
 
 
 def instruments_cpu_s() -> float:
-    """CPU seconds of the bench's sampling threads so far (one that ended keeps its last)."""
+    """CPU seconds of the bench's sampling threads so far, the ended ones' included."""
     with _INSTRUMENTS_LOCK:
         for tid, seen in _INSTRUMENTS.items():
             s = proc_cpu_s(os.getpid(), task=tid)
             if s is not None and s > seen:
                 _INSTRUMENTS[tid] = s
-        return sum(_INSTRUMENTS.values())
+        return _RETIRED[0] + sum(_INSTRUMENTS.values())
 
 
 def machine_busy_s() -> float:
