@@ -30,8 +30,16 @@ MAX_SOURCES = 1024
 #: A source last seen this long (entity event time) before the entity's newest event is
 #: forgotten.
 SOURCE_HORIZON_MS = 3_600_000
-#: Width of the event-time windows over which the entity's delivery lag is tracked.
-LAG_WINDOW_MS = 300_000
+#: Width of the event-time windows over which the entity's delivery lag is tracked: a
+#: deadline waits for the largest of the last two, so one slow moment (a burst of every
+#: job's start, the parse's JIT still cold) holds the entity's deadlines back for one to
+#: two minutes. Five-minute windows kept it for 5-10 and set most runs' page latency at
+#: 100 jobs (bench/README.md, stop 55). A shipper that stalls less often than that pages
+#: a checkpoint as pending, then resolves (docs/guarantees.md).
+LAG_WINDOW_MS = 60_000
+#: A source (raw topic and partition) of an entity silent this long (the entity's event
+#: time) is idle: a catch-up waits for it no more (:mod:`streaming.arrivals`).
+SOURCE_IDLE_MS = 300_000
 
 
 @dataclass
