@@ -253,6 +253,18 @@ class SparkConfig(FrozenModel):
             "usually arrive; null = only when the watermark passes it (watermark_delay_s later)."
         ),
     )
+    lag_window_s: float = Field(
+        default=60.0,
+        ge=10,
+        le=3600,
+        description=(
+            "Width of the event-time windows over which each entity's delivery lag is kept: a "
+            "deadline waits for the largest lag of the last one to two windows. Shorter pages "
+            "sooner after a slow moment passes; raise it (300) where a job's log lines come "
+            "minutes apart and trail its metrics, or a checkpoint that completes just before "
+            "its deadline may page as pending, then resolve."
+        ),
+    )
     tick_interval_s: float | None = Field(
         default=1.0,
         gt=0,

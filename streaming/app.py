@@ -97,6 +97,7 @@ def alert_stream(
         delay_ms=int(sp.watermark_delay_s * 1000),
         grace_ms=grace,
         shards=sp.state_shards,
+        lag_window_ms=int(sp.lag_window_s * 1000),
     )
     return rows.groupBy("shard").transformWithStateInPandas(
         statefulProcessor=processor,

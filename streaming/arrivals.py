@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 
-from streaming.entity import MAX_SOURCES, SOURCE_HORIZON_MS, SOURCE_IDLE_MS, Header
+from streaming.entity import CATCHUP_IDLE_MS, MAX_SOURCES, SOURCE_HORIZON_MS, Header
 from streaming.forwards import encode
 from streaming.routes import BusEvent, decode
 
@@ -77,7 +77,7 @@ def in_step(
     half a minute ahead of its log lines would move its detectors past a checkpoint's
     deadline before the line saying it completed. So an event is applied only once every
     source of the entity (raw topic and partition) has reached its time; a source silent
-    for :data:`~streaming.entity.SOURCE_IDLE_MS` of the entity's time is idle and waited
+    for :data:`~streaming.entity.CATCHUP_IDLE_MS` of the entity's time is idle and waited
     for no more; ``ticked``, the entity's clock by the ticks (every record up to it is on
     the bus), is reached whatever the sources. Released (or with nothing held), everything
     waiting is applied.
@@ -110,7 +110,7 @@ def _sources_reached(header: Header) -> int | None:
     if not times:
         return None
     newest = max(times)
-    return min(t for t in times if t >= newest - SOURCE_IDLE_MS)
+    return min(t for t in times if t >= newest - CATCHUP_IDLE_MS)
 
 
 def on_bus_clock(e: BusEvent) -> BusEvent:

@@ -84,6 +84,8 @@ class Clock:
         held: The parse query is catching up (:func:`streaming.ticks.holding`): its tasks
             race through the backlog unevenly, so neither the records' newest time nor
             the watermark that follows it says what is still to come. Only ticks decide.
+        lag_window_ms: ``spark.lag_window_s``, the windows an entity's delivery lag is kept
+            over (``None``: :data:`streaming.entity.LAG_WINDOW_MS`).
     """
 
     watermark_ms: int
@@ -92,6 +94,7 @@ class Clock:
     tick_ms: int | None = None
     batch_ms: int | None = None
     held: bool = False
+    lag_window_ms: int | None = None
 
     @property
     def before_ms(self) -> int:

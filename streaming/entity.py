@@ -30,16 +30,16 @@ MAX_SOURCES = 1024
 #: A source last seen this long (entity event time) before the entity's newest event is
 #: forgotten.
 SOURCE_HORIZON_MS = 3_600_000
-#: Width of the event-time windows over which the entity's delivery lag is tracked: a
-#: deadline waits for the largest of the last two, so one slow moment (a burst of every
-#: job's start, the parse's JIT still cold) holds the entity's deadlines back for one to
-#: two minutes. Five-minute windows kept it for 5-10 and set most runs' page latency at
-#: 100 jobs (bench/README.md, stop 55). A shipper that stalls less often than that pages
-#: a checkpoint as pending, then resolves (docs/guarantees.md).
+#: Width of the event-time windows over which the entity's delivery lag is tracked, unless
+#: ``spark.lag_window_s`` says otherwise: a deadline waits for the largest of the last two,
+#: so one slow moment (a burst of every job's start, the parse's JIT still cold) holds the
+#: entity's deadlines back for one to two minutes. Five-minute windows kept it for 5-10
+#: and set most runs' page latency at 100 jobs (bench/README.md, stop 55). A slower path
+#: whose records come less often than that is not waited for (docs/guarantees.md).
 LAG_WINDOW_MS = 60_000
 #: A source (raw topic and partition) of an entity silent this long (the entity's event
 #: time) is idle: a catch-up waits for it no more (:mod:`streaming.arrivals`).
-SOURCE_IDLE_MS = 300_000
+CATCHUP_IDLE_MS = 300_000
 
 
 @dataclass
@@ -129,19 +129,21 @@ class Header:
         if self.tm is None or rank > self.tm_rank:
             self.tm, self.tm_rank = tm_id, rank
 
-    def note_lag(self, event_ms: int, bus: int, frontier: int) -> None:
+    def note_lag(self, event_ms: int, bus: int, frontier: int, width_ms: int | None = None) -> None:
         """Fold one record's lags in (:class:`~streaming.clock.Lag`).
 
         ``bus``: its bus time less its event time; ``frontier``: how far its event time is
-        behind the records' frontier before its micro-batch.
+        behind the records' frontier before its micro-batch; ``width_ms``: the windows'
+        (``spark.lag_window_s``; ``None``: :data:`LAG_WINDOW_MS`).
         """
-        window = event_ms - event_ms % LAG_WINDOW_MS
+        width = width_ms or LAG_WINDOW_MS
+        window = event_ms - event_ms % width
         lag = self.lag
         if lag is not None and len(lag) == 3:
             # Saved by a release that kept the bus lag only: it stands for both (the safe
             # side: what a record trails the frontier by is as a rule the smaller).
             lag = [*lag, lag[1], lag[2]]
-        if lag is None or window > lag[0] + LAG_WINDOW_MS:
+        if lag is None or window > lag[0] + width:
             lag = [window, bus, bus, frontier, frontier]
         elif window > lag[0]:
             lag = [window, bus, lag[1], frontier, lag[3]]

@@ -81,6 +81,7 @@ class ShardProcessor(StatefulProcessor):
         token: This run of the query (signals are emitted again after a restart).
         delay_ms: ``spark.watermark_delay_s``.
         grace_ms: ``spark.deadline_grace_s`` (``None``: deadlines wait for the watermark).
+        lag_window_ms: ``spark.lag_window_s``.
         shards: ``spark.state_shards``: a key names its shard modulo this
             (:mod:`streaming.shard_keys`); ``None``: the key is the shard's number.
     """
@@ -95,6 +96,7 @@ class ShardProcessor(StatefulProcessor):
         delay_ms: int = 0,
         grace_ms: int | None = None,
         shards: int | None = None,
+        lag_window_ms: int | None = None,
     ) -> None:
         self._resolver = resolver
         self._detectors = detectors
@@ -103,6 +105,7 @@ class ShardProcessor(StatefulProcessor):
         self._delay_ms = delay_ms
         self._grace_ms = grace_ms
         self._shards = shards
+        self._lag_window_ms = lag_window_ms
 
     def init(self, handle: StatefulProcessorHandle) -> None:  # noqa: D102
         freeze_worker_heap()
@@ -155,7 +158,12 @@ class ShardProcessor(StatefulProcessor):
         ticks: dict[str, int] = dict(store.meta.get("ticks") or {})
         held: dict[str, int] = dict(store.meta.get("held") or {})
         old_timer: int | None = None if fired is not None else store.meta.get("timer")
-        clock = Clock(values.getCurrentWatermarkInMs(), self._delay_ms, self._grace_ms)
+        clock = Clock(
+            values.getCurrentWatermarkInMs(),
+            self._delay_ms,
+            self._grace_ms,
+            lag_window_ms=self._lag_window_ms,
+        )
         shard = str(key[0] if self._shards is None else shard_of(int(key[0]), self._shards))
         out = self._runner.run(
             store, wakes, rows, clock, ticks, shard=shard, lost=store.lost, held=held

@@ -241,7 +241,7 @@ class EntityRunner:
                 t = e.event.time_ms
                 # Ahead of the frontier is no lag (and a first batch's frontier, before
                 # any watermark, is 1970: kept as 0, not as a 13-digit number per entity).
-                header.note_lag(t, e.bus_ms - t, max(clock.before_ms - t, 0))
+                header.note_lag(t, e.bus_ms - t, max(clock.before_ms - t, 0), clock.lag_window_ms)
         events = in_step(header, arrived, held=clock.held, ticked=clock.now(header.lag_ms()))
         for e in events:
             header.newest_ms = max(header.newest_ms, e.event.time_ms)

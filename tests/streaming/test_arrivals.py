@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from streaming.arrivals import fresh, in_step
-from streaming.entity import SOURCE_IDLE_MS, Header
+from streaming.entity import CATCHUP_IDLE_MS, Header
 from streaming.forwards import encode
 from streaming.routes import BusEvent, decode
 
@@ -65,8 +65,8 @@ def test_held_events_wait_for_the_slowest_source_that_is_not_idle() -> None:
     applied = in_step(header, arrived, held=True)
     assert [e.event.time_ms for e in applied] == [1_000]
     assert [decode(v, b).event.time_ms for v, b in header.held] == [30_000]
-    # A source silent for a lag window of the entity's time is idle: not waited for.
-    header.seen["logs:1"] = [1, 0, 40_000 - SOURCE_IDLE_MS - 1]
+    # A source silent for CATCHUP_IDLE_MS of the entity's time is idle: not waited for.
+    header.seen["logs:1"] = [1, 0, 40_000 - CATCHUP_IDLE_MS - 1]
     assert [e.event.time_ms for e in in_step(header, [], held=True)] == []
     header.seen["logs:0"] = [6, 0, 35_000]
     assert [e.event.time_ms for e in in_step(header, [], held=True)] == [30_000]

@@ -136,3 +136,15 @@ def test_a_taskmanager_keeps_the_spelling_its_logs_gave_over_any_metric_label() 
     assert again == header and '"tm":"localhost:40003-6cf67b"' in header.text()
     again.spell_tm("localhost-40003-6cf67b", logged=False)
     assert again.tm == "localhost:40003-6cf67b"
+
+
+def test_the_lag_windows_take_the_configured_width() -> None:
+    # spark.lag_window_s: 300 keeps a slow moment for 5-10 minutes, not one to two.
+    header = Header()
+    header.note_lag(0, 5_000, 4_000, 300_000)
+    header.note_lag(4 * 60_000, 100, 50, 300_000)
+    assert header.lag_ms() == Lag(4_000, 5_000)  # the same five-minute window
+    short = Header()
+    short.note_lag(0, 5_000, 4_000)
+    short.note_lag(4 * 60_000, 100, 50)
+    assert short.lag_ms() == Lag(50, 100)  # LAG_WINDOW_MS: gone after two minutes

@@ -697,6 +697,13 @@ def test_a_record_ahead_of_the_frontier_counts_as_no_lag() -> None:
     assert shard.saved()[0].lag_ms() == Lag(frontier_ms=699, bus_ms=899)
 
 
+def test_the_clock_s_lag_window_sizes_the_entity_s_lag_windows() -> None:
+    shard = Shard()
+    shard.batch([{**_expiry(1), "_bus": T0 + 60_000 + 40}], lag_window_ms=300_000)
+    t = T0 + 60_000
+    assert shard.saved()[0].lag == [t - t % 300_000, 40, 40, 0, 0]
+
+
 def _run_tick(shard: Shard, t: int, delay: int, grace: int) -> list:
     clock = Clock(T0, delay, grace)
     value = tick_value(t, 0, 1)
