@@ -260,9 +260,9 @@ class SparkConfig(FrozenModel):
         description=(
             "Width of the event-time windows over which each entity's delivery lag is kept: a "
             "deadline waits for the largest lag of the last one to two windows. Shorter pages "
-            "sooner after a slow moment passes; raise it (300) where a job's log lines come "
-            "minutes apart and trail its metrics, or a checkpoint that completes just before "
-            "its deadline may page as pending, then resolve."
+            "sooner after a slow moment passes. Keep it at least as long as the gap between a "
+            "job's log lines (its checkpoint interval) where they trail its metrics, or a "
+            "checkpoint that completes just before its deadline may page as pending, then resolve."
         ),
     )
     tick_interval_s: float | None = Field(

@@ -78,6 +78,21 @@ BusKind = Literal["kafka", "files"]
 DETECT_SETTINGS = {"spark.sql.codegen.factoryMode": "NO_CODEGEN"}
 
 
+def detect_processor(cfg: AppConfig, *, admit_new: bool = True, token: str = "") -> ShardProcessor:
+    """The detect query's stateful processor, with the config's ``spark`` timings."""
+    sp = cfg.spark
+    return ShardProcessor(
+        cfg.resolver(),
+        active_detectors(cfg),
+        admit_new=admit_new,
+        token=token,
+        delay_ms=int(sp.watermark_delay_s * 1000),
+        grace_ms=None if sp.deadline_grace_s is None else int(sp.deadline_grace_s * 1000),
+        shards=sp.state_shards,
+        lag_window_ms=int(sp.lag_window_s * 1000),
+    )
+
+
 def alert_stream(
     rows: DataFrame, cfg: AppConfig, admit_new: bool = True, token: str = ""
 ) -> DataFrame:
@@ -87,20 +102,8 @@ def alert_stream(
     watermark on ``event_time``; ``admit_new=False`` refuses entities not seen before;
     ``token`` names this run of the query.
     """
-    sp = cfg.spark
-    grace = None if sp.deadline_grace_s is None else int(sp.deadline_grace_s * 1000)
-    processor = ShardProcessor(
-        cfg.resolver(),
-        active_detectors(cfg),
-        admit_new=admit_new,
-        token=token,
-        delay_ms=int(sp.watermark_delay_s * 1000),
-        grace_ms=grace,
-        shards=sp.state_shards,
-        lag_window_ms=int(sp.lag_window_s * 1000),
-    )
     return rows.groupBy("shard").transformWithStateInPandas(
-        statefulProcessor=processor,
+        statefulProcessor=detect_processor(cfg, admit_new=admit_new, token=token),
         outputStructType=DETECT_SCHEMA,
         outputMode="Append",
         timeMode="EventTime",

@@ -119,6 +119,12 @@ class ShardProcessor(StatefulProcessor):
         )
         self._runner = ShardRunner(runner)
 
+    def clock(self, watermark_ms: int) -> Clock:
+        """A micro-batch's :class:`Clock` at Spark's watermark, with the query's timings."""
+        return Clock(
+            watermark_ms, self._delay_ms, self._grace_ms, lag_window_ms=self._lag_window_ms
+        )
+
     def handleInputRows(  # noqa: D102
         self, key: Any, rows: Iterator[pd.DataFrame], timerValues: TimerValues
     ) -> Iterator[pd.DataFrame]:
@@ -158,12 +164,7 @@ class ShardProcessor(StatefulProcessor):
         ticks: dict[str, int] = dict(store.meta.get("ticks") or {})
         held: dict[str, int] = dict(store.meta.get("held") or {})
         old_timer: int | None = None if fired is not None else store.meta.get("timer")
-        clock = Clock(
-            values.getCurrentWatermarkInMs(),
-            self._delay_ms,
-            self._grace_ms,
-            lag_window_ms=self._lag_window_ms,
-        )
+        clock = self.clock(values.getCurrentWatermarkInMs())
         shard = str(key[0] if self._shards is None else shard_of(int(key[0]), self._shards))
         out = self._runner.run(
             store, wakes, rows, clock, ticks, shard=shard, lost=store.lost, held=held

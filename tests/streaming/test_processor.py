@@ -228,3 +228,14 @@ with mock.patch("streaming.processor.TaskContext.get", return_value=object()):
     assert gc.get_freeze_count() == frozen, (gc.get_freeze_count(), frozen, len(made))
 """
     subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True, timeout=120)
+
+
+def test_the_detect_query_s_clock_carries_the_config_s_timings() -> None:
+    from streaming.app import detect_processor
+
+    spark = {"watermark_delay_s": 20, "deadline_grace_s": 0.5, "lag_window_s": 300}
+    clock = detect_processor(AppConfig(spark=spark)).clock(T0)  # type: ignore[arg-type]
+    assert (clock.watermark_ms, clock.delay_ms, clock.grace_ms) == (T0, 20_000, 500)
+    assert clock.lag_window_ms == 300_000
+    default = detect_processor(AppConfig()).clock(T0)
+    assert default.lag_window_ms == 60_000
