@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,6 +21,19 @@ from tests.integration.kafka_path import (
 )
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
+
+
+def _last_batches(spark: Any) -> list[tuple[Any, Any, Any]]:
+    """The detect query's last micro-batches, to tell what started an unexpected one."""
+    q = next((q for q in spark.streams.active if q.name == "flinkwatch-detect"), None)
+    try:
+        progress = [json.loads(x.json) for x in (q.recentProgress[-4:] if q else [])]
+    except (AttributeError, TypeError, ValueError) as exc:  # a message, not a second failure
+        return [("progress unreadable", repr(exc), None)]
+    return [
+        (b.get("batchId"), b.get("numInputRows"), (b.get("eventTime") or {}).get("watermark"))
+        for b in progress
+    ]
 
 
 def test_an_idle_detect_query_runs_no_batch_until_a_deadline_is_due(spark, kafka, tmp_path) -> None:
@@ -71,7 +86,8 @@ def test_an_idle_detect_query_runs_no_batch_until_a_deadline_is_due(spark, kafka
         looked(40)  # ten seconds of the driver's loop, twenty tick intervals
         assert p.stats.delivered == batches, (
             f"the idle detect query ran batches: {p.stats.delivered - batches}, ticks "
-            f"{ticker.sent - sent}, due {sorted(x for x in p.stats.due().values() if x)}"
+            f"{ticker.sent - sent}, due {sorted(x for x in p.stats.due().values() if x)}, "
+            f"the last batches (id, rows, watermark): {_last_batches(spark)}"
         )
         assert ticker.sent == sent, "ticks were written with nothing due"
         # Still alive: a record arrives, a batch runs for it.
