@@ -349,8 +349,7 @@ class IdleHeapGrowth(Detector[IdleHeapGrowthParams, IdleHeapGrowthState]):
         if state.facts is not None:
             out["taskmanager_heap_floor_growth_bytes_per_hour"] = state.facts.growth_mb_per_h * _MB
         # The newest bucket is closed once judged (its end passed), else still filling.
-        judged = bool(state.buckets) and state.judged_ms == self._end(state)
-        closed = state.buckets if judged else state.buckets[:-1]
+        closed = state.buckets if self._newest_judged(state) else state.buckets[:-1]
         if closed:
             out["taskmanager_records_per_second"] = closed[-1].rate
         return out
@@ -447,7 +446,7 @@ class IdleHeapGrowth(Detector[IdleHeapGrowthParams, IdleHeapGrowthState]):
         """Open the bucket starting at ``start`` if it is new; judge the one it closes."""
         if st.buckets and start <= st.buckets[-1].t:
             return []
-        alerts = self._judge(st) if st.buckets and st.judged_ms != self._end(st) else []
+        alerts = self._judge(st) if st.buckets and not self._newest_judged(st) else []
         st.buckets.append(Bucket(t=start))
         self._trim(st, start)
         return alerts
@@ -677,9 +676,13 @@ class IdleHeapGrowth(Detector[IdleHeapGrowthParams, IdleHeapGrowthState]):
         """The end of the newest bucket (there is one)."""
         return st.buckets[-1].t + int(self.params.bucket_s * 1000)
 
+    def _newest_judged(self, st: IdleHeapGrowthState) -> bool:
+        """Whether the newest bucket's verdict is in (its end passed before a later sample)."""
+        return bool(st.buckets) and st.judged_ms == self._end(st)
+
     def _filling_end(self, st: IdleHeapGrowthState) -> int | None:
         """The end of the newest bucket while it holds samples and is not judged yet."""
-        if not st.buckets or st.judged_ms == self._end(st):
+        if not st.buckets or self._newest_judged(st):
             return None
         last = st.buckets[-1]
         # An empty bucket (one a resolve by timer opened) waits for a sample, as before.

@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from conf.pipeline import SparkConfig
 from detectors import Alert, Detector
 from detectors.base import DetectorState
 from detectors.tm_ids import spelling_rank
@@ -36,7 +37,7 @@ SOURCE_HORIZON_MS = 3_600_000
 #: entity's deadlines back for one to two minutes. Five-minute windows kept it for 5-10
 #: and set most runs' page latency at 100 jobs (bench/README.md, stop 55). A slower path
 #: whose records come less often than that is not waited for (docs/guarantees.md).
-LAG_WINDOW_MS = 60_000
+LAG_WINDOW_MS = int(SparkConfig.model_fields["lag_window_s"].default * 1000)
 #: A source (raw topic and partition) of an entity silent this long (the entity's event
 #: time) is idle: a catch-up waits for it no more (:mod:`streaming.arrivals`).
 CATCHUP_IDLE_MS = 300_000
