@@ -252,9 +252,15 @@ class PrometheusServer:
             )
         return body["data"]
 
-    def query(self, expr: str) -> list[dict[str, Any]]:
-        """Evaluate an instant query; the ``data.result`` list (``metric``/``value`` dicts)."""
-        data = self.api("query", {"query": expr})
+    def query(self, expr: str, at: float | None = None) -> list[dict[str, Any]]:
+        """Evaluate an instant query; the ``data.result`` list (``metric``/``value`` dicts).
+
+        ``at`` (Unix seconds) is the evaluation time; Prometheus's own "now" when omitted.
+        """
+        params = {"query": expr}
+        if at is not None:
+            params["time"] = f"{at:.3f}"
+        data = self.api("query", params)
         if data["resultType"] in ("scalar", "string"):  # result is a bare [time, value]
             return [{"metric": {}, "value": data["result"]}]
         return list(data["result"])

@@ -122,9 +122,17 @@ class Stack:
     #: few seconds shows each burst for that long only, and the logs' and the metrics'
     #: dead letters need not arrive within the same few seconds.
     dead_reasons: set[str] = field(default_factory=set)
+    #: The evaluation time (Unix seconds) of the last poll, and of every query after it.
+    at: float = 0.0
 
     def poll(self, targets: list[Target], values: dict[str, str]) -> bool:
-        """Query every panel once; whether all show data and every dead letter was seen."""
+        """Query every panel once; whether all show data and every dead letter was seen.
+
+        Every panel is evaluated at the same instant, as one dashboard refresh is: queried
+        one after another at Prometheus's "now", an incident that opened between two
+        panels' queries was in one panel and not the other (a CI run's failure).
+        """
+        self.at = time.time()
         self.results = {t: self.query(t, values) for t in targets}
         for t, rows in self.results.items():
             if t.panel == "Dead letters per second":
@@ -132,7 +140,8 @@ class Stack:
         return all(self.results.values()) and self.dead_reasons >= DEAD_LETTER_REASONS
 
     def query(self, t: Target, values: dict[str, str]) -> list[dict[str, Any]]:
-        return self.prom.query(render(t.expr, values, rate_interval()))
+        """A panel's query with these variables, at the instant of the last poll."""
+        return self.prom.query(render(t.expr, values, rate_interval()), self.at)
 
     def label_values(self, var: str, values: dict[str, str]) -> list[str]:
         selector, label = label_values_query(variables(dashboard())[var]["query"])
