@@ -44,7 +44,13 @@ def test_an_idle_detect_query_runs_no_batch_until_a_deadline_is_due(spark, kafka
     ``tick_interval_s``: a batch of every shard, for nothing.
     """
     cfg = config(kafka, "e2eidle", tmp_path / "state")
-    sp = cfg.spark.model_copy(update={"trigger_interval_s": 0, "tick_interval_s": 0.5})
+    # The parse query idles in micro-batches after idle_after_s with nothing read, a restart
+    # that parses its last real-time batch again and marks every shard: the detect query's
+    # batches of that. At the default 60 s it came inside the window watched below on a
+    # slow run (2 batches, no tick): here it comes first and is waited for.
+    sp = cfg.spark.model_copy(
+        update={"trigger_interval_s": 0, "tick_interval_s": 0.5, "idle_after_s": 2}
+    )
     cfg = cfg.model_copy(update={"spark": sp})
     kafka.create_topics(cfg.kafka.logs_topic, cfg.kafka.metrics_topic)
     # One job: its silence deadline is job_lost's silence_s (minutes) after its records
@@ -53,6 +59,12 @@ def test_an_idle_detect_query_runs_no_batch_until_a_deadline_is_due(spark, kafka
     p = pipeline(spark, cfg, {})
     p.trigger = None
     with running(p):
+        # The job as it stays with nothing to read: the parse query idling in micro-batches.
+        wait_until(
+            lambda: p.path.parse_plan is not None and p.path.parse_plan.idle,
+            timeout=240,  # the first real-time batch, its JIT included, then idle_after_s
+            what="the parse query idling in micro-batches",
+        )
         # The catch-up marks around the parse query's start (or the first tick) go to every
         # shard: then each has said when it is due.
         wait_until(
