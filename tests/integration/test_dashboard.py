@@ -130,14 +130,22 @@ class Stack:
 
         Every panel is evaluated at the same instant, as one dashboard refresh is: queried
         one after another at Prometheus's "now", an incident that opened between two
-        panels' queries was in one panel and not the other (a CI run's failure).
+        panels' queries was in one panel and not the other (a CI run's failure). The
+        instant is the newest finished scrape's: a scrape's samples carry its start time
+        but are seen only once it ends, so a scrape under way at "now" would still split
+        the panels.
         """
-        self.at = time.time()
+        self.at = self.last_scrape()
         self.results = {t: self.query(t, values) for t in targets}
         for t, rows in self.results.items():
             if t.panel == "Dead letters per second":
                 self.dead_reasons |= {r["metric"]["reason"] for r in rows}
         return all(self.results.values()) and self.dead_reasons >= DEAD_LETTER_REASONS
+
+    def last_scrape(self) -> float:
+        """When the job's newest finished scrape began (Unix seconds); now before the first."""
+        rows = self.prom.query('timestamp(up{job="flinkwatch"})')
+        return max((float(r["value"][1]) for r in rows), default=time.time())
 
     def query(self, t: Target, values: dict[str, str]) -> list[dict[str, Any]]:
         """A panel's query with these variables, at the instant of the last poll."""

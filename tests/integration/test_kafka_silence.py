@@ -44,9 +44,9 @@ def test_an_idle_detect_query_runs_no_batch_until_a_deadline_is_due(spark, kafka
     ``tick_interval_s``: a batch of every shard, for nothing.
     """
     cfg = config(kafka, "e2eidle", tmp_path / "state")
-    # The parse query idles in micro-batches after idle_after_s with nothing read, a restart
-    # that parses its last real-time batch again and marks every shard: the detect query's
-    # batches of that. At the default 60 s it came inside the window watched below on a
+    # The parse query idles in micro-batches after idle_after_s with nothing read: a restart,
+    # whose start writes a release mark to every bus partition, and the detect query runs a
+    # batch of them. At the default 60 s that came inside the window watched below on a
     # slow run (2 batches, no tick): here it comes first and is waited for.
     sp = cfg.spark.model_copy(
         update={"trigger_interval_s": 0, "tick_interval_s": 0.5, "idle_after_s": 2}
@@ -60,10 +60,22 @@ def test_an_idle_detect_query_runs_no_batch_until_a_deadline_is_due(spark, kafka
     p.trigger = None
     with running(p):
         # The job as it stays with nothing to read: the parse query idling in micro-batches.
+        def idling() -> bool:
+            # The plan is set before the marks are written: the idle query's first batch
+            # says it has started (marks written), the drained bus that the detect query
+            # has committed them.
+            plan = p.path.parse_plan
+            return (
+                plan is not None
+                and plan.idle
+                and p.path.quiet.newest_ms is not None
+                and p.path.bus_drained(p)
+            )
+
         wait_until(
-            lambda: p.path.parse_plan is not None and p.path.parse_plan.idle,
+            idling,
             timeout=240,  # the first real-time batch, its JIT included, then idle_after_s
-            what="the parse query idling in micro-batches",
+            what="the parse query idling in micro-batches, its marks read",
         )
         # The catch-up marks around the parse query's start (or the first tick) go to every
         # shard: then each has said when it is due.
