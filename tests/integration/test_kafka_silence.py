@@ -95,16 +95,12 @@ def test_an_idle_detect_query_runs_no_batch_until_a_deadline_is_due(spark, kafka
             start = ticker.looks
             wait_until(lambda: ticker.looks >= start + n, timeout=120, what=f"{n} looks")
 
-        def in_batch() -> bool:
-            q = next((q for q in spark.streams.active if q.name == "flinkwatch-detect"), None)
-            return q is not None and bool(q.status.get("isTriggerActive"))
-
         # Settle: the batches of the records and of the first tick, and the no-data batch
         # Spark runs after one that moved the watermark, may still be to come or running.
         while True:
             batches = p.stats.delivered
             looked(8)
-            if p.stats.delivered == batches and not in_batch():
+            if p.stats.delivered == batches and not _in_batch(spark):
                 break
         sent = ticker.sent
         looked(40)  # ten seconds of the driver's loop, twenty tick intervals
