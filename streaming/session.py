@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from py4j.java_gateway import JavaClass, JavaMember
 from pyspark import SparkConf, SparkContext
 from pyspark.find_spark_home import _find_spark_home
 from pyspark.java_gateway import ensure_callback_server_started, launch_gateway
@@ -167,6 +168,14 @@ MAX_PLAN_CHARS = 2000
 #: the small real run: 30,307 round trips without this setting, 10,647 with it). PySpark
 #: reads it once per process, from the first session that builds a column.
 NO_CALL_SITES = {"spark.python.sql.dataFrameDebugging.enabled": "false"}
+#: The parse's ``upper`` (a record's level) and ``lower`` (a memory kill's reason) through
+#: the JVM's case mapping, not ICU's. Spark's ICU path loads a class whose static
+#: initialiser title-cases every Unicode code point into a table, once per JVM, before the
+#: first record's level is upper-cased: 1.5 s of one thread at every start (issue #34,
+#: measured alone in a fresh session: the first ``upper`` 2.1 s with ICU, 0.5 s without),
+#: inside a short replay's one pass and every test's first parse. Levels and reasons are
+#: ASCII words, which both map alike.
+JVM_CASE_MAPPINGS = {"spark.sql.icu.caseMappings.enabled": "false"}
 
 
 @dataclass(frozen=True)
@@ -283,6 +292,7 @@ def get_session(
         **_display_settings(ui_port),
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         **NO_CALL_SITES,
+        **JVM_CASE_MAPPINGS,
         # The parse projection (dozens of regexes, one expression per field) is too large
         # for one whole-stage method: Janino gives up on the 64 KB limit, logs the whole
         # generated class and Spark falls back, on every micro-batch (there is no cache of
@@ -317,6 +327,7 @@ def get_session(
         spark.conf.set(key, merged.settings[key])
     spark.sparkContext.setLogLevel(os.environ.get("FLINKWATCH_SPARK_LOG_LEVEL", "WARN"))
     _quiet(spark)
+    _pin_classes(spark)
     return spark
 
 
@@ -456,6 +467,47 @@ def query_settings(spark: SparkSession, settings: Mapping[str, str]) -> Iterator
                 spark.conf.unset(key)
             else:
                 spark.conf.set(key, value)
+
+
+#: The JVM classes PySpark looks up at every column function, sequence and select it
+#: builds (``sc._jvm.PythonUtils``, ``getattr(sc._jvm, "org.apache.spark.sql.functions")``...).
+PINNED_CLASSES = ("org.apache.spark.sql.functions", "functions", "PythonUtils", "PythonSQLUtils")
+
+
+class KnownClass(JavaClass):  # type: ignore[misc]
+    """A JVM class whose static methods are looked up once (then kept as attributes).
+
+    Py4J asks the JVM what ``cls.name`` is at every access: a round trip in which the JVM
+    copies the class's whole method table (``functions`` has hundreds). A static method
+    stays what it is: the first answer serves every later call. Fields are asked anew.
+    """
+
+    def __getattr__(self, name: str) -> Any:
+        member = super().__getattr__(name)
+        if isinstance(member, JavaMember | JavaClass):
+            self.__dict__[name] = member
+        return member
+
+
+def _pin_classes(spark: SparkSession) -> None:
+    """Resolve :data:`PINNED_CLASSES` once, as attributes of the process's JVM view.
+
+    Py4J resolves a class's name on every access, a round trip to the JVM; a short name is
+    tried in each of PySpark's imported packages in turn, and each miss makes the class
+    loader search every jar of Spark's class path. Then each function is looked up on the
+    class, another round trip (:class:`KnownClass`). Building a replay's parse did the two
+    ~5,900 times (issue #34, the small real run: 1.5 s of the driver's time, 0.3-0.9 ms for
+    a short name, 0.2 for a full one, 0.3 for a function). An attribute of the view is
+    found before Py4J's ``__getattr__`` is asked: once resolved, a name costs nothing. The
+    view lives as long as the JVM it names.
+    """
+    jvm = spark.sparkContext._jvm  # noqa: SLF001 - the view PySpark's own calls go through
+    if jvm is None:
+        return
+    for name in PINNED_CLASSES:
+        if name not in vars(jvm):
+            found = getattr(jvm, name)
+            setattr(jvm, name, KnownClass(found._fqn, found._gateway_client))  # noqa: SLF001
 
 
 def _quiet(spark: SparkSession) -> None:

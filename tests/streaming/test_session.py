@@ -142,6 +142,55 @@ def test_columns_are_built_without_recording_their_python_call_sites(spark) -> N
     assert current_origin().call_site is None
 
 
+def test_columns_and_plans_built_again_look_nothing_up_in_the_jvm(spark) -> None:
+    # PySpark asks the JVM what `functions`, `PythonUtils`... and each of their methods
+    # are at every column and select; once per session is enough (streaming.session).
+    from py4j import protocol
+    from pyspark.sql import functions as F
+
+    def built() -> list[tuple[str, str, int]]:
+        df = spark.range(3).select(
+            F.concat(F.lit("x"), F.col("id").cast("string")).alias("a"),
+            F.upper(F.lit("warn")).alias("b"),
+        )
+        rows = df.select("*", F.length("a").alias("n")).collect()
+        return [(r.a, r.b, r.n) for r in rows]
+
+    assert built() == [("x0", "WARN", 2), ("x1", "WARN", 2), ("x2", "WARN", 2)]
+    client = spark.sparkContext._gateway._gateway_client
+    asked: list[str] = []
+    send = client.send_command
+
+    def counted(command: str, *args: object, **kwargs: object) -> str:
+        if command.startswith(protocol.REFLECTION_COMMAND_NAME):
+            asked.append(command.replace("\n", " "))
+        return send(command, *args, **kwargs)
+
+    client.send_command = counted
+    try:
+        again = built()
+    finally:
+        del client.send_command
+    assert again == [("x0", "WARN", 2), ("x1", "WARN", 2), ("x2", "WARN", 2)]
+    assert asked == []
+
+
+def test_levels_are_upper_cased_by_the_jvms_case_mapping(spark) -> None:
+    # ICU's case mapping loads a table of every code point's title case first, 1.5 s of
+    # CPU in each JVM's first parse (streaming.session.JVM_CASE_MAPPINGS).
+    from streaming.parsing import parse_logs
+    from tests.conftest import records_df
+
+    assert spark.conf.get("spark.sql.icu.caseMappings.enabled") == "false"
+    stamp = "2024-03-11T19:02:46.003Z"
+    values = [
+        json.dumps({"level": level, "message": "m", "timestamp": stamp})
+        for level in ("info", "Warning", "error")
+    ]
+    rows = parse_logs(records_df(spark, values)).orderBy("offset").collect()
+    assert [r.level for r in rows] == ["INFO", "WARN", "ERROR"]
+
+
 def test_the_jvm_runs_in_a_session_of_its_own(spark) -> None:
     """Ctrl-C and `timeout` signal the driver's whole process group: not the JVM."""
     import os
