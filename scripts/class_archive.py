@@ -29,7 +29,7 @@ def make(out: Path) -> None:
     """Replay :data:`RUN` in a JVM that writes its classes into ``out`` at its exit."""
     from conf import AppConfig
     from streaming.cli.explain import end_states
-    from streaming.replay import input_bytes, session_settings
+    from streaming.replay_session import input_bytes, session_settings
     from streaming.session import SessionSpec, java_options
     from streaming.sources import stage_files
 

@@ -48,13 +48,12 @@ import heapq
 import json
 import logging
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from itertools import repeat
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from pyspark.sql import DataFrame, Observation, Row, SparkSession
+from pyspark.sql import DataFrame, Observation, Row
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, StructField, StructType
 
@@ -71,17 +70,8 @@ from streaming.routes import Routes
 from streaming.rows import DETECT_COLUMNS, DETECT_SCHEMA, RowKind, output_rows
 from streaming.runner import EntityRunner, ShardRunner
 from streaming.schemas import DEAD_LETTER_FIELDS, DEAD_LETTER_SCHEMA
-from streaming.session import SessionSpec, archive_options, class_archive, java_options
 
 log = logging.getLogger(__name__)
-
-#: Up to this much input the JVM compiles with C1 only: its optimising compiler (C2)
-#: took 12.8 of the 38 CPU seconds of a small real run's replay; with C1 alone the run
-#: took 20 (measured, issue #34). Past it the records are many and C2's faster code pays
-#: for its compiling: an hour of the 100-job fleet (700 MB) took 187 CPU s with C1 alone,
-#: 150 with C2 (the same shared machine, indicative). Up to it the shards also run in the
-#: driver (:func:`_shards_here`): past it two Python workers share the records' work.
-SHORT_INPUT_BYTES = 64 * 2**20
 
 #: The detect step's output: the detect query's rows and the batch each belongs to.
 REPLAY_SCHEMA = StructType([*DETECT_SCHEMA.fields, StructField("batch", IntegerType())])
@@ -240,62 +230,6 @@ def letter_place(letter: dict[str, Any]) -> tuple[str, int, int, int]:
         letter.get("offset") or 0,
         letter.get("seq") or 0,
     )
-
-
-#: A short replay evaluates the parse's expressions as they are, without generating and
-#: compiling a Java class for each first (Spark's interpreted projections and
-#: predicates, the fallback it uses when a generated class fails to compile): for a few
-#: thousand records the compiling costs more than it saves. The small real run
-#: (growth_2_3), three runs each, interleaved on a quiet machine: 11.13 s wall (10.86-
-#: 11.49), 13.42 CPU s with the classes; 10.17 s (9.96-10.19), 11.87 CPU s without
-#: (issue #34). A long input keeps them: there the records are many.
-INTERPRETED = {"spark.sql.codegen.factoryMode": "NO_CODEGEN"}
-
-
-def short_input(input_bytes: int) -> bool:
-    """Whether ``input_bytes`` of files make a short replay (:data:`SHORT_INPUT_BYTES`)."""
-    return input_bytes <= SHORT_INPUT_BYTES
-
-
-def session_settings(input_bytes: int, archive: Path | None = None) -> dict[str, str]:
-    """Spark settings beyond the live job's for a replay of ``input_bytes`` of files.
-
-    ``archive``: the JVM's class-data archive (:func:`streaming.session.class_archive`):
-    the classes a replay loads, already parsed and verified, which the JVM maps instead
-    of reading them from Spark's jars (``scripts/class_archive.py`` says what it saves).
-    """
-    java: list[str] = []
-    out: dict[str, str] = {}
-    if short_input(input_bytes):
-        java.append("-XX:TieredStopAtLevel=1")
-        out.update(INTERPRETED)
-    if archive is not None:
-        java.extend(archive_options(archive))
-    if java:
-        out["spark.driver.extraJavaOptions"] = java_options(*java)
-    return out
-
-
-def replay_session(
-    cfg: AppConfig, *dirs: Path, partitions: int | None = None
-) -> tuple[SparkSession, bool]:
-    """The session for a replay of the files in these directories, and whether it is short.
-
-    A short input (:func:`short_input`) has its shards run in the driver. ``partitions``:
-    the shuffle's, where not the detect state's (``spark.shuffle_partitions``): a command
-    that only parses and counts (``doctor``, ``parse``).
-    """
-    size = input_bytes(*dirs)
-    spec = SessionSpec.replay(cfg, session_settings(size, class_archive()))
-    if partitions is not None:
-        spec = replace(spec, shuffle_partitions=partitions)
-    spark = spec.start()
-    return spark, short_input(size)
-
-
-def input_bytes(*dirs: Path) -> int:
-    """The size of the files in ``dirs`` (staged links followed)."""
-    return sum(f.stat().st_size for d in dirs for f in d.iterdir() if f.is_file())
 
 
 def _counts(events: DataFrame) -> tuple[DataFrame, Observation]:

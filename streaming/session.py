@@ -213,7 +213,7 @@ class SessionSpec:
         """A replay's: batch work on this machine, whatever ``spark.master`` says.
 
         No Kafka, no state store (so no memory budget for it) and no UI; ``extra``: the
-        replay's own settings (:func:`streaming.replay.session_settings`).
+        replay's own settings (:func:`streaming.replay_session.session_settings`).
         """
         return cls(
             shuffle_partitions=cfg.spark.shuffle_partitions,

@@ -39,7 +39,7 @@ from streaming.forwards import FREE_LINES, JM_START, JOB_ADDED, TM_START
 from streaming.jvm_columns import side_by_side
 from streaming.metric_parsing import parse_metrics
 from streaming.parsing import parse_logs
-from streaming.replay import replay_session
+from streaming.replay_session import replay_session
 from streaming.session import get_session
 from streaming.sources import (
     file_records,
@@ -88,7 +88,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             staged = _staged(args, work)
             # A replay's session, for files as a replay of them would have it: a small
             # input's JVM maps the class-data archive and runs the parse without compiling
-            # it (streaming.replay.session_settings).
+            # it (streaming.replay_session.session_settings).
             dirs = [d for _, ds in staged.values() for d in ds]
             spark, _ = replay_session(cfg, *dirs, partitions=PARTITIONS)
             inputs = _file_inputs(spark, staged)

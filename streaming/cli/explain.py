@@ -29,7 +29,8 @@ from sinks.http_post import redact_url
 from streaming.cli.args import add_output_format, load_or_exit, print_json
 from streaming.delivery import PipelineStats
 from streaming.explain import Asked, Explanation, explain, render
-from streaming.replay import input_bytes, replay, replay_session, short_input
+from streaming.replay import replay
+from streaming.replay_session import input_bytes, replay_session, short_input
 from streaming.runtime import Runtime
 from streaming.sources import file_records, stage_files
 

@@ -13,7 +13,7 @@ from streaming.cli.args import load_or_exit
 from streaming.events import parse_limits
 from streaming.metric_parsing import parse_metrics
 from streaming.parsing import parse_logs
-from streaming.replay import replay_session
+from streaming.replay_session import replay_session
 from streaming.sources import file_records, given_name, stage_files
 
 log = logging.getLogger("flinkwatch")

@@ -15,7 +15,7 @@ import yaml
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from streaming.replay import INTERPRETED
+from streaming.replay_session import INTERPRETED
 from streaming.schemas import EVENT_COLUMNS
 from streaming.session import query_settings
 from tests.conftest import RECORD_SCHEMA

@@ -21,7 +21,8 @@ from streaming.bus import active_detectors
 from streaming.cli import main
 from streaming.delivery import PipelineStats
 from streaming.explain import Asked
-from streaming.replay import ShardReplay, replay, same_parse, session_settings
+from streaming.replay import ShardReplay, replay, same_parse
+from streaming.replay_session import session_settings
 from streaming.runtime import Runtime
 from streaming.sources import file_records, stage_files
 
@@ -126,7 +127,7 @@ def test_a_session_over_files_is_sized_by_them_and_keeps_a_counting_commands_par
     # doctor and parse over files start a replay's session (streaming/cli): sized by the
     # input, with their own two shuffle partitions, not the detect state's count.
     from conf import load_config
-    from streaming import replay as replay_module
+    from streaming import replay_session as replay_module
 
     started: list[replay_module.SessionSpec] = []
     monkeypatch.setattr(

@@ -6,7 +6,7 @@ import threading
 from collections import Counter
 from types import SimpleNamespace
 
-from streaming.cli.replay import replay_counts
+from streaming.cli.replay_run import replay_counts
 from streaming.delivery import PipelineStats
 from streaming.replay_progress import ReplayCounts, ReplayProgress
 

@@ -251,7 +251,7 @@ def test_without_our_jar_the_session_keeps_hadoops_file_system(monkeypatch, tmp_
 def test_a_replay_starts_from_the_class_archive_only_once_setup_made_it(
     monkeypatch, tmp_path
 ) -> None:
-    from streaming.replay import session_settings
+    from streaming.replay_session import session_settings
     from streaming.session import archive_options, class_archive, java_options
 
     monkeypatch.setenv("FLINKWATCH_CLASS_ARCHIVE", str(tmp_path / "replay.jsa"))
