@@ -30,14 +30,24 @@ from typing import Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.types import IntegerType, LongType, StringType
 
 from conf import AppConfig, ConfigError
 from detectors.tm_ids import KEY_FILL, KEY_UNSAFE
 from streaming.forwards import FREE_LINES, SAYS, SELF_REPORTED, SOURCE_PREFIX
 from streaming.routes import interest
-from streaming.schemas import BUS_FIELDS, BUS_VALUE_SCHEMA, DEAD_LETTER_FIELDS
+from streaming.schemas import (
+    BUS_FIELDS,
+    BUS_VALUE_SCHEMA,
+    DEAD_LETTER_FIELDS,
+    array_of,
+    struct_of,
+)
 from streaming.shard_keys import shard_keys
 from streaming.ticks import TICK_KEY
+
+#: What :func:`detect_input` reads of a bus record first: its time and the shards it names.
+_HEAD = struct_of(event_ms=LongType(), shards=array_of(IntegerType()))
 
 _SCOPE_ENTITY = {
     "job": lambda: F.concat(F.lit("job:"), F.col("job_id")),
@@ -105,7 +115,7 @@ def _event_json() -> Column:
     """The bus value of a parsed event (``src`` is the record's topic and partition)."""
     fields = {
         "event_ms": F.unix_millis("event_time"),
-        "src": F.concat_ws(":", F.col("topic"), F.col("partition").cast("string")),
+        "src": F.concat_ws(":", F.col("topic"), F.col("partition").cast(StringType())),
     }
     return F.to_json(F.struct(*[fields.get(c, F.col(c)).alias(c) for c in BUS_FIELDS]))
 
@@ -129,7 +139,7 @@ def bus_partition(entity: Column, partitions: int) -> Column:
     Spark's ``hash`` (Murmur3, what bucketed tables rely on staying the same across
     releases), not Kafka's murmur2, which Spark SQL does not have.
     """
-    return F.pmod(F.hash(entity), F.lit(partitions)).cast("int").alias("partition")
+    return F.pmod(F.hash(entity), F.lit(partitions)).cast(IntegerType()).alias("partition")
 
 
 def bus_records(
@@ -170,11 +180,15 @@ def bus_records(
                 ~ok,
                 F.struct(
                     F.lit(cfg.kafka.deadletters_topic).alias("topic"),
-                    F.concat_ws(":", F.col("topic"), F.col("partition").cast("string")).alias(
+                    F.concat_ws(":", F.col("topic"), F.col("partition").cast(StringType())).alias(
                         "key"
                     ),
                     _dead_letter_json().alias("value"),
-                    *([] if partitions is None else [F.lit(None).cast("int").alias("partition")]),
+                    *(
+                        []
+                        if partitions is None
+                        else [F.lit(None).cast(IntegerType()).alias("partition")]
+                    ),
                 ),
             )
         )
@@ -240,7 +254,7 @@ def detect_input(
     the same catch-up and have them dropped as late (101,384 of 592,480 after a 20-minute
     outage of the benchmark's fleet). Records of a live fleet reach the bus in seconds.
     """
-    head = F.from_json("value", "event_ms long, shards array<int>")
+    head = F.from_json("value", _HEAD)
     event_ms = head["event_ms"]
     event_time = F.timestamp_millis(event_ms)
     has_bus = "bus_ts" in records.columns
@@ -254,7 +268,7 @@ def detect_input(
     moves = ~tick
     if has_bus and fresh_ms is not None:
         moves = moves & (F.unix_millis("bus_ts") - event_ms <= fresh_ms)
-    shard = F.pmod(F.xxhash64("key"), F.lit(shards)).cast("int")
+    shard = F.pmod(F.xxhash64("key"), F.lit(shards)).cast(IntegerType())
     every = F.sequence(F.lit(0), F.lit(shards - 1))
     named = F.array_intersect(head["shards"], every)
     to = F.coalesce(named, every)
@@ -266,6 +280,6 @@ def detect_input(
         F.explode(F.when(tick, to).otherwise(F.array(shard))).alias("shard"),
         F.col("key").alias("entity"),
         "value",
-        (F.unix_millis("bus_ts") if has_bus else F.lit(None).cast("long")).alias("bus_ms"),
+        (F.unix_millis("bus_ts") if has_bus else F.lit(None).cast(LongType())).alias("bus_ms"),
         F.when(moves, event_time).alias("event_time"),
     )

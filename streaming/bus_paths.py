@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.types import StringType
 
 from conf import AppConfig, SparkConfig
 from conf.kafka_client import kafka_settings
@@ -209,8 +210,8 @@ class KafkaPath:
         return kafka_stream(
             p.spark, p.cfg.kafka, p.cfg.kafka.events_topic, starting_offsets="earliest"
         ).select(
-            F.col("key").cast("string").alias("key"),
-            F.col("value").cast("string").alias("value"),
+            F.col("key").cast(StringType()).alias("key"),
+            F.col("value").cast(StringType()).alias("value"),
             F.col("timestamp").alias("bus_ts"),
         )
 

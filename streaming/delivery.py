@@ -25,6 +25,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.types import StringType
 
 from conf import AppConfig
 from conf.silences import Silence, silence_for
@@ -620,7 +621,9 @@ class DeadLetterBatch:
         # Streamed, one partition at a time: a batch of oversized garbage is never whole
         # in the driver.
         rows = (
-            batch.select(F.from_json(F.col("value").cast("string"), DEAD_LETTER_SCHEMA).alias("d"))
+            batch.select(
+                F.from_json(F.col("value").cast(StringType()), DEAD_LETTER_SCHEMA).alias("d")
+            )
             .select("d.*")
             .toLocalIterator()
         )

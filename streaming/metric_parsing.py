@@ -16,13 +16,7 @@ from collections.abc import Sequence
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import (
-    DoubleType,
-    MapType,
-    StringType,
-    StructField,
-    StructType,
-)
+from pyspark.sql.types import DoubleType, IntegerType, MapType, StringType, StructField, StructType
 
 from conf.pipeline import MetricNameRule
 from streaming.jvm_columns import made_once
@@ -35,7 +29,7 @@ from streaming.parse_columns import (
     prefix,
     time_error,
 )
-from streaming.schemas import JSON_OPTS, null_column
+from streaming.schemas import JSON_OPTS, array_of, null_column, struct_of
 
 #: Event columns a metric sample never fills.
 _NOT_IN_METRICS = ("checkpoint_id", "duration_ms", "size_bytes", "from_state", "to_state", "reason")
@@ -97,18 +91,29 @@ _OTHER_JSON_SCHEMA = StructType(
 
 # OTLP JSON (protobuf's JSON mapping): 64-bit integers are strings, so every number is
 # read as text. Histograms and summaries are kept as text only to name them.
-_OTLP_KV = "array<struct<key: string, value: struct<stringValue: string, intValue: string>>>"
-_OTLP_POINTS = (
-    f"struct<dataPoints: array<struct<attributes: {_OTLP_KV}, timeUnixNano: string, "
-    "asDouble: string, asInt: string, flags: string>>>"
+_S = StringType()
+_OTLP_KV = array_of(struct_of(key=_S, value=struct_of(stringValue=_S, intValue=_S)))
+_OTLP_POINTS = struct_of(
+    dataPoints=array_of(
+        struct_of(attributes=_OTLP_KV, timeUnixNano=_S, asDouble=_S, asInt=_S, flags=_S)
+    )
 )
-_OTLP_METRIC = (
-    f"struct<name: string, gauge: {_OTLP_POINTS}, sum: {_OTLP_POINTS}, histogram: string, "
-    "summary: string, exponentialHistogram: string>"
+_OTLP_METRIC = struct_of(
+    name=_S,
+    gauge=_OTLP_POINTS,
+    sum=_OTLP_POINTS,
+    histogram=_S,
+    summary=_S,
+    exponentialHistogram=_S,
 )
-_OTLP_SCHEMA = (
-    f"resourceMetrics array<struct<resource: struct<attributes: {_OTLP_KV}>, "
-    f"scopeMetrics: array<struct<metrics: array<{_OTLP_METRIC}>>>>>, _corrupt string"
+_OTLP_SCHEMA = struct_of(
+    resourceMetrics=array_of(
+        struct_of(
+            resource=struct_of(attributes=_OTLP_KV),
+            scopeMetrics=array_of(struct_of(metrics=array_of(_OTLP_METRIC))),
+        )
+    ),
+    _corrupt=_S,
 )
 
 # InfluxDB line protocol: `measurement[,tag=v...] field=v[,field=v...] [timestamp]`, with
@@ -278,7 +283,9 @@ def _otlp_points(o: Column) -> Column:
             )
             # Flag 1, no recorded value: the receiver's staleness marker for a series that
             # went away (a cancelled job's), no sample.
-            dps = F.filter(dps, lambda dp: F.coalesce(dp["flags"].cast("int"), F.lit(0)) % 2 == 0)
+            dps = F.filter(
+                dps, lambda dp: F.coalesce(dp["flags"].cast(IntegerType()), F.lit(0)) % 2 == 0
+            )
             return F.transform(
                 dps,
                 lambda dp: _point(

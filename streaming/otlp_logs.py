@@ -12,10 +12,10 @@ from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import IntegerType, LongType
+from pyspark.sql.types import IntegerType, LongType, StringType
 
 from streaming.jvm_columns import made_once
-from streaming.schemas import JSON_OPTS
+from streaming.schemas import JSON_OPTS, array_of, struct_of
 
 #: At most this many log records of one OTLP request become events; the rest are one
 #: ``otlp_record_cap`` dead letter (a request is at most ``parsing.max_record_bytes`` anyway).
@@ -24,19 +24,28 @@ MAX_OTLP_LOG_RECORDS = 10_000
 
 
 # OTLP/JSON attributes: `[{"key": .., "value": {"stringValue": ..}}]`.
-_OTLP_ATTRS = "array<struct<key: string, value: struct<stringValue: string>>>"
+_S = StringType()
+_OTLP_ATTRS = array_of(struct_of(key=_S, value=struct_of(stringValue=_S)))
 # The OpenTelemetry Collector's `kafka` exporter with `encoding: otlp_json`: one
 # ExportLogsServiceRequest per record. Each log record is read as its JSON text (Spark's
 # reader hands an object to a string field as its text) and parsed on its own row.
-_OTLP_LOGS_SCHEMA = (
-    f"resourceLogs array<struct<resource: struct<attributes: {_OTLP_ATTRS}>, "
-    "scopeLogs: array<struct<scope: struct<name: string>, logRecords: array<string>>>>>, "
-    "_corrupt string"
+_OTLP_LOGS_SCHEMA = struct_of(
+    resourceLogs=array_of(
+        struct_of(
+            resource=struct_of(attributes=_OTLP_ATTRS),
+            scopeLogs=array_of(struct_of(scope=struct_of(name=_S), logRecords=array_of(_S))),
+        )
+    ),
+    _corrupt=_S,
 )
 # One log record. 64-bit integers are JSON strings in OTLP/JSON.
-_OTLP_RECORD_SCHEMA = (
-    "timeUnixNano string, observedTimeUnixNano string, severityText string, "
-    f"severityNumber string, body struct<stringValue: string>, attributes {_OTLP_ATTRS}"
+_OTLP_RECORD_SCHEMA = struct_of(
+    timeUnixNano=_S,
+    observedTimeUnixNano=_S,
+    severityText=_S,
+    severityNumber=_S,
+    body=struct_of(stringValue=_S),
+    attributes=_OTLP_ATTRS,
 )
 
 

@@ -55,7 +55,7 @@ from typing import Any
 import pandas as pd
 from pyspark.sql import DataFrame, Observation, Row
 from pyspark.sql import functions as F
-from pyspark.sql.types import IntegerType, StructField, StructType
+from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
 from conf import AppConfig, ParamsResolver
 from detectors.model import EVENT_KINDS
@@ -69,7 +69,7 @@ from streaming.parsing import DEAD_LETTER_REASONS
 from streaming.routes import Routes
 from streaming.rows import DETECT_COLUMNS, DETECT_SCHEMA, RowKind, output_rows
 from streaming.runner import EntityRunner, ShardRunner
-from streaming.schemas import DEAD_LETTER_FIELDS, DEAD_LETTER_SCHEMA
+from streaming.schemas import DEAD_LETTER_FIELDS, DEAD_LETTER_SCHEMA, struct_of
 
 log = logging.getLogger(__name__)
 
@@ -394,7 +394,7 @@ def _kept_bus(
         # A short input's newest event on the bus (the final watermark's base) is observed
         # in the parse's pass: a job of its own is a plan and a pass more.
         newest_obs = Observation("flinkwatch_replay_newest")
-        events_ms = F.from_json("value", "event_ms long")["event_ms"]
+        events_ms = F.from_json("value", struct_of(event_ms=LongType()))["event_ms"]
         bus = bus.observe(newest_obs, F.max(F.when(F.col("topic") == k.events_topic, events_ms)))
     bus = bus.localCheckpoint()
     # The shards spread evenly over the workers, as the live query's over its partitions.
@@ -431,9 +431,9 @@ def _one_pass(bus: DataFrame, cfg: AppConfig, letters: bool) -> tuple[DataFrame,
     if letters:
         # An event time of its own (0, never the newest), so that the shards' input keeps it.
         wrapped = F.to_json(
-            F.struct(F.lit(0).cast("long").alias("event_ms"), F.col("value").alias("letter"))
+            F.struct(F.lit(0).cast(LongType()).alias("event_ms"), F.col("value").alias("letter"))
         )
-        spread = F.pmod(F.xxhash64("value"), F.lit(sp.state_shards)).cast("string")
+        spread = F.pmod(F.xxhash64("value"), F.lit(sp.state_shards)).cast(StringType())
         bus = bus.select(
             F.when(letter, F.concat(F.lit(LETTERS), spread)).otherwise(F.col("key")).alias("key"),
             F.when(letter, wrapped).otherwise(F.col("value")).alias("value"),

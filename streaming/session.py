@@ -469,9 +469,16 @@ def query_settings(spark: SparkSession, settings: Mapping[str, str]) -> Iterator
                 spark.conf.set(key, value)
 
 
-#: The JVM classes PySpark looks up at every column function, sequence and select it
-#: builds (``sc._jvm.PythonUtils``, ``getattr(sc._jvm, "org.apache.spark.sql.functions")``...).
-PINNED_CLASSES = ("org.apache.spark.sql.functions", "functions", "PythonUtils", "PythonSQLUtils")
+#: The JVM classes PySpark looks up at every column function, sequence, select and cast
+#: to a type it builds (``sc._jvm.PythonUtils``, ``getattr(sc._jvm,
+#: "org.apache.spark.sql.functions")``, the active session...).
+PINNED_CLASSES = (
+    "org.apache.spark.sql.functions",
+    "functions",
+    "PythonUtils",
+    "PythonSQLUtils",
+    "org.apache.spark.sql.classic.SparkSession",
+)
 
 
 class KnownClass(JavaClass):  # type: ignore[misc]

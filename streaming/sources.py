@@ -13,6 +13,7 @@ from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import ArrayType, LongType, StringType, TimestampType
 
 from conf import KafkaConfig
 from conf.kafka_client import kafka_settings
@@ -100,12 +101,12 @@ def kafka_records(
         starting_offsets=starting_offsets,
         max_offsets=max_offsets,
     ).select(
-        F.col("value").cast("string").alias("value"),
+        F.col("value").cast(StringType()).alias("value"),
         F.col("topic"),
         F.col("partition"),
         F.col("offset"),
         F.col("timestamp").alias("kafka_ts"),
-        *([F.col("key").cast("string").alias("source_key")] if keyed else []),
+        *([F.col("key").cast(StringType()).alias("source_key")] if keyed else []),
     )
 
 
@@ -193,12 +194,13 @@ def _self_at(marks: Column, i: Column) -> Column:
     leaves. A few marks per file: the cost is the records times the marks before them.
     """
     start = F.struct(
-        F.lit(None).cast("string").alias("tm"), F.array().cast("array<string>").alias("jobs")
+        F.lit(None).cast(StringType()).alias("tm"),
+        F.array().cast(ArrayType(StringType())).alias("jobs"),
     )
 
     def step(acc: Column, m: Column) -> Column:
         jobs = (
-            F.when(m["tm"].isNotNull(), F.array().cast("array<string>"))
+            F.when(m["tm"].isNotNull(), F.array().cast(ArrayType(StringType())))
             .when(m["add"].isNotNull(), F.array_union(acc["jobs"], F.array(m["add"])))
             .when(m["rm"].isNotNull(), F.array_remove(acc["jobs"], m["rm"]))
             .otherwise(acc["jobs"])
@@ -262,7 +264,7 @@ def file_records(
         items = F.transform(
             "_recs",
             lambda rec: F.struct(
-                rec.alias("value"), F.lit(None).cast("string").alias("fallback_time")
+                rec.alias("value"), F.lit(None).cast(StringType()).alias("fallback_time")
             ),
         )
     own = ["source_tm", "source_job"] if kind == "log" else []
@@ -273,8 +275,8 @@ def file_records(
             F.col("_rec.value").alias("value"),
             F.regexp_replace(F.col("topic"), r"^file:(//)?", "").alias("topic"),
             F.lit(0).alias("partition"),
-            F.col("offset").cast("long").alias("offset"),
-            F.lit(None).cast("timestamp").alias("kafka_ts"),
+            F.col("offset").cast(LongType()).alias("offset"),
+            F.lit(None).cast(TimestampType()).alias("kafka_ts"),
             F.col("_rec.fallback_time").alias("fallback_time"),
             *[F.col(f"_rec.{c}").alias(c) for c in own],
         )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql.types import DoubleType, IntegerType, LongType, StringType
@@ -70,3 +72,48 @@ def test_both_parsers_give_exactly_the_event_columns(spark: SparkSession) -> Non
     lim = ParseLimits()
     assert parse_logs(records_df(spark, ["x"]), lim).columns == list(EVENT_COLUMNS)
     assert parse_metrics(records_df(spark, ["x"]), lim).columns == list(EVENT_COLUMNS)
+
+
+# The schemas `from_json` reads, as the DDL text they are written as types for
+# (streaming.schemas.struct_of: a type is not read by Spark's SQL parser at each plan).
+_KV = "array<struct<key: string, value: struct<stringValue: string, intValue: string>>>"
+_POINTS = (
+    f"struct<dataPoints: array<struct<attributes: {_KV}, timeUnixNano: string, "
+    "asDouble: string, asInt: string, flags: string>>>"
+)
+_ATTRS = "array<struct<key: string, value: struct<stringValue: string>>>"
+AS_DDL = {
+    "metric_parsing._OTLP_SCHEMA": (
+        f"resourceMetrics array<struct<resource: struct<attributes: {_KV}>, "
+        "scopeMetrics: array<struct<metrics: array<struct<name: string, "
+        f"gauge: {_POINTS}, sum: {_POINTS}, histogram: string, summary: string, "
+        "exponentialHistogram: string>>>>>>, _corrupt string"
+    ),
+    "otlp_logs._OTLP_LOGS_SCHEMA": (
+        f"resourceLogs array<struct<resource: struct<attributes: {_ATTRS}>, "
+        "scopeLogs: array<struct<scope: struct<name: string>, logRecords: array<string>>>>>, "
+        "_corrupt string"
+    ),
+    "otlp_logs._OTLP_RECORD_SCHEMA": (
+        "timeUnixNano string, observedTimeUnixNano string, severityText string, "
+        f"severityNumber string, body struct<stringValue: string>, attributes {_ATTRS}"
+    ),
+    "bus._HEAD": "event_ms long, shards array<int>",
+}
+
+
+@pytest.mark.parametrize("name", sorted(AS_DDL))
+def test_each_json_schema_is_the_type_spark_reads_from_its_ddl(
+    spark: SparkSession, name: str
+) -> None:
+    import importlib
+
+    from pyspark.sql.types import StructType
+
+    module, attr = name.split(".")
+    ours = getattr(importlib.import_module(f"streaming.{module}"), attr)
+    jvm = spark.sparkContext._jvm
+    theirs = StructType.fromJson(
+        json.loads(jvm.org.apache.spark.sql.types.StructType.fromDDL(AS_DDL[name]).json())
+    )
+    assert ours == theirs
