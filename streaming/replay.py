@@ -297,7 +297,7 @@ def replay(
     outputs; dead letters are written once. Returns the end state (entity → saved value)
     of the entities the questions of ``explain`` match under ``cfg`` (none without one).
     ``here``: the shards run in this process, not in Python workers (a short input:
-    :func:`short_input`); the same runner either way.
+    :func:`streaming.replay_session.short_input`); the same runner either way.
 
     Raises:
         LedgerError: the ledger could not record a batch.

@@ -96,11 +96,12 @@ def imported_meanwhile(modules: Sequence[str]) -> Iterator[None]:
 
     For the block that starts the JVM: this process mostly waits on it then (a second
     on Spark's launcher, then the context's and the session's calls), and the imports
-    need this process's interpreter, not the JVM. The small real run's replay imports
-    ~2 s of modules (pandas, which PySpark imports when the context starts, the
-    detectors, sinks and the replay itself; a slow hour's ``python -X importtime``). An
-    import that fails there is left for the caller's own import to raise; the block
-    ends once the thread has.
+    need this process's interpreter, not the JVM. ``flinkwatch replay`` imports its
+    modules after its front's (``streaming.cli.replay_run``: the replay, delivery, sinks,
+    pandas, which PySpark's own type converters also import when the context starts): from
+    the command to a ready session and its modules 6.2 s before, 5.3 s with them imported
+    here (a slow hour, median of 3 each). An import that fails stops the thread's list
+    there, for the caller's own import to raise; the block ends once the thread has.
     """
     thread = threading.Thread(
         target=_import_all, args=(tuple(modules),), name="flinkwatch-imports", daemon=True

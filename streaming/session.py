@@ -173,8 +173,9 @@ NO_CALL_SITES = {"spark.python.sql.dataFrameDebugging.enabled": "false"}
 #: initialiser title-cases every Unicode code point into a table, once per JVM, before the
 #: first record's level is upper-cased: 1.5 s of one thread at every start (issue #34,
 #: measured alone in a fresh session: the first ``upper`` 2.1 s with ICU, 0.5 s without),
-#: inside a short replay's one pass and every test's first parse. Levels and reasons are
-#: ASCII words, which both map alike.
+#: inside a short replay's one pass and every test's first parse. ASCII text, what levels
+#: and reasons are, maps alike either way; other text then follows the JVM's default
+#: locale (``String.toUpperCase``), as Spark 3 did.
 JVM_CASE_MAPPINGS = {"spark.sql.icu.caseMappings.enabled": "false"}
 
 
@@ -511,10 +512,15 @@ def _pin_classes(spark: SparkSession) -> None:
     jvm = spark.sparkContext._jvm  # noqa: SLF001 - the view PySpark's own calls go through
     if jvm is None:
         return
+    known: dict[str, KnownClass] = {}
     for name in PINNED_CLASSES:
-        if name not in vars(jvm):
-            found = getattr(jvm, name)
-            setattr(jvm, name, KnownClass(found._fqn, found._gateway_client))  # noqa: SLF001
+        if name in vars(jvm):
+            continue
+        found = getattr(jvm, name)
+        fqn = found._fqn  # noqa: SLF001 - a short name and a full one: one class, one cache
+        if fqn not in known:
+            known[fqn] = KnownClass(fqn, found._gateway_client)  # noqa: SLF001
+        setattr(jvm, name, known[fqn])
 
 
 def _quiet(spark: SparkSession) -> None:

@@ -73,7 +73,7 @@ def spark() -> Iterator[SparkSession]:
             "spark.kafka.producer.cache.evictorThreadRunInterval": "2s",
             # The JIT's first tier only (with every session's own options): most tests here
             # run a few small batches, for which C2's compiles cost more CPU than they
-            # save (as for a short replay, streaming/replay.py). Measured on
+            # save (as for a short replay, streaming/replay_session.py). Measured on
             # tests/streaming/test_scenarios.py, three runs each, interleaved: 80-91 CPU s
             # against 90-106; test_kafka_e2e.py's longer queries took the same either way.
             "spark.driver.extraJavaOptions": _C1_ONLY,

@@ -78,6 +78,6 @@ def test_shapes_adds_naming_and_shape_as_the_last_columns(spark: SparkSession) -
 def test_a_short_replays_interpreted_expressions_parse_every_metric_case_alike(
     spark: SparkSession, metric_rows: Rows
 ) -> None:
-    """A short replay evaluates the parse without generated classes (streaming.replay)."""
+    """A short replay evaluates the parse without generated classes (streaming.replay_session)."""
     parsed = parse_metrics(_records(spark, METRIC_CASES, "flink.metrics"), shapes=True)
     assert _collect_interpreted(spark, parsed, SHAPE_COLUMNS) == metric_rows

@@ -220,6 +220,6 @@ def test_a_job_name_of_a_mebibyte_is_cut_at_the_edge(spark: SparkSession) -> Non
 def test_a_short_replays_interpreted_expressions_parse_every_log_case_alike(
     spark: SparkSession, log_rows: Rows
 ) -> None:
-    """A short replay evaluates the parse without generated classes (streaming.replay)."""
+    """A short replay evaluates the parse without generated classes (streaming.replay_session)."""
     parsed = parse_logs(_records(spark, LOG_CASES, "flink.logs"))
     assert _collect_interpreted(spark, parsed) == log_rows

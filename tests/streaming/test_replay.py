@@ -127,16 +127,16 @@ def test_a_session_over_files_is_sized_by_them_and_keeps_a_counting_commands_par
     # doctor and parse over files start a replay's session (streaming/cli): sized by the
     # input, with their own two shuffle partitions, not the detect state's count.
     from conf import load_config
-    from streaming import replay_session as replay_module
+    from streaming import replay_session
 
-    started: list[replay_module.SessionSpec] = []
+    started: list[replay_session.SessionSpec] = []
     monkeypatch.setattr(
-        replay_module.SessionSpec, "start", lambda spec: started.append(spec) or "session"
+        replay_session.SessionSpec, "start", lambda spec: started.append(spec) or "session"
     )
     (tmp_path / "tm.log").write_text("2026-11-26 10:00:00,000 INFO  x - y\n")
     cfg = load_config(text="spark:\n  shuffle_partitions: 4\n")
-    assert replay_module.replay_session(cfg, tmp_path, partitions=2) == ("session", True)
-    assert replay_module.replay_session(cfg, tmp_path) == ("session", True)
+    assert replay_session.replay_session(cfg, tmp_path, partitions=2) == ("session", True)
+    assert replay_session.replay_session(cfg, tmp_path) == ("session", True)
     counting, replaying = started
     assert (counting.shuffle_partitions, replaying.shuffle_partitions) == (2, 4)
     assert not counting.require_kafka

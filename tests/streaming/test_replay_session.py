@@ -37,7 +37,9 @@ def test_a_failing_import_is_left_for_the_callers_own_import(
     monkeypatch.syspath_prepend(str(tmp_path))
     with imported_meanwhile(["fw_meanwhile_bad", "fw_meanwhile_after"]):
         pass
+    # The list stops at the failure: what follows it is the caller's to import too.
     assert "fw_meanwhile_bad" not in sys.modules
+    assert "fw_meanwhile_after" not in sys.modules
     with pytest.raises(ImportError, match="no such thing here"):
         import fw_meanwhile_bad  # noqa: F401
 
