@@ -30,7 +30,7 @@ from typing import Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import IntegerType, LongType, StringType
+from pyspark.sql.types import ArrayType, IntegerType, LongType, StringType
 
 from conf import AppConfig, ConfigError
 from detectors.tm_ids import KEY_FILL, KEY_UNSAFE
@@ -40,14 +40,13 @@ from streaming.schemas import (
     BUS_FIELDS,
     BUS_VALUE_SCHEMA,
     DEAD_LETTER_FIELDS,
-    array_of,
     struct_of,
 )
 from streaming.shard_keys import shard_keys
 from streaming.ticks import TICK_KEY
 
 #: What :func:`detect_input` reads of a bus record first: its time and the shards it names.
-_HEAD = struct_of(event_ms=LongType(), shards=array_of(IntegerType()))
+_HEAD = struct_of(event_ms=LongType(), shards=ArrayType(IntegerType()))
 
 _SCOPE_ENTITY = {
     "job": lambda: F.concat(F.lit("job:"), F.col("job_id")),

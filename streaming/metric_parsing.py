@@ -16,7 +16,15 @@ from collections.abc import Sequence
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import DoubleType, IntegerType, MapType, StringType, StructField, StructType
+from pyspark.sql.types import (
+    ArrayType,
+    DoubleType,
+    IntegerType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+)
 
 from conf.pipeline import MetricNameRule
 from streaming.jvm_columns import made_once
@@ -29,7 +37,7 @@ from streaming.parse_columns import (
     prefix,
     time_error,
 )
-from streaming.schemas import JSON_OPTS, array_of, null_column, struct_of
+from streaming.schemas import JSON_OPTS, null_column, struct_of
 
 #: Event columns a metric sample never fills.
 _NOT_IN_METRICS = ("checkpoint_id", "duration_ms", "size_bytes", "from_state", "to_state", "reason")
@@ -92,9 +100,9 @@ _OTHER_JSON_SCHEMA = StructType(
 # OTLP JSON (protobuf's JSON mapping): 64-bit integers are strings, so every number is
 # read as text. Histograms and summaries are kept as text only to name them.
 _S = StringType()
-_OTLP_KV = array_of(struct_of(key=_S, value=struct_of(stringValue=_S, intValue=_S)))
+_OTLP_KV = ArrayType(struct_of(key=_S, value=struct_of(stringValue=_S, intValue=_S)))
 _OTLP_POINTS = struct_of(
-    dataPoints=array_of(
+    dataPoints=ArrayType(
         struct_of(attributes=_OTLP_KV, timeUnixNano=_S, asDouble=_S, asInt=_S, flags=_S)
     )
 )
@@ -107,10 +115,10 @@ _OTLP_METRIC = struct_of(
     exponentialHistogram=_S,
 )
 _OTLP_SCHEMA = struct_of(
-    resourceMetrics=array_of(
+    resourceMetrics=ArrayType(
         struct_of(
             resource=struct_of(attributes=_OTLP_KV),
-            scopeMetrics=array_of(struct_of(metrics=array_of(_OTLP_METRIC))),
+            scopeMetrics=ArrayType(struct_of(metrics=ArrayType(_OTLP_METRIC))),
         )
     ),
     _corrupt=_S,

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import IntegerType, LongType, StringType
+from pyspark.sql.types import ArrayType, IntegerType, LongType, StringType
 
 from streaming.jvm_columns import made_once
-from streaming.schemas import JSON_OPTS, array_of, struct_of
+from streaming.schemas import JSON_OPTS, struct_of
 
 #: At most this many log records of one OTLP request become events; the rest are one
 #: ``otlp_record_cap`` dead letter (a request is at most ``parsing.max_record_bytes`` anyway).
@@ -25,15 +25,15 @@ MAX_OTLP_LOG_RECORDS = 10_000
 
 # OTLP/JSON attributes: `[{"key": .., "value": {"stringValue": ..}}]`.
 _S = StringType()
-_OTLP_ATTRS = array_of(struct_of(key=_S, value=struct_of(stringValue=_S)))
+_OTLP_ATTRS = ArrayType(struct_of(key=_S, value=struct_of(stringValue=_S)))
 # The OpenTelemetry Collector's `kafka` exporter with `encoding: otlp_json`: one
 # ExportLogsServiceRequest per record. Each log record is read as its JSON text (Spark's
 # reader hands an object to a string field as its text) and parsed on its own row.
 _OTLP_LOGS_SCHEMA = struct_of(
-    resourceLogs=array_of(
+    resourceLogs=ArrayType(
         struct_of(
             resource=struct_of(attributes=_OTLP_ATTRS),
-            scopeLogs=array_of(struct_of(scope=struct_of(name=_S), logRecords=array_of(_S))),
+            scopeLogs=ArrayType(struct_of(scope=struct_of(name=_S), logRecords=ArrayType(_S))),
         )
     ),
     _corrupt=_S,

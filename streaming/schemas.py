@@ -18,7 +18,6 @@ from enum import Enum
 from typing import Any
 
 from pyspark.sql.types import (
-    ArrayType,
     DataType,
     DoubleType,
     IntegerType,
@@ -131,11 +130,6 @@ def struct_of(**fields: DataType) -> StructType:
     character before Spark reads it as JSON.
     """
     return StructType([StructField(name, t) for name, t in fields.items()])
-
-
-def array_of(element: DataType) -> ArrayType:
-    """An array of ``element`` (nullable elements), beside :func:`struct_of`."""
-    return ArrayType(element)
 
 
 #: ``from_json`` options of the parsers: a record that is not JSON keeps its text in
