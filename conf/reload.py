@@ -92,6 +92,8 @@ class ConfigWatcher:
         transform: Applied to every loaded config before use (command-line overrides).
         settle_s: After SIGHUP, the pause between the two reads that must agree.
         sleep: Waits ``settle_s`` (injected in tests).
+        fixed: The settings whose change is not applied (logged, the running value
+            kept): the live job's :data:`RESTART_ONLY` by default.
     """
 
     def __init__(
@@ -101,8 +103,10 @@ class ConfigWatcher:
         transform: Callable[[AppConfig], AppConfig] = lambda c: c,
         settle_s: float = 0.5,
         sleep: Callable[[float], None] = time.sleep,
+        fixed: tuple[tuple[str, str | None], ...] = RESTART_ONLY,
     ) -> None:
         self.path = Path(path) if path else None
+        self.fixed = fixed
         self.current = current
         self.transform = transform
         self.settle_s = settle_s
@@ -185,7 +189,7 @@ class ConfigWatcher:
         except ConfigError as exc:
             self._fail(f"{exc}; keeping the running config (hash {self.stats.active_hash})")
             return None
-        merged, ignored = keep_restart_only(self.current, new)
+        merged, ignored = keep_restart_only(self.current, new, self.fixed)
         for name in ignored:
             log.warning(
                 "config reload: %s changed in %s but only takes effect when flinkwatch "
@@ -213,11 +217,15 @@ class ConfigWatcher:
         log.error("config reload rejected: %s", message)
 
 
-def keep_restart_only(current: AppConfig, new: AppConfig) -> tuple[AppConfig, list[str]]:
-    """``new`` with the restart-only fields of ``current``; also the names that differed."""
+def keep_restart_only(
+    current: AppConfig,
+    new: AppConfig,
+    fields: tuple[tuple[str, str | None], ...] = RESTART_ONLY,
+) -> tuple[AppConfig, list[str]]:
+    """``new`` with ``current``'s values of ``fields``; also the names that differed."""
     ignored: list[str] = []
     updates: dict[str, object] = {}
-    for section, name in RESTART_ONLY:
+    for section, name in fields:
         cur_sec, new_sec = getattr(current, section), getattr(new, section)
         if name is None:
             if cur_sec != new_sec:

@@ -57,7 +57,7 @@ from pyspark.sql import DataFrame, Observation, Row
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
-from conf import AppConfig, ParamsResolver
+from conf import AppConfig, ParamsResolver, ParsingConfig
 from detectors.model import EVENT_KINDS
 from sinks import DeadLetterFileSink
 from streaming.bus import active_detectors, bus_records, detect_input
@@ -277,6 +277,24 @@ def same_parse(a: AppConfig, b: AppConfig) -> bool:
     return a.parsing == b.parsing
 
 
+@dataclass(frozen=True)
+class KeptParse:
+    """A replay's parse kept for the tries after it (``flinkwatch replay --watch``).
+
+    Good for every config whose ``parsing`` section is this one (:func:`same_parse`): a
+    try then plans and scans these rows instead of parsing the files again.
+
+    Attributes:
+        parsing: The parsing section the events were parsed with.
+        events: The parsed events, local-checkpointed (Spark's memory, spilling to disk).
+        counts: What the parse's pass counted (:func:`_counts`).
+    """
+
+    parsing: ParsingConfig
+    events: DataFrame
+    counts: dict[str, Any]
+
+
 def replay(
     logs: DataFrame,
     metrics: DataFrame,
@@ -287,6 +305,7 @@ def replay(
     baseline: Baseline | None = None,
     explain: tuple[Asked, ...] = (),
     here: bool = False,
+    kept: list[KeptParse] | None = None,
 ) -> dict[str, str]:
     """Parse ``logs`` and ``metrics`` (file records), run the detectors, deliver.
 
@@ -298,24 +317,33 @@ def replay(
     of the entities the questions of ``explain`` match under ``cfg`` (none without one).
     ``here``: the shards run in this process, not in Python workers (a short input:
     :func:`streaming.replay_session.short_input`); the same runner either way.
+    ``kept``: parses kept by the tries before (:class:`KeptParse`): one that ``cfg``
+    parses as is used, else the files are parsed and the parse added to the list.
 
     Raises:
         LedgerError: the ledger could not record a batch.
     """
-    events, observed = _counts(parsed_events(logs, metrics, cfg))
-    if baseline is not None:
-        # Parsed once for both configs: each bus below is a scan of these kept rows.
-        events = events.localCheckpoint()
-    saved = _detect(events, observed, cfg, outputs, stats, dead_letters, explain, here)
+    old = next((k for k in kept or () if k.parsing == cfg.parsing), None)
+    parsed: Observation | dict[str, Any]
+    if old is not None:
+        events, parsed = old.events, old.counts
+    else:
+        events, parsed = _counts(parsed_events(logs, metrics, cfg))
+        if baseline is not None or kept is not None:
+            # Parsed once for every config: each bus below is a scan of these kept rows.
+            events = events.localCheckpoint()
+        if kept is not None:
+            kept.append(KeptParse(cfg.parsing, events, parsed.get))
+    saved = _detect(events, parsed, cfg, outputs, stats, dead_letters, explain, here)
     if baseline is not None:
         b = baseline
-        _detect(events, observed, b.cfg, b.outputs, b.stats, None, here=here)
+        _detect(events, parsed, b.cfg, b.outputs, b.stats, None, here=here)
     return saved
 
 
 def _detect(
     events: DataFrame,
-    observed: Observation,
+    parsed: Observation | dict[str, Any],
     cfg: AppConfig,
     outputs: Outputs,
     stats: PipelineStats,
@@ -325,8 +353,10 @@ def _detect(
 ) -> dict[str, str]:
     """One config's bus records, shards and delivery over parsed ``events``.
 
-    ``here``: run the shards in this process (:func:`_shards_here`), not in Python
-    workers. Returns the end state of the entities ``explain`` matches.
+    ``parsed``: what the parse counted (:func:`_counts`), or its observation, which has
+    it once the pass over ``events`` has run. ``here``: run the shards in this process
+    (:func:`_shards_here`), not in Python workers. Returns the end state of the entities
+    ``explain`` matches.
     """
     sp = cfg.spark
     delay_ms = int(sp.watermark_delay_s * 1000)
@@ -349,7 +379,8 @@ def _detect(
         out = _shards_on_workers(rows, shard)
         newest = next(iter(newest_obs.get.values()), None)
         letters = _letter_rows([r for r in out if r["batch"] == LETTER_BATCH], shard.letters_kept)
-    counts = observed.get
+    # An observation's counts are there once the pass has run (the bus's below).
+    counts = parsed if isinstance(parsed, dict) else parsed.get
     _count_parse(stats, counts)
     if dead_letters is not None and any(counts.get(f"error:{r}") for r in DEAD_LETTER_REASONS):
         write_dead_letters(dead_letters, 0, letters)

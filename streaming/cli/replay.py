@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -39,6 +40,11 @@ def add_arguments(rp: argparse.ArgumentParser) -> None:
     )
     rp.add_argument("--deadletters", help="directory for records that did not parse")
     rp.add_argument("--report", metavar="DIR", help="write every incident's charts and index.html")
+    rp.add_argument(
+        "--watch",
+        action="store_true",
+        help="stay: replay again at each save of --config (and --baseline), until Ctrl-C",
+    )
     rp.add_argument("--keep-work", action="store_true", help=argparse.SUPPRESS)
     rp.set_defaults(func=cmd_replay)
 
@@ -58,6 +64,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if args.format and base_cfg is None:
         log.error("-o is the comparison's form: it needs --baseline")
         return 2
+    if args.watch and not args.config:
+        log.error("--watch replays again when --config's file changes: it needs --config")
+        return 2
     work = Path(tempfile.mkdtemp(prefix="flinkwatch-replay-"))
     try:
         logs_dir, captures_dir = stage_logs(args.logs or [], work)
@@ -68,10 +77,17 @@ def cmd_replay(args: argparse.Namespace) -> int:
     output = Path(args.output)
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text("")
-    spark, short = replay_session(
-        cfg, logs_dir, metrics_dir, captures_dir, meanwhile=("streaming.cli.replay_run",)
-    )
+    rest = "streaming.cli.replay_watch" if args.watch else "streaming.cli.replay_run"
+    spark, short = replay_session(cfg, logs_dir, metrics_dir, captures_dir, meanwhile=(rest,))
     from streaming.cli.replay_run import Staged, run_replay
 
     staged = Staged(work, logs_dir, captures_dir, metrics_dir, output)
-    return run_replay(args, cfg, base_cfg, spark, short, staged)
+    try:
+        if args.watch:
+            from streaming.cli.replay_watch import watch_replay
+
+            return watch_replay(args, cfg, base_cfg, spark, short, staged)
+        return run_replay(args, cfg, base_cfg, spark, short, staged)
+    finally:
+        if not args.keep_work:
+            shutil.rmtree(work, ignore_errors=True)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +23,7 @@ from sinks.dispatch import deliver
 from sinks.reports.compare import Comparison, compare, read_pages
 from streaming.cli.summary import print_incidents, print_summary
 from streaming.delivery import PipelineStats
-from streaming.replay import Baseline, replay, same_parse
+from streaming.replay import Baseline, KeptParse, replay, same_parse
 from streaming.replay_progress import ReplayCounts, ReplayProgress
 from streaming.runtime import Runtime
 from streaming.sources import file_records, log_records
@@ -62,9 +61,15 @@ def run_replay(
     spark: SparkSession,
     short: bool,
     staged: Staged,
+    kept: list[KeptParse] | None = None,
 ) -> int:
-    """Replay the staged files on ``spark`` (``short``: the shards run here), deliver, tell."""
+    """Replay the staged files on ``spark`` (``short``: the shards run here), deliver, tell.
+
+    Its ledgers and (unless ``--deadletters`` says where) dead letters go in
+    ``staged.work``; ``kept``: parses to use and add to (:func:`streaming.replay.replay`).
+    """
     work, output = staged.work, staged.output
+    output.write_text("")  # a try of --watch writes its alerts anew
     logs_dir, captures_dir, metrics_dir = staged.logs_dir, staged.captures_dir, staged.metrics_dir
     deadletters = Path(args.deadletters) if args.deadletters else work / "deadletters"
     out = cfg.output
@@ -92,11 +97,12 @@ def run_replay(
     one_parse = len(parses) == 1
     tracker = spark.sparkContext.statusTracker()
     progress_done = ReplayProgress(lambda: replay_counts(stats, tracker)).start()
+    # The session's own settings that a config holds (a try of --watch may change them).
+    spark.conf.set("spark.sql.shuffle.partitions", str(cfg.spark.shuffle_partitions))
     try:
         for c, outputs, st, letters, also in parses:
-            if not one_parse:
-                # The log time zone is the session's: each parse reads in its config's.
-                spark.conf.set("spark.sql.session.timeZone", c.parsing.log_timezone)
+            # The log time zone is the session's: each parse reads in its config's.
+            spark.conf.set("spark.sql.session.timeZone", c.parsing.log_timezone)
             replay(
                 log_records(spark, logs_dir, captures_dir),
                 file_records(spark, metrics_dir, kind="metric", stream=False),
@@ -106,6 +112,7 @@ def run_replay(
                 st,
                 also,
                 here=short,
+                kept=kept,
             )
         if not one_parse:
             spark.conf.set("spark.sql.session.timeZone", cfg.parsing.log_timezone)
@@ -121,8 +128,6 @@ def run_replay(
     finally:
         for rt in runtimes:
             rt.close()
-        if not args.keep_work:
-            shutil.rmtree(work, ignore_errors=True)
     progress_done(True)
     _tell(args, cfg, stats, output, deadletters, baseline=base is not None, one_parse=one_parse)
     return 0

@@ -56,6 +56,16 @@ def test_restart_only_fields_are_kept_and_reported(tmp_path) -> None:
     assert w.stats.ignored_fields == ["kafka"]
 
 
+def test_a_watcher_with_nothing_fixed_applies_every_setting(tmp_path) -> None:
+    # A replay's (``replay --watch``): no running query or checkpoint holds the settings.
+    f = write(tmp_path / "c.yaml", "spark: {state_shards: 8}\n")
+    w = ConfigWatcher(f, load_config(f), fixed=())
+    write(f, "spark: {state_shards: 4}\n")
+    new = settled(w)
+    assert new is not None and new.spark.state_shards == 4
+    assert w.stats.ignored_fields == []
+
+
 def test_sighup_forces_a_reread_of_unchanged_content(tmp_path) -> None:
     f = write(tmp_path / "c.yaml", "detectors:\n  checkpoint_failures: {min_expired: 3}\n")
     w = ConfigWatcher(f, load_config(f))
