@@ -1060,6 +1060,17 @@ def table(r: dict[str, Any]) -> str:
                     f"{cpu['median']} CPU s, median of {len(wall['runs'])}",
                 )
             )
+    watch = rp.get("watch_small")
+    if watch:
+        answer, own = watch["answer_s"], watch["try_s"]
+        rows.append(
+            (
+                "`flinkwatch replay --watch`, small real run: a save to its answer",
+                f"{answer['median']} s ({answer['min']}-{answer['max']}; the try itself "
+                f"{own['median']} s), {len(answer['runs'])} saves after a first try of "
+                f"{watch['first_try_s']} s; {watch['idle_cores']} cores while it waits",
+            )
+        )
     for kind, fw in (r.get("flinkwatch_time_to_alert_s") or {}).items():
         am = (r.get("prometheus_time_to_alert_s") or {}).get(kind)
         rows.append(
