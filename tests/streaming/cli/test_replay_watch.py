@@ -132,3 +132,52 @@ def test_sigterm_stops_the_watch_as_ctrl_c_does() -> None:
         for _ in range(10**6):  # bytecode for the handler to run between
             pass
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+@pytest.mark.spark
+def test_a_save_of_the_baseline_compares_again_over_the_one_parse_both_configs_share(
+    spark, tmp_path, caplog, capsys, monkeypatch
+) -> None:
+    caplog.set_level(logging.INFO)
+    config, baseline = tmp_path / "new.yaml", tmp_path / "old.yaml"
+    config.write_text(GROWTH)
+    baseline.write_text(GROWTH)
+    out = tmp_path / "alerts.jsonl"
+
+    def operator(seconds: float) -> None:
+        # After the first try: the baseline without the growth; after the second: Ctrl-C.
+        if "replay: try 2 done" in caplog.text:
+            raise KeyboardInterrupt
+        baseline.write_text(SAVES[0])
+
+    monkeypatch.setattr(rw, "_wait", operator)
+    parses: list[int] = []
+    parse = streaming.replay.parsed_events
+
+    def counted(logs, metrics, cfg):  # type: ignore[no-untyped-def]
+        parses.append(cfg.parsing.max_record_bytes)
+        return parse(logs, metrics, cfg)
+
+    monkeypatch.setattr(streaming.replay, "parsed_events", counted)
+    args = ["replay", "--config", str(config), "--baseline", str(baseline), "--watch"]
+    args += ["--output", str(out), "-o", "json"]
+    args += ["--logs", str(REAL / "growth_2_3.log"), "--metrics", str(REAL / "growth_2_3.jsonl")]
+
+    assert main(args) == 0
+
+    first, second = _objects(capsys.readouterr().out)
+    # The same config twice, then the baseline without the growth: the new run gains it.
+    assert first["totals"]["unchanged"] == 1 and first["totals"]["gained"] == 0
+    assert second["totals"]["gained"] == 1 and second["pages"] == {"baseline": 0, "new": 1}
+    assert len(parses) == 1  # one parse, kept for both configs and both tries
+    assert "replay: try 2, over the events parsed before" in caplog.text
+
+
+def _objects(text: str) -> list[dict[str, Any]]:
+    """The JSON objects printed one after another."""
+    decoder, out, at = json.JSONDecoder(), [], 0
+    while text[at:].strip():
+        at += len(text[at:]) - len(text[at:].lstrip())
+        obj, at = decoder.raw_decode(text, at)
+        out.append(obj)
+    return out
