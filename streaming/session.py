@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from py4j.java_gateway import JavaClass, JavaGateway, JavaMember
+from py4j.java_gateway import JavaClass, JavaMember
 from pyspark import SparkConf, SparkContext
 from pyspark.find_spark_home import _find_spark_home
 from pyspark.java_gateway import ensure_callback_server_started, launch_gateway
@@ -586,39 +586,12 @@ def _start_context(settings: Mapping[str, str]) -> spark_conf.Merged:
         _USERS = spark_conf.users_conf(os.environ, submitted=dict(props))
         merged = spark_conf.merge(settings, _USERS)
     _say(merged)
-    reflection_started(gateway)
     main = threading.current_thread() is threading.main_thread()
     sigint = signal.getsignal(signal.SIGINT) if main else None
     SparkContext(conf=SparkConf().setAll(list(merged.settings.items())), gateway=gateway)
     if sigint is not None:
         signal.signal(signal.SIGINT, sigint)
     return merged
-
-
-def reflection_started(gateway: JavaGateway) -> threading.Thread:
-    """Start Scala's runtime reflection in the JVM, in a thread beside the context's start.
-
-    Every SparkSession's first start loads Spark ML's internal functions (an extension of
-    spark-mllib's jar, found on the class path), whose Scala UDFs start Scala's runtime
-    reflection: 34 of a small replay's JFR samples of the JVM's main thread, 0.7 s, about
-    half of them the reflection universe's own start, which reads no Spark class (issue
-    #34). Started while the context starts, on the other core: a replay's session 4.29 s
-    against 4.63 (median of 5 each, interleaved, a slow hour); the whole small replay 15.3
-    s (13.8-17.8) against 16.6 (16.0-17.0), 6 each. The universe is a lazy
-    value: the session's own use waits for this one to end, never starts a second. The
-    ML extension itself stays on the main thread: its classes are Spark's, whose static
-    initialisers, run from two threads at once, could each wait on the other's.
-    """
-
-    def start() -> None:
-        try:
-            gateway.jvm.scala.reflect.runtime.package.universe()
-        except Exception as exc:  # noqa: BLE001 - a JVM gone or refusing: the session pays it
-            log.debug("Scala reflection not started beside the context: %s", exc)
-
-    thread = threading.Thread(target=start, name="flinkwatch-scala-reflection", daemon=True)
-    thread.start()
-    return thread
 
 
 #: The user's own Spark configuration, read when this process started Spark.

@@ -425,35 +425,3 @@ def test_settings_around_a_querys_start_are_that_querys_alone(spark, tmp_path: P
     with query_settings(spark, {key: "NO_CODEGEN"}):
         pass
     assert spark.conf.get(key, None) is None  # unset before, unset after
-
-
-def test_scala_reflection_is_started_in_a_thread_beside_the_contexts_start(caplog) -> None:
-    import logging
-    from types import SimpleNamespace
-
-    from streaming.session import reflection_started
-
-    started: list[str] = []
-
-    def universe() -> str:
-        started.append("universe")
-        return "the universe"
-
-    package = SimpleNamespace(universe=universe)  # the object `scala.reflect.runtime.package`
-    runtime = SimpleNamespace(package=package)
-    gateway = SimpleNamespace(
-        jvm=SimpleNamespace(scala=SimpleNamespace(reflect=SimpleNamespace(runtime=runtime)))
-    )
-    reflection_started(gateway).join(10)  # type: ignore[arg-type]
-    assert started == ["universe"]
-
-    def refused() -> str:
-        raise RuntimeError("Answer from Java side is empty")
-
-    package.universe = refused
-    caplog.set_level(logging.DEBUG, logger="streaming.session")
-    thread = reflection_started(gateway)  # type: ignore[arg-type]
-    thread.join(10)
-    # A JVM gone or refusing: nothing raised, the session then starts it itself.
-    assert not thread.is_alive()
-    assert "Scala reflection not started beside the context" in caplog.text
