@@ -153,9 +153,6 @@ def replay_phase(work: Path, jobs: int = 100, tms: int = 4, runs: int = 3) -> di
             work,
         )
     hour_alerts = len((work / "hour.jsonl").read_text().splitlines())
-    from bench.replay_watch import watch_phase  # it reads this module's inputs
-
-    watch = watch_phase(work / "watch")
     return {
         "small_wall_s": small["wall_s"],
         "small_cpu_s": small["cpu_s"],
@@ -168,5 +165,4 @@ def replay_phase(work: Path, jobs: int = 100, tms: int = 4, runs: int = 3) -> di
         "hour_100_jobs_cpu_s": hour["cpu_s"],
         "records": made["records"],
         "hour_input": {**made, "taskmanagers": jobs * tms, "alerts": hour_alerts},
-        "watch_small": watch,
     }

@@ -94,17 +94,19 @@ def watch_phase(
         assert p.stdout is not None
         lines = _Lines(p.stdout, copy)
         try:
-            seen, first_at, _ = lines.wait_for("replay: watching", 300, 0)
+            seen, first_at, _ = lines.wait_for("replay: watching", 1800, 0)
             first_s = first_at - t0
+            # A try parses nothing the first did not: it takes no longer, whatever the hour.
+            timeout_s = max(60.0, 2 * first_s)
             alerts.append(len(output.read_text().splitlines()))
             for n in range(2, tries + 2):
                 before = _tree_cpu_s(p.pid)
                 saved = time.monotonic()
                 config.write_text(OFF if n % 2 == 0 else ON)
-                seen, done_at, line = lines.wait_for(f"replay: try {n} done", 120, seen + 1)
+                seen, done_at, line = lines.wait_for(f"replay: try {n} done", timeout_s, seen + 1)
                 answers.append(done_at - saved)
                 own.append(float(line.split(" in ")[-1].split()[0]))
-                seen, _, _ = lines.wait_for("replay: watching", 30, seen + 1)
+                seen, _, _ = lines.wait_for("replay: watching", timeout_s, seen + 1)
                 cpu.append(_tree_cpu_s(p.pid) - before)
                 alerts.append(len(output.read_text().splitlines()))
             time.sleep(2.0)  # the last try's stragglers (progress thread, GC) out of the window

@@ -1383,10 +1383,10 @@ def main(argv: list[str] | None = None) -> int:
             _save(result)
         if "replay" not in args.skip:
             from bench.replay import replay_phase
+            from bench.replay_watch import watch_phase
 
-            result["replay"] = replay_phase(
-                WORK / "replay", jobs=args.jobs, tms=args.tms, runs=args.replay_runs
-            )
+            rp = replay_phase(WORK / "replay", jobs=args.jobs, tms=args.tms, runs=args.replay_runs)
+            result["replay"] = {**rp, "watch_small": watch_phase(WORK / "replay" / "watch")}
             _save(result)
         if "peer" not in args.skip:
             from bench.peer import run_peer

@@ -12,6 +12,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from conf import AppConfig
+from conf.reload import ConfigWatcher
 from streaming.cli.args import load_or_exit
 from streaming.replay_session import replay_session
 from streaming.sources import stage_files, stage_logs
@@ -67,6 +69,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if args.watch and not args.config:
         log.error("--watch replays again when --config's file changes: it needs --config")
         return 2
+    # Read now, with the configs: a save while the session starts is then a change.
+    watchers = _watchers(args, cfg, base_cfg) if args.watch else []
     work = Path(tempfile.mkdtemp(prefix="flinkwatch-replay-"))
     try:
         logs_dir, captures_dir = stage_logs(args.logs or [], work)
@@ -86,8 +90,22 @@ def cmd_replay(args: argparse.Namespace) -> int:
         if args.watch:
             from streaming.cli.replay_watch import watch_replay
 
-            return watch_replay(args, cfg, base_cfg, spark, short, staged)
+            return watch_replay(args, cfg, base_cfg, spark, short, staged, watchers)
         return run_replay(args, cfg, base_cfg, spark, short, staged)
     finally:
         if not args.keep_work:
             shutil.rmtree(work, ignore_errors=True)
+
+
+def _watchers(
+    args: argparse.Namespace, cfg: AppConfig, base_cfg: AppConfig | None
+) -> list[ConfigWatcher]:
+    """``--watch``'s readers of ``--config`` and ``--baseline``, holding the configs loaded.
+
+    Every setting applies to a replay's next try (``fixed=()``): no query, checkpoint or
+    connection holds one.
+    """
+    watchers = [ConfigWatcher(args.config, cfg, fixed=())]
+    if args.baseline and base_cfg is not None:
+        watchers.append(ConfigWatcher(args.baseline, base_cfg, fixed=()))
+    return watchers

@@ -97,8 +97,6 @@ def run_replay(
     one_parse = len(parses) == 1
     tracker = spark.sparkContext.statusTracker()
     progress_done = ReplayProgress(lambda: replay_counts(stats, tracker)).start()
-    # The session's own settings that a config holds (a try of --watch may change them).
-    spark.conf.set("spark.sql.shuffle.partitions", str(cfg.spark.shuffle_partitions))
     try:
         for c, outputs, st, letters, also in parses:
             # The log time zone is the session's: each parse reads in its config's.

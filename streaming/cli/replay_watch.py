@@ -1,8 +1,10 @@
 """``flinkwatch replay --watch``: the replay again at each save of its config.
 
 An operator tuning a threshold on history edits the YAML, saves it and reads what would
-have paged. The first try is the replay without ``--watch``; then the session stays, and so
-does the parse: a try whose config parses as one before it (the same ``parsing`` section,
+have paged. The first try is the replay, except that it keeps its parsed events
+(local-checkpointed: Spark's memory, spilling to its disk; a long input's one-shot replay
+goes from the files to the shards in one pass instead). Then the session stays, and so does
+the parse: a try whose config parses as one before it (the same ``parsing`` section,
 :func:`streaming.replay.same_parse`) scans that parse's kept events instead of reading the
 files again (:class:`streaming.replay.KeptParse`), so what it pays for is its own config's
 part: the bus, the detectors and the delivery.
@@ -10,9 +12,10 @@ part: the bus, the detectors and the delivery.
 The files are read as the live job reloads its config (:class:`conf.reload.ConfigWatcher`):
 a change is taken once two reads agree (an editor's save is not caught half way), and a
 file that fails validation is reported, naming the field, while the last good config stays.
-Every setting applies to the next try: of a replay's session, the config sets only the log
-time zone and the shuffle's partitions, and each try sets both
-(:func:`streaming.cli.replay_run.run_replay`).
+Every setting applies to the next try. Of a replay's session the config sets the log time
+zone, which each parse sets, and the shuffle's partitions, which stay as the session began:
+the shards' partitions, the ones that place the detectors' work, are each config's own
+(:func:`streaming.bus.detect_input`).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from itertools import count
+from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
 
@@ -51,42 +55,83 @@ def watch_replay(
     spark: SparkSession,
     short: bool,
     staged: Staged,
+    watchers: list[ConfigWatcher],
 ) -> int:
     """Replay, then again at each valid save of ``--config`` (or ``--baseline``).
 
-    Each try has its own work directory in ``staged.work`` and writes the alert file
-    anew. Runs until interrupted (Ctrl-C or SIGTERM), then returns 0: a try that fails
-    says so and the watch goes on, for the next save to mend it.
+    ``watchers``: the readers of those files (the first ``--config``'s), made when the
+    configs were loaded. Each try has its own work directory in ``staged.work`` and
+    writes the alert file anew. Runs until interrupted (Ctrl-C or SIGTERM), then returns
+    0: a try that fails says so and the watch goes on, for the next save to mend it.
     """
-    watchers = [ConfigWatcher(args.config, cfg, fixed=())]
-    if args.baseline:
-        watchers.append(ConfigWatcher(args.baseline, base_cfg or cfg, fixed=()))
     names = " and ".join(str(w.path) for w in watchers)
     kept: list[KeptParse] = []
     try:
         with _terminate_as_interrupt():
             for n in count(1):
-                work = staged.work / f"try-{n}"
-                work.mkdir(parents=True)
                 if n > 1:
-                    again = any(k.parsing == cfg.parsing for k in kept)
-                    how = "the events parsed before" if again else "the files parsed anew"
-                    log.info("replay: try %d, over %s", n, how)
-                started = time.monotonic()
-                rc = run_replay(args, cfg, base_cfg, spark, short, replace(staged, work=work), kept)
-                took = time.monotonic() - started
-                log.info("replay: try %d %s in %.1f s", n, "failed" if rc else "done", took)
-                # Only the parses the configs in force can use stay kept.
-                parsings = [c.parsing for c in (cfg, base_cfg) if c is not None]
-                kept[:] = [k for k in kept if k.parsing in parsings]
-                if not args.keep_work:
-                    shutil.rmtree(work, ignore_errors=True)
-                log.info("replay: watching %s: save to replay again (Ctrl-C stops)", names)
-                cfg, changed = _next_config(watchers)
-                base_cfg = changed if args.baseline else None
+                    log.info("replay: watching %s: save to replay again (Ctrl-C stops)", names)
+                    cfg, base = _next_config(watchers)
+                    base_cfg = base if args.baseline else None
+                    _between_tries(args, [cfg, *([base_cfg] if base_cfg else [])], kept, n)
+                _try(
+                    args,
+                    cfg,
+                    base_cfg,
+                    spark,
+                    short,
+                    replace(staged, work=staged.work / f"try-{n}"),
+                    kept,
+                    n,
+                )
     except KeyboardInterrupt:
         log.info("replay: stopped watching %s", names)
     return 0
+
+
+def _between_tries(
+    args: argparse.Namespace, configs: list[AppConfig], kept: list[KeptParse], n: int
+) -> None:
+    """Before try ``n``: only the parses its configs can use stay kept; no old dead letters.
+
+    A parse no config uses is released before the try parses anew: two hours' parses
+    need not be held at once. A try writes its dead letters only when it has some: the
+    last try's would otherwise stay in ``--deadletters`` beside this one's summary.
+    """
+    parsings = [c.parsing for c in configs]
+    for k in [k for k in kept if k.parsing not in parsings]:
+        kept.remove(k)
+        k.release()
+    if args.deadletters:
+        for old in Path(args.deadletters).glob("batch-*.jsonl"):
+            old.unlink(missing_ok=True)
+    again = any(k.parsing == configs[0].parsing for k in kept)
+    how = "the events parsed before" if again else "the files parsed anew"
+    log.info("replay: try %d, over %s", n, how)
+
+
+def _try(
+    args: argparse.Namespace,
+    cfg: AppConfig,
+    base_cfg: AppConfig | None,
+    spark: SparkSession,
+    short: bool,
+    staged: Staged,
+    kept: list[KeptParse],
+    n: int,
+) -> None:
+    """Try ``n`` in ``staged.work``: the replay, what it says, how long it took."""
+    staged.work.mkdir(parents=True)
+    started = time.monotonic()
+    try:
+        ok = run_replay(args, cfg, base_cfg, spark, short, staged, kept) == 0
+    except Exception as exc:  # noqa: BLE001 - the watch outlives a try (a report, a ledger)
+        log.error("replay: try %d failed: %s", n, exc)
+        ok = False
+    took = time.monotonic() - started
+    log.info("replay: try %d %s in %.1f s", n, "done" if ok else "failed", took)
+    if not args.keep_work:
+        shutil.rmtree(staged.work, ignore_errors=True)
 
 
 def _next_config(watchers: list[ConfigWatcher]) -> tuple[AppConfig, AppConfig]:
@@ -102,7 +147,7 @@ def _next_config(watchers: list[ConfigWatcher]) -> tuple[AppConfig, AppConfig]:
 
 
 def _wait(seconds: float) -> None:
-    """The pause between two reads of the files (the tests' operator saves files in it)."""
+    """The pause between two reads of the files."""
     time.sleep(seconds)
 
 

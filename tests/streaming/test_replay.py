@@ -345,3 +345,25 @@ def test_a_keyed_capture_replays_to_the_alerts_of_the_processes_own_files(spark,
     )
     files = json.loads((capture / "expected.json").read_text())["routes"]["files"]["alerts"]
     assert got == sorted((a["detector"], a["status"], a["event_time"], a["entity"]) for a in files)
+
+
+@pytest.mark.spark
+def test_a_released_parse_frees_its_kept_blocks_and_no_others(spark) -> None:
+    from streaming.replay import KeptParse
+
+    parsing = AppConfig().parsing
+    dropped = KeptParse(parsing, spark.range(100).localCheckpoint(), {})
+    stays = KeptParse(parsing, spark.range(50).localCheckpoint(), {})
+    ctx = spark.sparkContext._jsc.sc()
+
+    def cached() -> set[int]:
+        return {int(i.id()) for i in ctx.getRDDStorageInfo() if i.numCachedPartitions() > 0}
+
+    def kept_rdd(k: KeptParse) -> int:
+        return int(k.events._jdf.queryExecution().logical().rdd().id())
+
+    assert {kept_rdd(dropped), kept_rdd(stays)} <= cached()
+    dropped.release()
+    # Freed now, not at the JVM's next collection; the other parse is still whole.
+    assert kept_rdd(dropped) not in cached()
+    assert stays.events.count() == 50 and kept_rdd(stays) in cached()

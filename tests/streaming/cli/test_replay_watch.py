@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 
 import streaming.replay
-from conf import load_config
+from conf import AppConfig, load_config
 from streaming.cli import main
 from streaming.cli import replay_watch as rw
+from streaming.cli.replay_run import Staged
 
 REAL = Path(__file__).resolve().parents[2] / "data" / "real" / "growth_2_3"
 GROWTH = "detectors:\n  checkpoint_state_growth: {min_samples: 10}\n"
@@ -109,7 +110,10 @@ def test_watch_needs_the_config_it_watches(tmp_path, caplog) -> None:
 
 
 def test_a_try_waits_for_a_valid_change_of_either_file(monkeypatch) -> None:
-    new, base = load_config(None), load_config(None)
+    new = load_config(None)
+    base = new.model_copy(
+        update={"parsing": new.parsing.model_copy(update={"max_record_bytes": 1})}
+    )
     answers = {"new": [None, None, None], "base": [None, None, base]}
     watchers = [
         SimpleNamespace(current=new, poll=lambda: answers["new"].pop(0)),
@@ -120,9 +124,65 @@ def test_a_try_waits_for_a_valid_change_of_either_file(monkeypatch) -> None:
 
     got = rw._next_config(watchers)  # type: ignore[arg-type]
 
-    assert got == (new, base)
+    assert got[0] is new and got[1] is base
     assert waits == [rw.POLL_S] * 3  # both files read at each wait, until one had changed
     assert answers == {"new": [], "base": []}
+
+
+class FakeParse:
+    """A kept parse as the watch handles it: its parsing section, and whether it was freed."""
+
+    def __init__(self, parsing: Any) -> None:
+        self.parsing, self.released = parsing, False
+
+    def release(self) -> None:
+        self.released = True
+
+
+def test_a_failed_try_is_said_and_the_next_save_tries_again_without_the_old_parse(
+    tmp_path, monkeypatch, caplog
+) -> None:
+    caplog.set_level(logging.INFO)
+    first = load_config(None)
+    other = first.model_copy(
+        update={"parsing": first.parsing.model_copy(update={"max_record_bytes": 1})}
+    )
+    letters = tmp_path / "dead"
+    letters.mkdir()
+    tries: list[AppConfig] = []
+    old_parse = FakeParse(first.parsing)
+
+    def run_replay(args, cfg, base_cfg, spark, short, staged, kept):  # type: ignore[no-untyped-def]
+        tries.append(cfg)
+        assert staged.work.is_dir()
+        if len(tries) == 1:
+            kept.append(old_parse)
+            (letters / "batch-00000000.jsonl").write_text("{}\n")
+            raise RuntimeError("the report's directory is not writable")
+        assert old_parse.released and kept == []  # freed before this try parses anew
+        assert not list(letters.iterdir())  # the first try's dead letters are gone
+        return 0
+
+    watcher = SimpleNamespace(path=Path("t.yaml"), current=other, poll=lambda: other)
+    waits = iter([None])
+
+    def wait(seconds: float) -> None:
+        if next(waits, "stop") == "stop":
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(rw, "run_replay", run_replay)
+    monkeypatch.setattr(rw, "_wait", wait)
+    args = SimpleNamespace(baseline=None, deadletters=str(letters), keep_work=False)
+    staged = Staged(tmp_path / "work", tmp_path, tmp_path, tmp_path, tmp_path / "alerts.jsonl")
+
+    rc = rw.watch_replay(args, first, None, None, True, staged, [watcher])  # type: ignore[arg-type]
+
+    assert rc == 0
+    assert tries == [first, other]
+    assert "replay: try 1 failed: the report's directory is not writable" in caplog.text
+    assert "replay: try 2, over the files parsed anew" in caplog.text
+    assert "replay: try 2 done" in caplog.text
+    assert not list((tmp_path / "work").iterdir())  # each try's own directory gone
 
 
 def test_sigterm_stops_the_watch_as_ctrl_c_does() -> None:
