@@ -25,9 +25,10 @@ import logging
 import shutil
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
+from functools import partial
 from itertools import count
 from pathlib import Path
 from types import FrameType
@@ -74,16 +75,11 @@ def watch_replay(
                     cfg, base = _next_config(watchers)
                     base_cfg = base if args.baseline else None
                     _between_tries(args, [cfg, *([base_cfg] if base_cfg else [])], kept, n)
-                _try(
-                    args,
-                    cfg,
-                    base_cfg,
-                    spark,
-                    short,
-                    replace(staged, work=staged.work / f"try-{n}"),
-                    kept,
-                    n,
-                )
+                here = replace(staged, work=staged.work / f"try-{n}")
+                here.work.mkdir(parents=True)
+                _try(n, partial(run_replay, args, cfg, base_cfg, spark, short, here, kept))
+                if not args.keep_work:
+                    shutil.rmtree(here.work, ignore_errors=True)
     except KeyboardInterrupt:
         log.info("replay: stopped watching %s", names)
     return 0
@@ -110,28 +106,16 @@ def _between_tries(
     log.info("replay: try %d, over %s", n, how)
 
 
-def _try(
-    args: argparse.Namespace,
-    cfg: AppConfig,
-    base_cfg: AppConfig | None,
-    spark: SparkSession,
-    short: bool,
-    staged: Staged,
-    kept: list[KeptParse],
-    n: int,
-) -> None:
-    """Try ``n`` in ``staged.work``: the replay, what it says, how long it took."""
-    staged.work.mkdir(parents=True)
+def _try(n: int, run: Callable[[], int]) -> None:
+    """Try ``n``: the replay (``run``, which says what it found), then how long it took."""
     started = time.monotonic()
     try:
-        ok = run_replay(args, cfg, base_cfg, spark, short, staged, kept) == 0
+        ok = run() == 0
     except Exception as exc:  # noqa: BLE001 - the watch outlives a try (a report, a ledger)
         log.error("replay: try %d failed: %s", n, exc)
         ok = False
     took = time.monotonic() - started
     log.info("replay: try %d %s in %.1f s", n, "done" if ok else "failed", took)
-    if not args.keep_work:
-        shutil.rmtree(staged.work, ignore_errors=True)
 
 
 def _next_config(watchers: list[ConfigWatcher]) -> tuple[AppConfig, AppConfig]:
