@@ -28,8 +28,19 @@ def setup_logging(verbose: bool) -> None:
     )
     # py4j logs every JVM call at INFO.
     logging.getLogger("py4j").setLevel(logging.WARNING)
+    logging.getLogger().addFilter(_drop_py4j_interrupt)
     # kafka-python narrates every connection at INFO.
     logging.getLogger("kafka").setLevel(logging.WARNING)
+
+
+#: What py4j logs, with a traceback, on the root logger when Ctrl-C (or ``replay
+#: --watch``'s SIGTERM) interrupts a call to the JVM: the command says itself that it stops.
+PY4J_INTERRUPT = "KeyboardInterrupt while sending command."
+
+
+def _drop_py4j_interrupt(record: logging.LogRecord) -> bool:
+    """Whether a root-logger record is kept: not py4j's :data:`PY4J_INTERRUPT`."""
+    return record.msg != PY4J_INTERRUPT
 
 
 def load_or_exit(path: str | None) -> AppConfig:

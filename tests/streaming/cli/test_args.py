@@ -58,3 +58,21 @@ def test_json_output_is_one_indented_document(capsys) -> None:
     out = capsys.readouterr().out
     assert json.loads(out) == {"ok": True, "fields": ["a.b"]}
     assert out.endswith("}\n") and "\n  " in out
+
+
+def test_ctrl_c_inside_a_jvm_call_logs_no_traceback_and_other_errors_still_do(caplog) -> None:
+    import logging
+
+    from streaming.cli.args import PY4J_INTERRUPT, setup_logging
+
+    setup_logging(verbose=False)
+    try:
+        raise KeyboardInterrupt
+    except KeyboardInterrupt:
+        logging.exception(PY4J_INTERRUPT)  # as py4j's send_command does, on the root logger
+    try:
+        raise RuntimeError("the JVM went away")
+    except RuntimeError:
+        logging.exception("Exception while sending command.")
+    assert PY4J_INTERRUPT not in caplog.text
+    assert "Exception while sending command." in caplog.text and "the JVM went away" in caplog.text
