@@ -100,7 +100,9 @@ def timed(cmd: list[str], log_to: Path) -> dict[str, float]:
     return {"wall_s": round(wall, 2), "cpu_s": round(sum(last.values()), 2)}
 
 
-def _runs(xs: list[float]) -> dict[str, Any]:
+def spread(xs: list[float]) -> dict[str, Any]:
+    """Runs' median, min, max and each run, as the phase reports them."""
+    xs = [round(x, 2) for x in xs]
     return {
         "median": round(statistics.median(xs), 2),
         "min": min(xs),
@@ -128,8 +130,8 @@ def replay_command(logs: list[Path], metrics: list[Path], output: Path) -> list[
 def _measure(name: str, cmd: list[str], runs: int, work: Path) -> dict[str, Any]:
     samples = [timed(cmd, work / f"{name}-{i}.log") for i in range(runs)]
     return {
-        "wall_s": _runs([s["wall_s"] for s in samples]),
-        "cpu_s": _runs([s["cpu_s"] for s in samples]),
+        "wall_s": spread([s["wall_s"] for s in samples]),
+        "cpu_s": spread([s["cpu_s"] for s in samples]),
     }
 
 

@@ -14,7 +14,6 @@ waits for the next save (``idle_cores``, over ``idle_s``). The process tree's CP
 from __future__ import annotations
 
 import signal
-import statistics
 import subprocess
 import threading
 import time
@@ -22,7 +21,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from bench.measure import proc_cpu_s
-from bench.replay import REPO, SMALL, replay_command
+from bench.replay import REPO, SMALL, replay_command, spread
 from lab.procs import descendants
 
 #: ``checkpoint_state_growth`` pages once in each input (the small run's growth, and the
@@ -118,22 +117,13 @@ def watch_phase(
             rc = p.wait(60)
     return {
         "first_try_s": round(first_s, 2),
-        "answer_s": _spread(answers),
-        "try_s": _spread(own),
-        "try_cpu_s": _spread(cpu),
+        "answer_s": spread(answers),
+        "try_s": spread(own),
+        "try_cpu_s": spread(cpu),
         "alerts_per_try": alerts,
         "idle_cores": round(idle, 4),
         "idle_window_s": idle_s,
         "exit_code": rc,
-    }
-
-
-def _spread(xs: list[float]) -> dict[str, Any]:
-    return {
-        "median": round(statistics.median(xs), 2),
-        "min": round(min(xs), 2),
-        "max": round(max(xs), 2),
-        "runs": [round(x, 2) for x in xs],
     }
 
 

@@ -58,23 +58,29 @@ class Operator:
             raise KeyboardInterrupt
 
 
+@pytest.fixture
+def parses(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Each parse of the files a replay makes, by its ``parsing.max_record_bytes``."""
+    made: list[int] = []
+    parse = streaming.replay.parsed_events
+
+    def counted(logs, metrics, cfg):  # type: ignore[no-untyped-def]
+        made.append(cfg.parsing.max_record_bytes)
+        return parse(logs, metrics, cfg)
+
+    monkeypatch.setattr(streaming.replay, "parsed_events", counted)
+    return made
+
+
 @pytest.mark.spark
 def test_each_valid_save_replays_again_over_the_parse_kept_when_its_section_is_the_same(
-    spark, tmp_path, caplog, capsys, monkeypatch
+    spark, tmp_path, caplog, capsys, monkeypatch, parses
 ) -> None:
     caplog.set_level(logging.INFO)
     config, out = tmp_path / "thresholds.yaml", tmp_path / "alerts.jsonl"
     config.write_text(GROWTH)
     operator = Operator(config, out, caplog)
     monkeypatch.setattr(rw, "_wait", operator)
-    parses: list[int] = []
-    parse = streaming.replay.parsed_events
-
-    def counted(logs, metrics, cfg):  # type: ignore[no-untyped-def]
-        parses.append(cfg.parsing.max_record_bytes)
-        return parse(logs, metrics, cfg)
-
-    monkeypatch.setattr(streaming.replay, "parsed_events", counted)
     work = tmp_path / "tmp"
     work.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(work))
@@ -196,7 +202,7 @@ def test_sigterm_stops_the_watch_as_ctrl_c_does() -> None:
 
 @pytest.mark.spark
 def test_a_save_of_the_baseline_compares_again_over_the_one_parse_both_configs_share(
-    spark, tmp_path, caplog, capsys, monkeypatch
+    spark, tmp_path, caplog, capsys, monkeypatch, parses
 ) -> None:
     caplog.set_level(logging.INFO)
     config, baseline = tmp_path / "new.yaml", tmp_path / "old.yaml"
@@ -211,14 +217,6 @@ def test_a_save_of_the_baseline_compares_again_over_the_one_parse_both_configs_s
         baseline.write_text(SAVES[0])
 
     monkeypatch.setattr(rw, "_wait", operator)
-    parses: list[int] = []
-    parse = streaming.replay.parsed_events
-
-    def counted(logs, metrics, cfg):  # type: ignore[no-untyped-def]
-        parses.append(cfg.parsing.max_record_bytes)
-        return parse(logs, metrics, cfg)
-
-    monkeypatch.setattr(streaming.replay, "parsed_events", counted)
     args = ["replay", "--config", str(config), "--baseline", str(baseline), "--watch"]
     args += ["--output", str(out), "-o", "json"]
     args += ["--logs", str(REAL / "growth_2_3.log"), "--metrics", str(REAL / "growth_2_3.jsonl")]
