@@ -70,11 +70,17 @@ def test_routes_hand_an_event_to_the_enabled_detectors_of_its_scope_that_read_it
     [
         ("not json", "Expecting value"),
         (json.dumps({"kind": "checkpoint_expired", "job_id": JOB}), "without 'event_ms'"),
+        (json.dumps({"kind": "checkpoint_expired", "event_ms": 5}) + " {}", "Extra data"),
     ],
 )
 def test_a_value_that_is_no_bus_event_is_refused(value: str, why: str) -> None:
     with pytest.raises(ValueError, match=why):
         decode(value)
+
+
+def test_white_space_around_a_value_is_read_past() -> None:
+    value = json.dumps({"kind": "checkpoint_expired", "event_ms": 5, "job_id": JOB})
+    assert decode(f" {value}\n") == decode(value)
 
 
 def test_a_value_without_a_position_decodes_to_no_offset() -> None:
