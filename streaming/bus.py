@@ -166,8 +166,9 @@ def bus_records(
     if "source_key" in events.columns:
         scopes["src"] = _source_wants(scopes)
     # Each scope's entity and whether it gets the event, in the projection before the
-    # explode: Spark evaluates an explode's own expressions row by row, uncompiled, and the
-    # entity three times (measured: a TaskManager's, a regex, ~9 % of the bus's CPU there).
+    # row generator: Spark evaluates a generator's own expressions row by row, uncompiled,
+    # and the entity three times there (a TaskManager's is a regex: ~9 % of the parse and
+    # bus's CPU, measured).
     per_scope = []
     for scope, cond in scopes.items():
         entity = _SCOPE_ENTITY[scope]()
