@@ -144,6 +144,9 @@ def decode(value: str, bus_ms: int | None = None) -> BusEvent:
             raise ValueError(value)
     except ValueError:
         d = json.loads(value)  # white space around it, or json's own error
+    if not isinstance(d, dict):
+        msg = f"bus value is not a JSON object: {value[:200]}"
+        raise ValueError(msg)
     src, offset, seq = d.pop("src", None), d.pop("offset", None), d.pop("seq", None)
     try:
         d["time_ms"] = int(d.pop("event_ms"))

@@ -71,6 +71,9 @@ def test_routes_hand_an_event_to_the_enabled_detectors_of_its_scope_that_read_it
         ("not json", "Expecting value"),
         (json.dumps({"kind": "checkpoint_expired", "job_id": JOB}), "without 'event_ms'"),
         (json.dumps({"kind": "checkpoint_expired", "event_ms": 5}) + " {}", "Extra data"),
+        ("5", "not a JSON object"),
+        ('"checkpoint_expired"', "not a JSON object"),
+        ('[{"kind": "checkpoint_expired"}]', "not a JSON object"),
     ],
 )
 def test_a_value_that_is_no_bus_event_is_refused(value: str, why: str) -> None:

@@ -537,9 +537,10 @@ def test_signals_are_emitted_when_they_change_and_again_after_a_restart() -> Non
     assert "signal" in [r["kind"] for r in out if r["detector"] == "checkpoint_failures"]
 
 
-def test_an_unreadable_bus_value_is_reported_and_the_rest_goes_on() -> None:
+@pytest.mark.parametrize("value", ["not json", "5", '"a string"', "[1, 2]"])
+def test_an_unreadable_bus_value_is_reported_and_the_rest_goes_on(value: str) -> None:
     shard = Shard()
-    rows = [(JOB_KEY, "not json", None), (JOB_KEY, json.dumps(_expiry(1)), None)]
+    rows = [(JOB_KEY, value, None), (JOB_KEY, json.dumps(_expiry(1)), None)]
     out = shard.shard.run(shard.store, shard.wakes, rows, Clock(0))
     (err,) = _failures(output_rows(out.outputs))
     assert err.about.detector == "bus" and err.where == "decode"
