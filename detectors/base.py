@@ -28,7 +28,7 @@ import typing
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Generic, Literal, TypeVar
+from typing import Any, ClassVar, Generic, Literal, NamedTuple, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -192,9 +192,11 @@ class Discard(tuple[Alert, ...]):
         return super().__new__(cls, alerts)
 
 
-@dataclass(frozen=True, slots=True)
-class Step(Generic[S]):
+class Step(NamedTuple, Generic[S]):
     """What the base tells the runner after one call; detectors never build one.
+
+    A named tuple: one is built for every event (a frozen dataclass sets each field
+    with ``object.__setattr__``).
 
     Attributes:
         state: The state to keep, or ``None``: the entity's state is dropped.
@@ -554,9 +556,11 @@ class Detector(ABC, Generic[P, S]):
             if state is None:
                 return Step(state=None)  # not watched
         else:
-            state.last_event_ms = max(state.last_event_ms, event.time_ms)
+            # Written only when changed: a state write is a Python call (:class:`Record`).
+            if event.time_ms > state.last_event_ms:
+                state.last_event_ms = event.time_ms
             name = self.job_name_from(state, event)
-            if name:
+            if name and name != state.job_name:
                 state.job_name = name
         return self._after(state, self.on_event(state, event))
 

@@ -67,6 +67,7 @@ TaskManager with a handful of series, about 46 KB worst case with the defaults
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from typing import Any, Literal, NamedTuple, Self
 
@@ -108,6 +109,12 @@ _MAX_JOBS = 4
 _MAX_WINDOW_BUCKETS = 288
 #: Buckets whose throughput the evidence lists at most (the newest).
 _EVIDENCE_CAP = 60
+
+
+@functools.lru_cache(maxsize=4096)
+def _series_key(metric: str, task: str | None) -> str:
+    """A counter label's short key in the state (a fleet's labels repeat every scrape)."""
+    return hashlib.sha1(f"{metric}|{task}".encode(), usedforsecurity=False).hexdigest()[:10]
 
 
 class IdleHeapGrowthParams(DetectorParams):
@@ -344,6 +351,11 @@ class IdleHeapGrowth(Detector[IdleHeapGrowthParams, IdleHeapGrowthState]):
     kinds = frozenset({"metric"})
     metrics = frozenset({HEAP_USED, HEAP_MAX, COMMITS_SUCCEEDED} | THROUGHPUT_METRICS)
 
+    def __init__(self, params: IdleHeapGrowthParams) -> None:
+        super().__init__(params)
+        # Read at every sample (its bucket, the filling bucket's end for the next deadline).
+        self._bucket_ms = int(params.bucket_s * 1000)
+
     def signal_values(self, state: IdleHeapGrowthState) -> dict[str, float]:  # noqa: D102
         out: dict[str, float] = {}
         if state.facts is not None:
@@ -364,13 +376,18 @@ class IdleHeapGrowth(Detector[IdleHeapGrowthParams, IdleHeapGrowthState]):
     def on_event(self, state: IdleHeapGrowthState, event: Event) -> list[Alert]:
         """Fold one sample into its bucket; judge the window whenever a bucket closes."""
         self._note_identity(state, event)
-        alerts: list[Alert] = []
-        if event.value is not None and event.metric in self.metrics:
-            start = self._bucket_start(event.time_ms)
-            alerts.extend(self._open_bucket(state, start))
-            bucket = next((b for b in reversed(state.buckets) if b.t == start), None)
-            if bucket is not None:
-                self._fold(state, bucket, event)
+        if event.value is None or event.metric not in self.metrics:
+            return []
+        start = self._bucket_start(event.time_ms)
+        alerts = self._open_bucket(state, start)
+        buckets = state.buckets  # never empty once a bucket is open
+        bucket = (
+            buckets[-1]
+            if buckets[-1].t == start  # the filling bucket: all but a late sample's
+            else next((b for b in reversed(buckets) if b.t == start), None)
+        )
+        if bucket is not None:
+            self._fold(state, bucket, event)
         return alerts
 
     def on_timer(self, state: IdleHeapGrowthState, now_ms: int) -> tuple[Alert, ...]:
@@ -426,21 +443,26 @@ class IdleHeapGrowth(Detector[IdleHeapGrowthParams, IdleHeapGrowthState]):
 
     @staticmethod
     def _note_identity(st: IdleHeapGrowthState, event: Event) -> None:
-        st.host = event.host or st.host
-        if not event.job_id and not event.job_name:
+        # Every sample of the TaskManager says the same: a field is written only when it
+        # changes (a state write is a Python call, :class:`~detectors.base.Record`).
+        if event.host and event.host != st.host:
+            st.host = event.host
+        job_id, name, jobs = event.job_id, event.job_name, st.jobs
+        if not job_id and not name:
             return
-        if event.job_id and event.job_id not in st.jobs and len(st.jobs) < _MAX_JOBS:
-            st.jobs[event.job_id] = event.job_name
-        elif event.job_id in st.jobs and event.job_name:
-            st.jobs[event.job_id] = event.job_name
+        if job_id and job_id not in jobs and len(jobs) < _MAX_JOBS:
+            jobs[job_id] = name
+        elif job_id in jobs and name:
+            jobs[job_id] = name
         # The alert names a job only when the TaskManager runs exactly one.
-        only = len(st.jobs) == 1
-        st.job_id = next(iter(st.jobs)) if only else None
-        st.job_name = next(iter(st.jobs.values())) if only else None
+        only_id, only_name = next(iter(jobs.items())) if len(jobs) == 1 else (None, None)
+        if st.job_id != only_id:
+            st.job_id = only_id
+        if st.job_name != only_name:
+            st.job_name = only_name
 
     def _bucket_start(self, time_ms: int) -> int:
-        size = int(self.params.bucket_s * 1000)
-        return time_ms - time_ms % size
+        return time_ms - time_ms % self._bucket_ms
 
     def _open_bucket(self, st: IdleHeapGrowthState, start: int) -> list[Alert]:
         """Open the bucket starting at ``start`` if it is new; judge the one it closes."""
@@ -453,7 +475,7 @@ class IdleHeapGrowth(Detector[IdleHeapGrowthParams, IdleHeapGrowthState]):
 
     def _trim(self, st: IdleHeapGrowthState, open_start: int) -> None:
         # Closed buckets are judged over the window before this one; keep one spare.
-        horizon = open_start - int(self.params.window_s * 1000) - int(self.params.bucket_s * 1000)
+        horizon = open_start - int(self.params.window_s * 1000) - self._bucket_ms
         st.buckets = [b for b in st.buckets if b.t >= horizon]
 
     def _fold(self, st: IdleHeapGrowthState, bucket: Bucket, event: Event) -> None:
@@ -496,7 +518,7 @@ class IdleHeapGrowth(Detector[IdleHeapGrowthParams, IdleHeapGrowthState]):
         self, st: IdleHeapGrowthState, metric: str, task: str | None, value: float
     ) -> bool | None:
         """Whether a counter sample is a value its label has not shown lately (None: untracked)."""
-        key = hashlib.sha1(f"{metric}|{task}".encode(), usedforsecurity=False).hexdigest()[:10]
+        key = _series_key(metric, task)
         levels = st.series.get(key)
         if levels is None:
             if len(st.series) >= self.params.max_series:
@@ -657,7 +679,7 @@ class IdleHeapGrowth(Detector[IdleHeapGrowthParams, IdleHeapGrowthState]):
         deadline = st.resolve_deadline(clear_ms)
         if deadline is None or now_ms < deadline:
             return ()
-        if st.buckets and deadline == st.buckets[-1].t + int(self.params.bucket_s * 1000):
+        if st.buckets and deadline == self._end(st):
             # Due when the filling bucket ends: that bucket is complete, and its verdict
             # (what the sample closing it would bring) decides first.
             judged = self._open_bucket(st, deadline)
@@ -674,7 +696,7 @@ class IdleHeapGrowth(Detector[IdleHeapGrowthParams, IdleHeapGrowthState]):
 
     def _end(self, st: IdleHeapGrowthState) -> int:
         """The end of the newest bucket (there is one)."""
-        return st.buckets[-1].t + int(self.params.bucket_s * 1000)
+        return st.buckets[-1].t + self._bucket_ms
 
     def _newest_judged(self, st: IdleHeapGrowthState) -> bool:
         """Whether the newest bucket's verdict is in (its end passed before a later sample)."""
@@ -682,11 +704,12 @@ class IdleHeapGrowth(Detector[IdleHeapGrowthParams, IdleHeapGrowthState]):
 
     def _filling_end(self, st: IdleHeapGrowthState) -> int | None:
         """The end of the newest bucket while it holds samples and is not judged yet."""
-        if not st.buckets or self._newest_judged(st):
+        if not st.buckets:
             return None
         last = st.buckets[-1]
+        end = last.t + self._bucket_ms
         # An empty bucket (one a resolve by timer opened) waits for a sample, as before.
-        return self._end(st) if last.n or last.tp or last.cn else None
+        return end if st.judged_ms != end and (last.n or last.tp or last.cn) else None
 
     def next_deadline(self, state: IdleHeapGrowthState) -> int | None:
         """The newest bucket's end; while firing, the resolve or the stale deadline too."""

@@ -113,10 +113,10 @@ def fold_events(
     out = Fold(first if first is not None else start(), timer, failures=failures)
     good: list[Event] = []
 
-    def step(event: Event) -> list[Alert]:
+    def step(event: Event) -> tuple[Alert, ...]:
         s = detector.advance(out.state, out.timer, event)
         out.state, out.timer = s.state, s.timer_ms
-        return list(s.alerts)
+        return s.alerts
 
     for event in events:
         try:
