@@ -195,9 +195,6 @@ class Discard(tuple[Alert, ...]):
 class Step(NamedTuple, Generic[S]):
     """What the base tells the runner after one call; detectors never build one.
 
-    A named tuple: one is built for every event (a frozen dataclass sets each field
-    with ``object.__setattr__``).
-
     Attributes:
         state: The state to keep, or ``None``: the entity's state is dropped.
         alerts: Transitions to emit (firing or resolved), in order.
@@ -556,8 +553,7 @@ class Detector(ABC, Generic[P, S]):
             if state is None:
                 return Step(state=None)  # not watched
         else:
-            # Written only when changed: a state write is a Python call (:class:`Record`).
-            if event.time_ms > state.last_event_ms:
+            if event.time_ms > state.last_event_ms:  # a write is a call (:class:`Record`)
                 state.last_event_ms = event.time_ms
             name = self.job_name_from(state, event)
             if name and name != state.job_name:
