@@ -107,8 +107,8 @@ def _settle(proc: subprocess.Popen[Any], state: Path, spark: dict[str, Any]) -> 
     In real-time mode the parse query idles in micro-batches once it has read nothing for
     ``spark.idle_after_s`` (60 s): it is restarted then, a new plan and a burst of the
     JIT's, once. The window measures the steady cost after it: a start slower than the
-    warm-up (a busy machine) put that restart inside the window (0.21 cores instead of
-    0.03). ``None``: this config never switches; ``False``: no switch in
+    warm-up (a busy machine) put that restart inside the window (0.195-0.213 cores, then
+    0.038-0.040 after it). ``None``: this config never switches; ``False``: no switch in
     :data:`_SETTLE_LIMIT_S` (measured as it is).
     """
     if spark.get("parse_mode") == "microbatch" or spark.get("idle_after_s", 60.0) == 0:

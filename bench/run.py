@@ -1213,7 +1213,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--worker-memory", default="2g", help="cluster: memory each worker offers")
     p.add_argument("--executor-memory", default="1536m", help="cluster: spark.executor.memory")
     p.add_argument("--idle-runs", type=int, default=2, help="idle: runs of `flinkwatch run`")
-    p.add_argument("--idle-warmup-s", type=float, default=90.0, help="idle: warm-up per run")
+    p.add_argument(
+        "--idle-warmup-s",
+        type=float,
+        default=90.0,
+        help="idle: warm-up per run (then until the parse query idles)",
+    )
     p.add_argument("--idle-window-s", type=float, default=60.0, help="idle: measured per run")
     p.add_argument(
         "--replay-runs", type=int, default=3, help="replay: runs of each input (the median)"
