@@ -633,3 +633,19 @@ def test_standing_tells_the_verdict_the_floor_s_rise_and_what_resolves_it() -> N
     tester.feed(*[e for e in busy if e.time_ms >= T0 + 101 * MIN])
     assert [a.status for a in tester.alerts] == [AlertStatus.FIRING, AlertStatus.RESOLVED]
     assert tester.standing().startswith("records flowing (highest rate 40/s); floor ")
+
+
+def test_a_late_sample_counts_in_its_own_bucket_not_in_the_filling_one() -> None:
+    det = IdleHeapGrowth(IdleHeapGrowthParams())
+    bucket_ms = int(det.params.bucket_s * 1000)
+    first, second = T0 + 10_000, T0 + bucket_ms + 10_000
+    events = [
+        metric(OUT_RATE, first, 0.0, task=SINK),
+        metric(OUT_RATE, second, 0.0, task=SINK),
+        metric(OUT_RATE, T0 + 20_000, 7.0, task=SINK),  # the first bucket's, arriving late
+    ]
+    state, _ = drive(det, events)
+    assert state is not None
+    older, filling = state.buckets[-2], state.buckets[-1]
+    assert (older.t, older.tp, older.rate) == (T0, 2, 7.0)
+    assert (filling.t, filling.tp, filling.rate) == (T0 + bucket_ms, 1, 0.0)
