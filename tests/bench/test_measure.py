@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from bench.measure import cpu_split, instrument, instruments_cpu_s
 
 
@@ -44,3 +46,27 @@ def test_an_instrument_thread_s_cpu_is_counted_and_kept_after_it_ends() -> None:
     counted = instruments_cpu_s()
     assert counted - before >= 0.02
     assert instruments_cpu_s() >= counted  # the ended thread keeps its last value
+
+
+def test_a_python_worker_that_leaves_the_scan_keeps_its_cpu(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import bench.measure as m
+
+    # The worker's own CPU, then gone (exited, or missed by a scan); its daemon's reaped
+    # children (cutime) then hold the same seconds, which must not count twice.
+    own: dict[int, float | None] = {10: 1.0, 11: 50.0}
+    monkeypatch.setattr(m, "proc_cpu_s", lambda pid, children=False, task=None: own.get(pid))
+    monkeypatch.setattr(m, "machine_busy_s", lambda: 0.0)
+    sampler = m.CpuSampler(jvm_pid=-1, broker_pid=lambda: None)
+    members = {10: "python_workers", 11: "python_workers"}
+    monkeypatch.setattr(sampler, "_members", lambda: dict(members))
+    sampler.sample()
+    own[11] = 80.0
+    sampler.sample()
+    own[11] = None
+    del members[11]
+    own[10] = 2.0
+    sampler.sample()
+    workers = [v["python_workers"] for v in sampler.series.v]
+    assert workers == [51.0, 81.0, 82.0]
