@@ -47,22 +47,15 @@ TICK = os.sysconf("SC_CLK_TCK")
 GROUPS = ("broker", "producer", "driver_jvm", "python_workers", "driver_python")
 
 
-def proc_cpu_s(pid: int, children: bool = False, task: int | None = None) -> float | None:
-    """``utime + stime`` of ``pid`` in seconds (None once it is gone).
-
-    ``children``: plus ``cutime + cstime``, the CPU of the children it has reaped;
-    ``task``: one thread's only.
-    """
+def proc_cpu_s(pid: int, task: int | None = None) -> float | None:
+    """``utime + stime`` of ``pid`` in seconds (None once it is gone); ``task``: one thread's."""
     path = f"/proc/{pid}/stat" if task is None else f"/proc/{pid}/task/{task}/stat"
     try:
         with open(path) as f:
             fields = f.read().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return None
-    ticks = int(fields[11]) + int(fields[12])
-    if children:
-        ticks += int(fields[13]) + int(fields[14])
-    return ticks / TICK
+    return (int(fields[11]) + int(fields[12])) / TICK
 
 
 #: The bench's running sampling threads (native ids) → the most CPU seconds seen of each.
@@ -191,11 +184,11 @@ class CpuSampler:
 
         Every process counts its own CPU, and keeps the most seen after it exits or leaves
         the scan (the producer changes with every run), so a group's total never falls.
-        The Python workers count their own too, not their reaped children's: a worker
-        ``pyspark.daemon`` forked is counted while it lives, and again in the daemon's
-        ``cutime`` once reaped. (A sum of the live workers with their children's, as this
-        was, fell by 212 CPU s over a 5,011 records/s run's window on 2026-11-27: a
-        negative share.) A worker that lives and exits between two scans is missed.
+        The Python workers count their own too: adding the daemon's ``cutime`` (the
+        workers it forked and reaped) would count each reaped worker twice. (A sum of the
+        live workers with their reaped children's, as this was, ended a 5,011 records/s
+        run's window on 2026-11-27 212 CPU s below its start: a negative share.) A worker
+        that lives and exits between two scans is missed.
         """
         totals = dict.fromkeys(GROUPS, 0.0)
         for pid, group in self._members().items():

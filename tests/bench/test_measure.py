@@ -53,10 +53,10 @@ def test_a_python_worker_that_leaves_the_scan_keeps_its_cpu(
 ) -> None:
     import bench.measure as m
 
-    # The worker's own CPU, then gone (exited, or missed by a scan); its daemon's reaped
-    # children (cutime) then hold the same seconds, which must not count twice.
+    # A worker's own CPU, then gone (exited, or missed by a scan): the most seen of it
+    # stays in the group's total, which never falls.
     own: dict[int, float | None] = {10: 1.0, 11: 50.0}
-    monkeypatch.setattr(m, "proc_cpu_s", lambda pid, children=False, task=None: own.get(pid))
+    monkeypatch.setattr(m, "proc_cpu_s", lambda pid, task=None: own.get(pid))
     monkeypatch.setattr(m, "machine_busy_s", lambda: 0.0)
     sampler = m.CpuSampler(jvm_pid=-1, broker_pid=lambda: None)
     members = {10: "python_workers", 11: "python_workers"}
