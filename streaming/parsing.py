@@ -91,21 +91,28 @@ def _file_column(present: frozenset[str], name: str) -> Column:
 
 
 def _event_columns(df: DataFrame, lim: ParseLimits, *, shapes: bool) -> DataFrame:
-    """The parsed event's fields from the message, in :data:`EVENT_COLUMNS` order."""
+    """The parsed event's fields from the message, in :data:`EVENT_COLUMNS` order.
+
+    Three projections: the match slots (``_slot<i>``), the event's values as the record
+    gives them (``_v_<name>``), then the event's columns, the texts cut to their lengths.
+    A cut reads its text three or four times: inlined, each would repeat the text's whole
+    expression (the names' made the last projection four times its size, and Spark
+    optimizes a plan again at every commit of the real-time parse).
+    """
     present = frozenset(c for c in _SOURCE_COLUMNS if c in df.columns)
-    slots, columns = made_once(
+    slots, values, columns = made_once(
         ("parsing._event_columns", lim, shapes, present),
-        lambda: _event_column_list(lim, shapes, present),
+        lambda: (
+            *_event_values(lim, present),
+            _event_output(lim, shapes=shapes, keyed="source_key" in present),
+        ),
     )
-    return df.select("*", *slots).select(*columns)
+    return df.select("*", *slots).select("*", *values).select(*columns)
 
 
-def _event_column_list(
-    lim: ParseLimits, shapes: bool, present: frozenset[str]
-) -> tuple[list[Column], list[Column | str]]:
-    """:func:`_event_columns`' match slots (``_slot<i>``), then the event's columns."""
+def _event_values(lim: ParseLimits, present: frozenset[str]) -> tuple[list[Column], list[Column]]:
+    """:func:`_event_columns`' match slots, then the event's values (``_v_<name>``)."""
     jc = F.col("_j")
-    ok = F.col("error").isNull()
     matched = F.coalesce(F.col("_lay1") != "", F.lit(False))
     kind, msg = F.col("kind"), F.col("_message")
     slots = _match_slots(kind, msg)
@@ -114,7 +121,6 @@ def _event_column_list(
     mdc_job = _rx(F.when(F.col("_is_json"), mdc), f"^{J}$")
     slot_cols = [F.col(f"_slot{i}") for i in range(len(slots))]
     fields = _log_fields(kind, msg, slot_cols, mdc_job, _file_column(present, "source_job"))
-    level = _level()
     logger = F.coalesce(
         F.when(
             F.col("_flink_json"),
@@ -132,7 +138,6 @@ def _event_column_list(
     path = F.coalesce(F.col("_o_path"), F.when(F.col("_is_json"), F.col("raw")))
     # The process a record's own source names (see _SELF_REPORTED); the pod comes first.
     named = F.coalesce(_rx(path, _YARN_LOG_DIR), _file_column(present, "source_tm"))
-    own_tm = F.coalesce(named, F.col("_env_host"))
     # A keyed record's host waits for its source (streaming.forwards): the key's own start
     # line names the TaskManager where the host names only the machine (rsyslog's `vm`);
     # the source falls back to the host when it has not said who it is.
@@ -147,7 +152,35 @@ def _event_column_list(
             F.lit(lim.max_otlp_log_records),
         ),
     ).otherwise(prefix(F.col("_e_corrupt"), 200))
-    return named_slots, [
+    values = {
+        **fields,
+        "tm_id": F.coalesce(
+            fields["tm_id"],
+            F.when(kind.isNotNull(), F.col("_pod")),
+            # A process's own fatal lines name no process: the shipper's YARN container
+            # directory (`…/container_…/taskmanager.log`), the log's own start line (files),
+            # or, failing both, its host does (a keyed record's: through its source).
+            F.when(kind.isin(*_SELF_REPORTED), own_tm_now),
+        ),
+        "host": F.coalesce(fields["host"], F.col("_env_host")),
+        "level": _level(),
+        "logger": logger,
+        "detail": detail,
+        # For doctor: whom a line of the record would be attributed to, had it no id itself.
+        "own_tm": F.coalesce(F.col("_pod"), named, F.col("_env_host")),
+    }
+    return named_slots, [c.alias(f"_v_{name}") for name, c in values.items()]
+
+
+def _event_output(lim: ParseLimits, *, shapes: bool, keyed: bool) -> list[Column | str]:
+    """The event's columns from :func:`_event_values`' (``keyed``: with ``source_key``)."""
+
+    def v(name: str) -> Column:
+        return F.col(f"_v_{name}")
+
+    ok, failed = F.col("error").isNull(), F.col("error").isNotNull()
+    level = v("level")
+    return [
         "topic",
         "partition",
         "offset",
@@ -155,36 +188,31 @@ def _event_column_list(
         "kafka_ts",
         F.col("kind"),
         F.when(ok, F.timestamp_millis(F.col("_event_ms"))).alias("event_time"),
-        fields["job_id"].alias("job_id"),
-        capped_name(fields["job_name"]).alias("job_name"),
-        capped_name(
-            F.coalesce(
-                fields["tm_id"],
-                F.when(F.col("kind").isNotNull(), F.col("_pod")),
-                # A process's own fatal lines name no process: the shipper's YARN container
-                # directory (`…/container_…/taskmanager.log`), the log's own start line (files),
-                # or, failing both, its host does (a keyed record's: through its source).
-                F.when(F.col("kind").isin(*_SELF_REPORTED), own_tm_now),
+        v("job_id").alias("job_id"),
+        capped_name(v("job_name")).alias("job_name"),
+        capped_name(v("tm_id")).alias("tm_id"),
+        capped_name(v("host")).alias("host"),
+        *(
+            v(name).alias(name)
+            for name in (
+                "task",
+                "checkpoint_id",
+                "duration_ms",
+                "size_bytes",
+                "from_state",
+                "to_state",
             )
-        ).alias("tm_id"),
-        capped_name(F.coalesce(fields["host"], F.col("_env_host"))).alias("host"),
-        fields["task"].alias("task"),
-        fields["checkpoint_id"].alias("checkpoint_id"),
-        fields["duration_ms"].alias("duration_ms"),
-        fields["size_bytes"].alias("size_bytes"),
-        fields["from_state"].alias("from_state"),
-        fields["to_state"].alias("to_state"),
-        prefix(fields["reason"], 500).alias("reason"),
+        ),
+        prefix(v("reason"), 500).alias("reason"),
         null_column("metric"),
         null_column("value"),
         prefix(F.col("_message"), lim.max_message_chars).alias("message"),
         F.when(level == "WARNING", F.lit("WARN")).otherwise(level).alias("level"),
-        logger.alias("logger"),
+        v("logger").alias("logger"),
         F.col("error"),
-        F.when(F.col("error").isNotNull(), detail).alias("detail"),
-        F.when(F.col("error").isNotNull(), prefix(F.col("raw"), 65536)).alias("raw"),
-        *(["source_key"] if "source_key" in present else []),
-        # For doctor: whom a line of the record would be attributed to, had it no id itself.
-        *([F.coalesce(F.col("_pod"), own_tm).alias("own_tm")] if shapes else []),
+        F.when(failed, v("detail")).alias("detail"),
+        F.when(failed, prefix(F.col("raw"), 65536)).alias("raw"),
+        *(["source_key"] if keyed else []),
+        *([v("own_tm").alias("own_tm")] if shapes else []),
         *([_shape().alias("shape")] if shapes else []),
     ]
