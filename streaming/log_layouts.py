@@ -141,9 +141,8 @@ def _header_columns(lim: ParseLimits, fallback_time: bool) -> list[list[Column]]
     tail = F.when(F.col("_tail") != "", F.col("_tail"))
     jmsg = F.concat_ws("\n", jc["message"], jc["error.stack_trace"], _thrown(jc), tail)
     matched = F.coalesce(F.col("_lay1") != "", F.lit(False))
-    # Trailing line breaks go too (Docker's json-file driver keeps the `\n` in `log`). The
-    # text is a column of its own first: the strip reads it eleven times, and inlined each
-    # time it made the stage's plan ten times its size (planned again at every commit).
+    # A column of its own (`_message_text`): the strip of its trailing blanks reads it eleven
+    # times, and an inlined text would be repeated at each (bench.plan_cost).
     text = (
         F.when(F.col("_flink_json"), jmsg).when(matched, F.col("_lay4")).otherwise(F.col("_line"))
     )
@@ -169,6 +168,7 @@ def _header_columns(lim: ParseLimits, fallback_time: bool) -> list[list[Column]]
     )
     verdict = [
         _dead_letter(matched, event_ms, lim).alias("error"),
+        # Trailing line breaks go too (Docker's json-file driver keeps the `\n` in `log`).
         _rstripped(F.col("_message_text")).alias("_raw_message"),
         event_ms.alias("_event_ms"),
     ]

@@ -95,22 +95,26 @@ def _event_columns(df: DataFrame, lim: ParseLimits, *, shapes: bool) -> DataFram
 
     Three projections: the match slots (``_slot<i>``), the event's values as the record
     gives them (``_v_<name>``), then the event's columns, the texts cut to their lengths.
-    A cut reads its text three or four times: inlined, each would repeat the text's whole
-    expression (the names' made the last projection four times its size, and Spark
-    optimizes a plan again at every commit of the real-time parse).
+    A cut reads its text three times (``prefix``) or five (``capped_name``), and Spark keeps
+    a projection apart from the one that reads it only when the read is of a column: an
+    inlined text would be repeated at each read (the names' made the last projection of the
+    small real run's plan 41 KB of its 93; ``python -m bench.plan_cost``), and Spark
+    optimizes the plan again at every commit of the real-time parse.
     """
     present = frozenset(c for c in _SOURCE_COLUMNS if c in df.columns)
     slots, values, columns = made_once(
         ("parsing._event_columns", lim, shapes, present),
         lambda: (
-            *_event_values(lim, present),
+            *_event_values(lim, present, shapes=shapes),
             _event_output(lim, shapes=shapes, keyed="source_key" in present),
         ),
     )
     return df.select("*", *slots).select("*", *values).select(*columns)
 
 
-def _event_values(lim: ParseLimits, present: frozenset[str]) -> tuple[list[Column], list[Column]]:
+def _event_values(
+    lim: ParseLimits, present: frozenset[str], *, shapes: bool
+) -> tuple[list[Column], list[Column]]:
     """:func:`_event_columns`' match slots, then the event's values (``_v_<name>``)."""
     jc = F.col("_j")
     matched = F.coalesce(F.col("_lay1") != "", F.lit(False))
@@ -152,6 +156,8 @@ def _event_values(lim: ParseLimits, present: frozenset[str]) -> tuple[list[Colum
             F.lit(lim.max_otlp_log_records),
         ),
     ).otherwise(prefix(F.col("_e_corrupt"), 200))
+    # The fields' tm_id and host are widened here; nothing else of theirs is replaced.
+    assert not {"level", "logger", "detail", "own_tm"} & fields.keys()
     values = {
         **fields,
         "tm_id": F.coalesce(
@@ -166,14 +172,18 @@ def _event_values(lim: ParseLimits, present: frozenset[str]) -> tuple[list[Colum
         "level": _level(),
         "logger": logger,
         "detail": detail,
-        # For doctor: whom a line of the record would be attributed to, had it no id itself.
-        "own_tm": F.coalesce(F.col("_pod"), named, F.col("_env_host")),
     }
+    if shapes:
+        # For doctor: whom a line of the record would be attributed to, had it no id itself.
+        values["own_tm"] = F.coalesce(F.col("_pod"), named, F.col("_env_host"))
     return named_slots, [c.alias(f"_v_{name}") for name, c in values.items()]
 
 
 def _event_output(lim: ParseLimits, *, shapes: bool, keyed: bool) -> list[Column | str]:
-    """The event's columns from :func:`_event_values`' (``keyed``: with ``source_key``)."""
+    """The event's columns, read from :func:`_event_values`' ``_v_`` columns.
+
+    ``keyed``: with ``source_key``; ``shapes``: with ``own_tm`` and ``shape``.
+    """
 
     def v(name: str) -> Column:
         return F.col(f"_v_{name}")

@@ -1,0 +1,111 @@
+"""What a parse plan costs the driver to build and to plan, per stage (issue #34).
+
+``python -m bench.plan_cost`` reads a small real run (``tests/data/real/growth_2_3``: its
+log and its scrapes, as files), and in one local Spark session builds each plan ``--repeat``
+times after ``--warm`` builds:
+
+* ``logs`` / ``metrics``: one topic through its parser (``parse_logs`` / ``parse_metrics``);
+* ``bus``: what the parse query writes (``streaming.bus.bus_records`` of both topics'
+  counted events, dead letters included).
+
+Per plan: ``build_s``, the Python calls that make the DataFrame (Spark analyses each
+projection as it is added), ``plan_s``, optimizing it and making its physical plan (what
+a streaming query does again at every micro-batch and every real-time commit), and the
+optimized plan's size in characters (``optimized_chars``: it grows with each expression
+inlined where a projection reads it). Medians and spreads, as JSON on stdout. Run it on an
+idle machine and compare code in the same hour; nothing here asserts a time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+RUN = REPO / "tests" / "data" / "real" / "growth_2_3"
+WORK = REPO / "bench" / ".work" / "plan_cost"
+
+
+def _inputs() -> tuple[Path, Path]:
+    """The run's log and scrapes, each alone in a folder (a file source reads a folder)."""
+    logs, metrics = WORK / "logs", WORK / "metrics"
+    for folder, name in ((logs, "growth_2_3.log"), (metrics, "growth_2_3.jsonl")):
+        folder.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(RUN / name, folder / name)
+    return logs, metrics
+
+
+def _spread(xs: list[float]) -> dict[str, float]:
+    """The median and the range of ``xs``, in seconds to the ms."""
+    return {
+        "median": round(statistics.median(xs), 3),
+        "min": round(min(xs), 3),
+        "max": round(max(xs), 3),
+    }
+
+
+def measure(build: Callable[[], Any], warm: int, repeat: int) -> dict[str, Any]:
+    """``build``'s DataFrame made and planned ``warm + repeat`` times; the last ``repeat``."""
+    builds, plans = [], []
+    df = None
+    for i in range(warm + repeat):
+        t0 = time.perf_counter()
+        df = build()
+        t1 = time.perf_counter()
+        df._jdf.queryExecution().executedPlan()
+        t2 = time.perf_counter()
+        if i >= warm:
+            builds.append(t1 - t0)
+            plans.append(t2 - t1)
+    assert df is not None
+    optimized = df._jdf.queryExecution().optimizedPlan().treeString()
+    return {
+        "build_s": _spread(builds),
+        "plan_s": _spread(plans),
+        "optimized_chars": len(optimized),
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Measure each plan and print the JSON."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--warm", type=int, default=2, help="builds not counted (default 2)")
+    ap.add_argument("--repeat", type=int, default=4, help="builds counted (default 4)")
+    args = ap.parse_args(argv)
+
+    from conf import load_config
+    from streaming.bus import bus_records
+    from streaming.events import counted, parse_limits, parsed_events
+    from streaming.metric_parsing import parse_metrics
+    from streaming.parsing import parse_logs
+    from streaming.session import get_session
+    from streaming.sources import file_records
+
+    # The whole plan in its string form, not cut at Spark's default length.
+    extra = {"spark.sql.maxPlanStringLength": str(2**30)}
+    spark = get_session(master="local[2]", require_kafka=False, extra=extra)
+    cfg = load_config()
+    lim = parse_limits(cfg)
+    log_dir, metric_dir = _inputs()
+    logs = file_records(spark, log_dir, kind="log", stream=False)
+    metrics = file_records(spark, metric_dir, kind="metric", stream=False)
+    plans: dict[str, Callable[[], Any]] = {
+        "logs": lambda: parse_logs(logs, lim),
+        "metrics": lambda: parse_metrics(metrics, lim, names=cfg.parsing.metric_names),
+        "bus": lambda: bus_records(
+            counted(parsed_events(logs, metrics, cfg)), cfg, dead_letters=True, partitions=4
+        ),
+    }
+    result = {name: measure(build, args.warm, args.repeat) for name, build in plans.items()}
+    spark.stop()
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
