@@ -21,11 +21,12 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from bench.replay import spread
 
 REPO = Path(__file__).resolve().parent.parent
 RUN = REPO / "tests" / "data" / "real" / "growth_2_3"
@@ -39,15 +40,6 @@ def _inputs() -> tuple[Path, Path]:
         folder.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(RUN / name, folder / name)
     return logs, metrics
-
-
-def _spread(xs: list[float]) -> dict[str, float]:
-    """The median and the range of ``xs``, in seconds to the ms."""
-    return {
-        "median": round(statistics.median(xs), 3),
-        "min": round(min(xs), 3),
-        "max": round(max(xs), 3),
-    }
 
 
 def measure(build: Callable[[], Any], warm: int, repeat: int) -> dict[str, Any]:
@@ -66,8 +58,8 @@ def measure(build: Callable[[], Any], warm: int, repeat: int) -> dict[str, Any]:
     assert df is not None
     optimized = df._jdf.queryExecution().optimizedPlan().treeString()
     return {
-        "build_s": _spread(builds),
-        "plan_s": _spread(plans),
+        "build_s": spread(builds),
+        "plan_s": spread(plans),
         "optimized_chars": len(optimized),
     }
 

@@ -97,7 +97,7 @@ def _event_columns(df: DataFrame, lim: ParseLimits, *, shapes: bool) -> DataFram
     gives them (``_v_<name>``), then the event's columns, the texts cut to their lengths.
     A cut reads its text three times (``prefix``) or five (``capped_name``), and Spark keeps
     a projection apart from the one that reads it only when the read is of a column: an
-    inlined text would be repeated at each read (the names' made the last projection of the
+    inlined text would be repeated at each read (the names' texts made the last projection of the
     small real run's plan 41 KB of its 93; ``python -m bench.plan_cost``), and Spark
     optimizes the plan again at every commit of the real-time parse.
     """
