@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -30,16 +30,6 @@ from bench.replay import spread
 
 REPO = Path(__file__).resolve().parent.parent
 RUN = REPO / "tests" / "data" / "real" / "growth_2_3"
-WORK = REPO / "bench" / ".work" / "plan_cost"
-
-
-def _inputs() -> tuple[Path, Path]:
-    """The run's log and scrapes, each alone in a folder (a file source reads a folder)."""
-    logs, metrics = WORK / "logs", WORK / "metrics"
-    for folder, name in ((logs, "growth_2_3.log"), (metrics, "growth_2_3.jsonl")):
-        folder.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(RUN / name, folder / name)
-    return logs, metrics
 
 
 def measure(build: Callable[[], Any], warm: int, repeat: int) -> dict[str, Any]:
@@ -77,24 +67,28 @@ def main(argv: list[str] | None = None) -> None:
     from streaming.metric_parsing import parse_metrics
     from streaming.parsing import parse_logs
     from streaming.session import get_session
-    from streaming.sources import file_records
+    from streaming.sources import file_records, stage_files
 
     # The whole plan in its string form, not cut at Spark's default length.
     extra = {"spark.sql.maxPlanStringLength": str(2**30)}
     spark = get_session(master="local[2]", require_kafka=False, extra=extra)
     cfg = load_config()
     lim = parse_limits(cfg)
-    log_dir, metric_dir = _inputs()
-    logs = file_records(spark, log_dir, kind="log", stream=False)
-    metrics = file_records(spark, metric_dir, kind="metric", stream=False)
-    plans: dict[str, Callable[[], Any]] = {
-        "logs": lambda: parse_logs(logs, lim),
-        "metrics": lambda: parse_metrics(metrics, lim, names=cfg.parsing.metric_names),
-        "bus": lambda: bus_records(
-            counted(parsed_events(logs, metrics, cfg)), cfg, dead_letters=True, partitions=4
-        ),
-    }
-    result = {name: measure(build, args.warm, args.repeat) for name, build in plans.items()}
+    with tempfile.TemporaryDirectory(prefix="plan-cost-") as tmp:
+        # The run's log and scrapes, each alone in a folder (a file source reads a folder).
+        work = Path(tmp)
+        log_dir = stage_files([RUN / "growth_2_3.log"], work / "logs")
+        metric_dir = stage_files([RUN / "growth_2_3.jsonl"], work / "metrics")
+        logs = file_records(spark, log_dir, kind="log", stream=False)
+        metrics = file_records(spark, metric_dir, kind="metric", stream=False)
+        plans: dict[str, Callable[[], Any]] = {
+            "logs": lambda: parse_logs(logs, lim),
+            "metrics": lambda: parse_metrics(metrics, lim, names=cfg.parsing.metric_names),
+            "bus": lambda: bus_records(
+                counted(parsed_events(logs, metrics, cfg)), cfg, dead_letters=True, partitions=4
+            ),
+        }
+        result = {name: measure(build, args.warm, args.repeat) for name, build in plans.items()}
     spark.stop()
     print(json.dumps(result, indent=2))
 
