@@ -161,8 +161,15 @@ class SparkCluster:
     """
 
     def __init__(
-        self, work_dir: Path, *, workers: int = 2, cores: int = 1, memory: str = "1g"
+        self,
+        work_dir: Path,
+        *,
+        workers: int = 2,
+        cores: int = 1,
+        memory: str = "1g",
+        daemon_java: str = "",
     ) -> None:
+        """``daemon_java``: more JVM options of the master and the workers (not executors)."""
         self.workers = workers
         self.dir = work_dir
         self.port = free_port_run(1)
@@ -178,6 +185,8 @@ class SparkCluster:
             "FLINKWATCH_WORKER_MEMORY": memory,
             "PYTHON": sys.executable,
         }
+        if daemon_java:
+            self.env["SPARK_DAEMON_JAVA_OPTS"] = daemon_java
 
     def _script(self, *args: str) -> str:
         out = subprocess.run(

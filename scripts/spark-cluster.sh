@@ -22,6 +22,7 @@
 #   FLINKWATCH_WORKER_MEMORY    memory each worker offers to executors        (default: 1g)
 #   FLINKWATCH_SPARK_DIR        pid files, logs, work and scratch dirs        (default: $FLINKWATCH_STACK_DIR/spark-<port>)
 #   SPARK_DAEMON_MEMORY         heap of the master and worker daemons         (default: 256m)
+#   SPARK_DAEMON_JAVA_OPTS      more JVM options of the master and workers (Spark's own)
 #   PYTHON                      interpreter with flinkwatch and pyspark       (default: <repo>/.venv/bin/python)
 set -euo pipefail
 

@@ -19,6 +19,8 @@
 #   FLINKWATCH_PARTITIONS  partitions per topic                     (default: 2)
 #   FLINKWATCH_KAFKA_PROPERTIES  more server.properties lines, one a line; they win over
 #                          the ones above (a test's broker defaults)  (default: none)
+#   FLINKWATCH_KAFKA_JAVA_OPTS   more options for the broker's JVM (the tests' brokers:
+#                          the JIT's first tier only)                (default: none)
 #   PYTHON                 interpreter with flinkwatch installed    (default: <repo>/.venv/bin/python)
 set -euo pipefail
 
@@ -189,7 +191,8 @@ PROPS
         -c "$kafka_dir/server.properties" >&2
     fi
     say "kafka: starting broker on 127.0.0.1:$port (log: $kafka_dir/server.log)"
-    nohup java -Xms256m -Xmx512m -XX:+UseG1GC -Djava.awt.headless=true \
+    # shellcheck disable=SC2086
+    nohup java -Xms256m -Xmx512m -XX:+UseG1GC -Djava.awt.headless=true ${FLINKWATCH_KAFKA_JAVA_OPTS:-} \
       -Dlog4j.configuration="file:$kafka_dir/log4j.properties" \
       -cp "$cp" kafka.Kafka "$kafka_dir/server.properties" > "$kafka_dir/stdout.log" 2>&1 &
     echo $! > "$pidfile"

@@ -34,7 +34,7 @@ from streaming import checkpoints
 from streaming.checkpoints import HadoopDir
 from streaming.runtime import Runtime
 from streaming.topics import ensure_bus_topics
-from tests.conftest import REPO, KafkaBroker, wait_until
+from tests.conftest import REPO, TEST_SERVER_JAVA, KafkaBroker, wait_until
 from tests.integration.kafka_path import JOB_A, config, expired_cycle, read_alerts
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
@@ -104,6 +104,7 @@ def hdfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         [
             "java",
             "-Xmx384m",
+            TEST_SERVER_JAVA,
             "-cp",
             str(jars("hdfs-minicluster") / "*"),
             "org.apache.hadoop.test.MiniDFSClusterManager",
@@ -154,7 +155,15 @@ def s3(tmp_path_factory: pytest.TempPathFactory, spark: SparkSession) -> Iterato
     )
     (jar,) = jars("s3proxy").glob("*.jar")
     server = Server(
-        ["java", "-Xmx256m", "-jar", str(jar), "--properties", str(d / "s3proxy.conf")],
+        [
+            "java",
+            "-Xmx256m",
+            TEST_SERVER_JAVA,
+            "-jar",
+            str(jar),
+            "--properties",
+            str(d / "s3proxy.conf"),
+        ],
         d / "s3proxy.log",
     )
     bucket = "flinkwatch-checkpoints"

@@ -24,7 +24,7 @@ import yaml
 from conf import load_config
 from conf.kafka_options import KAFKA_CLIENT_CONFIGS
 from lab import fleet as sim
-from tests.conftest import REPO, RUN_SPARK_OPTIONS, free_port_pair
+from tests.conftest import REPO, RUN_SPARK_OPTIONS, TEST_SERVER_JAVA, free_port_pair
 from tests.integration.kafka_path import pipeline, read_alerts
 
 pytestmark = pytest.mark.kafka
@@ -173,7 +173,15 @@ log.message.timestamp.type=LogAppendTime
         )  # fmt: skip
         with open(self.dir / "stdout.log", "wb") as out:
             self.proc = subprocess.Popen(
-                [*java[:1], "-Xms256m", "-Xmx512m", *java[1:], "kafka.Kafka", str(props)],
+                [
+                    *java[:1],
+                    "-Xms256m",
+                    "-Xmx512m",
+                    TEST_SERVER_JAVA,
+                    *java[1:],
+                    "kafka.Kafka",
+                    str(props),
+                ],
                 stdout=out,
                 stderr=subprocess.STDOUT,
             )

@@ -35,6 +35,7 @@ import yaml
 from tests.conftest import (
     CLUSTER_RUN_SPARK_OPTIONS,
     REPO,
+    TEST_SERVER_JAVA,
     SparkCluster,
     alive,
     cmdline,
@@ -194,7 +195,9 @@ def test_run_on_a_standalone_cluster_scales_out_reloads_and_survives_a_lost_work
     kafka, tmp_path
 ) -> None:
     kafka.create_topics("cluster.logs", "cluster.metrics", partitions=PARTITIONS)
-    cluster = SparkCluster(tmp_path / "spark", workers=WORKERS, cores=1, memory="1g")
+    cluster = SparkCluster(
+        tmp_path / "spark", workers=WORKERS, cores=1, memory="1g", daemon_java=TEST_SERVER_JAVA
+    )
     ui_port = free_port_run(1)
     state = tmp_path / "state"
     alert_file = state / "alerts.jsonl"
