@@ -70,6 +70,7 @@ from streaming.app import Pipeline
 from streaming.delivery import Outputs
 from streaming.listener import ProgressLogger
 from streaming.metrics import register_run
+from streaming.session import stop_session
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -297,7 +298,7 @@ class Runtime:
         if self._spark is not None:
             spark, listener = self._spark
             spark.streams.removeListener(listener)
-            spark.stop()
+            stop_session(spark)
         self._pruning.set()
         if self.resender is not None:
             self.resender.stop()

@@ -332,6 +332,22 @@ def get_session(
     return spark
 
 
+def stop_session(spark: SparkSession) -> None:
+    """Stop ``spark`` and the state stores' maintenance timer it leaves in the JVM.
+
+    The timer belongs to the JVM, not to the session: stopped with the session, it fires
+    once more within ``spark.sql.streaming.stateStore.maintenanceInterval`` (60 s) if the
+    JVM still lives, and Spark logs a warning with a Java stack trace ("SparkEnv not
+    active, cannot do maintenance on StateStores"): in a run's log when its shutdown
+    waits on a delivery, in the tests' output whenever a worker's session stops before its
+    last file ends. Stopped after the session, when no query can start it again.
+    """
+    jvm = spark.sparkContext._jvm  # noqa: SLF001 - the JVM outlives the session
+    spark.stop()
+    if jvm is not None:
+        jvm.org.apache.spark.sql.execution.streaming.state.StateStore.stopMaintenanceTask()
+
+
 def _display_settings(ui_port: int | None) -> dict[str, str]:
     """What the Spark UI, the console and plans show (``ui_port``: ``None`` for no UI)."""
     return {

@@ -8,7 +8,7 @@ from collections.abc import Iterator, Mapping, Sequence
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
-from streaming.session import STACK, driver_java, get_session
+from streaming.session import STACK, driver_java, get_session, stop_session
 
 #: The files of several minutes each (real processes: JVM starts, kills, a Spark cluster).
 LONGEST = (
@@ -80,7 +80,7 @@ def spark() -> Iterator[SparkSession]:
         },
     )
     yield session
-    session.stop()
+    stop_session(session)
 
 
 #: ``spark.options`` of the tests' ``flinkwatch run`` processes: their driver JVM with the

@@ -290,6 +290,8 @@ class FakeSpark:
     def __init__(self, order: list[str]) -> None:
         self.order = order
         self.streams = self
+        self.sparkContext = self  # noqa: N815 - Spark's name
+        self._jvm = None  # as after a JVM's end: no state store maintenance to stop
 
     def removeListener(self, _listener: object) -> None:  # noqa: N802 - Spark's name
         self.order.append("listener removed")

@@ -425,3 +425,50 @@ def test_settings_around_a_querys_start_are_that_querys_alone(spark, tmp_path: P
     with query_settings(spark, {key: "NO_CODEGEN"}):
         pass
     assert spark.conf.get(key, None) is None  # unset before, unset after
+
+
+STOP_SCRIPT = """
+import json, sys
+from pathlib import Path
+from streaming.session import driver_java, get_session, stop_session
+work = Path(sys.argv[1])
+(work / "in").mkdir()
+(work / "in" / "a.json").write_text('{"k": 1}\\n{"k": 2}\\n{"k": 1}\\n')
+spark = get_session(
+    master="local[1]",
+    require_kafka=False,
+    extra={"spark.driver.extraJavaOptions": driver_java("local", "-XX:TieredStopAtLevel=1")},
+)
+counts = spark.readStream.schema("k long").json(str(work / "in")).groupBy("k").count()
+query = (
+    counts.writeStream.outputMode("update").format("noop")
+    .option("checkpointLocation", str(work / "checkpoint"))
+    .trigger(availableNow=True).start()
+)
+query.awaitTermination()
+store = spark.sparkContext._jvm.org.apache.spark.sql.execution.streaming.state.StateStore
+running = store.isMaintenanceRunning()
+stop_session(spark)
+print(json.dumps({"with_the_query": running, "after_the_stop": store.isMaintenanceRunning()}))
+"""
+
+
+@pytest.mark.spark
+def test_a_stopped_session_leaves_no_state_store_maintenance_to_fail_in_the_log(
+    tmp_path: Path,
+) -> None:
+    """The timer outlives ``spark.stop()`` and logs a stack trace ("SparkEnv not active")."""
+    script = tmp_path / "stop.py"
+    script.write_text(STOP_SCRIPT, encoding="utf-8")
+    proc = subprocess.run(
+        [sys.executable, str(script), str(tmp_path)],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO), "PYSPARK_PYTHON": sys.executable},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (answer,) = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert json.loads(answer) == {"with_the_query": True, "after_the_stop": False}
