@@ -99,9 +99,9 @@ CLUSTER_RUN_SPARK_OPTIONS = {
 }
 #: The JVM options of the tests' own servers (the standalone cluster's master and workers,
 #: the Kafka brokers, HDFS and the S3 API server): the JIT's first tier only, as the tests'
-#: drivers. They serve a few
-#: minutes of little traffic, where C2 took about half of their CPU (the cluster test,
-#: measured alone: 8.8 of the daemons' 16.0 CPU s, 4.6 of its broker's 10.1).
+#: drivers. They serve a few minutes of little traffic, where C2 took about half of their
+#: CPU (the cluster test, measured alone: 8.8 of the daemons' 16.0 CPU s, 4.6 of its
+#: broker's 10.1).
 TEST_SERVER_JAVA = "-XX:TieredStopAtLevel=1"
 
 
