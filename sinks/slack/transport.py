@@ -101,15 +101,28 @@ class Secrets:
         return out
 
 
+#: slack-sdk's ERROR line for a body that is not JSON (a proxy's or Slack's own error page
+#: during an outage). The call's failure carries the same words to the caller that retries
+#: it, and its WARNING says so once, with what happens next; the ERROR beside it, at every
+#: try of an outage, would say a handled outage is an error.
+_UNDECODED = "Failed to decode Slack API response"
+
+
 class _ScrubFilter(logging.Filter):
-    """Rewrites every record of the slack-sdk clients' logger without the known secrets."""
+    """Rewrites every record of the slack-sdk clients' logger without the known secrets.
+
+    Drops the :data:`_UNDECODED` records: what they say reaches the log with the failure.
+    """
 
     def __init__(self) -> None:
         super().__init__()
         self.scrub = Secrets()
 
     def filter(self, record: logging.LogRecord) -> bool:
-        record.msg, record.args = self.scrub(record.getMessage()), ()
+        text = record.getMessage()
+        if text.startswith(_UNDECODED):
+            return False
+        record.msg, record.args = self.scrub(text), ()
         return True
 
 

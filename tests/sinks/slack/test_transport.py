@@ -60,6 +60,24 @@ def test_secrets_never_reach_logs_or_errors(
         assert "xoxb-wrong-secret" not in text and "SECRETPATH" not in text
 
 
+def test_an_outage_page_is_one_retryable_failure_with_its_words_and_no_error_line(
+    slack: SlackEmulator, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A 503 with an HTML or text body: slack-sdk logs it at ERROR, every try of an outage."""
+    caplog.set_level(logging.DEBUG)
+    ledger = AlertLedger(tmp_path / "l.sqlite")
+    sink = bot(slack, ledger)
+    ledger.record(0, [alert()], [sink])
+    slack.set_down(True)
+    with pytest.raises(RetryableDeliveryError, match="non-JSON format: service unavailable"):
+        dispatch.deliver(ledger, sink)
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
+    slack.set_down(False)
+    # The send stays open, as after any 5xx, and goes through once Slack is back.
+    assert dispatch.deliver(ledger, sink) == 0
+    assert keys(slack.messages("#flink-alerts")) == ["a1:firing"]
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
