@@ -89,6 +89,10 @@ def test_progress_as_json_carries_what_pyspark_own_bridge_does(spark) -> None:
         while not any(p.numInputRows for p in theirs.progress.values()):
             assert query.exception() is None and time.monotonic() < deadline
             time.sleep(0.1)
+        # Between two batches: a stop that kills a running write task has Spark log it at
+        # ERROR with a stack trace ("Aborting task"), into the suite's output.
+        while query.status["isTriggerActive"]:
+            time.sleep(0.01)
         query.stop()
     finally:
         spark.streams.removeListener(ours)
