@@ -92,6 +92,7 @@ def test_progress_as_json_carries_what_pyspark_own_bridge_does(spark) -> None:
         # Between two batches: a stop that kills a running write task has Spark log it at
         # ERROR with a stack trace ("Aborting task"), into the suite's output.
         while query.status["isTriggerActive"]:
+            assert time.monotonic() < deadline
             time.sleep(0.01)
         query.stop()
     finally:
