@@ -49,7 +49,13 @@ fetch_one() {  # fetch_one NAME INCLUDE_IDS [EXCLUDE_GROUP_IDS EXCLUDE_IDS]
   [ -n "$include" ] && args+=(-DincludeArtifactIds="$include")
   [ -n "$exclude_groups" ] && args+=(-DexcludeGroupIds="$exclude_groups")
   [ -n "$exclude" ] && args+=(-DexcludeArtifactIds="$exclude")
-  mvn "${args[@]}" >&2
+  # Quiet (-q) Maven still writes its colour resets (ESC[0m) to the terminal: its output
+  # goes to a file, shown when it fails.
+  if ! mvn "${args[@]}" > "$stack/jars/$name.mvn.log" 2>&1; then
+    say "jars/$name: Maven failed; its output ($stack/jars/$name.mvn.log):"
+    tail -n 30 "$stack/jars/$name.mvn.log" >&2
+    exit 1
+  fi
   touch "$dest.tmp/.complete"
   rm -rf "$dest" && mv "$dest.tmp" "$dest"
   say "jars/$name: $(ls "$dest"/*.jar | wc -l) jars in $dest"
