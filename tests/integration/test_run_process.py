@@ -269,6 +269,7 @@ def test_sigterm_to_the_process_group_stops_the_run_cleanly_mid_stream(kafka, tm
                 "output": {"state_dir": str(state)},
                 "metrics": {"enabled": False},
                 "detectors": {"checkpoint_failures": {"min_expired": 3}},
+                "spark": {"options": RUN_SPARK_OPTIONS},
             }
         )
     )
@@ -279,19 +280,28 @@ def test_sigterm_to_the_process_group_stops_the_run_cleanly_mid_stream(kafka, tm
 
     def flow() -> None:
         # Another job's completed checkpoints: they raise nothing, but every micro-batch
-        # has rows to run the detectors over.
+        # has rows to run the detectors over. A steady 20 or so a second through one
+        # producer: a producer a record, as fast as it went, cost the suite's two cores
+        # as much as the run it fed.
+        from kafka import KafkaProducer
+
         other = "0f" * 16
-        n = 0
-        while not done.is_set():
-            ts = f"2024-06-03 11:{n // 60 % 60:02d}:{n % 60:02d},000"
-            msg = (
-                f"Completed checkpoint {n + 1} for job {other} (73400320 bytes, "
-                "checkpointDuration=1376 ms, finalizationTime=4 ms)."
-            )
-            kafka.produce("stop.logs", [flink_line(ts, "INFO", CC, msg)], key=other.encode())
-            n += 1
-            if n >= 10:
-                flowing.set()
+        producer = KafkaProducer(bootstrap_servers=kafka.bootstrap, acks="all")
+        try:
+            n = 0
+            while not done.wait(0.05):
+                ts = f"2024-06-03 11:{n // 60 % 60:02d}:{n % 60:02d},000"
+                msg = (
+                    f"Completed checkpoint {n + 1} for job {other} (73400320 bytes, "
+                    "checkpointDuration=1376 ms, finalizationTime=4 ms)."
+                )
+                line = flink_line(ts, "INFO", CC, msg)
+                producer.send("stop.logs", value=line.encode(), key=other.encode()).get(30)
+                n += 1
+                if n >= 10:
+                    flowing.set()
+        finally:
+            producer.close()
 
     flower = threading.Thread(target=flow)
     try:

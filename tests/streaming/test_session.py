@@ -12,7 +12,7 @@ import pytest
 
 from conf import SparkConfig
 from streaming.session import cluster_settings
-from tests.conftest import REPO
+from tests.conftest import REPO, SHORT_JVM_ENV
 
 
 def test_defaults_add_no_setting() -> None:
@@ -311,7 +311,12 @@ def test_the_spark_ui_shows_no_kafka_secret(tmp_path: Path) -> None:
     password = "fw-kafka-pw-7Hq2Zx"
     key = "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----"
     out = tmp_path / "ui.json"
-    env = {**os.environ, "FLINKWATCH_KAFKA_PASSWORD": password, "PROBE_KEYSTORE_KEY": key}
+    env = {
+        **os.environ,
+        **SHORT_JVM_ENV,
+        "FLINKWATCH_KAFKA_PASSWORD": password,
+        "PROBE_KEYSTORE_KEY": key,
+    }
     done = subprocess.run(
         [sys.executable, "-m", "tests.streaming.spark_ui_probe", str(out)],
         cwd=REPO,

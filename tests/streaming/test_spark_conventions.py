@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from lab.procs import free_port_run
+from tests.conftest import SHORT_JVM_ENV
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = """
@@ -42,6 +43,7 @@ def _run(argv: list[str], env: dict[str, str]) -> tuple[dict, str]:
             "PYTHONPATH": str(REPO),
             "PYSPARK_PYTHON": sys.executable,
             "SPARK_LOCAL_IP": "127.0.0.1",
+            **SHORT_JVM_ENV,
             **env,
         },
         capture_output=True,
