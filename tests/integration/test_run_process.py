@@ -269,7 +269,6 @@ def test_sigterm_to_the_process_group_stops_the_run_cleanly_mid_stream(kafka, tm
                 "output": {"state_dir": str(state)},
                 "metrics": {"enabled": False},
                 "detectors": {"checkpoint_failures": {"min_expired": 3}},
-                "spark": {"options": RUN_SPARK_OPTIONS},
             }
         )
     )
