@@ -31,11 +31,13 @@ prometheus: setup
 dfs-servers: setup
 	@scripts/stack.sh fetch-servers
 
+# setuptools' "Editable installation" notice (a boxed warning that folders named like the
+# packages take precedence, which is how this checkout works) is left out of setup's output.
 $(STAMP): pyproject.toml | prereqs
 	@echo "[setup] creating $(VENV) and installing flinkwatch with its dev tools"
 	@PYTHON=$(PYTHON) scripts/venv.sh ensure $(VENV)
 	@$(PY) -m pip install --quiet --upgrade pip
-	@$(PY) -m pip install --quiet -e '.[dev]'
+	@PYTHONWARNINGS="ignore:Editable installation" $(PY) -m pip install --quiet -e '.[dev]'
 	@touch $(STAMP)
 
 # Local Kafka + a simulated Flink fleet (one job's checkpoints start expiring after 10 s)
