@@ -54,8 +54,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=rank)
 
 
-#: The tests' driver JVMs: the JIT's first tier only (below), from the class archive as
-#: every local session (streaming.session.driver_java).
+#: The driver JVMs of the tests' ``flinkwatch run`` processes: the JIT's first tier only
+#: (:data:`RUN_SPARK_OPTIONS`), from the class archive as every local session
+#: (streaming.session.driver_java).
 _C1_ONLY = driver_java("local", "-XX:TieredStopAtLevel=1")
 
 
@@ -71,12 +72,15 @@ def spark() -> Iterator[SparkSession]:
         extra={
             "spark.kafka.producer.cache.timeout": "5s",
             "spark.kafka.producer.cache.evictorThreadRunInterval": "2s",
-            # The JIT's first tier only (with every session's own options): most tests here
-            # run a few small batches, for which C2's compiles cost more CPU than they
-            # save (as for a short replay, streaming/replay_session.py). Measured on
-            # tests/streaming/test_scenarios.py, three runs each, interleaved: 80-91 CPU s
-            # against 90-106; test_kafka_e2e.py's longer queries took the same either way.
-            "spark.driver.extraJavaOptions": _C1_ONLY,
+            # Both JIT tiers, as every local session (streaming.session.driver_java): a
+            # worker's session lives the whole suite, and most of its CPU is Spark analysing
+            # the plans the tests build, which C2's code does in half the time once it has
+            # compiled (a chain of 60 projections: 0.20 s against 0.40 with C1 alone, and
+            # less CPU over 40 chains, compiles included: 14.4 s against 18.3). Measured on
+            # tests/streaming and tests/detectors (-n 2), interleaved: 347 and 332 s, 667 and
+            # 644 CPU s, against 382 and 368 s, 723 and 704 CPU s with C1 alone, which one
+            # file alone (tests/streaming/test_scenarios.py) had favoured.
+            "spark.driver.extraJavaOptions": driver_java("local"),
         },
     )
     yield session
@@ -84,7 +88,7 @@ def spark() -> Iterator[SparkSession]:
 
 
 #: ``spark.options`` of the tests' ``flinkwatch run`` processes: their driver JVM with the
-#: JIT's first tier only, as the tests' own session above. A run here lasts one to three
+#: JIT's first tier only, unlike the tests' own session above. A run here lasts one to three
 #: minutes, where C2's compiles cost more CPU than they save: a 70-s run against a local
 #: broker took 58.4 CPU s with it, 71.0 without (issue #34). The live job keeps C2 (at
 #: 494 records/s, C1 alone cost 1.14 cores against 0.78: bench/README.md, F).
