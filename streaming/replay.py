@@ -325,8 +325,9 @@ def replay(
     its detectors run over the same parsed events after ``cfg``'s and deliver to its own
     outputs; dead letters are written once. Returns the end state (entity → saved value)
     of the entities the questions of ``explain`` match under ``cfg`` (none without one).
-    ``here``: the shards run in this process, not in Python workers (a short input:
-    :func:`streaming.replay_session.short_input`); the same runner either way.
+    ``here``: a short input (:func:`streaming.replay_session.short_input`): each source's
+    files are read in one task, and the shards run in this process, not in Python
+    workers; the same runner either way.
     ``kept``: parses kept by the tries before (:class:`KeptParse`): one that ``cfg``
     parses as is used, else the files are parsed and the parse added to the list.
 
