@@ -7,7 +7,8 @@ own) on it, its JVM logging each class it loads (``-Xlog:class+load``) and each 
 JIT compiles (``-Xlog:jit+compilation=debug``), and Spark's metrics written as CSV every
 10 s (``CodeGenerator.compilationTime``: one sample per class Spark generated and Janino
 compiled). Every 10 s it samples the CPU of the process tree and of the JVM's threads.
-``--jvm=OPTIONS`` adds JVM options to the driver (``--jvm=-XX:TieredStopAtLevel=1``).
+``--jvm=OPTIONS`` adds JVM options to the driver (``--jvm=-XX:TieredStopAtLevel=1``),
+``--spark KEY=VALUE`` a Spark setting (``spark.options``).
 
 It prints a row per ``--step-s`` window: cores of the process tree and of the JVM, the C2
 and C1 compiler threads' CPU seconds per minute, classes loaded per minute (Spark's
@@ -99,6 +100,7 @@ def run(args: argparse.Namespace) -> Path:
                     "spark.metrics.conf.*.sink.csv.period": "10",
                     "spark.metrics.conf.*.sink.csv.unit": "seconds",
                     "spark.metrics.conf.*.sink.csv.directory": str(out / "csv"),
+                    **dict(kv.split("=", 1) for kv in args.spark),
                 },
             },
         }
@@ -248,6 +250,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--minutes", type=float, default=6)
     ap.add_argument("--rate", type=float, default=500, help="records/s (100 jobs at 500)")
     ap.add_argument("--jvm", default="", help="more driver JVM options (--jvm=-XX:...)")
+    ap.add_argument(
+        "--spark",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting for the run (spark.options), repeatable",
+    )
     ap.add_argument("--step-s", type=float, default=60)
     ap.add_argument("--summarize-only", action="store_true", help="print an earlier run's")
     args = ap.parse_args(argv)
