@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> Path:
                     "spark.metrics.conf.*.sink.csv.period": "10",
                     "spark.metrics.conf.*.sink.csv.unit": "seconds",
                     "spark.metrics.conf.*.sink.csv.directory": str(out / "csv"),
-                    **dict(kv.split("=", 1) for kv in args.spark),
+                    **dict(args.spark),
                 },
             },
         }
@@ -243,6 +243,15 @@ def _codegen(csv_dir: Path) -> list[tuple[float, int]]:
     return [(float(r.split(",")[0]), int(r.split(",")[1])) for r in lines if r]
 
 
+def _setting(text: str) -> tuple[str, str]:
+    """``--spark``'s ``KEY=VALUE``."""
+    key, eq, value = text.partition("=")
+    if not eq or not key.strip():
+        msg = f"{text!r}: expected KEY=VALUE (spark.sql.codegen.factoryMode=NO_CODEGEN)"
+        raise argparse.ArgumentTypeError(msg)
+    return key.strip(), value
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run (unless ``--summarize-only``) and print the table."""
     ap = argparse.ArgumentParser(prog="python -m bench.jit", description=__doc__.split("\n")[0])
@@ -254,6 +263,7 @@ def main(argv: list[str] | None = None) -> int:
         "--spark",
         action="append",
         default=[],
+        type=_setting,
         metavar="KEY=VALUE",
         help="a Spark setting for the run (spark.options), repeatable",
     )
