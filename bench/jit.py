@@ -33,6 +33,7 @@ from typing import Any
 
 import yaml
 
+from bench import key_value
 from bench.idle import _commits, _jvm, _threads, _tree, stop
 from bench.measure import proc_cpu_s
 from streaming.session import driver_java
@@ -243,15 +244,6 @@ def _codegen(csv_dir: Path) -> list[tuple[float, int]]:
     return [(float(r.split(",")[0]), int(r.split(",")[1])) for r in lines if r]
 
 
-def _setting(text: str) -> tuple[str, str]:
-    """``--spark``'s ``KEY=VALUE``."""
-    key, eq, value = text.partition("=")
-    if not eq or not key.strip():
-        msg = f"{text!r}: expected KEY=VALUE (spark.sql.codegen.factoryMode=NO_CODEGEN)"
-        raise argparse.ArgumentTypeError(msg)
-    return key.strip(), value
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run (unless ``--summarize-only``) and print the table."""
     ap = argparse.ArgumentParser(prog="python -m bench.jit", description=__doc__.split("\n")[0])
@@ -263,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
         "--spark",
         action="append",
         default=[],
-        type=_setting,
+        type=key_value,
         metavar="KEY=VALUE",
         help="a Spark setting for the run (spark.options), repeatable",
     )

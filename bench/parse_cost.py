@@ -32,6 +32,8 @@ import zlib
 from pathlib import Path
 from typing import Any
 
+from bench import key_value
+
 REPO = Path(__file__).resolve().parent.parent
 WORK = REPO / "bench" / ".work" / "parse_cost"
 MODES = ("baseline", "logs", "metrics", "parse", "bus")
@@ -130,7 +132,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--hours", type=float, default=0.5, help="hours of the fleet's records")
     p.add_argument("--repeat", type=int, default=2)
     p.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, of {MODES}")
-    p.add_argument("--conf", action="append", default=[], help="a Spark setting, key=value")
+    p.add_argument(
+        "--conf", action="append", default=[], type=key_value, help="a Spark setting, key=value"
+    )
     p.add_argument("--out", type=Path, help="also write the results here as JSON")
     args = p.parse_args(argv)
 
@@ -141,7 +145,7 @@ def main(argv: list[str] | None = None) -> None:
 
     from streaming.session import get_session
 
-    extra = dict(kv.split("=", 1) for kv in args.conf)
+    extra = dict(args.conf)
     # Parquet row groups are small: let each be a task, so both cores work.
     extra.setdefault("spark.sql.files.maxPartitionBytes", str(4 << 20))
     spark = get_session(master="local[2]", require_kafka=False, extra=extra)

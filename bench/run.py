@@ -56,6 +56,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bench import key_value
 from bench.plot import draw
 from lab.procs import children, cmdline, free_port_pair, free_port_run
 
@@ -1147,10 +1148,7 @@ def _setting(text: str) -> tuple[str, Any]:
     """``KEY=VALUE`` of ``--spark``: the value read as YAML (numbers, null, booleans)."""
     import yaml
 
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        msg = f"expected KEY=VALUE, got {text!r}"
-        raise argparse.ArgumentTypeError(msg)
+    key, value = key_value(text)
     return key, yaml.safe_load(value)
 
 
