@@ -5,7 +5,8 @@ The Spark tests of the whole command (``test_real_runs``, ``test_scenarios``,
 streaming replay had and the batch replay keeps: a deadline fires when its entity's own
 later records pass it, or when the final watermark (the newest record less
 ``spark.watermark_delay_s``) reaches it, and not otherwise. One Spark test pins that the
-shards run alike in the driver (a short replay) and in Python workers (a long one).
+shards run alike in the driver (a short replay) and in Python workers (a long one), and
+that a short replay parses each source's files in one task.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+import streaming.replay
 from conf import AppConfig
 from sinks import DeadLetterFileSink
 from streaming.bus import active_detectors
@@ -250,11 +252,20 @@ def test_two_configs_share_one_parse_unless_their_parsing_sections_differ() -> N
 
 @pytest.mark.spark
 def test_the_shards_give_the_same_alerts_and_end_states_in_this_process_as_in_workers(
-    spark, tmp_path
+    spark, tmp_path, monkeypatch
 ) -> None:
     # The short replay runs its shards in the driver, the long one in Python workers
     # (applyInPandas), its dead letters travelling with them: the same real run through
-    # each gives the same file, line for line, and keeps the same dead letters.
+    # each gives the same file, line for line, and keeps the same dead letters. The short
+    # one also parses each source's files in one task (a file is a partition otherwise).
+    parsed = streaming.replay.parsed_events
+    partitions: dict[bool, tuple[int, int]] = {}
+
+    def counted(logs, metrics, cfg):  # type: ignore[no-untyped-def]
+        partitions[here] = (logs.rdd.getNumPartitions(), metrics.rdd.getNumPartitions())
+        return parsed(logs, metrics, cfg)
+
+    monkeypatch.setattr(streaming.replay, "parsed_events", counted)
     run = REAL / "expiry_2_3"
     logs = stage_files(sorted(run.glob("*.log")), tmp_path / "logs")
     metrics = stage_files(sorted(run.glob("*.jsonl")), tmp_path / "metrics")
@@ -285,6 +296,8 @@ def test_the_shards_give_the_same_alerts_and_end_states_in_this_process_as_in_wo
             runtime.close()
         letters = [json.loads(line) for line in (out / "dead" / "batch-00000000.jsonl").open()]
         got[here] = ((out / "alerts.jsonl").read_text(), saved, stats.delivered, letters)
+    assert partitions[True] == (1, 1)
+    assert partitions[False][1] == 2  # the run's metric file and bad.jsonl
     alerts, saved, delivered, letters = got[True]
     assert len(alerts.splitlines()) == 4  # expected.json's alerts of this run
     assert saved and delivered == 2
