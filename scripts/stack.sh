@@ -87,7 +87,7 @@ class_archive() {
     return
   fi
   stamp=$({ java -version 2>&1; "$python" -c 'import pyspark; print(pyspark.__version__)'
-    ls -l --time-style=+%s "$stack"/jars/flinkwatch/*.jar 2>/dev/null || true
+    ls -l --time-style=+%s "$stack"/jars/*/*.jar 2>/dev/null || true
     cat "$repo/scripts/class_archive.py"; } | sha256sum | cut -c1-16)
   if [ -f "$dest/.made-$stamp" ]; then
     say "cds: cached"

@@ -61,8 +61,9 @@ def s3a_jars() -> list[str]:
 
     ``scripts/stack.sh fetch`` puts them (~13 MB) in ``jars/hadoop-aws``; on the classpath
     of every session, as they cost nothing until an ``s3a://`` path is used (a session
-    started in the same time and JVM CPU with them as without, measured). Without them an
-    ``s3a://`` checkpoint location fails at the first query start, naming the class.
+    started in the same time and JVM CPU with them as without, measured; on the driver's
+    own class path, see :func:`get_session`). Without them an ``s3a://`` checkpoint
+    location fails at the first query start, naming the class.
     """
     stack = os.environ.get("FLINKWATCH_STACK_DIR", str(REPO / ".stack"))
     return sorted(str(p) for p in Path(stack, "jars", "hadoop-aws").glob("*.jar"))
@@ -257,7 +258,8 @@ def get_session(
 ) -> SparkSession:
     """Build (or return) the process's SparkSession with flinkwatch's settings.
 
-    The Kafka connector comes from local jars (``spark.jars``), never downloaded at
+    The Kafka connector comes from local jars (on the driver's class path where this
+    process starts the JVM on a local master, else ``spark.jars``), never downloaded at
     run time; state lives in RocksDB, which ``transformWithState`` requires. What the
     user set in Spark's own configuration (``spark-submit --conf``,
     ``spark-defaults.conf``, ``PYSPARK_SUBMIT_ARGS``) wins over these settings, except
@@ -305,20 +307,27 @@ def get_session(
         "spark.sql.codegen.wholeStage": "false",
         "spark.executor.extraJavaOptions": STACK,
     }
-    own = local_fs_jar()
-    if own is not None and own_class_path(master, own):
-        # On the JVM's own class path, not in spark.jars: spark-submit reads the jars
-        # through the file system this names. Only where this process starts the JVM and
-        # the executors run in it.
-        settings["spark.driver.extraClassPath"] = own
-        settings["spark.hadoop.fs.file.impl"] = LOCAL_FS
-    settings["spark.driver.extraJavaOptions"] = driver_java(master)
     try:
-        settings["spark.jars"] = ",".join(connector_jars() + s3a_jars())
+        jars = connector_jars() + s3a_jars()
     except FileNotFoundError:
         # Replay and parse read files only; the job itself cannot start without the jars.
         if require_kafka:
             raise
+        jars = []
+    own = local_fs_jar()
+    if own is not None and own_class_path(master, own):
+        # On the JVM's own class path, not in spark.jars: spark-submit reads the jars
+        # through the file system this names. Only where this process starts the JVM and
+        # the executors run in it. The connector's and S3A's jars too: from spark.jars the
+        # executor copies each (41) into its work directory at its first task and starts
+        # a `chmod` process for each. The small real run's replay took 9.51 s (9.40-10.01)
+        # against 10.69 (10.21-11.41), 13.0 CPU s against 14.4, four runs each
+        # interleaved (issue #34).
+        settings["spark.driver.extraClassPath"] = os.pathsep.join([own, *jars])
+        settings["spark.hadoop.fs.file.impl"] = LOCAL_FS
+    elif jars:
+        settings["spark.jars"] = ",".join(jars)
+    settings["spark.driver.extraJavaOptions"] = driver_java(master)
     settings.update(_memory_settings(driver_memory, state_memory_mb))
     settings.update(extra or {})
     merged = _start_context(settings)

@@ -238,6 +238,33 @@ def test_local_files_get_their_modes_from_our_file_system_without_chmod(spark, t
     assert fs.getFileStatus(path).getPermission().toShort() == 0o640
 
 
+def test_the_connectors_jars_are_on_the_drivers_class_path_not_copied_to_the_executor(
+    spark,
+) -> None:
+    """From spark.jars a local executor copied each of the 41 jars at its first task and
+    started a `chmod` process for each."""
+    import os
+    from pathlib import Path
+
+    from pyspark import SparkFiles
+
+    from streaming.session import connector_jars, s3a_jars
+
+    sc = spark.sparkContext
+    assert sc._jsc.sc().listJars().isEmpty()  # nothing for an executor to fetch
+    class_path = sc.getConf().get("spark.driver.extraClassPath").split(os.pathsep)
+    assert set(connector_jars() + s3a_jars()) <= set(class_path)
+    assert spark.range(3).count() == 3  # a task ran: an executor's fetch would be done
+    assert not list(Path(SparkFiles.getRootDirectory()).glob("*.jar"))
+    # The Kafka source and S3A's file system load from the JVM's own class loader.
+    loader = sc._jvm.java.lang.ClassLoader.getSystemClassLoader()
+    for name in (
+        "org.apache.spark.sql.kafka010.KafkaSourceProvider",
+        "org.apache.hadoop.fs.s3a.S3AFileSystem",
+    ):
+        assert loader.loadClass(name).getName() == name
+
+
 def test_without_our_jar_the_session_keeps_hadoops_file_system(monkeypatch, tmp_path) -> None:
     from streaming.session import local_fs_jar
 
