@@ -78,7 +78,7 @@ fetch() {
 
 # The classes a replay's JVM loads, parsed and verified once (scripts/class_archive.py says
 # what it saves), which every local driver JVM starts from: made again when the JDK,
-# pyspark, the jars or the script change. Without it a JVM starts as before, so a failure
+# pyspark, the jars, the driver's class path or the script change. Without it a JVM starts as before, so a failure
 # here is said, not fatal.
 class_archive() {
   local dest=$stack/cds stamp
@@ -88,6 +88,8 @@ class_archive() {
   fi
   stamp=$({ java -version 2>&1; "$python" -c 'import pyspark; print(pyspark.__version__)'
     ls -l --time-style=+%s "$stack"/jars/*/*.jar 2>/dev/null || true
+    (cd "$repo" && FLINKWATCH_STACK_DIR="$stack" PYTHONPATH="$repo" "$python" -c \
+      'from streaming.session import archive_class_path; print(archive_class_path())') || true
     cat "$repo/scripts/class_archive.py"; } | sha256sum | cut -c1-16)
   if [ -f "$dest/.made-$stamp" ]; then
     say "cds: cached"

@@ -307,23 +307,10 @@ def get_session(
         "spark.sql.codegen.wholeStage": "false",
         "spark.executor.extraJavaOptions": STACK,
     }
-    try:
-        jars = connector_jars() + s3a_jars()
-    except FileNotFoundError:
-        # Replay and parse read files only; the job itself cannot start without the jars.
-        if require_kafka:
-            raise
-        jars = []
-    own = local_fs_jar()
-    if own is not None and own_class_path(master, own):
-        # On the JVM's own class path, not in spark.jars: spark-submit reads the jars
-        # through the file system this names. Only where this process starts the JVM and
-        # the executors run in it. The connector's and S3A's jars too: from spark.jars the
-        # executor copies each (41) into its work directory at its first task and starts
-        # a `chmod` process for each. The small real run's replay took 9.51 s (9.40-10.01)
-        # against 10.69 (10.21-11.41), 13.0 CPU s against 14.4, four runs each
-        # interleaved (issue #34).
-        settings["spark.driver.extraClassPath"] = os.pathsep.join([own, *jars])
+    jars = _jars(require_kafka)
+    if own_class_path(master, local_fs_jar()):
+        # Our jar and these on the JVM's own class path (archive_class_path says why).
+        settings["spark.driver.extraClassPath"] = archive_class_path()
         settings["spark.hadoop.fs.file.impl"] = LOCAL_FS
     elif jars:
         settings["spark.jars"] = ",".join(jars)
@@ -424,6 +411,38 @@ def archive_options(archive: Path) -> tuple[str, ...]:
     nothing an operator acts on, in every start's log: it is off.
     """
     return (f"-XX:SharedArchiveFile={archive}", "-Xlog:cds=off,cds+dynamic=off")
+
+
+def _jars(require_kafka: bool) -> list[str]:
+    """The Kafka connector's jars and S3A's (:func:`connector_jars`, :func:`s3a_jars`).
+
+    Raises:
+        FileNotFoundError: no connector, and ``require_kafka``.
+    """
+    try:
+        return connector_jars() + s3a_jars()
+    except FileNotFoundError:
+        # Replay and parse read files only; the job itself cannot start without the jars.
+        if require_kafka:
+            raise
+        return []
+
+
+def archive_class_path() -> str:
+    """The driver JVM's own class path where this process starts it on a local master.
+
+    Our file system's jar (:func:`local_fs_jar`), then the connector's and S3A's: on the
+    JVM's own class path, not in ``spark.jars``, as spark-submit reads the jars through
+    the file system ours replaces, and from ``spark.jars`` the executor copies each (41)
+    into its work directory at its first task and starts a ``chmod`` process for each
+    (the small real run's replay 9.51 s (9.40-10.01), 13.0 CPU s, against 10.69
+    (10.21-11.41), 14.4 CPU s, four runs each interleaved; issue #34). The class-data
+    archive is made on this path, and ``scripts/stack.sh`` makes it again when the path
+    changes: a JVM on another refuses it, silently, and a replay starts 3.5-4 s slower.
+    Empty without our jar.
+    """
+    own = local_fs_jar()
+    return "" if own is None else os.pathsep.join([own, *_jars(require_kafka=False)])
 
 
 def own_class_path(master: str, own_jar: str | None) -> bool:

@@ -243,17 +243,15 @@ def test_the_connectors_jars_are_on_the_drivers_class_path_not_copied_to_the_exe
 ) -> None:
     """From spark.jars a local executor copied each of the 41 jars at its first task and
     started a `chmod` process for each."""
-    import os
-    from pathlib import Path
-
     from pyspark import SparkFiles
 
-    from streaming.session import connector_jars, s3a_jars
+    from streaming.session import archive_class_path, connector_jars, s3a_jars
 
     sc = spark.sparkContext
     assert sc._jsc.sc().listJars().isEmpty()  # nothing for an executor to fetch
-    class_path = sc.getConf().get("spark.driver.extraClassPath").split(os.pathsep)
-    assert set(connector_jars() + s3a_jars()) <= set(class_path)
+    class_path = sc.getConf().get("spark.driver.extraClassPath")
+    assert class_path == archive_class_path()  # the one the class-data archive is made on
+    assert set(connector_jars() + s3a_jars()) <= set(class_path.split(os.pathsep))
     assert spark.range(3).count() == 3  # a task ran: an executor's fetch would be done
     assert not list(Path(SparkFiles.getRootDirectory()).glob("*.jar"))
     # The Kafka source and S3A's file system load from the JVM's own class loader.
@@ -263,6 +261,26 @@ def test_the_connectors_jars_are_on_the_drivers_class_path_not_copied_to_the_exe
         "org.apache.hadoop.fs.s3a.S3AFileSystem",
     ):
         assert loader.loadClass(name).getName() == name
+
+
+def test_the_archives_class_path_is_our_jar_then_the_connectors(monkeypatch, tmp_path) -> None:
+    from streaming.session import archive_class_path
+
+    stack = tmp_path / "stack"
+    monkeypatch.setenv("FLINKWATCH_STACK_DIR", str(stack))
+    monkeypatch.delenv("FLINKWATCH_SPARK_JARS", raising=False)
+    monkeypatch.setenv("FLINKWATCH_HADOOP_JAR", str(tmp_path / "fs.jar"))
+    assert archive_class_path() == ""  # our jar not built: Spark's own class path
+    (tmp_path / "fs.jar").write_bytes(b"PK")
+    assert archive_class_path() == str(tmp_path / "fs.jar")  # no connector fetched
+    for d, jar in (("spark-kafka", "kafka-clients.jar"), ("hadoop-aws", "hadoop-aws.jar")):
+        (stack / "jars" / d).mkdir(parents=True)
+        (stack / "jars" / d / jar).write_bytes(b"PK")
+    assert archive_class_path().split(os.pathsep) == [
+        str(tmp_path / "fs.jar"),
+        str(stack / "jars" / "spark-kafka" / "kafka-clients.jar"),
+        str(stack / "jars" / "hadoop-aws" / "hadoop-aws.jar"),
+    ]
 
 
 def test_without_our_jar_the_session_keeps_hadoops_file_system(monkeypatch, tmp_path) -> None:
