@@ -159,6 +159,22 @@ def _pss(pid: int) -> int:
     return _proc_kb(f"/proc/{pid}/smaps_rollup", "Pss:")
 
 
+def rss_part(this_process: bool, command: str) -> str:
+    """Which part of the tree a process is, by its command line, for the RSS by part.
+
+    ``driver_python``: this process (the pipeline's driver, and the bench's own load, Slack
+    emulator and samplers); ``jvm``: the driver JVM; ``python_workers``: PySpark's daemon
+    and the workers it forks; ``other``: anything else (the broker is not in the tree).
+    """
+    if this_process:
+        return "driver_python"
+    if "pyspark.daemon" in command or "pyspark/daemon" in command or "pyspark.worker" in command:
+        return "python_workers"
+    if "java" in command.split(" ", 1)[0]:
+        return "jvm"
+    return "other"
+
+
 class RssSampler:
     """Memory of this process and its descendants (not the load producer), sampled.
 
@@ -175,6 +191,8 @@ class RssSampler:
         self.peak = 0
         self.samples: list[tuple[float, int]] = []
         self.pss_samples: list[tuple[float, int]] = []
+        #: Each RSS sample's sum by process kind (:func:`rss_part`), in step with ``samples``.
+        self.parts: list[dict[str, int]] = []
         self._stop = threading.Event()
 
     def tree_rss(self) -> int:
@@ -183,16 +201,25 @@ class RssSampler:
 
     def tree_memory(self, pss: bool = True) -> tuple[int, int]:
         """RSS and PSS of the tree now (PSS 0 unless ``pss``)."""
+        rss, pss_sum, _parts = self._tree(pss)
+        return rss, pss_sum
+
+    def _tree(self, pss: bool) -> tuple[int, int, dict[str, int]]:
         kids = children()
         rss, pss_sum, todo = 0, 0, [os.getpid()]
+        parts: dict[str, int] = {}
         while todo:
             pid = todo.pop()
-            if pid != os.getpid() and "PacedProducer" in cmdline(pid):
+            line = cmdline(pid)
+            if pid != os.getpid() and "PacedProducer" in line:
                 continue
-            rss += _rss(pid)
+            own = _rss(pid)
+            rss += own
+            kind = rss_part(pid == os.getpid(), line)
+            parts[kind] = parts.get(kind, 0) + own
             pss_sum += _pss(pid) if pss else 0
             todo.extend(kids.get(pid, []))
-        return rss, pss_sum
+        return rss, pss_sum, parts
 
     def start(self) -> RssSampler:
         """Sample in a daemon thread: RSS every second, PSS every ``PSS_EVERY``-th."""
@@ -203,10 +230,11 @@ class RssSampler:
             while not self._stop.wait(1.0):
                 # PSS walks every mapping of the JVM (smaps_rollup): most of the samplers'
                 # CPU when read every second.
-                rss, pss = self.tree_memory(pss=n % PSS_EVERY == 0)
+                rss, pss, parts = self._tree(pss=n % PSS_EVERY == 0)
                 now = time.time()
                 self.peak = max(self.peak, rss)
                 self.samples.append((now, rss))
+                self.parts.append(parts)
                 if n % PSS_EVERY == 0:
                     self.pss_samples.append((now, pss))
                 n += 1
@@ -635,7 +663,12 @@ def latency(
                 "parse_mode_after": _parse_mode(pipe),
             }
         )
-    rss = [(t, b) for t, b in list(meters.rss.samples) if t_start <= t <= t_end]
+    in_run = [
+        (t, b, p)
+        for (t, b), p in zip(list(meters.rss.samples), list(meters.rss.parts), strict=False)
+        if t_start <= t <= t_end
+    ]
+    rss = [(t, b) for t, b, _p in in_run]
     pss = [(t, b) for t, b in list(meters.rss.pss_samples) if t_start <= t <= t_end]
     entities = jobs + jobs * args.tms
     return {
@@ -695,6 +728,8 @@ def latency(
         "live_state_bytes_per_job": round(live / jobs) if live is not None else None,
         "entity_lag_s": lags,
         "peak_rss_bytes": max((b for _t, b in rss), default=None),
+        # The peak sample's sum by part (rss_part): which process holds it.
+        "peak_rss_parts": max(in_run, key=lambda s: s[1])[2] if in_run else None,
         "rss_over_time": _per_minute(rss, t_input),
         # Each shared page once (RssSampler says why the RSS sum overstates).
         "peak_pss_bytes": max((b for _t, b in pss), default=None),

@@ -78,8 +78,8 @@ fetch() {
 
 # The classes a replay's JVM loads, parsed and verified once (scripts/class_archive.py says
 # what it saves), which every local driver JVM starts from: made again when the JDK,
-# pyspark, the jars, the driver's class path or the script change. Without it a JVM starts as before, so a failure
-# here is said, not fatal.
+# pyspark, the jars, the driver's class path or the script change. Without it a JVM
+# starts as before, so a failure here is said, not fatal.
 class_archive() {
   local dest=$stack/cds stamp
   if ! "$python" -c 'import pyspark' 2>/dev/null; then

@@ -62,8 +62,8 @@ def s3a_jars() -> list[str]:
     ``scripts/stack.sh fetch`` puts them (~13 MB) in ``jars/hadoop-aws``; on the classpath
     of every session, as they cost nothing until an ``s3a://`` path is used (a session
     started in the same time and JVM CPU with them as without, measured; on the driver's
-    own class path, see :func:`get_session`). Without them an ``s3a://`` checkpoint
-    location fails at the first query start, naming the class.
+    own class path where it can: :func:`archive_class_path`). Without them an ``s3a://``
+    checkpoint location fails at the first query start, naming the class.
     """
     stack = os.environ.get("FLINKWATCH_STACK_DIR", str(REPO / ".stack"))
     return sorted(str(p) for p in Path(stack, "jars", "hadoop-aws").glob("*.jar"))
@@ -446,7 +446,7 @@ def archive_class_path() -> str:
 
 
 def own_class_path(master: str, own_jar: str | None) -> bool:
-    """Whether the driver JVM gets the archive's class path: Spark's jars and ``own_jar``.
+    """Whether the driver JVM gets the archive's class path (:func:`archive_class_path`).
 
     Only where this process starts the JVM (no ``PYSPARK_GATEWAY_PORT``: not under
     ``spark-submit``), on a local master, where :func:`get_session` puts our jar on it.
