@@ -53,7 +53,7 @@ from streaming.delivery import AlertDelivery, DeadLetterBatch, Outputs, Pipeline
 from streaming.processor import STATE_LAYOUT, ShardProcessor
 from streaming.restarts import Admission, admission
 from streaming.rows import DETECT_SCHEMA
-from streaming.session import query_settings
+from streaming.session import give_back_heap, query_settings
 from streaming.shard_keys import checkpoint_name
 from streaming.sources import kafka_stream
 
@@ -352,6 +352,16 @@ class Pipeline:
         else:
             log.warning("detect: %d entities held; new entities are admitted again", held)
         return True
+
+    def give_back_memory(self) -> None:
+        """Give back the driver's heap a parse query grew (:func:`give_back_heap`), and say so."""
+        t0 = time.monotonic()
+        freed = give_back_heap(self.spark)
+        log.info(
+            "memory: %d MB of the driver's heap given back in %.2f s",
+            freed >> 20,
+            time.monotonic() - t0,
+        )
 
     def tick(self, queries: Sequence[StreamingQuery]) -> None:
         """Give the ticker the parse query's progress (Kafka bus, ``spark.tick_interval_s``)."""

@@ -401,6 +401,30 @@ LOG4J2 = Path(__file__).with_name("log4j2.properties")
 #: against 15,246 in the next minutes). Its pauses stop the driver for tens
 #: of milliseconds, a few hundred at a full collection: nothing next to a page's seconds.
 COLLECTOR = "-XX:+UseSerialGC"
+#: Full collections in a row that give a grown heap back: the serial collector shrinks its
+#: old generation at a full collection only, by none, a tenth, 40 % then all of what its
+#: free ratio allows at successive ones, down to the heap's initial size.
+GIVE_BACK_COLLECTIONS = 4
+
+
+def give_back_heap(spark: SparkSession) -> int:
+    """Collect the driver JVM's heap in full until the serial collector has shrunk it.
+
+    Returns the bytes of heap given back. A backlog's micro-batches grow the heap to what
+    they need, and the serial collector keeps it until a full collection, which a steady
+    stream seldom brings: 0.6 GB more of the process tree's RSS at 494 records/s after the
+    bench's backlog than without one. Measured in a local session: a heap grown to 624 MB
+    went back to 365 (its initial size), the JVM's RSS 872 to 650 MB, in 0.41 s of
+    collections, the JVM stopped meanwhile. A JVM run with ``-XX:+DisableExplicitGC``
+    gives nothing back.
+    """
+    jvm = spark.sparkContext._jvm  # noqa: SLF001 - the driver's JVM
+    assert jvm is not None
+    runtime = jvm.java.lang.Runtime.getRuntime()
+    before = int(runtime.totalMemory())
+    for _ in range(GIVE_BACK_COLLECTIONS):
+        jvm.java.lang.System.gc()
+    return before - int(runtime.totalMemory())
 
 
 def archive_options(archive: Path) -> tuple[str, ...]:

@@ -81,6 +81,9 @@ class Supervised(Protocol):
     def admission(self) -> bool:
         """Whether the entity cap switched (the queries restart to apply it)."""
 
+    def give_back_memory(self) -> None:
+        """Between two parse queries of a switch: return the heap the last one grew."""
+
 
 def run_forever(
     pipeline: Supervised,
@@ -310,6 +313,9 @@ def _restart_parse(pipeline: Supervised, queries: list[StreamingQuery], switch: 
     if old is not None:
         _stop_quietly([old])
         queries.remove(old)
+    # A catch-up's big micro-batches (or the busy hours before an idle spell) grew the
+    # heap: while no parse query runs, give it back.
+    pipeline.give_back_memory()
     try:
         queries.insert(0, pipeline.start_parse(idle=switch == "idle"))
     except Exception:

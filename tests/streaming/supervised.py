@@ -46,3 +46,6 @@ class QuietPipeline:
 
     def admission(self) -> bool:
         return False
+
+    def give_back_memory(self) -> None:
+        pass

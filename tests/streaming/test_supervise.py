@@ -143,6 +143,11 @@ class SwitchingPipeline(FakePipeline):
     switches: list[str | None | Exception] = field(default_factory=list)
     parse_starts: list[bool] = field(default_factory=list)
     start_fails: bool = False
+    #: What ran, in order: "gave back" (memory) and "started" (a parse query).
+    steps: list[str] = field(default_factory=list)
+
+    def give_back_memory(self) -> None:
+        self.steps.append("gave back")
 
     def parse_switch(self, ask_brokers: bool) -> str | None:
         answer = self.switches.pop(0) if self.switches else None
@@ -152,6 +157,7 @@ class SwitchingPipeline(FakePipeline):
 
     def start_parse(self, idle: bool = False) -> FakeQuery:
         self.parse_starts.append(idle)
+        self.steps.append("started")
         if self.start_fails:
             raise RuntimeError("no broker")
         query = FakeQuery("flinkwatch-parse", None)
@@ -180,6 +186,8 @@ def test_a_parse_query_switching_modes_restarts_alone_the_others_run_on(
     assert p.starts == 1  # the detect query was never restarted
     assert p.parse_starts == [True, False]  # idle micro-batches, then real time
     assert first_parse[0].stopped
+    # The heap the last parse query grew goes back before the next one starts.
+    assert p.steps == ["gave back", "started", "gave back", "started"]
     said = [r.getMessage() for r in caplog.records]
     assert said == ["parse: cannot tell whether the catch-up is done: no broker"]
 
