@@ -356,7 +356,11 @@ class Pipeline:
     def give_back_memory(self) -> None:
         """Give back the driver's heap a parse query grew (:func:`give_back_heap`), and say so."""
         t0 = time.monotonic()
-        freed = give_back_heap(self.spark)
+        try:
+            freed = give_back_heap(self.spark)
+        except Exception as exc:  # noqa: BLE001 - memory, not the queries: they go on
+            log.warning("memory: the driver's heap could not be given back: %s", exc)
+            return
         log.info(
             "memory: %d MB of the driver's heap given back in %.2f s",
             freed >> 20,

@@ -412,11 +412,11 @@ def give_back_heap(spark: SparkSession) -> int:
 
     Returns the bytes of heap given back. A backlog's micro-batches grow the heap to what
     they need, and the serial collector keeps it until a full collection, which a steady
-    stream seldom brings: 0.6 GB more of the process tree's RSS at 494 records/s after the
-    bench's backlog than without one. Measured in a local session: a heap grown to 624 MB
-    went back to 365 (its initial size), the JVM's RSS 872 to 650 MB, in 0.41 s of
-    collections, the JVM stopped meanwhile. A JVM run with ``-XX:+DisableExplicitGC``
-    gives nothing back.
+    stream seldom brings: the process tree's RSS at 494 records/s peaked at 2.23 GiB after
+    the bench's backlog in the same JVM, at 1.58-1.65 without one (issue #34). Measured in
+    a fresh local session: a heap grown to 624 MB went back to 365 (its initial size), the
+    JVM's RSS 872 to 650 MB, in 0.41 s of collections, the JVM stopped meanwhile. A JVM
+    run with ``-XX:+DisableExplicitGC`` gives nothing back.
     """
     jvm = spark.sparkContext._jvm  # noqa: SLF001 - the driver's JVM
     assert jvm is not None
