@@ -47,6 +47,11 @@ TICK = os.sysconf("SC_CLK_TCK")
 GROUPS = ("broker", "producer", "driver_jvm", "python_workers", "driver_python")
 
 
+def is_python_worker(command: str) -> bool:
+    """Whether a process's command line is PySpark's daemon or one of its Python workers."""
+    return "pyspark.daemon" in command or "pyspark.worker" in command
+
+
 def proc_cpu_s(pid: int, task: int | None = None) -> float | None:
     """``utime + stime`` of ``pid`` in seconds (None once it is gone); ``task``: one thread's."""
     path = f"/proc/{pid}/stat" if task is None else f"/proc/{pid}/task/{task}/stat"
@@ -171,8 +176,7 @@ class CpuSampler:
             workers = []
             while todo:
                 pid = todo.pop()
-                cmd = cmdline(pid)
-                if "pyspark.daemon" in cmd or "pyspark.worker" in cmd:
+                if is_python_worker(cmdline(pid)):
                     workers.append(pid)
                 todo.extend(kids.get(pid, []))
             self._workers = workers

@@ -162,16 +162,19 @@ def _pss(pid: int) -> int:
 def rss_part(this_process: bool, command: str) -> str:
     """Which part of the tree a process is, by its command line, for the RSS by part.
 
-    ``driver_python``: this process (the pipeline's driver, and the bench's own load, Slack
-    emulator and samplers); ``jvm``: the driver JVM; ``python_workers``: PySpark's daemon
-    and the workers it forks; ``other``: anything else (the broker is not in the tree).
+    The CPU's groups (:data:`bench.measure.GROUPS`) where they apply: ``driver_python``,
+    this process (the pipeline's driver, and the bench's own load, Slack emulator and
+    samplers); ``driver_jvm``; ``python_workers``; then ``other`` (the broker and the load
+    producer are not in the tree).
     """
+    from bench.measure import is_python_worker
+
     if this_process:
         return "driver_python"
-    if "pyspark.daemon" in command or "pyspark/daemon" in command or "pyspark.worker" in command:
+    if is_python_worker(command):
         return "python_workers"
     if "java" in command.split(" ", 1)[0]:
-        return "jvm"
+        return "driver_jvm"
     return "other"
 
 

@@ -11,7 +11,7 @@ from bench.run import RssSampler, rss_part
 def test_each_process_of_the_tree_is_named_by_its_part() -> None:
     assert rss_part(True, "/work/.venv/bin/python -m bench.run") == "driver_python"
     assert rss_part(False, "/usr/bin/python3 -m pyspark.daemon") == "python_workers"
-    assert rss_part(False, "/usr/lib/jvm/java-17-openjdk-amd64/bin/java -cp a.jar") == "jvm"
+    assert rss_part(False, "/usr/lib/jvm/java-17-openjdk-amd64/bin/java -cp a.jar") == "driver_jvm"
     assert rss_part(False, "sleep 30") == "other"
 
 
