@@ -88,6 +88,22 @@ def test_a_metric_file_is_a_record_per_line(spark, tmp_path: Path) -> None:
     assert {r.fallback_time for r in rows} == {None}
 
 
+@pytest.mark.spark
+def test_a_crlf_metric_file_gives_its_lines_without_the_carriage_returns(
+    spark, tmp_path: Path
+) -> None:
+    lines = METRICS.read_text(encoding="utf-8").splitlines()[:3]
+    crlf = tmp_path / "crlf.jsonl"
+    # A blank CRLF line between records, a record's own "\r" inside it kept, and no end
+    # of line after the last one.
+    inner = lines[2].replace("{", "{\r", 1)
+    crlf.write_bytes(f"{lines[0]}\r\n\r\n{lines[1]}\r\n{inner}".encode())
+    staged = stage_files([crlf], tmp_path / "metrics")
+    rows = file_records(spark, staged, kind="metric", stream=False).orderBy("offset").collect()
+    assert [(r.offset, r.value) for r in rows] == [(0, lines[0]), (2, lines[1]), (3, inner)]
+    assert {r.topic for r in rows} == {str(next(staged.iterdir()))}
+
+
 def test_kafka_captures_are_staged_apart_from_log_files(tmp_path: Path) -> None:
     log = tmp_path / "jm.log"
     capture = tmp_path / "tm.records.jsonl"
