@@ -26,6 +26,7 @@ again. The runner drops those repeats by the position of the record they came fr
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pyspark.sql import Column, DataFrame
@@ -48,10 +49,26 @@ from streaming.ticks import TICK_KEY
 #: What :func:`detect_input` reads of a bus record first: its time and the shards it names.
 _HEAD = struct_of(event_ms=LongType(), shards=ArrayType(IntegerType()))
 
+#: The ASCII characters :data:`detectors.tm_ids.KEY_UNSAFE` replaces.
+_ASCII_UNSAFE = "".join(c for c in map(chr, range(128)) if re.fullmatch(KEY_UNSAFE, c))
+
+
+def _tm_key(tm_id: Column) -> Column:
+    """:func:`detectors.tm_ids.tm_key` as Spark SQL: the same pattern, one rule on both ends.
+
+    An id of ASCII characters alone (every id Flink makes) has them mapped by
+    ``translate``, without the pattern: its replace, a Java regex over a copy of the text,
+    took ~7 % of the JVM's CPU replaying an hour of the 100-job fleet (three million ids
+    keyed in 9.1 s against 2.0 with ``translate``). Any other id is replaced by the pattern.
+    """
+    ascii_only = F.length(tm_id) == F.octet_length(tm_id)
+    mapped = F.translate(tm_id, _ASCII_UNSAFE, KEY_FILL * len(_ASCII_UNSAFE))
+    return F.when(ascii_only, mapped).otherwise(F.regexp_replace(tm_id, KEY_UNSAFE, KEY_FILL))
+
+
 _SCOPE_ENTITY = {
     "job": lambda: F.concat(F.lit("job:"), F.col("job_id")),
-    # detectors.tm_ids.tm_entity as Spark SQL: the same pattern, one rule on both ends.
-    "tm": lambda: F.concat(F.lit("tm:"), F.regexp_replace(F.col("tm_id"), KEY_UNSAFE, KEY_FILL)),
+    "tm": lambda: F.concat(F.lit("tm:"), _tm_key(F.col("tm_id"))),
     "cluster": lambda: F.lit("cluster"),
     # A keyed source (streaming.forwards): its lines that name no one, and what it says of
     # itself. Null without a key.
