@@ -290,8 +290,9 @@ def detect_input(
     """
     # The head is read once, in a projection of its own, and the records without an event
     # time are dropped by the explode (an empty array), not by a filter: Spark pushes a
-    # filter below the projection that read the head and reads it there again, a second
-    # JSON parse of every bus record (~9 % of the JVM's CPU in the hour's replay).
+    # filter below the projection that read the head and reads it there again: two JSON
+    # parses of every bus record, 13 % of the JVM's samples replaying an hour of the
+    # 100-job fleet, against 7.5 % for the one.
     head = F.col("_head")
     event_ms = head["event_ms"]
     event_time = F.timestamp_millis(event_ms)

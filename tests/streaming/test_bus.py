@@ -274,7 +274,7 @@ def test_a_record_late_to_the_bus_by_more_than_the_delay_moves_no_watermark(spar
 
 def test_the_detect_input_reads_each_bus_value_once_and_drops_what_has_no_time(spark) -> None:  # type: ignore[no-untyped-def]
     # A filter on the head's time would be pushed below the projection that reads it, and
-    # every bus record parsed twice (measured: ~9 % of the JVM's CPU replaying an hour).
+    # every bus record parsed twice (measured: 13 % of the JVM's samples replaying an hour).
     from pyspark.sql import functions as F
 
     from streaming.bus import detect_input
