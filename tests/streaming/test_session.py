@@ -289,8 +289,8 @@ def test_a_grown_heap_is_collected_in_full_and_given_back(spark) -> None:
     freed = give_back_heap(spark)
     assert full.getCollectionCount() - collections >= GIVE_BACK_COLLECTIONS
     # How much goes back depends on what the session holds (its initial size at least
-    # stays): a fresh one's went from 624 MB to 365 (issue #34).
-    assert freed >= 0 and runtime.totalMemory() == grown - freed
+    # stays): a fresh one's went from 624 MB to 365 (issue #34); it never grows here.
+    assert freed >= 0 and runtime.totalMemory() <= grown
 
 
 def test_the_archives_class_path_is_our_jar_then_the_connectors(monkeypatch, tmp_path) -> None:
