@@ -14,15 +14,24 @@ a streaming query does again at every micro-batch and every real-time commit), a
 optimized plan's size in characters (``optimized_chars``: it grows with each expression
 inlined where a projection reads it). Medians and spreads, as JSON on stdout. Run it on an
 idle machine and compare code in the same hour; nothing here asserts a time.
+
+``--tasks`` adds, per plan, what each task pays to make the plan's projections
+(``task_projections``): whole-stage code generation being off, every task of a ``ProjectExec``
+generates its projection's Java source again (the compiled class is cached, the source is
+not; ``UnsafeProjection.create``, as the task calls it), and the real-time parse starts a
+task per raw partition at each commit. The seconds for all of the plan's projections, and
+the ``--top`` columns that cost most alone (each alone also pays a projection's fixed cost,
+about a millisecond).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -54,11 +63,60 @@ def measure(build: Callable[[], Any], warm: int, repeat: int) -> dict[str, Any]:
     }
 
 
+def _nodes(plan: Any) -> Iterator[Any]:
+    """A physical plan's nodes (JVM objects), top down."""
+    yield plan
+    children = plan.children().iterator()
+    while children.hasNext():
+        yield from _nodes(children.next())
+
+
+def _median_s(call: Callable[..., Any], repeat: int, *args: Any) -> float:
+    """The median seconds of ``repeat`` calls ``call(*args)``, after one not counted."""
+    call(*args)
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        call(*args)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def task_projections(df: Any, repeat: int, top: int) -> dict[str, Any]:
+    """What a task pays to make ``df``'s projections (the module's ``--tasks``)."""
+    jvm = df.sparkSession.sparkContext._jvm
+    create = jvm.org.apache.spark.sql.catalyst.expressions.UnsafeProjection.create
+    one = jvm.scala.jdk.javaapi.CollectionConverters
+    plan = df._jdf.queryExecution().executedPlan()
+    projects = [n for n in _nodes(plan) if n.nodeName() == "Project"]
+    total, columns = 0.0, []
+    for node in projects:
+        exprs, inputs = node.projectList(), node.child().output()
+        total += _median_s(create, repeat, exprs, inputs)
+        it = exprs.iterator()
+        while it.hasNext():
+            e = it.next()
+            alone = one.asScala(jvm.java.util.Collections.singletonList(e)).toSeq()
+            columns.append((_median_s(create, repeat, alone, inputs), e.toString()))
+    columns.sort(key=lambda c: -c[0])
+    return {
+        "projections": len(projects),
+        "task_s": round(total, 4),
+        "top_columns": [
+            {"ms": round(s * 1000, 2), "expression": e[:200]} for s, e in columns[:top]
+        ],
+    }
+
+
 def main(argv: list[str] | None = None) -> None:
     """Measure each plan and print the JSON."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--warm", type=int, default=2, help="builds not counted (default 2)")
     ap.add_argument("--repeat", type=int, default=4, help="builds counted (default 4)")
+    ap.add_argument(
+        "--tasks", action="store_true", help="also what each task pays for the projections"
+    )
+    ap.add_argument("--top", type=int, default=8, help="--tasks: the costliest columns shown")
     args = ap.parse_args(argv)
 
     from conf import load_config
@@ -89,6 +147,9 @@ def main(argv: list[str] | None = None) -> None:
             ),
         }
         result = {name: measure(build, args.warm, args.repeat) for name, build in plans.items()}
+        if args.tasks:
+            for name, build in plans.items():
+                result[name]["task_projections"] = task_projections(build(), args.repeat, args.top)
     spark.stop()
     print(json.dumps(result, indent=2))
 
