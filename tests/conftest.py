@@ -10,6 +10,9 @@ from pyspark.sql import DataFrame, SparkSession
 
 from streaming.session import STACK, driver_java, get_session, stop_session
 
+#: ``--cpu-report FILE``: each test's CPU seconds (docs/development.md).
+pytest_plugins = ("tests.cpu_report",)
+
 #: The files of several minutes each (real processes: JVM starts, kills, a Spark cluster).
 LONGEST = (
     "test_delivery_crash.py",
