@@ -6,7 +6,7 @@ line per test to ``FILE`` (JSON: the test, its file, the CPU seconds of the work
 process tree over the test's setup, call and teardown, and its wall seconds); the
 controller adds the whole machine's busy CPU seconds over the session, against which the
 tests' sum says how much ran outside any worker's tree (a process a test killed before
-it could be counted, a daemon that left its parent). A session fixture's start (a
+it could be counted, a broker or daemon that left its parent). A session fixture's start (a
 worker's Spark session, its broker) counts in the first test that uses it.
 ``python -m tests.cpu_report FILE`` prints the files and tests that cost most.
 """
