@@ -17,7 +17,6 @@ import heapq
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -157,10 +156,10 @@ class Stack:
         return sorted(self.prom.api(f"label/{label}/values", params))
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def _metrics_port(log: str) -> int | None:
+    """The port the run's /metrics listens on, from its log (``metrics.port: 0``)."""
+    m = re.search(r"metrics: https?://127\.0\.0\.1:(\d+)/metrics", log)
+    return int(m.group(1)) if m else None
 
 
 def _metrics_up(port: int) -> bool:
@@ -204,7 +203,6 @@ def stack(kafka: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stac
     assert sent > 1000
     for topic, values in MALFORMED.items():
         kafka.produce(topic, values)
-    port = _free_port()
     conf = work / "flinkwatch.yaml"
     conf.write_text(
         yaml.safe_dump(
@@ -224,7 +222,9 @@ def stack(kafka: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stac
                     "options": RUN_SPARK_OPTIONS,
                 },
                 "output": {"state_dir": str(work / "state"), "console": False},
-                "metrics": {"port": port},
+                # Its own port, as the kernel gives it: a port the test picked and freed
+                # for it was once taken first by the run's own PySpark accumulator server.
+                "metrics": {"port": 0},
                 "cluster": CLUSTER,
                 "silences": [
                     {
@@ -247,7 +247,14 @@ def stack(kafka: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stac
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
     try:
-        wait_until(lambda: _metrics_up(port), timeout=240, what="flinkwatch's /metrics")
+        wait_until(
+            lambda: _metrics_port((work / "run.log").read_text()) is not None,
+            timeout=240,
+            what="flinkwatch's /metrics to listen",
+        )
+        port = _metrics_port((work / "run.log").read_text())
+        assert port is not None
+        wait_until(lambda: _metrics_up(port), timeout=60, what="flinkwatch's /metrics")
         with PrometheusServer(
             need_binary(), work / "prom", [f"127.0.0.1:{port}"], scrape_interval_s=1.0
         ) as prom:
