@@ -24,10 +24,8 @@ from typing import Any
 
 import pytest
 
-from bench.measure import machine_busy_s
+from bench.measure import TICK, machine_busy_s
 from lab.procs import descendants
-
-TICK = os.sysconf("SC_CLK_TCK")
 
 
 def tree_cpu_s(pid: int | None = None) -> float:
