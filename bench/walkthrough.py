@@ -43,7 +43,8 @@ from bench.run import Broker
 from detectors import REGISTRY
 from lab.fleet import FleetSpec, Incident
 from lab.fleet.spec import INCIDENT_KINDS
-from lab.promserver import AlertmanagerServer, free_port
+from lab.procs import free_port
+from lab.promserver import AlertmanagerServer
 from lab.slack import WEBHOOK_CHANNEL, SlackEmulator
 
 _CHANNEL = "#flink-alerts"

@@ -6,6 +6,7 @@ Linux only (reads /proc). Shared by ``tests/`` and ``bench/``, so neither import
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -19,18 +20,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 def free_port_pair() -> int:
     """A port p such that p and p+1 (the KRaft controller) are free on 127.0.0.1."""
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        with socket.socket() as s2:
-            try:
-                s2.bind(("127.0.0.1", port + 1))
-            except OSError:
-                continue
-        return port
-    msg = "no free port pair"
-    raise RuntimeError(msg)
+    return free_port_run(2)
 
 
 def wait_until(cond: Callable[[], bool], timeout: float = 120, what: str = "condition") -> None:
@@ -72,28 +62,76 @@ def wait_while_progressing(
 # --- Spark standalone cluster ------------------------------------------------------------
 
 
+# Ports are picked below the kernel's ephemeral range. A port the kernel hands to
+# ``bind(0)`` is the next one it may hand to any other process's ``bind(0)`` or outgoing
+# connection once we close it: a run's PySpark accumulator server took the port a test had
+# just picked for the run's /metrics (six errors in one suite run). Below the range only
+# these pickers choose ports, each test worker from its own slice.
+_LOWEST_PORT = 20000
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def _port_slice() -> range:
+    """The ports this process picks from: its pytest-xdist worker's share of the range."""
+    top = _ephemeral_low()
+    if top - _LOWEST_PORT < 1000:  # a kernel whose ephemeral range starts low: no room
+        return range(0)
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "").removeprefix("gw")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    if not worker.isdigit() or count < 2:
+        return range(_LOWEST_PORT, top)
+    size = (top - _LOWEST_PORT) // count
+    low = _LOWEST_PORT + int(worker) % count * size
+    return range(low, low + size)
+
+
+def _all_free(first: int, n: int) -> bool:
+    socks: list[socket.socket] = []
+    try:
+        for p in range(first, first + n):
+            s = socket.socket()
+            socks.append(s)
+            s.bind(("127.0.0.1", p))
+    except OSError:
+        return False
+    finally:
+        for s in socks:
+            s.close()
+    return True
+
+
 def free_port_run(n: int) -> int:
-    """A port p such that p, p+1, ..., p+n-1 are all free on 127.0.0.1."""
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port + n > 65535:
-            continue
-        socks = []
-        try:
-            for p in range(port + 1, port + n):
-                s2 = socket.socket()
-                socks.append(s2)
-                s2.bind(("127.0.0.1", p))
-        except OSError:
-            continue
-        finally:
-            for s2 in socks:
-                s2.close()
-        return port
+    """A port p such that p, p+1, ..., p+n-1 are all free on 127.0.0.1.
+
+    Chosen below the ephemeral range (see above) when the kernel leaves room there, else
+    from ``bind(0)``.
+    """
+    ports = _port_slice()
+    rng = random.Random()
+    for _ in range(200):
+        if len(ports) > n:
+            port = rng.randrange(ports.start, ports.stop - n + 1)
+        else:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]
+            if port + n > 65535:
+                continue
+        if _all_free(port, n):
+            return port
     msg = f"no run of {n} free ports"
     raise RuntimeError(msg)
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 (picked as ``free_port_run`` picks)."""
+    return free_port_run(1)
 
 
 def alive(pid: int) -> bool:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import time
 import urllib.error
@@ -19,6 +18,8 @@ import urllib.request
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Self
+
+from lab.procs import free_port
 
 REPO = Path(__file__).resolve().parent.parent
 JOB_NAME = "flinkwatch"
@@ -44,13 +45,6 @@ def find_binary() -> Path | None:
             return candidate
     found = shutil.which("prometheus")
     return Path(found) if found else None
-
-
-def free_port() -> int:
-    """A TCP port that is free on 127.0.0.1 right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _terminate(proc: subprocess.Popen[bytes] | None) -> None:

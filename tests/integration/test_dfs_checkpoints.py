@@ -30,6 +30,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from conf import AppConfig
+from lab.procs import free_port
 from streaming import checkpoints
 from streaming.checkpoints import HadoopDir
 from streaming.runtime import Runtime
@@ -47,12 +48,6 @@ def jars(name: str) -> Path:
     d = JARS / name
     assert any(d.glob("*.jar")), f"no jars in {d}: run `scripts/stack.sh fetch-servers`"
     return d
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def port_open(port: int) -> bool:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -23,6 +22,7 @@ from tests.conftest import (
     RUN_SPARK_OPTIONS,
     alive,
     descendants,
+    free_port_run,
     kill_all,
     python_m,
     wait_until,
@@ -55,18 +55,6 @@ def healthz(port: int) -> tuple[int, str]:
         return 0, ""
 
 
-def free_ports(n: int) -> list[int]:
-    """``n`` distinct free ports (all held at once while they are picked)."""
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [int(s.getsockname()[1]) for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
 def run_progress(log: Path, state: Path) -> tuple[int, int]:
     """How far a run has come: the log's lines that say a step, and the detect batches.
 
@@ -97,7 +85,8 @@ def sample(body: str, prefix: str) -> float | None:
 
 def test_run_serves_metrics_reloads_on_sighup_and_stops_on_ctrl_c(kafka, tmp_path) -> None:
     kafka.create_topics("proc.logs", "proc.metrics")
-    port, health_port, ui_port = free_ports(3)
+    port = free_port_run(3)
+    health_port, ui_port = port + 1, port + 2
     conf = tmp_path / "flinkwatch.yaml"
     doc = {
         "kafka": {

@@ -39,6 +39,30 @@ def test_a_free_port_pair_and_run_are_free_to_bind() -> None:
     assert all(bindable(p) for p in range(run, run + 4))
 
 
+def ephemeral_low() -> int:
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+        return int(f.read().split()[0])
+
+
+def test_ports_are_picked_where_the_kernel_does_not_hand_out_ports_of_its_own() -> None:
+    # A port from bind(0) may go to the next process that binds port 0 once it is closed.
+    low = ephemeral_low()
+    picked = [free_port_run(3) for _ in range(20)]
+    assert all(p + 2 < low for p in picked), (picked, low)
+    assert len(set(picked)) > 1  # not one fixed port: two suites on one machine
+
+
+def test_each_test_worker_picks_from_its_own_share_of_the_ports(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "2")
+    shares = []
+    for worker in ("gw0", "gw1"):
+        monkeypatch.setenv("PYTEST_XDIST_WORKER", worker)
+        shares.append({free_port_run(2) for _ in range(30)})
+    assert max(shares[0]) + 1 < min(shares[1])
+
+
 def test_wait_until_returns_once_the_condition_holds_and_names_what_it_waited_for() -> None:
     calls = itertools.count()
     wait_until(lambda: next(calls) >= 2, timeout=30)

@@ -18,7 +18,8 @@ from conf import AlertmanagerConfig, AppConfig, ConfigError
 from detectors import Alert, AlertStatus, Severity
 from detectors.base import Member
 from detectors.correlation import IncidentView
-from lab.promserver import AlertmanagerServer, find_binary, free_port
+from lab.procs import free_port
+from lab.promserver import AlertmanagerServer, find_binary
 from lab.slack import SlackEmulator
 from sinks import (
     AlertLedger,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import urllib.request
 from collections import Counter
 from dataclasses import dataclass, field
@@ -370,10 +369,8 @@ def test_the_entities_the_detect_query_holds_are_a_gauge_once_counted() -> None:
 def test_metrics_are_served_over_http() -> None:
     active = ActiveAlerts()
     active.observe([tr(1, alert("a1", AlertStatus.FIRING))])
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server, thread = start_http_server(port, addr="127.0.0.1", registry=registry_with(active))
+    server, thread = start_http_server(0, addr="127.0.0.1", registry=registry_with(active))
+    port = server.server_port
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
             body = response.read().decode()

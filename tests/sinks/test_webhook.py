@@ -17,7 +17,7 @@ from conf import AppConfig, ConfigError, WebhookConfig
 from detectors import Alert, AlertStatus, Severity
 from detectors.base import Member
 from detectors.correlation import IncidentView
-from lab.promserver import free_port
+from lab.procs import free_port
 from sinks import AlertLedger, AmbiguousDeliveryError, Transition
 from sinks.dispatch import Dispatcher, deliver
 from sinks.webhook import SCHEMA_VERSION, WebhookSink, pagerduty_event, webhook_sinks

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from conf import KafkaConfig
 from conf.kafka_client import kafka_settings
-from lab.promserver import free_port
+from lab.procs import free_port
 from streaming.session import get_session
 
 #: REST API paths under /api/v1/applications/<id>/, and UI pages.

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import logging
-import socket
 from pathlib import Path
 
 import pytest
 
 from conf import SlackConfig
+from lab.procs import free_port
 from lab.slack import SlackEmulator
 from sinks import AlertLedger, PermanentDeliveryError, RetryableDeliveryError, dispatch
 from sinks.slack import SlackBotSink, SlackWebhookSink
@@ -76,12 +76,6 @@ def test_an_outage_page_is_one_retryable_failure_with_its_words_and_no_error_lin
     # The send stays open, as after any 5xx, and goes through once Slack is back.
     assert dispatch.deliver(ledger, sink) == 0
     assert keys(slack.messages("#flink-alerts")) == ["a1:firing"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_a_send_that_could_not_connect_is_retried_and_sent_again_without_asking(
