@@ -12,54 +12,11 @@ import socket
 import subprocess
 import sys
 import time
+from collections import deque
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-def free_port_pair() -> int:
-    """A port p such that p and p+1 (the KRaft controller) are free on 127.0.0.1."""
-    return free_port_run(2)
-
-
-def wait_until(cond: Callable[[], bool], timeout: float = 120, what: str = "condition") -> None:
-    """Poll until ``cond()`` holds; fail with ``what`` after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(0.5)
-    msg = f"timed out after {timeout:.0f}s waiting for {what}"
-    raise AssertionError(msg)
-
-
-def wait_while_progressing(
-    cond: Callable[[], bool],
-    progress: Callable[[], object],
-    stall_s: float = 180,
-    what: str = "condition",
-    every_s: float = 2.0,
-) -> None:
-    """Poll until ``cond()`` holds, for as long as ``progress()`` keeps changing.
-
-    For a wait whose length depends on how fast the machine is (a job working through a
-    backlog): a fixed timeout fails on a busy machine what an idle one passes. This fails
-    only when ``progress()`` (anything comparable: counters, a watermark) has not changed
-    for ``stall_s`` seconds, that is when the thing waited for has stopped moving.
-    """
-    last, since = progress(), time.monotonic()
-    while not cond():
-        now = progress()
-        if now != last:
-            last, since = now, time.monotonic()
-        elif time.monotonic() - since > stall_s:
-            msg = f"no progress for {stall_s:.0f}s (still at {last!r}) waiting for {what}"
-            raise AssertionError(msg)
-        time.sleep(every_s)
-
-
-# --- Spark standalone cluster ------------------------------------------------------------
 
 
 # Ports are picked below the kernel's ephemeral range. A port the kernel hands to
@@ -68,6 +25,8 @@ def wait_while_progressing(
 # just picked for the run's /metrics (six errors in one suite run). Below the range only
 # these pickers choose ports, each test worker from its own slice.
 _LOWEST_PORT = 20000
+#: The ports this process handed out last: not handed out again before their server binds.
+_handed_out: deque[int] = deque(maxlen=256)
 
 
 def _ephemeral_low() -> int:
@@ -123,7 +82,8 @@ def free_port_run(n: int) -> int:
                 port = s.getsockname()[1]
             if port + n > 65535:
                 continue
-        if _all_free(port, n):
+        if all(p not in _handed_out for p in range(port, port + n)) and _all_free(port, n):
+            _handed_out.extend(range(port, port + n))
             return port
     msg = f"no run of {n} free ports"
     raise RuntimeError(msg)
@@ -132,6 +92,50 @@ def free_port_run(n: int) -> int:
 def free_port() -> int:
     """A TCP port free on 127.0.0.1 (picked as ``free_port_run`` picks)."""
     return free_port_run(1)
+
+
+def free_port_pair() -> int:
+    """A port p such that p and p+1 (the KRaft controller) are free on 127.0.0.1."""
+    return free_port_run(2)
+
+
+def wait_until(cond: Callable[[], bool], timeout: float = 120, what: str = "condition") -> None:
+    """Poll until ``cond()`` holds; fail with ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(0.5)
+    msg = f"timed out after {timeout:.0f}s waiting for {what}"
+    raise AssertionError(msg)
+
+
+def wait_while_progressing(
+    cond: Callable[[], bool],
+    progress: Callable[[], object],
+    stall_s: float = 180,
+    what: str = "condition",
+    every_s: float = 2.0,
+) -> None:
+    """Poll until ``cond()`` holds, for as long as ``progress()`` keeps changing.
+
+    For a wait whose length depends on how fast the machine is (a job working through a
+    backlog): a fixed timeout fails on a busy machine what an idle one passes. This fails
+    only when ``progress()`` (anything comparable: counters, a watermark) has not changed
+    for ``stall_s`` seconds, that is when the thing waited for has stopped moving.
+    """
+    last, since = progress(), time.monotonic()
+    while not cond():
+        now = progress()
+        if now != last:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since > stall_s:
+            msg = f"no progress for {stall_s:.0f}s (still at {last!r}) waiting for {what}"
+            raise AssertionError(msg)
+        time.sleep(every_s)
+
+
+# --- Spark standalone cluster ------------------------------------------------------------
 
 
 def alive(pid: int) -> bool:

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from lab import procs
 from lab.procs import (
     alive,
     children,
@@ -50,6 +51,22 @@ def test_ports_are_picked_where_the_kernel_does_not_hand_out_ports_of_its_own() 
     picked = [free_port_run(3) for _ in range(20)]
     assert all(p + 2 < low for p in picked), (picked, low)
     assert len(set(picked)) > 1  # not one fixed port: two suites on one machine
+
+
+def test_a_port_handed_out_is_not_handed_out_again_before_its_server_binds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Two servers of one test, each given a port before either binds: the second pick
+    # lands on the first's port (forced here), which is still free to bind.
+    first = free_port_run(2)
+    landing = itertools.chain([first + 1, first], range(first + 40, first + 240))
+
+    class Picks:
+        def randrange(self, _start: int, _stop: int) -> int:
+            return next(landing)
+
+    monkeypatch.setattr(procs.random, "Random", Picks)
+    assert free_port_run(2) >= first + 40
 
 
 def test_each_test_worker_picks_from_its_own_share_of_the_ports(
