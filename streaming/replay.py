@@ -69,7 +69,7 @@ from streaming.parsing import DEAD_LETTER_REASONS
 from streaming.routes import Routes
 from streaming.rows import DETECT_COLUMNS, DETECT_SCHEMA, RowKind, output_rows
 from streaming.runner import EntityRunner, ShardRunner
-from streaming.schemas import DEAD_LETTER_FIELDS, DEAD_LETTER_SCHEMA, struct_of
+from streaming.schemas import DEAD_LETTER_FIELDS, DEAD_LETTER_SCHEMA
 
 log = logging.getLogger(__name__)
 
@@ -387,7 +387,7 @@ def _detect(
         explain=explain,
         letters_kept=0 if dead_letters is None else dead_letters.max_per_batch,
     )
-    bus = bus_records(events, cfg, dead_letters=True)
+    bus = bus_records(events, cfg, dead_letters=True, event_ms=True)
     keyed = "source_key" in events.columns
     if here or keyed:
         rows, newest, kept = _kept_bus(bus, cfg, here)
@@ -445,8 +445,7 @@ def _kept_bus(
         # A short input's newest event on the bus (the final watermark's base) is observed
         # in the parse's pass: a job of its own is a plan and a pass more.
         newest_obs = Observation("flinkwatch_replay_newest")
-        events_ms = F.from_json("value", struct_of(event_ms=LongType()))["event_ms"]
-        bus = bus.observe(newest_obs, F.max(F.when(F.col("topic") == k.events_topic, events_ms)))
+        bus = bus.observe(newest_obs, F.max("event_ms"))
     bus = bus.localCheckpoint()
     # The shards spread evenly over the workers, as the live query's over its partitions.
     rows = detect_input(
@@ -488,6 +487,7 @@ def _one_pass(bus: DataFrame, cfg: AppConfig, letters: bool) -> tuple[DataFrame,
         bus = bus.select(
             F.when(letter, F.concat(F.lit(LETTERS), spread)).otherwise(F.col("key")).alias("key"),
             F.when(letter, wrapped).otherwise(F.col("value")).alias("value"),
+            F.when(letter, F.lit(0)).otherwise(F.col("event_ms")).cast("bigint").alias("event_ms"),
         )
     else:
         bus = bus.where(~letter)

@@ -263,27 +263,29 @@ def file_records(
                 F.when(F.size(me["jobs"]) == 1, me["jobs"][0]).alias("source_job"),
             )
 
-        items = F.transform("_recs", item)
+        recs = df.select("topic", F.posexplode(F.transform("_recs", item)).alias("offset", "_rec"))
     else:
-        items = F.transform(
-            "_recs",
-            lambda rec: F.struct(
-                _line(rec).alias("value"), F.lit(None).cast(StringType()).alias("fallback_time")
-            ),
+        # The lines themselves exploded, each made a record in the projection after: a
+        # lambda over an array is interpreted element by element, a projection compiled
+        # (a quarter hour of the 100-job fleet's metric files read: 0.91 JVM CPU s
+        # against 1.17, medians of 7, warm, interleaved; issue #34).
+        recs = df.select("topic", F.posexplode("_recs").alias("offset", "_line")).select(
+            "topic",
+            "offset",
+            F.struct(
+                _line(F.col("_line")).alias("value"),
+                F.lit(None).cast(StringType()).alias("fallback_time"),
+            ).alias("_rec"),
         )
     own = ["source_tm", "source_job"] if kind == "log" else []
-    return (
-        df.select("topic", F.posexplode(items).alias("offset", "_rec"))
-        .where(F.trim(F.col("_rec.value")) != "")
-        .select(
-            F.col("_rec.value").alias("value"),
-            "topic",
-            F.lit(0).alias("partition"),
-            F.col("offset").cast(LongType()).alias("offset"),
-            F.lit(None).cast(TimestampType()).alias("kafka_ts"),
-            F.col("_rec.fallback_time").alias("fallback_time"),
-            *[F.col(f"_rec.{c}").alias(c) for c in own],
-        )
+    return recs.where(F.trim(F.col("_rec.value")) != "").select(
+        F.col("_rec.value").alias("value"),
+        "topic",
+        F.lit(0).alias("partition"),
+        F.col("offset").cast(LongType()).alias("offset"),
+        F.lit(None).cast(TimestampType()).alias("kafka_ts"),
+        F.col("_rec.fallback_time").alias("fallback_time"),
+        *[F.col(f"_rec.{c}").alias(c) for c in own],
     )
 
 

@@ -299,3 +299,38 @@ def test_the_detect_input_reads_each_bus_value_once_and_drops_what_has_no_time(s
     assert all(g[2] is None for g in got if g[0] == TICK_KEY)
     plan = rows._jdf.queryExecution().optimizedPlan().toString()
     assert plan.count("from_json(") == 1, plan
+
+
+def test_a_replays_detect_input_takes_the_time_from_the_bus_records_column(spark) -> None:  # type: ignore[no-untyped-def]
+    # A replay's bus records go to its detect input in the same job: the time is a column
+    # there, so neither the bus value's JSON nor a row generator is evaluated for it (each
+    # interpreted row by row), and the rows are those the JSON gives, shard keys and all.
+    from pyspark.sql import functions as F
+
+    from streaming.bus import detect_input
+
+    jobs = [f"{i:032x}" for i in range(1, 13)]
+    good = _events(spark, [("checkpoint_expired", None, j, None) for j in jobs]).withColumn(
+        "event_time", F.timestamp_millis(F.lit(int(T.timestamp() * 1000)) + F.col("offset"))
+    )
+    bad = _events(spark, [("metric", HEAP_USED, JOB, TM)]).selectExpr(
+        "* except (error)", "'bad_type' as error"
+    )
+    events = good.unionByName(bad).selectExpr(
+        "*", "cast(null as timestamp) as kafka_ts", "'x' as detail", "'{raw}' as raw"
+    )
+    bus = bus_records(events, AppConfig(), dead_letters=True, event_ms=True)
+    assert "event_ms" in bus.columns
+    shards, partitions = 8, 2  # shard keys that are not the shard numbers
+    fields = ["shard", "entity", "value", "bus_ms", F.unix_millis("event_time").alias("t")]
+    by_column = detect_input(bus, shards, partitions)
+    by_json = detect_input(bus.drop("event_ms"), shards, partitions)
+    got = sorted(tuple(r) for r in by_column.select(*fields).collect())
+    assert got == sorted(tuple(r) for r in by_json.select(*fields).collect())
+    # Every job's event, at its own time; the dead letter has none, so no shard gets it.
+    assert sorted(r[1] for r in got) == sorted(f"job:{j}" for j in jobs)
+    assert sorted(r[4] for r in got) == [int(T.timestamp() * 1000) + i for i in range(12)]
+    # Nothing the bus records' own plan does not have (the stack of their scopes).
+    plans = [d._jdf.queryExecution().optimizedPlan().toString() for d in (bus, by_column, by_json)]
+    assert [p.count("from_json(") for p in plans] == [0, 0, 1], plans
+    assert [p.count("Generate ") for p in plans] == [1, 1, 2], plans
