@@ -306,11 +306,6 @@ def detect_input(
     goes to its entity's shard, its time read from the column, not from its JSON.
     """
     given = "event_ms" in records.columns
-    # The head is read once, in a projection of its own, and the records without an event
-    # time are dropped by the explode (an empty array), not by a filter: Spark pushes a
-    # filter below the projection that read the head and reads it there again: two JSON
-    # parses of every bus record, 13 % of the JVM's samples replaying an hour of the
-    # 100-job fleet, against 7.5 % for the one.
     head = F.col("_head")
     event_ms = F.col("event_ms") if given else head["event_ms"]
     event_time = F.timestamp_millis(event_ms)
@@ -339,6 +334,11 @@ def detect_input(
         # bus and detect input of a quarter hour of the 100-job fleet took 13.8 JVM CPU s
         # against 15.8 (medians of 7, warm, interleaved; issue #34).
         return records.where(event_ms.isNotNull()).select(shard.alias("shard"), *columns)
+    # The head is read once, in a projection of its own, and the records without an event
+    # time are dropped by the explode (an empty array), not by a filter: Spark pushes a
+    # filter below the projection that read the head and reads it there again: two JSON
+    # parses of every bus record, 13 % of the JVM's samples replaying an hour of the
+    # 100-job fleet, against 7.5 % for the one.
     every = F.sequence(F.lit(0), F.lit(shards - 1))
     to = F.coalesce(F.array_intersect(head["shards"], every), every)
     if keys != tuple(range(shards)):
