@@ -89,12 +89,18 @@ class ReplayProgress:
             return False
         self._last = now
         c = self.counts()
-        self.emit(
-            f"replay: {c.records:,} records read, event time {_utc(c.newest_event_ms)}, "
-            f"{c.alerts:,} alerts (parse batches {c.parse_batches}, "
-            f"detect batches {c.detect_batches})"
-            + (f"; Spark: {c.tasks_done:,} of {c.tasks:,} tasks done" if c.tasks else "")
-        )
+        if c.parse_batches or c.records:
+            said = (
+                f"replay: {c.records:,} records read, event time {_utc(c.newest_event_ms)}, "
+                f"{c.alerts:,} alerts (parse batches {c.parse_batches}, "
+                f"detect batches {c.detect_batches})"
+            )
+        else:
+            # Nothing counted yet is not nothing read: the parse counts its records when
+            # it ends (a long input's one pass, through the detectors, minutes later).
+            said = "replay: reading the files (their records are counted once parsed)"
+        tasks = f"; Spark: {c.tasks_done:,} of {c.tasks:,} tasks done" if c.tasks else ""
+        self.emit(said + tasks)
         return True
 
     def finish(self) -> None:

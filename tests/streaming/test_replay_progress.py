@@ -39,7 +39,7 @@ def test_a_line_every_ten_seconds_with_records_event_time_and_alerts() -> None:
             )
         progress.poll()
     assert lines == [
-        "replay: 0 records read, event time none yet, 0 alerts (parse batches 0, detect batches 0)",
+        "replay: reading the files (their records are counted once parsed)",
         "replay: 1,234,567 records read, event time 2026-11-22T03:58:56Z, 12 alerts "
         "(parse batches 1, detect batches 0)",
     ]
@@ -86,12 +86,19 @@ def test_the_counts_come_from_the_pipelines_counters() -> None:
 
 def test_a_line_says_how_far_the_running_spark_stages_are() -> None:
     clock, lines = Clock(), []
-    progress = _progress([ReplayCounts(tasks=54, tasks_done=20)], clock, lines)
+    counts = [ReplayCounts(tasks=54, tasks_done=20)]
+    progress = _progress(counts, clock, lines)
+    clock.now += 10
+    progress.poll()
+    # The parse has counted and found nothing (empty files): now 0 is a count, and said.
+    counts.append(ReplayCounts(parse_batches=1, tasks=2, tasks_done=1))
     clock.now += 10
     progress.poll()
     assert lines == [
-        "replay: 0 records read, event time none yet, 0 alerts (parse batches 0, detect "
-        "batches 0); Spark: 20 of 54 tasks done"
+        "replay: reading the files (their records are counted once parsed); "
+        "Spark: 20 of 54 tasks done",
+        "replay: 0 records read, event time none yet, 0 alerts (parse batches 1, detect "
+        "batches 0); Spark: 1 of 2 tasks done",
     ]
 
 
