@@ -8,7 +8,8 @@ JIT compiles (``-Xlog:jit+compilation=debug``), and Spark's metrics written as C
 10 s (``CodeGenerator.compilationTime``: one sample per class Spark generated and Janino
 compiled). Every 10 s it samples the CPU of the process tree and of the JVM's threads.
 ``--jvm=OPTIONS`` adds JVM options to the driver (``--jvm=-XX:TieredStopAtLevel=1``),
-``--spark KEY=VALUE`` a Spark setting (``spark.options``).
+``--spark KEY=VALUE`` a Spark setting (``spark.options``), ``--setting KEY=VALUE`` a key of
+the config's ``spark`` section (``--setting realtime_batch_s=30``).
 
 It prints a row per ``--step-s`` window: cores of the process tree and of the JVM, the C2
 and C1 compiler threads' CPU seconds per minute, classes loaded per minute (Spark's
@@ -36,6 +37,7 @@ import yaml
 from bench import key_value
 from bench.idle import _commits, _jvm, _threads, _tree, stop
 from bench.measure import proc_cpu_s
+from bench.run import _setting
 from streaming.session import driver_java
 
 REPO = Path(__file__).resolve().parent.parent
@@ -45,6 +47,50 @@ _COMPILE = re.compile(
     r"^\[([\d.]+)s\]\s+\d+\s+([%sbn!]*)\s*(\d)\s+(\S+)(?: @ \d+)? \(\d+ bytes\)(.*)$"
 )
 _LOADED = re.compile(r"^\[([\d.]+)s\] (\S+)")
+
+
+def run_config(
+    args: argparse.Namespace,
+    bootstrap: str,
+    prefix: str,
+    out: Path,
+    jvm_opts: str,
+    ui_port: int,
+    detectors: dict[str, Any],
+) -> str:
+    """The run's ``flinkwatch.yaml``: the topics, ``--setting`` and ``--spark``, validated.
+
+    Raises:
+        conf.ConfigError: a ``--setting`` the config refuses (its field named), before
+            anything has started.
+    """
+    from conf import load_config
+
+    cfg = {
+        "cluster": "jit",
+        "kafka": {
+            "bootstrap_servers": bootstrap,
+            **{f"{t}_topic": f"{prefix}.{t}" for t in ("logs", "metrics", "events", "deadletters")},
+        },
+        "output": {"state_dir": str(out / "state"), "console": False},
+        "metrics": {"enabled": False},
+        "detectors": detectors,
+        "spark": {
+            **dict(args.setting),
+            "ui_port": ui_port,
+            "options": {
+                "spark.driver.extraJavaOptions": jvm_opts,
+                "spark.metrics.conf.*.sink.csv.class": "org.apache.spark.metrics.sink.CsvSink",
+                "spark.metrics.conf.*.sink.csv.period": "10",
+                "spark.metrics.conf.*.sink.csv.unit": "seconds",
+                "spark.metrics.conf.*.sink.csv.directory": str(out / "csv"),
+                **dict(args.spark),
+            },
+        },
+    }
+    text = yaml.safe_dump(cfg)
+    load_config(out / "flinkwatch.yaml", text=text)
+    return text
 
 
 def run(args: argparse.Namespace) -> Path:
@@ -83,29 +129,10 @@ def run(args: argparse.Namespace) -> Path:
                 *args.jvm.split(),
             )
         )
-        cfg = {
-            "cluster": "jit",
-            "kafka": {
-                "bootstrap_servers": broker.bootstrap,
-                **{f"{t}_topic": f"{prefix}.{t}" for t in ("logs", "metrics")},
-                **{f"{t}_topic": f"{prefix}.{t}" for t in ("events", "deadletters")},
-            },
-            "output": {"state_dir": str(out / "state"), "console": False},
-            "metrics": {"enabled": False},
-            "detectors": inc.DETECTORS,
-            "spark": {
-                "ui_port": free_port_run(1),
-                "options": {
-                    "spark.driver.extraJavaOptions": jvm_opts,
-                    "spark.metrics.conf.*.sink.csv.class": "org.apache.spark.metrics.sink.CsvSink",
-                    "spark.metrics.conf.*.sink.csv.period": "10",
-                    "spark.metrics.conf.*.sink.csv.unit": "seconds",
-                    "spark.metrics.conf.*.sink.csv.directory": str(out / "csv"),
-                    **dict(args.spark),
-                },
-            },
-        }
-        (out / "flinkwatch.yaml").write_text(yaml.safe_dump(cfg))
+        cfg = run_config(
+            args, broker.bootstrap, prefix, out, jvm_opts, free_port_run(1), inc.DETECTORS
+        )
+        (out / "flinkwatch.yaml").write_text(cfg)
         exe = Path(sys.executable).with_name("flinkwatch")
         env = {**os.environ, "PYTHONPATH": str(REPO)}
         with (out / "run.log").open("w") as log:
@@ -244,8 +271,8 @@ def _codegen(csv_dir: Path) -> list[tuple[float, int]]:
     return [(float(r.split(",")[0]), int(r.split(",")[1])) for r in lines if r]
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run (unless ``--summarize-only``) and print the table."""
+def parser() -> argparse.ArgumentParser:
+    """The command's arguments."""
     ap = argparse.ArgumentParser(prog="python -m bench.jit", description=__doc__.split("\n")[0])
     ap.add_argument("--name", required=True, help="the run's directory in bench/.work/jit")
     ap.add_argument("--minutes", type=float, default=6)
@@ -259,9 +286,22 @@ def main(argv: list[str] | None = None) -> int:
         metavar="KEY=VALUE",
         help="a Spark setting for the run (spark.options), repeatable",
     )
+    ap.add_argument(
+        "--setting",
+        action="append",
+        default=[],
+        type=_setting,
+        metavar="KEY=VALUE",
+        help="a key of the config's spark section (realtime_batch_s=30; VALUE as YAML), repeatable",
+    )
     ap.add_argument("--step-s", type=float, default=60)
     ap.add_argument("--summarize-only", action="store_true", help="print an earlier run's")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run (unless ``--summarize-only``) and print the table."""
+    args = parser().parse_args(argv)
     out = WORK / args.name if args.summarize_only else run(args)
     table = summarize(out, args.step_s)
     (out / "summary.json").write_text(json.dumps(table, indent=1))
