@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 
 def key_value(text: str) -> tuple[str, str]:
@@ -12,3 +13,11 @@ def key_value(text: str) -> tuple[str, str]:
         msg = f"expected KEY=VALUE, got {text!r}"
         raise argparse.ArgumentTypeError(msg)
     return key.strip(), value
+
+
+def yaml_setting(text: str) -> tuple[str, Any]:
+    """``KEY=VALUE`` of a config key (``--setting``, bench.run's ``--spark``): VALUE as YAML."""
+    import yaml
+
+    key, value = key_value(text)
+    return key, yaml.safe_load(value)

@@ -34,10 +34,9 @@ from typing import Any
 
 import yaml
 
-from bench import key_value
+from bench import key_value, yaml_setting
 from bench.idle import _commits, _jvm, _threads, _tree, stop
 from bench.measure import proc_cpu_s
-from bench.run import _setting
 from streaming.session import driver_java
 
 REPO = Path(__file__).resolve().parent.parent
@@ -290,7 +289,7 @@ def parser() -> argparse.ArgumentParser:
         "--setting",
         action="append",
         default=[],
-        type=_setting,
+        type=yaml_setting,
         metavar="KEY=VALUE",
         help="a key of the config's spark section (realtime_batch_s=30; VALUE as YAML), repeatable",
     )

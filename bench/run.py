@@ -56,7 +56,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bench import key_value
+from bench import yaml_setting
 from bench.plot import draw
 from lab.procs import children, cmdline, free_port_pair, free_port_run
 
@@ -1182,14 +1182,6 @@ def _idle_row(idle: dict[str, Any]) -> str:
     )
 
 
-def _setting(text: str) -> tuple[str, Any]:
-    """``KEY=VALUE`` of ``--spark``: the value read as YAML (numbers, null, booleans)."""
-    import yaml
-
-    key, value = key_value(text)
-    return key, yaml.safe_load(value)
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; returns 0."""
     p = argparse.ArgumentParser(prog="bench", description=__doc__.split("\n\n")[0])
@@ -1225,7 +1217,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument(
         "--spark",
-        type=_setting,
+        type=yaml_setting,
         nargs="*",
         default=[],
         metavar="KEY=VALUE",
