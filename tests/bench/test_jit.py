@@ -19,14 +19,14 @@ def test_a_setting_is_a_key_of_the_spark_section_read_as_yaml(tmp_path: Path) ->
     text = _config(
         tmp_path,
         "--setting",
-        "realtime_batch_s=30",
+        "realtime_batch_s=15",
         "--setting",
         "deadline_grace_s=null",
         "--spark",
         "spark.sql.shuffle.partitions=3",
     )
     spark = load_config(tmp_path / "flinkwatch.yaml", text=text).spark
-    assert spark.realtime_batch_s == 30
+    assert spark.realtime_batch_s == 15
     assert spark.deadline_grace_s is None
     assert spark.trigger_interval_s == 1  # the default, where no setting says otherwise
     assert spark.ui_port == 4040
