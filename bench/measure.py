@@ -36,7 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from lab.procs import children, cmdline
+from lab.procs import children, cmdline, descendants
 from streaming.listener import JsonProgressListener
 
 log = logging.getLogger(__name__)
@@ -61,6 +61,11 @@ def proc_cpu_s(pid: int, task: int | None = None) -> float | None:
     except (OSError, IndexError):
         return None
     return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def tree_cpu_s(pid: int) -> float:
+    """CPU seconds of ``pid`` and every live process below it (one that ended is not counted)."""
+    return sum(proc_cpu_s(p) or 0.0 for p in descendants(pid))
 
 
 #: The bench's running sampling threads (native ids) → the most CPU seconds seen of each.

@@ -20,9 +20,8 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-from bench.measure import proc_cpu_s
+from bench.measure import tree_cpu_s
 from bench.replay import REPO, SMALL, replay_command, spread
-from lab.procs import descendants
 
 #: ``checkpoint_state_growth`` pages once in each input (the small run's growth, and the
 #: hour's incident): each try's alerts say which config it ran.
@@ -65,10 +64,6 @@ class _Lines:
                 self._cond.wait(min(left, 1.0))
 
 
-def _tree_cpu_s(pid: int) -> float:
-    return sum(proc_cpu_s(p) or 0.0 for p in [pid, *descendants(pid)])
-
-
 def watch_phase(
     work: Path,
     tries: int = 6,
@@ -99,19 +94,19 @@ def watch_phase(
             timeout_s = max(60.0, 2 * first_s)
             alerts.append(len(output.read_text().splitlines()))
             for n in range(2, tries + 2):
-                before = _tree_cpu_s(p.pid)
+                before = tree_cpu_s(p.pid)
                 saved = time.monotonic()
                 config.write_text(OFF if n % 2 == 0 else ON)
                 seen, done_at, line = lines.wait_for(f"replay: try {n} done", timeout_s, seen + 1)
                 answers.append(done_at - saved)
                 own.append(float(line.split(" in ")[-1].split()[0]))
                 seen, _, _ = lines.wait_for("replay: watching", timeout_s, seen + 1)
-                cpu.append(_tree_cpu_s(p.pid) - before)
+                cpu.append(tree_cpu_s(p.pid) - before)
                 alerts.append(len(output.read_text().splitlines()))
             time.sleep(2.0)  # the last try's stragglers (progress thread, GC) out of the window
-            idle_from = _tree_cpu_s(p.pid)
+            idle_from = tree_cpu_s(p.pid)
             time.sleep(idle_s)
-            idle = (_tree_cpu_s(p.pid) - idle_from) / idle_s
+            idle = (tree_cpu_s(p.pid) - idle_from) / idle_s
         finally:
             p.send_signal(signal.SIGTERM)
             rc = p.wait(60)

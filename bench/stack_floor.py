@@ -117,13 +117,6 @@ def child(shape: str, bootstrap: str, checkpoint: Path) -> None:
     query.awaitTermination()
 
 
-def _tree_cpu_s(pid: int) -> float:
-    from bench.idle import _tree
-    from bench.measure import proc_cpu_s
-
-    return sum(proc_cpu_s(p) or 0.0 for p in _tree(pid))
-
-
 def trickle(bootstrap: str, rate: float, stop: threading.Event) -> None:
     """Send ``rate`` records a second (~400 bytes, 100 keys) until ``stop`` is set."""
     from kafka import KafkaProducer
@@ -144,6 +137,7 @@ def trickle(bootstrap: str, rate: float, stop: threading.Event) -> None:
 def one_run(shape: str, bootstrap: str, warmup_s: float, window_s: float, n: int) -> dict[str, Any]:
     """One shape in a fresh process: its cores and batches over the window after a warm-up."""
     from bench.idle import _commits, stop
+    from bench.measure import tree_cpu_s
 
     state = WORK / f"run-{n}"
     checkpoint = state / "checkpoints" / shape
@@ -160,9 +154,9 @@ def one_run(shape: str, bootstrap: str, warmup_s: float, window_s: float, n: int
             msg = f"{shape}: the query did not start (exit {proc.wait()})"
             raise RuntimeError(msg)
         time.sleep(warmup_s)
-        cpu0, batches0, t0 = _tree_cpu_s(proc.pid), _commits(state)[shape], time.monotonic()
+        cpu0, batches0, t0 = tree_cpu_s(proc.pid), _commits(state)[shape], time.monotonic()
         time.sleep(window_s)
-        cpu1, batches1, t1 = _tree_cpu_s(proc.pid), _commits(state)[shape], time.monotonic()
+        cpu1, batches1, t1 = tree_cpu_s(proc.pid), _commits(state)[shape], time.monotonic()
     finally:
         stop(proc)
     return {

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
+import time
 
 import pytest
 
-from bench.measure import cpu_split, instrument, instruments_cpu_s
+from bench.measure import cpu_split, instrument, instruments_cpu_s, proc_cpu_s, tree_cpu_s
 
 
 def test_the_samplers_cpu_is_the_bench_s_not_the_driver_s() -> None:
@@ -70,3 +73,19 @@ def test_a_python_worker_that_leaves_the_scan_keeps_its_cpu(
     sampler.sample()
     workers = [v["python_workers"] for v in sampler.series.v]
     assert workers == [51.0, 81.0, 82.0]
+
+
+def test_a_process_tree_counts_each_process_once() -> None:
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.4: pass\n"
+    child = subprocess.Popen(  # noqa: S603
+        [sys.executable, "-c", burn + "input()"], stdin=subprocess.PIPE
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while (proc_cpu_s(child.pid) or 0.0) < 0.4 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.1)  # done burning: waiting on its input
+        # A process with nothing below it: its own CPU, once (the root was counted twice).
+        assert tree_cpu_s(child.pid) == pytest.approx(proc_cpu_s(child.pid), abs=0.02)
+    finally:
+        child.communicate(b"\n", timeout=60)
